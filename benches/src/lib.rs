@@ -1,0 +1,1 @@
+//! Criterion benchmarks of the nextok crates live in `benches/`; this library is empty.

@@ -1,0 +1,6 @@
+//! The `nextok` command.
+
+fn main() {
+    eprintln!("nextok: not yet implemented");
+    std::process::exit(1);
+}

@@ -1,0 +1,1 @@
+//! Constrained decoding: token masks for label sets, regular expressions, JSON, JSON Schema and context-free grammars.

