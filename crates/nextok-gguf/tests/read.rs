@@ -1,0 +1,162 @@
+//! The reader on hand-made files, on malformed files, and on the real default model.
+
+use nextok_gguf::write::GgufWriter;
+use nextok_gguf::{Array, Error, GgmlType, GgufFile, Value, ValueType};
+
+fn tiny() -> Vec<u8> {
+    GgufWriter::new()
+        .metadata("general.architecture", Value::String("llama".into()))
+        .metadata("llama.block_count", Value::U32(2))
+        .metadata("llama.rope.freq_base", Value::F32(10000.0))
+        .metadata(
+            "tokenizer.ggml.tokens",
+            Value::Array(Array::String(vec!["a".into(), "b".into()])),
+        )
+        .tensor_f32("w", &[2, 3], &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+        .tensor_f32("b", &[3], &[7.0, 8.0, 9.0])
+        .to_bytes()
+}
+
+#[test]
+fn round_trip_of_metadata_and_tensors() {
+    let file = GgufFile::from_bytes(tiny()).unwrap();
+    assert_eq!(file.version(), 3);
+    let md = file.metadata();
+    assert_eq!(md.get_str("general.architecture").unwrap(), "llama");
+    assert_eq!(md.get_u32("llama.block_count").unwrap(), 2);
+    assert_eq!(md.get_u64("llama.block_count").unwrap(), 2);
+    assert_eq!(md.get_f32("llama.rope.freq_base").unwrap(), 10000.0);
+    assert_eq!(
+        md.get_str_array("tokenizer.ggml.tokens").unwrap(),
+        ["a", "b"]
+    );
+    let b = file.tensor("b").unwrap();
+    let floats: Vec<f32> = b
+        .data
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(floats, [7.0, 8.0, 9.0]);
+    assert_eq!(file.tensor("w").unwrap().info.elements(), 6);
+    // Tensor data is aligned to the file's alignment.
+    let base = file.bytes().as_ptr() as usize;
+    assert_eq!((b.data.as_ptr() as usize - base) % 32, 0);
+}
+
+#[test]
+fn typed_getters_say_what_is_wrong() {
+    let file = GgufFile::from_bytes(tiny()).unwrap();
+    let md = file.metadata();
+    assert_eq!(
+        md.get_u32("general.architecture"),
+        Err(Error::WrongType {
+            key: "general.architecture".into(),
+            expected: "integer",
+            found: ValueType::String
+        })
+    );
+    assert_eq!(
+        md.get_str("nope"),
+        Err(Error::MissingKey { key: "nope".into() })
+    );
+    assert!(matches!(
+        md.get_f32_array("tokenizer.ggml.tokens"),
+        Err(Error::WrongType { .. })
+    ));
+    assert_eq!(
+        file.tensor("missing").unwrap_err(),
+        Error::MissingTensor {
+            name: "missing".into()
+        }
+    );
+}
+
+#[test]
+fn malformed_files_give_typed_errors() {
+    assert!(matches!(
+        GgufFile::from_bytes(b"GGML\x03\0\0\0".to_vec()),
+        Err(Error::BadMagic { .. })
+    ));
+    assert!(matches!(
+        GgufFile::from_bytes(b"GG".to_vec()),
+        Err(Error::BadMagic { .. })
+    ));
+    let mut v1 = tiny();
+    v1[4] = 1;
+    assert_eq!(
+        GgufFile::from_bytes(v1).unwrap_err(),
+        Error::UnsupportedVersion { version: 1 }
+    );
+    // Every truncation of a valid file is an error, never a panic.
+    let full = tiny();
+    for len in 0..full.len() - 1 {
+        let cut = full[..len].to_vec();
+        assert!(
+            GgufFile::from_bytes(cut).is_err(),
+            "prefix of {len} bytes parsed"
+        );
+    }
+    // An absurd tensor count is refused before any allocation.
+    let mut huge = tiny();
+    huge[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+    assert!(matches!(
+        GgufFile::from_bytes(huge),
+        Err(Error::Implausible {
+            what: "tensor count",
+            ..
+        })
+    ));
+    // An unknown tensor type.
+    let bad_type = GgufWriter::new()
+        .tensor_raw("t", &[32], GgmlType::Q8_0, vec![0; 34])
+        .to_bytes();
+    let pos = bad_type
+        .windows(4)
+        .rposition(|w| w == 8u32.to_le_bytes())
+        .unwrap();
+    let mut patched = bad_type.clone();
+    patched[pos..pos + 4].copy_from_slice(&99u32.to_le_bytes());
+    assert_eq!(
+        GgufFile::from_bytes(patched).unwrap_err(),
+        Error::UnsupportedTensorType {
+            tensor: "t".into(),
+            code: 99
+        }
+    );
+    // A shape that is not a whole number of blocks.
+    let ragged = GgufWriter::new()
+        .tensor_raw("q", &[31], GgmlType::Q8_0, vec![0; 34])
+        .to_bytes();
+    assert!(matches!(
+        GgufFile::from_bytes(ragged),
+        Err(Error::BadShape { .. })
+    ));
+}
+
+/// The default model, as the conformance data describes it: GGUF v3, 98,362,432 bytes, the
+/// Llama architecture with 30 blocks, a 49,152-token vocabulary, Q4_1 weights.
+#[test]
+fn reads_the_real_default_model() {
+    let path = std::env::var("NEXTOK_MODEL").unwrap_or_else(|_| {
+        format!(
+            "{}/.cache/nextok/models/SmolLM2-135M-Instruct.Q4_1.gguf",
+            std::env::var("HOME").unwrap_or_default()
+        )
+    });
+    let file = GgufFile::open(&path)
+        .unwrap_or_else(|e| panic!("{e}: run `cargo xtask fetch-model` first"));
+    assert_eq!(file.version(), 3);
+    assert_eq!(file.bytes().len(), 98_362_432);
+    let md = file.metadata();
+    assert_eq!(md.get_str("general.architecture").unwrap(), "llama");
+    assert_eq!(md.get_u32("llama.block_count").unwrap(), 30);
+    assert_eq!(
+        md.get_str_array("tokenizer.ggml.tokens").unwrap().len(),
+        49_152
+    );
+    assert_eq!(md.get_str("tokenizer.ggml.model").unwrap(), "gpt2");
+    let q = file.tensor("blk.0.attn_q.weight").unwrap();
+    assert_eq!(q.info.ggml_type, GgmlType::Q4_1);
+    assert_eq!(q.info.dims, vec![576, 576]);
+    assert_eq!(q.data.len() as u64, 576 * 576 / 32 * 20);
+}
