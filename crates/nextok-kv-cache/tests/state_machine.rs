@@ -1,0 +1,144 @@
+//! A state-machine test: random sequences of append, truncate, fork and prefix reuse, applied to
+//! a set of caches and to a plain reference model (a vector of positions, each with its token and
+//! its rows), compared in full after every step.
+
+use nextok_kv_cache::{CacheConfig, KvCache, KvType};
+use proptest::prelude::*;
+
+const LAYERS: usize = 2;
+const ROW: usize = 3;
+
+/// One position of the reference: its token and, per layer, its key and value rows.
+#[derive(Debug, Clone)]
+struct RefPos {
+    token: u32,
+    rows: Vec<(Vec<f32>, Vec<f32>)>,
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Append `n` tokens to sequence `seq` (taken modulo the number of sequences).
+    Append { seq: usize, tokens: Vec<u32> },
+    /// Truncate a sequence to `len` (may be longer than it: a no-op).
+    Truncate { seq: usize, len: usize },
+    /// Fork a sequence into a new one.
+    Fork { seq: usize },
+    /// Reuse the prefix of a sequence for a prompt made of its first `keep` tokens and `extra`.
+    Reuse {
+        seq: usize,
+        keep: usize,
+        extra: Vec<u32>,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0..8usize, prop::collection::vec(0..4u32, 1..6))
+            .prop_map(|(seq, tokens)| Op::Append { seq, tokens }),
+        1 => (0..8usize, 0..12usize).prop_map(|(seq, len)| Op::Truncate { seq, len }),
+        1 => (0..8usize).prop_map(|seq| Op::Fork { seq }),
+        1 => (0..8usize, 0..12usize, prop::collection::vec(0..4u32, 0..3))
+            .prop_map(|(seq, keep, extra)| Op::Reuse { seq, keep, extra }),
+    ]
+}
+
+/// The numbers written for a position: distinct per step, layer, key/value and element, and
+/// rounded by the reference as the cache's number type rounds them.
+fn row(step: usize, layer: usize, which: usize, kv_type: KvType) -> Vec<f32> {
+    (0..ROW)
+        .map(|i| {
+            kv_type.round(step as f32 / 7.0 + layer as f32 * 0.25 + which as f32 + i as f32 * 0.01)
+        })
+        .collect()
+}
+
+fn check(caches: &[KvCache], reference: &[Vec<RefPos>]) {
+    assert_eq!(caches.len(), reference.len());
+    for (cache, seq) in caches.iter().zip(reference) {
+        assert_eq!(cache.len(), seq.len());
+        let tokens: Vec<u32> = seq.iter().map(|p| p.token).collect();
+        assert_eq!(cache.tokens(), tokens);
+        assert_eq!(cache.bytes(), cache.config().bytes_for(seq.len() as u64));
+        for (pos, p) in seq.iter().enumerate() {
+            for (layer, (k, v)) in p.rows.iter().enumerate() {
+                let mut got = vec![0.0; ROW];
+                cache.key(layer, pos).unwrap().to_f32(0..ROW, &mut got);
+                assert_eq!(&got, k, "key, layer {layer} pos {pos}");
+                cache.value(layer, pos).unwrap().to_f32(0..ROW, &mut got);
+                assert_eq!(&got, v, "value, layer {layer} pos {pos}");
+            }
+        }
+    }
+}
+
+fn run(ops: Vec<Op>, kv_type: KvType, block_positions: usize) {
+    let config = CacheConfig::new(LAYERS, 1, ROW, kv_type).with_block_positions(block_positions);
+    let mut caches = vec![KvCache::new(config).unwrap()];
+    let mut reference: Vec<Vec<RefPos>> = vec![Vec::new()];
+    for (step, op) in ops.into_iter().enumerate() {
+        match op {
+            Op::Append { seq, tokens } => {
+                let s = seq % caches.len();
+                let range = caches[s].push_tokens(&tokens);
+                for (pos, &token) in range.zip(&tokens) {
+                    let mut rows = Vec::new();
+                    for layer in 0..LAYERS {
+                        let (k, v) = (row(step, layer, 0, kv_type), row(step, layer, 1, kv_type));
+                        caches[s].write(layer, pos, &k, &v).unwrap();
+                        rows.push((k, v));
+                    }
+                    reference[s].push(RefPos { token, rows });
+                }
+            }
+            Op::Truncate { seq, len } => {
+                let s = seq % caches.len();
+                caches[s].truncate(len);
+                reference[s].truncate(len);
+            }
+            Op::Fork { seq } => {
+                let s = seq % caches.len();
+                caches.push(caches[s].fork());
+                reference.push(reference[s].clone());
+            }
+            Op::Reuse { seq, keep, extra } => {
+                let s = seq % caches.len();
+                let mut prompt: Vec<u32> =
+                    reference[s].iter().take(keep).map(|p| p.token).collect();
+                prompt.extend(extra);
+                let kept = caches[s].reuse_prefix(&prompt);
+                // The reference's rule, stated plainly: the longest common prefix, leaving at
+                // least one prompt token to run.
+                let mut common = 0;
+                while common < reference[s].len()
+                    && common < prompt.len()
+                    && reference[s][common].token == prompt[common]
+                {
+                    common += 1;
+                }
+                let expected = common.min(prompt.len().saturating_sub(1));
+                assert_eq!(kept, expected);
+                reference[s].truncate(expected);
+            }
+        }
+        check(&caches, &reference);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn cache_matches_the_reference_model_f32(ops in prop::collection::vec(op(), 1..40), bp in 1..5usize) {
+        run(ops, KvType::F32, bp);
+    }
+
+    #[test]
+    fn cache_matches_the_reference_model_f16(ops in prop::collection::vec(op(), 1..40), bp in 1..5usize) {
+        run(ops, KvType::F16, bp);
+    }
+
+    #[test]
+    fn cache_matches_the_reference_model_bf16(ops in prop::collection::vec(op(), 1..40), bp in 1..5usize) {
+        run(ops, KvType::BF16, bp);
+    }
+}
