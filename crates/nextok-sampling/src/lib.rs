@@ -1,1 +1,97 @@
-//! Turn logits into a chosen token: softmax, temperature, top-k, top-p, min-p, penalties, seeded sampling and beam search.
+//! Turn logits into a chosen token: softmax, temperature, top-k, top-p, min-p, penalties, seeded
+//! sampling and beam search.
+//!
+//! This crate knows nothing about models, tokenizers or devices: it takes a slice of logits (one
+//! `f32` per token of the vocabulary) and returns a token id. It follows the specification's
+//! chapter "Choosing the next token" (`shared/spec/inference-and-decoding.txt`).
+//!
+//! # Contents
+//! - [`softmax`], [`log_softmax`], [`log_sum_exp`]: numerically stable, `-inf` gives exactly 0,
+//!   NaN never comes out (NaN or `+inf` logits are an [`Error`]).
+//! - [`SamplingParams`]: the settings users know (`temperature`, `top_k`, `top_p`, `min_p`,
+//!   `repetition_penalty`, `presence_penalty`, `frequency_penalty`, `logit_bias`, `seed`, ...),
+//!   serde-serialisable, checked by [`SamplingParams::validate`].
+//! - [`Sampler`]: runs the chain and draws a token with a seeded ChaCha20 generator; returns a
+//!   [`Sampled`] with the token, its log-probability under the final and the raw distribution,
+//!   and the top alternatives when asked.
+//! - [`Chain`] and the stages ([`Temperature`], [`TopK`], [`TopP`], [`MinP`],
+//!   [`RepetitionPenalty`], [`PresenceFrequencyPenalty`], [`LogitBias`], [`AllowedTokens`],
+//!   [`BannedTokens`], [`MinTokens`]): each implements [`LogitsProcessor`] over a shared
+//!   [`Candidates`] buffer; a chain is itself a stage, so custom orders and custom stages compose.
+//! - [`Trace`]: the distribution after each stage, for debugging (what `nextok sample` prints).
+//! - [`beam_search`]: beam search over a callback that scores next tokens, with a length penalty.
+//!
+//! # The order of the stages
+//! The default order is the specification's: token filters (constraint mask, allowed and banned
+//! ids, min-tokens), then penalties, logit bias, temperature, softmax, top-k, top-p, min-p,
+//! renormalise, sample. The filters always run first; the six other stages can be reordered with
+//! [`SamplingParams::order`] (for example llama.cpp applies temperature after top-k and top-p).
+//! Softmax is not a stage: probabilities are computed when a stage needs them, over the tokens
+//! still in the running, so each filter renormalises what it keeps.
+//!
+//! # Speed
+//! Nothing sorts the whole vocabulary. Top-k is a partial selection followed by a sort of the `k`
+//! kept tokens; top-p without top-k grows a sorted prefix by partial selection until it holds
+//! mass `p`; min-p compares logits with `z_max + ln(min_p)` without exponentiating; greedy is one
+//! pass. The benches (`cargo bench -p nextok-benches --bench sampling`) measure vocabularies of
+//! 32k to 256k tokens.
+//!
+//! # Determinism
+//! Same logits, parameters and seed give the same token on every platform: the generator is
+//! ChaCha20 seeded with [`SamplingParams::seed`], the uniform number is built from its raw bits,
+//! the exponential is our own polynomial rather than the C library's, and every stage leaves the
+//! candidates in an order fixed by the input (ties between equal logits go to the lowest id).
+//!
+//! # Example
+//! The specification's worked example: T = 2, top-k 3, top-p 0.9 on the CAT/DOG/IS/LOVELY logits
+//! leaves CAT 0.657 and DOG 0.343.
+//! ```
+//! use nextok_sampling::{Context, Sampler, SamplingParams, Trace};
+//!
+//! let logits = [6.2, 4.9, 2.1, 1.0]; // CAT, DOG, IS, LOVELY
+//! let params = SamplingParams {
+//!     temperature: 2.0,
+//!     top_k: Some(3),
+//!     top_p: 0.9,
+//!     seed: Some(7),
+//!     ..SamplingParams::default()
+//! };
+//! let trace = Trace::new(&params, &logits, &Context::default())?;
+//! assert!((trace.final_probs[0] - 0.657).abs() < 5e-4);
+//! assert!((trace.final_probs[1] - 0.343).abs() < 5e-4);
+//!
+//! let mut sampler = Sampler::new(&params)?;
+//! let out = sampler.sample(&logits, &Context::default())?;
+//! assert!(out.token == 0 || out.token == 1); // IS and LOVELY were filtered out
+//!
+//! let greedy = Sampler::new(&SamplingParams::greedy())?.sample(&logits, &Context::default())?;
+//! assert_eq!(greedy.token, 0);
+//! assert!((greedy.raw_logprob - 0.772f32.ln()).abs() < 1e-3);
+//! # Ok::<(), nextok_sampling::Error>(())
+//! ```
+
+mod beam;
+mod candidates;
+mod error;
+mod params;
+mod sampler;
+mod softmax;
+mod stages;
+mod trace;
+
+pub use beam::{beam_search, BeamConfig, Hypothesis};
+pub use candidates::{Candidate, Candidates};
+pub use error::Error;
+pub use params::{SamplingParams, StageKind};
+pub use sampler::{Sampled, Sampler, TokenLogprob};
+pub use softmax::{exp_nonpositive, log_softmax, log_sum_exp, softmax, softmax_into};
+pub use stages::{
+    AllowedTokens, BannedTokens, Chain, Context, LogitBias, LogitsProcessor, MinP, MinTokens,
+    PresenceFrequencyPenalty, RepetitionPenalty, Temperature, TopK, TopP,
+};
+pub use trace::{Trace, TraceStage};
+
+// Compiles and runs the README's example as a doctest, so that it cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

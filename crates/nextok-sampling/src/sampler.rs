@@ -1,0 +1,191 @@
+//! The seeded sampler: logits in, one token out.
+
+use rand_chacha::ChaCha20Rng;
+use rand_core::{RngCore, SeedableRng};
+
+use crate::candidates::{by_logit_desc, Candidate, Candidates};
+use crate::softmax::{checked_max, sum_exp};
+use crate::stages::{Chain, Context, LogitsProcessor};
+use crate::{Error, SamplingParams};
+
+/// One alternative token with its log-probabilities.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TokenLogprob {
+    /// Token id.
+    pub token: u32,
+    /// Log-probability under the model's raw distribution (softmax of the unmodified logits).
+    pub raw_logprob: f32,
+    /// Log-probability under the final distribution (`-inf` if the chain removed the token).
+    pub logprob: f32,
+}
+
+/// The outcome of one sampling step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sampled {
+    /// The chosen token id.
+    pub token: u32,
+    /// Its log-probability under the final distribution, the one it was drawn from (0 for greedy).
+    pub logprob: f32,
+    /// Its log-probability under the raw distribution (softmax of the unmodified logits).
+    pub raw_logprob: f32,
+    /// The most likely tokens under the raw distribution, most likely first (ties to the lowest
+    /// id); as many as [`SamplingParams::top_logprobs`] asks for.
+    pub top: Vec<TokenLogprob>,
+}
+
+/// Turns logits into a chosen token with a chain of stages and a seeded ChaCha20 generator.
+///
+/// The same logits, parameters and seed give the same token on every platform and every run: the
+/// uniform number is built from the generator's raw 64-bit output (`(x >> 11) * 2^-53`, not a
+/// `rand` distribution whose internals may change), the exponential is our own, and every stage
+/// keeps the candidates in an order that does not depend on sort internals.
+#[derive(Debug)]
+pub struct Sampler {
+    chain: Chain,
+    rng: ChaCha20Rng,
+    candidates: Candidates,
+    scratch: Vec<Candidate>,
+    top_logprobs: usize,
+    // Plain greedy needs no candidates buffer: a single pass over the logits finds the token.
+    plain_greedy: bool,
+}
+
+impl Sampler {
+    /// A sampler for `params`, after validating them.
+    pub fn new(params: &SamplingParams) -> Result<Self, Error> {
+        let chain = Chain::from_params(params)?;
+        let plain_greedy = params.temperature == 0.0 && chain.len() == 1;
+        let mut s = Sampler::from_chain(chain, params.seed.unwrap_or(0));
+        s.plain_greedy = plain_greedy;
+        s.top_logprobs = params.top_logprobs;
+        Ok(s)
+    }
+
+    /// A sampler running a custom chain.
+    pub fn from_chain(chain: Chain, seed: u64) -> Self {
+        Sampler {
+            chain,
+            rng: ChaCha20Rng::seed_from_u64(seed),
+            candidates: Candidates::new(),
+            scratch: Vec::new(),
+            top_logprobs: 0,
+            plain_greedy: false,
+        }
+    }
+
+    /// Restarts the random generator from `seed`.
+    pub fn reseed(&mut self, seed: u64) {
+        self.rng = ChaCha20Rng::seed_from_u64(seed);
+    }
+
+    /// Sets how many raw-distribution alternatives each [`Sampled`] carries.
+    pub fn set_top_logprobs(&mut self, n: usize) {
+        self.top_logprobs = n;
+    }
+
+    /// The chain this sampler runs.
+    pub fn chain(&self) -> &Chain {
+        &self.chain
+    }
+
+    /// The next uniform number in `[0, 1)`: the top 53 bits of one 64-bit output.
+    fn next_uniform(&mut self) -> f64 {
+        (self.rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// Chooses the next token.
+    ///
+    /// Errors: a NaN or `+inf` logit, a token id in `ctx` outside the vocabulary, a mask that is
+    /// too short, or no token left after masking and filtering.
+    pub fn sample(&mut self, logits: &[f32], ctx: &Context<'_>) -> Result<Sampled, Error> {
+        let max = checked_max(logits)?;
+        if max == f32::NEG_INFINITY {
+            return Err(Error::NoCandidates {
+                vocab: logits.len(),
+            });
+        }
+        let log_z = max as f64 + sum_exp(logits, max).ln();
+        let raw = |z: f32| (z as f64 - log_z) as f32;
+
+        let (token, logprob) = if self.plain_greedy {
+            (greedy(logits, max, ctx.allowed)?, 0.0)
+        } else {
+            self.candidates.fill(logits, ctx.allowed)?;
+            self.chain.apply(&mut self.candidates, ctx)?;
+            let u = self.next_uniform();
+            let c = self.candidates.pick(u)?;
+            (c.id, (c.prob as f64).ln() as f32)
+        };
+
+        let mut top = Vec::new();
+        if self.top_logprobs > 0 {
+            self.scratch.clear();
+            self.scratch
+                .extend(logits.iter().enumerate().map(|(i, &z)| Candidate {
+                    id: i as u32,
+                    logit: z,
+                    prob: 0.0,
+                }));
+            let n = self.top_logprobs.min(self.scratch.len());
+            if n < self.scratch.len() {
+                self.scratch.select_nth_unstable_by(n - 1, by_logit_desc);
+                self.scratch.truncate(n);
+            }
+            self.scratch.sort_unstable_by(by_logit_desc);
+            for alt in &self.scratch {
+                let logprob = if self.plain_greedy {
+                    if alt.id == token {
+                        0.0
+                    } else {
+                        f32::NEG_INFINITY
+                    }
+                } else {
+                    self.candidates
+                        .as_slice()
+                        .iter()
+                        .find(|c| c.id == alt.id)
+                        .map_or(f32::NEG_INFINITY, |c| (c.prob as f64).ln() as f32)
+                };
+                top.push(TokenLogprob {
+                    token: alt.id,
+                    raw_logprob: raw(alt.logit),
+                    logprob,
+                });
+            }
+        }
+        Ok(Sampled {
+            token,
+            logprob,
+            raw_logprob: raw(logits[token as usize]),
+            top,
+        })
+    }
+}
+
+/// The allowed token with the highest logit, ties to the lowest id. `max` is the largest logit.
+fn greedy(logits: &[f32], max: f32, allowed: Option<&[u64]>) -> Result<u32, Error> {
+    let mut best: Option<(usize, f32)> = None;
+    match allowed {
+        None => {
+            // Without a mask the answer is the first logit equal to the maximum.
+            best = logits.iter().position(|&z| z == max).map(|i| (i, max));
+        }
+        Some(words) => {
+            if words.len() * 64 < logits.len() {
+                return Err(Error::MaskTooShort {
+                    words: words.len(),
+                    vocab: logits.len(),
+                });
+            }
+            for (i, &z) in logits.iter().enumerate() {
+                let ok = words[i / 64] >> (i % 64) & 1 == 1;
+                if ok && z != f32::NEG_INFINITY && best.is_none_or(|(_, b)| z > b) {
+                    best = Some((i, z));
+                }
+            }
+        }
+    }
+    best.map(|(i, _)| i as u32).ok_or(Error::NoCandidates {
+        vocab: logits.len(),
+    })
+}
