@@ -5,3 +5,5 @@
 //! as possible and with no attention to speed. The tests in `tests/` check the specification's
 //! worked examples against these references and against the fast crates, and use proptest to check
 //! that the fast crates agree with the references on random inputs.
+
+pub mod stopping;
