@@ -1,6 +1,88 @@
-//! The `nextok` command.
+//! The `nextok` command: generate, chat, tokenize, template, logits, score, sample, plan and
+//! bench, over the `nextok` library.
+//!
+//! Errors are for a person: one line on stderr that says what to do, and a non-zero exit code
+//! (2 for a command line that does not parse, 1 for everything else). A panic, which would be a
+//! bug, is reported the same way, without a backtrace.
 
-fn main() {
-    eprintln!("nextok: not yet implemented");
-    std::process::exit(1);
+mod args;
+mod commands;
+mod output;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    // A panic is a bug in nextok, but the person running it still gets one line, not a trace.
+    std::panic::set_hook(Box::new(|info| {
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        let place = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!(
+            "nextok: internal error ({}{place}); please report it",
+            one_line(&message)
+        );
+    }));
+    let cli = match args::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
+    match commands::run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nextok: {}", one_line(&format!("{e:#}")));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints help and version as clap does; any other parse error as one line.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        _ => {
+            // clap's message opens with "error: ", says what was wrong (sometimes over several
+            // lines), then shows the usage and a hint; the part before the usage is folded
+            // onto one line.
+            let rendered = e.render().to_string();
+            let what: Vec<&str> = rendered
+                .lines()
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            let what = what.join(" ");
+            let what = what.trim_start_matches("error: ");
+            eprintln!("nextok: {what}; see `nextok --help`");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Folds a message onto one line.
+fn one_line(message: &str) -> String {
+    message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
 }

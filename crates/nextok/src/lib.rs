@@ -27,3 +27,6 @@ pub use fetch::{
     default_model_path, default_model_path_from, ensure_default_model, sha256_file, ModelFetch,
     DEFAULT_MODEL_FILE, DEFAULT_MODEL_PACKAGE, DEFAULT_MODEL_SHA256,
 };
+pub use nextok_gguf as gguf;
+pub use nextok_sampling as sampling;
+pub use nextok_stopping as stopping;

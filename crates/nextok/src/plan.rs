@@ -293,6 +293,8 @@ pub struct Plan {
     pub kv_bytes_per_conversation: f64,
     /// KV cache bytes for `workload.users` such conversations.
     pub kv_bytes_all_users: f64,
+    /// The context window in words and pages, when it is known.
+    pub context_window_size: Option<TextSize>,
     /// Tokens left for the answer after the prompt, when the context window is known.
     pub tokens_left: Option<u64>,
     /// The prefill pass over the prompt.
@@ -329,6 +331,7 @@ pub fn plan(model: &ModelFigures, machine: &Machine, workload: &Workload) -> Res
         kv_bytes_per_token: per_token,
         kv_bytes_per_conversation: per_conversation,
         kv_bytes_all_users: per_conversation * workload.users as f64,
+        context_window_size: model.context_window.map(text_size),
         tokens_left: model
             .context_window
             .map(|w| tokens_left(w, workload.prompt_tokens)),

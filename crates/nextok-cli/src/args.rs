@@ -1,0 +1,421 @@
+//! The command line's grammar: every subcommand and flag.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Run language models exactly, and see how their probabilities become text.
+#[derive(Debug, Parser)]
+#[command(name = "nextok", version, about, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Generate an answer to a prompt, streamed to stdout (stop reason and timings on stderr).
+    Generate(GenerateArgs),
+    /// An interactive conversation in the terminal, with history.
+    Chat(ChatArgs),
+    /// Split text into tokens.
+    Tokenize(TokenizeArgs),
+    /// Render a conversation (a JSON file of {"role", "content"} messages) through the model's
+    /// chat template, with the generation prompt.
+    Template(TemplateArgs),
+    /// Print the model's logits for a prompt or token ids.
+    Logits(LogitsArgs),
+    /// Log-probability of every token of a text, and its perplexity.
+    Score(ScoreArgs),
+    /// Show what each stage of the sampling chain does to a list of logits.
+    Sample(SampleArgs),
+    /// The cost model: memory, KV cache, time to first token and tokens/s for a model and machine.
+    Plan(PlanArgs),
+    /// Label a text with one of a fixed set of labels (constrained, greedy).
+    Classify(ClassifyArgs),
+    /// Run the constrained-decoding benchmark over a folder of cases.
+    ConstrainBench(ConstrainBenchArgs),
+    /// Measure speed on this machine (issue 7; not yet available).
+    Bench(BenchArgs),
+}
+
+/// Which model, and how to run it.
+#[derive(Debug, Args, Clone)]
+pub struct ModelArgs {
+    /// A GGUF model file. Default: $NEXTOK_MODEL, else SmolLM2-135M-Instruct Q4_1 in the user's
+    /// cache, fetched on first use.
+    #[arg(long, value_name = "PATH")]
+    pub model: Option<PathBuf>,
+    /// Threads for the forward pass (default: all cores).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+}
+
+/// The sampling chain's settings.
+#[derive(Debug, Args, Clone)]
+pub struct SamplingArgs {
+    /// Divide logits by T before softmax; 0 is greedy.
+    #[arg(
+        long,
+        value_name = "T",
+        default_value_t = 0.7,
+        allow_negative_numbers = true
+    )]
+    pub temperature: f32,
+    /// Keep only the K most likely tokens.
+    #[arg(long, value_name = "K")]
+    pub top_k: Option<usize>,
+    /// Keep the smallest top group whose probabilities add up to P.
+    #[arg(
+        long,
+        value_name = "P",
+        default_value_t = 0.9,
+        allow_negative_numbers = true
+    )]
+    pub top_p: f32,
+    /// Keep tokens at least MIN_P times as likely as the top one.
+    #[arg(
+        long,
+        value_name = "MIN_P",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub min_p: f32,
+    /// Repetition penalty over the prompt and the answer (1 is off; 1.1 to 1.3 are usual).
+    #[arg(
+        long,
+        alias = "repeat-penalty",
+        value_name = "R",
+        default_value_t = 1.0,
+        allow_negative_numbers = true
+    )]
+    pub repetition_penalty: f32,
+    /// Presence penalty over the answer's tokens (0 is off).
+    #[arg(
+        long,
+        value_name = "X",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub presence_penalty: f32,
+    /// Frequency penalty over the answer's tokens (0 is off).
+    #[arg(
+        long,
+        value_name = "X",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub frequency_penalty: f32,
+    /// Seed of the random choice: the same prompt, settings and seed give the same answer.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// Settings shared by `generate` and `chat`.
+#[derive(Debug, Args, Clone)]
+pub struct AnswerArgs {
+    /// Stop after this many new tokens.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_tokens: usize,
+    /// Stop when the answer contains this text (repeatable; the text is not printed).
+    #[arg(long, value_name = "TEXT")]
+    pub stop: Vec<String>,
+    /// A system message (ignored with --raw).
+    #[arg(long, value_name = "TEXT")]
+    pub system: Option<String>,
+    /// Keep going past the model's end tokens (until --max-tokens or a stop sequence).
+    #[arg(long)]
+    pub ignore_eos: bool,
+}
+
+/// `nextok generate`.
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// The prompt (`-` reads it from stdin).
+    pub prompt: String,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    #[command(flatten)]
+    pub answer: AnswerArgs,
+    /// Continue the prompt as it is, without the chat template.
+    #[arg(long)]
+    pub raw: bool,
+    /// Special-token text in a raw prompt (such as `<|im_start|>`) becomes the special tokens.
+    #[arg(long)]
+    pub parse_special: bool,
+    /// Beam search with N beams instead of sampling.
+    #[arg(long, value_name = "N")]
+    pub beams: Option<usize>,
+    /// Beam search's length penalty: scores are divided by length^ALPHA.
+    #[arg(
+        long,
+        value_name = "ALPHA",
+        default_value_t = 1.0,
+        allow_negative_numbers = true
+    )]
+    pub length_penalty: f32,
+    /// Number of completions of the prompt (they share its KV cache).
+    #[arg(
+        short = 'n',
+        long = "completions",
+        value_name = "N",
+        default_value_t = 1
+    )]
+    pub n: usize,
+    /// Report the K most likely alternatives of each token.
+    #[arg(long, value_name = "K")]
+    pub logprobs: Option<usize>,
+    /// Print one JSON object (text, tokens, prompt_tokens, stop_reason, usage, timings).
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub constraint: ConstraintArgs,
+}
+
+/// Constrained decoding: at most one of these.
+#[derive(Debug, Args, Clone, Default)]
+#[group(multiple = false)]
+pub struct ConstraintArgs {
+    /// The answer is exactly one of these (comma-separated).
+    #[arg(long, value_name = "A,B,...", value_delimiter = ',')]
+    pub choice: Option<Vec<String>>,
+    /// The answer matches this regular expression.
+    #[arg(long, value_name = "REGEX")]
+    pub regex: Option<String>,
+    /// The answer is one JSON value (`--json` is the output format, hence this name).
+    #[arg(long)]
+    pub json_object: bool,
+    /// The answer is JSON valid against this JSON Schema file.
+    #[arg(long, value_name = "FILE")]
+    pub json_schema: Option<PathBuf>,
+    /// The answer follows this grammar file (GBNF or Lark).
+    #[arg(long, value_name = "FILE")]
+    pub grammar: Option<PathBuf>,
+}
+
+/// `nextok chat`.
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    #[command(flatten)]
+    pub answer: AnswerArgs,
+    /// Print timings after each answer.
+    #[arg(long)]
+    pub verbose: bool,
+}
+
+/// `nextok tokenize`.
+#[derive(Debug, Args)]
+pub struct TokenizeArgs {
+    /// The text (`-` reads it from stdin).
+    pub text: String,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Special-token text (such as `<|im_start|>`) becomes the special tokens.
+    #[arg(long)]
+    pub parse_special: bool,
+    /// Print `{"ids": [...], "pieces": [...]}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `nextok template`.
+#[derive(Debug, Args)]
+pub struct TemplateArgs {
+    /// A JSON file: `[{"role": ..., "content": ...}, ...]`.
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Leave out the generation prompt (the assistant's header at the end).
+    #[arg(long)]
+    pub no_generation_prompt: bool,
+}
+
+/// `nextok logits`.
+#[derive(Debug, Args)]
+pub struct LogitsArgs {
+    /// The prompt, continued as it is (no chat template); or give --ids.
+    #[arg(required_unless_present = "ids", conflicts_with = "ids")]
+    pub prompt: Option<String>,
+    /// Token ids instead of a prompt, comma-separated.
+    #[arg(long, value_name = "ID,ID,...", value_delimiter = ',')]
+    pub ids: Option<Vec<u32>>,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Special-token text in the prompt becomes the special tokens.
+    #[arg(long)]
+    pub parse_special: bool,
+    /// Write the logits to FILE as little-endian f32 instead of printing the top-k.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Every position's logits, row after row (default: the last position's).
+    #[arg(long)]
+    pub all_positions: bool,
+    /// How many of the most likely tokens to print without --out.
+    #[arg(long, value_name = "K", default_value_t = 10)]
+    pub top_k: usize,
+}
+
+/// `nextok score`.
+#[derive(Debug, Args)]
+pub struct ScoreArgs {
+    /// The text (`-` reads it from stdin).
+    pub text: String,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Special-token text becomes the special tokens.
+    #[arg(long)]
+    pub parse_special: bool,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `nextok sample`.
+#[derive(Debug, Args)]
+pub struct SampleArgs {
+    /// The logits, comma-separated (e.g. 6.2,4.9,2.1,1.0).
+    #[arg(
+        long,
+        value_name = "X,Y,...",
+        value_delimiter = ',',
+        required = true,
+        allow_negative_numbers = true
+    )]
+    pub logits: Vec<f32>,
+    /// Names for the tokens, comma-separated (default: their indices).
+    #[arg(long, value_name = "A,B,...", value_delimiter = ',')]
+    pub tokens: Option<Vec<String>>,
+    /// Divide logits by T before softmax; 0 is greedy.
+    #[arg(
+        long,
+        value_name = "T",
+        default_value_t = 1.0,
+        allow_negative_numbers = true
+    )]
+    pub temperature: f32,
+    /// Keep only the K most likely tokens.
+    #[arg(long, value_name = "K")]
+    pub top_k: Option<usize>,
+    /// Keep the smallest top group whose probabilities add up to P.
+    #[arg(
+        long,
+        value_name = "P",
+        default_value_t = 1.0,
+        allow_negative_numbers = true
+    )]
+    pub top_p: f32,
+    /// Keep tokens at least MIN_P times as likely as the top one.
+    #[arg(
+        long,
+        value_name = "MIN_P",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub min_p: f32,
+    /// Print `{"stages": [{"name", "probs"}], "final": [...]}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `nextok plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// A GGUF model to read the figures from (default: the default model, unless --weights is
+    /// given).
+    #[arg(long, value_name = "PATH", conflicts_with = "weights")]
+    pub model: Option<PathBuf>,
+    /// Number of weights, for a model given by hand (e.g. 7e9).
+    #[arg(long, value_name = "N", requires_all = ["layers", "d_model"])]
+    pub weights: Option<f64>,
+    /// Bytes per weight (4 for 32-bit, 2 for 16-bit, 0.5 for 4-bit).
+    #[arg(long, value_name = "B", default_value_t = 2.0)]
+    pub bytes_per_weight: f64,
+    /// Layers, for a model given by hand.
+    #[arg(long, value_name = "N")]
+    pub layers: Option<u64>,
+    /// d_model, for a model given by hand.
+    #[arg(long, value_name = "N")]
+    pub d_model: Option<u64>,
+    /// Attention heads, for a model given by hand (only needed with --kv-heads).
+    #[arg(long, value_name = "N", requires = "kv_heads")]
+    pub heads: Option<u64>,
+    /// Heads with their own keys and values (grouped-query attention).
+    #[arg(long, value_name = "N", requires = "heads")]
+    pub kv_heads: Option<u64>,
+    /// The context window in tokens (read from a GGUF when not given).
+    #[arg(long, value_name = "N")]
+    pub context: Option<u64>,
+    /// Bytes per number in the KV cache (default: 2 by hand, as the specification's 7B example;
+    /// 4 for a GGUF, as nextok's cache stores f32).
+    #[arg(long, value_name = "B")]
+    pub kv_bytes: Option<f64>,
+    /// Memory bandwidth in GB/s (default: the specification's illustrative GPU).
+    #[arg(long, value_name = "GB/S", default_value_t = 2000.0)]
+    pub bandwidth: f64,
+    /// Arithmetic speed in TFLOP/s (default: the specification's illustrative GPU).
+    #[arg(long, value_name = "TFLOP/S", default_value_t = 500.0)]
+    pub tflops: f64,
+    /// Tokens in the prompt.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub prompt_tokens: u64,
+    /// Tokens in the answer.
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    pub answer_tokens: u64,
+    /// Tokens per conversation, for the KV cache.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub conversation_tokens: u64,
+    /// Conversations at once, for the KV cache.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub users: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `nextok classify`.
+#[derive(Debug, Args)]
+pub struct ClassifyArgs {
+    /// The text to label.
+    pub text: String,
+    /// The labels, comma-separated.
+    #[arg(long, value_name = "A,B,...", value_delimiter = ',', required = true)]
+    pub labels: Vec<String>,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Print JSON with every label's probability.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `nextok constrain-bench`.
+#[derive(Debug, Args)]
+pub struct ConstrainBenchArgs {
+    /// The folder of cases.
+    pub dir: PathBuf,
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+/// `nextok bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_grammar_is_consistent() {
+        // clap checks at run time that flag names, groups and requirements fit together; this
+        // makes every subcommand's definition go through those checks.
+        <super::Cli as clap::CommandFactory>::command().debug_assert();
+    }
+}

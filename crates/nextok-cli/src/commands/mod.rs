@@ -1,0 +1,66 @@
+//! One module per subcommand.
+
+mod plan;
+mod sample;
+
+use crate::args::{Command, ModelArgs};
+use anyhow::bail;
+use std::path::PathBuf;
+
+/// Runs one subcommand.
+pub fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Plan(a) => plan::run(&a),
+        Command::Sample(a) => sample::run(&a),
+        Command::Bench(_) => bail!(
+            "`nextok bench` is not available yet (issue 7); for an estimate from the cost model run `nextok plan`"
+        ),
+        other => bail!("`{}` is not available yet in this build", name(&other)),
+    }
+}
+
+fn name(command: &Command) -> &'static str {
+    match command {
+        Command::Generate(_) => "nextok generate",
+        Command::Chat(_) => "nextok chat",
+        Command::Tokenize(_) => "nextok tokenize",
+        Command::Template(_) => "nextok template",
+        Command::Logits(_) => "nextok logits",
+        Command::Score(_) => "nextok score",
+        Command::Sample(_) => "nextok sample",
+        Command::Plan(_) => "nextok plan",
+        Command::Classify(_) => "nextok classify",
+        Command::ConstrainBench(_) => "nextok constrain-bench",
+        Command::Bench(_) => "nextok bench",
+    }
+}
+
+/// The model file to use: `--model` if given (it must exist), else the default model, fetched on
+/// first use with its progress on stderr.
+pub fn model_path(args: &ModelArgs) -> anyhow::Result<PathBuf> {
+    match &args.model {
+        Some(path) if path.is_file() => Ok(path.clone()),
+        Some(path) => Err(nextok::Error::ModelNotFound { path: path.clone() }.into()),
+        None => Ok(nextok::ensure_default_model(&mut |line| {
+            eprintln!("nextok: {line}")
+        })?),
+    }
+}
+
+/// Checks sampling settings, naming the flag to fix.
+pub fn validate_sampling(params: &nextok::sampling::SamplingParams) -> anyhow::Result<()> {
+    match params.validate() {
+        Ok(()) => Ok(()),
+        Err(nextok::sampling::Error::InvalidParam {
+            name,
+            value,
+            expected,
+        }) => anyhow::bail!("--{} is {value}, but it must be {expected}", flag(name)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The flag that sets a field of `SamplingParams`.
+fn flag(field: &str) -> String {
+    field.replace('_', "-")
+}

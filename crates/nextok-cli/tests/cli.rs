@@ -1,0 +1,220 @@
+//! The built `nextok` binary, run as a person would run it: outputs and error paths that need no
+//! model file.
+
+use std::process::{Command, Output};
+
+fn nextok(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nextok"))
+        .args(args)
+        .output()
+        .expect("the nextok binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).unwrap()
+}
+
+/// A person-facing failure: non-zero exit, one line on stderr that starts with `nextok:`, and
+/// no panic or backtrace.
+fn assert_one_line_error(o: &Output) -> String {
+    let err = stderr(o);
+    assert!(!o.status.success(), "expected failure, stderr: {err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err:?}");
+    assert!(err.starts_with("nextok: "), "{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("backtrace"),
+        "{err}"
+    );
+    err
+}
+
+#[test]
+fn sample_prints_the_specifications_table() {
+    // Specification, "How the rules combine", worked example T = 2, k = 3, p = 0.9 on the
+    // CAT/DOG logits: softmax 0.772 0.211 0.013 0.004; T = 2: 0.580 0.303 0.075 0.043;
+    // top-k: 0.605 0.316 0.078 0 (0.605 is the specification's rounding of 0.6058); top-p:
+    // 0.657 0.343 0 0.
+    let o = nextok(&[
+        "sample",
+        "--logits",
+        "6.2,4.9,2.1,1.0",
+        "--temperature",
+        "2",
+        "--top-k",
+        "3",
+        "--top-p",
+        "0.9",
+        "--tokens",
+        "CAT,DOG,IS,LOVELY",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| {
+            l.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .collect()
+        })
+        .collect();
+    assert_eq!(rows[0], ["stage", "CAT", "DOG", "IS", "LOVELY"]);
+    assert_eq!(rows[1], ["logits", "6.2", "4.9", "2.1", "1.0"]);
+    assert_eq!(rows[2], ["softmax", "0.772", "0.211", "0.013", "0.004"]);
+    assert_eq!(
+        rows[3],
+        ["temperature, T = 2", "0.580", "0.303", "0.075", "0.043"]
+    );
+    assert_eq!(rows[4][0], "top-k, k = 3");
+    assert_eq!(rows[4][2..], ["0.316", "0.078", "0"]);
+    assert_eq!(rows[5], ["top-p, p = 0.9", "0.657", "0.343", "0", "0"]);
+}
+
+#[test]
+fn sample_json_has_stages_and_final() {
+    let o = nextok(&[
+        "sample",
+        "--logits",
+        "6.2,4.9,2.1,1.0",
+        "--temperature",
+        "2",
+        "--top-k",
+        "3",
+        "--top-p",
+        "0.9",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let names: Vec<&str> = v["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["softmax", "temperature", "top_k", "top_p"]);
+    let last: Vec<f64> = v["final"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_f64().unwrap())
+        .collect();
+    // "How the rules combine": CAT 0.657, DOG 0.343, printed to 3 decimals.
+    assert!(
+        (last[0] - 0.657).abs() < 5e-4 && (last[1] - 0.343).abs() < 5e-4,
+        "{last:?}"
+    );
+    assert_eq!(&last[2..], [0.0, 0.0]);
+}
+
+#[test]
+fn plan_json_reproduces_the_7b_example() {
+    // Specification, "Worked example: a 7-billion-weight model" and "How much memory the cache
+    // needs" (Llama 2 7B): 14 GB, 28 ms, 7 ms, 143 tokens/s, 1.43 s, 524,288 bytes/token, 2.15 GB,
+    // 68.7 GB.
+    let o = nextok(&[
+        "plan",
+        "--weights",
+        "7e9",
+        "--bytes-per-weight",
+        "2",
+        "--layers",
+        "32",
+        "--d-model",
+        "4096",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let f = |k: &str| v[k].as_f64().unwrap();
+    assert!((f("weight_bytes") / 1e9 - 14.0).abs() < 0.5);
+    assert!((f("time_to_first_token_s") * 1e3 - 28.0).abs() < 0.5);
+    assert!((f("time_per_output_token_s") * 1e3 - 7.0).abs() < 0.5);
+    assert!((f("tokens_per_second") - 143.0).abs() < 0.5);
+    assert!((f("answer_s") - 1.43).abs() < 0.005);
+    assert_eq!(f("kv_bytes_per_token"), 524_288.0);
+    assert!((f("kv_bytes_per_conversation") / 1e9 - 2.15).abs() < 0.005);
+    assert!((f("kv_bytes_all_users") / 1e9 - 68.7).abs() < 0.05);
+}
+
+#[test]
+fn plan_table_shows_tokens_left_and_pages() {
+    // Specification, "The context window: a hard limit" (1,192 tokens left of 8,192 after 7,000)
+    // and "How big is a context window?" (8,192 tokens ≈ 6,144 words ≈ 12 pages).
+    let o = nextok(&[
+        "plan",
+        "--weights",
+        "65e6",
+        "--bytes-per-weight",
+        "4",
+        "--layers",
+        "6",
+        "--d-model",
+        "512",
+        "--kv-bytes",
+        "4",
+        "--context",
+        "8192",
+        "--prompt-tokens",
+        "7000",
+        "--conversation-tokens",
+        "1000",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let row = |label: &str| {
+        out.lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no row {label} in\n{out}"))
+            .to_string()
+    };
+    assert!(row("tokens left after a 7,000-token prompt").ends_with(" 1,192"));
+    assert!(row("context window").contains("6,144 words ≈ 12.3 pages"));
+    // "Why inference needs less memory": 260 MB; "How much memory the cache needs": 24,576 bytes,
+    // 24.6 MB per 1,000 tokens.
+    assert!(row("weights in memory").ends_with(" 260 MB"));
+    assert!(row("KV cache per token").contains("24,576 bytes"));
+    assert!(row("KV cache, 1,000 tokens").ends_with(" 24.6 MB"));
+}
+
+#[test]
+fn an_invalid_temperature_is_one_line() {
+    let o = nextok(&["sample", "--logits", "1,2", "--temperature", "-1"]);
+    let err = assert_one_line_error(&o);
+    assert!(err.contains("--temperature"), "{err}");
+}
+
+#[test]
+fn a_missing_model_file_is_one_line() {
+    let o = nextok(&["plan", "--model", "/no/such/model.gguf"]);
+    let err = assert_one_line_error(&o);
+    assert!(
+        err.contains("/no/such/model.gguf") && err.contains("--model"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_bad_command_line_is_one_line() {
+    let o = nextok(&["sample", "--logits", "1,x"]);
+    let err = assert_one_line_error(&o);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err.contains("--logits"), "{err}");
+    let o = nextok(&["sample"]);
+    assert_one_line_error(&o);
+}
+
+#[test]
+fn help_is_not_an_error() {
+    let o = nextok(&["--help"]);
+    assert!(o.status.success());
+    for sub in [
+        "generate", "chat", "tokenize", "template", "logits", "score", "sample", "plan", "bench",
+    ] {
+        assert!(stdout(&o).contains(sub), "{sub} missing from --help");
+    }
+}
