@@ -1,1 +1,71 @@
-//! Constrained decoding: token masks for label sets, regular expressions, JSON, JSON Schema and context-free grammars.
+//! Constrained decoding: token masks for label sets, regular expressions, JSON, JSON Schema and
+//! context-free grammars.
+//!
+//! At each step of generation a [`Constraint`] fills a bitset of the tokens that keep the output
+//! in the required format; the engine sets every other logit to −∞ ([`apply_mask`]) before the
+//! sampling chain, so the remaining probabilities are renormalised (specification, "Constrained
+//! decoding"). The constraint then advances by the chosen token.
+//!
+//! # Contents
+//! - [`TokenVocab`]: the exact bytes of every token and the end-of-generation tokens, built once
+//!   per model into a token trie and shared through an `Arc`.
+//! - [`Constraint`]: `fill_mask`, `advance`, `rollback`, `is_complete`, `forced_tokens`.
+//! - [`RegexConstraint`]: [`from_choices`](RegexConstraint::from_choices) and
+//!   [`from_regex`](RegexConstraint::from_regex); one automaton, masks cached per state.
+//! - [`GrammarConstraint`]: an Earley parser over bytes whose terminals are automata, built by
+//!   [`json_any`], [`from_json_schema`], [`from_gbnf`] and [`from_lark`]. Grammars may be
+//!   recursive, left recursion included.
+//! - [`ConformanceRun`]: runs MaskBench-format schema files (`{schema, tests: [{data, valid}]}`)
+//!   and returns counts and timings.
+//!
+//! # Example
+//! ```
+//! use std::sync::Arc;
+//! use nextok_constraints::{apply_mask, Constraint, RegexConstraint, TokenVocab};
+//!
+//! // A toy vocabulary: token 3 ends generation.
+//! let vocab = Arc::new(TokenVocab::new(
+//!     vec![b"FRAUD".to_vec(), b"OK".to_vec(), b"I".to_vec(), b"</s>".to_vec()],
+//!     &[3],
+//! )?);
+//! let mut c = RegexConstraint::from_choices(&["FRAUD", "OK"], &vocab)?;
+//! let mut mask = vocab.empty_mask();
+//! c.fill_mask(&mut mask)?;
+//! let mut logits = vec![1.0f32, 0.5, 2.0, 0.0];
+//! apply_mask(&mut logits, &mask);
+//! assert_eq!(logits[2], f32::NEG_INFINITY);
+//! c.advance(0)?;
+//! assert!(c.is_complete());
+//! # Ok::<(), nextok_constraints::Error>(())
+//! ```
+//!
+//! # Exactness
+//! Everything works on bytes: a token may cross grammar boundaries (`"}` or `",\n  "`) and a
+//! multi-byte UTF-8 character may be split across tokens. Terminals built from regular
+//! expressions match valid UTF-8 only. A token is in the mask exactly when `advance` accepts it,
+//! and every grammar is pruned of rules that can never finish, so an incomplete output always
+//! has an allowed next token (given a vocabulary holding every single byte, as byte-level BPE
+//! vocabularies do).
+//!
+//! # Untrusted input
+//! Schemas, grammars and patterns may come from users: bad ones are typed errors, automata are
+//! limited in size, and a JSON Schema keyword this crate does not enforce is an error naming it
+//! rather than silently ignored.
+
+mod constraint;
+mod dfa;
+mod error;
+
+mod grammar;
+mod json;
+
+mod vocab;
+
+pub use constraint::{apply_mask, Constraint, GrammarConstraint, RegexConstraint};
+pub use error::Error;
+pub use grammar::Grammar;
+
+pub use json::{compile_json_schema, from_json_schema, json_any, JsonOptions};
+pub use vocab::{decode_gpt2_byte_level, TokenVocab};
+mod conformance;
+pub use conformance::{time_it, ConformanceReport, ConformanceRun, Percentiles, SchemaOutcome};

@@ -1,0 +1,330 @@
+//! A runner for schema test files: MaskBench's format (one file per schema, `{schema, tests:
+//! [{data, valid}]}`) and the JSON-Schema-Test-Suite's (an array of `{description, schema,
+//! tests}`). The CLI's `constrain-bench` formats its report.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::constraint::Constraint;
+use crate::json::{compact, compile_json_schema, JsonOptions};
+use crate::vocab::TokenVocab;
+use crate::{Error, GrammarConstraint};
+
+/// Median, 99th and 99.9th percentile and maximum of a set of timings.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Percentiles {
+    /// Median.
+    pub median: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Maximum.
+    pub max: f64,
+}
+
+impl Percentiles {
+    /// Percentiles of `values` (nearest rank); all zero when empty.
+    pub fn of(values: &mut [f64]) -> Percentiles {
+        if values.is_empty() {
+            return Percentiles::default();
+        }
+        values.sort_by(|a, b| a.total_cmp(b));
+        let at =
+            |q: f64| values[((values.len() as f64 * q).ceil() as usize).clamp(1, values.len()) - 1];
+        Percentiles {
+            median: at(0.5),
+            p99: at(0.99),
+            p999: at(0.999),
+            max: values[values.len() - 1],
+        }
+    }
+}
+
+/// What happened to one schema.
+#[derive(Clone, Debug)]
+pub struct SchemaOutcome {
+    /// File name and, for test-suite files, the group description.
+    pub name: String,
+    /// `Ok` if it compiled (an empty language counts as compiled: it refuses everything), else
+    /// the error (usually an unsupported keyword).
+    pub compiled: Result<(), Error>,
+    /// Compile time in milliseconds (to the first mask).
+    pub compile_ms: f64,
+    /// Valid instances.
+    pub valid_total: usize,
+    /// Valid instances accepted with the end token allowed at their end.
+    pub valid_accepted: usize,
+    /// Invalid instances.
+    pub invalid_total: usize,
+    /// Invalid instances refused.
+    pub invalid_rejected: usize,
+    /// One line per instance handled wrongly (with its description when it has one).
+    pub failures: Vec<String>,
+    /// Tokens whose mask bit disagreed with `advance` (always a bug).
+    pub mask_mismatches: usize,
+}
+
+/// Totals over a run.
+#[derive(Clone, Debug, Default)]
+pub struct ConformanceReport {
+    /// Per schema.
+    pub outcomes: Vec<SchemaOutcome>,
+    /// Schemas seen.
+    pub schemas: usize,
+    /// Schemas compiled.
+    pub compiled: usize,
+    /// Schemas not compiled.
+    pub unsupported: usize,
+    /// Valid instances of compiled schemas.
+    pub valid_total: usize,
+    /// Of those, accepted.
+    pub valid_accepted: usize,
+    /// Invalid instances of compiled schemas.
+    pub invalid_total: usize,
+    /// Of those, refused.
+    pub invalid_rejected: usize,
+    /// Mask computation time per token, microseconds.
+    pub mask_us: Percentiles,
+    /// Compile time to the first mask, milliseconds.
+    pub compile_ms: Percentiles,
+    /// Tokens whose mask bit disagreed with `advance`, over all schemas.
+    pub mask_mismatches: usize,
+}
+
+/// Runs schemas and their test instances through JSON Schema constraints.
+pub struct ConformanceRun<'a> {
+    vocab: Arc<TokenVocab>,
+    options: JsonOptions,
+    tokenize: &'a dyn Fn(&[u8]) -> Vec<u32>,
+    mask_times: Vec<f64>,
+    compile_times: Vec<f64>,
+}
+
+impl<'a> ConformanceRun<'a> {
+    /// A runner with the model's vocabulary and tokenizer (bytes to token ids).
+    pub fn new(
+        vocab: Arc<TokenVocab>,
+        options: JsonOptions,
+        tokenize: &'a dyn Fn(&[u8]) -> Vec<u32>,
+    ) -> Self {
+        ConformanceRun {
+            vocab,
+            options,
+            tokenize,
+            mask_times: Vec::new(),
+            compile_times: Vec::new(),
+        }
+    }
+
+    /// Runs one schema against `(instance, valid, description)` cases.
+    pub fn run_schema(
+        &mut self,
+        name: &str,
+        schema: &Value,
+        tests: &[(Value, bool, String)],
+    ) -> SchemaOutcome {
+        let t0 = Instant::now();
+        let compiled = compile_json_schema(schema, &self.options);
+        let mut out = SchemaOutcome {
+            name: name.to_string(),
+            compiled: Ok(()),
+            compile_ms: 0.0,
+            valid_total: 0,
+            valid_accepted: 0,
+            invalid_total: 0,
+            invalid_rejected: 0,
+            failures: Vec::new(),
+            mask_mismatches: 0,
+        };
+        let grammar = match compiled {
+            Ok(g) => Some(g),
+            Err(Error::EmptyLanguage) => None,
+            Err(e) => {
+                out.compiled = Err(e);
+                return out;
+            }
+        };
+        let mut mask = self.vocab.empty_mask();
+        if let Some(g) = &grammar {
+            let mut c = GrammarConstraint::new(Arc::clone(g), &self.vocab);
+            let _ = c.fill_mask(&mut mask);
+        }
+        out.compile_ms = t0.elapsed().as_secs_f64() * 1e3;
+        self.compile_times.push(out.compile_ms);
+        for (data, valid, desc) in tests {
+            let bytes = compact(data).into_bytes();
+            let accepted = match &grammar {
+                None => false,
+                Some(g) => {
+                    let mut c = GrammarConstraint::new(Arc::clone(g), &self.vocab);
+                    self.force(&mut c, &bytes, &mut mask, &mut out.mask_mismatches)
+                }
+            };
+            if *valid {
+                out.valid_total += 1;
+                out.valid_accepted += accepted as usize;
+            } else {
+                out.invalid_total += 1;
+                out.invalid_rejected += !accepted as usize;
+            }
+            if accepted != *valid {
+                let what = if *valid {
+                    "valid instance refused"
+                } else {
+                    "INVALID INSTANCE ACCEPTED"
+                };
+                out.failures.push(format!(
+                    "{what}: {desc}: {}",
+                    String::from_utf8_lossy(&bytes)
+                ));
+            }
+        }
+        out
+    }
+
+    /// Forces `bytes` token by token; true when every token is allowed and the end is allowed
+    /// at the end. Checks each token's mask bit against `advance`.
+    fn force(
+        &mut self,
+        c: &mut GrammarConstraint,
+        bytes: &[u8],
+        mask: &mut [u64],
+        mismatches: &mut usize,
+    ) -> bool {
+        let tokens = (self.tokenize)(bytes);
+        for &t in &tokens {
+            let t0 = Instant::now();
+            if c.fill_mask(mask).is_err() {
+                return false;
+            }
+            self.mask_times.push(t0.elapsed().as_secs_f64() * 1e6);
+            let in_mask = mask
+                .get(t as usize / 64)
+                .is_some_and(|w| w >> (t % 64) & 1 == 1);
+            let ok = c.advance(t).is_ok();
+            if ok != in_mask {
+                *mismatches += 1;
+            }
+            if !ok {
+                return false;
+            }
+        }
+        let _ = c.fill_mask(mask);
+        let eos_in_mask = self
+            .vocab
+            .eos_tokens()
+            .iter()
+            .all(|&t| mask[t as usize / 64] >> (t % 64) & 1 == 1);
+        if c.is_complete() != eos_in_mask && !self.vocab.eos_tokens().is_empty() {
+            *mismatches += 1;
+        }
+        c.is_complete()
+    }
+
+    /// Runs one file: MaskBench's `{schema, tests: [{data, valid}]}` or the
+    /// JSON-Schema-Test-Suite's array of `{description, schema, tests}`.
+    pub fn run_file(&mut self, path: &Path) -> Result<Vec<SchemaOutcome>, Error> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
+            path: file.clone(),
+            reason: e.to_string(),
+        })?;
+        let v: Value = serde_json::from_str(&text).map_err(|e| Error::Io {
+            path: file.clone(),
+            reason: e.to_string(),
+        })?;
+        let groups: Vec<&Value> = match &v {
+            Value::Array(a) => a.iter().collect(),
+            _ => vec![&v],
+        };
+        let stem = path
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut outs = Vec::new();
+        for g in groups {
+            let (Some(schema), Some(Value::Array(tests))) = (g.get("schema"), g.get("tests"))
+            else {
+                return Err(Error::Io {
+                    path: file,
+                    reason: "expected `schema` and `tests`".into(),
+                });
+            };
+            let mut cases = Vec::new();
+            for t in tests {
+                let (Some(data), Some(Value::Bool(valid))) = (t.get("data"), t.get("valid")) else {
+                    return Err(Error::Io {
+                        path: file,
+                        reason: "each test needs `data` and `valid`".into(),
+                    });
+                };
+                let desc = t
+                    .get("description")
+                    .and_then(|d| d.as_str())
+                    .unwrap_or("")
+                    .to_string();
+                cases.push((data.clone(), *valid, desc));
+            }
+            let name = match g.get("description").and_then(|d| d.as_str()) {
+                Some(d) => format!("{stem}: {d}"),
+                None => stem.clone(),
+            };
+            outs.push(self.run_schema(&name, schema, &cases));
+        }
+        Ok(outs)
+    }
+
+    /// Runs every `*.json` file of a directory (sorted by name) and totals the results.
+    pub fn run_dir(&mut self, dir: &Path) -> Result<ConformanceReport, Error> {
+        let d = dir.display().to_string();
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .map_err(|e| Error::Io {
+                path: d.clone(),
+                reason: e.to_string(),
+            })?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        files.sort();
+        let mut outcomes = Vec::new();
+        for f in files {
+            outcomes.extend(self.run_file(&f)?);
+        }
+        Ok(self.report(outcomes))
+    }
+
+    /// Totals `outcomes` with the timings gathered so far.
+    pub fn report(&mut self, outcomes: Vec<SchemaOutcome>) -> ConformanceReport {
+        let mut r = ConformanceReport {
+            schemas: outcomes.len(),
+            ..Default::default()
+        };
+        for o in &outcomes {
+            if o.compiled.is_ok() {
+                r.compiled += 1;
+                r.valid_total += o.valid_total;
+                r.valid_accepted += o.valid_accepted;
+                r.invalid_total += o.invalid_total;
+                r.invalid_rejected += o.invalid_rejected;
+                r.mask_mismatches += o.mask_mismatches;
+            } else {
+                r.unsupported += 1;
+            }
+        }
+        r.outcomes = outcomes;
+        r.mask_us = Percentiles::of(&mut self.mask_times);
+        r.compile_ms = Percentiles::of(&mut self.compile_times);
+        r
+    }
+}
+
+/// Times a closure (used by the benches and the CLI for a single mask).
+pub fn time_it(f: impl FnOnce()) -> Duration {
+    let t = Instant::now();
+    f();
+    t.elapsed()
+}

@@ -1,0 +1,439 @@
+//! Byte-level deterministic automata: our own compact tables, built from regex-automata's DFAs or
+//! directly (literals, products, the JSON string encoding).
+//!
+//! We keep our own table rather than regex-automata's because the constraint needs three things
+//! its DFAs do not give directly: acceptance of the bytes read so far without the one-byte match
+//! delay, a dead state for every state that can no longer reach a match (so that "alive" means
+//! "can still be completed"), and products and complements for JSON Schema.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+use regex_automata::dfa::{dense, Automaton, StartKind};
+use regex_automata::util::syntax;
+use regex_automata::{Anchored, MatchKind};
+
+use crate::Error;
+
+/// The dead state: every transition from it leads back to it and it never accepts.
+pub(crate) const DEAD: u32 = 0;
+
+/// Default limit on the number of states of one automaton.
+pub(crate) const STATE_LIMIT: usize = 200_000;
+
+/// A deterministic automaton over bytes in which every non-dead state can still reach a match.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Dfa {
+    /// Byte to equivalence class.
+    classes: Box<[u8; 256]>,
+    /// Number of classes (the row width of `trans`).
+    stride: usize,
+    /// `trans[state * stride + class]`.
+    trans: Vec<u32>,
+    /// Whether the bytes read so far form a match.
+    accept: Vec<bool>,
+    /// The start state (`DEAD` when the language is empty).
+    start: u32,
+    /// Per state, the bytes with a live transition (a 256-bit set).
+    live: Vec<[u64; 4]>,
+}
+
+impl Dfa {
+    /// Explores the automaton given by `next` and `accept` breadth first from `start`, prunes the
+    /// states that cannot reach a match, and compresses the table into byte classes.
+    pub(crate) fn explore<K: Hash + Eq + Clone>(
+        start: K,
+        mut next: impl FnMut(&K, u8) -> Option<K>,
+        accept: impl Fn(&K) -> bool,
+        what: &str,
+    ) -> Result<Dfa, Error> {
+        let mut ids: HashMap<K, u32> = HashMap::new();
+        let mut keys: Vec<K> = vec![start.clone()];
+        ids.insert(start, 1);
+        // Raw table, 256 columns, row 0 is the dead state; state i has row i.
+        let mut raw: Vec<u32> = vec![0; 512];
+        let mut i = 0;
+        while i < keys.len() {
+            let key = keys[i].clone();
+            for b in 0..=255u8 {
+                if let Some(k2) = next(&key, b) {
+                    let id = match ids.get(&k2) {
+                        Some(&id) => id,
+                        None => {
+                            if keys.len() >= STATE_LIMIT {
+                                return Err(Error::TooLarge {
+                                    what: what.to_string(),
+                                    limit: STATE_LIMIT,
+                                });
+                            }
+                            let id = keys.len() as u32 + 1;
+                            ids.insert(k2.clone(), id);
+                            keys.push(k2);
+                            raw.extend(std::iter::repeat_n(0, 256));
+                            id
+                        }
+                    };
+                    raw[(i + 1) * 256 + b as usize] = id;
+                }
+            }
+            i += 1;
+        }
+        let n = keys.len() + 1;
+        let acc: Vec<bool> = std::iter::once(false)
+            .chain(keys.iter().map(&accept))
+            .collect();
+        Ok(Self::from_raw(&raw, &acc, n, 1))
+    }
+
+    /// Prunes, renumbers and compresses a raw 256-column table.
+    fn from_raw(raw: &[u32], acc: &[bool], n: usize, start: u32) -> Dfa {
+        // Liveness: a state is live when it accepts or reaches a live state.
+        let mut rev: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for s in 1..n {
+            for b in 0..256 {
+                let t = raw[s * 256 + b] as usize;
+                if t != 0 {
+                    rev[t].push(s as u32);
+                }
+            }
+        }
+        let mut live = vec![false; n];
+        let mut stack: Vec<usize> = (1..n).filter(|&s| acc[s]).collect();
+        for &s in &stack {
+            live[s] = true;
+        }
+        while let Some(s) = stack.pop() {
+            for &p in &rev[s] {
+                if !live[p as usize] {
+                    live[p as usize] = true;
+                    stack.push(p as usize);
+                }
+            }
+        }
+        // Renumber the live states reachable from the start through live states only.
+        let mut new_id = vec![u32::MAX; n];
+        let mut order: Vec<usize> = Vec::new();
+        if live[start as usize] {
+            new_id[start as usize] = 1;
+            order.push(start as usize);
+            let mut i = 0;
+            while i < order.len() {
+                let s = order[i];
+                for b in 0..256 {
+                    let t = raw[s * 256 + b] as usize;
+                    if t != 0 && live[t] && new_id[t] == u32::MAX {
+                        new_id[t] = order.len() as u32 + 1;
+                        order.push(t);
+                    }
+                }
+                i += 1;
+            }
+        }
+        let m = order.len() + 1;
+        let target = |s: usize, b: usize| -> u32 {
+            let t = raw[s * 256 + b] as usize;
+            if t != 0 && live[t] {
+                new_id[t]
+            } else {
+                DEAD
+            }
+        };
+        // Byte classes: bytes whose columns agree in every state share a class.
+        let mut classes = Box::new([0u8; 256]);
+        let mut reps: Vec<usize> = Vec::new();
+        let mut col_ids: HashMap<Vec<u32>, u8> = HashMap::new();
+        for b in 0..256 {
+            let col: Vec<u32> = order.iter().map(|&s| target(s, b)).collect();
+            let next_id = col_ids.len() as u8;
+            let id = *col_ids.entry(col).or_insert_with(|| {
+                reps.push(b);
+                next_id
+            });
+            classes[b] = id;
+        }
+        let stride = reps.len();
+        let mut trans = vec![DEAD; m * stride];
+        let mut accept = vec![false; m];
+        let mut livebytes = vec![[0u64; 4]; m];
+        for (i, &s) in order.iter().enumerate() {
+            let row = i + 1;
+            accept[row] = acc[s];
+            for (c, &b) in reps.iter().enumerate() {
+                trans[row * stride + c] = target(s, b);
+            }
+            for b in 0..256 {
+                if target(s, b) != DEAD {
+                    livebytes[row][b >> 6] |= 1 << (b & 63);
+                }
+            }
+        }
+        Dfa {
+            classes,
+            stride,
+            trans,
+            accept,
+            start: if order.is_empty() { DEAD } else { 1 },
+            live: livebytes,
+        }
+    }
+
+    /// Compiles a regular expression (Rust `regex` syntax, Unicode, matching valid UTF-8 only)
+    /// into an anchored automaton that accepts exactly the strings the whole pattern matches.
+    pub(crate) fn from_regex(pattern: &str) -> Result<Dfa, Error> {
+        let err = |reason: String| Error::Regex {
+            pattern: pattern.to_string(),
+            reason,
+        };
+        let dfa = dense::Builder::new()
+            .configure(
+                dense::Config::new()
+                    .start_kind(StartKind::Anchored)
+                    .match_kind(MatchKind::All)
+                    .dfa_size_limit(Some(256 << 20))
+                    .determinize_size_limit(Some(256 << 20)),
+            )
+            .syntax(syntax::Config::new().utf8(true).unicode(true))
+            .build(pattern)
+            .map_err(|e| err(e.to_string()))?;
+        let cfg = regex_automata::util::start::Config::new().anchored(Anchored::Yes);
+        let start = dfa.start_state(&cfg).map_err(|e| err(e.to_string()))?;
+        Dfa::explore(
+            start,
+            |&s, b| {
+                let t = dfa.next_state(s, b);
+                if dfa.is_dead_state(t) || dfa.is_quit_state(t) {
+                    None
+                } else {
+                    Some(t)
+                }
+            },
+            |&s| dfa.is_match_state(dfa.next_eoi_state(s)),
+            pattern,
+        )
+    }
+
+    /// An automaton accepting exactly `bytes`.
+    pub(crate) fn literal(bytes: &[u8]) -> Dfa {
+        let n = bytes.len();
+        // Building from a fixed chain cannot exceed the limit for any literal we are given in
+        // practice; fall back to the empty language if it somehow does.
+        Dfa::explore(
+            0usize,
+            |&i, b| (i < n && bytes[i] == b).then_some(i + 1),
+            |&i| i == n,
+            "literal",
+        )
+        .unwrap_or_else(|_| Dfa::empty())
+    }
+
+    /// The automaton of the empty language.
+    pub(crate) fn empty() -> Dfa {
+        Dfa::from_raw(&[0; 512], &[false, false], 2, 1)
+    }
+
+    /// Strings accepted by both.
+    pub(crate) fn intersect(&self, other: &Dfa) -> Result<Dfa, Error> {
+        Dfa::explore(
+            (self.start, other.start),
+            |&(a, b), x| {
+                let (a2, b2) = (self.next(a, x), other.next(b, x));
+                (a2 != DEAD && b2 != DEAD).then_some((a2, b2))
+            },
+            |&(a, b)| self.is_accept(a) && other.is_accept(b),
+            "intersection",
+        )
+    }
+
+    /// Strings accepted by `self` and not by `other`.
+    pub(crate) fn minus(&self, other: &Dfa) -> Result<Dfa, Error> {
+        Dfa::explore(
+            (self.start, other.start),
+            |&(a, b), x| {
+                let a2 = self.next(a, x);
+                (a2 != DEAD).then_some((a2, other.next(b, x)))
+            },
+            |&(a, b)| self.is_accept(a) && !other.is_accept(b),
+            "difference",
+        )
+    }
+
+    /// The same language without the empty string (the start state is split off).
+    pub(crate) fn without_empty(&self) -> Result<Dfa, Error> {
+        Dfa::explore(
+            None::<u32>,
+            |s, b| {
+                let t = self.next(s.unwrap_or(self.start), b);
+                (t != DEAD).then_some(Some(t))
+            },
+            |s| s.is_some_and(|s| self.is_accept(s)),
+            "terminal",
+        )
+    }
+
+    /// The JSON string literals (with quotes) whose decoded content `self` accepts.
+    ///
+    /// Raw bytes pass through unchanged except `"`, `\` and control bytes, which must be escaped;
+    /// the escapes `\" \\ \/ \b \f \n \r \t` and `\u00XX` for ASCII code points are accepted.
+    /// Other `\u` escapes are refused: a model can always write the character itself, and
+    /// refusing them keeps the encoding exact without decoding surrogate pairs.
+    pub(crate) fn json_string(&self) -> Result<Dfa, Error> {
+        #[derive(Clone, Hash, PartialEq, Eq)]
+        enum S {
+            Open,
+            In(u32),
+            Esc(u32),
+            U(u32, u8),
+            UHi(u32, u8),
+            Closed,
+        }
+        let hex = |b: u8| -> Option<u8> {
+            match b {
+                b'0'..=b'9' => Some(b - b'0'),
+                b'a'..=b'f' => Some(b - b'a' + 10),
+                b'A'..=b'F' => Some(b - b'A' + 10),
+                _ => None,
+            }
+        };
+        let feed = |q: u32, b: u8| -> Option<S> {
+            let t = self.next(q, b);
+            (t != DEAD).then_some(S::In(t))
+        };
+        Dfa::explore(
+            S::Open,
+            |s, b| match *s {
+                S::Open => (b == b'"').then_some(S::In(self.start)),
+                S::In(q) => match b {
+                    b'"' => self.is_accept(q).then_some(S::Closed),
+                    b'\\' => Some(S::Esc(q)),
+                    0..=0x1f => None,
+                    _ => feed(q, b),
+                },
+                S::Esc(q) => match b {
+                    b'"' | b'\\' | b'/' => feed(q, b),
+                    b'b' => feed(q, 8),
+                    b'f' => feed(q, 12),
+                    b'n' => feed(q, b'\n'),
+                    b'r' => feed(q, b'\r'),
+                    b't' => feed(q, b'\t'),
+                    b'u' => Some(S::U(q, 0)),
+                    _ => None,
+                },
+                S::U(q, k) => match (k, b) {
+                    (0 | 1, b'0') => Some(S::U(q, k + 1)),
+                    (2, b'0'..=b'7') => Some(S::UHi(q, b - b'0')),
+                    _ => None,
+                },
+                S::UHi(q, hi) => hex(b).and_then(|lo| feed(q, hi * 16 + lo)),
+                S::Closed => None,
+            },
+            |s| matches!(s, S::Closed),
+            "JSON string",
+        )
+    }
+
+    /// The state after reading `b` in state `s`.
+    #[inline(always)]
+    pub(crate) fn next(&self, s: u32, b: u8) -> u32 {
+        self.trans[s as usize * self.stride + self.classes[b as usize] as usize]
+    }
+
+    /// Whether the bytes read so far (ending in state `s`) form a match.
+    #[inline(always)]
+    pub(crate) fn is_accept(&self, s: u32) -> bool {
+        self.accept[s as usize]
+    }
+
+    /// The start state.
+    #[inline(always)]
+    pub(crate) fn start(&self) -> u32 {
+        self.start
+    }
+
+    /// Whether any byte can follow state `s`.
+    #[inline(always)]
+    pub(crate) fn can_continue(&self, s: u32) -> bool {
+        self.live[s as usize] != [0; 4]
+    }
+
+    /// The bytes that may follow state `s`.
+    #[inline(always)]
+    pub(crate) fn live_bytes(&self, s: u32) -> &[u64; 4] {
+        &self.live[s as usize]
+    }
+
+    /// Whether the language is empty.
+    pub(crate) fn is_empty_language(&self) -> bool {
+        self.start == DEAD
+    }
+
+    /// Whether the empty string is accepted.
+    pub(crate) fn accepts_empty(&self) -> bool {
+        self.is_accept(self.start)
+    }
+
+    /// Number of states, the dead state included.
+    pub(crate) fn num_states(&self) -> usize {
+        self.accept.len()
+    }
+
+    /// Whether the whole of `bytes` is accepted.
+    pub(crate) fn matches(&self, bytes: &[u8]) -> bool {
+        let mut s = self.start;
+        for &b in bytes {
+            s = self.next(s, b);
+            if s == DEAD {
+                return false;
+            }
+        }
+        self.is_accept(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regex_is_anchored_and_whole() {
+        let d = Dfa::from_regex("a|ab").unwrap();
+        assert!(d.matches(b"a") && d.matches(b"ab"));
+        assert!(!d.matches(b"abc") && !d.matches(b"") && !d.matches(b"b"));
+    }
+
+    #[test]
+    fn dead_means_no_completion() {
+        // After "ac" no match is reachable, so the state must be dead rather than merely
+        // non-accepting.
+        let d = Dfa::from_regex("abc").unwrap();
+        let s = d.next(d.start(), b'a');
+        assert_ne!(s, DEAD);
+        assert_eq!(d.next(s, b'c'), DEAD);
+    }
+
+    #[test]
+    fn json_string_encoding() {
+        let content = Dfa::from_regex("(?s:.)*").unwrap();
+        let s = content.json_string().unwrap();
+        assert!(s.matches(br#""a\"b""#));
+        assert!(s.matches(br#""\u0041\n""#));
+        assert!(s.matches("\"é\"".as_bytes()));
+        assert!(!s.matches(b"\"a\nb\""));
+        assert!(!s.matches(br#""a"b""#));
+        assert!(!s.matches(b"\"\xff\""));
+        let only_quote = Dfa::from_regex("\"").unwrap().json_string().unwrap();
+        assert!(only_quote.matches(br#""\"""#) && only_quote.matches(br#""\u0022""#));
+        assert!(!only_quote.matches(br#""""#));
+    }
+
+    #[test]
+    fn products() {
+        let a = Dfa::from_regex("[a-z]+").unwrap();
+        let b = Dfa::from_regex("x.*").unwrap();
+        let i = a.intersect(&b).unwrap();
+        assert!(i.matches(b"xy") && !i.matches(b"ay") && !i.matches(b"x1"));
+        let m = a.minus(&Dfa::literal(b"ab")).unwrap();
+        assert!(m.matches(b"a") && m.matches(b"abc") && !m.matches(b"ab"));
+        let ne = Dfa::from_regex("a*").unwrap().without_empty().unwrap();
+        assert!(!ne.matches(b"") && ne.matches(b"aa"));
+    }
+}

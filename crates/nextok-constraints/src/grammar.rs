@@ -1,0 +1,463 @@
+//! Context-free grammars over bytes whose terminals are automata, and their Earley parser.
+//!
+//! Every front end (JSON, JSON Schema, GBNF, Lark) compiles to a [`Grammar`]. Terminals are whole
+//! automata ([`Dfa`]) rather than single bytes, so that a JSON string or a regex terminal is one
+//! Earley item that follows its automaton byte by byte; the parser only does real work where a
+//! terminal ends. The Earley algorithm handles any context-free grammar, left recursion and
+//! empty rules included (empty rules follow Aycock and Horspool's prediction fix).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::dfa::{Dfa, DEAD};
+use crate::vocab::TokenVocab;
+use crate::Error;
+
+/// A grammar symbol while building.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Sym {
+    /// A nonterminal.
+    Nt(u32),
+    /// A terminal automaton.
+    T(u32),
+}
+
+/// Builds a [`Grammar`]: nonterminals, rules and terminal automata.
+#[derive(Default)]
+pub(crate) struct GrammarBuilder {
+    names: Vec<String>,
+    rules: Vec<(u32, Vec<Sym>)>,
+    terminals: Vec<Dfa>,
+    terminal_ids: HashMap<Dfa, u32>,
+    regex_cache: HashMap<String, Sym>,
+}
+
+impl GrammarBuilder {
+    /// A fresh nonterminal with no rules yet.
+    pub(crate) fn nt(&mut self, name: impl Into<String>) -> u32 {
+        self.names.push(name.into());
+        self.names.len() as u32 - 1
+    }
+
+    /// Adds the rule `lhs -> rhs`.
+    pub(crate) fn rule(&mut self, lhs: u32, rhs: Vec<Sym>) {
+        self.rules.push((lhs, rhs));
+    }
+
+    /// A nonterminal deriving exactly the given alternatives.
+    pub(crate) fn alts(&mut self, name: &str, alts: Vec<Vec<Sym>>) -> Sym {
+        let n = self.nt(name);
+        for a in alts {
+            self.rule(n, a);
+        }
+        Sym::Nt(n)
+    }
+
+    /// A symbol for the language of `dfa`. Terminals never match the empty string: when the
+    /// language holds it, the result is a nonterminal `T | ε`.
+    pub(crate) fn terminal(&mut self, dfa: Dfa) -> Result<Sym, Error> {
+        if dfa.is_empty_language() {
+            // A nonterminal without rules is unproductive; the builder prunes what uses it.
+            return Ok(Sym::Nt(self.nt("<empty>")));
+        }
+        if dfa.accepts_empty() {
+            let ne = dfa.without_empty()?;
+            let n = self.nt("<optional terminal>");
+            self.rule(n, vec![]);
+            if !ne.is_empty_language() {
+                let t = self.raw_terminal(ne);
+                self.rule(n, vec![t]);
+            }
+            return Ok(Sym::Nt(n));
+        }
+        Ok(self.raw_terminal(dfa))
+    }
+
+    fn raw_terminal(&mut self, dfa: Dfa) -> Sym {
+        if let Some(&id) = self.terminal_ids.get(&dfa) {
+            return Sym::T(id);
+        }
+        let id = self.terminals.len() as u32;
+        self.terminal_ids.insert(dfa.clone(), id);
+        self.terminals.push(dfa);
+        Sym::T(id)
+    }
+
+    /// The literal bytes (a nullable nonterminal for the empty literal).
+    pub(crate) fn literal(&mut self, bytes: &[u8]) -> Sym {
+        if bytes.is_empty() {
+            return self.alts("<empty literal>", vec![vec![]]);
+        }
+        self.raw_terminal(Dfa::literal(bytes))
+    }
+
+    /// A terminal for the whole-match language of a regular expression.
+    pub(crate) fn regex(&mut self, pattern: &str) -> Result<Sym, Error> {
+        if let Some(&s) = self.regex_cache.get(pattern) {
+            return Ok(s);
+        }
+        let s = self.terminal(Dfa::from_regex(pattern)?)?;
+        self.regex_cache.insert(pattern.to_string(), s);
+        Ok(s)
+    }
+
+    /// Finishes the grammar with start symbol `start`: prunes unproductive rules and flattens.
+    pub(crate) fn build(self, start: Sym) -> Result<Grammar, Error> {
+        let GrammarBuilder {
+            mut names,
+            mut rules,
+            terminals,
+            ..
+        } = self;
+        // Augmented start rule S' -> start, so that completion is one item.
+        let top = names.len() as u32;
+        names.push("<start>".into());
+        rules.push((top, vec![start]));
+        let n = names.len();
+        // Productive nonterminals: fixpoint over rules whose symbols are all productive.
+        let mut productive = vec![false; n];
+        loop {
+            let mut changed = false;
+            for (lhs, rhs) in &rules {
+                if !productive[*lhs as usize]
+                    && rhs.iter().all(|s| match s {
+                        Sym::T(_) => true,
+                        Sym::Nt(m) => productive[*m as usize],
+                    })
+                {
+                    productive[*lhs as usize] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        if !productive[top as usize] {
+            return Err(Error::EmptyLanguage);
+        }
+        rules.retain(|(lhs, rhs)| {
+            productive[*lhs as usize]
+                && rhs.iter().all(|s| {
+                    matches!(s, Sym::T(_)) || matches!(s, Sym::Nt(m) if productive[*m as usize])
+                })
+        });
+        let mut nullable = vec![false; n];
+        loop {
+            let mut changed = false;
+            for (lhs, rhs) in &rules {
+                if !nullable[*lhs as usize]
+                    && rhs
+                        .iter()
+                        .all(|s| matches!(s, Sym::Nt(m) if nullable[*m as usize]))
+                {
+                    nullable[*lhs as usize] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        let mut syms = Vec::new();
+        let mut nt_rules = vec![Vec::new(); n];
+        let mut start_pos = 0;
+        let mut accept_pos = 0;
+        for (lhs, rhs) in &rules {
+            let p = syms.len() as u32;
+            nt_rules[*lhs as usize].push(p);
+            for s in rhs {
+                syms.push(match *s {
+                    Sym::Nt(m) => GSym::Nt(m),
+                    Sym::T(t) => GSym::T(t),
+                });
+            }
+            syms.push(GSym::End(*lhs));
+            if *lhs == top {
+                start_pos = p;
+                accept_pos = syms.len() as u32 - 1;
+            }
+        }
+        let terminal_starts = terminals.iter().map(|d| d.start()).collect();
+        Ok(Grammar {
+            syms,
+            nt_rules,
+            nullable,
+            terminals,
+            terminal_starts,
+            start_pos,
+            accept_pos,
+            names,
+        })
+    }
+}
+
+/// A symbol after a dot in a flattened rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GSym {
+    Nt(u32),
+    T(u32),
+    End(u32),
+}
+
+/// A compiled grammar: rules flattened so that an Earley item's dot is one index.
+#[derive(Debug)]
+pub struct Grammar {
+    syms: Vec<GSym>,
+    nt_rules: Vec<Vec<u32>>,
+    nullable: Vec<bool>,
+    terminals: Vec<Dfa>,
+    terminal_starts: Vec<u32>,
+    start_pos: u32,
+    accept_pos: u32,
+    names: Vec<String>,
+}
+
+impl Grammar {
+    /// Number of flattened rule positions and terminals, for diagnostics.
+    pub fn size(&self) -> (usize, usize) {
+        (self.syms.len(), self.terminals.len())
+    }
+
+    /// Number of automaton states over all terminals.
+    pub fn terminal_states(&self) -> usize {
+        self.terminals.iter().map(|d| d.num_states()).sum()
+    }
+
+    /// Name of a nonterminal (for debugging).
+    #[allow(dead_code)]
+    pub(crate) fn name(&self, nt: u32) -> &str {
+        &self.names[nt as usize]
+    }
+
+    /// Whether the whole of `bytes` is a sentence of the grammar.
+    pub fn recognizes(&self, bytes: &[u8]) -> bool {
+        let mut chart = Chart::new(self);
+        bytes.iter().all(|&b| chart.push_byte(self, b)) && chart.is_complete(self)
+    }
+}
+
+/// A small, fast hasher for the chart's deduplication keys (integers only).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    #[inline]
+    fn write_u128(&mut self, v: u128) {
+        self.write_u64(v as u64);
+        self.write_u64((v >> 64) as u64);
+    }
+}
+
+type FxSet<K> = std::collections::HashSet<K, BuildHasherDefault<FxHasher>>;
+
+/// The Earley chart: one set per byte read, kept as a stack so that a mask computation can push
+/// trial bytes and pop them again, and a rollback is a truncation.
+#[derive(Clone, Debug)]
+pub(crate) struct Chart {
+    /// Completed or predicted items `(position, origin set)`.
+    items: Vec<(u32, u32)>,
+    item_starts: Vec<u32>,
+    /// Items inside a terminal: `(position of the terminal, origin set, automaton state)`.
+    infl: Vec<(u32, u32, u32)>,
+    infl_starts: Vec<u32>,
+    /// Per set, the union of the bytes any in-flight terminal can read next.
+    bytes: Vec<[u64; 4]>,
+    seen: FxSet<u128>,
+}
+
+impl Chart {
+    /// The chart holding only the initial set.
+    pub(crate) fn new(g: &Grammar) -> Chart {
+        let mut c = Chart {
+            items: Vec::new(),
+            item_starts: vec![0],
+            infl: Vec::new(),
+            infl_starts: vec![0],
+            bytes: Vec::new(),
+            seen: FxSet::default(),
+        };
+        c.seen.clear();
+        c.add_item(g.start_pos, 0);
+        c.close(g, 0);
+        c
+    }
+
+    /// Number of sets.
+    #[inline]
+    pub(crate) fn depth(&self) -> usize {
+        self.bytes.len()
+    }
+
+    #[inline]
+    fn add_item(&mut self, pos: u32, origin: u32) {
+        if self.seen.insert((pos as u128) << 32 | origin as u128) {
+            self.items.push((pos, origin));
+        }
+    }
+
+    #[inline]
+    fn add_infl(&mut self, pos: u32, origin: u32, state: u32) {
+        if self
+            .seen
+            .insert(1 << 96 | (pos as u128) << 64 | (origin as u128) << 32 | state as u128)
+        {
+            self.infl.push((pos, origin, state));
+        }
+    }
+
+    /// Completes the set under construction (index `k`, items from `item_starts[k]`), then seals
+    /// it.
+    fn close(&mut self, g: &Grammar, k: u32) {
+        let mut i = self.item_starts[k as usize] as usize;
+        while i < self.items.len() {
+            let (pos, origin) = self.items[i];
+            i += 1;
+            match g.syms[pos as usize] {
+                GSym::Nt(a) => {
+                    for &r in &g.nt_rules[a as usize] {
+                        self.add_item(r, k);
+                    }
+                    if g.nullable[a as usize] {
+                        self.add_item(pos + 1, origin);
+                    }
+                }
+                GSym::T(t) => self.add_infl(pos, origin, g.terminal_starts[t as usize]),
+                GSym::End(a) => {
+                    if origin != k {
+                        let (s, e) = (
+                            self.item_starts[origin as usize],
+                            self.item_starts[origin as usize + 1],
+                        );
+                        for j in s..e {
+                            let (p2, o2) = self.items[j as usize];
+                            if g.syms[p2 as usize] == GSym::Nt(a) {
+                                self.add_item(p2 + 1, o2);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let mut bytes = [0u64; 4];
+        for &(pos, _, st) in &self.infl[self.infl_starts[k as usize] as usize..] {
+            if let GSym::T(t) = g.syms[pos as usize] {
+                let lb = g.terminals[t as usize].live_bytes(st);
+                for w in 0..4 {
+                    bytes[w] |= lb[w];
+                }
+            }
+        }
+        self.item_starts.push(self.items.len() as u32);
+        self.infl_starts.push(self.infl.len() as u32);
+        self.bytes.push(bytes);
+    }
+
+    /// Whether byte `b` can be read next (a quick test before `push_byte`).
+    #[inline(always)]
+    pub(crate) fn may_read(&self, b: u8) -> bool {
+        let top = &self.bytes[self.bytes.len() - 1];
+        top[(b >> 6) as usize] >> (b & 63) & 1 == 1
+    }
+
+    /// Reads byte `b` into a new set. Returns false, leaving the chart unchanged, if no item
+    /// can read it.
+    pub(crate) fn push_byte(&mut self, g: &Grammar, b: u8) -> bool {
+        if !self.may_read(b) {
+            return false;
+        }
+        let k = self.depth() as u32 - 1;
+        let (s, e) = (
+            self.infl_starts[k as usize] as usize,
+            self.infl_starts[k as usize + 1] as usize,
+        );
+        self.seen.clear();
+        for i in s..e {
+            let (pos, origin, st) = self.infl[i];
+            let GSym::T(t) = g.syms[pos as usize] else {
+                continue;
+            };
+            let d = &g.terminals[t as usize];
+            let st2 = d.next(st, b);
+            if st2 == DEAD {
+                continue;
+            }
+            if d.can_continue(st2) {
+                self.add_infl(pos, origin, st2);
+            }
+            if d.is_accept(st2) {
+                self.add_item(pos + 1, origin);
+            }
+        }
+        // `may_read` guarantees at least one live transition, so the new set is not empty.
+        self.close(g, k + 1);
+        true
+    }
+
+    /// Removes the top set.
+    pub(crate) fn pop(&mut self) {
+        self.item_starts.pop();
+        self.infl_starts.pop();
+        self.bytes.pop();
+        self.items
+            .truncate(*self.item_starts.last().unwrap_or(&0) as usize);
+        self.infl
+            .truncate(*self.infl_starts.last().unwrap_or(&0) as usize);
+    }
+
+    /// Pops sets until `depth` remain.
+    pub(crate) fn truncate(&mut self, depth: usize) {
+        while self.depth() > depth.max(1) {
+            self.pop();
+        }
+    }
+
+    /// Whether the bytes read so far are a whole sentence.
+    pub(crate) fn is_complete(&self, g: &Grammar) -> bool {
+        let k = self.depth() - 1;
+        self.items[self.item_starts[k] as usize..self.item_starts[k + 1] as usize]
+            .iter()
+            .any(|&(p, o)| p == g.accept_pos && o == 0)
+    }
+
+    /// Adds to `mask` every token whose bytes can be read from the current state.
+    pub(crate) fn fill_mask(&mut self, g: &Grammar, vocab: &TokenVocab, mask: &mut [u64]) {
+        let base = self.depth();
+        let trie = &vocab.trie;
+        // Stack of subtree ends of the nodes whose bytes are pushed.
+        let mut ends: Vec<u32> = Vec::with_capacity(64);
+        let mut i = 1usize;
+        let n = trie.len();
+        while i < n {
+            while let Some(&e) = ends.last() {
+                if e as usize <= i {
+                    ends.pop();
+                    self.pop();
+                } else {
+                    break;
+                }
+            }
+            let node = trie[i];
+            if self.push_byte(g, node.byte) {
+                vocab.mark_node(i, mask);
+                ends.push(node.end);
+                i += 1;
+            } else {
+                i = node.end as usize;
+            }
+        }
+        self.truncate(base);
+    }
+}

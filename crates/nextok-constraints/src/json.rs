@@ -1,0 +1,1689 @@
+//! JSON and JSON Schema, compiled to a [`Grammar`].
+//!
+//! Strings are single terminals: an automaton for the decoded content (pattern, length, format,
+//! key exclusions, intersected as automata) wrapped in the JSON string encoding, so escapes are
+//! handled exactly. Numbers with bounds are regular expressions built digit by digit. Objects
+//! allow their properties in any order by tracking which named properties were used (up to
+//! [`JsonOptions::max_free_order_properties`]; past that, or when asked, in the schema's order).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::constraint::GrammarConstraint;
+use crate::dfa::Dfa;
+use crate::grammar::{Grammar, GrammarBuilder, Sym};
+use crate::vocab::TokenVocab;
+use crate::Error;
+
+/// Options for JSON and JSON Schema constraints.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JsonOptions {
+    /// Most whitespace bytes allowed in each gap between JSON tokens; 0 (the default) means
+    /// compact output. The bound keeps a model from looping on spaces.
+    pub max_whitespace: usize,
+    /// Object properties must come in the schema's order (default: any order).
+    pub fixed_property_order: bool,
+    /// Objects with more named properties than this use the schema's order even when
+    /// `fixed_property_order` is false, because any-order tracking grows as 2^n rules.
+    pub max_free_order_properties: usize,
+}
+
+impl Default for JsonOptions {
+    fn default() -> Self {
+        JsonOptions {
+            max_whitespace: 0,
+            fixed_property_order: false,
+            max_free_order_properties: 8,
+        }
+    }
+}
+
+impl JsonOptions {
+    /// Sets [`JsonOptions::max_whitespace`].
+    pub fn with_max_whitespace(mut self, n: usize) -> Self {
+        self.max_whitespace = n;
+        self
+    }
+
+    /// Sets [`JsonOptions::fixed_property_order`].
+    pub fn with_fixed_property_order(mut self, yes: bool) -> Self {
+        self.fixed_property_order = yes;
+        self
+    }
+}
+
+/// A constraint for any JSON value.
+pub fn json_any(
+    vocab: &Arc<TokenVocab>,
+    options: &JsonOptions,
+) -> Result<GrammarConstraint, Error> {
+    from_json_schema(&Value::Bool(true), vocab, options)
+}
+
+/// A constraint for the JSON values valid under `schema` (draft 2020-12 keywords; see the crate
+/// README for the supported set).
+pub fn from_json_schema(
+    schema: &Value,
+    vocab: &Arc<TokenVocab>,
+    options: &JsonOptions,
+) -> Result<GrammarConstraint, Error> {
+    Ok(GrammarConstraint::new(
+        compile_json_schema(schema, options)?,
+        vocab,
+    ))
+}
+
+/// Compiles a JSON Schema into a grammar, to start many constraints from.
+pub fn compile_json_schema(schema: &Value, options: &JsonOptions) -> Result<Arc<Grammar>, Error> {
+    let mut c = Compiler::new(schema, options);
+    let s = c.schema(schema, "#")?;
+    Ok(Arc::new(c.b.build(s)?))
+}
+
+/// Keywords that only annotate and never change validity.
+const ANNOTATIONS: &[&str] = &[
+    "title",
+    "description",
+    "default",
+    "examples",
+    "$comment",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$schema",
+    "contentMediaType",
+    "contentEncoding",
+    "contentSchema",
+    "$defs",
+    "definitions",
+];
+
+/// Keywords this module enforces.
+const SUPPORTED: &[&str] = &[
+    "type",
+    "enum",
+    "const",
+    "$ref",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "properties",
+    "required",
+    "additionalProperties",
+    "patternProperties",
+    "items",
+    "prefixItems",
+    "minItems",
+    "maxItems",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    PATTERNS,
+];
+
+/// Internal keyword holding extra patterns collected by merging `allOf` branches.
+const PATTERNS: &str = "$nextok:patterns";
+
+const TYPES: [&str; 6] = ["null", "boolean", "number", "string", "array", "object"];
+
+fn unsupported(keyword: impl Into<String>, path: &str) -> Error {
+    Error::UnsupportedKeyword {
+        keyword: keyword.into(),
+        path: path.to_string(),
+    }
+}
+
+fn invalid(path: &str, reason: &'static str) -> Error {
+    Error::InvalidSchema {
+        path: path.to_string(),
+        reason,
+    }
+}
+
+struct Compiler<'a> {
+    b: GrammarBuilder,
+    root: &'a Value,
+    opts: &'a JsonOptions,
+    ws: Option<Sym>,
+    refs: HashMap<String, Sym>,
+    any: Option<Sym>,
+    depth: usize,
+}
+
+impl<'a> Compiler<'a> {
+    fn new(root: &'a Value, opts: &'a JsonOptions) -> Self {
+        let mut b = GrammarBuilder::default();
+        let ws = if opts.max_whitespace > 0 {
+            b.regex(&format!("[ \\t\\n\\r]{{0,{}}}", opts.max_whitespace))
+                .ok()
+        } else {
+            None
+        };
+        Compiler {
+            b,
+            root,
+            opts,
+            ws,
+            refs: HashMap::new(),
+            any: None,
+            depth: 0,
+        }
+    }
+
+    fn lit(&mut self, s: &str) -> Sym {
+        self.b.literal(s.as_bytes())
+    }
+
+    /// `parts` with optional whitespace between consecutive parts where `gaps[i]` says so.
+    fn seq(&self, parts: &[Sym]) -> Vec<Sym> {
+        let mut out = Vec::with_capacity(parts.len() * 2);
+        for (i, &p) in parts.iter().enumerate() {
+            if i > 0 {
+                if let Some(w) = self.ws {
+                    out.push(w);
+                }
+            }
+            out.push(p);
+        }
+        out
+    }
+
+    /// Any JSON value.
+    fn any(&mut self) -> Result<Sym, Error> {
+        if let Some(s) = self.any {
+            return Ok(s);
+        }
+        let value = self.b.nt("value");
+        self.any = Some(Sym::Nt(value));
+        let string = self.string_terminal(&Dfa::from_regex("(?s:.)*")?)?;
+        let number = self
+            .b
+            .regex(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")?;
+        let (open, close, colon, comma) =
+            (self.lit("{"), self.lit("}"), self.lit(":"), self.lit(","));
+        let (lb, rb) = (self.lit("["), self.lit("]"));
+        let member = self
+            .b
+            .alts("member", vec![self.seq(&[string, colon, Sym::Nt(value)])]);
+        // Left-recursive lists: `members -> member | members , member`.
+        let members = self.b.nt("members");
+        self.b.rule(members, vec![member]);
+        let r = self.seq(&[Sym::Nt(members), comma, member]);
+        self.b.rule(members, r);
+        let elems = self.b.nt("elements");
+        self.b.rule(elems, vec![Sym::Nt(value)]);
+        let r = self.seq(&[Sym::Nt(elems), comma, Sym::Nt(value)]);
+        self.b.rule(elems, r);
+        let object = self.b.alts(
+            "object",
+            vec![
+                self.seq(&[open, close]),
+                self.seq(&[open, Sym::Nt(members), close]),
+            ],
+        );
+        let array = self.b.alts(
+            "array",
+            vec![self.seq(&[lb, rb]), self.seq(&[lb, Sym::Nt(elems), rb])],
+        );
+        let (t, f, n) = (self.lit("true"), self.lit("false"), self.lit("null"));
+        for alt in [object, array, string, number, t, f, n] {
+            self.b.rule(value, vec![alt]);
+        }
+        Ok(Sym::Nt(value))
+    }
+
+    fn string_terminal(&mut self, content: &Dfa) -> Result<Sym, Error> {
+        let d = content.json_string()?;
+        self.b.terminal(d)
+    }
+
+    fn resolve(&self, reference: &str, path: &str) -> Result<&'a Value, Error> {
+        let Some(pointer) = reference.strip_prefix('#') else {
+            return Err(unsupported(format!("$ref {reference}"), path));
+        };
+        let mut cur = self.root;
+        if pointer.is_empty() {
+            return Ok(cur);
+        }
+        let Some(pointer) = pointer.strip_prefix('/') else {
+            return Err(unsupported(format!("$ref {reference}"), path));
+        };
+        for raw in pointer.split('/') {
+            let tok = percent_decode(raw).replace("~1", "/").replace("~0", "~");
+            cur = match cur {
+                Value::Object(m) => m.get(&tok),
+                Value::Array(a) => tok.parse::<usize>().ok().and_then(|i| a.get(i)),
+                _ => None,
+            }
+            .ok_or_else(|| invalid(path, "$ref target not found"))?;
+        }
+        Ok(cur)
+    }
+
+    /// Resolves a top-level `$ref` with siblings and merges `allOf`, so that the schema left has
+    /// no `$ref` beside other assertions and no `allOf`.
+    fn normalize(&self, s: &Value, path: &str, depth: usize) -> Result<Value, Error> {
+        if depth > 32 {
+            return Err(unsupported("$ref", path));
+        }
+        let Value::Object(m) = s else {
+            return Ok(s.clone());
+        };
+        let mut m = m.clone();
+        if let Some(id) = m.get("$id") {
+            if !std::ptr::eq(s, self.root) {
+                return Err(unsupported(format!("$id {id}"), path));
+            }
+            m.remove("$id");
+        }
+        for k in [
+            "$anchor",
+            "$dynamicRef",
+            "$dynamicAnchor",
+            "$recursiveRef",
+            "$recursiveAnchor",
+        ] {
+            if m.contains_key(k) {
+                return Err(unsupported(k, path));
+            }
+        }
+        // Without applicators, everything `properties`, `patternProperties` and
+        // `additionalProperties` evaluate is exactly what they match, so the unevaluated
+        // keywords reduce to `additionalProperties` and `items`.
+        let applicators = [
+            "allOf",
+            "anyOf",
+            "oneOf",
+            "$ref",
+            "if",
+            "then",
+            "else",
+            "not",
+            "dependentSchemas",
+            "contains",
+        ];
+        let has_applicator = applicators.iter().any(|k| m.contains_key(*k));
+        for (unevaluated, plain) in [
+            ("unevaluatedProperties", "additionalProperties"),
+            ("unevaluatedItems", "items"),
+        ] {
+            if let Some(u) = m.remove(unevaluated) {
+                if has_applicator {
+                    return Err(unsupported(unevaluated, path));
+                }
+                m.entry(plain.to_string()).or_insert(u);
+            }
+        }
+        if m.get("uniqueItems") == Some(&Value::Bool(false)) {
+            m.remove("uniqueItems");
+        }
+        let mut acc = Value::Object(Map::new());
+        if let Some(all) = m.remove("allOf") {
+            let Value::Array(all) = all else {
+                return Err(invalid(path, "allOf must be an array"));
+            };
+            if all.is_empty() {
+                return Err(invalid(path, "allOf must not be empty"));
+            }
+            for (i, sub) in all.iter().enumerate() {
+                let sub = self.normalize(sub, &format!("{path}/allOf/{i}"), depth + 1)?;
+                acc = merge(&acc, &sub, path)?;
+            }
+        }
+        let has_other = m
+            .keys()
+            .any(|k| k != "$ref" && !ANNOTATIONS.contains(&k.as_str()));
+        if let Some(r) = m.get("$ref").cloned() {
+            if has_other || !matches!(acc, Value::Object(ref a) if a.is_empty()) {
+                let Value::String(r) = r else {
+                    return Err(invalid(path, "$ref must be a string"));
+                };
+                let target = self.resolve(&r, path)?;
+                let target = self.normalize(target, &r, depth + 1)?;
+                m.remove("$ref");
+                acc = merge(&acc, &target, path)?;
+            }
+        }
+        merge(&acc, &Value::Object(m), path)
+    }
+
+    fn schema(&mut self, s: &Value, path: &str) -> Result<Sym, Error> {
+        self.depth += 1;
+        if self.depth > 200 {
+            return Err(unsupported("nesting deeper than 200", path));
+        }
+        let r = self.schema_inner(s, path);
+        self.depth -= 1;
+        r
+    }
+
+    fn schema_inner(&mut self, s: &Value, path: &str) -> Result<Sym, Error> {
+        match s {
+            Value::Bool(true) => return self.any(),
+            Value::Bool(false) => return Ok(Sym::Nt(self.b.nt("false"))),
+            Value::Object(_) => {}
+            _ => return Err(invalid(path, "a schema must be an object or a boolean")),
+        }
+        // A bare reference compiles once per target, which is what makes recursion work.
+        if let Value::Object(m) = s {
+            if let Some(Value::String(r)) = m.get("$ref") {
+                let only_ref = m
+                    .keys()
+                    .all(|k| k == "$ref" || ANNOTATIONS.contains(&k.as_str()));
+                if only_ref {
+                    if let Some(&sym) = self.refs.get(r) {
+                        return Ok(sym);
+                    }
+                    let nt = self.b.nt(format!("ref {r}"));
+                    self.refs.insert(r.clone(), Sym::Nt(nt));
+                    let target = self.resolve(r, path)?;
+                    let body = self.schema(target, r)?;
+                    self.b.rule(nt, vec![body]);
+                    return Ok(Sym::Nt(nt));
+                }
+            }
+        }
+        let n = self.normalize(s, path, 0)?;
+        let Value::Object(m) = n else {
+            return self.schema(&n, path);
+        };
+        if m.contains_key("$ref") {
+            // Only a bare `$ref` is left after normalising.
+            return self.schema(&Value::Object(m), path);
+        }
+        for k in m.keys() {
+            if !SUPPORTED.contains(&k.as_str()) && !ANNOTATIONS.contains(&k.as_str()) {
+                return Err(unsupported(k.clone(), path));
+            }
+        }
+        // anyOf and oneOf: distribute the other keywords into each branch.
+        for comb in ["anyOf", "oneOf"] {
+            if let Some(v) = m.get(comb) {
+                let Value::Array(branches) = v else {
+                    return Err(invalid(path, "anyOf/oneOf must be an array"));
+                };
+                if branches.is_empty() {
+                    return Err(invalid(path, "anyOf/oneOf must not be empty"));
+                }
+                let mut base = m.clone();
+                base.remove(comb);
+                let base = Value::Object(base);
+                let mut merged = Vec::new();
+                for (i, br) in branches.iter().enumerate() {
+                    let bp = format!("{path}/{comb}/{i}");
+                    let br = self.normalize(br, &bp, 0)?;
+                    merged.push(merge(&base, &br, &bp)?);
+                }
+                if comb == "oneOf" {
+                    for i in 0..merged.len() {
+                        for j in i + 1..merged.len() {
+                            if !disjoint(&merged[i], &merged[j]) {
+                                return Err(unsupported("oneOf (branches that may overlap)", path));
+                            }
+                        }
+                    }
+                }
+                let mut alts = Vec::new();
+                for (i, br) in merged.iter().enumerate() {
+                    alts.push(vec![self.schema(br, &format!("{path}/{comb}/{i}"))?]);
+                }
+                return Ok(self.b.alts(comb, alts));
+            }
+        }
+        if m.contains_key("enum") || m.contains_key("const") {
+            return self.enumeration(&m, path);
+        }
+        let types = type_set(&m, path)?;
+        let mut alts = Vec::new();
+        if types.contains(&"null") {
+            alts.push(vec![self.lit("null")]);
+        }
+        if types.contains(&"boolean") {
+            alts.push(vec![self.lit("true")]);
+            alts.push(vec![self.lit("false")]);
+        }
+        if types.contains(&"number") || types.contains(&"integer") {
+            let integer = !types.contains(&"number");
+            let d = number_dfa(&m, integer, path)?;
+            alts.push(vec![self.b.terminal(d)?]);
+        }
+        if types.contains(&"string") {
+            let d = string_content(&m, path)?;
+            alts.push(vec![self.string_terminal(&d)?]);
+        }
+        if types.contains(&"array") {
+            alts.push(vec![self.array(&m, path)?]);
+        }
+        if types.contains(&"object") {
+            alts.push(vec![self.object(&m, path)?]);
+        }
+        Ok(self.b.alts(path, alts))
+    }
+
+    fn enumeration(&mut self, m: &Map<String, Value>, path: &str) -> Result<Sym, Error> {
+        let mut values: Vec<Value> = match (m.get("enum"), m.get("const")) {
+            (Some(Value::Array(e)), None) => e.clone(),
+            (None, Some(c)) => vec![c.clone()],
+            (Some(Value::Array(e)), Some(c)) => {
+                e.iter().filter(|v| json_eq(v, c)).cloned().collect()
+            }
+            _ => return Err(invalid(path, "enum must be an array")),
+        };
+        let mut rest = m.clone();
+        rest.remove("enum");
+        rest.remove("const");
+        let has_assertions = rest.keys().any(|k| !ANNOTATIONS.contains(&k.as_str()));
+        if has_assertions {
+            // Keep the values that the other keywords accept, checked by compiling them.
+            let rest = Value::Object(rest);
+            let mut sub = Compiler::new(self.root, self.opts);
+            let s = sub.schema(&rest, path)?;
+            match sub.b.build(s) {
+                Ok(g) => values.retain(|v| g.recognizes(compact(v).as_bytes())),
+                Err(Error::EmptyLanguage) => values.clear(),
+                Err(e) => return Err(e),
+            }
+        }
+        let mut alts = Vec::new();
+        for v in &values {
+            alts.push(vec![self.const_value(v, path)?]);
+        }
+        Ok(self.b.alts("enum", alts))
+    }
+
+    /// The spellings of one value: numbers in any equal decimal spelling, strings with any
+    /// escapes, objects with their keys in any order.
+    fn const_value(&mut self, v: &Value, path: &str) -> Result<Sym, Error> {
+        match v {
+            Value::Number(_) => {
+                let re = Decimal::parse(v, path)?.equal_regex();
+                self.b.regex(&re)
+            }
+            Value::String(s) => self.string_terminal(&Dfa::literal(s.as_bytes())),
+            Value::Array(a) => {
+                let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
+                let mut parts = vec![lb];
+                for (i, x) in a.iter().enumerate() {
+                    if i > 0 {
+                        parts.push(comma);
+                    }
+                    parts.push(self.const_value(x, path)?);
+                }
+                parts.push(rb);
+                let r = self.seq(&parts);
+                Ok(self.b.alts("const array", vec![r]))
+            }
+            Value::Object(o) => {
+                let mut m = Map::new();
+                let props: Map<String, Value> = o
+                    .iter()
+                    .map(|(k, x)| {
+                        (
+                            k.clone(),
+                            Value::Object(Map::from_iter([("const".to_string(), x.clone())])),
+                        )
+                    })
+                    .collect();
+                m.insert("properties".into(), Value::Object(props));
+                m.insert(
+                    "required".into(),
+                    Value::Array(o.keys().map(|k| Value::from(k.clone())).collect()),
+                );
+                m.insert("additionalProperties".into(), Value::Bool(false));
+                self.object(&m, path)
+            }
+            _ => Ok(self.b.literal(compact(v).as_bytes())),
+        }
+    }
+
+    fn array(&mut self, m: &Map<String, Value>, path: &str) -> Result<Sym, Error> {
+        let prefix: Vec<Value> = match m.get("prefixItems") {
+            None => Vec::new(),
+            Some(Value::Array(p)) => p.clone(),
+            Some(_) => return Err(invalid(path, "prefixItems must be an array")),
+        };
+        let min = get_usize(m, "minItems", path)?.unwrap_or(0);
+        let max = get_usize(m, "maxItems", path)?;
+        let mut elems = Vec::new();
+        for (i, p) in prefix.iter().enumerate() {
+            elems.push(self.schema(p, &format!("{path}/prefixItems/{i}"))?);
+        }
+        let items = match m.get("items") {
+            None => Some(self.any()?),
+            Some(Value::Bool(false)) => None,
+            Some(v) => Some(self.schema(v, &format!("{path}/items"))?),
+        };
+        let k = prefix.len();
+        let limit = max
+            .unwrap_or(usize::MAX)
+            .min(if items.is_some() { usize::MAX } else { k });
+        if min > limit {
+            return Ok(Sym::Nt(self.b.nt("impossible array")));
+        }
+        let chain = min.max(k).min(limit);
+        if chain > 4096 || (max.is_some() && limit != usize::MAX && limit > 4096) {
+            return Err(unsupported("maxItems/minItems above 4096", path));
+        }
+        let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
+        let elem = |i: usize| if i < k { Some(elems[i]) } else { items };
+        // State i: i elements written. `after(i)` is what may follow the i-th element.
+        let mut after: Vec<u32> = Vec::new();
+        let top = if limit == usize::MAX {
+            chain.max(1)
+        } else {
+            limit
+        };
+        for i in 0..=top {
+            after.push(self.b.nt(format!("{path} array after {i}")));
+        }
+        for i in 1..=top {
+            let nt = after[i];
+            if i >= min {
+                let r = self.seq(&[rb]);
+                self.b.rule(nt, r);
+            }
+            let more = i < limit;
+            if more {
+                if let Some(e) = elem(i) {
+                    let next = if i == top { nt } else { after[i + 1] };
+                    let r = self.seq(&[comma, e, Sym::Nt(next)]);
+                    self.b.rule(nt, r);
+                }
+            }
+        }
+        let arr = self.b.nt(format!("{path} array"));
+        if min == 0 {
+            let r = self.seq(&[lb, rb]);
+            self.b.rule(arr, r);
+        }
+        if limit >= 1 {
+            if let Some(e) = elem(0) {
+                let next = if top == 0 { after[0] } else { after[1] };
+                let r = self.seq(&[lb, e, Sym::Nt(next)]);
+                self.b.rule(arr, r);
+            }
+        }
+        Ok(Sym::Nt(arr))
+    }
+
+    fn object(&mut self, m: &Map<String, Value>, path: &str) -> Result<Sym, Error> {
+        let empty = Map::new();
+        let props = match m.get("properties") {
+            None => &empty,
+            Some(Value::Object(p)) => p,
+            Some(_) => return Err(invalid(path, "properties must be an object")),
+        };
+        let pats = match m.get("patternProperties") {
+            None => &empty,
+            Some(Value::Object(p)) => p,
+            Some(_) => return Err(invalid(path, "patternProperties must be an object")),
+        };
+        let mut required: Vec<String> = Vec::new();
+        match m.get("required") {
+            None => {}
+            Some(Value::Array(r)) => {
+                for v in r {
+                    let Value::String(s) = v else {
+                        return Err(invalid(path, "required must hold strings"));
+                    };
+                    if !required.contains(s) {
+                        required.push(s.clone());
+                    }
+                }
+            }
+            Some(_) => return Err(invalid(path, "required must be an array")),
+        }
+        if pats.len() > 4 {
+            return Err(unsupported(
+                "patternProperties (more than 4 patterns)",
+                path,
+            ));
+        }
+        let mut pat_dfas = Vec::new();
+        for p in pats.keys() {
+            pat_dfas.push(Dfa::from_regex(&search_regex(p))?);
+        }
+        let additional = m
+            .get("additionalProperties")
+            .cloned()
+            .unwrap_or(Value::Bool(true));
+        // The value schema for a key: its `properties` entry (or `additionalProperties` when it
+        // matches no pattern) merged with every matching pattern's schema.
+        let value_schema = |name: &str, own: Option<&Value>| -> Result<Value, Error> {
+            let matching: Vec<&Value> = pats
+                .values()
+                .zip(&pat_dfas)
+                .filter(|(_, d)| d.matches(name.as_bytes()))
+                .map(|(v, _)| v)
+                .collect();
+            let mut acc = match own {
+                Some(v) => v.clone(),
+                None if matching.is_empty() => additional.clone(),
+                None => Value::Bool(true),
+            };
+            for v in matching {
+                acc = Value::Object(Map::from_iter([(
+                    "allOf".to_string(),
+                    Value::Array(vec![acc, v.clone()]),
+                )]));
+            }
+            Ok(acc)
+        };
+        let mut names: Vec<String> = props.keys().cloned().collect();
+        for r in &required {
+            if !names.contains(r) {
+                names.push(r.clone());
+            }
+        }
+        let colon = self.lit(":");
+        let mut members = Vec::new();
+        for name in &names {
+            let vs = value_schema(name, props.get(name))?;
+            let v = self.schema(&vs, &format!("{path}/properties/{}", escape_pointer(name)))?;
+            let key = self.string_terminal(&Dfa::literal(name.as_bytes()))?;
+            let r = self.seq(&[key, colon, v]);
+            members.push(self.b.alts(&format!("{path} member {name}"), vec![r]));
+        }
+        // Additional members: keys outside `names`, split by which patterns they match.
+        let mut others = Dfa::from_regex("(?s:.)*")?;
+        for name in &names {
+            others = others.minus(&Dfa::literal(name.as_bytes()))?;
+        }
+        let mut add_alts = Vec::new();
+        for subset in 0u32..(1 << pat_dfas.len()) {
+            let mut keys = others.clone();
+            let mut schemas = Vec::new();
+            for (i, (d, v)) in pat_dfas.iter().zip(pats.values()).enumerate() {
+                if subset >> i & 1 == 1 {
+                    keys = keys.intersect(d)?;
+                    schemas.push(v.clone());
+                } else {
+                    keys = keys.minus(d)?;
+                }
+                if keys.is_empty_language() {
+                    break;
+                }
+            }
+            if keys.is_empty_language() {
+                continue;
+            }
+            let vs = if schemas.is_empty() {
+                additional.clone()
+            } else {
+                Value::Object(Map::from_iter([(
+                    "allOf".to_string(),
+                    Value::Array(schemas),
+                )]))
+            };
+            if vs == Value::Bool(false) {
+                continue;
+            }
+            let v = self.schema(&vs, &format!("{path}/additionalProperties"))?;
+            let key = self.string_terminal(&keys)?;
+            add_alts.push(self.seq(&[key, colon, v]));
+        }
+        let add = if add_alts.is_empty() {
+            None
+        } else {
+            Some(self.b.alts(&format!("{path} additional"), add_alts))
+        };
+        let req_mask: u64 = names
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| required.contains(n))
+            .map(|(i, _)| 1u64 << i)
+            .sum();
+        let (open, close, comma) = (self.lit("{"), self.lit("}"), self.lit(","));
+        let obj = self.b.nt(format!("{path} object"));
+        let n = names.len();
+        if !self.opts.fixed_property_order && n <= self.opts.max_free_order_properties.min(16) {
+            // rest[S]: after at least one member, with named set S used.
+            let mut rest: HashMap<u64, u32> = HashMap::new();
+            let mut todo: Vec<u64> = Vec::new();
+            let mut get = |b: &mut GrammarBuilder, s: u64, todo: &mut Vec<u64>| -> u32 {
+                *rest.entry(s).or_insert_with(|| {
+                    todo.push(s);
+                    b.nt(format!("{path} rest {s:b}"))
+                })
+            };
+            if req_mask == 0 {
+                let r = self.seq(&[open, close]);
+                self.b.rule(obj, r);
+            }
+            for (i, &mem) in members.iter().enumerate() {
+                let next = get(&mut self.b, 1 << i, &mut todo);
+                let r = self.seq(&[open, mem, Sym::Nt(next)]);
+                self.b.rule(obj, r);
+            }
+            if let Some(a) = add {
+                let next = get(&mut self.b, 0, &mut todo);
+                let r = self.seq(&[open, a, Sym::Nt(next)]);
+                self.b.rule(obj, r);
+            }
+            while let Some(s) = todo.pop() {
+                let nt = get(&mut self.b, s, &mut todo);
+                if s & req_mask == req_mask {
+                    let r = self.seq(&[close]);
+                    self.b.rule(nt, r);
+                }
+                for (i, &mem) in members.iter().enumerate() {
+                    if s >> i & 1 == 0 {
+                        let next = get(&mut self.b, s | 1 << i, &mut todo);
+                        let r = self.seq(&[comma, mem, Sym::Nt(next)]);
+                        self.b.rule(nt, r);
+                    }
+                }
+                if let Some(a) = add {
+                    let r = self.seq(&[comma, a, Sym::Nt(nt)]);
+                    self.b.rule(nt, r);
+                }
+            }
+        } else {
+            // Schema order: f[i][e] considers named property i, e = whether a member was written.
+            let f: Vec<[u32; 2]> = (0..=n)
+                .map(|i| {
+                    [
+                        self.b.nt(format!("{path} ord {i}")),
+                        self.b.nt(format!("{path} ord {i}+")),
+                    ]
+                })
+                .collect();
+            let tail = [
+                self.b.nt(format!("{path} tail")),
+                self.b.nt(format!("{path} tail+")),
+            ];
+            for i in 0..n {
+                for e in 0..2 {
+                    let mut r = if e == 1 { vec![comma] } else { vec![] };
+                    r.extend([members[i], Sym::Nt(f[i + 1][1])]);
+                    let r = self.seq(&r);
+                    self.b.rule(f[i][e], r);
+                    if req_mask >> i & 1 == 0 {
+                        self.b.rule(f[i][e], vec![Sym::Nt(f[i + 1][e])]);
+                    }
+                }
+            }
+            for e in 0..2 {
+                self.b.rule(f[n][e], vec![Sym::Nt(tail[e])]);
+                let r = self.seq(&[close]);
+                self.b.rule(tail[e], r);
+                if let Some(a) = add {
+                    let mut r = if e == 1 { vec![comma] } else { vec![] };
+                    r.extend([a, Sym::Nt(tail[1])]);
+                    let r = self.seq(&r);
+                    self.b.rule(tail[e], r);
+                }
+            }
+            let r = self.seq(&[open, Sym::Nt(f[0][0])]);
+            self.b.rule(obj, r);
+        }
+        Ok(Sym::Nt(obj))
+    }
+}
+
+fn escape_pointer(s: &str) -> String {
+    s.replace('~', "~0").replace('/', "~1")
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() && s.is_char_boundary(i + 1) && s.is_char_boundary(i + 3)
+        {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Compact serialisation (serde_json's, which keeps key order with `preserve_order`).
+pub(crate) fn compact(v: &Value) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// JSON Schema equality: numbers compare by value, objects ignore key order.
+fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+fn get_usize(m: &Map<String, Value>, k: &str, path: &str) -> Result<Option<usize>, Error> {
+    match m.get(k) {
+        None => Ok(None),
+        Some(v) => match v.as_f64() {
+            Some(f) if f >= 0.0 && f.fract() == 0.0 => {
+                Ok(Some(if f > 1e9 { usize::MAX / 2 } else { f as usize }))
+            }
+            _ => Err(invalid(path, "expected a non-negative integer")),
+        },
+    }
+}
+
+/// The types a schema allows (`integer` stands for integer-valued numbers only).
+fn type_set(m: &Map<String, Value>, path: &str) -> Result<Vec<&'static str>, Error> {
+    let name = |v: &Value| -> Result<&'static str, Error> {
+        match v.as_str() {
+            Some("integer") => Ok("integer"),
+            Some(s) => TYPES
+                .iter()
+                .find(|t| **t == s)
+                .copied()
+                .ok_or_else(|| invalid(path, "unknown type")),
+            None => Err(invalid(
+                path,
+                "type must be a string or an array of strings",
+            )),
+        }
+    };
+    match m.get("type") {
+        None => Ok(TYPES.to_vec()),
+        Some(Value::Array(a)) => a.iter().map(name).collect(),
+        Some(v) => Ok(vec![name(v)?]),
+    }
+}
+
+/// The JSON types a (normalised) schema can match, for the oneOf disjointness check.
+fn possible_types(v: &Value) -> Vec<&'static str> {
+    let Value::Object(m) = v else {
+        return if *v == Value::Bool(false) {
+            vec![]
+        } else {
+            TYPES.to_vec()
+        };
+    };
+    let of = |v: &Value| -> &'static str {
+        match v {
+            Value::Null => "null",
+            Value::Bool(_) => "boolean",
+            Value::Number(_) => "number",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        }
+    };
+    if let Some(c) = m.get("const") {
+        return vec![of(c)];
+    }
+    if let Some(Value::Array(e)) = m.get("enum") {
+        let mut t: Vec<_> = e.iter().map(of).collect();
+        t.dedup();
+        return t;
+    }
+    match type_set(m, "") {
+        Ok(t) => t
+            .into_iter()
+            .map(|t| if t == "integer" { "number" } else { t })
+            .collect(),
+        Err(_) => TYPES.to_vec(),
+    }
+}
+
+/// Whether two schemas can never both match one value (a sufficient test only).
+fn disjoint(a: &Value, b: &Value) -> bool {
+    if a == &Value::Bool(false) || b == &Value::Bool(false) {
+        return true;
+    }
+    if a.get("anyOf").is_some()
+        || b.get("anyOf").is_some()
+        || a.get("oneOf").is_some()
+        || b.get("oneOf").is_some()
+    {
+        return false;
+    }
+    let (ta, tb) = (possible_types(a), possible_types(b));
+    if !ta.iter().any(|t| tb.contains(t)) {
+        return true;
+    }
+    let values = |v: &Value| -> Option<Vec<Value>> {
+        match (v.get("const"), v.get("enum")) {
+            (Some(c), _) => Some(vec![c.clone()]),
+            (None, Some(Value::Array(e))) => Some(e.clone()),
+            _ => None,
+        }
+    };
+    if let (Some(x), Some(y)) = (values(a), values(b)) {
+        return !x.iter().any(|p| y.iter().any(|q| json_eq(p, q)));
+    }
+    // Discriminated unions: a property required by both with disjoint values.
+    let req = |v: &Value| -> Vec<String> {
+        v.get("required")
+            .and_then(|r| r.as_array())
+            .map(|r| {
+                r.iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let only_objects = ta == ["object"] && tb == ["object"];
+    if only_objects {
+        for k in req(a) {
+            if req(b).contains(&k) {
+                if let (Some(pa), Some(pb)) = (
+                    a.get("properties").and_then(|p| p.get(&k)),
+                    b.get("properties").and_then(|p| p.get(&k)),
+                ) {
+                    if disjoint(pa, pb) {
+                        return true;
+                    }
+                }
+            }
+        }
+    }
+    false
+}
+
+/// Merges two normalised schemas into one whose instances are those valid under both, or
+/// reports the keyword that cannot be merged exactly.
+fn merge(a: &Value, b: &Value, path: &str) -> Result<Value, Error> {
+    let (ma, mb) = match (a, b) {
+        (Value::Bool(false), _) | (_, Value::Bool(false)) => return Ok(Value::Bool(false)),
+        (Value::Bool(true), _) => return Ok(b.clone()),
+        (_, Value::Bool(true)) => return Ok(a.clone()),
+        (Value::Object(x), Value::Object(y)) => (x, y),
+        _ => return Err(invalid(path, "a schema must be an object or a boolean")),
+    };
+    let mut out = ma.clone();
+    let both = |k: &str| ma.contains_key(k) && mb.contains_key(k);
+    // additionalProperties refers to its own schema's properties, so merging it with other
+    // property sets changes its meaning.
+    let obj_keys = ["properties", "patternProperties", "additionalProperties"];
+    let names = |m: &Map<String, Value>| -> Vec<String> {
+        let mut n: Vec<String> = m
+            .get("properties")
+            .and_then(|p| p.as_object())
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default();
+        n.sort();
+        n
+    };
+    let closed = |m: &Map<String, Value>| {
+        m.contains_key("additionalProperties") || m.contains_key("patternProperties")
+    };
+    if (closed(ma) && (mb.contains_key("properties") || closed(mb)) && names(ma) != names(mb))
+        || (closed(mb) && ma.contains_key("properties") && names(ma) != names(mb))
+    {
+        return Err(unsupported(
+            "allOf (additionalProperties across branches)",
+            path,
+        ));
+    }
+    let _ = obj_keys;
+    // `items` applies after its own schema's `prefixItems`, so the two cannot be merged apart.
+    let (ia, pa) = (ma.get("items"), ma.get("prefixItems"));
+    let (ib, pb) = (mb.get("items"), mb.get("prefixItems"));
+    if (ia.is_some() && pb.is_some() && pa != pb) || (ib.is_some() && pa.is_some() && pa != pb) {
+        return Err(unsupported(
+            "allOf (items and prefixItems across branches)",
+            path,
+        ));
+    }
+    for (k, vb) in mb {
+        let Some(va) = ma.get(k) else {
+            out.insert(k.clone(), vb.clone());
+            continue;
+        };
+        if va == vb {
+            continue;
+        }
+        let num = |v: &Value| v.as_f64();
+        let merged = match k.as_str() {
+            "type" => {
+                let ta = type_set(ma, path)?;
+                let tb = type_set(mb, path)?;
+                let mut t: Vec<Value> = Vec::new();
+                for x in &ta {
+                    for y in &tb {
+                        let r = match (*x, *y) {
+                            (p, q) if p == q => Some(p),
+                            ("integer", "number") | ("number", "integer") => Some("integer"),
+                            _ => None,
+                        };
+                        if let Some(r) = r {
+                            if !t.contains(&Value::from(r)) {
+                                t.push(Value::from(r));
+                            }
+                        }
+                    }
+                }
+                if t.is_empty() {
+                    return Ok(Value::Bool(false));
+                }
+                Value::Array(t)
+            }
+            "required" => {
+                let mut r = va.as_array().cloned().unwrap_or_default();
+                for x in vb.as_array().cloned().unwrap_or_default() {
+                    if !r.contains(&x) {
+                        r.push(x);
+                    }
+                }
+                Value::Array(r)
+            }
+            "minimum" | "minLength" | "minItems" | "exclusiveMinimum" => match (num(va), num(vb)) {
+                (Some(x), Some(y)) => {
+                    if x >= y {
+                        va.clone()
+                    } else {
+                        vb.clone()
+                    }
+                }
+                _ => return Err(invalid(path, "expected a number")),
+            },
+            "maximum" | "maxLength" | "maxItems" | "exclusiveMaximum" => match (num(va), num(vb)) {
+                (Some(x), Some(y)) => {
+                    if x <= y {
+                        va.clone()
+                    } else {
+                        vb.clone()
+                    }
+                }
+                _ => return Err(invalid(path, "expected a number")),
+            },
+            "pattern" => {
+                let mut p = out
+                    .get(PATTERNS)
+                    .and_then(|v| v.as_array())
+                    .cloned()
+                    .unwrap_or_default();
+                p.push(vb.clone());
+                out.insert(PATTERNS.into(), Value::Array(p));
+                va.clone()
+            }
+            PATTERNS => {
+                let mut p = va.as_array().cloned().unwrap_or_default();
+                p.extend(vb.as_array().cloned().unwrap_or_default());
+                Value::Array(p)
+            }
+            "properties" | "patternProperties" => {
+                let (Some(pa), Some(pb)) = (va.as_object(), vb.as_object()) else {
+                    return Err(invalid(path, "properties must be an object"));
+                };
+                let mut r = pa.clone();
+                for (name, s) in pb {
+                    let v = match pa.get(name) {
+                        Some(s0) => Value::Object(Map::from_iter([(
+                            "allOf".to_string(),
+                            Value::Array(vec![s0.clone(), s.clone()]),
+                        )])),
+                        None => s.clone(),
+                    };
+                    r.insert(name.clone(), v);
+                }
+                Value::Object(r)
+            }
+            "items" | "additionalProperties" => Value::Object(Map::from_iter([(
+                "allOf".to_string(),
+                Value::Array(vec![va.clone(), vb.clone()]),
+            )])),
+            "enum" | "const" => {
+                let xs = if k == "enum" {
+                    va.as_array().cloned().unwrap_or_default()
+                } else {
+                    vec![va.clone()]
+                };
+                let ys = if k == "enum" {
+                    vb.as_array().cloned().unwrap_or_default()
+                } else {
+                    vec![vb.clone()]
+                };
+                let keep: Vec<Value> = xs
+                    .into_iter()
+                    .filter(|x| ys.iter().any(|y| json_eq(x, y)))
+                    .collect();
+                out.remove("const");
+                out.insert("enum".into(), Value::Array(keep));
+                continue;
+            }
+            k if ANNOTATIONS.contains(&k) => va.clone(),
+            _ => return Err(unsupported(format!("allOf (two different {k})"), path)),
+        };
+        out.insert(k.clone(), merged);
+    }
+    if both("enum") && both("const") {
+        return Err(unsupported("allOf (enum with const)", path));
+    }
+    Ok(Value::Object(out))
+}
+
+/// Translates an ECMA-262 pattern to regex-automata syntax for an unanchored search over the
+/// whole string (JSON Schema patterns are not anchored).
+fn search_regex(pattern: &str) -> String {
+    format!("(?s:.)*(?:{})(?s:.)*", ecma_to_rust(pattern))
+}
+
+/// ECMA `\d`, `\w` and their negations are ASCII-only, unlike Rust's Unicode classes.
+fn ecma_to_rust(p: &str) -> String {
+    let mut out = String::with_capacity(p.len());
+    let mut chars = p.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some('d') => out.push_str("[0-9]"),
+                Some('D') => out.push_str("[^0-9]"),
+                Some('w') => out.push_str("[A-Za-z0-9_]"),
+                Some('W') => out.push_str("[^A-Za-z0-9_]"),
+                Some(o) => {
+                    out.push('\\');
+                    out.push(o);
+                }
+                None => out.push('\\'),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn format_regex(f: &str) -> Option<&'static str> {
+    Some(match f {
+        "date" => r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])",
+        "time" => {
+            r"([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?([zZ]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
+        }
+        "date-time" => {
+            r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[tT]([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?([zZ]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
+        }
+        "email" => {
+            r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*"
+        }
+        "uri" => r"[A-Za-z][A-Za-z0-9+.-]*:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]*",
+        "uuid" => r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
+        "ipv4" => {
+            r"((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+        }
+        "ipv6" => concat!(
+            r"(([0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}",
+            r"|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}",
+            r"|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}",
+            r"|[0-9a-fA-F]{1,4}:(:[0-9a-fA-F]{1,4}){1,6}|:((:[0-9a-fA-F]{1,4}){1,7}|:))"
+        ),
+        _ => return None,
+    })
+}
+
+/// The decoded-content automaton of a string schema.
+fn string_content(m: &Map<String, Value>, path: &str) -> Result<Dfa, Error> {
+    let min = get_usize(m, "minLength", path)?.unwrap_or(0);
+    let max = get_usize(m, "maxLength", path)?;
+    if min > 10_000 || max.is_some_and(|x| x > 10_000) {
+        return Err(unsupported("minLength/maxLength above 10000", path));
+    }
+    let len = match max {
+        Some(x) => format!("(?s:.){{{min},{x}}}"),
+        None if min == 0 => "(?s:.)*".to_string(),
+        None => format!("(?s:.){{{min},}}"),
+    };
+    let mut d = Dfa::from_regex(&len)?;
+    let mut patterns: Vec<&str> = Vec::new();
+    if let Some(p) = m.get("pattern") {
+        patterns.push(
+            p.as_str()
+                .ok_or_else(|| invalid(path, "pattern must be a string"))?,
+        );
+    }
+    if let Some(Value::Array(ps)) = m.get(PATTERNS) {
+        patterns.extend(ps.iter().filter_map(|p| p.as_str()));
+    }
+    for p in patterns {
+        d = d.intersect(&Dfa::from_regex(&search_regex(p))?)?;
+    }
+    if let Some(f) = m.get("format") {
+        let f = f
+            .as_str()
+            .ok_or_else(|| invalid(path, "format must be a string"))?;
+        let re = format_regex(f).ok_or_else(|| unsupported(format!("format {f:?}"), path))?;
+        d = d.intersect(&Dfa::from_regex(re)?)?;
+    }
+    Ok(d)
+}
+
+/// A finite decimal: sign, integer digits (canonical, no leading zeros) and fraction digits
+/// (no trailing zeros).
+#[derive(Clone, Debug, PartialEq)]
+struct Decimal {
+    neg: bool,
+    int: String,
+    frac: String,
+}
+
+impl Decimal {
+    fn parse(v: &Value, path: &str) -> Result<Decimal, Error> {
+        let Value::Number(n) = v else {
+            return Err(invalid(path, "expected a number"));
+        };
+        let s = n.to_string();
+        let (neg, s) = match s.strip_prefix('-') {
+            Some(r) => (true, r),
+            None => (false, s.as_str()),
+        };
+        let (mant, exp) = match s.find(['e', 'E']) {
+            Some(i) => (
+                &s[..i],
+                s[i + 1..]
+                    .parse::<i64>()
+                    .map_err(|_| invalid(path, "bad number"))?,
+            ),
+            None => (s, 0),
+        };
+        if exp.abs() > 400 {
+            return Err(unsupported("number bound with exponent beyond 400", path));
+        }
+        let (ip, fp) = mant.split_once('.').unwrap_or((mant, ""));
+        let digits: String = format!("{ip}{fp}");
+        let point = ip.len() as i64 + exp;
+        let (int, frac) = if point <= 0 {
+            (
+                String::new(),
+                format!("{}{}", "0".repeat((-point) as usize), digits),
+            )
+        } else if point as usize >= digits.len() {
+            (
+                format!("{}{}", digits, "0".repeat(point as usize - digits.len())),
+                String::new(),
+            )
+        } else {
+            (
+                digits[..point as usize].to_string(),
+                digits[point as usize..].to_string(),
+            )
+        };
+        let int = int.trim_start_matches('0').to_string();
+        let int = if int.is_empty() { "0".to_string() } else { int };
+        let frac = frac.trim_end_matches('0').to_string();
+        let neg = neg && !(int == "0" && frac.is_empty());
+        Ok(Decimal { neg, int, frac })
+    }
+
+    fn negate(&self) -> Decimal {
+        let zero = self.int == "0" && self.frac.is_empty();
+        Decimal {
+            neg: !self.neg && !zero,
+            ..self.clone()
+        }
+    }
+
+    /// A regex matching exactly the JSON spellings (no exponent) of this value.
+    fn equal_regex(&self) -> String {
+        let sign = if self.neg {
+            "-"
+        } else if self.int == "0" && self.frac.is_empty() {
+            "-?"
+        } else {
+            ""
+        };
+        if self.frac.is_empty() {
+            format!(r"{sign}{}(\.0+)?", self.int)
+        } else {
+            format!(r"{sign}{}\.{}0*", self.int, self.frac)
+        }
+    }
+}
+
+fn alt(parts: Vec<String>) -> String {
+    if parts.is_empty() {
+        "[^\\x00-\\x{10FFFF}]".to_string()
+    } else {
+        format!("(?:{})", parts.join("|"))
+    }
+}
+
+fn digit_class(lo: u8, hi: u8) -> String {
+    if lo == hi {
+        (lo as char).to_string()
+    } else {
+        format!("[{}-{}]", lo as char, hi as char)
+    }
+}
+
+/// Canonical numerals (no leading zeros) of the same length as `a` and not below it.
+fn same_len_ge(a: &[u8], first: bool) -> Vec<String> {
+    if a.is_empty() {
+        return vec![String::new()];
+    }
+    let mut out = Vec::new();
+    let rest = a.len() - 1;
+    let lo = a[0] + 1;
+    if lo <= b'9' {
+        out.push(format!(
+            "{}[0-9]{{{rest}}}",
+            digit_class(lo.max(if first && rest > 0 { b'1' } else { b'0' }), b'9')
+        ));
+    }
+    for tail in same_len_ge(&a[1..], false) {
+        out.push(format!("{}{}", a[0] as char, tail));
+    }
+    out
+}
+
+/// Canonical numerals of the same length as `a` and below it.
+fn same_len_lt(a: &[u8], first: bool) -> Vec<String> {
+    if a.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let rest = a.len() - 1;
+    let lo = if first && rest > 0 { b'1' } else { b'0' };
+    if a[0] > lo {
+        out.push(format!("{}[0-9]{{{rest}}}", digit_class(lo, a[0] - 1)));
+    }
+    for tail in same_len_lt(&a[1..], false) {
+        out.push(format!("{}{}", a[0] as char, tail));
+    }
+    out
+}
+
+/// Canonical numerals with value at least `a` (`a` canonical).
+fn int_ge(a: &str) -> String {
+    let d = a.len();
+    let mut parts = vec![format!("[1-9][0-9]{{{d},}}")];
+    parts.extend(same_len_ge(a.as_bytes(), true));
+    alt(parts)
+}
+
+/// Canonical numerals with value below `a`.
+fn int_lt(a: &str) -> String {
+    let d = a.len();
+    let mut parts = Vec::new();
+    if d >= 2 {
+        parts.push(format!("0|[1-9][0-9]{{0,{}}}", d - 2));
+    }
+    parts.extend(same_len_lt(a.as_bytes(), true));
+    alt(parts)
+}
+
+/// Fraction digit strings `D` (possibly empty) with `0.D >= 0.B`.
+fn frac_ge(b: &[u8]) -> Vec<String> {
+    if b.iter().all(|&x| x == b'0') {
+        return vec!["[0-9]*".to_string()];
+    }
+    let mut out = Vec::new();
+    if b[0] < b'9' {
+        out.push(format!("{}[0-9]*", digit_class(b[0] + 1, b'9')));
+    }
+    for t in frac_ge(&b[1..]) {
+        out.push(format!("{}{}", b[0] as char, t));
+    }
+    out
+}
+
+/// Fraction digit strings `D` (possibly empty) with `0.D <= 0.B`.
+fn frac_le(b: &[u8]) -> Vec<String> {
+    if b.is_empty() {
+        return vec!["0*".to_string()];
+    }
+    let mut out = vec![String::new()];
+    if b[0] > b'0' {
+        out.push(format!("{}[0-9]*", digit_class(b'0', b[0] - 1)));
+    }
+    for t in frac_le(&b[1..]) {
+        out.push(format!("{}{}", b[0] as char, t));
+    }
+    out
+}
+
+/// The fraction part (the dot and digits, or nothing) for the digit strings `alts`; `empty`
+/// says whether the empty digit string (no fraction) is in the set. A bare trailing dot that
+/// this may allow is removed by intersecting with the JSON number shape.
+fn frac_part(alts: Vec<String>, empty: bool) -> String {
+    let body = format!(r"\.(?:{})", alts.join("|"));
+    if empty {
+        format!("(?:{body})?")
+    } else {
+        body
+    }
+}
+
+/// Unsigned spellings `(P, N)`: `P` matches `U` with `U >= c`, `N` matches `U` with `-U >= c`.
+fn ge_parts(c: &Decimal) -> (String, String) {
+    let any_frac = r"(?:\.[0-9]+)?";
+    let unsigned = format!(r"(?:0|[1-9][0-9]*){any_frac}");
+    if !c.neg {
+        // U >= c: larger integer part, or equal integer part and fraction >= c's.
+        let bigger = format!("{}{any_frac}", int_ge(&increment(&c.int)));
+        let equal = format!(
+            "{}{}",
+            c.int,
+            frac_part(frac_ge(c.frac.as_bytes()), c.frac.is_empty())
+        );
+        let p = format!("(?:{bigger}|{equal})");
+        // -U >= c >= 0 only for U = 0.
+        let n = if c.int == "0" && c.frac.is_empty() {
+            r"0(?:\.0+)?".to_string()
+        } else {
+            alt(vec![])
+        };
+        (p, n)
+    } else {
+        // -U >= -A.B: U <= A.B.
+        let smaller = if c.int == "0" {
+            alt(vec![])
+        } else {
+            format!("{}{any_frac}", int_lt(&c.int))
+        };
+        let equal = format!("{}{}", c.int, frac_part(frac_le(c.frac.as_bytes()), true));
+        (unsigned, format!("(?:{smaller}|{equal})"))
+    }
+}
+
+fn increment(a: &str) -> String {
+    let mut d: Vec<u8> = a.bytes().collect();
+    let mut i = d.len();
+    loop {
+        if i == 0 {
+            d.insert(0, b'1');
+            break;
+        }
+        i -= 1;
+        if d[i] == b'9' {
+            d[i] = b'0';
+        } else {
+            d[i] += 1;
+            break;
+        }
+    }
+    String::from_utf8(d).unwrap_or_default()
+}
+
+/// Spellings of numbers `>= c` (`strict`: `> c`).
+fn bound_dfa(c: &Decimal, lower: bool, strict: bool) -> Result<Dfa, Error> {
+    let re = if lower {
+        let (p, n) = ge_parts(c);
+        format!("{p}|-{n}")
+    } else {
+        // x <= c  <=>  -x >= -c.
+        let (p, n) = ge_parts(&c.negate());
+        format!("{n}|-{p}")
+    };
+    let d = Dfa::from_regex(&re)?;
+    if strict {
+        d.minus(&Dfa::from_regex(&c.equal_regex())?)
+    } else {
+        Ok(d)
+    }
+}
+
+/// The automaton of number spellings allowed by a numeric schema.
+fn number_dfa(m: &Map<String, Value>, integer: bool, path: &str) -> Result<Dfa, Error> {
+    let bounded = [
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+    ]
+    .iter()
+    .any(|k| m.contains_key(*k));
+    let mut integer = integer;
+    if let Some(k) = m.get("multipleOf") {
+        let k = Decimal::parse(k, path)?;
+        if k.neg || (k.int == "0" && k.frac.is_empty()) {
+            return Err(invalid(path, "multipleOf must be positive"));
+        }
+        // An integer x is a multiple of p/10^f exactly when p / gcd(p, 10^f) divides x; for
+        // non-integer numbers we have no exact automaton.
+        if !k.frac.is_empty() && !integer {
+            return Err(unsupported("multipleOf (non-integer, on numbers)", path));
+        }
+        integer = true;
+    }
+    let mut d = if integer {
+        Dfa::from_regex(r"-?(0|[1-9][0-9]*)(\.0+)?")?
+    } else if bounded {
+        Dfa::from_regex(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")?
+    } else {
+        Dfa::from_regex(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")?
+    };
+    for (k, lower, strict) in [
+        ("minimum", true, false),
+        ("maximum", false, false),
+        ("exclusiveMinimum", true, true),
+        ("exclusiveMaximum", false, true),
+    ] {
+        if let Some(v) = m.get(k) {
+            let c = Decimal::parse(v, path)?;
+            d = d.intersect(&bound_dfa(&c, lower, strict)?)?;
+        }
+    }
+    if let Some(k) = m.get("multipleOf") {
+        let k = Decimal::parse(k, path)?;
+        let num: u128 = format!("{}{}", k.int, k.frac)
+            .parse()
+            .map_err(|_| unsupported("multipleOf (too large)", path))?;
+        let den: u128 = 10u128
+            .checked_pow(k.frac.len() as u32)
+            .ok_or_else(|| unsupported("multipleOf (too precise)", path))?;
+        let g = gcd(num, den);
+        let p = num / g;
+        if p > 100_000 {
+            return Err(unsupported("multipleOf (above 100000)", path));
+        }
+        d = d.intersect(&multiple_dfa(p as u64)?)?;
+    }
+    Ok(d)
+}
+
+fn gcd(a: u128, b: u128) -> u128 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// Integer spellings (optional `-`, optional `.0+`) of multiples of `p`.
+fn multiple_dfa(p: u64) -> Result<Dfa, Error> {
+    #[derive(Clone, Hash, PartialEq, Eq)]
+    enum S {
+        Start,
+        Minus,
+        Zero,
+        Digits(u64),
+        Dot(u64),
+        Frac(u64),
+    }
+    Dfa::explore(
+        S::Start,
+        |s, b| match (s, b) {
+            (S::Start, b'-') => Some(S::Minus),
+            (S::Start | S::Minus, b'0') => Some(S::Zero),
+            (S::Start | S::Minus, b'1'..=b'9') => Some(S::Digits((b - b'0') as u64 % p)),
+            (S::Digits(r), b'0'..=b'9') => Some(S::Digits((r * 10 + (b - b'0') as u64) % p)),
+            (S::Zero, b'.') => Some(S::Dot(0)),
+            (S::Digits(r), b'.') => Some(S::Dot(*r)),
+            (S::Dot(r) | S::Frac(r), b'0') => Some(S::Frac(*r)),
+            _ => None,
+        },
+        |s| matches!(s, S::Zero | S::Digits(0) | S::Frac(0)),
+        "multipleOf",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn num(schema: Value) -> Dfa {
+        let m = schema.as_object().unwrap().clone();
+        let integer = m.get("type") == Some(&json!("integer"));
+        number_dfa(&m, integer, "#").unwrap()
+    }
+
+    #[test]
+    fn numeric_bounds_against_arithmetic() {
+        let cases = [
+            json!({"minimum": 1.1}),
+            json!({"minimum": -2}),
+            json!({"maximum": 3.0}),
+            json!({"exclusiveMaximum": 3.0}),
+            json!({"exclusiveMinimum": -1.25}),
+            json!({"minimum": 0, "maximum": 100}),
+            json!({"exclusiveMinimum": 0}),
+            json!({"maximum": -0.5}),
+            json!({"minimum": 12, "exclusiveMaximum": 1000}),
+        ];
+        let samples = [
+            "0", "-0", "1", "1.1", "1.10", "1.09", "1.2", "2", "-2", "-2.0", "-2.01", "-1.99", "3",
+            "3.0", "2.999", "3.01", "-1.25", "-1.250", "-1.24", "-1.3", "100", "100.5", "99.99",
+            "-0.5", "-0.49", "-0.51", "12", "11.9", "999", "999.99", "1000", "1000.0", "10", "0.0",
+        ];
+        for case in cases {
+            let d = num(case.clone());
+            for s in samples {
+                let x: f64 = s.parse().unwrap();
+                let m = case.as_object().unwrap();
+                let ok = m.iter().all(|(k, v)| {
+                    let c = v.as_f64().unwrap();
+                    match k.as_str() {
+                        "minimum" => x >= c,
+                        "maximum" => x <= c,
+                        "exclusiveMinimum" => x > c,
+                        "exclusiveMaximum" => x < c,
+                        _ => unreachable!(),
+                    }
+                });
+                assert_eq!(d.matches(s.as_bytes()), ok, "{case} on {s}");
+            }
+        }
+    }
+
+    #[test]
+    fn integer_multiples() {
+        let d = num(json!({"type": "integer", "multipleOf": 3}));
+        for x in -40i64..40 {
+            assert_eq!(d.matches(x.to_string().as_bytes()), x % 3 == 0, "{x}");
+        }
+        assert!(d.matches(b"9.0") && !d.matches(b"9.5"));
+        let half = num(json!({"type": "integer", "multipleOf": 1.5}));
+        assert!(half.matches(b"3") && !half.matches(b"2"));
+    }
+}

@@ -1,0 +1,240 @@
+//! The vocabulary as the constraints see it: the exact bytes of every token, preprocessed once
+//! into a token trie.
+
+use crate::Error;
+
+/// One node of the token trie, stored in depth-first preorder.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TrieNode {
+    /// The byte on the edge into this node.
+    pub(crate) byte: u8,
+    /// Index one past this node's subtree.
+    pub(crate) end: u32,
+    /// Range into `TokenVocab::trie_tokens` of the tokens whose bytes end here.
+    pub(crate) tok_start: u32,
+    /// End of that range.
+    pub(crate) tok_end: u32,
+}
+
+/// A vocabulary: token id to bytes, plus the end-of-generation tokens.
+///
+/// Build it once per model and share it through an `Arc` between all constraints. Tokens with no
+/// bytes (special tokens other than the end tokens) are never allowed by any constraint.
+#[derive(Clone, Debug)]
+pub struct TokenVocab {
+    tokens: Vec<Vec<u8>>,
+    eos: Vec<u32>,
+    /// Preorder trie; node 0 is the root (no byte).
+    pub(crate) trie: Vec<TrieNode>,
+    pub(crate) trie_tokens: Vec<u32>,
+}
+
+impl TokenVocab {
+    /// Builds the vocabulary from each token's exact bytes and the end-of-generation token ids.
+    ///
+    /// End tokens are allowed exactly when the output is complete, whatever their bytes.
+    pub fn new(tokens: Vec<Vec<u8>>, eos: &[u32]) -> Result<TokenVocab, Error> {
+        for &t in eos {
+            if t as usize >= tokens.len() {
+                return Err(Error::EosOutOfRange {
+                    token: t,
+                    vocab_size: tokens.len(),
+                });
+            }
+        }
+        let mut eos = eos.to_vec();
+        eos.sort_unstable();
+        eos.dedup();
+        let mut ids: Vec<u32> = (0..tokens.len() as u32)
+            .filter(|t| !tokens[*t as usize].is_empty() && eos.binary_search(t).is_err())
+            .collect();
+        ids.sort_by(|&a, &b| tokens[a as usize].cmp(&tokens[b as usize]).then(a.cmp(&b)));
+        let mut trie = vec![TrieNode {
+            byte: 0,
+            end: 0,
+            tok_start: 0,
+            tok_end: 0,
+        }];
+        let mut trie_tokens = Vec::with_capacity(ids.len());
+        // `path[d]` is the node index at depth d + 1 along the current token's bytes.
+        let mut path: Vec<usize> = Vec::new();
+        let mut prev: &[u8] = &[];
+        for &id in &ids {
+            let bytes = &tokens[id as usize][..];
+            let lcp = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
+            while path.len() > lcp {
+                let n = path.pop().unwrap_or(0);
+                trie[n].end = trie.len() as u32;
+            }
+            for &b in &bytes[lcp..] {
+                let start = trie_tokens.len() as u32;
+                trie.push(TrieNode {
+                    byte: b,
+                    end: 0,
+                    tok_start: start,
+                    tok_end: start,
+                });
+                path.push(trie.len() - 1);
+            }
+            let leaf = *path.last().unwrap_or(&0);
+            if trie[leaf].tok_end != trie_tokens.len() as u32 {
+                // Only reachable for duplicates, which follow each other in sorted order.
+                trie[leaf].tok_start = trie_tokens.len() as u32;
+            }
+            trie_tokens.push(id);
+            trie[leaf].tok_end = trie_tokens.len() as u32;
+            prev = bytes;
+        }
+        while let Some(n) = path.pop() {
+            trie[n].end = trie.len() as u32;
+        }
+        trie[0].end = trie.len() as u32;
+        Ok(TokenVocab {
+            tokens,
+            eos,
+            trie,
+            trie_tokens,
+        })
+    }
+
+    /// Number of tokens.
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Whether the vocabulary has no tokens.
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    /// The bytes of a token, if the id is in range.
+    pub fn token_bytes(&self, token: u32) -> Option<&[u8]> {
+        self.tokens.get(token as usize).map(|v| &v[..])
+    }
+
+    /// The end-of-generation tokens, sorted.
+    pub fn eos_tokens(&self) -> &[u32] {
+        &self.eos
+    }
+
+    /// Whether `token` ends generation.
+    pub fn is_eos(&self, token: u32) -> bool {
+        self.eos.binary_search(&token).is_ok()
+    }
+
+    /// Number of `u64` words in a mask for this vocabulary.
+    pub fn mask_words(&self) -> usize {
+        self.tokens.len().div_ceil(64)
+    }
+
+    /// A mask of the right size with no token allowed.
+    pub fn empty_mask(&self) -> Vec<u64> {
+        vec![0; self.mask_words()]
+    }
+
+    /// Splits `bytes` into tokens by greedy longest match over the trie. This is not a model's
+    /// tokenization (BPE merges differ); it is a quick, deterministic way to cut text into
+    /// multi-byte tokens for tests and benchmarks. `None` if some byte has no token.
+    pub fn greedy_tokenize(&self, bytes: &[u8]) -> Option<Vec<u32>> {
+        let mut out = Vec::new();
+        let mut pos = 0;
+        while pos < bytes.len() {
+            let (mut node, mut best) = (0usize, None);
+            let mut i = pos;
+            while i < bytes.len() {
+                // Children of `node` are the nodes between node + 1 and its end, skipping subtrees.
+                let mut c = node + 1;
+                let end = self.trie[node].end as usize;
+                let mut found = None;
+                while c < end {
+                    if self.trie[c].byte == bytes[i] {
+                        found = Some(c);
+                        break;
+                    }
+                    c = self.trie[c].end as usize;
+                }
+                let Some(c) = found else { break };
+                node = c;
+                i += 1;
+                if self.trie[c].tok_end > self.trie[c].tok_start {
+                    best = Some((i, self.trie_tokens[self.trie[c].tok_start as usize]));
+                }
+            }
+            let (next, tok) = best?;
+            out.push(tok);
+            pos = next;
+        }
+        Some(out)
+    }
+
+    /// Sets the bits of all tokens ending at trie node `n`.
+    #[inline(always)]
+    pub(crate) fn mark_node(&self, n: usize, mask: &mut [u64]) {
+        let node = &self.trie[n];
+        for &t in &self.trie_tokens[node.tok_start as usize..node.tok_end as usize] {
+            mask[(t >> 6) as usize] |= 1 << (t & 63);
+        }
+    }
+}
+
+/// Decodes a GPT-2 byte-level token string (as stored in GGUF `tokenizer.ggml.tokens` and in
+/// byte-level BPE `vocab.json`) back into its bytes. Returns `None` when a character is not in
+/// GPT-2's byte-to-unicode table (special tokens such as `<|im_end|>` decode fine because their
+/// characters are printable ASCII, which the table maps to themselves).
+pub fn decode_gpt2_byte_level(token: &str) -> Option<Vec<u8>> {
+    token
+        .chars()
+        .map(|c| {
+            let c = c as u32;
+            // Printable bytes map to themselves; the other 68 bytes map, in order, to U+0100...
+            let printable = |b: u32| {
+                (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b)
+            };
+            if c < 256 && printable(c) {
+                return Some(c as u8);
+            }
+            let k = c.checked_sub(256)?;
+            (0..256u32)
+                .filter(|&b| !printable(b))
+                .nth(k as usize)
+                .map(|b| b as u8)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trie_preorder_and_duplicates() {
+        let v = TokenVocab::new(
+            vec![
+                b"ab".to_vec(),
+                b"a".to_vec(),
+                b"b".to_vec(),
+                b"ab".to_vec(),
+                vec![],
+            ],
+            &[4],
+        )
+        .unwrap();
+        // root, a, ab, b
+        assert_eq!(v.trie.len(), 4);
+        assert_eq!(v.trie[1].byte, b'a');
+        assert_eq!(v.trie[1].end, 3);
+        assert_eq!(
+            &v.trie_tokens[v.trie[2].tok_start as usize..v.trie[2].tok_end as usize],
+            &[0, 3]
+        );
+        assert!(v.is_eos(4) && !v.is_eos(0));
+    }
+
+    #[test]
+    fn gpt2_decoding() {
+        assert_eq!(decode_gpt2_byte_level("Ġhello").unwrap(), b" hello");
+        assert_eq!(decode_gpt2_byte_level("Ċ").unwrap(), b"\n");
+        assert_eq!(decode_gpt2_byte_level("Ã©").unwrap(), "é".as_bytes());
+        assert!(decode_gpt2_byte_level("\u{4e00}").is_none());
+    }
+}

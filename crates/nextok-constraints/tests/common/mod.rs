@@ -1,0 +1,108 @@
+//! Vocabularies for the integration tests.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use nextok_constraints::{decode_gpt2_byte_level, TokenVocab};
+
+/// The default model's path: `$NEXTOK_MODEL` or the cache used by `cargo xtask fetch-model`.
+pub fn model_path() -> PathBuf {
+    if let Ok(p) = std::env::var("NEXTOK_MODEL") {
+        return PathBuf::from(p);
+    }
+    let home = std::env::var("HOME").unwrap_or_default();
+    PathBuf::from(home).join(".cache/nextok/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+}
+
+/// SmolLM2's 49,152-token vocabulary from the GGUF file, as exact bytes. End tokens are 0, 2
+/// and 4 (conformance README). Control tokens other than those get no bytes.
+pub fn smollm2_vocab() -> Arc<TokenVocab> {
+    let path = model_path();
+    let file = nextok_gguf::GgufFile::open(&path).unwrap_or_else(|e| {
+        panic!(
+            "cannot open the model at {} ({e}): run `cargo xtask fetch-model` first",
+            path.display()
+        )
+    });
+    let md = file.metadata();
+    let tokens = md
+        .get_str_array("tokenizer.ggml.tokens")
+        .expect("tokenizer.ggml.tokens");
+    let types = md.get_i32_array("tokenizer.ggml.token_type").ok();
+    let bytes: Vec<Vec<u8>> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            // Type 3 is a control token: its text is not output text.
+            if types.is_some_and(|ty| ty.get(i) == Some(&3)) {
+                return Vec::new();
+            }
+            decode_gpt2_byte_level(t).unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(bytes.len(), 49152);
+    Arc::new(TokenVocab::new(bytes, &[0, 2, 4]).expect("vocab"))
+}
+
+/// A synthetic byte-level vocabulary: token 0 is the end token, then all 256 single bytes, then
+/// multi-byte pieces that cross JSON boundaries and split UTF-8 characters.
+pub fn synthetic_vocab() -> Arc<TokenVocab> {
+    let mut v: Vec<Vec<u8>> = vec![b"<eos>".to_vec()];
+    v.extend((0..=255u8).map(|b| vec![b]));
+    for piece in [
+        "\"}",
+        "\",",
+        "\":",
+        "\",\"",
+        "\":\"",
+        "\"}]",
+        "},{",
+        "\":{\"",
+        "\":[",
+        "],",
+        "]}",
+        "{\"",
+        "[{",
+        "\":\"\"",
+        "true",
+        "false",
+        "null",
+        "name",
+        "age",
+        "\"name\"",
+        "\"age\":",
+        " ",
+        "  ",
+        "\n",
+        "\n  ",
+        ",\n  \"",
+        "\": ",
+        "12",
+        "0.",
+        "e+",
+        "-1",
+        "abc",
+        "FRAUD",
+        "OK",
+        "FR",
+        "AUD",
+        "é",
+        "\u{e9}t\u{e9}",
+        "\u{1F600}",
+        "\\n",
+        "\\\"",
+        "\\u00",
+        "aa",
+        "aaaa",
+        "ab",
+        "ba",
+    ] {
+        v.push(piece.as_bytes().to_vec());
+    }
+    // Split UTF-8: the first two bytes of a 4-byte emoji, and the rest.
+    let emoji = "\u{1F600}".as_bytes().to_vec();
+    v.push(emoji[..2].to_vec());
+    v.push(emoji[2..].to_vec());
+    Arc::new(TokenVocab::new(v, &[0]).expect("vocab"))
+}
