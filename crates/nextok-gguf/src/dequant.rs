@@ -102,6 +102,18 @@ pub fn dequantize_tensor(view: TensorView<'_>) -> Result<Vec<f32>, Error> {
     Ok(out)
 }
 
+/// A block's slice as a fixed-size array, so that the loops over it compile without bounds
+/// checks and vectorise. The callers slice exactly `N` bytes, so the conversion cannot fail.
+#[inline(always)]
+fn fixed<const N: usize>(s: &[u8]) -> &[u8; N] {
+    s.try_into().unwrap_or_else(|_| unreachable!())
+}
+
+#[inline(always)]
+fn fixed_mut<const N: usize>(s: &mut [f32]) -> &mut [f32; N] {
+    s.try_into().unwrap_or_else(|_| unreachable!())
+}
+
 /// The f16 at byte `at` of a block, little-endian, as `f32` (ggml's `GGML_FP16_TO_FP32`).
 fn half16(block: &[u8], at: usize) -> f32 {
     f16::from_bits(u16::from_le_bytes([block[at], block[at + 1]])).to_f32()
@@ -111,7 +123,7 @@ fn half16(block: &[u8], at: usize) -> f32 {
 /// `j + 16` its high nibble; x = (q − 8) · d.
 fn q4_0(block: &[u8], y: &mut [f32]) {
     let d = half16(block, 0);
-    let qs = &block[2..18];
+    let (qs, y) = (fixed::<16>(&block[2..18]), fixed_mut::<32>(y));
     for j in 0..16 {
         y[j] = ((qs[j] & 0x0F) as i32 - 8) as f32 * d;
         y[j + 16] = ((qs[j] >> 4) as i32 - 8) as f32 * d;
@@ -122,7 +134,7 @@ fn q4_0(block: &[u8], y: &mut [f32]) {
 fn q4_1(block: &[u8], y: &mut [f32]) {
     let d = half16(block, 0);
     let m = half16(block, 2);
-    let qs = &block[4..20];
+    let (qs, y) = (fixed::<16>(&block[4..20]), fixed_mut::<32>(y));
     for j in 0..16 {
         y[j] = (qs[j] & 0x0F) as f32 * d + m;
         y[j + 16] = (qs[j] >> 4) as f32 * d + m;
@@ -161,8 +173,9 @@ fn q5_1(block: &[u8], y: &mut [f32]) {
 /// `block_q8_0`: `d` (f16), then 32 signed bytes; x = q · d.
 fn q8_0(block: &[u8], y: &mut [f32]) {
     let d = half16(block, 0);
-    for (j, &q) in block[2..34].iter().enumerate() {
-        y[j] = (q as i8) as f32 * d;
+    let (qs, y) = (fixed::<32>(&block[2..34]), fixed_mut::<32>(y));
+    for j in 0..32 {
+        y[j] = (qs[j] as i8) as f32 * d;
     }
 }
 
@@ -194,8 +207,8 @@ fn q4_k(block: &[u8], y: &mut [f32]) {
         let (sc2, m2) = scale_min_k4(2 * i + 1, scales);
         let (d1, m1) = (d * sc1 as f32, min * m1 as f32);
         let (d2, m2) = (d * sc2 as f32, min * m2 as f32);
-        let q = &qs[32 * i..32 * i + 32];
-        let out = &mut y[64 * i..64 * i + 64];
+        let q = fixed::<32>(&qs[32 * i..32 * i + 32]);
+        let out = fixed_mut::<64>(&mut y[64 * i..64 * i + 64]);
         for l in 0..32 {
             out[l] = d1 * (q[l] & 0x0F) as f32 - m1;
             out[l + 32] = d2 * (q[l] >> 4) as f32 - m2;
@@ -218,8 +231,9 @@ fn q5_k(block: &[u8], y: &mut [f32]) {
         let (d1, m1) = (d * sc1 as f32, min * m1 as f32);
         let (d2, m2) = (d * sc2 as f32, min * m2 as f32);
         let (u1, u2) = (1u8 << (2 * i), 2u8 << (2 * i));
-        let ql = &qs[32 * i..32 * i + 32];
-        let out = &mut y[64 * i..64 * i + 64];
+        let ql = fixed::<32>(&qs[32 * i..32 * i + 32]);
+        let qh = fixed::<32>(qh);
+        let out = fixed_mut::<64>(&mut y[64 * i..64 * i + 64]);
         for l in 0..32 {
             let h1 = if qh[l] & u1 != 0 { 16 } else { 0 };
             let h2 = if qh[l] & u2 != 0 { 16 } else { 0 };
@@ -237,10 +251,10 @@ fn q5_k(block: &[u8], y: &mut [f32]) {
 fn q6_k(block: &[u8], y: &mut [f32]) {
     let d = half16(block, 208);
     for half in 0..2 {
-        let ql = &block[64 * half..64 * half + 64];
-        let qh = &block[128 + 32 * half..128 + 32 * half + 32];
-        let sc = &block[192 + 8 * half..192 + 8 * half + 8];
-        let out = &mut y[128 * half..128 * half + 128];
+        let ql = fixed::<64>(&block[64 * half..64 * half + 64]);
+        let qh = fixed::<32>(&block[128 + 32 * half..128 + 32 * half + 32]);
+        let sc = fixed::<8>(&block[192 + 8 * half..192 + 8 * half + 8]);
+        let out = fixed_mut::<128>(&mut y[128 * half..128 * half + 128]);
         for l in 0..32 {
             let is = l / 16;
             let q1 = ((ql[l] & 0x0F) | ((qh[l] & 3) << 4)) as i32 - 32;

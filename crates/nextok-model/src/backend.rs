@@ -1,0 +1,328 @@
+//! The compute backend: the two operations that carry the arithmetic of a forward pass (the
+//! products with weight matrices, and attention over the KV cache), behind a trait so that a GPU
+//! backend can provide them; and the CPU implementation.
+//!
+//! Exactness contract, which every implementation keeps: each output number is computed by one
+//! fixed sequence of floating-point operations that depends only on its own inputs, never on how
+//! many tokens or sequences share the call, how the work is split, or how many threads run. This
+//! is what makes a position's logits bit-identical in one prefill, token by token, in chunks and
+//! in a batch.
+
+use std::ops::Range;
+
+use nextok_gguf::{dequant, GgmlType};
+use nextok_kv_cache::KvCache;
+
+use crate::Error;
+
+/// A weight matrix as stored in the file: `rows` rows of `cols` numbers each, every row a whole
+/// number of blocks of `ty`, borrowed from the (memory-mapped) file.
+#[derive(Debug, Clone, Copy)]
+pub struct QMatrix<'a> {
+    /// The storage type.
+    pub ty: GgmlType,
+    /// Output rows.
+    pub rows: usize,
+    /// Numbers per row (the input width).
+    pub cols: usize,
+    /// The rows' bytes, row after row.
+    pub data: &'a [u8],
+}
+
+impl QMatrix<'_> {
+    /// Bytes per row.
+    pub fn row_bytes(&self) -> usize {
+        self.cols / self.ty.block_elements() as usize * self.ty.block_bytes() as usize
+    }
+
+    /// Dequantises row `r` into `out` (`cols` numbers).
+    pub fn row(&self, r: usize, out: &mut [f32]) -> Result<(), Error> {
+        let rb = self.row_bytes();
+        let bytes = self.data.get(r * rb..(r + 1) * rb).ok_or(Error::BadShape {
+            tensor: String::from("(matrix row)"),
+            expected: vec![self.cols as u64, self.rows as u64],
+            found: vec![self.cols as u64, r as u64],
+        })?;
+        dequant::dequantize_row(self.ty, bytes, out)?;
+        Ok(())
+    }
+}
+
+/// The operations a compute backend provides. See the module documentation for the exactness
+/// contract every implementation keeps.
+pub trait Backend: Send + Sync {
+    /// The matrix product with a stored weight matrix:
+    /// `out[t · rows + r] = Σ_k W[r, k] · x[t · cols + k]` for every token row `t < tokens`.
+    /// The weights are dequantised on the fly; activations stay f32.
+    fn matmul(
+        &self,
+        w: QMatrix<'_>,
+        x: &[f32],
+        tokens: usize,
+        out: &mut [f32],
+    ) -> Result<(), Error>;
+
+    /// Causal self-attention of one sequence in one layer: query rows `q` (one per position of
+    /// `positions`, `heads × head_dim` numbers each) against the keys and values the cache holds
+    /// for positions `0..=p`, written to `out` in the same layout as `q`. Keys and values of
+    /// `positions` must already be in the cache.
+    fn attention(
+        &self,
+        q: &[f32],
+        cache: &KvCache,
+        layer: usize,
+        positions: Range<usize>,
+        heads: usize,
+        out: &mut [f32],
+    ) -> Result<(), Error>;
+}
+
+/// The CPU backend: plain Rust kernels, with the output rows split over `threads` scoped threads.
+#[derive(Debug, Clone)]
+pub struct CpuBackend {
+    threads: usize,
+}
+
+impl Default for CpuBackend {
+    fn default() -> Self {
+        CpuBackend::new(1)
+    }
+}
+
+impl CpuBackend {
+    /// A backend using `threads` threads (at least 1).
+    pub fn new(threads: usize) -> Self {
+        CpuBackend {
+            threads: threads.max(1),
+        }
+    }
+
+    /// A backend with as many threads as the machine has cores.
+    pub fn all_cores() -> Self {
+        CpuBackend::new(std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
+
+    /// The number of threads.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Runs `job(item range, local output)` over `n` items split into contiguous parts, one per
+    /// thread, and returns the parts' outputs in order. Each item is computed whole by one
+    /// thread, so the split never changes a result.
+    fn split<F>(&self, n: usize, min_per_thread: usize, job: F) -> Result<Vec<Vec<f32>>, Error>
+    where
+        F: Fn(Range<usize>) -> Result<Vec<f32>, Error> + Sync,
+    {
+        let parts = self.threads.min(n.div_ceil(min_per_thread.max(1))).max(1);
+        if parts == 1 {
+            return Ok(vec![job(0..n)?]);
+        }
+        let per = n.div_ceil(parts);
+        let ranges: Vec<Range<usize>> = (0..parts)
+            .map(|p| (p * per).min(n)..((p + 1) * per).min(n))
+            .collect();
+        std::thread::scope(|s| {
+            let handles: Vec<_> = ranges
+                .iter()
+                .skip(1)
+                .map(|r| {
+                    let r = r.clone();
+                    let job = &job;
+                    s.spawn(move || job(r))
+                })
+                .collect();
+            let mut out = vec![job(ranges[0].clone())?];
+            for h in handles {
+                // A panic in a worker is a bug in this crate; re-raise it where it is visible.
+                out.push(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?);
+            }
+            Ok(out)
+        })
+    }
+}
+
+/// The dot product in a fixed order: 16 running sums over the elements `i ≡ lane (mod 16)`, then
+/// a fixed pairwise combination of the lanes and the tail. The compiler vectorises the lanes;
+/// the result does not depend on the vector width, since each lane is a plain sequence of f32
+/// multiply-then-add steps.
+#[inline]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    const L: usize = 16;
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0.0f32; L];
+    let mut ca = a.chunks_exact(L);
+    let mut cb = b.chunks_exact(L);
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        for i in 0..L {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let mut tail = 0.0f32;
+    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
+        tail += x * y;
+    }
+    let mut width = L;
+    while width > 1 {
+        width /= 2;
+        for i in 0..width {
+            acc[i] += acc[i + width];
+        }
+    }
+    acc[0] + tail
+}
+
+impl Backend for CpuBackend {
+    fn matmul(
+        &self,
+        w: QMatrix<'_>,
+        x: &[f32],
+        tokens: usize,
+        out: &mut [f32],
+    ) -> Result<(), Error> {
+        let (rows, cols) = (w.rows, w.cols);
+        debug_assert_eq!(x.len(), tokens * cols);
+        debug_assert_eq!(out.len(), tokens * rows);
+        // Each part dequantises its rows one at a time into a scratch row and takes its dot
+        // product with every token; the part's output is [row][token].
+        let parts = self.split(rows, 16, |range| {
+            let mut scratch = vec![0.0f32; cols];
+            let mut local = vec![0.0f32; range.len() * tokens];
+            for (i, r) in range.enumerate() {
+                w.row(r, &mut scratch)?;
+                for t in 0..tokens {
+                    local[i * tokens + t] = dot(&scratch, &x[t * cols..(t + 1) * cols]);
+                }
+            }
+            Ok(local)
+        })?;
+        let mut r0 = 0;
+        for part in parts {
+            let n = part.len() / tokens.max(1);
+            for i in 0..n {
+                for t in 0..tokens {
+                    out[t * rows + r0 + i] = part[i * tokens + t];
+                }
+            }
+            r0 += n;
+        }
+        Ok(())
+    }
+
+    fn attention(
+        &self,
+        q: &[f32],
+        cache: &KvCache,
+        layer: usize,
+        positions: Range<usize>,
+        heads: usize,
+        out: &mut [f32],
+    ) -> Result<(), Error> {
+        let config = cache.config();
+        let hd = config.head_dim;
+        let group = heads / config.kv_heads;
+        let scale = 1.0 / (hd as f32).sqrt();
+        let n_rows = positions.len();
+        // Work items are (row, head) pairs, each computed whole by one thread.
+        let parts = self.split(n_rows * heads, 8, |items| {
+            let mut local = vec![0.0f32; items.len() * hd];
+            let mut scores = Vec::new();
+            let mut tmp = vec![0.0f32; hd];
+            for (slot, item) in items.enumerate() {
+                let (i, h) = (item / heads, item % heads);
+                let pos = positions.start + i;
+                let g = h / group;
+                let cols = g * hd..(g + 1) * hd;
+                let qh = &q[(i * heads + h) * hd..(i * heads + h + 1) * hd];
+                scores.clear();
+                for j in 0..=pos {
+                    let k = cache.key(layer, j)?;
+                    let s = match k.as_f32() {
+                        Some(row) => dot(qh, &row[cols.clone()]),
+                        None => {
+                            k.to_f32(cols.clone(), &mut tmp);
+                            dot(qh, &tmp)
+                        }
+                    };
+                    scores.push(s * scale);
+                }
+                let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let mut sum = 0.0f32;
+                for s in scores.iter_mut() {
+                    *s = (*s - max).exp();
+                    sum += *s;
+                }
+                let acc = &mut local[slot * hd..(slot + 1) * hd];
+                for (j, &p) in scores.iter().enumerate() {
+                    let v = cache.value(layer, j)?;
+                    let row = match v.as_f32() {
+                        Some(row) => &row[cols.clone()],
+                        None => {
+                            v.to_f32(cols.clone(), &mut tmp);
+                            &tmp[..]
+                        }
+                    };
+                    for (a, &x) in acc.iter_mut().zip(row) {
+                        *a += p * x;
+                    }
+                }
+                let inv = 1.0 / sum;
+                acc.iter_mut().for_each(|a| *a *= inv);
+            }
+            Ok(local)
+        })?;
+        // Items are (row, head) in order, and each item's output is one head's slot of a row, so
+        // concatenating the parts is the output layout.
+        let mut at = 0;
+        for part in parts {
+            out[at..at + part.len()].copy_from_slice(&part);
+            at += part.len();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_is_exact_on_small_integers() {
+        let a: Vec<f32> = (0..37).map(|i| i as f32).collect();
+        let b: Vec<f32> = (0..37).map(|i| (i % 5) as f32 - 2.0).collect();
+        let expected: f32 = (0..37).map(|i| (i * ((i % 5) - 2)) as f32).sum();
+        assert_eq!(dot(&a, &b), expected);
+    }
+
+    #[test]
+    fn matmul_matches_a_plain_product_with_any_split() {
+        // A 40 × 32 F32 matrix with small integer entries: every product and sum is exact.
+        let (rows, cols, tokens) = (40usize, 32usize, 3usize);
+        let w: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 7) % 11) as f32 - 5.0)
+            .collect();
+        let data: Vec<u8> = w.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let m = QMatrix {
+            ty: GgmlType::F32,
+            rows,
+            cols,
+            data: &data,
+        };
+        let x: Vec<f32> = (0..tokens * cols)
+            .map(|i| ((i * 3) % 7) as f32 - 3.0)
+            .collect();
+        for threads in [1, 2, 3] {
+            let mut out = vec![0.0; tokens * rows];
+            CpuBackend::new(threads)
+                .matmul(m, &x, tokens, &mut out)
+                .unwrap();
+            for t in 0..tokens {
+                for r in 0..rows {
+                    let e: f32 = (0..cols).map(|k| w[r * cols + k] * x[t * cols + k]).sum();
+                    assert_eq!(out[t * rows + r], e, "threads {threads} t {t} r {r}");
+                }
+            }
+        }
+    }
+}

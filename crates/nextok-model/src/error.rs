@@ -1,0 +1,99 @@
+use nextok_gguf::GgmlType;
+
+/// What can go wrong when loading a model or running it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The GGUF file itself is malformed, or a metadata key is missing or of the wrong type.
+    #[error(transparent)]
+    Gguf(#[from] nextok_gguf::Error),
+    /// A tensor the architecture needs is not in the file.
+    #[error("missing tensor `{name}`")]
+    MissingTensor {
+        /// The tensor's name in the checkpoint.
+        name: String,
+    },
+    /// A tensor whose dimensions are not the ones the hyper-parameters imply.
+    #[error("tensor `{tensor}` has shape {found:?}, expected {expected:?} (GGML order)")]
+    BadShape {
+        /// The tensor's name.
+        tensor: String,
+        /// The dimensions the hyper-parameters imply.
+        expected: Vec<u64>,
+        /// The dimensions in the file.
+        found: Vec<u64>,
+    },
+    /// A tensor stored in a type the kernels cannot read.
+    #[error("tensor `{tensor}` has type {ty:?}, which this backend does not support")]
+    UnsupportedTensorType {
+        /// The tensor's name.
+        tensor: String,
+        /// Its type.
+        ty: GgmlType,
+    },
+    /// The file's `general.architecture` is not one we implement.
+    #[error("unsupported architecture `{architecture}` (supported: llama, mistral, qwen2)")]
+    UnsupportedArchitecture {
+        /// The architecture named in the file.
+        architecture: String,
+    },
+    /// A hyper-parameter that is out of range or inconsistent with another.
+    #[error("invalid hyper-parameter `{key}` = {value}: {reason}")]
+    BadHyperparameter {
+        /// The metadata key (or the name of the derived quantity).
+        key: String,
+        /// Its value.
+        value: u64,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A rotary-embedding scaling scheme we do not implement.
+    #[error("unsupported rope scaling `{kind}` (supported: none, linear)")]
+    UnsupportedRopeScaling {
+        /// The scheme named in the file.
+        kind: String,
+    },
+    /// A token id outside the vocabulary.
+    #[error(
+        "token {token} at input {index} of sequence {seq} is outside the vocabulary of {vocab}"
+    )]
+    TokenOutOfRange {
+        /// The sequence in the batch.
+        seq: usize,
+        /// The index of the token in that sequence's new tokens.
+        index: usize,
+        /// The id.
+        token: u32,
+        /// The vocabulary size.
+        vocab: usize,
+    },
+    /// A KV cache whose shape does not match the model.
+    #[error("the KV cache of sequence {seq} has {found} but the model needs {expected}")]
+    IncompatibleCache {
+        /// The sequence in the batch.
+        seq: usize,
+        /// The model's (layers, kv heads, head dim), printed.
+        expected: String,
+        /// The cache's, printed.
+        found: String,
+    },
+    /// Logits were asked for a sequence that has no new tokens.
+    #[error("sequence {seq} asks for logits but has no new tokens")]
+    NoTokens {
+        /// The sequence in the batch.
+        seq: usize,
+    },
+    /// A position past the model's context length.
+    #[error("position {pos} of sequence {seq} is past the context length {context}")]
+    ContextOverflow {
+        /// The sequence in the batch.
+        seq: usize,
+        /// The position.
+        pos: usize,
+        /// The context length.
+        context: usize,
+    },
+    /// A KV cache operation failed.
+    #[error(transparent)]
+    Cache(#[from] nextok_kv_cache::Error),
+}

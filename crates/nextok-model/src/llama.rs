@@ -1,0 +1,515 @@
+//! The Llama-family decoder-only transformer (Llama 2 and 3, Mistral, Qwen2, SmolLM2): RMSNorm,
+//! rotary position embeddings, grouped-query attention, a SwiGLU feed-forward network, and an
+//! output projection tied to the token embedding or separate.
+//!
+//! Tensor names are the GGUF checkpoint's own (`blk.N.attn_q.weight`, ...). Weight matrices are
+//! never copied: the kernels read their blocks from the (memory-mapped) file and dequantise one
+//! row at a time. Only the vectors (norm weights, biases) are decoded to f32 at load, a few
+//! kilobytes per layer.
+
+use std::ops::Range;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use nextok_gguf::{dequant, GgufFile};
+use nextok_kv_cache::{CacheConfig, KvCache, KvType};
+
+use crate::backend::{Backend, QMatrix};
+use crate::config::{LlamaConfig, RopeOrdering};
+use crate::Error;
+
+/// Options for loading a model.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// Overrides the rotary pairing the architecture implies (for checkpoints converted
+    /// without llama.cpp's permutation of the Q and K rows).
+    pub rope_ordering: Option<RopeOrdering>,
+}
+
+/// Which positions of a sequence to return logits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Logits {
+    /// None: only fill the cache (for example the first chunks of a long prompt).
+    None,
+    /// The last new position: what generation needs.
+    Last,
+    /// Every new position: what scoring needs.
+    All,
+}
+
+/// The new tokens of one sequence in a forward call. They take the positions that follow the
+/// ones its cache holds: `cache.len()..cache.len() + tokens.len()`.
+#[derive(Debug)]
+pub struct Sequence<'a> {
+    /// The sequence's cache; the call appends the new tokens' keys and values.
+    pub cache: &'a mut KvCache,
+    /// The new tokens.
+    pub tokens: &'a [u32],
+    /// Which logits to return.
+    pub logits: Logits,
+}
+
+/// A weight tensor: where its bytes are in the file, and its matrix shape.
+#[derive(Debug, Clone)]
+struct Tensor {
+    ty: nextok_gguf::GgmlType,
+    rows: usize,
+    cols: usize,
+    bytes: Range<usize>,
+}
+
+/// The weights of one decoder block. Shapes are (rows × cols) of the product `W x`.
+#[derive(Debug)]
+struct Layer {
+    /// (d_model)
+    attn_norm: Vec<f32>,
+    /// (heads · head_dim) × d_model, and optional bias (heads · head_dim)
+    wq: Tensor,
+    bq: Option<Vec<f32>>,
+    /// (kv_heads · head_dim) × d_model
+    wk: Tensor,
+    bk: Option<Vec<f32>>,
+    /// (kv_heads · head_dim) × d_model
+    wv: Tensor,
+    bv: Option<Vec<f32>>,
+    /// d_model × (heads · head_dim)
+    wo: Tensor,
+    /// (d_model)
+    ffn_norm: Vec<f32>,
+    /// ffn × d_model
+    gate: Tensor,
+    /// ffn × d_model
+    up: Tensor,
+    /// d_model × ffn
+    down: Tensor,
+}
+
+/// A loaded Llama-family model. Immutable: every per-sequence state lives in the [`KvCache`]es
+/// passed to [`LlamaModel::forward`], so one model serves any number of sequences and threads.
+pub struct LlamaModel {
+    file: GgufFile,
+    config: LlamaConfig,
+    /// vocab × d_model
+    token_embd: Tensor,
+    /// vocab × d_model (the token embedding itself when tied)
+    output: Tensor,
+    tied_output: bool,
+    /// (d_model)
+    output_norm: Vec<f32>,
+    layers: Vec<Layer>,
+    positions: AtomicU64,
+}
+
+impl std::fmt::Debug for LlamaModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlamaModel")
+            .field("config", &self.config)
+            .field("tied_output", &self.tied_output)
+            .finish_non_exhaustive()
+    }
+}
+
+fn tensor(file: &GgufFile, name: &str, expected: &[usize]) -> Result<Tensor, Error> {
+    let view = file.tensor(name).map_err(|e| match e {
+        nextok_gguf::Error::MissingTensor { name } => Error::MissingTensor { name },
+        other => Error::Gguf(other),
+    })?;
+    let expected_u64: Vec<u64> = expected.iter().map(|&d| d as u64).collect();
+    if view.info.dims != expected_u64 {
+        return Err(Error::BadShape {
+            tensor: name.to_owned(),
+            expected: expected_u64,
+            found: view.info.dims.clone(),
+        });
+    }
+    let ty = view.info.ggml_type;
+    let cols = expected[0];
+    if !dequant::is_supported(ty) || cols as u64 % ty.block_elements() != 0 {
+        return Err(Error::UnsupportedTensorType {
+            tensor: name.to_owned(),
+            ty,
+        });
+    }
+    let start = view.data.as_ptr() as usize - file.bytes().as_ptr() as usize;
+    Ok(Tensor {
+        ty,
+        rows: expected.get(1).copied().unwrap_or(1),
+        cols,
+        bytes: start..start + view.data.len(),
+    })
+}
+
+fn vector(file: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>, Error> {
+    let t = tensor(file, name, &[len])?;
+    let mut out = vec![0.0; len];
+    dequant::dequantize_row(t.ty, &file.bytes()[t.bytes], &mut out)?;
+    Ok(out)
+}
+
+fn optional_vector(file: &GgufFile, name: &str, len: usize) -> Result<Option<Vec<f32>>, Error> {
+    if file.tensors().iter().any(|t| t.name == name) {
+        vector(file, name, len).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+impl LlamaModel {
+    /// Opens and memory-maps a GGUF file and loads the model from it.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
+        Self::from_gguf(GgufFile::open(path)?, LoadOptions::default())
+    }
+
+    /// Loads the model from an opened GGUF file, checking every tensor's presence, shape and type.
+    pub fn from_gguf(file: GgufFile, options: LoadOptions) -> Result<Self, Error> {
+        // The vocabulary size is the token embedding's second dimension.
+        let vocab = file
+            .tensors()
+            .iter()
+            .find(|t| t.name == "token_embd.weight")
+            .and_then(|t| t.dims.get(1).copied())
+            .ok_or_else(|| Error::MissingTensor {
+                name: "token_embd.weight".into(),
+            })?;
+        let vocab = usize::try_from(vocab).map_err(|_| Error::BadHyperparameter {
+            key: "token_embd.weight".into(),
+            value: vocab,
+            reason: "vocabulary too large",
+        })?;
+        let mut config = LlamaConfig::from_metadata(file.metadata(), vocab)?;
+        if let Some(o) = options.rope_ordering {
+            config.rope_ordering = o;
+        }
+        let c = &config;
+        let (d, kvd, ffn) = (c.d_model, c.kv_dim(), c.ffn_dim);
+        let token_embd = tensor(&file, "token_embd.weight", &[d, vocab])?;
+        let (output, tied_output) = if file.tensors().iter().any(|t| t.name == "output.weight") {
+            (tensor(&file, "output.weight", &[d, vocab])?, false)
+        } else {
+            (token_embd.clone(), true)
+        };
+        let output_norm = vector(&file, "output_norm.weight", d)?;
+        let mut layers = Vec::with_capacity(c.layers);
+        for i in 0..c.layers {
+            let n = |s: &str| format!("blk.{i}.{s}");
+            layers.push(Layer {
+                attn_norm: vector(&file, &n("attn_norm.weight"), d)?,
+                wq: tensor(&file, &n("attn_q.weight"), &[d, d])?,
+                bq: optional_vector(&file, &n("attn_q.bias"), d)?,
+                wk: tensor(&file, &n("attn_k.weight"), &[d, kvd])?,
+                bk: optional_vector(&file, &n("attn_k.bias"), kvd)?,
+                wv: tensor(&file, &n("attn_v.weight"), &[d, kvd])?,
+                bv: optional_vector(&file, &n("attn_v.bias"), kvd)?,
+                wo: tensor(&file, &n("attn_output.weight"), &[d, d])?,
+                ffn_norm: vector(&file, &n("ffn_norm.weight"), d)?,
+                gate: tensor(&file, &n("ffn_gate.weight"), &[d, ffn])?,
+                up: tensor(&file, &n("ffn_up.weight"), &[d, ffn])?,
+                down: tensor(&file, &n("ffn_down.weight"), &[ffn, d])?,
+            });
+        }
+        Ok(LlamaModel {
+            file,
+            config,
+            token_embd,
+            output,
+            tied_output,
+            output_norm,
+            layers,
+            positions: AtomicU64::new(0),
+        })
+    }
+
+    /// The hyper-parameters.
+    pub fn config(&self) -> &LlamaConfig {
+        &self.config
+    }
+
+    /// Whether the output projection is the token embedding (tied weights).
+    pub fn tied_output(&self) -> bool {
+        self.tied_output
+    }
+
+    /// The GGUF file the weights are read from (for its metadata: tokenizer, chat template).
+    pub fn file(&self) -> &GgufFile {
+        &self.file
+    }
+
+    /// The cache configuration for this model.
+    pub fn cache_config(&self, kv_type: KvType) -> CacheConfig {
+        CacheConfig::new(
+            self.config.layers,
+            self.config.kv_heads,
+            self.config.head_dim,
+            kv_type,
+        )
+    }
+
+    /// A new, empty cache for one sequence.
+    pub fn new_cache(&self, kv_type: KvType) -> KvCache {
+        // The model's dimensions were checked to be non-zero at load, so this cannot fail.
+        KvCache::new(self.cache_config(kv_type)).unwrap_or_else(|_| unreachable!())
+    }
+
+    /// How many token positions have gone through the decoder stack since loading: the
+    /// specification's count of processed positions ("The KV cache").
+    pub fn positions_processed(&self) -> u64 {
+        self.positions.load(Ordering::Relaxed)
+    }
+
+    fn matrix(&self, t: &Tensor) -> QMatrix<'_> {
+        QMatrix {
+            ty: t.ty,
+            rows: t.rows,
+            cols: t.cols,
+            data: &self.file.bytes()[t.bytes.clone()],
+        }
+    }
+
+    /// Runs the new tokens of every sequence through the model, appends their keys and values to
+    /// each sequence's cache, and returns, per sequence, the logits asked for: `vocab` numbers per
+    /// position, positions in order (empty for [`Logits::None`]).
+    ///
+    /// On error the caches are left as they were.
+    pub fn forward(
+        &self,
+        backend: &dyn Backend,
+        batch: &mut [Sequence<'_>],
+    ) -> Result<Vec<Vec<f32>>, Error> {
+        let c = &self.config;
+        let expected = self.cache_config(KvType::F32);
+        for (s, seq) in batch.iter().enumerate() {
+            let cc = seq.cache.config();
+            if (cc.layers, cc.kv_heads, cc.head_dim)
+                != (expected.layers, expected.kv_heads, expected.head_dim)
+            {
+                return Err(Error::IncompatibleCache {
+                    seq: s,
+                    expected: format!(
+                        "{} layers, {} kv heads of {}",
+                        expected.layers, expected.kv_heads, expected.head_dim
+                    ),
+                    found: format!(
+                        "{} layers, {} kv heads of {}",
+                        cc.layers, cc.kv_heads, cc.head_dim
+                    ),
+                });
+            }
+            if seq.tokens.is_empty() && seq.logits != Logits::None {
+                return Err(Error::NoTokens { seq: s });
+            }
+            if let Some((index, &token)) = seq
+                .tokens
+                .iter()
+                .enumerate()
+                .find(|(_, &t)| t as usize >= c.vocab)
+            {
+                return Err(Error::TokenOutOfRange {
+                    seq: s,
+                    index,
+                    token,
+                    vocab: c.vocab,
+                });
+            }
+            let end = seq.cache.len() + seq.tokens.len();
+            if end > c.context {
+                return Err(Error::ContextOverflow {
+                    seq: s,
+                    pos: end - 1,
+                    context: c.context,
+                });
+            }
+        }
+        let starts: Vec<usize> = batch.iter().map(|s| s.cache.len()).collect();
+        let result = self.forward_checked(backend, batch);
+        if result.is_err() {
+            for (seq, &len) in batch.iter_mut().zip(&starts) {
+                seq.cache.truncate(len);
+            }
+        }
+        result
+    }
+
+    fn forward_checked(
+        &self,
+        backend: &dyn Backend,
+        batch: &mut [Sequence<'_>],
+    ) -> Result<Vec<Vec<f32>>, Error> {
+        let c = &self.config;
+        let (d, kvd, ffn, hd) = (c.d_model, c.kv_dim(), c.ffn_dim, c.head_dim);
+        // Rows are laid out sequence after sequence; `spans[s]` are sequence s's rows and
+        // `ranges[s]` their positions.
+        let mut spans = Vec::with_capacity(batch.len());
+        let mut ranges = Vec::with_capacity(batch.len());
+        let mut positions = Vec::new();
+        let mut tokens = Vec::new();
+        for seq in batch.iter_mut() {
+            let range = seq.cache.push_tokens(seq.tokens);
+            spans.push(tokens.len()..tokens.len() + seq.tokens.len());
+            positions.extend(range.clone());
+            ranges.push(range);
+            tokens.extend_from_slice(seq.tokens);
+        }
+        let n = tokens.len();
+        self.positions.fetch_add(n as u64, Ordering::Relaxed);
+
+        // x: (n × d_model), the residual stream.
+        let mut x = vec![0.0f32; n * d];
+        let embd = self.matrix(&self.token_embd);
+        for (row, &t) in x.chunks_exact_mut(d).zip(&tokens) {
+            embd.row(t as usize, row)?;
+        }
+        let rope = RopeTable::new(c, &positions);
+        let mut xn = vec![0.0f32; n * d];
+        let mut q = vec![0.0f32; n * d];
+        let mut k = vec![0.0f32; n * kvd];
+        let mut v = vec![0.0f32; n * kvd];
+        let mut attn = vec![0.0f32; n * d];
+        let mut proj = vec![0.0f32; n * d];
+        let mut gate = vec![0.0f32; n * ffn];
+        let mut up = vec![0.0f32; n * ffn];
+        for (li, layer) in self.layers.iter().enumerate() {
+            rms_norm(&x, &layer.attn_norm, c.rms_eps, &mut xn);
+            backend.matmul(self.matrix(&layer.wq), &xn, n, &mut q)?;
+            backend.matmul(self.matrix(&layer.wk), &xn, n, &mut k)?;
+            backend.matmul(self.matrix(&layer.wv), &xn, n, &mut v)?;
+            add_bias(&mut q, layer.bq.as_deref());
+            add_bias(&mut k, layer.bk.as_deref());
+            add_bias(&mut v, layer.bv.as_deref());
+            rope.apply(&mut q, c.heads, hd, c.rope_ordering);
+            rope.apply(&mut k, c.kv_heads, hd, c.rope_ordering);
+            for (s, seq) in batch.iter_mut().enumerate() {
+                for (row, pos) in spans[s].clone().zip(ranges[s].clone()) {
+                    seq.cache.write(
+                        li,
+                        pos,
+                        &k[row * kvd..(row + 1) * kvd],
+                        &v[row * kvd..(row + 1) * kvd],
+                    )?;
+                }
+            }
+            for (s, seq) in batch.iter().enumerate() {
+                let rows = spans[s].clone();
+                backend.attention(
+                    &q[rows.start * d..rows.end * d],
+                    seq.cache,
+                    li,
+                    ranges[s].clone(),
+                    c.heads,
+                    &mut attn[rows.start * d..rows.end * d],
+                )?;
+            }
+            backend.matmul(self.matrix(&layer.wo), &attn, n, &mut proj)?;
+            x.iter_mut().zip(&proj).for_each(|(a, b)| *a += b);
+
+            rms_norm(&x, &layer.ffn_norm, c.rms_eps, &mut xn);
+            backend.matmul(self.matrix(&layer.gate), &xn, n, &mut gate)?;
+            backend.matmul(self.matrix(&layer.up), &xn, n, &mut up)?;
+            for (g, u) in gate.iter_mut().zip(&up) {
+                *g = *g / (1.0 + (-*g).exp()) * u;
+            }
+            backend.matmul(self.matrix(&layer.down), &gate, n, &mut proj)?;
+            x.iter_mut().zip(&proj).for_each(|(a, b)| *a += b);
+        }
+
+        // The logits, only for the rows asked for.
+        let mut wanted = Vec::new();
+        for (s, seq) in batch.iter().enumerate() {
+            match seq.logits {
+                Logits::None => {}
+                Logits::Last => wanted.push(spans[s].end - 1),
+                Logits::All => wanted.extend(spans[s].clone()),
+            }
+        }
+        let mut sel = vec![0.0f32; wanted.len() * d];
+        for (dst, &row) in sel.chunks_exact_mut(d).zip(&wanted) {
+            rms_norm(
+                &x[row * d..(row + 1) * d],
+                &self.output_norm,
+                c.rms_eps,
+                dst,
+            );
+        }
+        let mut logits = vec![0.0f32; wanted.len() * c.vocab];
+        if !wanted.is_empty() {
+            backend.matmul(self.matrix(&self.output), &sel, wanted.len(), &mut logits)?;
+        }
+        let mut out = Vec::with_capacity(batch.len());
+        let mut at = 0;
+        for seq in batch.iter() {
+            let rows = match seq.logits {
+                Logits::None => 0,
+                Logits::Last => 1,
+                Logits::All => seq.tokens.len(),
+            };
+            out.push(logits[at * c.vocab..(at + rows) * c.vocab].to_vec());
+            at += rows;
+        }
+        Ok(out)
+    }
+}
+
+/// RMSNorm of every row of `x` (rows of `w.len()` numbers): `x / sqrt(mean(x²) + ε) · w`. The sum
+/// of squares is taken in f64, in order.
+pub(crate) fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let d = w.len();
+    for (row, dst) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+        let ss: f64 = row.iter().map(|&v| v as f64 * v as f64).sum();
+        let scale = 1.0 / (ss / d as f64 + eps as f64).sqrt();
+        for ((o, &v), &g) in dst.iter_mut().zip(row).zip(w) {
+            *o = (v as f64 * scale) as f32 * g;
+        }
+    }
+}
+
+fn add_bias(x: &mut [f32], bias: Option<&[f32]>) {
+    if let Some(b) = bias {
+        for row in x.chunks_exact_mut(b.len()) {
+            row.iter_mut().zip(b).for_each(|(a, c)| *a += c);
+        }
+    }
+}
+
+/// cos and sin of every rotation angle for every row's position, computed in f64 once per call:
+/// angle(p, i) = (p / scale) · base^(−2i / rope_dims).
+struct RopeTable {
+    half: usize,
+    /// (rows × half) pairs
+    cos_sin: Vec<(f32, f32)>,
+}
+
+impl RopeTable {
+    fn new(c: &LlamaConfig, positions: &[usize]) -> Self {
+        let half = c.rope_dims / 2;
+        let inv_freq: Vec<f64> = (0..half)
+            .map(|i| c.rope_base.powf(-(2.0 * i as f64) / c.rope_dims as f64))
+            .collect();
+        let mut cos_sin = Vec::with_capacity(positions.len() * half);
+        for &p in positions {
+            let p = p as f64 / c.rope_scale;
+            for f in &inv_freq {
+                let (s, co) = (p * f).sin_cos();
+                cos_sin.push((co as f32, s as f32));
+            }
+        }
+        RopeTable { half, cos_sin }
+    }
+
+    /// Rotates the first `rope_dims` numbers of every head of every row.
+    fn apply(&self, x: &mut [f32], heads: usize, hd: usize, ordering: RopeOrdering) {
+        let half = self.half;
+        for (r, row) in x.chunks_exact_mut(heads * hd).enumerate() {
+            let table = &self.cos_sin[r * half..(r + 1) * half];
+            for head in row.chunks_exact_mut(hd) {
+                for (i, &(co, s)) in table.iter().enumerate() {
+                    let (a, b) = match ordering {
+                        RopeOrdering::Normal => (2 * i, 2 * i + 1),
+                        RopeOrdering::NeoX => (i, i + half),
+                    };
+                    let (x0, x1) = (head[a], head[b]);
+                    head[a] = x0 * co - x1 * s;
+                    head[b] = x0 * s + x1 * co;
+                }
+            }
+        }
+    }
+}
