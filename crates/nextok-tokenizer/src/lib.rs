@@ -1,1 +1,260 @@
-//! Text to token ids and back: byte-level BPE and SentencePiece tokenizers from GGUF or tokenizer.json, chat templates, streaming detokenization.
+//! Text to token ids and back: byte-level BPE and SentencePiece tokenizers from GGUF or
+//! `tokenizer.json`, chat templates, streaming detokenization.
+//!
+//! # Contents
+//! - [`Tokenizer`]: the one interface. Three implementations:
+//!   - [`BpeTokenizer`]: byte-level BPE from a GGUF file whose `tokenizer.ggml.model` is `gpt2`
+//!     (SmolLM2, Llama 3, Qwen 2, GPT-2), with the pre-tokenizer `tokenizer.ggml.pre` names
+//!     ([`PreTokenizer`]).
+//!   - [`SpmTokenizer`]: SentencePiece from a GGUF file whose `tokenizer.ggml.model` is `llama`
+//!     (Llama 2, Mistral, TinyLlama): score-ordered merges, byte fallback, the leading space.
+//!   - [`HfTokenizer`]: a Hugging Face `tokenizer.json`, encoded by the `tokenizers` crate.
+//! - [`load_from_gguf`]: picks the right one for a GGUF file.
+//! - [`StreamDecoder`]: detokenization one id at a time that only ever returns whole characters.
+//! - [`ChatTemplate`]: a model's Jinja chat template (or a built-in one) rendered as transformers
+//!   renders it.
+//!
+//! # Parity with llama.cpp
+//! The GGUF tokenizers follow llama.cpp (`src/llama-vocab.cpp`): the same pre-tokenizer regular
+//! expressions, merge order (lowest rank first, leftmost first among equals), special-token
+//! splitting (longest special text first; control tokens only when special tokens are parsed,
+//! user-defined tokens always), SentencePiece's space prefix, and the same rule for the set of
+//! tokens that end a generation. The tests check the 16 reference tokenizations of
+//! `shared/conformance/tokenize.json` against the real SmolLM2 model.
+//!
+//! # Decoding
+//! Every token has exact bytes ([`Tokenizer::token_bytes`]): a byte-level BPE token's bytes, a
+//! SentencePiece piece with `▁` as a space, a byte token's single byte, or a special token's text.
+//! Decoding concatenates them (skipping control tokens when asked) and, for SentencePiece, drops
+//! the space the encoder put in front of the text. Bytes that are not UTF-8 become U+FFFD, exactly
+//! as [`String::from_utf8_lossy`] does on the whole sequence; [`StreamDecoder`] gives the same
+//! text piece by piece.
+//!
+//! # Example
+//! A tiny byte-level BPE vocabulary built in memory (real ones come from a model file):
+//! ```
+//! use nextok_gguf::{write::GgufWriter, Array, GgufFile, Value};
+//! use nextok_tokenizer::{load_from_gguf, EncodeOptions, StreamDecoder};
+//!
+//! // Byte-level BPE spells a space as `Ġ`.
+//! let mut tokens: Vec<String> = vec!["<|endoftext|>".into()];
+//! tokens.extend(["h", "i", "Ġ", "hi", "Ġhi"].map(String::from));
+//! let types = vec![3, 1, 1, 1, 1, 1]; // 3 = control, 1 = normal
+//! let file = GgufFile::from_bytes(
+//!     GgufWriter::new()
+//!         .metadata("tokenizer.ggml.model", Value::String("gpt2".into()))
+//!         .metadata("tokenizer.ggml.pre", Value::String("gpt2".into()))
+//!         .metadata("tokenizer.ggml.tokens", Value::Array(Array::String(tokens)))
+//!         .metadata("tokenizer.ggml.token_type", Value::Array(Array::I32(types)))
+//!         .metadata(
+//!             "tokenizer.ggml.merges",
+//!             Value::Array(Array::String(vec!["h i".into(), "Ġ hi".into()])),
+//!         )
+//!         .metadata("tokenizer.ggml.eos_token_id", Value::U32(0))
+//!         .to_bytes(),
+//! )?;
+//! let tokenizer = load_from_gguf(&file)?;
+//! let ids = tokenizer.encode("hi hi<|endoftext|>", EncodeOptions::parse_special())?;
+//! assert_eq!(ids, [4, 5, 0]);
+//! assert_eq!(tokenizer.decode(&ids, true)?, "hi hi");
+//! assert!(tokenizer.is_end_of_generation(0));
+//!
+//! let mut stream = StreamDecoder::new(tokenizer.as_ref(), false);
+//! let mut text = String::new();
+//! for &id in &ids {
+//!     text += &stream.push(id)?;
+//! }
+//! text += &stream.finish();
+//! assert_eq!(text, "hi hi<|endoftext|>");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Untrusted input
+//! Malformed tokenizer metadata (missing merges, arrays of the wrong type or length, special ids
+//! outside the vocabulary, a vocabulary whose size disagrees with the model) and unknown token
+//! ids give an [`Error`], never a panic. Encoding takes any `&str`; decoding takes any ids.
+
+mod bpe;
+mod bytelevel;
+mod chat;
+mod error;
+mod hf;
+mod pretokenize;
+mod spm;
+mod stream;
+mod vocab;
+
+pub use bpe::BpeTokenizer;
+pub use chat::{ChatTemplate, Message};
+pub use error::Error;
+pub use hf::HfTokenizer;
+pub use pretokenize::PreTokenizer;
+pub use spm::SpmTokenizer;
+pub use stream::StreamDecoder;
+pub use vocab::{SpecialTokens, TokenKind};
+
+use nextok_gguf::GgufFile;
+
+/// A token's index in the vocabulary.
+pub type TokenId = u32;
+
+/// How to encode: whether to put the BOS token first, and whether the text of special tokens
+/// (`<|im_start|>`) becomes those tokens or stays plain text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EncodeOptions {
+    /// Put the BOS token first.
+    pub add_bos: bool,
+    /// Turn the text of control tokens into those tokens. Without it, control tokens' text is
+    /// encoded as ordinary text (user-defined tokens are always recognised, as in llama.cpp).
+    pub parse_special: bool,
+}
+
+impl EncodeOptions {
+    /// Plain text: no BOS, special tokens' text stays text. Use this for anything a user typed.
+    pub fn plain() -> Self {
+        Self::default()
+    }
+
+    /// Special tokens parsed, no BOS: use this for a rendered chat template.
+    pub fn parse_special() -> Self {
+        EncodeOptions {
+            add_bos: false,
+            parse_special: true,
+        }
+    }
+
+    /// The same options with BOS set as given.
+    pub fn with_bos(self, add_bos: bool) -> Self {
+        EncodeOptions { add_bos, ..self }
+    }
+}
+
+/// Text to token ids and back.
+///
+/// Implemented by [`BpeTokenizer`], [`SpmTokenizer`] and [`HfTokenizer`]. The provided methods
+/// build decoding on [`Tokenizer::token_bytes`], so every implementation decodes the same way.
+pub trait Tokenizer: Send + Sync {
+    /// Encodes text into token ids.
+    fn encode(&self, text: &str, options: EncodeOptions) -> Result<Vec<TokenId>, Error>;
+
+    /// The number of tokens in the vocabulary: ids are `0..vocab_size()`.
+    fn vocab_size(&self) -> usize;
+
+    /// The exact bytes a token stands for: what it adds to decoded text (a special token's text
+    /// for special tokens). May be empty (unused tokens) and need not be UTF-8 on its own.
+    fn token_bytes(&self, id: TokenId) -> Result<&[u8], Error>;
+
+    /// What kind of token an id is.
+    fn token_kind(&self, id: TokenId) -> Result<TokenKind, Error>;
+
+    /// The id of the token whose vocabulary text is `text` (as stored, e.g. `Ġthe` or `▁the`).
+    fn token_id(&self, text: &str) -> Option<TokenId>;
+
+    /// BOS, EOS, end-of-turn, padding, unknown, and the set that ends a generation.
+    fn special_tokens(&self) -> &SpecialTokens;
+
+    /// Whether the model asks for BOS at the start of a prompt (`tokenizer.ggml.add_bos_token`).
+    fn add_bos_by_default(&self) -> bool;
+
+    /// Whether decoding drops one space at the very start: SentencePiece's encoder puts a space
+    /// in front of the text, and decoding takes it away again.
+    fn strips_leading_space(&self) -> bool {
+        false
+    }
+
+    /// Whether generating this token ends the generation.
+    fn is_end_of_generation(&self, id: TokenId) -> bool {
+        self.special_tokens().end_of_generation.contains(&id)
+    }
+
+    /// Decodes ids to bytes: the tokens' bytes, control tokens left out when `skip_special`, and
+    /// the leading space dropped where [`Tokenizer::strips_leading_space`] says so.
+    fn decode_bytes(&self, ids: &[TokenId], skip_special: bool) -> Result<Vec<u8>, Error> {
+        let mut out = Vec::with_capacity(ids.len() * 4);
+        let mut at_start = true;
+        for &id in ids {
+            if let Some(piece) = decoded_piece(self, id, skip_special, &mut at_start)? {
+                out.extend_from_slice(piece);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Decodes ids to text; bytes that are not UTF-8 become U+FFFD as in
+    /// [`String::from_utf8_lossy`].
+    fn decode(&self, ids: &[TokenId], skip_special: bool) -> Result<String, Error> {
+        let bytes = self.decode_bytes(ids, skip_special)?;
+        Ok(match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        })
+    }
+
+    /// Every token's bytes, indexed by id (what constrained decoding needs).
+    fn all_token_bytes(&self) -> Vec<Vec<u8>> {
+        (0..self.vocab_size() as TokenId)
+            .map(|id| self.token_bytes(id).map(<[u8]>::to_vec).unwrap_or_default())
+            .collect()
+    }
+}
+
+/// The bytes one token adds to decoded text, given what came before: `None` for a control token
+/// that is skipped, and the piece without its first space for the first token of SentencePiece
+/// text. Shared by [`Tokenizer::decode_bytes`] and [`StreamDecoder`] so that they always agree.
+pub(crate) fn decoded_piece<'t, T: Tokenizer + ?Sized>(
+    tokenizer: &'t T,
+    id: TokenId,
+    skip_special: bool,
+    at_start: &mut bool,
+) -> Result<Option<&'t [u8]>, Error> {
+    let piece = tokenizer.token_bytes(id)?;
+    if skip_special && tokenizer.token_kind(id)? == TokenKind::Control {
+        return Ok(None);
+    }
+    let strip = *at_start && tokenizer.strips_leading_space();
+    *at_start = false;
+    Ok(Some(match piece {
+        [b' ', rest @ ..] if strip => rest,
+        _ => piece,
+    }))
+}
+
+/// Loads the tokenizer a GGUF file describes: [`BpeTokenizer`] for `tokenizer.ggml.model = gpt2`,
+/// [`SpmTokenizer`] for `llama`.
+pub fn load_from_gguf(file: &GgufFile) -> Result<Box<dyn Tokenizer>, Error> {
+    let model = file.metadata().get_str("tokenizer.ggml.model")?;
+    match model {
+        "gpt2" => Ok(Box::new(BpeTokenizer::from_gguf(file)?)),
+        "llama" => Ok(Box::new(SpmTokenizer::from_gguf(file)?)),
+        other => Err(Error::UnsupportedModel {
+            model: other.to_owned(),
+        }),
+    }
+}
+
+impl<T: Tokenizer + ?Sized> Tokenizer for Box<T> {
+    fn encode(&self, text: &str, options: EncodeOptions) -> Result<Vec<TokenId>, Error> {
+        (**self).encode(text, options)
+    }
+    fn vocab_size(&self) -> usize {
+        (**self).vocab_size()
+    }
+    fn token_bytes(&self, id: TokenId) -> Result<&[u8], Error> {
+        (**self).token_bytes(id)
+    }
+    fn token_kind(&self, id: TokenId) -> Result<TokenKind, Error> {
+        (**self).token_kind(id)
+    }
+    fn token_id(&self, text: &str) -> Option<TokenId> {
+        (**self).token_id(text)
+    }
+    fn special_tokens(&self) -> &SpecialTokens {
+        (**self).special_tokens()
+    }
+    fn add_bos_by_default(&self) -> bool {
+        (**self).add_bos_by_default()
+    }
+    fn strips_leading_space(&self) -> bool {
+        (**self).strips_leading_space()
+    }
+}

@@ -1,0 +1,351 @@
+//! Chat templates: a conversation rendered into the exact text the model was trained on.
+
+use minijinja::value::{Kwargs, Value, ValueKind};
+use minijinja::{Environment, ErrorKind};
+use nextok_gguf::GgufFile;
+use serde::Serialize;
+use serde_json::Value as Json;
+
+use crate::Error;
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Message {
+    /// Who wrote it: `system`, `user` or `assistant` (templates may know other roles).
+    pub role: String,
+    /// What it says.
+    pub content: String,
+}
+
+impl Message {
+    /// A message with any role.
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
+        Message {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+
+    /// Instructions from the application.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::new("system", content)
+    }
+
+    /// A user's message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::new("user", content)
+    }
+
+    /// The model's own earlier answer.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::new("assistant", content)
+    }
+}
+
+/// ChatML (Qwen, SmolLM, many fine-tunes), without a default system message.
+const CHATML: &str = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+/// Meta Llama 3 Instruct's template.
+const LLAMA3: &str = "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
+
+/// Meta Llama 2 Chat's template: the system message inside the first `[INST]`.
+const LLAMA2: &str = "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}{% for message in loop_messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}";
+
+/// Mistral Instruct v0.1's template: user and assistant only.
+const MISTRAL: &str = "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}";
+
+/// A Jinja chat template with the BOS and EOS texts it may use.
+///
+/// Rendering follows transformers' `apply_chat_template`: `trim_blocks` and `lstrip_blocks` on,
+/// `break` and `continue` in loops, `raise_exception(message)`, a `tojson` filter that does not
+/// escape HTML and formats like Python's `json.dumps`, Python string methods (`strip`,
+/// `startswith`, `split`, ...), and the variables `messages`, `add_generation_prompt`,
+/// `bos_token` and `eos_token`.
+///
+/// ```
+/// use nextok_tokenizer::{ChatTemplate, Message};
+///
+/// let template = ChatTemplate::builtin("chatml")?;
+/// let text = template.render(&[Message::user("Hi")], true)?;
+/// assert_eq!(text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+/// # Ok::<(), nextok_tokenizer::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatTemplate {
+    name: String,
+    source: String,
+    bos_token: String,
+    eos_token: String,
+}
+
+impl ChatTemplate {
+    /// A template from its Jinja source. `name` appears in error messages. The source is parsed
+    /// here, so a template with a syntax error is refused at once.
+    pub fn new(
+        name: impl Into<String>,
+        source: impl Into<String>,
+        bos_token: impl Into<String>,
+        eos_token: impl Into<String>,
+    ) -> Result<Self, Error> {
+        let template = ChatTemplate {
+            name: name.into(),
+            source: source.into(),
+            bos_token: bos_token.into(),
+            eos_token: eos_token.into(),
+        };
+        let env = environment();
+        env.template_from_named_str(&template.name, &template.source)
+            .map_err(|e| template.error(&e))?;
+        Ok(template)
+    }
+
+    /// The model's own template (`tokenizer.chat_template`), named `chat_template`, with BOS and
+    /// EOS texts from its vocabulary.
+    pub fn from_gguf(file: &GgufFile) -> Result<Self, Error> {
+        let meta = file.metadata();
+        let source = meta.get_str("tokenizer.chat_template")?;
+        let tokens = meta.get_str_array("tokenizer.ggml.tokens")?;
+        let text_of = |key: &str| -> Result<String, Error> {
+            if meta.get(key).is_none() {
+                return Ok(String::new());
+            }
+            let id = meta.get_u64(key)?;
+            tokens
+                .get(id as usize)
+                .cloned()
+                .ok_or_else(|| Error::SpecialTokenOutOfRange {
+                    key: key.to_owned(),
+                    id,
+                    vocab_size: tokens.len(),
+                })
+        };
+        Self::new(
+            "chat_template",
+            source,
+            text_of("tokenizer.ggml.bos_token_id")?,
+            text_of("tokenizer.ggml.eos_token_id")?,
+        )
+    }
+
+    /// A built-in template: `chatml`, `llama3`, `llama2` or `mistral`, with that family's BOS
+    /// and EOS texts.
+    pub fn builtin(name: &str) -> Result<Self, Error> {
+        let (source, bos, eos) = match name {
+            "chatml" => (CHATML, "", "<|im_end|>"),
+            "llama3" => (LLAMA3, "<|begin_of_text|>", "<|eot_id|>"),
+            "llama2" => (LLAMA2, "<s>", "</s>"),
+            "mistral" => (MISTRAL, "<s>", "</s>"),
+            _ => {
+                return Err(Error::UnknownTemplate {
+                    name: name.to_owned(),
+                })
+            }
+        };
+        Self::new(name, source, bos, eos)
+    }
+
+    /// The same template with other BOS and EOS texts.
+    pub fn with_tokens(
+        mut self,
+        bos_token: impl Into<String>,
+        eos_token: impl Into<String>,
+    ) -> Self {
+        self.bos_token = bos_token.into();
+        self.eos_token = eos_token.into();
+        self
+    }
+
+    /// The template's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The template's Jinja source.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Renders a conversation; with `add_generation_prompt`, the text ends with the header of
+    /// the assistant's next message.
+    pub fn render(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+    ) -> Result<String, Error> {
+        self.render_with(
+            &Value::from_serialize(messages),
+            add_generation_prompt,
+            Value::UNDEFINED,
+        )
+    }
+
+    /// Renders any serialisable list of messages (for templates that read more fields than
+    /// `role` and `content`), with extra variables from `extra` (a map, or undefined).
+    pub fn render_with(
+        &self,
+        messages: &Value,
+        add_generation_prompt: bool,
+        extra: Value,
+    ) -> Result<String, Error> {
+        let env = environment();
+        let template = env
+            .template_from_named_str(&self.name, &self.source)
+            .map_err(|e| self.error(&e))?;
+        let base = minijinja::context! {
+            messages => messages,
+            add_generation_prompt => add_generation_prompt,
+            bos_token => &self.bos_token,
+            eos_token => &self.eos_token,
+        };
+        let ctx = if extra.is_undefined() {
+            base
+        } else {
+            minijinja::context! { ..base, ..extra }
+        };
+        template.render(ctx).map_err(|e| self.error(&e))
+    }
+
+    fn error(&self, e: &minijinja::Error) -> Error {
+        let message = match e.detail() {
+            Some(detail) => format!("{}: {detail}", e.kind()),
+            None => e.kind().to_string(),
+        };
+        Error::Template {
+            template: e.name().unwrap_or(&self.name).to_owned(),
+            line: e.line(),
+            message,
+        }
+    }
+}
+
+/// The environment transformers renders chat templates in.
+fn environment() -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_trim_blocks(true);
+    env.set_lstrip_blocks(true);
+    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    env.add_function(
+        "raise_exception",
+        |message: String| -> Result<Value, minijinja::Error> {
+            Err(minijinja::Error::new(ErrorKind::InvalidOperation, message))
+        },
+    );
+    env.add_filter("tojson", tojson);
+    env
+}
+
+/// transformers' `tojson`: Python's `json.dumps(value, ensure_ascii=False, indent=indent,
+/// sort_keys=sort_keys)`, not escaped for HTML.
+fn tojson(value: Value, kwargs: Kwargs) -> Result<Value, minijinja::Error> {
+    let indent: Option<usize> = kwargs.get("indent")?;
+    let sort_keys: Option<bool> = kwargs.get("sort_keys")?;
+    // Python's other options do not change the output for what templates pass.
+    let _: Option<bool> = kwargs.get("ensure_ascii")?;
+    kwargs.assert_all_used()?;
+    let mut out = String::new();
+    python_json(&value, indent, 0, sort_keys.unwrap_or(false), &mut out)?;
+    Ok(Value::from_safe_string(out))
+}
+
+/// Writes a value as Python's `json.dumps` does: `", "` and `": "` without indent; with indent,
+/// one item per line and `","` at line ends. Maps keep their order unless `sort_keys`.
+fn python_json(
+    value: &Value,
+    indent: Option<usize>,
+    level: usize,
+    sort_keys: bool,
+    out: &mut String,
+) -> Result<(), minijinja::Error> {
+    let newline = |out: &mut String, level: usize| {
+        if let Some(width) = indent {
+            out.push('\n');
+            out.extend(std::iter::repeat_n(' ', width * level));
+        }
+    };
+    let separator = if indent.is_some() { "," } else { ", " };
+    match value.kind() {
+        ValueKind::Undefined | ValueKind::None => out.push_str("null"),
+        ValueKind::Bool => out.push_str(if value.is_true() { "true" } else { "false" }),
+        ValueKind::String => {
+            out.push_str(&Json::String(value.as_str().unwrap_or_default().to_owned()).to_string())
+        }
+        ValueKind::Number => {
+            let json = serde_json::to_value(value).map_err(|e| {
+                minijinja::Error::new(ErrorKind::InvalidOperation, format!("tojson: {e}"))
+            })?;
+            out.push_str(&json.to_string());
+        }
+        ValueKind::Map => {
+            let mut keys: Vec<Value> = value.try_iter()?.collect();
+            if keys.is_empty() {
+                out.push_str("{}");
+                return Ok(());
+            }
+            if sort_keys {
+                keys.sort();
+            }
+            out.push('{');
+            for (i, key) in keys.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(separator);
+                }
+                newline(out, level + 1);
+                let name = match key.as_str() {
+                    Some(s) => s.to_owned(),
+                    None => key.to_string(),
+                };
+                out.push_str(&Json::String(name).to_string());
+                out.push_str(": ");
+                python_json(&value.get_item(key)?, indent, level + 1, sort_keys, out)?;
+            }
+            newline(out, level);
+            out.push('}');
+        }
+        _ => {
+            let items: Vec<Value> = value.try_iter()?.collect();
+            if items.is_empty() {
+                out.push_str("[]");
+                return Ok(());
+            }
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(separator);
+                }
+                newline(out, level + 1);
+                python_json(item, indent, level + 1, sort_keys, out)?;
+            }
+            newline(out, level);
+            out.push(']');
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_json_formatting() {
+        let v = Value::from_iter([
+            (
+                "role",
+                Value::from_serialize([Value::from(1), Value::from("<b>")]),
+            ),
+            ("content", Value::from_iter(Vec::<(String, Value)>::new())),
+        ]);
+        // Python: json.dumps({"role": [1, "<b>"], "content": {}}) gives the same text.
+        let mut out = String::new();
+        python_json(&v, None, 0, false, &mut out).unwrap();
+        assert_eq!(out, r#"{"role": [1, "<b>"], "content": {}}"#);
+        // Python: json.dumps({"a": [1.5, None, True]}, indent=2).
+        let v = Value::from_iter([(
+            "a",
+            Value::from_serialize([Value::from(1.5), Value::from(()), Value::from(true)]),
+        )]);
+        let mut out = String::new();
+        python_json(&v, Some(2), 0, false, &mut out).unwrap();
+        assert_eq!(out, "{\n  \"a\": [\n    1.5,\n    null,\n    true\n  ]\n}");
+    }
+}
