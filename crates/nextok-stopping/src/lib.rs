@@ -105,9 +105,10 @@
 //!
 //! # Untrusted input
 //!
-//! Stop sequences and pieces may come from users and models. No input makes this crate panic;
-//! the work per token is linear in the piece plus the held-back bytes, and the held-back bytes are
-//! fewer than the longest stop sequence plus three.
+//! Stop sequences and pieces may come from users and models. No input makes this crate panic.
+//! The work per token is linear in the piece, the held-back bytes and the total length of the stop
+//! sequences (never quadratic in any of them), and the held-back bytes are never more than the
+//! longest stop sequence less one, or three bytes of an unfinished character.
 
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]

@@ -22,6 +22,9 @@ pub(crate) struct StopMatcher {
     /// `None` when there are no stop sequences: then only incomplete characters are held.
     automaton: Option<AhoCorasick>,
     stops: Vec<String>,
+    /// The KMP failure function of each stop sequence, to find in linear time how much of the
+    /// end of the text could begin it.
+    failures: Vec<Vec<usize>>,
     include_stop_sequence: bool,
     pending: Vec<u8>,
 }
@@ -55,6 +58,10 @@ impl StopMatcher {
         Ok(Self {
             automaton,
             stops: stops.to_vec(),
+            failures: stops
+                .iter()
+                .map(|s| failure_function(s.as_bytes()))
+                .collect(),
             include_stop_sequence,
             pending: Vec::new(),
         })
@@ -133,27 +140,53 @@ impl StopMatcher {
     /// proper prefix of some stop sequence, and an incomplete UTF-8 character at the very end.
     fn hold_start(&self) -> usize {
         let n = self.pending.len();
-        let stop_start = n - longest_stop_prefix_suffix(&self.pending, &self.stops);
+        let longest = self
+            .stops
+            .iter()
+            .zip(&self.failures)
+            .map(|(stop, failure)| longest_prefix_at_end(stop.as_bytes(), failure, &self.pending))
+            .max()
+            .unwrap_or(0);
+        let stop_start = n - longest;
         stop_start.min(incomplete_char_start(&self.pending))
     }
 }
 
-/// The length of the longest suffix of `bytes` that is a proper prefix of one of `stops`.
+/// The KMP failure function of `pattern`: entry `i` is the length of the longest proper prefix of
+/// `pattern[..=i]` that is also its suffix.
+fn failure_function(pattern: &[u8]) -> Vec<usize> {
+    let mut failure = vec![0; pattern.len()];
+    let mut k = 0;
+    for i in 1..pattern.len() {
+        while k > 0 && pattern[i] != pattern[k] {
+            k = failure[k - 1];
+        }
+        if pattern[i] == pattern[k] {
+            k += 1;
+        }
+        failure[i] = k;
+    }
+    failure
+}
+
+/// The length of the longest proper prefix of `pattern` that `text` ends with.
 ///
-/// Stop sequences are short, so the quadratic scan costs less than keeping automaton state.
-pub(crate) fn longest_stop_prefix_suffix(bytes: &[u8], stops: &[String]) -> usize {
-    let mut longest = 0;
-    for stop in stops {
-        let stop = stop.as_bytes();
-        let most = stop.len().saturating_sub(1).min(bytes.len());
-        for k in (longest + 1..=most).rev() {
-            if bytes.ends_with(&stop[..k]) {
-                longest = k;
-                break;
-            }
+/// Only the last `pattern.len() - 1` bytes of `text` can take part, so this is linear in the
+/// pattern's length however long the text is (a plain scan of every prefix would be quadratic,
+/// which matters because stop sequences come from users).
+fn longest_prefix_at_end(pattern: &[u8], failure: &[usize], text: &[u8]) -> usize {
+    let tail = &text[text.len().saturating_sub(pattern.len().saturating_sub(1))..];
+    let mut k = 0;
+    for &byte in tail {
+        // `k` stays below `pattern.len()` because the tail is shorter than the pattern.
+        while k > 0 && pattern[k] != byte {
+            k = failure[k - 1];
+        }
+        if pattern.get(k) == Some(&byte) {
+            k += 1;
         }
     }
-    longest
+    k
 }
 
 /// The start of a trailing incomplete UTF-8 character (one that more bytes could still complete),
@@ -232,6 +265,26 @@ mod tests {
                 matched: Some(1)
             }
         );
+    }
+
+    #[test]
+    fn longest_prefix_at_end_agrees_with_a_plain_scan() {
+        let patterns: [&[u8]; 5] = [b"aab", b"abab", b"aaaa", b"abcabd", b"x"];
+        let texts: [&[u8]; 7] = [b"", b"a", b"aa", b"xaba", b"abcab", b"aaab", b"zzabcabcab"];
+        for pattern in patterns {
+            let failure = failure_function(pattern);
+            for text in texts {
+                let plain = (0..pattern.len())
+                    .rev()
+                    .find(|&k| k <= text.len() && text.ends_with(&pattern[..k]))
+                    .unwrap_or(0);
+                assert_eq!(
+                    longest_prefix_at_end(pattern, &failure, text),
+                    plain,
+                    "pattern {pattern:?} text {text:?}"
+                );
+            }
+        }
     }
 
     #[test]
