@@ -62,6 +62,66 @@ pub enum Error {
     /// The GGUF file could not be read.
     #[error("cannot read the model: {0}")]
     Gguf(#[from] nextok_gguf::Error),
+    /// The model could not be loaded or run.
+    #[error("model: {0}")]
+    Model(#[from] nextok_model::Error),
+    /// The tokenizer or the chat template failed.
+    #[error("tokenizer: {0}")]
+    Tokenizer(#[from] nextok_tokenizer::Error),
+    /// Sampling settings are invalid, or sampling failed.
+    #[error("sampling: {0}")]
+    Sampling(#[from] nextok_sampling::Error),
+    /// Stop conditions are invalid, or the prompt leaves no room for an answer.
+    #[error("{0}")]
+    Stopping(#[from] nextok_stopping::Error),
+    /// The tokenizer and the model disagree on the size of the vocabulary.
+    #[error(
+        "the tokenizer has {tokenizer} tokens but the model has {model}: the file is inconsistent"
+    )]
+    VocabularyMismatch {
+        /// The tokenizer's vocabulary size.
+        tokenizer: usize,
+        /// The model's.
+        model: usize,
+    },
+    /// A chat was asked of a model without a chat template.
+    #[error("this model has no chat template: use a raw prompt (--raw)")]
+    NoChatTemplate,
+    /// The prompt has no tokens.
+    #[error("the prompt is empty: give some text")]
+    EmptyPrompt,
+    /// A token id outside the vocabulary.
+    #[error("token id {id} is outside the vocabulary of {vocab} tokens")]
+    TokenOutOfRange {
+        /// The id.
+        id: u32,
+        /// The vocabulary size.
+        vocab: usize,
+    },
+    /// More tokens than the context window holds.
+    #[error(
+        "{tokens} tokens do not fit in the context window of {context_window}: shorten the prompt"
+    )]
+    ContextWindowExceeded {
+        /// Tokens that would be in the window.
+        tokens: usize,
+        /// The window.
+        context_window: usize,
+    },
+    /// A text too short to score.
+    #[error("a text of {tokens} token(s) cannot be scored: scoring needs at least 2 tokens")]
+    TooShortToScore {
+        /// Its tokens.
+        tokens: usize,
+    },
+    /// A generation option out of its range.
+    #[error("invalid option `{option}`: it must be {expected}")]
+    InvalidOption {
+        /// The option.
+        option: &'static str,
+        /// What it must be.
+        expected: &'static str,
+    },
 }
 
 /// The steps of fetching the default model, for [`Error::Fetch`].

@@ -18,9 +18,23 @@
 //! # Ok::<(), nextok::Error>(())
 //! ```
 
+mod chat;
+mod engine;
 mod error;
 mod fetch;
+mod generate;
 pub mod plan;
+
+pub use chat::Chat;
+pub use engine::{Engine, EngineOptions, Prompt, Score};
+pub use generate::{
+    Alternative, BeamOptions, Completion, Event, GenerateOptions, Generation, Timings, TokenEvent,
+    Usage,
+};
+pub use nextok_kv_cache as kv_cache;
+pub use nextok_model as model;
+pub use nextok_stopping::{Stop, StopReason};
+pub use nextok_tokenizer as tokenizer;
 
 pub use error::{Error, FetchStep};
 pub use fetch::{

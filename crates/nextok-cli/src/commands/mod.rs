@@ -1,7 +1,9 @@
 //! One module per subcommand.
 
+mod generate;
 mod plan;
 mod sample;
+mod text;
 
 use crate::args::{Command, ModelArgs};
 use anyhow::bail;
@@ -12,6 +14,12 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Plan(a) => plan::run(&a),
         Command::Sample(a) => sample::run(&a),
+        Command::Generate(a) => generate::run(&a),
+        Command::Chat(a) => generate::chat(&a),
+        Command::Tokenize(a) => text::tokenize(&a),
+        Command::Template(a) => text::template(&a),
+        Command::Logits(a) => text::logits(&a),
+        Command::Score(a) => text::score(&a),
         Command::Bench(_) => bail!(
             "`nextok bench` is not available yet (issue 7); for an estimate from the cost model run `nextok plan`"
         ),
@@ -63,4 +71,28 @@ pub fn validate_sampling(params: &nextok::sampling::SamplingParams) -> anyhow::R
 /// The flag that sets a field of `SamplingParams`.
 fn flag(field: &str) -> String {
     field.replace('_', "-")
+}
+
+/// Loads the model `args` name (or the default model) with its tokenizer.
+pub fn load_engine(args: &ModelArgs) -> anyhow::Result<nextok::Engine> {
+    if args.threads == Some(0) {
+        anyhow::bail!("--threads is 0, but it must be at least 1");
+    }
+    let path = model_path(args)?;
+    let options = nextok::EngineOptions {
+        threads: args.threads,
+        ..nextok::EngineOptions::default()
+    };
+    Ok(nextok::Engine::load(&path, &options)?)
+}
+
+/// Reads `-` as standard input; any other text is itself.
+pub fn text_or_stdin(text: &str) -> anyhow::Result<String> {
+    if text == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)?;
+        Ok(s)
+    } else {
+        Ok(text.to_owned())
+    }
 }

@@ -1,0 +1,236 @@
+//! `nextok generate` and `nextok chat`: answers streamed to stdout, stop reason and timings on
+//! stderr.
+
+use super::{load_engine, text_or_stdin, validate_sampling};
+use crate::args::{AnswerArgs, ChatArgs, GenerateArgs, SamplingArgs};
+use crate::output::{print, println, significant};
+use anyhow::bail;
+use nextok::sampling::SamplingParams;
+use nextok::{BeamOptions, Chat, Completion, Event, GenerateOptions, Prompt, Stop};
+use serde_json::{json, Value};
+use std::io::BufRead;
+
+fn sampling(a: &SamplingArgs) -> anyhow::Result<SamplingParams> {
+    let params = SamplingParams {
+        temperature: a.temperature,
+        top_k: a.top_k,
+        top_p: a.top_p,
+        min_p: a.min_p,
+        repetition_penalty: a.repetition_penalty,
+        presence_penalty: a.presence_penalty,
+        frequency_penalty: a.frequency_penalty,
+        seed: Some(a.seed),
+        ..SamplingParams::default()
+    };
+    validate_sampling(&params)?;
+    Ok(params)
+}
+
+fn options(s: &SamplingArgs, a: &AnswerArgs) -> anyhow::Result<GenerateOptions> {
+    if a.max_tokens == 0 {
+        bail!("--max-tokens is 0, but it must be at least 1");
+    }
+    if let Some(i) = a.stop.iter().position(String::is_empty) {
+        bail!("--stop number {} is empty; give a non-empty text", i + 1);
+    }
+    Ok(GenerateOptions {
+        sampling: sampling(s)?,
+        max_tokens: Some(a.max_tokens),
+        stop: a.stop.clone(),
+        ignore_eos: a.ignore_eos,
+        ..GenerateOptions::default()
+    })
+}
+
+/// The stop reason as the Anthropic API names it, with the token or sequence that matched.
+fn stop_words(stop: &Stop) -> String {
+    match stop {
+        Stop::EndTurn { token } => format!("end_turn (token {token})"),
+        Stop::StopSequence { text, .. } => format!("stop_sequence ({text:?})"),
+        other => stop_reason(other).to_string(),
+    }
+}
+
+fn stop_reason(stop: &Stop) -> &'static str {
+    match stop.reason() {
+        nextok::StopReason::EndTurn => "end_turn",
+        nextok::StopReason::MaxTokens => "max_tokens",
+        nextok::StopReason::StopSequence => "stop_sequence",
+        nextok::StopReason::ContextWindow => "context_window",
+        _ => "other",
+    }
+}
+
+/// One line for stderr: why it stopped and how fast it went.
+pub fn summary(c: &Completion) -> String {
+    let t = &c.timings;
+    format!(
+        "[{} | {} prompt tokens ({} cached), {} generated | time to first token {} s | prefill {} tokens/s | decode {} tokens/s ({} ms/token) | KV cache {}]",
+        stop_words(&c.stop),
+        c.usage.prompt_tokens,
+        c.usage.cached_prompt_tokens,
+        c.usage.completion_tokens,
+        significant(t.time_to_first_token_s),
+        significant(t.prefill_tokens_per_s),
+        significant(t.decode_tokens_per_s),
+        significant(t.time_per_output_token_s * 1e3),
+        crate::output::bytes(t.kv_cache_bytes as f64),
+    )
+}
+
+fn completion_json(c: &Completion, logprobs: Option<&Vec<Value>>) -> Value {
+    let mut v = json!({
+        "text": c.text,
+        "tokens": c.tokens,
+        "prompt_tokens": c.prompt_tokens,
+        "stop_reason": stop_reason(&c.stop),
+        "usage": c.usage,
+        "timings": c.timings,
+        "logprob": c.logprob,
+    });
+    match &c.stop {
+        Stop::EndTurn { token } => v["stop_token"] = json!(token),
+        Stop::StopSequence { text, .. } => v["stop_sequence"] = json!(text),
+        _ => {}
+    }
+    if let Some(lp) = logprobs {
+        v["logprobs"] = json!(lp);
+    }
+    v
+}
+
+/// Runs `nextok generate`.
+pub fn run(a: &GenerateArgs) -> anyhow::Result<()> {
+    let text = text_or_stdin(&a.prompt)?;
+    if a.n == 0 {
+        bail!("-n is 0, but it must be at least 1");
+    }
+    if let Some(b) = a.beams {
+        if b == 0 {
+            bail!("--beams is 0, but it must be at least 1");
+        }
+        if a.n > b {
+            bail!(
+                "-n is {} but --beams is {b}: beam search returns at most one answer per beam",
+                a.n
+            );
+        }
+    }
+    if a.constraint.choice.is_some()
+        || a.constraint.regex.is_some()
+        || a.constraint.json_object
+        || a.constraint.json_schema.is_some()
+        || a.constraint.grammar.is_some()
+    {
+        bail!("constrained decoding (--choice, --regex, --json-object, --json-schema, --grammar) is not available in this build yet");
+    }
+    let mut options = options(&a.sampling, &a.answer)?;
+    options.n = a.n;
+    options.top_logprobs = a.logprobs.unwrap_or(0);
+    options.beams = a.beams.map(|width| BeamOptions {
+        width,
+        length_penalty: a.length_penalty as f64,
+    });
+    let engine = load_engine(&a.model)?;
+    let prompt = if a.raw {
+        Prompt::Raw {
+            text,
+            parse_special: a.parse_special,
+        }
+    } else {
+        if a.parse_special {
+            bail!("--parse-special applies to raw prompts: add --raw");
+        }
+        Prompt::chat(a.answer.system.as_deref(), &text)
+    };
+    let generation = engine.generate(&prompt, &options)?;
+    let mut logprobs: Vec<Vec<Value>> = vec![Vec::new(); a.n];
+    let mut completions = Vec::new();
+    let mut current = usize::MAX;
+    for event in generation {
+        match event? {
+            Event::Token(t) => {
+                if a.logprobs.is_some() {
+                    if let Some(list) = logprobs.get_mut(t.index) {
+                        list.push(json!({"id": t.id, "text": t.text, "logprob": t.logprob, "raw_logprob": t.raw_logprob, "top": t.top}));
+                    }
+                }
+                if !a.json {
+                    if a.n > 1 && t.index != current {
+                        current = t.index;
+                        println(&format!("--- completion {} ---", t.index + 1))?;
+                    }
+                    print(&t.text)?;
+                }
+            }
+            Event::Done(c) => {
+                if !a.json {
+                    println("")?;
+                    if a.logprobs.is_some() {
+                        for lp in &logprobs[c.index.min(a.n - 1)] {
+                            eprintln!("{lp}");
+                        }
+                    }
+                    eprintln!("{}", summary(&c));
+                }
+                completions.push(*c);
+            }
+        }
+    }
+    if a.json {
+        let with_lp = |c: &Completion| {
+            completion_json(c, a.logprobs.map(|_| &logprobs[c.index.min(a.n - 1)]))
+        };
+        let mut v = completions.first().map(with_lp).unwrap_or(Value::Null);
+        if completions.len() > 1 {
+            v["choices"] = Value::Array(completions.iter().map(with_lp).collect());
+        }
+        println(&v.to_string())?;
+    }
+    Ok(())
+}
+
+/// Runs `nextok chat`: one line per user message; `/exit` (or end of input) ends it, `/reset`
+/// starts over.
+pub fn chat(a: &ChatArgs) -> anyhow::Result<()> {
+    let options = options(&a.sampling, &a.answer)?;
+    let engine = load_engine(&a.model)?;
+    let mut chat = Chat::new(&engine, a.answer.system.as_deref());
+    eprintln!("nextok: chatting with the model; /reset starts over, /exit (or Ctrl-D) ends");
+    let stdin = std::io::stdin();
+    let mut lines = stdin.lock().lines();
+    loop {
+        print("> ")?;
+        let Some(line) = lines.next() else {
+            println("")?;
+            return Ok(());
+        };
+        let line = line?;
+        let line = line.trim();
+        match line {
+            "" => continue,
+            "/exit" | "/quit" => return Ok(()),
+            "/reset" => {
+                chat = Chat::new(&engine, a.answer.system.as_deref());
+                continue;
+            }
+            _ => {}
+        }
+        let mut failed = None;
+        let result = chat.send(line, &options, |event| {
+            if let Event::Token(t) = event {
+                if let Err(e) = print(&t.text) {
+                    failed.get_or_insert(e);
+                }
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let completion = result?;
+        println("")?;
+        if a.verbose {
+            eprintln!("{}", summary(&completion));
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! `nextok tokenize`, `nextok template`, `nextok logits` and `nextok score`.
+
+use super::{load_engine, model_path, text_or_stdin};
+use crate::args::{LogitsArgs, ScoreArgs, TemplateArgs, TokenizeArgs};
+use crate::output::{println, significant};
+use anyhow::Context;
+use nextok::gguf::GgufFile;
+use nextok::tokenizer::{ChatTemplate, EncodeOptions, Message, Tokenizer};
+use serde_json::json;
+use std::io::Write;
+
+fn open(args: &crate::args::ModelArgs) -> anyhow::Result<GgufFile> {
+    let path = model_path(args)?;
+    Ok(GgufFile::open(&path).map_err(nextok::Error::from)?)
+}
+
+fn piece(tokenizer: &dyn Tokenizer, id: u32) -> String {
+    String::from_utf8_lossy(tokenizer.token_bytes(id).unwrap_or_default()).into_owned()
+}
+
+/// Runs `nextok tokenize`.
+pub fn tokenize(a: &TokenizeArgs) -> anyhow::Result<()> {
+    let text = text_or_stdin(&a.text)?;
+    let file = open(&a.model)?;
+    let tokenizer = nextok::tokenizer::load_from_gguf(&file).map_err(nextok::Error::from)?;
+    let options = EncodeOptions {
+        add_bos: tokenizer.add_bos_by_default(),
+        parse_special: a.parse_special,
+    };
+    let ids = tokenizer
+        .encode(&text, options)
+        .map_err(nextok::Error::from)?;
+    let pieces: Vec<String> = ids
+        .iter()
+        .map(|&id| piece(tokenizer.as_ref(), id))
+        .collect();
+    if a.json {
+        return println(&json!({"ids": ids, "pieces": pieces}).to_string());
+    }
+    let mut out = String::new();
+    for (id, p) in ids.iter().zip(&pieces) {
+        out.push_str(&format!("{id:>6}  {p:?}\n"));
+    }
+    out.push_str(&format!("{} tokens", ids.len()));
+    println(&out)
+}
+
+/// A message as a conversation file gives it.
+#[derive(serde::Deserialize)]
+struct FileMessage {
+    role: String,
+    content: String,
+}
+
+/// Runs `nextok template`.
+pub fn template(a: &TemplateArgs) -> anyhow::Result<()> {
+    let json = std::fs::read_to_string(&a.file)
+        .with_context(|| format!("cannot read {}", a.file.display()))?;
+    let messages: Vec<FileMessage> = serde_json::from_str(&json).with_context(|| {
+        format!(
+            "{} is not a conversation: expected [{{\"role\": ..., \"content\": ...}}, ...]",
+            a.file.display()
+        )
+    })?;
+    let messages: Vec<Message> = messages
+        .into_iter()
+        .map(|m| Message::new(m.role, m.content))
+        .collect();
+    let file = open(&a.model)?;
+    if file.metadata().get("tokenizer.chat_template").is_none() {
+        return Err(nextok::Error::NoChatTemplate.into());
+    }
+    let template = ChatTemplate::from_gguf(&file).map_err(nextok::Error::from)?;
+    let text = template
+        .render(&messages, !a.no_generation_prompt)
+        .map_err(nextok::Error::from)?;
+    crate::output::print(&text)
+}
+
+/// Runs `nextok logits`.
+pub fn logits(a: &LogitsArgs) -> anyhow::Result<()> {
+    let engine = load_engine(&a.model)?;
+    let ids = match (&a.ids, &a.prompt) {
+        (Some(ids), _) => ids.clone(),
+        (None, Some(text)) => engine.encode_prompt(&nextok::Prompt::Raw {
+            text: text_or_stdin(text)?,
+            parse_special: a.parse_special,
+        })?,
+        (None, None) => anyhow::bail!("give a prompt or --ids"),
+    };
+    let vocab = engine.model().config().vocab;
+    if let Some(&id) = ids.iter().find(|&&id| id as usize >= vocab) {
+        return Err(nextok::Error::TokenOutOfRange { id, vocab }.into());
+    }
+    let logits = engine.logits(&ids, a.all_positions)?;
+    if let Some(path) = &a.out {
+        let mut bytes = Vec::with_capacity(logits.len() * 4);
+        for x in &logits {
+            bytes.extend_from_slice(&x.to_le_bytes());
+        }
+        let mut f = std::fs::File::create(path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        f.write_all(&bytes)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!(
+            "nextok: wrote {} row(s) of {vocab} little-endian f32 logits to {}",
+            logits.len() / vocab,
+            path.display()
+        );
+        return Ok(());
+    }
+    let tokenizer = engine.tokenizer();
+    let rows: Vec<serde_json::Value> = logits
+        .chunks_exact(vocab)
+        .map(|row| {
+            let lp = nextok::sampling::log_softmax(row).unwrap_or_default();
+            let mut order: Vec<u32> = (0..vocab as u32).collect();
+            // Highest logit first, ties to the lowest id, so the listing is stable.
+            order.sort_by(|&x, &y| row[y as usize].total_cmp(&row[x as usize]).then(x.cmp(&y)));
+            let top: Vec<serde_json::Value> = order
+                .iter()
+                .take(a.top_k)
+                .map(|&id| {
+                    json!({
+                        "id": id,
+                        "text": piece(tokenizer, id),
+                        "logit": row[id as usize],
+                        "logprob": lp.get(id as usize).copied().unwrap_or(f32::NAN),
+                    })
+                })
+                .collect();
+            json!(top)
+        })
+        .collect();
+    let v = if a.all_positions {
+        json!({"ids": ids, "positions": rows})
+    } else {
+        json!({"ids": ids, "top": rows.first()})
+    };
+    println(&v.to_string())
+}
+
+/// Runs `nextok score`.
+pub fn score(a: &ScoreArgs) -> anyhow::Result<()> {
+    let text = text_or_stdin(&a.text)?;
+    let engine = load_engine(&a.model)?;
+    let ids = engine.encode_prompt(&nextok::Prompt::Raw {
+        text,
+        parse_special: a.parse_special,
+    })?;
+    let score = engine.score(&ids)?;
+    let tokenizer = engine.tokenizer();
+    if a.json {
+        let pieces: Vec<String> = ids.iter().map(|&id| piece(tokenizer, id)).collect();
+        return println(
+            &json!({
+                "tokens": score.tokens,
+                "pieces": pieces,
+                "logprobs": score.logprobs,
+                "perplexity": score.perplexity,
+            })
+            .to_string(),
+        );
+    }
+    let mut out = format!("{:>6}  {:<20} {:>10}\n", "id", "token", "logprob");
+    out.push_str(&format!(
+        "{:>6}  {:<20} {:>10}\n",
+        ids[0],
+        format!("{:?}", piece(tokenizer, ids[0])),
+        "-"
+    ));
+    for (&id, lp) in ids[1..].iter().zip(&score.logprobs) {
+        out.push_str(&format!(
+            "{id:>6}  {:<20} {lp:>10.4}\n",
+            format!("{:?}", piece(tokenizer, id))
+        ));
+    }
+    let total: f64 = score.logprobs.iter().map(|&x| x as f64).sum();
+    out.push_str(&format!(
+        "log-probability {} over {} tokens; perplexity {}",
+        significant(total),
+        score.logprobs.len(),
+        significant(score.perplexity)
+    ));
+    println(&out)
+}

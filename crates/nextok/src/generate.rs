@@ -1,0 +1,655 @@
+//! The generation loop: prefill once, then one decode pass per token, each token chosen by the
+//! sampling chain, checked by the stop conditions and turned into text as it comes.
+
+use crate::engine::{Engine, Prompt};
+use crate::Error;
+use nextok_kv_cache::KvCache;
+use nextok_model::Logits;
+use nextok_sampling::{beam_search, log_softmax, BeamConfig, Context, Sampler, SamplingParams};
+use nextok_stopping::{Stop, StopConditions, StopState};
+use nextok_tokenizer::{StreamDecoder, Tokenizer};
+use serde::Serialize;
+use std::collections::{HashMap, VecDeque};
+use std::time::Instant;
+
+/// Everything that shapes an answer besides the prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenerateOptions {
+    /// The sampling chain and its seed ([`SamplingParams::greedy`] for greedy decoding).
+    pub sampling: SamplingParams,
+    /// Stop after this many new tokens (`None`: only the context window limits the answer).
+    pub max_tokens: Option<usize>,
+    /// Stop when the answer contains one of these texts; the text is cut before it.
+    pub stop: Vec<String>,
+    /// Keep going past the model's end tokens.
+    pub ignore_eos: bool,
+    /// How many of the most likely alternatives to report with each token.
+    pub top_logprobs: usize,
+    /// Completions of the prompt. They share the prompt's KV cache (forked, copy-on-write), and
+    /// completion `i` samples with seed `seed + i`.
+    pub n: usize,
+    /// Beam search instead of sampling.
+    pub beams: Option<BeamOptions>,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        GenerateOptions {
+            sampling: SamplingParams::default(),
+            max_tokens: Some(256),
+            stop: Vec::new(),
+            ignore_eos: false,
+            top_logprobs: 0,
+            n: 1,
+            beams: None,
+        }
+    }
+}
+
+/// Beam search's settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BeamOptions {
+    /// Beams kept after each step.
+    pub width: usize,
+    /// Scores are divided by `length^length_penalty` (0 ranks by plain probability).
+    pub length_penalty: f64,
+}
+
+/// One alternative token at a step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Alternative {
+    /// Token id.
+    pub id: u32,
+    /// Its text (bytes that are not UTF-8 on their own shown as U+FFFD).
+    pub text: String,
+    /// Its natural log-probability under the model's distribution.
+    pub logprob: f32,
+}
+
+/// One generated token.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TokenEvent {
+    /// Which completion it belongs to (0 unless `n > 1` or several beams are returned).
+    pub index: usize,
+    /// Token id.
+    pub id: u32,
+    /// The text this token releases: whole characters that can no longer be part of a stop
+    /// sequence. It may be empty (half a character, a possible stop sequence, an end token), and
+    /// may include text held back from earlier tokens.
+    pub text: String,
+    /// Natural log-probability of the token in the distribution it was drawn from (after the
+    /// chain; 0 for greedy).
+    pub logprob: f32,
+    /// Its log-probability under the model's own distribution.
+    pub raw_logprob: f32,
+    /// The most likely alternatives under the model's own distribution, when asked for.
+    pub top: Vec<Alternative>,
+}
+
+/// Token counts, with the names of the OpenAI API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    /// Tokens in the prompt.
+    pub prompt_tokens: usize,
+    /// Prompt tokens whose keys and values came from an earlier cache instead of the prefill.
+    pub cached_prompt_tokens: usize,
+    /// Tokens generated.
+    pub completion_tokens: usize,
+    /// Both.
+    pub total_tokens: usize,
+}
+
+/// How long things took.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Timings {
+    /// From the call to `generate` to the first token chosen: mostly the prefill.
+    pub time_to_first_token_s: f64,
+    /// The prefill pass.
+    pub prefill_s: f64,
+    /// Prompt tokens run through the model per second of prefill.
+    pub prefill_tokens_per_s: f64,
+    /// From the first token chosen to the last.
+    pub decode_s: f64,
+    /// Tokens after the first, per second of decoding (0 for a one-token answer).
+    pub decode_tokens_per_s: f64,
+    /// Seconds per token after the first (0 for a one-token answer).
+    pub time_per_output_token_s: f64,
+    /// From the call to `generate` to the end of this completion.
+    pub total_s: f64,
+    /// Bytes the KV cache holds at the end (prompt and answer).
+    pub kv_cache_bytes: u64,
+}
+
+/// A finished completion.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Completion {
+    /// Which completion (0 unless `n > 1`).
+    pub index: usize,
+    /// The answer's text, without the end token or the stop sequence.
+    pub text: String,
+    /// The generated token ids, the end token included when there is one.
+    pub tokens: Vec<u32>,
+    /// The prompt's token ids.
+    pub prompt_tokens: Vec<u32>,
+    /// Why the answer ended, and which end token or stop sequence matched.
+    pub stop: Stop,
+    /// Sum of the tokens' log-probabilities (in the distribution each was drawn from).
+    pub logprob: f64,
+    /// Token counts.
+    pub usage: Usage,
+    /// Timings.
+    pub timings: Timings,
+}
+
+/// What a [`Generation`] yields: every token as it is chosen, then one final event per
+/// completion.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A token was chosen.
+    Token(TokenEvent),
+    /// A completion has ended.
+    Done(Box<Completion>),
+}
+
+/// One completion being generated.
+struct Run<'e> {
+    index: usize,
+    cache: KvCache,
+    logits: Vec<f32>,
+    sampler: Sampler,
+    stop: StopState,
+    decoder: StreamDecoder<'e, dyn Tokenizer + 'e>,
+    tokens: Vec<u32>,
+    text: String,
+    logprob: f64,
+    first_token: Option<Instant>,
+    last_token: Option<Instant>,
+}
+
+/// A generation in progress: an iterator of [`Event`]s.
+///
+/// Created by [`Engine::generate`]. The prefill runs on the first call to `next`; each later call
+/// chooses one token (running one decode pass for the token before it). After a
+/// [`Event::Done`] for every completion, the iterator ends; [`Generation::into_cache`] then gives
+/// back the last completion's KV cache, for a conversation that goes on.
+pub struct Generation<'e> {
+    engine: &'e Engine,
+    options: GenerateOptions,
+    conditions: StopConditions,
+    prompt: Vec<u32>,
+    started: Instant,
+    /// The cache before the prefill (reused prefix only) until the prefill runs; after it, the
+    /// prompt's cache, forked for each completion.
+    cache: Option<KvCache>,
+    cached_prompt_tokens: usize,
+    prefilled: bool,
+    prefill_s: f64,
+    first_logits: Vec<f32>,
+    run: Option<Run<'e>>,
+    next_index: usize,
+    pending: VecDeque<Event>,
+    last_cache: Option<KvCache>,
+    failed: bool,
+}
+
+impl std::fmt::Debug for Generation<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Generation")
+            .field("prompt_tokens", &self.prompt.len())
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl Engine {
+    /// Starts generating from a prompt.
+    pub fn generate(
+        &self,
+        prompt: &Prompt,
+        options: &GenerateOptions,
+    ) -> Result<Generation<'_>, Error> {
+        let started = Instant::now();
+        let ids = self.encode_prompt(prompt)?;
+        self.generate_from(ids, options, None, started)
+    }
+
+    /// Starts generating from prompt ids, reusing `cache` for the part of the prompt it already
+    /// holds (a conversation that goes on).
+    pub fn generate_ids(
+        &self,
+        prompt: Vec<u32>,
+        options: &GenerateOptions,
+        cache: Option<KvCache>,
+    ) -> Result<Generation<'_>, Error> {
+        self.generate_from(prompt, options, cache, Instant::now())
+    }
+
+    fn generate_from(
+        &self,
+        prompt: Vec<u32>,
+        options: &GenerateOptions,
+        cache: Option<KvCache>,
+        started: Instant,
+    ) -> Result<Generation<'_>, Error> {
+        if prompt.is_empty() {
+            return Err(Error::EmptyPrompt);
+        }
+        let vocab = self.model().config().vocab;
+        if let Some(&id) = prompt.iter().find(|&&id| id as usize >= vocab) {
+            return Err(Error::TokenOutOfRange { id, vocab });
+        }
+        if options.n == 0 {
+            return Err(Error::InvalidOption {
+                option: "n",
+                expected: "at least 1",
+            });
+        }
+        if let Some(b) = options.beams {
+            if b.width == 0 {
+                return Err(Error::InvalidOption {
+                    option: "beams",
+                    expected: "at least 1",
+                });
+            }
+            if options.n > b.width {
+                return Err(Error::InvalidOption {
+                    option: "n",
+                    expected: "at most the number of beams",
+                });
+            }
+        }
+        options.sampling.validate()?;
+        let conditions = StopConditions {
+            end_tokens: if options.ignore_eos {
+                Vec::new()
+            } else {
+                self.end_tokens()
+            },
+            max_new_tokens: options.max_tokens,
+            stop_sequences: options.stop.clone(),
+            context_window: Some(self.context_window()),
+            ..StopConditions::default()
+        };
+        // Checks the stop sequences, max tokens and that the prompt leaves room for an answer,
+        // before any time is spent on the model.
+        StopState::new(&conditions, prompt.len())?;
+        let mut cache = cache.unwrap_or_else(|| self.new_cache());
+        let cached_prompt_tokens = cache.reuse_prefix(&prompt);
+        Ok(Generation {
+            engine: self,
+            options: options.clone(),
+            conditions,
+            prompt,
+            started,
+            cache: Some(cache),
+            cached_prompt_tokens,
+            prefilled: false,
+            prefill_s: 0.0,
+            first_logits: Vec::new(),
+            run: None,
+            next_index: 0,
+            pending: VecDeque::new(),
+            last_cache: None,
+            failed: false,
+        })
+    }
+}
+
+impl<'e> Generation<'e> {
+    /// The prompt's token ids.
+    pub fn prompt_tokens(&self) -> &[u32] {
+        &self.prompt
+    }
+
+    /// The KV cache of the last completion that finished (prompt and answer, without the last
+    /// token chosen, which was never run through the model). `None` before one has finished.
+    pub fn into_cache(self) -> Option<KvCache> {
+        self.last_cache
+    }
+
+    /// Runs the generation to the end and returns its completions.
+    pub fn collect_completions(&mut self) -> Result<Vec<Completion>, Error> {
+        let mut out = Vec::new();
+        for event in self.by_ref() {
+            if let Event::Done(c) = event? {
+                out.push(*c);
+            }
+        }
+        Ok(out)
+    }
+
+    fn prefill(&mut self) -> Result<(), Error> {
+        let t = Instant::now();
+        let mut cache = self.cache.take().unwrap_or_else(|| self.engine.new_cache());
+        let start = cache.len();
+        self.first_logits = self
+            .engine
+            .forward(&mut cache, &self.prompt[start..], Logits::Last)?;
+        self.cache = Some(cache);
+        self.prefill_s = t.elapsed().as_secs_f64();
+        self.prefilled = true;
+        Ok(())
+    }
+
+    fn start_run(&mut self, index: usize) -> Result<Run<'e>, Error> {
+        // The last completion takes the prompt's cache itself; earlier ones fork it.
+        let cache = if index + 1 == self.options.n {
+            self.cache.take()
+        } else {
+            self.cache.as_ref().map(KvCache::fork)
+        }
+        .unwrap_or_else(|| self.engine.new_cache());
+        let mut params = self.options.sampling.clone();
+        params.seed = Some(params.seed.unwrap_or(0).wrapping_add(index as u64));
+        params.top_logprobs = self.options.top_logprobs;
+        Ok(Run {
+            index,
+            cache,
+            logits: self.first_logits.clone(),
+            sampler: Sampler::new(&params)?,
+            stop: StopState::new(&self.conditions, self.prompt.len())?,
+            decoder: StreamDecoder::new(self.engine.tokenizer(), true),
+            tokens: Vec::new(),
+            text: String::new(),
+            logprob: 0.0,
+            first_token: None,
+            last_token: None,
+        })
+    }
+
+    fn alternatives(&self, top: &[nextok_sampling::TokenLogprob]) -> Vec<Alternative> {
+        let tok = self.engine.tokenizer();
+        top.iter()
+            .map(|a| Alternative {
+                id: a.token,
+                text: String::from_utf8_lossy(tok.token_bytes(a.token).unwrap_or_default())
+                    .into_owned(),
+                logprob: a.raw_logprob,
+            })
+            .collect()
+    }
+
+    /// Chooses one token of the current run; returns its event, and the completion if it ended.
+    fn step(&mut self) -> Result<(TokenEvent, Option<Completion>), Error> {
+        let Some(mut run) = self.run.take() else {
+            return Err(Error::InvalidOption {
+                option: "generation",
+                expected: "a running completion",
+            });
+        };
+        let ctx = Context {
+            prompt: &self.prompt,
+            generated: &run.tokens,
+            allowed: None,
+        };
+        let sampled = run.sampler.sample(&run.logits, &ctx)?;
+        let now = Instant::now();
+        run.first_token.get_or_insert(now);
+        run.last_token = Some(now);
+        let token = sampled.token;
+        let piece = run.decoder.push(token)?;
+        let step = run.stop.push(token, piece.as_bytes());
+        run.tokens.push(token);
+        run.logprob += sampled.logprob as f64;
+        let mut text = step.text;
+        let event_top = self.alternatives(&sampled.top);
+        if let Some(stop) = step.stop {
+            // Bytes of an unfinished character are released as U+FFFD, as decoding the whole
+            // answer at once would; after a stop sequence they were cut anyway.
+            if !matches!(stop, Stop::StopSequence { .. }) {
+                text.push_str(&run.decoder.finish());
+            }
+            run.text.push_str(&text);
+            let event = TokenEvent {
+                index: run.index,
+                id: token,
+                text,
+                logprob: sampled.logprob,
+                raw_logprob: sampled.raw_logprob,
+                top: event_top,
+            };
+            let completion = self.finish(run, stop);
+            return Ok((event, Some(completion)));
+        }
+        run.text.push_str(&text);
+        run.logits = self
+            .engine
+            .forward(&mut run.cache, &[token], Logits::Last)?;
+        let event = TokenEvent {
+            index: run.index,
+            id: token,
+            text,
+            logprob: sampled.logprob,
+            raw_logprob: sampled.raw_logprob,
+            top: event_top,
+        };
+        self.run = Some(run);
+        Ok((event, None))
+    }
+
+    fn timings(&self, first: Option<Instant>, last: Option<Instant>, cache: &KvCache) -> Timings {
+        let ttft = first.map_or(0.0, |f| (f - self.started).as_secs_f64());
+        let decode_s = match (first, last) {
+            (Some(f), Some(l)) => (l - f).as_secs_f64(),
+            _ => 0.0,
+        };
+        let prefilled = self.prompt.len() - self.cached_prompt_tokens;
+        Timings {
+            time_to_first_token_s: ttft,
+            prefill_s: self.prefill_s,
+            prefill_tokens_per_s: rate(prefilled, self.prefill_s),
+            decode_s,
+            decode_tokens_per_s: 0.0,
+            time_per_output_token_s: 0.0,
+            total_s: self.started.elapsed().as_secs_f64(),
+            kv_cache_bytes: cache.bytes(),
+        }
+    }
+
+    fn finish(&mut self, run: Run<'e>, stop: Stop) -> Completion {
+        let mut timings = self.timings(run.first_token, run.last_token, &run.cache);
+        let after_first = run.tokens.len().saturating_sub(1);
+        timings.decode_tokens_per_s = rate(after_first, timings.decode_s);
+        timings.time_per_output_token_s = if after_first > 0 {
+            timings.decode_s / after_first as f64
+        } else {
+            0.0
+        };
+        let completion = Completion {
+            index: run.index,
+            text: run.text,
+            usage: Usage {
+                prompt_tokens: self.prompt.len(),
+                cached_prompt_tokens: self.cached_prompt_tokens,
+                completion_tokens: run.tokens.len(),
+                total_tokens: self.prompt.len() + run.tokens.len(),
+            },
+            tokens: run.tokens,
+            prompt_tokens: self.prompt.clone(),
+            stop,
+            logprob: run.logprob,
+            timings,
+        };
+        self.last_cache = Some(run.cache);
+        completion
+    }
+
+    /// Beam search over the whole answer; its events are queued.
+    fn beam(&mut self, beams: BeamOptions) -> Result<(), Error> {
+        let engine = self.engine;
+        let prompt_cache = self.cache.take().unwrap_or_else(|| engine.new_cache());
+        let context_left = engine.context_window() - self.prompt.len();
+        let config = BeamConfig {
+            beam_width: beams.width,
+            num_return_sequences: self.options.n,
+            length_penalty: beams.length_penalty,
+            end_tokens: self.conditions.end_tokens.clone(),
+            early_stopping: true,
+            max_new_tokens: self
+                .options
+                .max_tokens
+                .unwrap_or(context_left)
+                .min(context_left),
+        };
+        // Each running beam's cache and next-token log-probabilities, by its tokens so far. A
+        // beam's cache is a fork of its parent's with one more token: copy-on-write, so the
+        // prompt's keys and values are shared by every beam.
+        let mut states: HashMap<Vec<u32>, (KvCache, Vec<f32>)> = HashMap::new();
+        states.insert(Vec::new(), (prompt_cache, log_softmax(&self.first_logits)?));
+        let mut token_logprob: HashMap<Vec<u32>, f32> = HashMap::new();
+        let mut first_token: Option<Instant> = None;
+        let hypotheses = beam_search(&config, |prefixes: &[&[u32]]| {
+            let mut next: HashMap<Vec<u32>, (KvCache, Vec<f32>)> = HashMap::new();
+            let mut rows = Vec::with_capacity(prefixes.len());
+            for &p in prefixes {
+                let Some((&last, parent)) = p.split_last() else {
+                    let row = states.get(p).map(|s| s.1.clone()).unwrap_or_default();
+                    rows.push(row);
+                    continue;
+                };
+                let Some((parent_cache, parent_row)) = states.get(parent) else {
+                    return Err(Error::InvalidOption {
+                        option: "beams",
+                        expected: "each beam to extend a beam of the previous step",
+                    });
+                };
+                token_logprob.insert(p.to_vec(), parent_row[last as usize]);
+                first_token.get_or_insert_with(Instant::now);
+                let mut cache = parent_cache.fork();
+                let logits = engine.forward(&mut cache, &[last], Logits::Last)?;
+                let row = log_softmax(&logits)?;
+                rows.push(row.clone());
+                next.insert(p.to_vec(), (cache, row));
+            }
+            if prefixes.iter().any(|p| !p.is_empty()) {
+                states = next;
+            }
+            Ok::<_, Error>(rows)
+        })?;
+        let last_token = Some(Instant::now());
+        for (index, h) in hypotheses.into_iter().enumerate() {
+            let mut stop_state = StopState::new(&self.conditions, self.prompt.len())?;
+            let mut decoder = StreamDecoder::new(engine.tokenizer(), true);
+            let mut text = String::new();
+            let mut tokens = Vec::new();
+            let mut stop = None;
+            for (i, &id) in h.tokens.iter().enumerate() {
+                let piece = decoder.push(id)?;
+                let step = stop_state.push(id, piece.as_bytes());
+                tokens.push(id);
+                let mut piece_text = step.text;
+                if let Some(s) = &step.stop {
+                    if !matches!(s, Stop::StopSequence { .. }) {
+                        piece_text.push_str(&decoder.finish());
+                    }
+                }
+                text.push_str(&piece_text);
+                let lp = token_logprob
+                    .get(&h.tokens[..=i])
+                    .copied()
+                    .unwrap_or(f32::NAN);
+                self.pending.push_back(Event::Token(TokenEvent {
+                    index,
+                    id,
+                    text: piece_text,
+                    logprob: lp,
+                    raw_logprob: lp,
+                    top: Vec::new(),
+                }));
+                if step.stop.is_some() {
+                    stop = step.stop;
+                    break;
+                }
+            }
+            let stop = match stop {
+                Some(s) => s,
+                None => {
+                    text.push_str(&stop_state.finish());
+                    Stop::MaxTokens
+                }
+            };
+            let cache = states
+                .get(&h.tokens[..h.tokens.len().saturating_sub(1)])
+                .map(|s| s.0.fork())
+                .unwrap_or_else(|| engine.new_cache());
+            let mut timings = self.timings(first_token, last_token, &cache);
+            let after_first = tokens.len().saturating_sub(1);
+            timings.decode_tokens_per_s = rate(after_first, timings.decode_s);
+            timings.time_per_output_token_s = if after_first > 0 {
+                timings.decode_s / after_first as f64
+            } else {
+                0.0
+            };
+            self.pending.push_back(Event::Done(Box::new(Completion {
+                index,
+                text,
+                usage: Usage {
+                    prompt_tokens: self.prompt.len(),
+                    cached_prompt_tokens: self.cached_prompt_tokens,
+                    completion_tokens: tokens.len(),
+                    total_tokens: self.prompt.len() + tokens.len(),
+                },
+                tokens,
+                prompt_tokens: self.prompt.clone(),
+                stop,
+                logprob: h.logprob,
+                timings,
+            })));
+        }
+        Ok(())
+    }
+
+    fn advance(&mut self) -> Result<Option<Event>, Error> {
+        if let Some(e) = self.pending.pop_front() {
+            return Ok(Some(e));
+        }
+        if !self.prefilled {
+            self.prefill()?;
+            if let Some(b) = self.options.beams {
+                self.beam(b)?;
+                self.next_index = self.options.n;
+                return Ok(self.pending.pop_front());
+            }
+        }
+        if self.run.is_none() {
+            if self.next_index >= self.options.n {
+                return Ok(None);
+            }
+            let index = self.next_index;
+            self.next_index += 1;
+            self.run = Some(self.start_run(index)?);
+        }
+        let (event, done) = self.step()?;
+        if let Some(c) = done {
+            self.pending.push_back(Event::Done(Box::new(c)));
+        }
+        Ok(Some(Event::Token(event)))
+    }
+}
+
+fn rate(count: usize, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        count as f64 / seconds
+    } else {
+        0.0
+    }
+}
+
+impl Iterator for Generation<'_> {
+    type Item = Result<Event, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        match self.advance() {
+            Ok(Some(e)) => Some(Ok(e)),
+            Ok(None) => None,
+            Err(e) => {
+                // After an error the state is not worth resuming: the iterator ends.
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
