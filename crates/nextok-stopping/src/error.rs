@@ -30,12 +30,4 @@ pub enum Error {
         /// The model's context window, in tokens (prompt and answer together).
         context_window: usize,
     },
-    /// The stop sequences are too large for the matcher to build its automaton.
-    #[error("the {count} stop sequences ({total_bytes} bytes in all) are too large to match")]
-    StopSequencesTooLarge {
-        /// The number of stop sequences.
-        count: usize,
-        /// Their total length in bytes.
-        total_bytes: usize,
-    },
 }

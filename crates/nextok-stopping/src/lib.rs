@@ -106,8 +106,8 @@
 //! # Untrusted input
 //!
 //! Stop sequences and pieces may come from users and models. No input makes this crate panic.
-//! The work per token is linear in the piece, the held-back bytes and the total length of the stop
-//! sequences (never quadratic in any of them), and the held-back bytes are never more than the
+//! Each byte of a piece is read once per stop sequence, so the work per token does not grow with
+//! the length of the stop sequences or of the answer; the held-back bytes are never more than the
 //! longest stop sequence less one, or three bytes of an unfinished character.
 
 #[doc = include_str!("../README.md")]
@@ -281,10 +281,7 @@ impl StopState {
             room,
             generated: 0,
             stop_sequences: conditions.stop_sequences.clone(),
-            matcher: StopMatcher::new(
-                &conditions.stop_sequences,
-                conditions.include_stop_sequence,
-            )?,
+            matcher: StopMatcher::new(&conditions.stop_sequences, conditions.include_stop_sequence),
             stop: None,
         })
     }

@@ -1,30 +1,69 @@
 //! The streaming stop-sequence matcher: bytes in, whole UTF-8 characters out.
+//!
+//! Each stop sequence has a KMP automaton whose state, carried from piece to piece, is the length
+//! of the longest prefix of the sequence that the stream ends with. That one number answers both
+//! questions asked after every byte: has the sequence just been completed, and how much of the end
+//! of the text could still begin it (and so must be held back). Every byte is read once, so the
+//! work per piece is its length times the number of stop sequences, however long the sequences
+//! are. (The `aho-corasick` crate would match all sequences in one pass, but its public API
+//! exposes neither a search state that survives across pieces nor the state's depth, which is
+//! exactly the length to hold back; rescanning the held bytes on every piece would make the cost
+//! grow with the length of the stop sequences, which come from users.)
 
-use aho_corasick::{AhoCorasick, MatchKind};
+/// The KMP automaton of one stop sequence.
+#[derive(Debug, Clone)]
+struct Kmp {
+    pattern: Vec<u8>,
+    /// Entry `i` is the length of the longest proper prefix of `pattern[..=i]` that is also its
+    /// suffix: where to fall back to when the next byte does not extend the match.
+    failure: Vec<usize>,
+}
 
-use crate::Error;
+impl Kmp {
+    /// `pattern` must not be empty.
+    fn new(pattern: &[u8]) -> Self {
+        let mut failure = vec![0; pattern.len()];
+        let mut k = 0;
+        for i in 1..pattern.len() {
+            while k > 0 && pattern[i] != pattern[k] {
+                k = failure[k - 1];
+            }
+            if pattern[i] == pattern[k] {
+                k += 1;
+            }
+            failure[i] = k;
+        }
+        Self {
+            pattern: pattern.to_vec(),
+            failure,
+        }
+    }
 
-/// A stop sequence found in the stream: where it is in the held bytes, and which one it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Found {
-    start: usize,
-    end: usize,
-    index: usize,
+    /// Given that the stream ends with `pattern[..k]` (and no longer prefix), the same after one
+    /// more byte. `k == pattern.len()` (a full match) is allowed and falls back first.
+    fn step(&self, mut k: usize, byte: u8) -> usize {
+        if k == self.pattern.len() {
+            k = self.failure[k - 1];
+        }
+        while k > 0 && self.pattern[k] != byte {
+            k = self.failure[k - 1];
+        }
+        if self.pattern[k] == byte {
+            k += 1;
+        }
+        k
+    }
 }
 
 /// Matches stop sequences across byte pieces and releases text that can no longer be part of one.
 ///
-/// Invariant: every byte before `pending` has been released, and no suffix of the stream that
-/// starts in the released part is a prefix of any stop sequence. So every future match starts
-/// inside `pending`, and searching `pending` alone is enough.
+/// Invariant: every byte before `pending` has been released, and `pending` is exactly the longest
+/// end of the stream that is a proper prefix of a stop sequence or an unfinished character.
 #[derive(Debug, Clone)]
 pub(crate) struct StopMatcher {
-    /// `None` when there are no stop sequences: then only incomplete characters are held.
-    automaton: Option<AhoCorasick>,
-    stops: Vec<String>,
-    /// The KMP failure function of each stop sequence, to find in linear time how much of the
-    /// end of the text could begin it.
-    failures: Vec<Vec<usize>>,
+    stops: Vec<Kmp>,
+    /// For each stop sequence, the length of its longest prefix that the stream ends with.
+    progress: Vec<usize>,
     include_stop_sequence: bool,
     pending: Vec<u8>,
 }
@@ -40,31 +79,13 @@ pub(crate) struct Fed {
 
 impl StopMatcher {
     /// Builds the matcher; the sequences must already be checked to be non-empty.
-    pub(crate) fn new(stops: &[String], include_stop_sequence: bool) -> Result<Self, Error> {
-        let automaton = if stops.is_empty() {
-            None
-        } else {
-            // Standard semantics are the only ones that report overlapping matches, which we need
-            // to find the match that ends first, whatever its length.
-            let built = AhoCorasick::builder()
-                .match_kind(MatchKind::Standard)
-                .build(stops)
-                .map_err(|_| Error::StopSequencesTooLarge {
-                    count: stops.len(),
-                    total_bytes: stops.iter().map(String::len).sum(),
-                })?;
-            Some(built)
-        };
-        Ok(Self {
-            automaton,
-            stops: stops.to_vec(),
-            failures: stops
-                .iter()
-                .map(|s| failure_function(s.as_bytes()))
-                .collect(),
+    pub(crate) fn new(stops: &[String], include_stop_sequence: bool) -> Self {
+        Self {
+            stops: stops.iter().map(|s| Kmp::new(s.as_bytes())).collect(),
+            progress: vec![0; stops.len()],
             include_stop_sequence,
             pending: Vec::new(),
-        })
+        }
     }
 
     /// The bytes received but not yet released.
@@ -74,24 +95,44 @@ impl StopMatcher {
 
     /// Adds one piece of the stream and releases what is decided.
     ///
-    /// On a match, the text before the stop sequence (and the sequence itself when asked) is
-    /// released and everything after it is dropped: the answer ends there.
+    /// The answer stops at the first byte at which a stop sequence is complete. If several end at
+    /// that byte, the longest is the match (then the lowest index), so that no part of a stop
+    /// sequence stays in the answer. On a match, the text before the stop sequence (and the
+    /// sequence itself when asked) is released and the rest of the piece is dropped.
     pub(crate) fn feed(&mut self, piece: &[u8]) -> Fed {
+        let base = self.pending.len();
         self.pending.extend_from_slice(piece);
-        if let Some(found) = self.earliest_match() {
-            let cut = if self.include_stop_sequence {
-                found.end
-            } else {
-                found.start
-            };
-            let text = String::from_utf8_lossy(&self.pending[..cut]).into_owned();
-            self.pending.clear();
-            return Fed {
-                text,
-                matched: Some(found.index),
-            };
+        for (offset, &byte) in piece.iter().enumerate() {
+            // (length, index) of the longest stop sequence completed by this byte.
+            let mut completed: Option<(usize, usize)> = None;
+            for (index, (stop, k)) in self.stops.iter().zip(&mut self.progress).enumerate() {
+                *k = stop.step(*k, byte);
+                let len = stop.pattern.len();
+                if *k == len && completed.is_none_or(|(best, _)| len > best) {
+                    completed = Some((len, index));
+                }
+            }
+            if let Some((len, index)) = completed {
+                let end = base + offset + 1;
+                let cut = if self.include_stop_sequence {
+                    end
+                } else {
+                    end - len
+                };
+                let text = String::from_utf8_lossy(&self.pending[..cut]).into_owned();
+                self.pending.clear();
+                self.progress.fill(0);
+                return Fed {
+                    text,
+                    matched: Some(index),
+                };
+            }
         }
-        let keep_from = self.hold_start();
+        let n = self.pending.len();
+        // No sequence is complete, so each progress is a proper prefix, and by the invariant it
+        // lies within `pending`.
+        let could_start_a_stop = self.progress.iter().copied().max().unwrap_or(0).min(n);
+        let keep_from = (n - could_start_a_stop).min(incomplete_char_start(&self.pending));
         let text = String::from_utf8_lossy(&self.pending[..keep_from]).into_owned();
         self.pending.drain(..keep_from);
         Fed {
@@ -107,86 +148,9 @@ impl StopMatcher {
     pub(crate) fn flush(&mut self) -> String {
         let text = String::from_utf8_lossy(&self.pending).into_owned();
         self.pending.clear();
+        self.progress.fill(0);
         text
     }
-
-    /// The stop sequence that ends first in `pending`; among those that end at the same byte, the
-    /// longest (then the lowest index), so that no part of a stop sequence stays in the answer.
-    fn earliest_match(&self) -> Option<Found> {
-        let automaton = self.automaton.as_ref()?;
-        let mut best: Option<Found> = None;
-        // Overlapping matches are reported in the order in which they end, so the loop can stop
-        // at the first match that ends later than the best one.
-        for m in automaton.find_overlapping_iter(&self.pending) {
-            let candidate = Found {
-                start: m.start(),
-                end: m.end(),
-                index: m.pattern().as_usize(),
-            };
-            match best {
-                None => best = Some(candidate),
-                Some(b) if candidate.end > b.end => break,
-                Some(b) => {
-                    if (candidate.start, candidate.index) < (b.start, b.index) {
-                        best = Some(candidate);
-                    }
-                }
-            }
-        }
-        best
-    }
-
-    /// Where the held-back part of `pending` starts: the earlier of the longest suffix that is a
-    /// proper prefix of some stop sequence, and an incomplete UTF-8 character at the very end.
-    fn hold_start(&self) -> usize {
-        let n = self.pending.len();
-        let longest = self
-            .stops
-            .iter()
-            .zip(&self.failures)
-            .map(|(stop, failure)| longest_prefix_at_end(stop.as_bytes(), failure, &self.pending))
-            .max()
-            .unwrap_or(0);
-        let stop_start = n - longest;
-        stop_start.min(incomplete_char_start(&self.pending))
-    }
-}
-
-/// The KMP failure function of `pattern`: entry `i` is the length of the longest proper prefix of
-/// `pattern[..=i]` that is also its suffix.
-fn failure_function(pattern: &[u8]) -> Vec<usize> {
-    let mut failure = vec![0; pattern.len()];
-    let mut k = 0;
-    for i in 1..pattern.len() {
-        while k > 0 && pattern[i] != pattern[k] {
-            k = failure[k - 1];
-        }
-        if pattern[i] == pattern[k] {
-            k += 1;
-        }
-        failure[i] = k;
-    }
-    failure
-}
-
-/// The length of the longest proper prefix of `pattern` that `text` ends with.
-///
-/// Only the last `pattern.len() - 1` bytes of `text` can take part, so this is linear in the
-/// pattern's length however long the text is (a plain scan of every prefix would be quadratic,
-/// which matters because stop sequences come from users).
-fn longest_prefix_at_end(pattern: &[u8], failure: &[usize], text: &[u8]) -> usize {
-    let tail = &text[text.len().saturating_sub(pattern.len().saturating_sub(1))..];
-    let mut k = 0;
-    for &byte in tail {
-        // `k` stays below `pattern.len()` because the tail is shorter than the pattern.
-        while k > 0 && pattern[k] != byte {
-            k = failure[k - 1];
-        }
-        if pattern.get(k) == Some(&byte) {
-            k += 1;
-        }
-    }
-    k
 }
 
 /// The start of a trailing incomplete UTF-8 character (one that more bytes could still complete),
@@ -211,7 +175,7 @@ mod tests {
 
     fn matcher(stops: &[&str], include: bool) -> StopMatcher {
         let stops: Vec<String> = stops.iter().map(|s| s.to_string()).collect();
-        StopMatcher::new(&stops, include).unwrap()
+        StopMatcher::new(&stops, include)
     }
 
     #[test]
@@ -268,21 +232,28 @@ mod tests {
     }
 
     #[test]
-    fn longest_prefix_at_end_agrees_with_a_plain_scan() {
+    fn kmp_state_is_the_longest_prefix_the_text_ends_with() {
         let patterns: [&[u8]; 5] = [b"aab", b"abab", b"aaaa", b"abcabd", b"x"];
-        let texts: [&[u8]; 7] = [b"", b"a", b"aa", b"xaba", b"abcab", b"aaab", b"zzabcabcab"];
+        let texts: [&[u8]; 8] = [
+            b"",
+            b"a",
+            b"aa",
+            b"xaba",
+            b"abcab",
+            b"aaab",
+            b"zzabcabcab",
+            b"abababab",
+        ];
         for pattern in patterns {
-            let failure = failure_function(pattern);
+            let kmp = Kmp::new(pattern);
             for text in texts {
-                let plain = (0..pattern.len())
+                let state = text.iter().fold(0, |k, &b| kmp.step(k, b));
+                // A plain scan: the longest prefix of the pattern, whole or not, that ends the text.
+                let plain = (0..=pattern.len())
                     .rev()
-                    .find(|&k| k <= text.len() && text.ends_with(&pattern[..k]))
+                    .find(|&k| text.ends_with(&pattern[..k]))
                     .unwrap_or(0);
-                assert_eq!(
-                    longest_prefix_at_end(pattern, &failure, text),
-                    plain,
-                    "pattern {pattern:?} text {text:?}"
-                );
+                assert_eq!(state, plain, "pattern {pattern:?} text {text:?}");
             }
         }
     }

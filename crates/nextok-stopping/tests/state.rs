@@ -233,3 +233,28 @@ fn conditions_deserialise_with_defaults_and_reject_unknown_fields() {
     assert!(conditions.end_tokens.is_empty());
     assert!(serde_json::from_str::<StopConditions>(r#"{"max_tokens":5}"#).is_err());
 }
+
+#[test]
+fn a_long_stop_sequence_is_held_whole_and_matched_in_linear_time() {
+    // 50,000 one-byte tokens against a 50,001-byte stop sequence: a matcher that rescans its
+    // held bytes on every token would do billions of comparisons here.
+    let long = "a".repeat(50_000) + "b";
+    let conditions = StopConditions {
+        stop_sequences: vec![long.clone()],
+        ..Default::default()
+    };
+    let mut state = StopState::new(&conditions, 0).unwrap();
+    for _ in 0..50_000 {
+        assert_eq!(state.push(1, b"a").text, "");
+    }
+    assert_eq!(state.held_back().len(), 50_000);
+    let step = state.push(2, b"b");
+    assert_eq!(step.text, "");
+    assert_eq!(
+        step.stop,
+        Some(Stop::StopSequence {
+            index: 0,
+            text: long
+        })
+    );
+}
