@@ -231,6 +231,14 @@ fn environment() -> Environment<'static> {
         },
     );
     env.add_filter("tojson", tojson);
+    // Jinja2 prints Python's values: `True`, `False`, `None`.
+    env.set_formatter(|out, state, value| match value.kind() {
+        ValueKind::Bool => out
+            .write_str(if value.is_true() { "True" } else { "False" })
+            .map_err(Into::into),
+        ValueKind::None => out.write_str("None").map_err(Into::into),
+        _ => minijinja::escape_formatter(out, state, value),
+    });
     env
 }
 

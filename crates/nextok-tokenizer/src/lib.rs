@@ -133,7 +133,7 @@ impl EncodeOptions {
 ///
 /// Implemented by [`BpeTokenizer`], [`SpmTokenizer`] and [`HfTokenizer`]. The provided methods
 /// build decoding on [`Tokenizer::token_bytes`], so every implementation decodes the same way.
-pub trait Tokenizer: Send + Sync {
+pub trait Tokenizer: Send + Sync + std::fmt::Debug {
     /// Encodes text into token ids.
     fn encode(&self, text: &str, options: EncodeOptions) -> Result<Vec<TokenId>, Error>;
 
