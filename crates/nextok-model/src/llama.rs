@@ -189,7 +189,9 @@ impl LlamaModel {
             (token_embd.clone(), true)
         };
         let output_norm = vector(&file, "output_norm.weight", d)?;
-        let mut layers = Vec::with_capacity(c.layers);
+        // No capacity from the file's own count: a huge `block_count` must fail at the first missing
+        // tensor, not in the allocator.
+        let mut layers = Vec::new();
         for i in 0..c.layers {
             let n = |s: &str| format!("blk.{i}.{s}");
             layers.push(Layer {

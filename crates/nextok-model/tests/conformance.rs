@@ -44,6 +44,8 @@ fn all_positions_within_0_02_of_f64() {
         cache.bytes(),
         cache.config().bytes_per_token()
     );
+    // 2 × 30 layers × 3 kv heads × 64 × 4 bytes = 46,080 bytes per token, for 40 tokens.
+    assert_eq!(cache.bytes(), 40 * 2 * 30 * 3 * 64 * 4);
 
     let (max, mean) = diff(&ours, &f64_ref);
     let (bmax, bmean) = diff(&batch, &f64_ref);

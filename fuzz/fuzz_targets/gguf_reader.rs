@@ -1,0 +1,41 @@
+//! Arbitrary bytes into the GGUF reader and the model loader: every input must give a value or a
+//! typed error, never a panic, a hang, or an allocation out of proportion to the input. When a
+//! file loads as a model, one token is run through it, so the kernels see the file's tensors too.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use nextok_gguf::{dequant, GgufFile};
+use nextok_kv_cache::KvType;
+use nextok_model::{CpuBackend, LlamaModel, LoadOptions, Logits, Sequence};
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(file) = GgufFile::from_bytes(data.to_vec()) else {
+        return;
+    };
+    // Every metadata value and every tensor description can be read back.
+    for (key, _) in file.metadata().iter() {
+        let _ = file.metadata().get_str(key);
+        let _ = file.metadata().get_u64(key);
+        let _ = file.metadata().get_f32(key);
+    }
+    for info in file.tensors() {
+        let view = file.view(info);
+        // The reader checked each extent against the file, so dequantising is bounded by it.
+        if view.data.len() <= 1 << 20 {
+            let _ = dequant::dequantize_tensor(view);
+        }
+    }
+    let Ok(model) = LlamaModel::from_gguf(file, LoadOptions::default()) else {
+        return;
+    };
+    let mut cache = model.new_cache(KvType::F32);
+    let _ = model.forward(
+        &CpuBackend::new(1),
+        &mut [Sequence {
+            cache: &mut cache,
+            tokens: &[0],
+            logits: Logits::Last,
+        }],
+    );
+});
