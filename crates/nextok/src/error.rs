@@ -100,7 +100,7 @@ pub enum Error {
     },
     /// More tokens than the context window holds.
     #[error(
-        "{tokens} tokens do not fit in the context window of {context_window}: shorten the prompt"
+        "{tokens} tokens do not fit in the context window of {context_window} tokens (prompt and answer together): shorten the prompt"
     )]
     ContextWindowExceeded {
         /// Tokens that would be in the window.

@@ -272,7 +272,16 @@ impl Engine {
         };
         // Checks the stop sequences, max tokens and that the prompt leaves room for an answer,
         // before any time is spent on the model.
-        StopState::new(&conditions, prompt.len())?;
+        StopState::new(&conditions, prompt.len()).map_err(|e| match e {
+            nextok_stopping::Error::PromptFillsContextWindow {
+                prompt_tokens,
+                context_window,
+            } => Error::ContextWindowExceeded {
+                tokens: prompt_tokens,
+                context_window,
+            },
+            other => other.into(),
+        })?;
         let mut cache = cache.unwrap_or_else(|| self.new_cache());
         let cached_prompt_tokens = cache.reuse_prefix(&prompt);
         Ok(Generation {

@@ -1,0 +1,150 @@
+//! The built `nextok` binary on the real default model. These tests fail, rather than skip, when
+//! the model is absent: run `cargo xtask fetch-model`.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn model() -> String {
+    let path = nextok::default_model_path().expect("a cache folder for the default model");
+    assert!(
+        path.is_file(),
+        "the default model is not at {}: run `cargo xtask fetch-model`",
+        path.display()
+    );
+    path.display().to_string()
+}
+
+fn nextok(args: &[&str]) -> Output {
+    let model = model();
+    Command::new(env!("CARGO_BIN_EXE_nextok"))
+        .args(args)
+        .args(["--model", &model])
+        .output()
+        .expect("the nextok binary runs")
+}
+
+fn conformance(file: &str) -> serde_json::Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/conformance")
+        .join(file);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+fn json_out(o: &Output) -> serde_json::Value {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn tokenize_json_matches_the_conformance_ids() {
+    // shared/conformance/tokenize.json: llama.cpp's ids for the real model.
+    let cases = conformance("tokenize.json");
+    for case in cases.as_array().unwrap().iter().take(6) {
+        let text = case["text"].as_str().unwrap();
+        if text.is_empty() || text.starts_with('-') {
+            continue;
+        }
+        let mut args = vec!["tokenize", text, "--json"];
+        if case["parse_special"].as_bool().unwrap() {
+            args.push("--parse-special");
+        }
+        let v = json_out(&nextok(&args));
+        assert_eq!(v["ids"], case["ids"], "{}", case["name"]);
+        assert_eq!(
+            v["pieces"].as_array().unwrap().len(),
+            case["ids"].as_array().unwrap().len()
+        );
+    }
+}
+
+#[test]
+fn generate_json_has_the_conformance_fields() {
+    // shared/conformance/greedy.json, `raw_capital`: f64's first tokens, all with margins above
+    // 0.05.
+    let cases = conformance("greedy.json");
+    let case = cases
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "raw_capital")
+        .unwrap();
+    let o = nextok(&[
+        "generate",
+        case["prompt"].as_str().unwrap(),
+        "--raw",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "5",
+        "--ignore-eos",
+        "--json",
+    ]);
+    let v = json_out(&o);
+    let expected: Vec<_> = case["f64"]["new_ids"].as_array().unwrap()[..5].to_vec();
+    assert_eq!(v["tokens"].as_array().unwrap(), &expected);
+    assert_eq!(v["prompt_tokens"], case["prompt_ids"]);
+    assert_eq!(v["stop_reason"], "max_tokens");
+    assert_eq!(v["usage"]["completion_tokens"], 5);
+    assert!(v["text"].as_str().unwrap().starts_with(" Paris"), "{v}");
+    for key in [
+        "time_to_first_token_s",
+        "prefill_tokens_per_s",
+        "decode_tokens_per_s",
+        "time_per_output_token_s",
+        "kv_cache_bytes",
+    ] {
+        assert!(v["timings"][key].as_f64().unwrap() > 0.0, "{key}: {v}");
+    }
+    // With --json nothing but the object goes to stdout.
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 1);
+}
+
+#[test]
+fn a_prompt_longer_than_the_context_window_is_one_line() {
+    // SmolLM2's window is 8,192 tokens; each "a " is one token.
+    let prompt = "a ".repeat(9000);
+    let o = nextok(&["generate", &prompt, "--raw"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("context window of 8192 tokens"), "{err}");
+    assert!(err.contains("shorten the prompt"), "{err}");
+}
+
+#[test]
+fn generate_with_a_missing_model_is_one_line() {
+    let o = Command::new(env!("CARGO_BIN_EXE_nextok"))
+        .args(["generate", "hi", "--model", "/no/such/model.gguf"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("/no/such/model.gguf does not exist"), "{err}");
+}
+
+#[test]
+fn template_renders_the_conformance_conversations() {
+    // shared/conformance/chat-templates.json: the model's own template rendered by jinja2.
+    let dir = std::env::temp_dir().join(format!("nextok-template-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for case in conformance("chat-templates.json").as_array().unwrap() {
+        let file = dir.join("conversation.json");
+        std::fs::write(&file, case["messages"].to_string()).unwrap();
+        let mut args = vec!["template", file.to_str().unwrap()];
+        if case["add_generation_prompt"] == false {
+            args.push("--no-generation-prompt");
+        }
+        let o = nextok(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout),
+            case["rendered"].as_str().unwrap(),
+            "{}",
+            case["name"]
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
