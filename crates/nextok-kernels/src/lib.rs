@@ -1,0 +1,457 @@
+//! CPU kernels for the matrix products of a forward pass: quantised weights, f32 activations,
+//! and the same bits on every instruction set and every thread count.
+//!
+//! # Should I be using this crate?
+//!
+//! If you run a model with `nextok-model`, it uses this crate for you. Use it directly to multiply
+//! f32 activations by a weight matrix stored in a GGML block format (Q4_0, Q4_1, Q8_0 with fused
+//! kernels; every other type `nextok-gguf` can dequantise through a dequantise-then-dot path).
+//!
+//! # The arithmetic, and why it is fixed
+//!
+//! Each output number is one dot product computed by one thread in one fixed order: 16 lane
+//! accumulators, lane `l` of a 32-element block taking elements `l` and `l + 16`, fused
+//! multiply-adds, then a fixed reduction tree. For Q4_1 the block's scale and minimum are applied
+//! as `d · Σ q·x + m · Σ x`, with `Σ x` per block computed once per product and shared by every
+//! row. The AVX-512, AVX2 and portable versions perform exactly these operations, so they agree
+//! to the last bit, and so does a product of one token, of many, split over any number of threads.
+//! Weights are never stored dequantised: each block is expanded in registers.
+//!
+//! # Example
+//!
+//! ```
+//! use nextok_gguf::GgmlType;
+//! use nextok_kernels::{matmul, Isa, QMat, ThreadPool};
+//!
+//! // Two Q8_0 rows of 32 weights: row 0 is all 1.0 (scale 1.0 = f16 0x3c00, q = 1), row 1 all
+//! // 0.5 (scale 0.5 = f16 0x3800, q = 1).
+//! let mut data = Vec::new();
+//! for scale in [0x3c00u16, 0x3800] {
+//!     data.extend_from_slice(&scale.to_le_bytes());
+//!     data.extend_from_slice(&[1u8; 32]);
+//! }
+//! let w = QMat::new(GgmlType::Q8_0, 2, 32, &data)?;
+//! let x: Vec<f32> = (0..32).map(|i| i as f32).collect(); // one token
+//! let mut out = [0.0f32; 2];
+//! matmul(&ThreadPool::new(1), Isa::detect(), w, &x, 1, &mut out)?;
+//! assert_eq!(out, [496.0, 248.0]);
+//! # Ok::<(), nextok_kernels::Error>(())
+//! ```
+
+mod pool;
+pub mod portable;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+pub use pool::ThreadPool;
+
+use nextok_gguf::{dequant, GgmlType};
+use portable::LANES;
+
+/// Errors: a product whose shapes or types do not fit.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The weight type has no kernel and cannot be dequantised.
+    #[error("no kernel for weights of type {ty:?}")]
+    UnsupportedType {
+        /// The type.
+        ty: GgmlType,
+    },
+    /// The matrix's bytes, rows and columns disagree.
+    #[error("a {rows} × {cols} matrix of {ty:?} needs {expected} bytes, got {found}: {reason}")]
+    BadMatrix {
+        /// The type.
+        ty: GgmlType,
+        /// Rows.
+        rows: usize,
+        /// Columns.
+        cols: usize,
+        /// Bytes needed.
+        expected: usize,
+        /// Bytes given.
+        found: usize,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// The activations or the output have the wrong length.
+    #[error("{what} has {found} numbers, expected {expected}")]
+    BadLength {
+        /// Which buffer.
+        what: &'static str,
+        /// Its length.
+        found: usize,
+        /// The length needed.
+        expected: usize,
+    },
+    /// The instruction set asked for is not available on this CPU.
+    #[error("the {isa:?} kernels cannot run on this CPU")]
+    IsaUnavailable {
+        /// The instruction set.
+        isa: Isa,
+    },
+}
+
+/// The instruction set a kernel uses. All of them give identical results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Isa {
+    /// Plain Rust, on any CPU.
+    Portable,
+    /// AVX2 with FMA and F16C (x86-64).
+    Avx2,
+    /// AVX-512F with FMA and F16C (x86-64).
+    Avx512,
+}
+
+impl Isa {
+    /// The fastest instruction set this CPU has. `NEXTOK_ISA=portable|avx2|avx512` chooses a
+    /// slower one (for comparisons); a faster one than the CPU has is ignored.
+    pub fn detect() -> Isa {
+        let best = [Isa::Avx512, Isa::Avx2]
+            .into_iter()
+            .find(|isa| isa.is_available())
+            .unwrap_or(Isa::Portable);
+        let wanted = match std::env::var("NEXTOK_ISA").ok().as_deref() {
+            Some("portable") => Isa::Portable,
+            Some("avx2") => Isa::Avx2,
+            Some("avx512") => Isa::Avx512,
+            _ => return best,
+        };
+        if wanted.is_available() {
+            wanted
+        } else {
+            best
+        }
+    }
+
+    /// Whether this CPU can run the instruction set.
+    pub fn is_available(self) -> bool {
+        match self {
+            Isa::Portable => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => {
+                std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+                    && std::arch::is_x86_feature_detected!("f16c")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("fma")
+                    && std::arch::is_x86_feature_detected!("f16c")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+
+    /// Every instruction set this CPU can run.
+    pub fn available() -> Vec<Isa> {
+        [Isa::Portable, Isa::Avx2, Isa::Avx512]
+            .into_iter()
+            .filter(|isa| isa.is_available())
+            .collect()
+    }
+}
+
+/// A weight matrix in a GGML block format: `rows` rows of `cols` numbers, row after row.
+#[derive(Debug, Clone, Copy)]
+pub struct QMat<'a> {
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    data: &'a [u8],
+}
+
+impl<'a> QMat<'a> {
+    /// Checks that `data` holds exactly `rows` rows of `cols` numbers of type `ty`.
+    pub fn new(ty: GgmlType, rows: usize, cols: usize, data: &'a [u8]) -> Result<Self, Error> {
+        if !dequant::is_supported(ty) {
+            return Err(Error::UnsupportedType { ty });
+        }
+        let be = ty.block_elements() as usize;
+        let expected = (cols / be) * ty.block_bytes() as usize * rows;
+        let fail = |reason| Error::BadMatrix {
+            ty,
+            rows,
+            cols,
+            expected,
+            found: data.len(),
+            reason,
+        };
+        if cols % be != 0 {
+            return Err(fail("a row is not a whole number of blocks"));
+        }
+        if data.len() != expected {
+            return Err(fail("the byte count does not match the shape"));
+        }
+        Ok(QMat {
+            ty,
+            rows,
+            cols,
+            data,
+        })
+    }
+
+    /// The storage type.
+    pub fn ty(&self) -> GgmlType {
+        self.ty
+    }
+
+    /// Output rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Numbers per row.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    fn row_bytes(&self) -> usize {
+        self.cols / self.ty.block_elements() as usize * self.ty.block_bytes() as usize
+    }
+
+    fn row(&self, r: usize) -> &'a [u8] {
+        let rb = self.row_bytes();
+        &self.data[r * rb..(r + 1) * rb]
+    }
+}
+
+/// Token rows computed together against one weight row: the block is expanded once for all.
+const TILE: usize = 4;
+/// Tokens whose activations are kept hot while a thread walks its rows (prefill).
+const TOKEN_BLOCK: usize = 32;
+
+/// `out[t · rows + r] = Σ_k W[r, k] · x[t · cols + k]` for every token row `t < tokens`, split
+/// over the pool's threads by rows. The result does not depend on the pool's size or the ISA.
+pub fn matmul(
+    pool: &ThreadPool,
+    isa: Isa,
+    w: QMat<'_>,
+    x: &[f32],
+    tokens: usize,
+    out: &mut [f32],
+) -> Result<(), Error> {
+    check(isa, &w, x, tokens, out)?;
+    let mut sums = Vec::new();
+    if w.ty == GgmlType::Q4_1 {
+        portable::block_sums(x, &mut sums);
+    }
+    let parts = pool.threads();
+    let per = w.rows.div_ceil(parts).next_multiple_of(TILE);
+    let out_ptr = SyncPtr(out.as_mut_ptr());
+    let sums = &sums;
+    pool.run(|part| {
+        let start = (part * per).min(w.rows);
+        let end = ((part + 1) * per).min(w.rows);
+        // SAFETY: `check` validated every length; each part writes only the output elements of
+        // its own rows, so no two threads write the same element, and `out` outlives `run`.
+        unsafe { rows_kernel(isa, &w, x, sums, tokens, start..end, out_ptr) };
+    });
+    Ok(())
+}
+
+/// [`matmul`] on the calling thread alone.
+pub fn matmul_serial(
+    isa: Isa,
+    w: QMat<'_>,
+    x: &[f32],
+    tokens: usize,
+    out: &mut [f32],
+) -> Result<(), Error> {
+    check(isa, &w, x, tokens, out)?;
+    let mut sums = Vec::new();
+    if w.ty == GgmlType::Q4_1 {
+        portable::block_sums(x, &mut sums);
+    }
+    // SAFETY: lengths checked; one thread writes everything.
+    unsafe {
+        rows_kernel(
+            isa,
+            &w,
+            x,
+            &sums,
+            tokens,
+            0..w.rows,
+            SyncPtr(out.as_mut_ptr()),
+        )
+    };
+    Ok(())
+}
+
+fn check(isa: Isa, w: &QMat<'_>, x: &[f32], tokens: usize, out: &[f32]) -> Result<(), Error> {
+    if !isa.is_available() {
+        return Err(Error::IsaUnavailable { isa });
+    }
+    if x.len() != tokens * w.cols {
+        return Err(Error::BadLength {
+            what: "the activations",
+            found: x.len(),
+            expected: tokens * w.cols,
+        });
+    }
+    if out.len() != tokens * w.rows {
+        return Err(Error::BadLength {
+            what: "the output",
+            found: out.len(),
+            expected: tokens * w.rows,
+        });
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy)]
+struct SyncPtr(*mut f32);
+// SAFETY: used only to write disjoint elements from different threads (see `matmul`).
+unsafe impl Sync for SyncPtr {}
+// SAFETY: as above.
+unsafe impl Send for SyncPtr {}
+
+/// Computes rows `rows` for every token and writes them to `out[t · w.rows + r]`.
+///
+/// # Safety
+/// `x` holds `tokens · w.cols` numbers, `sums` the block sums of `x` when the type is Q4_1,
+/// `out` points to `tokens · w.rows` writable numbers, and no other thread writes these rows.
+unsafe fn rows_kernel(
+    isa: Isa,
+    w: &QMat<'_>,
+    x: &[f32],
+    sums: &[f32],
+    tokens: usize,
+    rows: std::ops::Range<usize>,
+    out: SyncPtr,
+) {
+    let cols = w.cols;
+    let nb = cols / 32;
+    let mut scratch = Vec::new();
+    for t0 in (0..tokens).step_by(TOKEN_BLOCK) {
+        let t1 = (t0 + TOKEN_BLOCK).min(tokens);
+        for r in rows.clone() {
+            let row = w.row(r);
+            let mut t = t0;
+            while t < t1 {
+                let n = (t1 - t).min(TILE);
+                let mut res = [0.0f32; TILE];
+                macro_rules! tile {
+                    ($n:literal) => {{
+                        let xs: [&[f32]; $n] =
+                            std::array::from_fn(|i| &x[(t + i) * cols..(t + i + 1) * cols]);
+                        let ss: [&[f32]; $n] = std::array::from_fn(|i| {
+                            sums.get((t + i) * nb..(t + i + 1) * nb).unwrap_or(&[])
+                        });
+                        let r: [f32; $n] = row_dot::<$n>(isa, w.ty, row, xs, ss, &mut scratch);
+                        res[..$n].copy_from_slice(&r);
+                    }};
+                }
+                match n {
+                    4 => tile!(4),
+                    3 => tile!(3),
+                    2 => tile!(2),
+                    _ => tile!(1),
+                }
+                for (i, &v) in res[..n].iter().enumerate() {
+                    // SAFETY: in bounds by the function's contract; this thread owns row `r`.
+                    unsafe { *out.0.add((t + i) * w.rows + r) = v };
+                }
+                t += n;
+            }
+        }
+    }
+}
+
+/// One weight row against `T` token rows.
+fn row_dot<const T: usize>(
+    isa: Isa,
+    ty: GgmlType,
+    row: &[u8],
+    x: [&[f32]; T],
+    sums: [&[f32]; T],
+    scratch: &mut Vec<f32>,
+) -> [f32; T] {
+    let mut acc = [[0.0f32; LANES]; T];
+    let mut mt = [0.0f32; T];
+    match (ty, isa) {
+        #[cfg(target_arch = "x86_64")]
+        (GgmlType::Q4_1, Isa::Avx512) => {
+            // SAFETY: the ISA is available (checked in `check`) and the lengths fit.
+            unsafe { x86::q4_1_avx512(row, x, sums, &mut acc, &mut mt) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        (GgmlType::Q4_1, Isa::Avx2) => {
+            // SAFETY: as above.
+            unsafe { x86::q4_1_avx2(row, x, sums, &mut acc, &mut mt) }
+        }
+        (GgmlType::Q4_1, _) => portable::q4_1(row, x, sums, &mut acc, &mut mt),
+        #[cfg(target_arch = "x86_64")]
+        (GgmlType::Q4_0, Isa::Avx512) => {
+            // SAFETY: as above.
+            unsafe { x86::q4_0_avx512(row, x, &mut acc) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        (GgmlType::Q4_0, Isa::Avx2) => {
+            // SAFETY: as above.
+            unsafe { x86::q4_0_avx2(row, x, &mut acc) }
+        }
+        (GgmlType::Q4_0, _) => portable::q4_0(row, x, &mut acc),
+        #[cfg(target_arch = "x86_64")]
+        (GgmlType::Q8_0, Isa::Avx512) => {
+            // SAFETY: as above.
+            unsafe { x86::q8_0_avx512(row, x, &mut acc) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        (GgmlType::Q8_0, Isa::Avx2) => {
+            // SAFETY: as above.
+            unsafe { x86::q8_0_avx2(row, x, &mut acc) }
+        }
+        (GgmlType::Q8_0, _) => portable::q8_0(row, x, &mut acc),
+        _ => generic(isa, ty, row, x, &mut acc, scratch),
+    }
+    std::array::from_fn(|t| portable::reduce16(acc[t]) + mt[t])
+}
+
+/// Types without a fused kernel: dequantise 256 numbers at a time (scalar code, the same on every
+/// ISA), then accumulate them into the lanes.
+fn generic<const T: usize>(
+    isa: Isa,
+    ty: GgmlType,
+    row: &[u8],
+    x: [&[f32]; T],
+    acc: &mut [[f32; LANES]; T],
+    scratch: &mut Vec<f32>,
+) {
+    const CHUNK: usize = 256;
+    let be = ty.block_elements() as usize;
+    let bb = ty.block_bytes() as usize;
+    let cols = row.len() / bb * be;
+    scratch.resize(CHUNK, 0.0);
+    let mut start = 0;
+    while start < cols {
+        let n = CHUNK.min(cols - start);
+        let bytes = &row[start / be * bb..(start + n) / be * bb];
+        // The matrix was validated in `QMat::new`, so the chunk is whole blocks of a supported
+        // type; if that ever failed, zeros would be a wrong answer, so stop loudly instead.
+        if let Err(e) = dequant::dequantize_row(ty, bytes, &mut scratch[..n]) {
+            unreachable!("validated matrix failed to dequantise: {e}");
+        }
+        for t in 0..T {
+            dot_lanes(isa, &scratch[..n], &x[t][start..start + n], &mut acc[t]);
+        }
+        start += n;
+    }
+}
+
+/// `acc[l] += w[i] · x[i]` for `i ≡ l (mod 16)`, with the ISA's vectors for whole groups of 16.
+fn dot_lanes(isa: Isa, w: &[f32], x: &[f32], acc: &mut [f32; LANES]) {
+    let whole = w.len() / LANES * LANES;
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the ISA is available and both slices have `whole` numbers.
+        Isa::Avx512 => unsafe { x86::dot_lanes_avx512(&w[..whole], &x[..whole], acc) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Isa::Avx2 => unsafe { x86::dot_lanes_avx2(&w[..whole], &x[..whole], acc) },
+        _ => portable::dot_lanes(&w[..whole], &x[..whole], acc),
+    }
+    portable::dot_lanes(&w[whole..], &x[whole..], acc);
+}

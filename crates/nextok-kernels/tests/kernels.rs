@@ -1,0 +1,217 @@
+//! Every SIMD kernel against the portable one (bit for bit), products of many tokens against
+//! products of one, every thread count against one thread, and all of them against an f64
+//! dot product over the exactly dequantised weights.
+
+use nextok_gguf::{dequant, GgmlType};
+use nextok_kernels::{matmul, matmul_serial, Isa, QMat, ThreadPool};
+use proptest::prelude::*;
+
+const TYPES: [GgmlType; 8] = [
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q8_0,
+    GgmlType::Q4K,
+    GgmlType::Q5K,
+    GgmlType::Q6K,
+    GgmlType::F16,
+    GgmlType::F32,
+];
+
+/// Offsets of the f16 scale fields inside one block, which must hold finite numbers.
+fn f16_fields(ty: GgmlType) -> &'static [usize] {
+    match ty {
+        GgmlType::Q4_0 | GgmlType::Q8_0 => &[0],
+        GgmlType::Q4_1 | GgmlType::Q4K | GgmlType::Q5K => &[0, 2],
+        GgmlType::Q6K => &[208],
+        GgmlType::F16 => &[0],
+        _ => &[],
+    }
+}
+
+/// A small deterministic generator, so that a failing case is reproducible from its seed.
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() % 2_000_001) as f32 / 1_000_000.0 - 1.0
+    }
+}
+
+fn random_matrix(ty: GgmlType, rows: usize, cols: usize, rng: &mut Lcg) -> Vec<u8> {
+    let blocks = rows * cols / ty.block_elements() as usize;
+    let bb = ty.block_bytes() as usize;
+    let mut data = Vec::with_capacity(blocks * bb);
+    for _ in 0..blocks {
+        let start = data.len();
+        if ty == GgmlType::F32 {
+            data.extend_from_slice(&rng.unit().to_le_bytes());
+            continue;
+        }
+        for _ in 0..bb {
+            data.push(rng.next() as u8);
+        }
+        for &off in f16_fields(ty) {
+            // Scales between 2^-10 and 2^-1, positive or negative: finite, and of the size real
+            // checkpoints have.
+            let exponent = 5 + (rng.next() % 10) as u16;
+            let bits =
+                (exponent << 10) | (rng.next() as u16 & 0x3ff) | ((rng.next() as u16 & 1) << 15);
+            data[start + off..start + off + 2].copy_from_slice(&bits.to_le_bytes());
+        }
+    }
+    data
+}
+
+fn reference(
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    data: &[u8],
+    x: &[f32],
+    tokens: usize,
+) -> Vec<f64> {
+    let mut w = vec![0.0f32; rows * cols];
+    dequant::dequantize_row(ty, data, &mut w).unwrap();
+    let mut out = vec![0.0f64; tokens * rows];
+    for t in 0..tokens {
+        for r in 0..rows {
+            out[t * rows + r] = (0..cols)
+                .map(|k| f64::from(w[r * cols + k]) * f64::from(x[t * cols + k]))
+                .sum();
+        }
+    }
+    out
+}
+
+fn case(ty: GgmlType, rows: usize, blocks: usize, tokens: usize, seed: u64) {
+    let cols = blocks * ty.block_elements().max(32) as usize;
+    let mut rng = Lcg(seed);
+    let data = random_matrix(ty, rows, cols, &mut rng);
+    let x: Vec<f32> = (0..tokens * cols).map(|_| rng.unit()).collect();
+    let w = QMat::new(ty, rows, cols, &data).unwrap();
+
+    let mut portable = vec![0.0f32; tokens * rows];
+    matmul_serial(Isa::Portable, w, &x, tokens, &mut portable).unwrap();
+
+    // Against f64: the lanes are f32 sums of at most a few thousand terms of size ~1.
+    let exact = reference(ty, rows, cols, &data, &x, tokens);
+    for (i, (&p, &e)) in portable.iter().zip(&exact).enumerate() {
+        let scale: f64 = 1.0 + e.abs();
+        assert!(
+            (f64::from(p) - e).abs() <= 1e-4 * scale * (cols as f64).sqrt(),
+            "{ty:?} element {i}: {p} vs exact {e}"
+        );
+    }
+
+    for isa in Isa::available() {
+        let mut simd = vec![0.0f32; tokens * rows];
+        matmul_serial(isa, w, &x, tokens, &mut simd).unwrap();
+        assert_eq!(
+            simd.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            portable.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "{isa:?} differs from the portable kernel for {ty:?}"
+        );
+        // One token at a time gives the same bits as all tokens together.
+        for t in 0..tokens {
+            let mut one = vec![0.0f32; rows];
+            matmul_serial(isa, w, &x[t * cols..(t + 1) * cols], 1, &mut one).unwrap();
+            assert_eq!(
+                one.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                portable[t * rows..(t + 1) * rows]
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect::<Vec<_>>(),
+                "{isa:?}: token {t} alone differs from the batch for {ty:?}"
+            );
+        }
+        for threads in [2, 3] {
+            let pool = ThreadPool::new(threads);
+            let mut par = vec![0.0f32; tokens * rows];
+            matmul(&pool, isa, w, &x, tokens, &mut par).unwrap();
+            assert_eq!(
+                par.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                portable.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "{isa:?} with {threads} threads differs for {ty:?}"
+            );
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn every_isa_tile_and_thread_count_gives_the_portable_bits(
+        ty in prop::sample::select(TYPES.to_vec()),
+        rows in 1usize..11,
+        blocks in 1usize..4,
+        tokens in 1usize..10,
+        seed in any::<u64>(),
+    ) {
+        case(ty, rows, blocks, tokens, seed);
+    }
+}
+
+#[test]
+fn a_long_row_and_many_tokens_cross_the_token_blocks() {
+    // 70 tokens cross the 32-token blocks and every tile size; 1,536 columns is SmolLM2's
+    // feed-forward width.
+    case(GgmlType::Q4_1, 9, 48, 70, 7);
+    case(GgmlType::Q8_0, 5, 18, 37, 8);
+}
+
+#[test]
+fn f32_rows_that_are_not_a_multiple_of_16_use_the_same_lanes() {
+    let (rows, cols, tokens) = (3, 37, 2);
+    let mut rng = Lcg(3);
+    let data = random_matrix(GgmlType::F32, rows, cols, &mut rng);
+    let x: Vec<f32> = (0..tokens * cols).map(|_| rng.unit()).collect();
+    let w = QMat::new(GgmlType::F32, rows, cols, &data).unwrap();
+    let mut want = vec![0.0f32; rows * tokens];
+    matmul_serial(Isa::Portable, w, &x, tokens, &mut want).unwrap();
+    for isa in Isa::available() {
+        let mut got = vec![0.0f32; rows * tokens];
+        matmul_serial(isa, w, &x, tokens, &mut got).unwrap();
+        assert_eq!(got, want, "{isa:?}");
+    }
+}
+
+#[test]
+fn bad_shapes_are_errors() {
+    assert!(QMat::new(GgmlType::Q4_1, 2, 32, &[0u8; 39]).is_err());
+    assert!(QMat::new(GgmlType::Q4_1, 1, 33, &[0u8; 20]).is_err());
+    assert!(QMat::new(GgmlType::Q8K, 1, 256, &[0u8; 292]).is_err());
+    let data = vec![0u8; 20];
+    let w = QMat::new(GgmlType::Q4_1, 1, 32, &data).unwrap();
+    let mut out = [0.0f32; 1];
+    assert!(matmul_serial(Isa::Portable, w, &[0.0; 31], 1, &mut out).is_err());
+    assert!(matmul_serial(Isa::Portable, w, &[0.0; 32], 1, &mut [0.0; 2]).is_err());
+}
+
+#[test]
+fn the_pool_runs_every_part_once_and_reraises_panics() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let pool = ThreadPool::new(3);
+    for _ in 0..1000 {
+        let hits: [AtomicUsize; 3] = Default::default();
+        pool.run(|part| {
+            hits[part].fetch_add(1, Ordering::SeqCst);
+        });
+        assert!(hits.iter().all(|h| h.load(Ordering::SeqCst) == 1));
+    }
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        pool.run(|part| assert!(part != 2, "part 2 fails"));
+    }));
+    assert!(result.is_err());
+    // The pool still works after a panic.
+    let hits = AtomicUsize::new(0);
+    pool.run(|_| {
+        hits.fetch_add(1, Ordering::SeqCst);
+    });
+    assert_eq!(hits.load(Ordering::SeqCst), 3);
+}
