@@ -142,35 +142,67 @@ impl CpuBackend {
     }
 }
 
+/// Lanes of a dot product: lane `i` sums the products of the elements `e ≡ i (mod 16)`, in
+/// increasing `e`. Every dot product of this crate goes through it, whether the weights come from a
+/// dequantised row or are dequantised block by block on the fly, so the two give the same bits.
+#[derive(Clone, Copy)]
+struct Lanes([f32; LANES]);
+
+const LANES: usize = 16;
+
+impl Lanes {
+    #[inline(always)]
+    fn new() -> Self {
+        Lanes([0.0; LANES])
+    }
+
+    /// Adds the products of 16 consecutive elements that start at a multiple of 16.
+    #[inline(always)]
+    fn add(&mut self, w: &[f32; LANES], x: &[f32; LANES]) {
+        for i in 0..LANES {
+            self.0[i] += w[i] * x[i];
+        }
+    }
+
+    /// Combines the lanes pairwise in a fixed order, then adds the tail's sum.
+    #[inline(always)]
+    fn finish(mut self, tail: f32) -> f32 {
+        let mut width = LANES;
+        while width > 1 {
+            width /= 2;
+            for i in 0..width {
+                self.0[i] += self.0[i + width];
+            }
+        }
+        self.0[0] + tail
+    }
+}
+
 /// The dot product in a fixed order: 16 running sums over the elements `i ≡ lane (mod 16)`, then
 /// a fixed pairwise combination of the lanes and the tail. The compiler vectorises the lanes;
 /// the result does not depend on the vector width, since each lane is a plain sequence of f32
 /// multiply-then-add steps.
 #[inline]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    const L: usize = 16;
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0.0f32; L];
-    let mut ca = a.chunks_exact(L);
-    let mut cb = b.chunks_exact(L);
+    let mut lanes = Lanes::new();
+    let mut ca = a.chunks_exact(LANES);
+    let mut cb = b.chunks_exact(LANES);
     for (x, y) in (&mut ca).zip(&mut cb) {
-        for i in 0..L {
-            acc[i] += x[i] * y[i];
-        }
+        lanes.add(fixed(x), fixed(y));
     }
     let mut tail = 0.0f32;
     for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
         tail += x * y;
     }
-    let mut width = L;
-    while width > 1 {
-        width /= 2;
-        for i in 0..width {
-            acc[i] += acc[i + width];
-        }
-    }
-    acc[0] + tail
+    lanes.finish(tail)
+}
+
+#[inline(always)]
+fn fixed<const N: usize>(s: &[f32]) -> &[f32; N] {
+    // Callers pass chunks of exactly N numbers.
+    s.try_into().unwrap_or_else(|_| unreachable!())
 }
 
 impl Backend for CpuBackend {
