@@ -6,4 +6,5 @@
 //! worked examples against these references and against the fast crates, and use proptest to check
 //! that the fast crates agree with the references on random inputs.
 
+pub mod sampling;
 pub mod stopping;

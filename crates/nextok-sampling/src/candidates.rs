@@ -2,7 +2,7 @@
 
 use std::cmp::Ordering;
 
-use crate::softmax::exp_nonpositive;
+use crate::softmax::{exp_lanes, exp_nonpositive, sum_lanes, LANES};
 use crate::Error;
 
 /// One token still in the running: its id, its current logit and, once computed, its probability.
@@ -55,7 +55,12 @@ impl Default for Candidates {
 /// the result of a partial selection or an unstable sort does not depend on the algorithm.
 #[inline]
 pub(crate) fn by_logit_desc(a: &Candidate, b: &Candidate) -> Ordering {
-    b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id))
+    // `partial_cmp` rather than `total_cmp`, so that -0.0 and 0.0 are equal logits; NaN never
+    // reaches the buffer.
+    b.logit
+        .partial_cmp(&a.logit)
+        .unwrap_or(Ordering::Equal)
+        .then(a.id.cmp(&b.id))
 }
 
 impl Candidates {
@@ -75,6 +80,15 @@ impl Candidates {
     /// Errors: a NaN or `+inf` logit, a bitset too short for the logits, or no token left.
     pub fn fill(&mut self, logits: &[f32], allowed: Option<&[u64]>) -> Result<(), Error> {
         crate::softmax::checked_max(logits)?;
+        self.fill_checked(logits, allowed)
+    }
+
+    /// [`Candidates::fill`] for logits already checked for NaN and `+inf`.
+    pub(crate) fn fill_checked(
+        &mut self,
+        logits: &[f32],
+        allowed: Option<&[u64]>,
+    ) -> Result<(), Error> {
         self.items.clear();
         self.vocab = logits.len();
         self.probs_fresh = false;
@@ -197,6 +211,11 @@ impl Candidates {
     /// logits to `-inf` instead of overflowing the top one to `+inf`.
     pub(crate) fn divide_logits(&mut self, t: f32) {
         let max = self.max_logit();
+        if max == f32::NEG_INFINITY {
+            // Every logit is -inf (a penalty overflowed): -inf - -inf would be NaN. Leave them;
+            // the next softmax reports that no token is left.
+            return;
+        }
         for c in &mut self.items {
             c.logit = (c.logit - max) / t;
         }
@@ -259,13 +278,25 @@ impl Candidates {
         self.retain(|c| c.logit != f32::NEG_INFINITY);
         self.check_not_empty()?;
         let max = self.max_logit();
-        let mut acc = [0.0f64; 4];
-        for (i, c) in self.items.iter_mut().enumerate() {
-            let e = exp_nonpositive(c.logit - max);
-            c.prob = e;
-            acc[i % 4] += e as f64;
+        // Gathering blocks of logits into an array lets the exponential run vectorised even
+        // though the buffer interleaves ids, logits and probabilities.
+        let mut sum = 0.0f64;
+        let mut chunks = self.items.chunks_exact_mut(LANES);
+        for ch in &mut chunks {
+            let mut x = [0.0f32; LANES];
+            for i in 0..LANES {
+                x[i] = ch[i].logit - max;
+            }
+            let e = exp_lanes(&x);
+            for i in 0..LANES {
+                ch[i].prob = e[i];
+            }
+            sum += sum_lanes(&e);
         }
-        let sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+        for c in chunks.into_remainder() {
+            c.prob = exp_nonpositive(c.logit - max);
+            sum += c.prob as f64;
+        }
         self.scale_probs(sum);
         self.probs_fresh = true;
         Ok(())

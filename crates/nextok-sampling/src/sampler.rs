@@ -110,7 +110,7 @@ impl Sampler {
         let (token, logprob) = if self.plain_greedy {
             (greedy(logits, max, ctx.allowed)?, 0.0)
         } else {
-            self.candidates.fill(logits, ctx.allowed)?;
+            self.candidates.fill_checked(logits, ctx.allowed)?;
             self.chain.apply(&mut self.candidates, ctx)?;
             let u = self.next_uniform();
             let c = self.candidates.pick(u)?;
