@@ -1,0 +1,76 @@
+//! The quantised matrix products of SmolLM2-135M's decode and prefill, on each instruction set
+//! this CPU has: one token (decode: every weight read once per token) and 64 tokens (prefill).
+//!
+//! `cargo bench -p nextok-benches --bench kernels`
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use nextok_gguf::GgmlType;
+use nextok_kernels::{matmul, Isa, QMat, ThreadPool};
+use std::time::Duration;
+
+/// Random blocks with finite f16 scales at the front of each block (Q4_1: scale and minimum;
+/// Q8_0: scale).
+fn matrix(ty: GgmlType, rows: usize, cols: usize) -> Vec<u8> {
+    let bb = ty.block_bytes() as usize;
+    let blocks = rows * cols / 32;
+    let mut state = 0x9e3779b97f4a7c15u64;
+    let mut data = Vec::with_capacity(blocks * bb);
+    for _ in 0..blocks {
+        let start = data.len();
+        for _ in 0..bb {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            data.push(state as u8);
+        }
+        // 0x2000 is 2^-7 in f16.
+        data[start..start + 2].copy_from_slice(&0x2000u16.to_le_bytes());
+        if ty == GgmlType::Q4_1 {
+            data[start + 2..start + 4].copy_from_slice(&0xa000u16.to_le_bytes());
+        }
+    }
+    data
+}
+
+fn bench(c: &mut Criterion) {
+    // (name, type, rows, cols): SmolLM2-135M's feed-forward up/gate and down projections, and
+    // the tied Q8_0 output embedding.
+    let shapes = [
+        ("ffn_up_q4_1", GgmlType::Q4_1, 1536, 576),
+        ("ffn_down_q4_1", GgmlType::Q4_1, 576, 1536),
+        ("output_q8_0", GgmlType::Q8_0, 49152, 576),
+    ];
+    let mut group = c.benchmark_group("matmul");
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(500));
+    for threads in [1, 2] {
+        let pool = ThreadPool::new(threads);
+        for &(name, ty, rows, cols) in &shapes {
+            let data = matrix(ty, rows, cols);
+            let w = QMat::new(ty, rows, cols, &data).expect("valid matrix");
+            for tokens in [1usize, 64] {
+                if rows > 10_000 && tokens > 1 {
+                    continue;
+                }
+                let x: Vec<f32> = (0..tokens * cols).map(|i| (i % 7) as f32 * 0.1).collect();
+                let mut out = vec![0.0f32; tokens * rows];
+                group.throughput(Throughput::Bytes(data.len() as u64));
+                for isa in Isa::available() {
+                    let id = BenchmarkId::new(
+                        format!("{name}/t{tokens}/threads{threads}"),
+                        format!("{isa:?}"),
+                    );
+                    group.bench_function(id, |b| {
+                        b.iter(|| matmul(&pool, isa, w, &x, tokens, &mut out).expect("product"))
+                    });
+                }
+            }
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
