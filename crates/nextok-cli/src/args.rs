@@ -32,7 +32,8 @@ pub enum Command {
     Sample(SampleArgs),
     /// The cost model: memory, KV cache, time to first token and tokens/s for a model and machine.
     Plan(PlanArgs),
-    /// Label a text with one of a fixed set of labels (constrained, greedy).
+    /// Label a text with one of a fixed set of labels: each label's probability as the whole
+    /// answer, unconstrained and renormalised over the labels.
     Classify(ClassifyArgs),
     /// Run the constrained-decoding benchmark over a folder of cases.
     ConstrainBench(ConstrainBenchArgs),
@@ -397,10 +398,14 @@ pub struct ClassifyArgs {
 /// `nextok constrain-bench`.
 #[derive(Debug, Args)]
 pub struct ConstrainBenchArgs {
-    /// The folder of cases.
+    /// The folder of cases: one JSON file per schema, `{"schema": ..., "tests": [{"data": ...,
+    /// "valid": ...}]}` (MaskBench's format), or JSON-Schema-Test-Suite files.
     pub dir: PathBuf,
     #[command(flatten)]
     pub model: ModelArgs,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `nextok bench`.

@@ -71,14 +71,15 @@ pub fn significant(x: f64) -> String {
 /// An integer with thousands separators: 1,192.
 pub fn group(n: u64) -> String {
     let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
+    let mut parts = Vec::new();
+    let mut end = digits.len();
+    while end > 3 {
+        parts.push(&digits[end - 3..end]);
+        end -= 3;
     }
-    out
+    parts.push(&digits[..end]);
+    parts.reverse();
+    parts.join(",")
 }
 
 #[cfg(test)]

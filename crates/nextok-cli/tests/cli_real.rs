@@ -148,3 +148,55 @@ fn template_renders_the_conformance_conversations() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn constrain_bench_counts_a_maskbench_file() {
+    let dir = std::env::temp_dir().join(format!("nextok-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let case = serde_json::json!({
+        "schema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+        "tests": [
+            {"data": {"n": 5}, "valid": true},
+            {"data": {"n": "five"}, "valid": false},
+            {"data": {}, "valid": false}
+        ]
+    });
+    std::fs::write(dir.join("object.json"), case.to_string()).unwrap();
+    let v = json_out(&nextok(&[
+        "constrain-bench",
+        dir.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(v["schemas"], 1, "{v}");
+    assert_eq!(v["compiled"], 1, "{v}");
+    assert_eq!(
+        (v["valid_accepted"].clone(), v["valid_total"].clone()),
+        (1.into(), 1.into())
+    );
+    assert_eq!(
+        (v["invalid_rejected"].clone(), v["invalid_total"].clone()),
+        (2.into(), 2.into())
+    );
+    for key in ["median", "p99", "p999", "max"] {
+        assert!(v["mask_us"][key].as_f64().unwrap() >= 0.0);
+        assert!(v["compile_ms"][key].as_f64().unwrap() >= 0.0);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn generate_with_a_choice_prints_a_choice() {
+    let o = nextok(&[
+        "generate",
+        "Is the sky blue?",
+        "--choice",
+        "yes,no",
+        "--temperature",
+        "0",
+        "--json",
+    ]);
+    let v = json_out(&o);
+    let text = v["text"].as_str().unwrap();
+    assert!(text == "yes" || text == "no", "{v}");
+    assert_eq!(v["stop_reason"], "end_turn");
+}

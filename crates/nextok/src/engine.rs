@@ -1,10 +1,29 @@
 //! A loaded model with its tokenizer and chat template: what every generation needs.
 
 use crate::Error;
+use nextok_constraints::{Constraint, JsonOptions, TokenVocab};
 use nextok_kv_cache::{KvCache, KvType};
 use nextok_model::{CpuBackend, LlamaModel, Logits, Sequence};
 use nextok_tokenizer::{ChatTemplate, EncodeOptions, Message, Tokenizer};
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+/// A format the answer must follow (constrained decoding).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConstraintSpec {
+    /// Exactly one of these texts.
+    Choice(Vec<String>),
+    /// A match of this regular expression.
+    Regex(String),
+    /// Any one JSON value.
+    Json,
+    /// A JSON value valid under this JSON Schema.
+    JsonSchema(serde_json::Value),
+    /// A sentence of this GBNF grammar (llama.cpp's format).
+    Gbnf(String),
+    /// A sentence of this Lark grammar.
+    Lark(String),
+}
 
 /// How to load and run a model.
 #[derive(Debug, Clone, Default)]
@@ -62,6 +81,8 @@ pub struct Engine {
     template: Option<ChatTemplate>,
     backend: CpuBackend,
     kv_type: KvType,
+    /// Every token's bytes as constraints see them, built on first use.
+    vocab: OnceLock<Arc<TokenVocab>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -112,6 +133,49 @@ impl Engine {
             template,
             backend,
             kv_type: options.kv_type,
+            vocab: OnceLock::new(),
+        })
+    }
+
+    /// The vocabulary as constraints see it: every token's bytes, with the control tokens
+    /// (`<|im_start|>` ...) left empty so that no constraint ever allows them, and the end tokens,
+    /// which a constraint allows exactly when the output is complete.
+    pub fn constraint_vocab(&self) -> Result<Arc<TokenVocab>, Error> {
+        if let Some(v) = self.vocab.get() {
+            return Ok(v.clone());
+        }
+        let tok = self.tokenizer.as_ref();
+        let mut bytes = Vec::with_capacity(tok.vocab_size());
+        for id in 0..tok.vocab_size() as u32 {
+            let control = tok.token_kind(id)? == nextok_tokenizer::TokenKind::Control;
+            bytes.push(if control {
+                Vec::new()
+            } else {
+                tok.token_bytes(id)?.to_vec()
+            });
+        }
+        let vocab = Arc::new(TokenVocab::new(bytes, &self.end_tokens())?);
+        Ok(self.vocab.get_or_init(|| vocab).clone())
+    }
+
+    /// A fresh constraint that follows `spec` from the start of an answer.
+    pub fn constraint(&self, spec: &ConstraintSpec) -> Result<Box<dyn Constraint>, Error> {
+        use nextok_constraints as c;
+        let vocab = self.constraint_vocab()?;
+        let json = JsonOptions::default();
+        Ok(match spec {
+            ConstraintSpec::Choice(choices) => {
+                Box::new(c::RegexConstraint::from_choices(choices, &vocab)?)
+            }
+            ConstraintSpec::Regex(pattern) => {
+                Box::new(c::RegexConstraint::from_regex(pattern, &vocab)?)
+            }
+            ConstraintSpec::Json => Box::new(c::json_any(&vocab, &json)?),
+            ConstraintSpec::JsonSchema(schema) => {
+                Box::new(c::from_json_schema(schema, &vocab, &json)?)
+            }
+            ConstraintSpec::Gbnf(text) => Box::new(c::from_gbnf(text, &vocab)?),
+            ConstraintSpec::Lark(text) => Box::new(c::from_lark(text, &vocab)?),
         })
     }
 
@@ -259,4 +323,80 @@ pub struct Score {
     pub logprobs: Vec<f32>,
     /// `exp(−mean log-probability)`.
     pub perplexity: f64,
+}
+
+/// How likely one label is as the whole answer.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LabelScore {
+    /// The label.
+    pub label: String,
+    /// Its tokens, followed by the end-of-turn token when the model has one.
+    pub tokens: Vec<u32>,
+    /// Natural log-probability of those tokens after the prompt.
+    pub logprob: f64,
+    /// `exp(logprob)`: the label's probability without a constraint.
+    pub probability: f64,
+    /// The probability renormalised over the labels: what constrained decoding gives the label as
+    /// a whole answer (specification, "Constrained decoding").
+    pub constrained: f64,
+}
+
+impl Engine {
+    /// Scores each label as the whole answer to `prompt`: the probability of its tokens and, when
+    /// the model has an end-of-turn token, of the answer ending right after it. The prompt is
+    /// prefilled once; each label runs on a fork of its cache. Labels come back best first.
+    ///
+    /// Only the tokenizer's own tokenization of each label is counted; a model could in principle
+    /// spell a label with other tokens, whose (usually tiny) probability is left out.
+    pub fn classify(&self, prompt: &Prompt, labels: &[String]) -> Result<Vec<LabelScore>, Error> {
+        if labels.len() < 2 {
+            return Err(Error::InvalidOption {
+                option: "labels",
+                expected: "at least two labels",
+            });
+        }
+        let ids = self.encode_prompt(prompt)?;
+        let vocab = self.model.config().vocab;
+        let mut cache = self.new_cache();
+        let first = self.forward(&mut cache, &ids, Logits::Last)?;
+        let first = nextok_sampling::log_softmax(&first)?;
+        let specials = self.tokenizer.special_tokens();
+        let end = specials.eot.or(specials.eos);
+        let mut scores = Vec::with_capacity(labels.len());
+        for label in labels {
+            let mut tokens = self.tokenizer.encode(label, EncodeOptions::plain())?;
+            if tokens.is_empty() {
+                return Err(Error::InvalidOption {
+                    option: "labels",
+                    expected: "non-empty labels",
+                });
+            }
+            tokens.extend(end);
+            let mut logprob = first[tokens[0] as usize] as f64;
+            if tokens.len() > 1 {
+                let mut fork = cache.fork();
+                let rows = self.forward(&mut fork, &tokens[..tokens.len() - 1], Logits::All)?;
+                for (row, &next) in rows.chunks_exact(vocab).zip(&tokens[1..]) {
+                    logprob += nextok_sampling::log_softmax(row)?[next as usize] as f64;
+                }
+            }
+            scores.push(LabelScore {
+                label: label.clone(),
+                tokens,
+                logprob,
+                probability: logprob.exp(),
+                constrained: 0.0,
+            });
+        }
+        let max = scores
+            .iter()
+            .map(|s| s.logprob)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let total: f64 = scores.iter().map(|s| (s.logprob - max).exp()).sum();
+        for s in &mut scores {
+            s.constrained = (s.logprob - max).exp() / total;
+        }
+        scores.sort_by(|a, b| b.logprob.total_cmp(&a.logprob));
+        Ok(scores)
+    }
 }

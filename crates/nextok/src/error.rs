@@ -74,6 +74,9 @@ pub enum Error {
     /// Stop conditions are invalid, or the prompt leaves no room for an answer.
     #[error("{0}")]
     Stopping(#[from] nextok_stopping::Error),
+    /// A constraint could not be built or followed.
+    #[error("constraint: {0}")]
+    Constraint(#[from] nextok_constraints::Error),
     /// The tokenizer and the model disagree on the size of the vocabulary.
     #[error(
         "the tokenizer has {tokenizer} tokens but the model has {model}: the file is inconsistent"

@@ -1,8 +1,9 @@
 //! The generation loop: prefill once, then one decode pass per token, each token chosen by the
 //! sampling chain, checked by the stop conditions and turned into text as it comes.
 
-use crate::engine::{Engine, Prompt};
+use crate::engine::{ConstraintSpec, Engine, Prompt};
 use crate::Error;
+use nextok_constraints::Constraint;
 use nextok_kv_cache::KvCache;
 use nextok_model::Logits;
 use nextok_sampling::{beam_search, log_softmax, BeamConfig, Context, Sampler, SamplingParams};
@@ -30,6 +31,9 @@ pub struct GenerateOptions {
     pub n: usize,
     /// Beam search instead of sampling.
     pub beams: Option<BeamOptions>,
+    /// A format the answer must follow: at every step the tokens that would break it are
+    /// masked before the sampling chain.
+    pub constraint: Option<ConstraintSpec>,
 }
 
 impl Default for GenerateOptions {
@@ -42,6 +46,7 @@ impl Default for GenerateOptions {
             top_logprobs: 0,
             n: 1,
             beams: None,
+            constraint: None,
         }
     }
 }
@@ -164,6 +169,8 @@ struct Run<'e> {
     logprob: f64,
     first_token: Option<Instant>,
     last_token: Option<Instant>,
+    constraint: Option<Box<dyn Constraint>>,
+    mask: Vec<u64>,
 }
 
 /// A generation in progress: an iterator of [`Event`]s.
@@ -259,6 +266,17 @@ impl Engine {
             }
         }
         options.sampling.validate()?;
+        if options.beams.is_some() && options.constraint.is_some() {
+            return Err(Error::InvalidOption {
+                option: "constraint",
+                expected: "used without beam search",
+            });
+        }
+        if let Some(spec) = &options.constraint {
+            // Built once here so that a bad pattern, schema or grammar is refused before any time
+            // is spent on the model.
+            self.constraint(spec)?;
+        }
         let conditions = StopConditions {
             end_tokens: if options.ignore_eos {
                 Vec::new()
@@ -351,6 +369,14 @@ impl<'e> Generation<'e> {
         let mut params = self.options.sampling.clone();
         params.seed = Some(params.seed.unwrap_or(0).wrapping_add(index as u64));
         params.top_logprobs = self.options.top_logprobs;
+        let constraint = match &self.options.constraint {
+            Some(spec) => Some(self.engine.constraint(spec)?),
+            None => None,
+        };
+        let mask = constraint
+            .as_ref()
+            .map(|c| c.vocab().empty_mask())
+            .unwrap_or_default();
         Ok(Run {
             index,
             cache,
@@ -363,6 +389,8 @@ impl<'e> Generation<'e> {
             logprob: 0.0,
             first_token: None,
             last_token: None,
+            constraint,
+            mask,
         })
     }
 
@@ -386,12 +414,24 @@ impl<'e> Generation<'e> {
                 expected: "a running completion",
             });
         };
+        let allowed = match run.constraint.as_mut() {
+            Some(c) => {
+                c.fill_mask(&mut run.mask)?;
+                Some(&run.mask[..])
+            }
+            None => None,
+        };
         let ctx = Context {
             prompt: &self.prompt,
             generated: &run.tokens,
-            allowed: None,
+            allowed,
         };
         let sampled = run.sampler.sample(&run.logits, &ctx)?;
+        let mut constraint_done = false;
+        if let Some(c) = run.constraint.as_mut() {
+            c.advance(sampled.token)?;
+            constraint_done = c.is_finished();
+        }
         let now = Instant::now();
         run.first_token.get_or_insert(now);
         run.last_token = Some(now);
@@ -402,7 +442,13 @@ impl<'e> Generation<'e> {
         run.logprob += sampled.logprob as f64;
         let mut text = step.text;
         let event_top = self.alternatives(&sampled.top);
-        if let Some(stop) = step.stop {
+        // A constraint that has accepted an end token allows nothing more, even when end tokens
+        // do not stop the answer (ignore_eos): the answer ends there.
+        let stop = match step.stop {
+            None if constraint_done => Some(Stop::EndTurn { token }),
+            other => other,
+        };
+        if let Some(stop) = stop {
             // Bytes of an unfinished character are released as U+FFFD, as decoding the whole
             // answer at once would; after a stop sequence they were cut anyway.
             if !matches!(stop, Stop::StopSequence { .. }) {

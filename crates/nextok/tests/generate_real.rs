@@ -318,3 +318,54 @@ fn a_chat_reuses_its_cache() {
     );
     assert_eq!(chat.messages().len(), 4);
 }
+
+#[test]
+fn a_choice_constraint_gives_one_of_the_choices() {
+    let mut options = greedy(8);
+    options.ignore_eos = false;
+    options.constraint = Some(nextok::ConstraintSpec::Choice(vec![
+        "FRAUD".into(),
+        "OK".into(),
+    ]));
+    let c = one(
+        &Prompt::chat(None, "Is a 9,999 USD wire at 3am to a new account fraud?"),
+        &options,
+    );
+    assert!(c.text == "FRAUD" || c.text == "OK", "{:?}", c.text);
+    // The answer ends with the end token the constraint allows once a label is complete.
+    assert!(
+        matches!(c.stop, Stop::EndTurn { token } if engine().end_tokens().contains(&token)),
+        "{:?}",
+        c.stop
+    );
+}
+
+#[test]
+fn classify_scores_agree_with_scoring_the_whole_text() {
+    let labels = vec!["FRAUD".to_string(), "OK".to_string()];
+    let prompt = Prompt::chat(None, "Answer FRAUD or OK: a 9,999 USD wire at 3am.");
+    let scores = engine().classify(&prompt, &labels).unwrap();
+    assert_eq!(scores.len(), 2);
+    assert!(scores[0].logprob >= scores[1].logprob);
+    let total: f64 = scores.iter().map(|s| s.constrained).sum();
+    assert!((total - 1.0).abs() < 1e-9);
+    // The label's log-probability from forked caches equals the one `score` gets from one prefill
+    // of prompt + label (the model is bit-identical across the two ways; sums may differ in the
+    // last bits of f64 only).
+    let prompt_ids = engine().encode_prompt(&prompt).unwrap();
+    let best = &scores[0];
+    let mut all = prompt_ids.clone();
+    all.extend(&best.tokens);
+    let score = engine().score(&all).unwrap();
+    let tail: f64 = score.logprobs[prompt_ids.len() - 1..]
+        .iter()
+        .map(|&x| x as f64)
+        .sum();
+    assert!(
+        (tail - best.logprob).abs() < 1e-4,
+        "{tail} vs {}",
+        best.logprob
+    );
+    // "Measure what you deploy": renormalising over the labels raises the best label's score.
+    assert!(best.constrained >= best.probability);
+}

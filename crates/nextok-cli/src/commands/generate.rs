@@ -2,11 +2,11 @@
 //! stderr.
 
 use super::{load_engine, text_or_stdin, validate_sampling};
-use crate::args::{AnswerArgs, ChatArgs, GenerateArgs, SamplingArgs};
+use crate::args::{AnswerArgs, ChatArgs, ClassifyArgs, ConstraintArgs, GenerateArgs, SamplingArgs};
 use crate::output::{print, println, significant};
-use anyhow::bail;
+use anyhow::{bail, Context};
 use nextok::sampling::SamplingParams;
-use nextok::{BeamOptions, Chat, Completion, Event, GenerateOptions, Prompt, Stop};
+use nextok::{BeamOptions, Chat, Completion, ConstraintSpec, Event, GenerateOptions, Prompt, Stop};
 use serde_json::{json, Value};
 use std::io::BufRead;
 
@@ -99,6 +99,33 @@ fn completion_json(c: &Completion, logprobs: Option<&Vec<Value>>) -> Value {
     v
 }
 
+/// The constraint the flags ask for, if any.
+fn constraint(c: &ConstraintArgs) -> anyhow::Result<Option<ConstraintSpec>> {
+    let read = |path: &std::path::Path| {
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+    };
+    Ok(if let Some(choices) = &c.choice {
+        Some(ConstraintSpec::Choice(choices.clone()))
+    } else if let Some(r) = &c.regex {
+        Some(ConstraintSpec::Regex(r.clone()))
+    } else if c.json_object {
+        Some(ConstraintSpec::Json)
+    } else if let Some(path) = &c.json_schema {
+        let schema = serde_json::from_str(&read(path)?)
+            .with_context(|| format!("{} is not JSON", path.display()))?;
+        Some(ConstraintSpec::JsonSchema(schema))
+    } else if let Some(path) = &c.grammar {
+        let text = read(path)?;
+        if path.extension().is_some_and(|e| e == "lark") {
+            Some(ConstraintSpec::Lark(text))
+        } else {
+            Some(ConstraintSpec::Gbnf(text))
+        }
+    } else {
+        None
+    })
+}
+
 /// Runs `nextok generate`.
 pub fn run(a: &GenerateArgs) -> anyhow::Result<()> {
     let text = text_or_stdin(&a.prompt)?;
@@ -116,14 +143,6 @@ pub fn run(a: &GenerateArgs) -> anyhow::Result<()> {
             );
         }
     }
-    if a.constraint.choice.is_some()
-        || a.constraint.regex.is_some()
-        || a.constraint.json_object
-        || a.constraint.json_schema.is_some()
-        || a.constraint.grammar.is_some()
-    {
-        bail!("constrained decoding (--choice, --regex, --json-object, --json-schema, --grammar) is not available in this build yet");
-    }
     let mut options = options(&a.sampling, &a.answer)?;
     options.n = a.n;
     options.top_logprobs = a.logprobs.unwrap_or(0);
@@ -131,6 +150,10 @@ pub fn run(a: &GenerateArgs) -> anyhow::Result<()> {
         width,
         length_penalty: a.length_penalty as f64,
     });
+    options.constraint = constraint(&a.constraint)?;
+    if options.constraint.is_some() && options.beams.is_some() {
+        bail!("a constraint (--choice, --regex, --json-object, --json-schema, --grammar) cannot be used with --beams");
+    }
     let engine = load_engine(&a.model)?;
     let prompt = if a.raw {
         Prompt::Raw {
@@ -233,4 +256,31 @@ pub fn chat(a: &ChatArgs) -> anyhow::Result<()> {
             eprintln!("{}", summary(&completion));
         }
     }
+}
+
+/// Runs `nextok classify`: every label's probability as the whole answer, and the best one.
+pub fn classify(a: &ClassifyArgs) -> anyhow::Result<()> {
+    let labels: Vec<String> = a.labels.iter().map(|l| l.trim().to_string()).collect();
+    if labels.len() < 2 || labels.iter().any(String::is_empty) {
+        bail!("--labels needs at least two non-empty labels, e.g. --labels FRAUD,OK");
+    }
+    let engine = load_engine(&a.model)?;
+    let question = format!(
+        "{}\n\nAnswer with exactly one of: {}.",
+        text_or_stdin(&a.text)?,
+        labels.join(", ")
+    );
+    let scores = engine.classify(&Prompt::chat(None, &question), &labels)?;
+    if a.json {
+        let v = json!({"label": scores[0].label, "labels": scores});
+        return println(&v.to_string());
+    }
+    let mut out = format!("{}\n", scores[0].label);
+    for s in &scores {
+        out.push_str(&format!(
+            "  {:<16} probability {:.4}   constrained {:.4}\n",
+            s.label, s.probability, s.constrained
+        ));
+    }
+    print(&out)
 }

@@ -20,26 +20,11 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Template(a) => text::template(&a),
         Command::Logits(a) => text::logits(&a),
         Command::Score(a) => text::score(&a),
+        Command::Classify(a) => generate::classify(&a),
+        Command::ConstrainBench(a) => text::constrain_bench(&a),
         Command::Bench(_) => bail!(
             "`nextok bench` is not available yet (issue 7); for an estimate from the cost model run `nextok plan`"
         ),
-        other => bail!("`{}` is not available yet in this build", name(&other)),
-    }
-}
-
-fn name(command: &Command) -> &'static str {
-    match command {
-        Command::Generate(_) => "nextok generate",
-        Command::Chat(_) => "nextok chat",
-        Command::Tokenize(_) => "nextok tokenize",
-        Command::Template(_) => "nextok template",
-        Command::Logits(_) => "nextok logits",
-        Command::Score(_) => "nextok score",
-        Command::Sample(_) => "nextok sample",
-        Command::Plan(_) => "nextok plan",
-        Command::Classify(_) => "nextok classify",
-        Command::ConstrainBench(_) => "nextok constrain-bench",
-        Command::Bench(_) => "nextok bench",
     }
 }
 

@@ -1,7 +1,7 @@
 //! `nextok tokenize`, `nextok template`, `nextok logits` and `nextok score`.
 
 use super::{load_engine, model_path, text_or_stdin};
-use crate::args::{LogitsArgs, ScoreArgs, TemplateArgs, TokenizeArgs};
+use crate::args::{ConstrainBenchArgs, LogitsArgs, ScoreArgs, TemplateArgs, TokenizeArgs};
 use crate::output::{println, significant};
 use anyhow::Context;
 use nextok::gguf::GgufFile;
@@ -182,5 +182,70 @@ pub fn score(a: &ScoreArgs) -> anyhow::Result<()> {
         score.logprobs.len(),
         significant(score.perplexity)
     ));
+    println(&out)
+}
+
+/// Runs `nextok constrain-bench`.
+pub fn constrain_bench(a: &ConstrainBenchArgs) -> anyhow::Result<()> {
+    use nextok::constraints::{ConformanceRun, JsonOptions, Percentiles};
+    if !a.dir.is_dir() {
+        anyhow::bail!("{} is not a folder of schema files", a.dir.display());
+    }
+    let engine = load_engine(&a.model)?;
+    let vocab = engine.constraint_vocab()?;
+    let tokenizer = engine.tokenizer();
+    let tokenize = |bytes: &[u8]| -> Vec<u32> {
+        tokenizer
+            .encode(&String::from_utf8_lossy(bytes), EncodeOptions::plain())
+            .unwrap_or_default()
+    };
+    let mut run = ConformanceRun::new(vocab, JsonOptions::default(), &tokenize);
+    let report = run.run_dir(&a.dir).map_err(nextok::Error::from)?;
+    let p =
+        |x: &Percentiles| json!({"median": x.median, "p99": x.p99, "p999": x.p999, "max": x.max});
+    if a.json {
+        let v = json!({
+            "schemas": report.schemas,
+            "compiled": report.compiled,
+            "unsupported": report.unsupported,
+            "valid_total": report.valid_total,
+            "valid_accepted": report.valid_accepted,
+            "invalid_total": report.invalid_total,
+            "invalid_rejected": report.invalid_rejected,
+            "mask_mismatches": report.mask_mismatches,
+            "mask_us": p(&report.mask_us),
+            "compile_ms": p(&report.compile_ms),
+        });
+        return println(&v.to_string());
+    }
+    let row = |x: &Percentiles| {
+        format!(
+            "median {}  p99 {}  p99.9 {}  max {}",
+            significant(x.median),
+            significant(x.p99),
+            significant(x.p999),
+            significant(x.max)
+        )
+    };
+    let out = format!(
+        "schemas            {}\n\
+         compiled           {}\n\
+         unsupported        {}\n\
+         valid accepted     {} of {}\n\
+         invalid rejected   {} of {}\n\
+         mask mismatches    {}\n\
+         mask time (µs)     {}\n\
+         compile time (ms)  {}",
+        report.schemas,
+        report.compiled,
+        report.unsupported,
+        report.valid_accepted,
+        report.valid_total,
+        report.invalid_rejected,
+        report.invalid_total,
+        report.mask_mismatches,
+        row(&report.mask_us),
+        row(&report.compile_ms),
+    );
     println(&out)
 }
