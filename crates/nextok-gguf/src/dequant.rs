@@ -433,7 +433,7 @@ mod tests {
     /// `64i + 32 + l` high ones.
     fn k_nibble(e: usize) -> u8 {
         let l = e % 32;
-        if (e / 32) % 2 == 0 {
+        if (e / 32).is_multiple_of(2) {
             (l % 16) as u8
         } else {
             15 - (l % 16) as u8

@@ -115,7 +115,7 @@ impl GgmlType {
     /// Bytes taken by `elements` elements, or `None` if they are not a whole number of blocks
     /// or the size overflows.
     pub fn bytes_for(self, elements: u64) -> Option<u64> {
-        if elements % self.block_elements() != 0 {
+        if !elements.is_multiple_of(self.block_elements()) {
             return None;
         }
         (elements / self.block_elements()).checked_mul(self.block_bytes())

@@ -93,6 +93,36 @@ pub enum Error {
         /// The context length.
         context: usize,
     },
+    /// A file could not be read.
+    #[error("cannot read {path}: {message}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The operating system's message.
+        message: String,
+    },
+    /// A safetensors file that does not parse (the parser's message).
+    #[error("invalid safetensors file: {message}")]
+    Safetensors {
+        /// What the parser reported.
+        message: String,
+    },
+    /// A Hugging Face `config.json` that lacks a key or has one of the wrong type.
+    #[error("config.json: `{key}` {reason}")]
+    BadConfig {
+        /// The key.
+        key: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A safetensors tensor of a number type the kernels cannot read.
+    #[error("tensor `{tensor}` has dtype {dtype}, expected F32, F16 or BF16")]
+    UnsupportedDtype {
+        /// The tensor's name in the checkpoint.
+        tensor: String,
+        /// The dtype, as safetensors names it.
+        dtype: String,
+    },
     /// A KV cache operation failed.
     #[error(transparent)]
     Cache(#[from] nextok_kv_cache::Error),

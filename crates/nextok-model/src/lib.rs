@@ -1,11 +1,13 @@
-//! The forward pass: Llama-family decoder-only transformers over GGUF weights, with prefill,
+//! The forward pass: Llama-family decoder-only transformers over GGUF or safetensors weights, with prefill,
 //! decode and batching of several sequences, exact and reproducible.
 //!
 //! # Manual
 //!
 //! - [`LlamaModel`] loads a GGUF checkpoint (memory-mapped; weight matrices are read in place and
 //!   dequantised on the fly, never copied) and checks every tensor's presence, shape and type.
-//!   Bad files give an [`Error`] that says what and where.
+//!   Bad files give an [`Error`] that says what and where. Unquantised Hugging Face checkpoints
+//!   (`config.json` + `model.safetensors`, F32/F16/BF16) load with
+//!   [`LlamaModel::open_safetensors`] through the same checks.
 //! - The model is immutable. A sequence's state is its [`KvCache`](nextok_kv_cache::KvCache)
 //!   ([`LlamaModel::new_cache`]). One [`LlamaModel::forward`] call takes new tokens for one or
 //!   more sequences ([`Sequence`]), appends their keys and values to the caches, and returns the
@@ -42,6 +44,7 @@ mod backend;
 mod config;
 mod error;
 mod llama;
+mod safetensors;
 pub mod testing;
 
 pub use backend::{dot, Backend, CpuBackend, QMatrix};

@@ -7,6 +7,7 @@
 //! row at a time. Only the vectors (norm weights, biases) are decoded to f32 at load, a few
 //! kilobytes per layer.
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -87,7 +88,10 @@ struct Layer {
 /// A loaded Llama-family model. Immutable: every per-sequence state lives in the [`KvCache`]es
 /// passed to [`LlamaModel::forward`], so one model serves any number of sequences and threads.
 pub struct LlamaModel {
+    /// The GGUF file (or, for a safetensors checkpoint, a metadata-only one).
     file: GgufFile,
+    /// The weights' bytes when they are not in `file`.
+    weights: Option<Backing>,
     config: LlamaConfig,
     /// vocab × d_model
     token_embd: Tensor,
@@ -109,46 +113,76 @@ impl std::fmt::Debug for LlamaModel {
     }
 }
 
-fn tensor(file: &GgufFile, name: &str, expected: &[usize]) -> Result<Tensor, Error> {
-    let view = file.tensor(name).map_err(|e| match e {
-        nextok_gguf::Error::MissingTensor { name } => Error::MissingTensor { name },
-        other => Error::Gguf(other),
+/// Where a checkpoint's tensor is: its type, its dimensions in GGML order (innermost first), and
+/// its bytes in the weight storage.
+#[derive(Debug, Clone)]
+pub(crate) struct Found {
+    pub(crate) ty: nextok_gguf::GgmlType,
+    pub(crate) dims: Vec<u64>,
+    pub(crate) bytes: Range<usize>,
+}
+
+/// The tensors of a checkpoint, by their GGUF names.
+pub(crate) type Table = HashMap<String, Found>;
+
+/// The bytes the weights are read from, when they are not the GGUF file's own.
+pub(crate) enum Backing {
+    Mmap(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl Backing {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            Backing::Mmap(m) => m,
+            Backing::Owned(v) => v,
+        }
+    }
+}
+
+fn tensor(table: &Table, name: &str, expected: &[usize]) -> Result<Tensor, Error> {
+    let found = table.get(name).ok_or_else(|| Error::MissingTensor {
+        name: name.to_owned(),
     })?;
     let expected_u64: Vec<u64> = expected.iter().map(|&d| d as u64).collect();
-    if view.info.dims != expected_u64 {
+    if found.dims != expected_u64 {
         return Err(Error::BadShape {
             tensor: name.to_owned(),
             expected: expected_u64,
-            found: view.info.dims.clone(),
+            found: found.dims.clone(),
         });
     }
-    let ty = view.info.ggml_type;
+    let ty = found.ty;
     let cols = expected[0];
-    if !dequant::is_supported(ty) || cols as u64 % ty.block_elements() != 0 {
+    if !dequant::is_supported(ty) || !(cols as u64).is_multiple_of(ty.block_elements()) {
         return Err(Error::UnsupportedTensorType {
             tensor: name.to_owned(),
             ty,
         });
     }
-    let start = view.data.as_ptr() as usize - file.bytes().as_ptr() as usize;
     Ok(Tensor {
         ty,
         rows: expected.get(1).copied().unwrap_or(1),
         cols,
-        bytes: start..start + view.data.len(),
+        bytes: found.bytes.clone(),
     })
 }
 
-fn vector(file: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>, Error> {
-    let t = tensor(file, name, &[len])?;
+fn vector(table: &Table, bytes: &[u8], name: &str, len: usize) -> Result<Vec<f32>, Error> {
+    let t = tensor(table, name, &[len])?;
     let mut out = vec![0.0; len];
-    dequant::dequantize_row(t.ty, &file.bytes()[t.bytes], &mut out)?;
+    dequant::dequantize_row(t.ty, &bytes[t.bytes], &mut out)?;
     Ok(out)
 }
 
-fn optional_vector(file: &GgufFile, name: &str, len: usize) -> Result<Option<Vec<f32>>, Error> {
-    if file.tensors().iter().any(|t| t.name == name) {
-        vector(file, name, len).map(Some)
+fn optional_vector(
+    table: &Table,
+    bytes: &[u8],
+    name: &str,
+    len: usize,
+) -> Result<Option<Vec<f32>>, Error> {
+    if table.contains_key(name) {
+        vector(table, bytes, name, len).map(Some)
     } else {
         Ok(None)
     }
@@ -162,11 +196,37 @@ impl LlamaModel {
 
     /// Loads the model from an opened GGUF file, checking every tensor's presence, shape and type.
     pub fn from_gguf(file: GgufFile, options: LoadOptions) -> Result<Self, Error> {
-        // The vocabulary size is the token embedding's second dimension.
-        let vocab = file
+        let base = file.bytes().as_ptr() as usize;
+        let table: Table = file
             .tensors()
             .iter()
-            .find(|t| t.name == "token_embd.weight")
+            .map(|info| {
+                let view = file.view(info);
+                let start = view.data.as_ptr() as usize - base;
+                (
+                    info.name.clone(),
+                    Found {
+                        ty: info.ggml_type,
+                        dims: info.dims.clone(),
+                        bytes: start..start + view.data.len(),
+                    },
+                )
+            })
+            .collect();
+        Self::load(file, None, &table, options)
+    }
+
+    /// Loads from metadata in GGUF keys (`meta`), a tensor table, and the bytes the table points
+    /// into (`weights`, or the GGUF file's own bytes).
+    pub(crate) fn load(
+        file: GgufFile,
+        weights: Option<Backing>,
+        table: &Table,
+        options: LoadOptions,
+    ) -> Result<Self, Error> {
+        // The vocabulary size is the token embedding's second dimension.
+        let vocab = table
+            .get("token_embd.weight")
             .and_then(|t| t.dims.get(1).copied())
             .ok_or_else(|| Error::MissingTensor {
                 name: "token_embd.weight".into(),
@@ -180,37 +240,39 @@ impl LlamaModel {
         if let Some(o) = options.rope_ordering {
             config.rope_ordering = o;
         }
+        let bytes = weights.as_ref().map_or(file.bytes(), Backing::bytes);
         let c = &config;
         let (d, kvd, ffn) = (c.d_model, c.kv_dim(), c.ffn_dim);
-        let token_embd = tensor(&file, "token_embd.weight", &[d, vocab])?;
-        let (output, tied_output) = if file.tensors().iter().any(|t| t.name == "output.weight") {
-            (tensor(&file, "output.weight", &[d, vocab])?, false)
+        let token_embd = tensor(table, "token_embd.weight", &[d, vocab])?;
+        let (output, tied_output) = if table.contains_key("output.weight") {
+            (tensor(table, "output.weight", &[d, vocab])?, false)
         } else {
             (token_embd.clone(), true)
         };
-        let output_norm = vector(&file, "output_norm.weight", d)?;
-        // No capacity from the file's own count: a huge `block_count` must fail at the first missing
-        // tensor, not in the allocator.
+        let output_norm = vector(table, bytes, "output_norm.weight", d)?;
+        // No capacity from the file's own count: a huge `block_count` must fail at the first
+        // missing tensor, not in the allocator.
         let mut layers = Vec::new();
         for i in 0..c.layers {
             let n = |s: &str| format!("blk.{i}.{s}");
             layers.push(Layer {
-                attn_norm: vector(&file, &n("attn_norm.weight"), d)?,
-                wq: tensor(&file, &n("attn_q.weight"), &[d, d])?,
-                bq: optional_vector(&file, &n("attn_q.bias"), d)?,
-                wk: tensor(&file, &n("attn_k.weight"), &[d, kvd])?,
-                bk: optional_vector(&file, &n("attn_k.bias"), kvd)?,
-                wv: tensor(&file, &n("attn_v.weight"), &[d, kvd])?,
-                bv: optional_vector(&file, &n("attn_v.bias"), kvd)?,
-                wo: tensor(&file, &n("attn_output.weight"), &[d, d])?,
-                ffn_norm: vector(&file, &n("ffn_norm.weight"), d)?,
-                gate: tensor(&file, &n("ffn_gate.weight"), &[d, ffn])?,
-                up: tensor(&file, &n("ffn_up.weight"), &[d, ffn])?,
-                down: tensor(&file, &n("ffn_down.weight"), &[ffn, d])?,
+                attn_norm: vector(table, bytes, &n("attn_norm.weight"), d)?,
+                wq: tensor(table, &n("attn_q.weight"), &[d, d])?,
+                bq: optional_vector(table, bytes, &n("attn_q.bias"), d)?,
+                wk: tensor(table, &n("attn_k.weight"), &[d, kvd])?,
+                bk: optional_vector(table, bytes, &n("attn_k.bias"), kvd)?,
+                wv: tensor(table, &n("attn_v.weight"), &[d, kvd])?,
+                bv: optional_vector(table, bytes, &n("attn_v.bias"), kvd)?,
+                wo: tensor(table, &n("attn_output.weight"), &[d, d])?,
+                ffn_norm: vector(table, bytes, &n("ffn_norm.weight"), d)?,
+                gate: tensor(table, &n("ffn_gate.weight"), &[d, ffn])?,
+                up: tensor(table, &n("ffn_up.weight"), &[d, ffn])?,
+                down: tensor(table, &n("ffn_down.weight"), &[ffn, d])?,
             });
         }
         Ok(LlamaModel {
             file,
+            weights,
             config,
             token_embd,
             output,
@@ -231,9 +293,17 @@ impl LlamaModel {
         self.tied_output
     }
 
-    /// The GGUF file the weights are read from (for its metadata: tokenizer, chat template).
+    /// The GGUF file the model came from, for its metadata (tokenizer, chat template). For a
+    /// safetensors checkpoint it is a metadata-only file holding the hyper-parameters of its
+    /// `config.json` under the GGUF keys.
     pub fn file(&self) -> &GgufFile {
         &self.file
+    }
+
+    fn weight_bytes(&self) -> &[u8] {
+        self.weights
+            .as_ref()
+            .map_or(self.file.bytes(), Backing::bytes)
     }
 
     /// The cache configuration for this model.
@@ -263,7 +333,7 @@ impl LlamaModel {
             ty: t.ty,
             rows: t.rows,
             cols: t.cols,
-            data: &self.file.bytes()[t.bytes.clone()],
+            data: &self.weight_bytes()[t.bytes.clone()],
         }
     }
 
