@@ -200,3 +200,102 @@ fn generate_with_a_choice_prints_a_choice() {
     assert!(text == "yes" || text == "no", "{v}");
     assert_eq!(v["stop_reason"], "end_turn");
 }
+
+fn read_f32(path: &std::path::Path) -> Vec<f32> {
+    std::fs::read(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+#[test]
+fn logits_out_all_positions_match_the_f64_reference() {
+    // shared/conformance/logits/allpos.json: 40 positions of a chat prompt; the target is the
+    // f64 forward pass within 0.02 at every position (conformance README).
+    let allpos = conformance("logits/allpos.json");
+    let ids: Vec<String> = allpos["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+    let dir = std::env::temp_dir().join(format!("nextok-logits-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("allpos.f32");
+    let o = nextok(&[
+        "logits",
+        allpos["prompt"].as_str().unwrap(),
+        "--parse-special",
+        "--all-positions",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ours = read_f32(&out);
+    let reference = read_f32(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/conformance/logits")
+            .join(allpos["files"]["f64"].as_str().unwrap()),
+    );
+    assert_eq!(ours.len(), reference.len(), "40 rows of 49,152");
+    let (worst, at) = ours
+        .iter()
+        .zip(&reference)
+        .map(|(a, b)| (a - b).abs())
+        .enumerate()
+        .fold(
+            (0.0f32, 0),
+            |(w, at), (i, d)| if d > w { (d, i) } else { (w, at) },
+        );
+    assert!(
+        worst < 0.02,
+        "max |ours − f64| = {worst} at position {}, token {}",
+        at / 49152,
+        at % 49152
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    // The same prompt given as --ids: the last row's top token is the reference's argmax.
+    let v = json_out(&nextok(&["logits", "--ids", &ids.join(",")]));
+    let last = &reference[reference.len() - 49152..];
+    let argmax = (0..49152)
+        .max_by(|&a, &b| last[a].total_cmp(&last[b]))
+        .unwrap();
+    assert_eq!(v["top"][0]["id"], argmax as u64);
+    assert_eq!(v["top"].as_array().unwrap().len(), 10);
+}
+
+#[test]
+fn chat_answers_each_line_and_keeps_the_conversation() {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nextok"))
+        .args([
+            "chat",
+            "--model",
+            &model(),
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "6",
+            "--verbose",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"What is the capital of France?\nAnd of Italy?\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let summaries: Vec<&str> = err.lines().filter(|l| l.starts_with('[')).collect();
+    assert_eq!(summaries.len(), 2, "{err}");
+    // The second turn reuses the first turn's cache: its prompt is mostly cached.
+    assert!(summaries[0].contains("(0 cached)"), "{}", summaries[0]);
+    assert!(!summaries[1].contains("(0 cached)"), "{}", summaries[1]);
+}
