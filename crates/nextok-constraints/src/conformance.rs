@@ -4,7 +4,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::Value;
 
@@ -320,11 +320,4 @@ impl<'a> ConformanceRun<'a> {
         r.compile_ms = Percentiles::of(&mut self.compile_times);
         r
     }
-}
-
-/// Times a closure (used by the benches and the CLI for a single mask).
-pub fn time_it(f: impl FnOnce()) -> Duration {
-    let t = Instant::now();
-    f();
-    t.elapsed()
 }

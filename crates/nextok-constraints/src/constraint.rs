@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::dfa::{Dfa, DEAD};
-use crate::grammar::{Chart, Grammar};
+use crate::grammar::{Chart, Grammar, TerminalMask};
 use crate::vocab::TokenVocab;
 use crate::Error;
 
@@ -153,26 +153,7 @@ impl RegexConstraint {
     }
 
     fn compute_mask(&self, state: u32) -> Vec<u64> {
-        let mut mask = self.vocab.empty_mask();
-        let trie = &self.vocab.trie;
-        let mut stack: Vec<(u32, u32)> = vec![(trie[0].end, state)];
-        let mut i = 1usize;
-        while i < trie.len() {
-            while stack.last().is_some_and(|&(e, _)| e as usize <= i) {
-                stack.pop();
-            }
-            let cur = stack.last().map_or(DEAD, |&(_, s)| s);
-            let node = trie[i];
-            let s2 = self.dfa.next(cur, node.byte);
-            if s2 != DEAD {
-                self.vocab.mark_node(i, &mut mask);
-                stack.push((node.end, s2));
-                i += 1;
-            } else {
-                i = node.end as usize;
-            }
-        }
-        mask
+        TerminalMask::compute(&self.vocab, &self.dfa, state, false).inside
     }
 }
 

@@ -13,7 +13,32 @@ use regex_automata::dfa::{dense, Automaton, StartKind};
 use regex_automata::util::syntax;
 use regex_automata::{Anchored, MatchKind};
 
+use crate::grammar::FxHasher;
 use crate::Error;
+
+type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
+
+/// The partition of bytes into 256 singleton classes.
+pub(crate) const IDENTITY: [u8; 256] = {
+    let mut a = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        a[i] = i as u8;
+        i += 1;
+    }
+    a
+};
+
+/// The common refinement of two byte partitions.
+fn refine(a: &[u8; 256], b: &[u8; 256]) -> [u8; 256] {
+    let mut ids: FxMap<(u8, u8), u8> = FxMap::default();
+    let mut out = [0u8; 256];
+    for x in 0..256 {
+        let n = ids.len() as u8;
+        out[x] = *ids.entry((a[x], b[x])).or_insert(n);
+    }
+    out
+}
 
 /// The dead state: every transition from it leads back to it and it never accepts.
 pub(crate) const DEAD: u32 = 0;
@@ -41,22 +66,39 @@ pub(crate) struct Dfa {
 impl Dfa {
     /// Explores the automaton given by `next` and `accept` breadth first from `start`, prunes the
     /// states that cannot reach a match, and compresses the table into byte classes.
+    ///
+    /// `classes` partitions the bytes so that `next` is called once per class (bytes of one
+    /// class must behave alike in every state); [`IDENTITY`] is always correct.
     pub(crate) fn explore<K: Hash + Eq + Clone>(
         start: K,
         mut next: impl FnMut(&K, u8) -> Option<K>,
         accept: impl Fn(&K) -> bool,
         what: &str,
+        classes: &[u8; 256],
     ) -> Result<Dfa, Error> {
-        let mut ids: HashMap<K, u32> = HashMap::new();
+        // Input classes renumbered densely: `class_of[b]` indexes `reps` (one byte per class).
+        let mut index = [u16::MAX; 256];
+        let mut class_of = [0u8; 256];
+        let mut reps: Vec<u8> = Vec::new();
+        for b in 0..256 {
+            let c = classes[b] as usize;
+            if index[c] == u16::MAX {
+                index[c] = reps.len() as u16;
+                reps.push(b as u8);
+            }
+            class_of[b] = index[c] as u8;
+        }
+        let k = reps.len();
+        let mut ids: FxMap<K, u32> = FxMap::default();
         let mut keys: Vec<K> = vec![start.clone()];
         ids.insert(start, 1);
-        // Raw table, 256 columns, row 0 is the dead state; state i has row i.
-        let mut raw: Vec<u32> = vec![0; 512];
+        // Raw table with `k` columns; row 0 is the dead state, state i has row i.
+        let mut raw: Vec<u32> = vec![0; 2 * k];
         let mut i = 0;
         while i < keys.len() {
             let key = keys[i].clone();
-            for b in 0..=255u8 {
-                if let Some(k2) = next(&key, b) {
+            for (c, &rep) in reps.iter().enumerate() {
+                if let Some(k2) = next(&key, rep) {
                     let id = match ids.get(&k2) {
                         Some(&id) => id,
                         None => {
@@ -69,11 +111,11 @@ impl Dfa {
                             let id = keys.len() as u32 + 1;
                             ids.insert(k2.clone(), id);
                             keys.push(k2);
-                            raw.extend(std::iter::repeat_n(0, 256));
+                            raw.extend(std::iter::repeat_n(0, k));
                             id
                         }
                     };
-                    raw[(i + 1) * 256 + b as usize] = id;
+                    raw[(i + 1) * k + c] = id;
                 }
             }
             i += 1;
@@ -82,19 +124,34 @@ impl Dfa {
         let acc: Vec<bool> = std::iter::once(false)
             .chain(keys.iter().map(&accept))
             .collect();
-        Ok(Self::from_raw(&raw, &acc, n, 1))
+        Ok(Self::from_raw(&raw, k, &class_of, &acc, n, 1))
     }
 
-    /// Prunes, renumbers and compresses a raw 256-column table.
-    fn from_raw(raw: &[u32], acc: &[bool], n: usize, start: u32) -> Dfa {
-        // Liveness: a state is live when it accepts or reaches a live state.
-        let mut rev: Vec<Vec<u32>> = vec![Vec::new(); n];
+    /// Prunes, renumbers and compresses a raw table of `k` columns (`class_of` maps bytes to
+    /// columns).
+    fn from_raw(
+        raw: &[u32],
+        k: usize,
+        class_of: &[u8; 256],
+        acc: &[bool],
+        n: usize,
+        start: u32,
+    ) -> Dfa {
+        // Liveness: a state is live when it accepts or reaches a live state (reverse edges in
+        // compressed rows).
+        let mut rev_count = vec![0u32; n + 1];
+        for &t in &raw[k..n * k] {
+            rev_count[t as usize + 1] += 1;
+        }
+        for x in 1..=n {
+            rev_count[x] += rev_count[x - 1];
+        }
+        let mut rev = vec![0u32; rev_count[n] as usize];
+        let mut fill = rev_count.clone();
         for s in 1..n {
-            for b in 0..256 {
-                let t = raw[s * 256 + b] as usize;
-                if t != 0 {
-                    rev[t].push(s as u32);
-                }
+            for &t in &raw[s * k..(s + 1) * k] {
+                rev[fill[t as usize] as usize] = s as u32;
+                fill[t as usize] += 1;
             }
         }
         let mut live = vec![false; n];
@@ -103,7 +160,7 @@ impl Dfa {
             live[s] = true;
         }
         while let Some(s) = stack.pop() {
-            for &p in &rev[s] {
+            for &p in &rev[rev_count[s] as usize..rev_count[s + 1] as usize] {
                 if !live[p as usize] {
                     live[p as usize] = true;
                     stack.push(p as usize);
@@ -119,8 +176,8 @@ impl Dfa {
             let mut i = 0;
             while i < order.len() {
                 let s = order[i];
-                for b in 0..256 {
-                    let t = raw[s * 256 + b] as usize;
+                for &t in &raw[s * k..(s + 1) * k] {
+                    let t = t as usize;
                     if t != 0 && live[t] && new_id[t] == u32::MAX {
                         new_id[t] = order.len() as u32 + 1;
                         order.push(t);
@@ -130,26 +187,29 @@ impl Dfa {
             }
         }
         let m = order.len() + 1;
-        let target = |s: usize, b: usize| -> u32 {
-            let t = raw[s * 256 + b] as usize;
+        let target = |s: usize, c: usize| -> u32 {
+            let t = raw[s * k + c] as usize;
             if t != 0 && live[t] {
                 new_id[t]
             } else {
                 DEAD
             }
         };
-        // Byte classes: bytes whose columns agree in every state share a class.
-        let mut classes = Box::new([0u8; 256]);
+        // Merge input classes whose columns agree after pruning.
+        let mut col_ids: FxMap<Vec<u32>, u8> = FxMap::default();
+        let mut merged = vec![0u8; k];
         let mut reps: Vec<usize> = Vec::new();
-        let mut col_ids: HashMap<Vec<u32>, u8> = HashMap::new();
-        for b in 0..256 {
-            let col: Vec<u32> = order.iter().map(|&s| target(s, b)).collect();
+        for (c, slot) in merged.iter_mut().enumerate() {
+            let col: Vec<u32> = order.iter().map(|&s| target(s, c)).collect();
             let next_id = col_ids.len() as u8;
-            let id = *col_ids.entry(col).or_insert_with(|| {
-                reps.push(b);
+            *slot = *col_ids.entry(col).or_insert_with(|| {
+                reps.push(c);
                 next_id
             });
-            classes[b] = id;
+        }
+        let mut classes = Box::new([0u8; 256]);
+        for b in 0..256 {
+            classes[b] = merged[class_of[b] as usize];
         }
         let stride = reps.len();
         let mut trans = vec![DEAD; m * stride];
@@ -158,11 +218,11 @@ impl Dfa {
         for (i, &s) in order.iter().enumerate() {
             let row = i + 1;
             accept[row] = acc[s];
-            for (c, &b) in reps.iter().enumerate() {
-                trans[row * stride + c] = target(s, b);
+            for (c, &r) in reps.iter().enumerate() {
+                trans[row * stride + c] = target(s, r);
             }
             for b in 0..256 {
-                if target(s, b) != DEAD {
+                if trans[row * stride + classes[b] as usize] != DEAD {
                     livebytes[row][b >> 6] |= 1 << (b & 63);
                 }
             }
@@ -197,6 +257,11 @@ impl Dfa {
             .map_err(|e| err(e.to_string()))?;
         let cfg = regex_automata::util::start::Config::new().anchored(Anchored::Yes);
         let start = dfa.start_state(&cfg).map_err(|e| err(e.to_string()))?;
+        let bc = dfa.byte_classes();
+        let mut classes = [0u8; 256];
+        for b in 0..=255u8 {
+            classes[b as usize] = bc.get(b);
+        }
         Dfa::explore(
             start,
             |&s, b| {
@@ -209,6 +274,32 @@ impl Dfa {
             },
             |&s| dfa.is_match_state(dfa.next_eoi_state(s)),
             pattern,
+            &classes,
+        )
+    }
+
+    /// Strings of `min` to `max` (None: any number of) Unicode scalar values.
+    pub(crate) fn char_count(min: usize, max: Option<usize>) -> Result<Dfa, Error> {
+        let one = Dfa::from_regex("(?s:.)")?;
+        let cap = max.unwrap_or(min);
+        Dfa::explore(
+            (0usize, one.start()),
+            |&(n, q), b| {
+                if q == one.start() && n >= cap && max.is_some() {
+                    return None;
+                }
+                let q2 = one.next(q, b);
+                if q2 == DEAD {
+                    None
+                } else if one.is_accept(q2) {
+                    Some(((n + 1).min(cap), one.start()))
+                } else {
+                    Some((n, q2))
+                }
+            },
+            |&(n, q)| q == one.start() && n >= min,
+            "string length",
+            &one.classes,
         )
     }
 
@@ -222,13 +313,14 @@ impl Dfa {
             |&i, b| (i < n && bytes[i] == b).then_some(i + 1),
             |&i| i == n,
             "literal",
+            &IDENTITY,
         )
         .unwrap_or_else(|_| Dfa::empty())
     }
 
     /// The automaton of the empty language.
     pub(crate) fn empty() -> Dfa {
-        Dfa::from_raw(&[0; 512], &[false, false], 2, 1)
+        Dfa::from_raw(&[0; 2], 1, &[0; 256], &[false, false], 2, 1)
     }
 
     /// Strings accepted by both.
@@ -241,6 +333,7 @@ impl Dfa {
             },
             |&(a, b)| self.is_accept(a) && other.is_accept(b),
             "intersection",
+            &refine(&self.classes, &other.classes),
         )
     }
 
@@ -254,6 +347,7 @@ impl Dfa {
             },
             |&(a, b)| self.is_accept(a) && !other.is_accept(b),
             "difference",
+            &refine(&self.classes, &other.classes),
         )
     }
 
@@ -267,13 +361,14 @@ impl Dfa {
             },
             |s| s.is_some_and(|s| self.is_accept(s)),
             "terminal",
+            &self.classes,
         )
     }
 
     /// The JSON string literals (with quotes) whose decoded content `self` accepts.
     ///
     /// Raw bytes pass through unchanged except `"`, `\` and control bytes, which must be escaped;
-    /// the escapes `\" \\ \/ \b \f \n \r \t` and `\u00XX` for ASCII code points are accepted.
+    /// the escapes `\" \\ \/ \b \f \n \r \t` and `\u00XX` for control characters (U+0000 to U+001F) are accepted.
     /// Other `\u` escapes are refused: a model can always write the character itself, and
     /// refusing them keeps the encoding exact without decoding surrogate pairs.
     pub(crate) fn json_string(&self) -> Result<Dfa, Error> {
@@ -318,9 +413,11 @@ impl Dfa {
                     b'u' => Some(S::U(q, 0)),
                     _ => None,
                 },
+                // Only control characters need `\u00XX`; allowing it for them alone keeps the
+                // automaton small (each content state needs its own escape states).
                 S::U(q, k) => match (k, b) {
                     (0 | 1, b'0') => Some(S::U(q, k + 1)),
-                    (2, b'0'..=b'7') => Some(S::UHi(q, b - b'0')),
+                    (2, b'0'..=b'1') => Some(S::UHi(q, b - b'0')),
                     _ => None,
                 },
                 S::UHi(q, hi) => hex(b).and_then(|lo| feed(q, hi * 16 + lo)),
@@ -328,6 +425,14 @@ impl Dfa {
             },
             |s| matches!(s, S::Closed),
             "JSON string",
+            // ASCII bytes all play a part in escapes; the others only go through `self`.
+            &refine(&self.classes, &{
+                let mut a = IDENTITY;
+                for x in a.iter_mut().skip(128) {
+                    *x = 128;
+                }
+                a
+            }),
         )
     }
 
@@ -415,13 +520,13 @@ mod tests {
         let content = Dfa::from_regex("(?s:.)*").unwrap();
         let s = content.json_string().unwrap();
         assert!(s.matches(br#""a\"b""#));
-        assert!(s.matches(br#""\u0041\n""#));
+        assert!(s.matches(br#""\u001f\n""#) && !s.matches(br#""\u0041""#));
         assert!(s.matches("\"é\"".as_bytes()));
         assert!(!s.matches(b"\"a\nb\""));
         assert!(!s.matches(br#""a"b""#));
         assert!(!s.matches(b"\"\xff\""));
         let only_quote = Dfa::from_regex("\"").unwrap().json_string().unwrap();
-        assert!(only_quote.matches(br#""\"""#) && only_quote.matches(br#""\u0022""#));
+        assert!(only_quote.matches(br#""\"""#) && !only_quote.matches(br#""\u0022""#));
         assert!(!only_quote.matches(br#""""#));
     }
 

@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{Arc, Mutex};
 
 use crate::dfa::{Dfa, DEAD};
 use crate::vocab::TokenVocab;
@@ -188,6 +189,7 @@ impl GrammarBuilder {
             start_pos,
             accept_pos,
             names,
+            cache: Mutex::new((0, HashMap::new())),
         })
     }
 }
@@ -211,9 +213,78 @@ pub struct Grammar {
     start_pos: u32,
     accept_pos: u32,
     names: Vec<String>,
+    /// Per (terminal, automaton state): the tokens that stay inside the terminal and the trie
+    /// nodes where it may end. Depends on the vocabulary, identified by its address.
+    cache: Mutex<TerminalCache>,
+}
+
+/// The vocabulary's address and the terminal masks computed for it.
+type TerminalCache = (usize, HashMap<(u32, u32), Arc<TerminalMask>>);
+
+/// What a terminal in one automaton state allows, independent of the parser around it.
+#[derive(Debug)]
+pub(crate) struct TerminalMask {
+    /// Tokens whose bytes the automaton reads without dying: always allowed by this item.
+    pub(crate) inside: Vec<u64>,
+    /// Trie nodes whose path the automaton accepts: the terminal may end there, and the rest of
+    /// the token must then be read by the parser.
+    pub(crate) exits: Vec<u32>,
+}
+
+impl TerminalMask {
+    /// Walks the token trie with `dfa` from state `start`.
+    pub(crate) fn compute(
+        vocab: &TokenVocab,
+        dfa: &Dfa,
+        start: u32,
+        with_exits: bool,
+    ) -> TerminalMask {
+        let mut inside = vocab.empty_mask();
+        let mut exits = Vec::new();
+        let trie = &vocab.trie;
+        let mut stack: Vec<(u32, u32)> = vec![(trie[0].end, start)];
+        let mut i = 1usize;
+        while i < trie.len() {
+            while stack.last().is_some_and(|&(e, _)| e as usize <= i) {
+                stack.pop();
+            }
+            let cur = stack.last().map_or(DEAD, |&(_, s)| s);
+            let node = trie[i];
+            let s2 = dfa.next(cur, node.byte);
+            if s2 != DEAD {
+                vocab.mark_node(i, &mut inside);
+                if with_exits && dfa.is_accept(s2) && node.end as usize > i + 1 {
+                    exits.push(i as u32);
+                }
+                stack.push((node.end, s2));
+                i += 1;
+            } else {
+                i = node.end as usize;
+            }
+        }
+        TerminalMask { inside, exits }
+    }
 }
 
 impl Grammar {
+    fn terminal_mask(&self, vocab: &TokenVocab, t: u32, state: u32) -> Arc<TerminalMask> {
+        let key = vocab as *const TokenVocab as usize;
+        // A poisoned lock only means another thread panicked mid-insert; the map is still valid.
+        let mut guard = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.0 != key {
+            guard.0 = key;
+            guard.1.clear();
+        }
+        Arc::clone(guard.1.entry((t, state)).or_insert_with(|| {
+            Arc::new(TerminalMask::compute(
+                vocab,
+                &self.terminals[t as usize],
+                state,
+                true,
+            ))
+        }))
+    }
+
     /// Number of flattened rule positions and terminals, for diagnostics.
     pub fn size(&self) -> (usize, usize) {
         (self.syms.len(), self.terminals.len())
@@ -433,14 +504,51 @@ impl Chart {
     }
 
     /// Adds to `mask` every token whose bytes can be read from the current state.
+    ///
+    /// Every byte is read by some in-flight terminal, so the mask is the union over the top
+    /// set's in-flight items of: the tokens that stay inside that terminal (cached per terminal
+    /// and state), and, for each trie node where the terminal may end, the tokens below it that
+    /// the parser accepts after the terminal. Earley sets are unions of independent items, so
+    /// the parts can be computed one item at a time.
     pub(crate) fn fill_mask(&mut self, g: &Grammar, vocab: &TokenVocab, mask: &mut [u64]) {
+        let k = self.depth() - 1;
+        let (s, e) = (
+            self.infl_starts[k] as usize,
+            self.infl_starts[k + 1] as usize,
+        );
+        for i in s..e {
+            let (pos, origin, st) = self.infl[i];
+            let GSym::T(t) = g.syms[pos as usize] else {
+                continue;
+            };
+            let tm = g.terminal_mask(vocab, t, st);
+            for (m, w) in mask.iter_mut().zip(&tm.inside) {
+                *m |= w;
+            }
+            if tm.exits.is_empty() {
+                continue;
+            }
+            // The set after the terminal ends. Positions inside the terminal are never an
+            // origin of anything, so this set can sit directly above the current one.
+            self.seen.clear();
+            self.add_item(pos + 1, origin);
+            self.close(g, k as u32 + 1);
+            for &p in &tm.exits {
+                self.walk_subtrie(g, vocab, p as usize, mask);
+            }
+            self.pop();
+        }
+    }
+
+    /// Adds the tokens below trie node `p` (not `p` itself) whose remaining bytes can be read
+    /// from the top set.
+    fn walk_subtrie(&mut self, g: &Grammar, vocab: &TokenVocab, p: usize, mask: &mut [u64]) {
         let base = self.depth();
         let trie = &vocab.trie;
-        // Stack of subtree ends of the nodes whose bytes are pushed.
-        let mut ends: Vec<u32> = Vec::with_capacity(64);
-        let mut i = 1usize;
-        let n = trie.len();
-        while i < n {
+        let mut ends: Vec<u32> = Vec::new();
+        let end = trie[p].end as usize;
+        let mut i = p + 1;
+        while i < end {
             while let Some(&e) = ends.last() {
                 if e as usize <= i {
                     ends.pop();

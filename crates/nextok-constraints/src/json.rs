@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::constraint::GrammarConstraint;
-use crate::dfa::Dfa;
+use crate::dfa::{Dfa, IDENTITY};
 use crate::grammar::{Grammar, GrammarBuilder, Sym};
 use crate::vocab::TokenVocab;
 use crate::Error;
@@ -694,12 +694,17 @@ impl<'a> Compiler<'a> {
             members.push(self.b.alts(&format!("{path} member {name}"), vec![r]));
         }
         // Additional members: keys outside `names`, split by which patterns they match.
-        let mut others = Dfa::from_regex("(?s:.)*")?;
-        for name in &names {
-            others = others.minus(&Dfa::literal(name.as_bytes()))?;
-        }
         let mut add_alts = Vec::new();
-        for subset in 0u32..(1 << pat_dfas.len()) {
+        let closed = additional == Value::Bool(false) && pat_dfas.is_empty();
+        let subsets = if closed { 0 } else { 1u32 << pat_dfas.len() };
+        let mut others = Dfa::empty();
+        if !closed {
+            others = Dfa::from_regex("(?s:.)*")?;
+            for name in &names {
+                others = others.minus(&Dfa::literal(name.as_bytes()))?;
+            }
+        }
+        for subset in 0..subsets {
             let mut keys = others.clone();
             let mut schemas = Vec::new();
             for (i, (d, v)) in pat_dfas.iter().zip(pats.values()).enumerate() {
@@ -1174,9 +1179,37 @@ fn merge(a: &Value, b: &Value, path: &str) -> Result<Value, Error> {
 }
 
 /// Translates an ECMA-262 pattern to regex-automata syntax for an unanchored search over the
-/// whole string (JSON Schema patterns are not anchored).
+/// whole string (JSON Schema patterns are not anchored). A pattern anchored at both ends with no
+/// top-level alternation is compiled as it stands, which gives a much smaller automaton.
 fn search_regex(pattern: &str) -> String {
-    format!("(?s:.)*(?:{})(?s:.)*", ecma_to_rust(pattern))
+    let p = ecma_to_rust(pattern);
+    if let Some(inner) = p.strip_prefix('^').and_then(|r| r.strip_suffix('$')) {
+        if !inner.ends_with('\\') && !has_top_level_bar(inner) {
+            return format!("(?:{inner})");
+        }
+    }
+    format!("(?s:.)*(?:{p})(?s:.)*")
+}
+
+/// Whether `p` has a `|` outside groups and classes.
+fn has_top_level_bar(p: &str) -> bool {
+    let (mut depth, mut in_class, mut esc) = (0i32, false, false);
+    for c in p.chars() {
+        if esc {
+            esc = false;
+            continue;
+        }
+        match c {
+            '\\' => esc = true,
+            '[' if !in_class => in_class = true,
+            ']' if in_class => in_class = false,
+            '(' if !in_class => depth += 1,
+            ')' if !in_class => depth -= 1,
+            '|' if !in_class && depth == 0 => return true,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// ECMA `\d`, `\w` and their negations are ASCII-only, unlike Rust's Unicode classes.
@@ -1237,12 +1270,7 @@ fn string_content(m: &Map<String, Value>, path: &str) -> Result<Dfa, Error> {
     if min > 10_000 || max.is_some_and(|x| x > 10_000) {
         return Err(unsupported("minLength/maxLength above 10000", path));
     }
-    let len = match max {
-        Some(x) => format!("(?s:.){{{min},{x}}}"),
-        None if min == 0 => "(?s:.)*".to_string(),
-        None => format!("(?s:.){{{min},}}"),
-    };
-    let mut d = Dfa::from_regex(&len)?;
+    let mut d = Dfa::char_count(min, max)?;
     let mut patterns: Vec<&str> = Vec::new();
     if let Some(p) = m.get("pattern") {
         patterns.push(
@@ -1624,6 +1652,7 @@ fn multiple_dfa(p: u64) -> Result<Dfa, Error> {
         },
         |s| matches!(s, S::Zero | S::Digits(0) | S::Frac(0)),
         "multipleOf",
+        &IDENTITY,
     )
 }
 

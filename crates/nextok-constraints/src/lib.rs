@@ -68,6 +68,6 @@ pub use grammar::Grammar;
 pub use json::{compile_json_schema, from_json_schema, json_any, JsonOptions};
 pub use vocab::{decode_gpt2_byte_level, TokenVocab};
 mod conformance;
-pub use conformance::{time_it, ConformanceReport, ConformanceRun, Percentiles, SchemaOutcome};
+pub use conformance::{ConformanceReport, ConformanceRun, Percentiles, SchemaOutcome};
 mod gbnf;
 pub use gbnf::{compile_gbnf, compile_lark, from_gbnf, from_lark};

@@ -1,0 +1,260 @@
+//! Benchmarks of constrained decoding: mask time per token on SmolLM2's 49,152-token vocabulary
+//! and on a synthetic 128k vocabulary, for a JSON Schema with nested objects, arrays, enums and
+//! patterns, and compile time to the first mask.
+//!
+//! Run with `cargo bench -p nextok-benches --bench constraints` (needs the default model for its
+//! vocabulary: `cargo xtask fetch-model`). Besides criterion's timings it prints per-mask
+//! percentiles, split into positions inside JSON strings and between them (keys, punctuation,
+//! numbers), for a cold first pass (caches empty) and warm passes.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use nextok_constraints::{
+    compile_json_schema, decode_gpt2_byte_level, Constraint, GrammarConstraint, JsonOptions,
+    Percentiles, TokenVocab,
+};
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+
+fn model_path() -> PathBuf {
+    if let Ok(p) = std::env::var("NEXTOK_MODEL") {
+        return PathBuf::from(p);
+    }
+    let home = std::env::var("HOME").unwrap_or_default();
+    PathBuf::from(home).join(".cache/nextok/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+}
+
+/// SmolLM2's vocabulary as exact bytes (control tokens other than the end tokens get none).
+fn smollm2_tokens() -> Vec<Vec<u8>> {
+    let path = model_path();
+    let file = nextok_gguf::GgufFile::open(&path).unwrap_or_else(|e| {
+        panic!(
+            "cannot open {} ({e}): run `cargo xtask fetch-model`",
+            path.display()
+        )
+    });
+    let md = file.metadata();
+    let tokens = md.get_str_array("tokenizer.ggml.tokens").expect("tokens");
+    let types = md.get_i32_array("tokenizer.ggml.token_type").ok();
+    tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            if types.is_some_and(|ty| ty.get(i) == Some(&3)) {
+                Vec::new()
+            } else {
+                decode_gpt2_byte_level(t).unwrap_or_default()
+            }
+        })
+        .collect()
+}
+
+/// SmolLM2's vocabulary grown to 128,256 tokens with concatenations of two random tokens, so the
+/// trie has the shape of a larger real vocabulary.
+fn synthetic_128k(base: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut rng = ChaCha8Rng::seed_from_u64(128);
+    let mut v = base.to_vec();
+    let nonempty: Vec<&Vec<u8>> = base.iter().filter(|t| !t.is_empty()).collect();
+    while v.len() < 128_256 {
+        let a = nonempty[rng.next_u32() as usize % nonempty.len()];
+        let b = nonempty[rng.next_u32() as usize % nonempty.len()];
+        v.push([a.as_slice(), b.as_slice()].concat());
+    }
+    v
+}
+
+const SCHEMA: &str = r#"{
+  "type": "object",
+  "properties": {
+    "id": {"type": "string", "pattern": "^[a-z]{3}-[0-9]{4}$"},
+    "name": {"type": "string", "maxLength": 60},
+    "status": {"enum": ["active", "inactive", "pending"]},
+    "score": {"type": "number", "minimum": 0, "maximum": 100},
+    "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
+    "owner": {
+      "type": "object",
+      "properties": {"email": {"type": "string", "format": "email"}, "age": {"type": "integer", "minimum": 0}},
+      "required": ["email"],
+      "additionalProperties": false
+    },
+    "items": {
+      "type": "array",
+      "items": {
+        "type": "object",
+        "properties": {"sku": {"type": "string", "pattern": "^[A-Z]{2}[0-9]+$"}, "qty": {"type": "integer", "minimum": 1}},
+        "required": ["sku", "qty"],
+        "additionalProperties": false
+      }
+    }
+  },
+  "required": ["id", "name", "status", "items"],
+  "additionalProperties": false
+}"#;
+
+const DOCUMENT: &str = r#"{"id":"abc-1234","name":"Widget order for the spring catalogue, second batch","status":"pending","score":87.5,"tags":["red","blue","sale"],"owner":{"email":"jane.doe@example.com","age":42},"items":[{"sku":"AB123","qty":2},{"sku":"CD9","qty":10}]}"#;
+
+/// Whether each token of the document starts inside a JSON string.
+fn in_string_flags(vocab: &TokenVocab, tokens: &[u32]) -> Vec<bool> {
+    let (mut inside, mut escaped) = (false, false);
+    let mut flags = Vec::new();
+    for &t in tokens {
+        flags.push(inside);
+        for &b in vocab.token_bytes(t).unwrap_or_default() {
+            if escaped {
+                escaped = false;
+            } else if inside && b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                inside = !inside;
+            }
+        }
+    }
+    flags
+}
+
+/// Walks the document, timing every mask; returns (in-string, between) microseconds.
+fn walk(
+    grammar: &Arc<nextok_constraints::Grammar>,
+    vocab: &Arc<TokenVocab>,
+    tokens: &[u32],
+    flags: &[bool],
+) -> (Vec<f64>, Vec<f64>) {
+    let mut c = GrammarConstraint::new(Arc::clone(grammar), vocab);
+    let mut mask = vocab.empty_mask();
+    let (mut ins, mut between) = (Vec::new(), Vec::new());
+    for (i, &t) in tokens.iter().enumerate() {
+        let t0 = Instant::now();
+        c.fill_mask(&mut mask).expect("mask");
+        let us = t0.elapsed().as_secs_f64() * 1e6;
+        if flags[i] {
+            ins.push(us)
+        } else {
+            between.push(us)
+        }
+        assert!(
+            mask[t as usize / 64] >> (t % 64) & 1 == 1,
+            "document token {i} not allowed"
+        );
+        c.advance(t).expect("advance");
+    }
+    assert!(c.is_complete());
+    (ins, between)
+}
+
+fn fmt(p: Percentiles) -> String {
+    format!(
+        "median {:.2} us, p99 {:.1} us, max {:.1} us",
+        p.median, p.p99, p.max
+    )
+}
+
+fn report(name: &str, vocab: &Arc<TokenVocab>) {
+    let schema: serde_json::Value = serde_json::from_str(SCHEMA).expect("schema");
+    let tokens = vocab
+        .greedy_tokenize(DOCUMENT.as_bytes())
+        .expect("tokenizable");
+    let flags = in_string_flags(vocab, &tokens);
+    let t0 = Instant::now();
+    let grammar = compile_json_schema(&schema, &JsonOptions::default()).expect("compile");
+    let compile = t0.elapsed();
+    let (mut ci, mut cb) = walk(&grammar, vocab, &tokens, &flags);
+    let mut all_cold: Vec<f64> = ci.iter().chain(&cb).copied().collect();
+    let (mut wi, mut wb) = (Vec::new(), Vec::new());
+    for _ in 0..50 {
+        let (a, b) = walk(&grammar, vocab, &tokens, &flags);
+        wi.extend(a);
+        wb.extend(b);
+    }
+    let mut all_warm: Vec<f64> = wi.iter().chain(&wb).copied().collect();
+    println!(
+        "[{name}] {} tokens, compile {:.2} ms",
+        tokens.len(),
+        compile.as_secs_f64() * 1e3
+    );
+    println!(
+        "[{name}] cold pass, all:        {}",
+        fmt(Percentiles::of(&mut all_cold))
+    );
+    println!(
+        "[{name}] cold pass, in strings: {}",
+        fmt(Percentiles::of(&mut ci))
+    );
+    println!(
+        "[{name}] cold pass, between:    {}",
+        fmt(Percentiles::of(&mut cb))
+    );
+    println!(
+        "[{name}] warm passes, all:        {}",
+        fmt(Percentiles::of(&mut all_warm))
+    );
+    println!(
+        "[{name}] warm passes, in strings: {}",
+        fmt(Percentiles::of(&mut wi))
+    );
+    println!(
+        "[{name}] warm passes, between:    {}",
+        fmt(Percentiles::of(&mut wb))
+    );
+    let mut compiles = Vec::new();
+    for _ in 0..30 {
+        let t0 = Instant::now();
+        let g = compile_json_schema(&schema, &JsonOptions::default()).expect("compile");
+        let mut c = GrammarConstraint::new(g, vocab);
+        let mut mask = vocab.empty_mask();
+        c.fill_mask(&mut mask).expect("mask");
+        compiles.push(t0.elapsed().as_secs_f64() * 1e3);
+    }
+    let p = Percentiles::of(&mut compiles);
+    println!(
+        "[{name}] compile to first mask: median {:.2} ms, p99 {:.2} ms",
+        p.median, p.p99
+    );
+}
+
+fn bench(c: &mut Criterion) {
+    let base = smollm2_tokens();
+    let v49 = Arc::new(TokenVocab::new(base.clone(), &[0, 2, 4]).expect("vocab"));
+    let v128 = Arc::new(TokenVocab::new(synthetic_128k(&base), &[0, 2, 4]).expect("vocab"));
+    report("49k", &v49);
+    report("128k", &v128);
+    let schema: serde_json::Value = serde_json::from_str(SCHEMA).expect("schema");
+    let mut group = c.benchmark_group("constraints");
+    group
+        .measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_secs(1))
+        .sample_size(20);
+    for (name, vocab) in [("49k", &v49), ("128k", &v128)] {
+        let grammar = compile_json_schema(&schema, &JsonOptions::default()).expect("compile");
+        let tokens = vocab
+            .greedy_tokenize(DOCUMENT.as_bytes())
+            .expect("tokenizable");
+        let flags = in_string_flags(vocab, &tokens);
+        group.throughput(Throughput::Elements(tokens.len() as u64));
+        group.bench_with_input(
+            BenchmarkId::new("json_schema_walk_per_token", name),
+            &(),
+            |b, _| b.iter(|| walk(&grammar, vocab, &tokens, &flags)),
+        );
+        group.throughput(Throughput::Elements(1));
+        group.bench_with_input(
+            BenchmarkId::new("compile_to_first_mask", name),
+            &(),
+            |b, _| {
+                b.iter(|| {
+                    let g = compile_json_schema(&schema, &JsonOptions::default()).expect("compile");
+                    let mut c = GrammarConstraint::new(g, vocab);
+                    let mut mask = vocab.empty_mask();
+                    c.fill_mask(&mut mask).expect("mask");
+                    mask
+                })
+            },
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
