@@ -277,6 +277,32 @@ impl Engine {
         Ok(out.pop().unwrap_or_default())
     }
 
+    /// Runs one new token for each of several caches in one batched pass (the weights are read
+    /// once for all of them) and returns each one's last-position logits, in order.
+    pub fn forward_batch(
+        &self,
+        caches: &mut [KvCache],
+        tokens: &[u32],
+    ) -> Result<Vec<Vec<f32>>, Error> {
+        let context = self.context_window();
+        if let Some(c) = caches.iter().find(|c| c.len() + 1 > context) {
+            return Err(Error::ContextWindowExceeded {
+                tokens: c.len() + 1,
+                context_window: context,
+            });
+        }
+        let mut batch: Vec<Sequence<'_>> = caches
+            .iter_mut()
+            .zip(tokens.chunks(1))
+            .map(|(cache, token)| Sequence {
+                cache,
+                tokens: token,
+                logits: Logits::Last,
+            })
+            .collect();
+        Ok(self.model.forward(&self.backend, &mut batch)?)
+    }
+
     /// The logits of a prompt in one prefill: the last position's, or every position's row after
     /// row.
     pub fn logits(&self, ids: &[u32], all_positions: bool) -> Result<Vec<f32>, Error> {

@@ -554,31 +554,36 @@ impl<'e> Generation<'e> {
         let mut token_logprob: HashMap<Vec<u32>, f32> = HashMap::new();
         let mut first_token: Option<Instant> = None;
         let hypotheses = beam_search(&config, |prefixes: &[&[u32]]| {
-            let mut next: HashMap<Vec<u32>, (KvCache, Vec<f32>)> = HashMap::new();
-            let mut rows = Vec::with_capacity(prefixes.len());
+            if prefixes.iter().all(|p| p.is_empty()) {
+                let row = states.get(&[][..]).map(|s| s.1.clone()).unwrap_or_default();
+                return Ok(vec![row; prefixes.len()]);
+            }
+            // Every beam is its parent's cache, forked, plus its last token; all of them run in
+            // one batched pass.
+            let mut caches = Vec::with_capacity(prefixes.len());
+            let mut last_tokens = Vec::with_capacity(prefixes.len());
             for &p in prefixes {
-                let Some((&last, parent)) = p.split_last() else {
-                    let row = states.get(p).map(|s| s.1.clone()).unwrap_or_default();
-                    rows.push(row);
-                    continue;
-                };
-                let Some((parent_cache, parent_row)) = states.get(parent) else {
+                let parent = states.get(&p[..p.len().saturating_sub(1)]);
+                let (Some(&last), Some((parent_cache, parent_row))) = (p.last(), parent) else {
                     return Err(Error::InvalidOption {
                         option: "beams",
                         expected: "each beam to extend a beam of the previous step",
                     });
                 };
                 token_logprob.insert(p.to_vec(), parent_row[last as usize]);
-                first_token.get_or_insert_with(Instant::now);
-                let mut cache = parent_cache.fork();
-                let logits = engine.forward(&mut cache, &[last], Logits::Last)?;
+                caches.push(parent_cache.fork());
+                last_tokens.push(last);
+            }
+            first_token.get_or_insert_with(Instant::now);
+            let logits = engine.forward_batch(&mut caches, &last_tokens)?;
+            let mut next: HashMap<Vec<u32>, (KvCache, Vec<f32>)> = HashMap::new();
+            let mut rows = Vec::with_capacity(prefixes.len());
+            for ((&p, cache), logits) in prefixes.iter().zip(caches).zip(logits) {
                 let row = log_softmax(&logits)?;
                 rows.push(row.clone());
                 next.insert(p.to_vec(), (cache, row));
             }
-            if prefixes.iter().any(|p| !p.is_empty()) {
-                states = next;
-            }
+            states = next;
             Ok::<_, Error>(rows)
         })?;
         let last_token = Some(Instant::now());
