@@ -62,19 +62,32 @@ pub trait Backend: Send + Sync {
         out: &mut [f32],
     ) -> Result<(), Error>;
 
-    /// Causal self-attention of one sequence in one layer: query rows `q` (one per position of
-    /// `positions`, `heads × head_dim` numbers each) against the keys and values the cache holds
-    /// for positions `0..=p`, written to `out` in the same layout as `q`. Keys and values of
-    /// `positions` must already be in the cache.
+    /// Attention of one sequence in one layer: query rows `q` (`heads × head_dim` numbers each)
+    /// against the keys and values `cache` holds, as `mask` allows, written to `out` in the same
+    /// layout as `q`. The keys and values a row sees must already be in the cache.
     fn attention(
         &self,
         q: &[f32],
         cache: &KvCache,
         layer: usize,
-        positions: Range<usize>,
+        mask: Mask,
         heads: usize,
         out: &mut [f32],
     ) -> Result<(), Error>;
+}
+
+/// Which cached positions each query row of an attention call sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mask {
+    /// Self-attention with the causal mask: query row `i` is position `first + i` and sees
+    /// positions `0..=first + i`.
+    Causal {
+        /// The position of the first query row.
+        first: usize,
+    },
+    /// Every row sees every position of the cache: an encoder's self-attention, and
+    /// cross-attention to an encoder's output.
+    Full,
 }
 
 /// The CPU backend: plain Rust kernels, with the output rows split over `threads` scoped threads.
@@ -247,7 +260,7 @@ impl Backend for CpuBackend {
         q: &[f32],
         cache: &KvCache,
         layer: usize,
-        positions: Range<usize>,
+        mask: Mask,
         heads: usize,
         out: &mut [f32],
     ) -> Result<(), Error> {
@@ -255,7 +268,7 @@ impl Backend for CpuBackend {
         let hd = config.head_dim;
         let group = heads / config.kv_heads;
         let scale = 1.0 / (hd as f32).sqrt();
-        let n_rows = positions.len();
+        let n_rows = q.len() / (heads * hd).max(1);
         // Work items are (row, head) pairs, each computed whole by one thread.
         let parts = self.split(n_rows * heads, 8, |items| {
             let mut local = vec![0.0f32; items.len() * hd];
@@ -263,12 +276,16 @@ impl Backend for CpuBackend {
             let mut tmp = vec![0.0f32; hd];
             for (slot, item) in items.enumerate() {
                 let (i, h) = (item / heads, item % heads);
-                let pos = positions.start + i;
+                // The last position this row sees.
+                let last = match mask {
+                    Mask::Causal { first } => first + i,
+                    Mask::Full => cache.len().saturating_sub(1),
+                };
                 let g = h / group;
                 let cols = g * hd..(g + 1) * hd;
                 let qh = &q[(i * heads + h) * hd..(i * heads + h + 1) * hd];
                 scores.clear();
-                for j in 0..=pos {
+                for j in 0..=last {
                     let k = cache.key(layer, j)?;
                     let s = match k.as_f32() {
                         Some(row) => dot(qh, &row[cols.clone()]),

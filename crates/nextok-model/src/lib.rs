@@ -12,6 +12,10 @@
 //!   ([`LlamaModel::new_cache`]). One [`LlamaModel::forward`] call takes new tokens for one or
 //!   more sequences ([`Sequence`]), appends their keys and values to the caches, and returns the
 //!   logits asked for ([`Logits::Last`] to generate, [`Logits::All`] to score).
+//! - [`EncoderDecoder`] is the specification's encoder–decoder base model (6 + 6 layers,
+//!   d_model 512, 8 heads, feed-forward 2048) with seeded random weights: the encoder runs once,
+//!   the cross-attention keys and values are computed once ([`EncoderDecoder::encode`]) and
+//!   reused at every decoder step ([`EncoderDecoder::decode`]).
 //! - Arithmetic runs on a [`Backend`]: [`CpuBackend`] here, with any number of threads.
 //!
 //! # Exactness
@@ -42,12 +46,14 @@
 
 mod backend;
 mod config;
+mod encdec;
 mod error;
 mod llama;
 mod safetensors;
 pub mod testing;
 
-pub use backend::{dot, Backend, CpuBackend, QMatrix};
+pub use backend::{dot, Backend, CpuBackend, Mask, QMatrix};
 pub use config::{LlamaConfig, RopeOrdering};
+pub use encdec::{CrossAttention, DecoderSequence, EncDecConfig, EncoderDecoder};
 pub use error::Error;
 pub use llama::{LlamaModel, LoadOptions, Logits, Sequence};

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use nextok_gguf::{dequant, GgufFile};
 use nextok_kv_cache::{CacheConfig, KvCache, KvType};
 
-use crate::backend::{Backend, QMatrix};
+use crate::backend::{Backend, Mask, QMatrix};
 use crate::config::{LlamaConfig, RopeOrdering};
 use crate::Error;
 
@@ -465,7 +465,9 @@ impl LlamaModel {
                     &q[rows.start * d..rows.end * d],
                     seq.cache,
                     li,
-                    ranges[s].clone(),
+                    Mask::Causal {
+                        first: ranges[s].start,
+                    },
                     c.heads,
                     &mut attn[rows.start * d..rows.end * d],
                 )?;
