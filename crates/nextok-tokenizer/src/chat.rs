@@ -127,6 +127,47 @@ impl ChatTemplate {
         )
     }
 
+    /// The template of a Hugging Face `tokenizer_config.json`: its `chat_template` (a string,
+    /// or a list of named templates, of which `default` is taken), named `chat_template`, with
+    /// its `bos_token` and `eos_token`.
+    pub fn from_tokenizer_config(json: &[u8]) -> Result<Self, Error> {
+        let text = std::str::from_utf8(json).map_err(|e| Error::InvalidUtf8 {
+            offset: e.valid_up_to(),
+        })?;
+        let config: Json = serde_json::from_str(text).map_err(|e| Error::TokenizerJson {
+            message: format!("tokenizer_config.json: {e}"),
+        })?;
+        let missing = || Error::TokenizerJson {
+            message: "tokenizer_config.json has no chat_template".to_owned(),
+        };
+        let source = match config.get("chat_template").ok_or_else(missing)? {
+            Json::String(s) => s.clone(),
+            Json::Array(list) => list
+                .iter()
+                .find(|t| t.get("name").and_then(Json::as_str) == Some("default"))
+                .and_then(|t| t.get("template"))
+                .and_then(Json::as_str)
+                .ok_or_else(missing)?
+                .to_owned(),
+            _ => return Err(missing()),
+        };
+        let token = |key: &str| match config.get(key) {
+            Some(Json::String(s)) => s.clone(),
+            Some(Json::Object(o)) => o
+                .get("content")
+                .and_then(Json::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            _ => String::new(),
+        };
+        Self::new(
+            "chat_template",
+            source,
+            token("bos_token"),
+            token("eos_token"),
+        )
+    }
+
     /// A built-in template: `chatml`, `llama3`, `llama2` or `mistral`, with that family's BOS
     /// and EOS texts.
     pub fn builtin(name: &str) -> Result<Self, Error> {

@@ -623,3 +623,24 @@ fn template_environment_is_transformers() {
     let t = ChatTemplate::new("t", "{{ none }} {{ false }}", "", "").unwrap();
     assert_eq!(t.render(&[], false).unwrap(), "None False");
 }
+
+#[test]
+fn template_from_tokenizer_config() {
+    let config = br#"{"bos_token": {"content": "<s>"}, "eos_token": "</s>",
+        "chat_template": [{"name": "tool_use", "template": "x"},
+                          {"name": "default", "template": "{{ bos_token }}{{ messages[0]['content'] }}{{ eos_token }}"}]}"#;
+    let t = ChatTemplate::from_tokenizer_config(config).unwrap();
+    assert_eq!(
+        t.render(&[nextok_tokenizer::Message::user("hi")], false)
+            .unwrap(),
+        "<s>hi</s>"
+    );
+    assert!(matches!(
+        ChatTemplate::from_tokenizer_config(b"{}"),
+        Err(Error::TokenizerJson { .. })
+    ));
+    assert_eq!(
+        ChatTemplate::from_tokenizer_config(b"\xff").unwrap_err(),
+        Error::InvalidUtf8 { offset: 0 }
+    );
+}
