@@ -180,6 +180,7 @@ impl GrammarBuilder {
             }
         }
         let terminal_starts = terminals.iter().map(|d| d.start()).collect();
+        let terminals = terminals.into_iter().map(Arc::new).collect();
         Ok(Grammar {
             syms,
             nt_rules,
@@ -208,18 +209,19 @@ pub struct Grammar {
     syms: Vec<GSym>,
     nt_rules: Vec<Vec<u32>>,
     nullable: Vec<bool>,
-    terminals: Vec<Dfa>,
+    terminals: Vec<Arc<Dfa>>,
     terminal_starts: Vec<u32>,
     start_pos: u32,
     accept_pos: u32,
     names: Vec<String>,
-    /// Per (terminal, automaton state): the tokens that stay inside the terminal and the trie
-    /// nodes where it may end. Depends on the vocabulary, identified by its address.
+    /// Per terminal, its number in the vocabulary's shared mask cache (the vocabulary is
+    /// identified by its serial number).
     cache: Mutex<TerminalCache>,
 }
 
-/// The vocabulary's address and the terminal masks computed for it.
-type TerminalCache = (usize, HashMap<(u32, u32), Arc<TerminalMask>>);
+/// The vocabulary's serial number and, per terminal, its automaton's number in that vocabulary's
+/// shared mask cache.
+type TerminalCache = (u64, HashMap<u32, u32>);
 
 /// What a terminal in one automaton state allows, independent of the parser around it.
 #[derive(Debug)]
@@ -268,21 +270,24 @@ impl TerminalMask {
 
 impl Grammar {
     fn terminal_mask(&self, vocab: &TokenVocab, t: u32, state: u32) -> Arc<TerminalMask> {
-        let key = vocab as *const TokenVocab as usize;
-        // A poisoned lock only means another thread panicked mid-insert; the map is still valid.
-        let mut guard = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        if guard.0 != key {
-            guard.0 = key;
-            guard.1.clear();
-        }
-        Arc::clone(guard.1.entry((t, state)).or_insert_with(|| {
-            Arc::new(TerminalMask::compute(
-                vocab,
-                &self.terminals[t as usize],
-                state,
-                true,
-            ))
-        }))
+        let key = vocab.serial();
+        let id = {
+            // A poisoned lock only means another thread panicked mid-insert; the map is valid.
+            let mut guard = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            if guard.0 != key {
+                guard.0 = key;
+                guard.1.clear();
+            }
+            match guard.1.get(&t) {
+                Some(&id) => id,
+                None => {
+                    let id = vocab.dfa_id(&self.terminals[t as usize]);
+                    guard.1.insert(t, id);
+                    id
+                }
+            }
+        };
+        vocab.terminal_mask(id, &self.terminals[t as usize], state)
     }
 
     /// Number of flattened rule positions and terminals, for diagnostics.

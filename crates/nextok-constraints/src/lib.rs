@@ -71,3 +71,8 @@ mod conformance;
 pub use conformance::{ConformanceReport, ConformanceRun, Percentiles, SchemaOutcome};
 mod gbnf;
 pub use gbnf::{compile_gbnf, compile_lark, from_gbnf, from_lark};
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

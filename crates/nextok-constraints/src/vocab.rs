@@ -1,7 +1,26 @@
 //! The vocabulary as the constraints see it: the exact bytes of every token, preprocessed once
 //! into a token trie.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::dfa::Dfa;
+use crate::grammar::TerminalMask;
 use crate::Error;
+
+/// Terminal masks shared by every grammar built on one vocabulary: automata get a number the
+/// first time a grammar uses them, and masks are kept per (number, state).
+#[derive(Debug, Default)]
+pub(crate) struct SharedMasks {
+    ids: HashMap<Arc<Dfa>, u32>,
+    masks: HashMap<(u32, u32), Arc<TerminalMask>>,
+    /// Words of mask memory held, to bound the cache.
+    words: usize,
+}
+
+/// Most mask memory the shared cache keeps (in u64 words: 32 MiB); past it, it starts afresh.
+const SHARED_WORDS: usize = 4 << 20;
 
 /// One node of the token trie, stored in depth-first preorder.
 #[derive(Clone, Copy, Debug)]
@@ -27,7 +46,12 @@ pub struct TokenVocab {
     /// Preorder trie; node 0 is the root (no byte).
     pub(crate) trie: Vec<TrieNode>,
     pub(crate) trie_tokens: Vec<u32>,
+    shared: Arc<Mutex<SharedMasks>>,
+    /// Identifies this vocabulary (and its clones, which share the cache) to grammars.
+    serial: u64,
 }
+
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 
 impl TokenVocab {
     /// Builds the vocabulary from each token's exact bytes and the end-of-generation token ids.
@@ -94,6 +118,8 @@ impl TokenVocab {
             eos,
             trie,
             trie_tokens,
+            shared: Arc::default(),
+            serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
         })
     }
 
@@ -165,6 +191,42 @@ impl TokenVocab {
             pos = next;
         }
         Some(out)
+    }
+
+    /// A number identifying this vocabulary's shared mask cache.
+    pub(crate) fn serial(&self) -> u64 {
+        self.serial
+    }
+
+    /// The number of automaton `dfa` in this vocabulary's shared mask cache.
+    pub(crate) fn dfa_id(&self, dfa: &Arc<Dfa>) -> u32 {
+        let mut g = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        let n = g.ids.len() as u32;
+        *g.ids.entry(Arc::clone(dfa)).or_insert(n)
+    }
+
+    /// The mask of automaton number `id` (which is `dfa`) in `state`, computed once.
+    pub(crate) fn terminal_mask(&self, id: u32, dfa: &Dfa, state: u32) -> Arc<TerminalMask> {
+        // A poisoned lock only means another thread panicked mid-insert; the maps stay valid.
+        if let Some(m) = self
+            .shared
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .masks
+            .get(&(id, state))
+        {
+            return Arc::clone(m);
+        }
+        // Computed outside the lock so that other threads are not held up; a race computes the
+        // same mask twice, harmlessly.
+        let m = Arc::new(TerminalMask::compute(self, dfa, state, true));
+        let mut g = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        g.words += m.inside.len() + m.exits.len() / 2;
+        if g.words > SHARED_WORDS {
+            g.masks.clear();
+            g.words = 0;
+        }
+        Arc::clone(g.masks.entry((id, state)).or_insert(m))
     }
 
     /// Sets the bits of all tokens ending at trie node `n`.
