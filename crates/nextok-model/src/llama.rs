@@ -100,6 +100,8 @@ pub struct LlamaModel {
     tied_output: bool,
     /// (d_model)
     output_norm: Vec<f32>,
+    /// (rope_dims / 2) divisors of the rotation frequencies, if the checkpoint has them
+    rope_freqs: Option<Vec<f32>>,
     layers: Vec<Layer>,
     positions: AtomicU64,
 }
@@ -250,6 +252,8 @@ impl LlamaModel {
             (token_embd.clone(), true)
         };
         let output_norm = vector(table, bytes, "output_norm.weight", d)?;
+        // Llama 3.1-style per-frequency divisors of the rotation angles, when the file has them.
+        let rope_freqs = optional_vector(table, bytes, "rope_freqs.weight", c.rope_dims / 2)?;
         // No capacity from the file's own count: a huge `block_count` must fail at the first
         // missing tensor, not in the allocator.
         let mut layers = Vec::new();
@@ -278,6 +282,7 @@ impl LlamaModel {
             output,
             tied_output,
             output_norm,
+            rope_freqs,
             layers,
             positions: AtomicU64::new(0),
         })
@@ -430,7 +435,7 @@ impl LlamaModel {
         for (row, &t) in x.chunks_exact_mut(d).zip(&tokens) {
             embd.row(t as usize, row)?;
         }
-        let rope = RopeTable::new(c, &positions);
+        let rope = RopeTable::new(c, self.rope_freqs.as_deref(), &positions);
         let mut xn = vec![0.0f32; n * d];
         let mut q = vec![0.0f32; n * d];
         let mut k = vec![0.0f32; n * kvd];
@@ -544,7 +549,8 @@ fn add_bias(x: &mut [f32], bias: Option<&[f32]>) {
 }
 
 /// cos and sin of every rotation angle for every row's position, computed in f64 once per call:
-/// angle(p, i) = (p / scale) · base^(−2i / rope_dims).
+/// angle(p, i) = (p / scale) · base^(−2i / rope_dims) / divisor(i), the divisors being the
+/// optional `rope_freqs.weight` of Llama 3.1-style checkpoints (1 without it).
 struct RopeTable {
     half: usize,
     /// (rows × half) pairs
@@ -552,10 +558,13 @@ struct RopeTable {
 }
 
 impl RopeTable {
-    fn new(c: &LlamaConfig, positions: &[usize]) -> Self {
+    fn new(c: &LlamaConfig, divisors: Option<&[f32]>, positions: &[usize]) -> Self {
         let half = c.rope_dims / 2;
         let inv_freq: Vec<f64> = (0..half)
-            .map(|i| c.rope_base.powf(-(2.0 * i as f64) / c.rope_dims as f64))
+            .map(|i| {
+                let divisor = divisors.map_or(1.0, |d| d[i] as f64);
+                c.rope_base.powf(-(2.0 * i as f64) / c.rope_dims as f64) / divisor
+            })
             .collect();
         let mut cos_sin = Vec::with_capacity(positions.len() * half);
         for &p in positions {
