@@ -2,8 +2,11 @@
 
 use std::cmp::Ordering;
 
-use crate::softmax::{exp_lanes, exp_nonpositive, sum_lanes, LANES};
+use crate::softmax::{dispatch_avx2, exp_lanes, exp_nonpositive, sum_lanes, LANES};
 use crate::Error;
+
+/// Size of the first sorted prefix that top-p tries before growing it.
+const FIRST_NUCLEUS: usize = 64;
 
 /// One token still in the running: its id, its current logit and, once computed, its probability.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -43,6 +46,11 @@ pub struct Candidates {
     vocab: usize,
     probs_fresh: bool,
     order: Order,
+    // Whether some logit may be -inf. Such tokens stay in the buffer (dropping them costs a pass)
+    // until the next softmax, which removes them since their probability is exactly 0.
+    may_have_neg_inf: bool,
+    // Scratch for the top-m selection, kept to avoid allocating on every token.
+    scratch: Vec<Candidate>,
 }
 
 impl Default for Candidates {
@@ -71,6 +79,8 @@ impl Candidates {
             vocab: 0,
             probs_fresh: false,
             order: Order::Dense,
+            may_have_neg_inf: false,
+            scratch: Vec::new(),
         }
     }
 
@@ -79,32 +89,33 @@ impl Candidates {
     ///
     /// Errors: a NaN or `+inf` logit, a bitset too short for the logits, or no token left.
     pub fn fill(&mut self, logits: &[f32], allowed: Option<&[u64]>) -> Result<(), Error> {
-        crate::softmax::checked_max(logits)?;
-        self.fill_checked(logits, allowed)
+        let scan = crate::softmax::scan(logits)?;
+        self.fill_checked(logits, allowed, scan.any_neg_inf)
     }
 
-    /// [`Candidates::fill`] for logits already checked for NaN and `+inf`.
+    /// [`Candidates::fill`] for logits already checked for NaN and `+inf`; `any_neg_inf` says
+    /// whether some logit is `-inf`.
     pub(crate) fn fill_checked(
         &mut self,
         logits: &[f32],
         allowed: Option<&[u64]>,
+        any_neg_inf: bool,
     ) -> Result<(), Error> {
         self.items.clear();
         self.vocab = logits.len();
         self.probs_fresh = false;
+        self.may_have_neg_inf = any_neg_inf;
         match allowed {
             None => {
-                self.items.extend(
-                    logits
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, z)| **z != f32::NEG_INFINITY)
-                        .map(|(i, &z)| Candidate {
-                            id: i as u32,
-                            logit: z,
-                            prob: 0.0,
-                        }),
-                );
+                // A plain map (no filter) lets the copy run at memory speed; -inf logits are
+                // dropped later, and only when there are any.
+                self.items
+                    .extend(logits.iter().enumerate().map(|(i, &z)| Candidate {
+                        id: i as u32,
+                        logit: z,
+                        prob: 0.0,
+                    }));
+                self.order = Order::Dense;
             }
             Some(words) => {
                 if words.len() * 64 < logits.len() {
@@ -119,27 +130,34 @@ impl Candidates {
                         let b = bits.trailing_zeros() as usize;
                         bits &= bits - 1;
                         if let Some(&z) = chunk.get(b) {
-                            if z != f32::NEG_INFINITY {
-                                self.items.push(Candidate {
-                                    id: (w * 64 + b) as u32,
-                                    logit: z,
-                                    prob: 0.0,
-                                });
-                            }
+                            self.items.push(Candidate {
+                                id: (w * 64 + b) as u32,
+                                logit: z,
+                                prob: 0.0,
+                            });
                         }
                     }
                 }
+                self.order = if self.items.len() == logits.len() {
+                    Order::Dense
+                } else {
+                    Order::Ids
+                };
             }
         }
-        self.order = if self.items.len() == logits.len() {
-            Order::Dense
-        } else {
-            Order::Ids
-        };
+        self.drop_neg_inf();
         if self.items.is_empty() {
             return Err(Error::NoCandidates { vocab: self.vocab });
         }
         Ok(())
+    }
+
+    /// Removes the tokens whose logit is `-inf`, if there may be any.
+    fn drop_neg_inf(&mut self) {
+        if self.may_have_neg_inf {
+            self.retain(|c| c.logit != f32::NEG_INFINITY);
+            self.may_have_neg_inf = false;
+        }
     }
 
     /// Size of the vocabulary the buffer was filled from (the length of the logits).
@@ -224,6 +242,8 @@ impl Candidates {
 
     fn after_logit_change(&mut self, order_kept: bool) {
         self.probs_fresh = false;
+        // A penalty or a tiny temperature can send a logit to -inf.
+        self.may_have_neg_inf = true;
         if !order_kept && self.order == Order::Descending {
             self.order = Order::Other;
         }
@@ -275,28 +295,10 @@ impl Candidates {
         if self.probs_fresh {
             return Ok(());
         }
-        self.retain(|c| c.logit != f32::NEG_INFINITY);
+        self.drop_neg_inf();
         self.check_not_empty()?;
         let max = self.max_logit();
-        // Gathering blocks of logits into an array lets the exponential run vectorised even
-        // though the buffer interleaves ids, logits and probabilities.
-        let mut sum = 0.0f64;
-        let mut chunks = self.items.chunks_exact_mut(LANES);
-        for ch in &mut chunks {
-            let mut x = [0.0f32; LANES];
-            for i in 0..LANES {
-                x[i] = ch[i].logit - max;
-            }
-            let e = exp_lanes(&x);
-            for i in 0..LANES {
-                ch[i].prob = e[i];
-            }
-            sum += sum_lanes(&e);
-        }
-        for c in chunks.into_remainder() {
-            c.prob = exp_nonpositive(c.logit - max);
-            sum += c.prob as f64;
-        }
+        let sum = exp_candidates(&mut self.items, max);
         self.scale_probs(sum);
         self.probs_fresh = true;
         Ok(())
@@ -315,15 +317,80 @@ impl Candidates {
     pub(crate) fn keep_top_k(&mut self, k: usize) {
         if k < self.items.len() {
             if self.order != Order::Descending {
-                self.items.select_nth_unstable_by(k - 1, by_logit_desc);
-                self.items.truncate(k);
-                self.items.sort_unstable_by(by_logit_desc);
-            } else {
-                self.items.truncate(k);
+                self.select_top(0, k, false);
             }
+            self.items.truncate(k);
             self.probs_fresh = false;
             self.order = Order::Descending;
         }
+    }
+
+    /// Puts the `m` best candidates of `items[from..]` (by [`by_logit_desc`]) at the start of
+    /// that range, sorted. With `keep_rest`, the other candidates follow in no particular order;
+    /// without it they may be dropped.
+    fn select_top(&mut self, from: usize, m: usize, keep_rest: bool) {
+        let n = self.items.len() - from;
+        if m == 0 {
+            return;
+        }
+        if m >= n {
+            self.items[from..].sort_unstable_by(by_logit_desc);
+            return;
+        }
+        if m * 16 > n {
+            let tail = &mut self.items[from..];
+            tail.select_nth_unstable_by(m - 1, by_logit_desc);
+            tail[..m].sort_unstable_by(by_logit_desc);
+            return;
+        }
+        self.best_into_scratch(from, m);
+        let tail = &mut self.items[from..];
+        if keep_rest {
+            // Move the chosen m (every candidate at least as good as the m-th) to the front, in
+            // one pass, then write them back in sorted order.
+            let last = self.scratch[m - 1];
+            let mut j = 0;
+            for i in 0..n {
+                if by_logit_desc(&tail[i], &last) != Ordering::Greater {
+                    tail.swap(i, j);
+                    j += 1;
+                }
+            }
+            debug_assert_eq!(j, m);
+        }
+        tail[..m].copy_from_slice(&self.scratch);
+    }
+
+    /// Leaves the `m` best candidates of `items[from..]` (`m` at most its length), sorted, in the
+    /// scratch list, without changing the buffer.
+    ///
+    /// One pass keeps the candidates that beat a threshold (the m-th best seen so far, raised
+    /// whenever the list grows to 4m): one comparison per token instead of a quickselect's
+    /// several passes and swaps.
+    fn best_into_scratch(&mut self, from: usize, m: usize) {
+        let scratch = &mut self.scratch;
+        scratch.clear();
+        let cap = 4 * m.max(16);
+        let mut threshold: Option<Candidate> = None;
+        for c in &self.items[from..] {
+            if let Some(t) = &threshold {
+                // Only a candidate strictly better than the m-th best so far can make the cut.
+                if c.logit < t.logit || by_logit_desc(c, t) != Ordering::Less {
+                    continue;
+                }
+            }
+            scratch.push(*c);
+            if scratch.len() >= cap {
+                scratch.select_nth_unstable_by(m - 1, by_logit_desc);
+                scratch.truncate(m);
+                threshold = Some(scratch[m - 1]);
+            }
+        }
+        if m < scratch.len() {
+            scratch.select_nth_unstable_by(m - 1, by_logit_desc);
+            scratch.truncate(m);
+        }
+        scratch.sort_unstable_by(by_logit_desc);
     }
 
     /// Keeps the smallest group of most likely candidates whose probabilities add up to at least
@@ -333,9 +400,36 @@ impl Candidates {
     /// tokens, then 4 times more each round) until the prefix holds mass `p`, so that a confident
     /// model costs one linear pass and a flat one at most a few.
     pub(crate) fn keep_top_p(&mut self, p: f32) -> Result<(), Error> {
-        self.ensure_probs()?;
+        // Only the normaliser is needed over the whole buffer; probabilities are computed for the
+        // sorted prefix alone, which saves writing and rescaling a probability per token.
+        let fresh = self.probs_fresh;
+        let (max, inv_z) = if fresh {
+            (0.0, 1.0)
+        } else {
+            self.drop_neg_inf();
+            self.check_not_empty()?;
+            let max = self.max_logit();
+            (max, 1.0 / exp_sum_candidates(&self.items, max))
+        };
         let target = p as f64;
         let n = self.items.len();
+        if !fresh && self.order != Order::Descending && n > FIRST_NUCLEUS * 16 {
+            // A confident model's nucleus fits in the first few dozen tokens: find them without
+            // touching the buffer, and only if they do not reach p fall back to growing a sorted
+            // prefix in place.
+            self.best_into_scratch(0, FIRST_NUCLEUS);
+            let mut cum = 0.0f64;
+            for (i, c) in self.scratch.iter().enumerate() {
+                cum += exp_nonpositive(c.logit - max) as f64 * inv_z;
+                if cum >= target {
+                    self.items.clear();
+                    self.items.extend_from_slice(&self.scratch[..=i]);
+                    self.order = Order::Descending;
+                    self.probs_fresh = false;
+                    return Ok(());
+                }
+            }
+        }
         let mut sorted = if self.order == Order::Descending {
             n
         } else {
@@ -345,7 +439,12 @@ impl Candidates {
         let mut scanned = 0;
         loop {
             while scanned < sorted {
-                cum += self.items[scanned].prob as f64;
+                let c = &self.items[scanned];
+                cum += if fresh {
+                    c.prob as f64
+                } else {
+                    exp_nonpositive(c.logit - max) as f64 * inv_z
+                };
                 scanned += 1;
                 if cum >= target {
                     self.items.truncate(scanned);
@@ -359,13 +458,13 @@ impl Candidates {
                 self.order = Order::Descending;
                 return Ok(());
             }
-            let grow = if sorted == 0 { 64 } else { sorted * 3 };
+            let grow = if sorted == 0 {
+                FIRST_NUCLEUS
+            } else {
+                sorted * 3
+            };
             let end = (sorted + grow).min(n);
-            let tail = &mut self.items[sorted..];
-            if end < n {
-                tail.select_nth_unstable_by(end - sorted - 1, by_logit_desc);
-            }
-            self.items[sorted..end].sort_unstable_by(by_logit_desc);
+            self.select_top(sorted, end - sorted, true);
             sorted = end;
         }
     }
@@ -425,6 +524,58 @@ impl Candidates {
         }
         Ok(out)
     }
+}
+
+dispatch_avx2! {
+    /// Sets each candidate's probability to `e^(logit - max)` and returns their sum.
+    fn exp_candidates(items: &mut [Candidate], max: f32) -> f64 = exp_candidates_generic;
+}
+
+#[inline(always)]
+fn exp_candidates_generic(items: &mut [Candidate], max: f32) -> f64 {
+    // Gathering blocks of logits into an array lets the exponential run vectorised even
+    // though the buffer interleaves ids, logits and probabilities.
+    let mut sum = 0.0f64;
+    let mut chunks = items.chunks_exact_mut(LANES);
+    for ch in &mut chunks {
+        let mut x = [0.0f32; LANES];
+        for i in 0..LANES {
+            x[i] = ch[i].logit - max;
+        }
+        let e = exp_lanes(&x);
+        for i in 0..LANES {
+            ch[i].prob = e[i];
+        }
+        sum += sum_lanes(&e);
+    }
+    for c in chunks.into_remainder() {
+        c.prob = exp_nonpositive(c.logit - max);
+        sum += c.prob as f64;
+    }
+    sum
+}
+
+dispatch_avx2! {
+    /// Sum of `e^(logit - max)` over the candidates.
+    fn exp_sum_candidates(items: &[Candidate], max: f32) -> f64 = exp_sum_candidates_generic;
+}
+
+#[inline(always)]
+fn exp_sum_candidates_generic(items: &[Candidate], max: f32) -> f64 {
+    let mut sum = 0.0f64;
+    let chunks = items.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for ch in chunks {
+        let mut x = [0.0f32; LANES];
+        for i in 0..LANES {
+            x[i] = ch[i].logit - max;
+        }
+        sum += sum_lanes(&exp_lanes(&x));
+    }
+    for c in rest {
+        sum += exp_nonpositive(c.logit - max) as f64;
+    }
+    sum
 }
 
 /// Clamps `+inf` (from a penalty or bias that overflowed) to the largest finite logit, and turns

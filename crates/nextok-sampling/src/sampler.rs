@@ -4,7 +4,7 @@ use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 
 use crate::candidates::{by_logit_desc, Candidate, Candidates};
-use crate::softmax::{checked_max, sum_exp};
+use crate::softmax::{scan, sum_exp};
 use crate::stages::{Chain, Context, LogitsProcessor};
 use crate::{Error, SamplingParams};
 
@@ -98,7 +98,8 @@ impl Sampler {
     /// Errors: a NaN or `+inf` logit, a token id in `ctx` outside the vocabulary, a mask that is
     /// too short, or no token left after masking and filtering.
     pub fn sample(&mut self, logits: &[f32], ctx: &Context<'_>) -> Result<Sampled, Error> {
-        let max = checked_max(logits)?;
+        let scan = scan(logits)?;
+        let max = scan.max;
         if max == f32::NEG_INFINITY {
             return Err(Error::NoCandidates {
                 vocab: logits.len(),
@@ -110,7 +111,8 @@ impl Sampler {
         let (token, logprob) = if self.plain_greedy {
             (greedy(logits, max, ctx.allowed)?, 0.0)
         } else {
-            self.candidates.fill_checked(logits, ctx.allowed)?;
+            self.candidates
+                .fill_checked(logits, ctx.allowed, scan.any_neg_inf)?;
             self.chain.apply(&mut self.candidates, ctx)?;
             let u = self.next_uniform();
             let c = self.candidates.pick(u)?;
