@@ -337,6 +337,20 @@ impl Dfa {
         )
     }
 
+    /// Strings accepted by either.
+    pub(crate) fn union(&self, other: &Dfa) -> Result<Dfa, Error> {
+        Dfa::explore(
+            (self.start, other.start),
+            |&(a, b), x| {
+                let (a2, b2) = (self.next(a, x), other.next(b, x));
+                (a2 != DEAD || b2 != DEAD).then_some((a2, b2))
+            },
+            |&(a, b)| self.is_accept(a) || other.is_accept(b),
+            "union",
+            &refine(&self.classes, &other.classes),
+        )
+    }
+
     /// Strings accepted by `self` and not by `other`.
     pub(crate) fn minus(&self, other: &Dfa) -> Result<Dfa, Error> {
         Dfa::explore(

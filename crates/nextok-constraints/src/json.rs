@@ -127,6 +127,12 @@ const SUPPORTED: &[&str] = &[
     "exclusiveMinimum",
     "exclusiveMaximum",
     "multipleOf",
+    "minProperties",
+    "maxProperties",
+    "dependentRequired",
+    "propertyNames",
+    "contains",
+    "minContains",
     PATTERNS,
 ];
 
@@ -325,6 +331,43 @@ impl<'a> Compiler<'a> {
         }
         if m.get("uniqueItems") == Some(&Value::Bool(false)) {
             m.remove("uniqueItems");
+        }
+        if let Some(inner) = m.remove("not") {
+            match self.normalize(&inner, &format!("{path}/not"), depth + 1)? {
+                Value::Bool(false) => {}
+                Value::Bool(true) => return Ok(Value::Bool(false)),
+                Value::Object(n) if n.keys().all(|k| ANNOTATIONS.contains(&k.as_str())) => {
+                    return Ok(Value::Bool(false))
+                }
+                Value::Object(n)
+                    if n.keys()
+                        .all(|k| k == "type" || ANNOTATIONS.contains(&k.as_str())) =>
+                {
+                    // The complement of a set of types, when it is one: "not integer" would
+                    // leave the non-integer numbers, which no type names.
+                    let t = type_set(&n, path)?;
+                    if t.contains(&"integer") && !t.contains(&"number") {
+                        return Err(unsupported("not (type integer)", path));
+                    }
+                    let rest: Vec<Value> = TYPES
+                        .iter()
+                        .filter(|x| !t.contains(x))
+                        .map(|x| Value::from(*x))
+                        .collect();
+                    if rest.is_empty() {
+                        return Ok(Value::Bool(false));
+                    }
+                    let mut tm = Map::new();
+                    tm.insert("type".into(), Value::Array(rest));
+                    let restm = Value::Object(m.clone());
+                    return merge(
+                        &Value::Object(tm),
+                        &self.normalize(&restm, path, depth + 1)?,
+                        path,
+                    );
+                }
+                _ => return Err(unsupported("not", path)),
+            }
         }
         let mut acc = Value::Object(Map::new());
         if let Some(all) = m.remove("allOf") {
@@ -553,66 +596,165 @@ impl<'a> Compiler<'a> {
         };
         let min = get_usize(m, "minItems", path)?.unwrap_or(0);
         let max = get_usize(m, "maxItems", path)?;
-        let mut elems = Vec::new();
-        for (i, p) in prefix.iter().enumerate() {
-            elems.push(self.schema(p, &format!("{path}/prefixItems/{i}"))?);
-        }
-        let items = match m.get("items") {
-            None => Some(self.any()?),
+        let items_v: Option<Value> = match m.get("items") {
+            None => Some(Value::Bool(true)),
             Some(Value::Bool(false)) => None,
-            Some(v) => Some(self.schema(v, &format!("{path}/items"))?),
+            Some(v) => Some(v.clone()),
         };
+        // `contains` with `minContains` n: at least n elements also match `contains`. The
+        // grammar lets any n elements be the matching ones, which is exact.
+        let contains_v = m.get("contains").cloned();
+        let need = match &contains_v {
+            None => 0,
+            Some(_) => get_usize(m, "minContains", path)?.unwrap_or(1),
+        };
+        if need > 64 {
+            return Err(unsupported("minContains above 64", path));
+        }
         let k = prefix.len();
         let limit = max
             .unwrap_or(usize::MAX)
-            .min(if items.is_some() { usize::MAX } else { k });
-        if min > limit {
+            .min(if items_v.is_some() { usize::MAX } else { k });
+        if min > limit || need > limit {
             return Ok(Sym::Nt(self.b.nt("impossible array")));
         }
         let chain = min.max(k).min(limit);
-        if chain > 4096 || (max.is_some() && limit != usize::MAX && limit > 4096) {
+        if chain > 4096 || (limit != usize::MAX && limit > 4096) {
             return Err(unsupported("maxItems/minItems above 4096", path));
         }
-        let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
-        let elem = |i: usize| if i < k { Some(elems[i]) } else { items };
-        // State i: i elements written. `after(i)` is what may follow the i-th element.
-        let mut after: Vec<u32> = Vec::new();
         let top = if limit == usize::MAX {
             chain.max(1)
         } else {
             limit
         };
-        for i in 0..=top {
-            after.push(self.b.nt(format!("{path} array after {i}")));
+        // Element symbols per position (positions from k on share the `items` symbol), plain
+        // and counted (also matching `contains`).
+        let mut plain: Vec<Option<Sym>> = Vec::new();
+        let mut counted: Vec<Option<Sym>> = Vec::new();
+        for i in 0..=k {
+            let ep = format!(
+                "{path}/{}",
+                if i < k {
+                    format!("prefixItems/{i}")
+                } else {
+                    "items".into()
+                }
+            );
+            let v = if i < k {
+                Some(prefix[i].clone())
+            } else {
+                items_v.clone()
+            };
+            let Some(v) = v else {
+                plain.push(None);
+                counted.push(None);
+                continue;
+            };
+            plain.push(Some(self.schema(&v, &ep)?));
+            counted.push(match &contains_v {
+                Some(c) if need > 0 => {
+                    let nv = self.normalize(&v, &ep, 0)?;
+                    let nc = self.normalize(c, &format!("{path}/contains"), 0)?;
+                    Some(self.schema(&merge(&nv, &nc, &ep)?, &ep)?)
+                }
+                _ => None,
+            });
         }
-        for i in 1..=top {
-            let nt = after[i];
-            if i >= min {
+        let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
+        let mut states: HashMap<(usize, usize), u32> = HashMap::new();
+        let mut todo: Vec<(usize, usize)> = Vec::new();
+        let mut get =
+            |b: &mut GrammarBuilder, st: (usize, usize), todo: &mut Vec<(usize, usize)>| -> u32 {
+                *states.entry(st).or_insert_with(|| {
+                    todo.push(st);
+                    b.nt(format!("{path} array after {} ({} matching)", st.0, st.1))
+                })
+            };
+        let choices = |i: usize| -> Vec<(Sym, usize)> {
+            let p = i.min(k);
+            let mut v = Vec::new();
+            if let Some(s) = plain[p] {
+                v.push((s, 0));
+            }
+            if let Some(s) = counted[p] {
+                v.push((s, 1));
+            }
+            v
+        };
+        let arr = self.b.nt(format!("{path} array"));
+        if min == 0 && need == 0 {
+            let r = self.seq(&[lb, rb]);
+            self.b.rule(arr, r);
+        }
+        if limit >= 1 {
+            for (e, dc) in choices(0) {
+                let next = get(&mut self.b, (1.min(top), dc.min(need)), &mut todo);
+                let r = self.seq(&[lb, e, Sym::Nt(next)]);
+                self.b.rule(arr, r);
+            }
+        }
+        while let Some((i, c)) = todo.pop() {
+            let nt = get(&mut self.b, (i, c), &mut todo);
+            if i >= min && c >= need {
                 let r = self.seq(&[rb]);
                 self.b.rule(nt, r);
             }
-            let more = i < limit;
-            if more {
-                if let Some(e) = elem(i) {
-                    let next = if i == top { nt } else { after[i + 1] };
+            if i < limit {
+                for (e, dc) in choices(i) {
+                    let ni = if i == top { i } else { i + 1 };
+                    let next = get(&mut self.b, (ni, (c + dc).min(need)), &mut todo);
                     let r = self.seq(&[comma, e, Sym::Nt(next)]);
                     self.b.rule(nt, r);
                 }
             }
         }
-        let arr = self.b.nt(format!("{path} array"));
-        if min == 0 {
-            let r = self.seq(&[lb, rb]);
-            self.b.rule(arr, r);
-        }
-        if limit >= 1 {
-            if let Some(e) = elem(0) {
-                let next = if top == 0 { after[0] } else { after[1] };
-                let r = self.seq(&[lb, e, Sym::Nt(next)]);
-                self.b.rule(arr, r);
+        Ok(Sym::Nt(arr))
+    }
+
+    /// The decoded keys a `propertyNames` schema accepts (keys are strings, so only string
+    /// keywords and string values matter).
+    fn key_filter(&self, pn: &Value, path: &str) -> Result<Dfa, Error> {
+        let pn = self.normalize(pn, path, 0)?;
+        let m = match pn {
+            Value::Bool(false) => return Ok(Dfa::empty()),
+            Value::Bool(true) => return Dfa::from_regex("(?s:.)*"),
+            Value::Object(m) => m,
+            _ => return Err(invalid(path, "a schema must be an object or a boolean")),
+        };
+        let string_keys = [
+            "type",
+            "minLength",
+            "maxLength",
+            "pattern",
+            PATTERNS,
+            "format",
+            "enum",
+            "const",
+        ];
+        for k in m.keys() {
+            if !string_keys.contains(&k.as_str()) && !ANNOTATIONS.contains(&k.as_str()) {
+                return Err(unsupported(format!("propertyNames with {k}"), path));
             }
         }
-        Ok(Sym::Nt(arr))
+        if !type_set(&m, path)?.contains(&"string") {
+            return Ok(Dfa::empty());
+        }
+        let mut d = string_content(&m, path)?;
+        let values: Option<Vec<Value>> = match (m.get("enum"), m.get("const")) {
+            (Some(Value::Array(e)), _) => Some(e.clone()),
+            (None, Some(c)) => Some(vec![c.clone()]),
+            _ => None,
+        };
+        if let Some(values) = values {
+            let mut allowed = Dfa::empty();
+            for v in values {
+                if let Value::String(s) = v {
+                    allowed = allowed.union(&Dfa::literal(s.as_bytes()))?;
+                }
+            }
+            d = d.intersect(&allowed)?;
+        }
+        Ok(d)
     }
 
     fn object(&mut self, m: &Map<String, Value>, path: &str) -> Result<Sym, Error> {
@@ -679,14 +821,60 @@ impl<'a> Compiler<'a> {
             Ok(acc)
         };
         let mut names: Vec<String> = props.keys().cloned().collect();
-        for r in &required {
+        let mut dep_pairs: Vec<(String, Vec<String>)> = Vec::new();
+        if let Some(d) = m.get("dependentRequired") {
+            let Value::Object(d) = d else {
+                return Err(invalid(path, "dependentRequired must be an object"));
+            };
+            for (k, v) in d {
+                let Value::Array(v) = v else {
+                    return Err(invalid(path, "dependentRequired values must be arrays"));
+                };
+                let need: Vec<String> = v
+                    .iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect();
+                dep_pairs.push((k.clone(), need));
+            }
+        }
+        for r in required.iter().chain(
+            dep_pairs
+                .iter()
+                .flat_map(|(k, v)| std::iter::once(k).chain(v)),
+        ) {
             if !names.contains(r) {
                 names.push(r.clone());
             }
         }
+        if names.len() > 64 {
+            return Err(unsupported("properties (more than 64 named)", path));
+        }
+        let index = |name: &String| names.iter().position(|x| x == name).unwrap_or(0) as u64;
+        let deps: Vec<(u64, u64)> = dep_pairs
+            .iter()
+            .map(|(k, v)| {
+                (
+                    index(k),
+                    v.iter().map(|x| 1u64 << index(x)).fold(0, |a, b| a | b),
+                )
+            })
+            .collect();
+        // propertyNames: a filter on the decoded key of every member.
+        let key_filter = match m.get("propertyNames") {
+            None | Some(Value::Bool(true)) => None,
+            Some(pn) => Some(self.key_filter(pn, &format!("{path}/propertyNames"))?),
+        };
         let colon = self.lit(":");
         let mut members = Vec::new();
         for name in &names {
+            if key_filter
+                .as_ref()
+                .is_some_and(|f| !f.matches(name.as_bytes()))
+            {
+                // This key is not a valid property name: the member can never appear.
+                members.push(Sym::Nt(self.b.nt("forbidden key")));
+                continue;
+            }
             let vs = value_schema(name, props.get(name))?;
             let v = self.schema(&vs, &format!("{path}/properties/{}", escape_pointer(name)))?;
             let key = self.string_terminal(&Dfa::literal(name.as_bytes()))?;
@@ -699,7 +887,10 @@ impl<'a> Compiler<'a> {
         let subsets = if closed { 0 } else { 1u32 << pat_dfas.len() };
         let mut others = Dfa::empty();
         if !closed {
-            others = Dfa::from_regex("(?s:.)*")?;
+            others = match &key_filter {
+                Some(f) => f.clone(),
+                None => Dfa::from_regex("(?s:.)*")?,
+            };
             for name in &names {
                 others = others.minus(&Dfa::literal(name.as_bytes()))?;
             }
@@ -750,45 +941,75 @@ impl<'a> Compiler<'a> {
         let (open, close, comma) = (self.lit("{"), self.lit("}"), self.lit(","));
         let obj = self.b.nt(format!("{path} object"));
         let n = names.len();
-        if !self.opts.fixed_property_order && n <= self.opts.max_free_order_properties.min(16) {
-            // rest[S]: after at least one member, with named set S used.
-            let mut rest: HashMap<u64, u32> = HashMap::new();
-            let mut todo: Vec<u64> = Vec::new();
-            let mut get = |b: &mut GrammarBuilder, s: u64, todo: &mut Vec<u64>| -> u32 {
-                *rest.entry(s).or_insert_with(|| {
-                    todo.push(s);
-                    b.nt(format!("{path} rest {s:b}"))
-                })
-            };
-            if req_mask == 0 {
+        let min_props = get_usize(m, "minProperties", path)?.unwrap_or(0);
+        let max_props = get_usize(m, "maxProperties", path)?;
+        let counting = min_props > 0 || max_props.is_some();
+        let free =
+            !self.opts.fixed_property_order && n <= self.opts.max_free_order_properties.min(16);
+        if !free && (counting || !deps.is_empty()) {
+            return Err(unsupported(
+                "minProperties/maxProperties/dependentRequired (with more named properties than any-order tracking allows)",
+                path,
+            ));
+        }
+        if min_props > 64 || max_props.is_some_and(|x| x > 64 && x < usize::MAX / 2) {
+            return Err(unsupported("minProperties/maxProperties above 64", path));
+        }
+        // Counts saturate here: at maxProperties when there is one, else at minProperties.
+        let cap = max_props.filter(|&x| x <= 64).unwrap_or(min_props) as u32;
+        let may_add = |c: u32| max_props.is_none_or(|x| (c as usize) < x);
+        let deps_ok = |s: u64| {
+            deps.iter()
+                .all(|&(p, need)| s >> p & 1 == 0 || s & need == need)
+        };
+        if free {
+            // rest[(S, c)]: after at least one member, with named set S used and c members
+            // written (saturated at `cap`).
+            let mut rest: HashMap<(u64, u32), u32> = HashMap::new();
+            let mut todo: Vec<(u64, u32)> = Vec::new();
+            let mut get =
+                |b: &mut GrammarBuilder, st: (u64, u32), todo: &mut Vec<(u64, u32)>| -> u32 {
+                    let st = (st.0, st.1.min(cap));
+                    *rest.entry(st).or_insert_with(|| {
+                        todo.push(st);
+                        b.nt(format!("{path} rest {:b} {}", st.0, st.1))
+                    })
+                };
+            if req_mask == 0 && min_props == 0 {
                 let r = self.seq(&[open, close]);
                 self.b.rule(obj, r);
             }
-            for (i, &mem) in members.iter().enumerate() {
-                let next = get(&mut self.b, 1 << i, &mut todo);
-                let r = self.seq(&[open, mem, Sym::Nt(next)]);
-                self.b.rule(obj, r);
+            if may_add(0) {
+                for (i, &mem) in members.iter().enumerate() {
+                    let next = get(&mut self.b, (1 << i, 1), &mut todo);
+                    let r = self.seq(&[open, mem, Sym::Nt(next)]);
+                    self.b.rule(obj, r);
+                }
+                if let Some(a) = add {
+                    let next = get(&mut self.b, (0, 1), &mut todo);
+                    let r = self.seq(&[open, a, Sym::Nt(next)]);
+                    self.b.rule(obj, r);
+                }
             }
-            if let Some(a) = add {
-                let next = get(&mut self.b, 0, &mut todo);
-                let r = self.seq(&[open, a, Sym::Nt(next)]);
-                self.b.rule(obj, r);
-            }
-            while let Some(s) = todo.pop() {
-                let nt = get(&mut self.b, s, &mut todo);
-                if s & req_mask == req_mask {
+            while let Some((set, c)) = todo.pop() {
+                let nt = get(&mut self.b, (set, c), &mut todo);
+                if set & req_mask == req_mask && c as usize >= min_props && deps_ok(set) {
                     let r = self.seq(&[close]);
                     self.b.rule(nt, r);
                 }
+                if !may_add(c) {
+                    continue;
+                }
                 for (i, &mem) in members.iter().enumerate() {
-                    if s >> i & 1 == 0 {
-                        let next = get(&mut self.b, s | 1 << i, &mut todo);
+                    if set >> i & 1 == 0 {
+                        let next = get(&mut self.b, (set | 1 << i, c + 1), &mut todo);
                         let r = self.seq(&[comma, mem, Sym::Nt(next)]);
                         self.b.rule(nt, r);
                     }
                 }
                 if let Some(a) = add {
-                    let r = self.seq(&[comma, a, Sym::Nt(nt)]);
+                    let next = get(&mut self.b, (set, c + 1), &mut todo);
+                    let r = self.seq(&[comma, a, Sym::Nt(next)]);
                     self.b.rule(nt, r);
                 }
             }
