@@ -76,6 +76,9 @@ pub trait Backend: Send + Sync {
     ) -> Result<(), Error>;
 }
 
+/// Multiply-adds below which a part of a kernel is not worth a thread of its own, by default.
+const MIN_WORK_PER_THREAD: usize = 200_000;
+
 /// Which cached positions each query row of an attention call sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mask {
@@ -94,6 +97,7 @@ pub enum Mask {
 #[derive(Debug, Clone)]
 pub struct CpuBackend {
     threads: usize,
+    min_work: usize,
 }
 
 impl Default for CpuBackend {
@@ -107,6 +111,17 @@ impl CpuBackend {
     pub fn new(threads: usize) -> Self {
         CpuBackend {
             threads: threads.max(1),
+            min_work: MIN_WORK_PER_THREAD,
+        }
+    }
+
+    /// The same backend, giving a thread its own part of a kernel only when that part has at
+    /// least `min_work` multiply-adds (default 200,000). Results never depend on it; tests set 1
+    /// to split even tiny kernels.
+    pub fn with_min_work_per_thread(self, min_work: usize) -> Self {
+        CpuBackend {
+            min_work: min_work.max(1),
+            ..self
         }
     }
 
@@ -231,7 +246,9 @@ impl Backend for CpuBackend {
         debug_assert_eq!(out.len(), tokens * rows);
         // Each part dequantises its rows one at a time into a scratch row and takes its dot
         // product with every token; the part's output is [row][token].
-        let parts = self.split(rows, 16, |range| {
+        // A thread must have enough work to pay for its start (tens of microseconds).
+        let min_rows = self.min_work.div_ceil((cols * tokens).max(1));
+        let parts = self.split(rows, min_rows, |range| {
             let mut scratch = vec![0.0f32; cols];
             let mut local = vec![0.0f32; range.len() * tokens];
             for (i, r) in range.enumerate() {
@@ -270,7 +287,12 @@ impl Backend for CpuBackend {
         let scale = 1.0 / (hd as f32).sqrt();
         let n_rows = q.len() / (heads * hd).max(1);
         // Work items are (row, head) pairs, each computed whole by one thread.
-        let parts = self.split(n_rows * heads, 8, |items| {
+        let keys = match mask {
+            Mask::Causal { first } => first + n_rows,
+            Mask::Full => cache.len(),
+        };
+        let min_items = self.min_work.div_ceil((2 * keys * hd).max(1));
+        let parts = self.split(n_rows * heads, min_items, |items| {
             let mut local = vec![0.0f32; items.len() * hd];
             let mut scores = Vec::new();
             let mut tmp = vec![0.0f32; hd];

@@ -95,7 +95,7 @@ fn batched(
 
 fn check_all_paths(model: &LlamaModel, kv: KvType, tokens: &[u32], other: &[u32], sizes: &[usize]) {
     let one = CpuBackend::new(1);
-    let two = CpuBackend::new(2);
+    let two = CpuBackend::new(2).with_min_work_per_thread(1);
     let reference = bits(&chunked(model, &one, kv, tokens, &[tokens.len()]));
     assert_eq!(
         bits(&chunked(model, &one, kv, tokens, &[1])),

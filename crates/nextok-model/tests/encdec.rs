@@ -44,7 +44,7 @@ fn step(
 #[test]
 fn translation_example_on_the_base_model() {
     let model = EncoderDecoder::random(EncDecConfig::base(1_000), 2017).unwrap();
-    let backend = CpuBackend::new(2);
+    let backend = CpuBackend::new(2).with_min_work_per_thread(1);
     let source = [1, 11, 12, 13, 14, 15, 2];
     let cross = model.encode(&backend, &source).unwrap();
     assert_eq!(model.encoder_runs(), 1);
@@ -119,7 +119,7 @@ proptest! {
         chunk in 1..4usize,
     ) {
         let model = EncoderDecoder::random(small(), seed).unwrap();
-        let (one, two) = (CpuBackend::new(1), CpuBackend::new(2));
+        let (one, two) = (CpuBackend::new(1), CpuBackend::new(2).with_min_work_per_thread(1));
         let cross = model.encode(&one, &source).unwrap();
         let reference = bits(&all_logits(&model, &one, &cross, &target, target.len()));
         prop_assert_eq!(&bits(&all_logits(&model, &one, &cross, &target, 1)), &reference);
