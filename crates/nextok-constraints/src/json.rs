@@ -631,20 +631,13 @@ impl<'a> Compiler<'a> {
         // and counted (also matching `contains`).
         let mut plain: Vec<Option<Sym>> = Vec::new();
         let mut counted: Vec<Option<Sym>> = Vec::new();
-        for i in 0..=k {
-            let ep = format!(
-                "{path}/{}",
-                if i < k {
-                    format!("prefixItems/{i}")
-                } else {
-                    "items".into()
-                }
-            );
-            let v = if i < k {
-                Some(prefix[i].clone())
-            } else {
-                items_v.clone()
-            };
+        let positions: Vec<(String, Option<Value>)> = prefix
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (format!("{path}/prefixItems/{i}"), Some(v.clone())))
+            .chain(std::iter::once((format!("{path}/items"), items_v.clone())))
+            .collect();
+        for (ep, v) in positions {
             let Some(v) = v else {
                 plain.push(None);
                 counted.push(None);
