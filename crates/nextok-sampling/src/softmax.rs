@@ -294,6 +294,37 @@ mod tests {
     }
 
     #[test]
+    fn vectorised_dispatch_gives_the_same_bits_as_baseline_code() {
+        // The test module is compiled for the baseline target, so the `_generic` functions
+        // called directly here are the SSE2 (or non-x86) code, while the dispatched ones use AVX2
+        // where the CPU has it. Determinism across machines needs both to agree bit for bit.
+        let mut x = 0x2545_f491_u32;
+        let logits: Vec<f32> = (0..4099)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x % 40_000) as f32 / 1000.0 - 20.0
+            })
+            .collect();
+        let max = checked_max(&logits).unwrap();
+        assert_eq!(max, checked_max_generic_for_test(&logits));
+        assert_eq!(
+            sum_exp(&logits, max).to_bits(),
+            sum_exp_generic(&logits, max).to_bits()
+        );
+        let (mut a, mut b) = (vec![0.0; logits.len()], vec![0.0; logits.len()]);
+        let sa = exp_into(&logits, max, &mut a);
+        let sb = exp_into_generic(&logits, max, &mut b);
+        assert_eq!(sa.to_bits(), sb.to_bits());
+        assert!(a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits()));
+    }
+
+    fn checked_max_generic_for_test(logits: &[f32]) -> f32 {
+        scan_generic(logits).unwrap().max
+    }
+
+    #[test]
     fn no_overflow_at_plus_minus_1e4() {
         let p = softmax(&[1e4, 1e4, -1e4]).unwrap();
         assert_eq!(p, vec![0.5, 0.5, 0.0]);
