@@ -30,11 +30,15 @@
 //! still in the running, so each filter renormalises what it keeps.
 //!
 //! # Speed
-//! Nothing sorts the whole vocabulary. Top-k is a partial selection followed by a sort of the `k`
-//! kept tokens; top-p without top-k grows a sorted prefix by partial selection until it holds
-//! mass `p`; min-p compares logits with `z_max + ln(min_p)` without exponentiating; greedy is one
-//! pass. The benches (`cargo bench -p nextok-benches --bench sampling`) measure vocabularies of
-//! 32k to 256k tokens.
+//! Nothing sorts the whole vocabulary. Top-k finds its `k` tokens in one pass that keeps only
+//! the tokens beating a rising threshold, then sorts those `k`; top-p without top-k computes the
+//! softmax normaliser in one pass, takes the best 64 tokens the same way and, only if they hold
+//! less than `p`, grows a sorted prefix in place; min-p compares logits with
+//! `z_max + ln(min_p)` without exponentiating; greedy is a pass to find the maximum. Besides the
+//! chain, every token costs one exponential pass over the vocabulary for its raw
+//! log-probability. The exponential is vectorised, and compiled for AVX2 as well when the CPU has
+//! it (with bit-identical results). The benches (`cargo bench -p nextok-benches --bench
+//! sampling`) measure vocabularies of 32k to 256k tokens.
 //!
 //! # Determinism
 //! Same logits, parameters and seed give the same token on every platform: the generator is

@@ -559,3 +559,27 @@ fn length_penalty_divides_by_length_to_the_alpha() {
     assert!((out[1].score - 0.4f64.ln()).abs() < 1e-6);
     assert!(out.iter().all(|h| h.ended));
 }
+
+#[test]
+fn negative_zero_and_zero_are_equal_logits() {
+    // Found by the spec-tests properties: ordering with `total_cmp` put -0.0 below 0.0, so ties
+    // between them broke by sign instead of toward the lowest id.
+    let logits = [-0.0, 0.0, -1.0];
+    for params in [
+        SamplingParams::greedy(),
+        SamplingParams {
+            top_k: Some(1),
+            ..Default::default()
+        },
+        SamplingParams {
+            top_p: 0.01,
+            ..Default::default()
+        },
+    ] {
+        let out = Sampler::new(&params)
+            .unwrap()
+            .sample(&logits, &Context::default())
+            .unwrap();
+        assert_eq!(out.token, 0, "{params:?}");
+    }
+}
