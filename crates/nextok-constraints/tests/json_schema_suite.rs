@@ -8,6 +8,7 @@ mod common;
 use std::path::PathBuf;
 
 use nextok_constraints::{ConformanceRun, JsonOptions};
+use nextok_tokenizer::{EncodeOptions, Tokenizer};
 
 fn suite_dir() -> PathBuf {
     PathBuf::from(concat!(
@@ -18,9 +19,13 @@ fn suite_dir() -> PathBuf {
 
 #[test]
 fn json_schema_test_suite() {
-    let vocab = common::smollm2_vocab();
-    let v2 = vocab.clone();
-    let tokenize = move |b: &[u8]| v2.greedy_tokenize(b).expect("every byte is a token");
+    let (vocab, tok) = common::smollm2();
+    // The model's own tokenization of each compact instance (all of it is UTF-8 text).
+    let tokenize = move |b: &[u8]| {
+        let text = std::str::from_utf8(b).expect("serde_json writes UTF-8");
+        tok.encode(text, EncodeOptions::plain())
+            .expect("tokenizable")
+    };
     let mut run = ConformanceRun::new(vocab, JsonOptions::default(), &tokenize);
     let report = run.run_dir(&suite_dir()).expect("suite readable");
     let mut unsupported: std::collections::BTreeMap<String, usize> = Default::default();
@@ -72,4 +77,18 @@ fn json_schema_test_suite() {
         "only {} schemas compiled",
         report.compiled
     );
+}
+
+#[test]
+fn tokenizer_bytes_match_the_gguf_strings() {
+    // The two ways of getting SmolLM2's token bytes agree, so masks built from either match.
+    let (a, _) = common::smollm2();
+    let b = common::smollm2_vocab_from_gguf();
+    for t in 0..a.len() as u32 {
+        let (x, y) = (a.token_bytes(t).unwrap(), b.token_bytes(t).unwrap());
+        assert!(
+            x == y || a.is_eos(t) || x.is_empty() || y.is_empty(),
+            "token {t}: {x:?} vs {y:?}"
+        );
+    }
 }

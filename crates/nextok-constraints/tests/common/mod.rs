@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use nextok_constraints::{decode_gpt2_byte_level, TokenVocab};
+use nextok_tokenizer::{BpeTokenizer, TokenKind, Tokenizer};
 
 /// The default model's path: `$NEXTOK_MODEL` or the cache used by `cargo xtask fetch-model`.
 pub fn model_path() -> PathBuf {
@@ -15,9 +16,35 @@ pub fn model_path() -> PathBuf {
     PathBuf::from(home).join(".cache/nextok/models/SmolLM2-135M-Instruct.Q4_1.gguf")
 }
 
-/// SmolLM2's 49,152-token vocabulary from the GGUF file, as exact bytes. End tokens are 0, 2
-/// and 4 (conformance README). Control tokens other than those get no bytes.
-pub fn smollm2_vocab() -> Arc<TokenVocab> {
+/// SmolLM2's tokenizer (nextok-tokenizer's byte-level BPE from the GGUF file) and its
+/// 49,152-token vocabulary as exact bytes. End tokens are 0, 2 and 4 (conformance README);
+/// other control tokens get no bytes, so no constraint ever allows them.
+pub fn smollm2() -> (Arc<TokenVocab>, BpeTokenizer) {
+    let path = model_path();
+    let file = nextok_gguf::GgufFile::open(&path).unwrap_or_else(|e| {
+        panic!(
+            "cannot open the model at {} ({e}): run `cargo xtask fetch-model` first",
+            path.display()
+        )
+    });
+    let tok = BpeTokenizer::from_gguf(&file).expect("SmolLM2's tokenizer");
+    let bytes: Vec<Vec<u8>> = (0..tok.vocab_size() as u32)
+        .map(|id| match tok.token_kind(id).expect("id in range") {
+            TokenKind::Normal | TokenKind::UserDefined | TokenKind::Byte => {
+                tok.token_bytes(id).expect("id in range").to_vec()
+            }
+            _ => Vec::new(),
+        })
+        .collect();
+    assert_eq!(bytes.len(), 49152);
+    let eos = tok.special_tokens().end_of_generation.clone();
+    assert_eq!(eos, vec![0, 2, 4], "end tokens as llama.cpp sees them");
+    (Arc::new(TokenVocab::new(bytes, &eos).expect("vocab")), tok)
+}
+
+/// SmolLM2's vocabulary read straight from the GGUF metadata (GPT-2 byte-level strings), as a
+/// cross-check of the tokenizer's bytes.
+pub fn smollm2_vocab_from_gguf() -> Arc<TokenVocab> {
     let path = model_path();
     let file = nextok_gguf::GgufFile::open(&path).unwrap_or_else(|e| {
         panic!(
@@ -41,7 +68,6 @@ pub fn smollm2_vocab() -> Arc<TokenVocab> {
             decode_gpt2_byte_level(t).unwrap_or_default()
         })
         .collect();
-    assert_eq!(bytes.len(), 49152);
     Arc::new(TokenVocab::new(bytes, &[0, 2, 4]).expect("vocab"))
 }
 
