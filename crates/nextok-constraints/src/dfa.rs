@@ -44,7 +44,7 @@ fn refine(a: &[u8; 256], b: &[u8; 256]) -> [u8; 256] {
 pub(crate) const DEAD: u32 = 0;
 
 /// Default limit on the number of states of one automaton.
-pub(crate) const STATE_LIMIT: usize = 200_000;
+pub(crate) const STATE_LIMIT: usize = 100_000;
 
 /// A deterministic automaton over bytes in which every non-dead state can still reach a match.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -249,10 +249,12 @@ impl Dfa {
                 dense::Config::new()
                     .start_kind(StartKind::Anchored)
                     .match_kind(MatchKind::All)
-                    .dfa_size_limit(Some(256 << 20))
-                    .determinize_size_limit(Some(256 << 20)),
+                    // Untrusted patterns: bound the work and memory of each stage.
+                    .dfa_size_limit(Some(32 << 20))
+                    .determinize_size_limit(Some(32 << 20)),
             )
             .syntax(syntax::Config::new().utf8(true).unicode(true))
+            .thompson(regex_automata::nfa::thompson::Config::new().nfa_size_limit(Some(16 << 20)))
             .build(pattern)
             .map_err(|e| err(e.to_string()))?;
         let cfg = regex_automata::util::start::Config::new().anchored(Anchored::Yes);
