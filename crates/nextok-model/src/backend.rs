@@ -7,6 +7,10 @@
 //! many tokens or sequences share the call, how the work is split, or how many threads run. This
 //! is what makes a position's logits bit-identical in one prefill, token by token, in chunks and
 //! in a batch.
+//!
+//! The CPU kernels are plain loops rather than ndarray's matrix product on purpose: a general
+//! matrix product blocks its reductions by the shape of the whole problem, so the same row would
+//! be summed in a different order in a batch of 1 and a batch of 40.
 
 use std::ops::Range;
 
@@ -98,6 +102,7 @@ pub enum Mask {
 pub struct CpuBackend {
     threads: usize,
     min_work: usize,
+    int8: bool,
 }
 
 impl Default for CpuBackend {
@@ -112,7 +117,17 @@ impl CpuBackend {
         CpuBackend {
             threads: threads.max(1),
             min_work: MIN_WORK_PER_THREAD,
+            int8: false,
         }
+    }
+
+    /// The same backend in the opt-in fast mode of llama.cpp: before a product with a Q4_0, Q4_1
+    /// or Q8_0 matrix, each block of 32 activations is rounded to 8-bit integers with one f16
+    /// scale, and the block products are integer sums. Faster arithmetic in principle, but
+    /// no longer exact (see the conformance report); never the default. Results stay
+    /// reproducible: the rounding and the order of the sums depend on nothing but the row.
+    pub fn with_int8_activations(self) -> Self {
+        CpuBackend { int8: true, ..self }
     }
 
     /// The same backend, giving a thread its own part of a kernel only when that part has at
@@ -233,6 +248,129 @@ fn fixed<const N: usize>(s: &[f32]) -> &[f32; N] {
     s.try_into().unwrap_or_else(|_| unreachable!())
 }
 
+/// Activations rounded to 8 bits in blocks of 32, as llama.cpp's `quantize_row_q8_1`:
+/// `d = max|x| / 127` stored as f16, `q = round(x / d)`, and `s = d · Σq` stored as f16.
+struct Q8Rows {
+    qs: Vec<i8>,
+    d: Vec<f32>,
+    s: Vec<f32>,
+}
+
+fn round_f16(x: f32) -> f32 {
+    half::f16::from_f32(x).to_f32()
+}
+
+impl Q8Rows {
+    fn new(x: &[f32]) -> Self {
+        let blocks = x.len() / 32;
+        let mut out = Q8Rows {
+            qs: Vec::with_capacity(x.len()),
+            d: Vec::with_capacity(blocks),
+            s: Vec::with_capacity(blocks),
+        };
+        for block in x.chunks_exact(32) {
+            let amax = block.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            let d = amax / 127.0;
+            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+            let mut sum = 0i32;
+            for &v in block {
+                let q = (v * id).round() as i8;
+                sum += q as i32;
+                out.qs.push(q);
+            }
+            out.d.push(round_f16(d));
+            out.s.push(round_f16(d * sum as f32));
+        }
+        out
+    }
+}
+
+/// One row of 8-bit-activation products: ggml's `vec_dot_q4_0_q8_0`, `vec_dot_q4_1_q8_1` and
+/// `vec_dot_q8_0_q8_0`, block by block in order.
+fn dot_int8(ty: GgmlType, row: &[u8], x: &Q8Rows, first_block: usize) -> f32 {
+    let bb = ty.block_bytes() as usize;
+    let mut sum = 0.0f32;
+    for (b, block) in row.chunks_exact(bb).enumerate() {
+        let qx = &x.qs[(first_block + b) * 32..(first_block + b + 1) * 32];
+        let (dx, sx) = (x.d[first_block + b], x.s[first_block + b]);
+        let half =
+            |at: usize| dequant::f16_bits_to_f32(u16::from_le_bytes([block[at], block[at + 1]]));
+        match ty {
+            GgmlType::Q8_0 => {
+                let sumi: i32 = block[2..34]
+                    .iter()
+                    .zip(qx)
+                    .map(|(&w, &a)| (w as i8) as i32 * a as i32)
+                    .sum();
+                sum += sumi as f32 * (half(0) * dx);
+            }
+            GgmlType::Q4_0 => {
+                let qs = &block[2..18];
+                let sumi: i32 = (0..16)
+                    .map(|j| {
+                        ((qs[j] & 0x0F) as i32 - 8) * qx[j] as i32
+                            + ((qs[j] >> 4) as i32 - 8) * qx[j + 16] as i32
+                    })
+                    .sum();
+                sum += sumi as f32 * (half(0) * dx);
+            }
+            _ => {
+                // Q4_1: x = d · q + m, so Σ x·a = d·dx·Σ q·qa + m·s.
+                let qs = &block[4..20];
+                let sumi: i32 = (0..16)
+                    .map(|j| {
+                        (qs[j] & 0x0F) as i32 * qx[j] as i32
+                            + (qs[j] >> 4) as i32 * qx[j + 16] as i32
+                    })
+                    .sum();
+                sum += (half(0) * dx) * sumi as f32 + half(2) * sx;
+            }
+        }
+    }
+    sum
+}
+
+impl CpuBackend {
+    fn matmul_int8(
+        &self,
+        w: QMatrix<'_>,
+        x: &[f32],
+        tokens: usize,
+        out: &mut [f32],
+    ) -> Result<(), Error> {
+        let (rows, cols) = (w.rows, w.cols);
+        let q8 = Q8Rows::new(x);
+        let rb = w.row_bytes();
+        let blocks_per_row = cols / 32;
+        let min_rows = self.min_work.div_ceil((cols * tokens).max(1));
+        let parts = self.split(rows, min_rows, |range| {
+            let mut local = vec![0.0f32; range.len() * tokens];
+            for (i, r) in range.enumerate() {
+                let row = w.data.get(r * rb..(r + 1) * rb).ok_or(Error::BadShape {
+                    tensor: String::from("(matrix row)"),
+                    expected: vec![cols as u64, rows as u64],
+                    found: vec![cols as u64, r as u64],
+                })?;
+                for t in 0..tokens {
+                    local[i * tokens + t] = dot_int8(w.ty, row, &q8, t * blocks_per_row);
+                }
+            }
+            Ok(local)
+        })?;
+        let mut r0 = 0;
+        for part in parts {
+            let n = part.len() / tokens.max(1);
+            for i in 0..n {
+                for t in 0..tokens {
+                    out[t * rows + r0 + i] = part[i * tokens + t];
+                }
+            }
+            r0 += n;
+        }
+        Ok(())
+    }
+}
+
 impl Backend for CpuBackend {
     fn matmul(
         &self,
@@ -244,6 +382,9 @@ impl Backend for CpuBackend {
         let (rows, cols) = (w.rows, w.cols);
         debug_assert_eq!(x.len(), tokens * cols);
         debug_assert_eq!(out.len(), tokens * rows);
+        if self.int8 && matches!(w.ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0) {
+            return self.matmul_int8(w, x, tokens, out);
+        }
         // Each part dequantises its rows one at a time into a scratch row and takes its dot
         // product with every token; the part's output is [row][token].
         // A thread must have enough work to pay for its start (tens of microseconds).

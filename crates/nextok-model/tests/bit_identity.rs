@@ -127,6 +127,22 @@ fn check_all_paths(model: &LlamaModel, kv: KvType, tokens: &[u32], other: &[u32]
         reference,
         "batched, 2 threads"
     );
+    // The opt-in 8-bit-activation mode is not exact, but just as reproducible.
+    let int8 = CpuBackend::new(1).with_int8_activations();
+    let int8_two = CpuBackend::new(2)
+        .with_min_work_per_thread(1)
+        .with_int8_activations();
+    let int8_reference = bits(&chunked(model, &int8, kv, tokens, &[tokens.len()]));
+    assert_eq!(
+        bits(&chunked(model, &int8_two, kv, tokens, &[1])),
+        int8_reference,
+        "int8, 2 threads, token by token"
+    );
+    assert_eq!(
+        bits(&batched(model, &int8_two, kv, tokens, other, sizes[0])),
+        int8_reference,
+        "int8, batched"
+    );
 }
 
 fn spec_for(ty: GgmlType, bias: bool, tied: bool) -> RandomLlama {
