@@ -282,3 +282,68 @@ fn four_steps_process_10_positions_without_a_cache_and_4_with_it() {
 fn a_thousand_steps_process_500_500_positions_without_a_cache_and_1000_with_it() {
     assert_eq!(count_positions(1_000), (500_500, 1_000));
 }
+
+fn last_logits(model: &LlamaModel, cache: &mut KvCache, tokens: &[u32]) -> Vec<u32> {
+    let out = model
+        .forward(
+            &CpuBackend::new(1),
+            &mut [Sequence {
+                cache,
+                tokens,
+                logits: Logits::Last,
+            }],
+        )
+        .unwrap();
+    bits(&out[0])
+}
+
+/// Forked caches (beams, parallel samples) and reused prompt prefixes give exactly the logits of
+/// a fresh run over the whole sequence.
+#[test]
+fn forks_and_prefix_reuse_give_the_logits_of_a_fresh_run() {
+    let model = load(&spec_for(GgmlType::Q4_1, false, true), 21);
+    let prompt = [5u32, 6, 7, 8, 9];
+    let fresh = |tokens: &[u32]| last_logits(&model, &mut model.new_cache(KvType::F32), tokens);
+
+    // Fork after the prompt; the two branches continue differently in one batch.
+    let mut a = model.new_cache(KvType::F32);
+    model
+        .forward(
+            &CpuBackend::new(1),
+            &mut [Sequence {
+                cache: &mut a,
+                tokens: &prompt,
+                logits: Logits::None,
+            }],
+        )
+        .unwrap();
+    let mut b = a.fork();
+    let out = model
+        .forward(
+            &CpuBackend::new(2).with_min_work_per_thread(1),
+            &mut [
+                Sequence {
+                    cache: &mut a,
+                    tokens: &[1],
+                    logits: Logits::Last,
+                },
+                Sequence {
+                    cache: &mut b,
+                    tokens: &[2, 3],
+                    logits: Logits::Last,
+                },
+            ],
+        )
+        .unwrap();
+    assert_eq!(bits(&out[0]), fresh(&[5, 6, 7, 8, 9, 1]));
+    assert_eq!(bits(&out[1]), fresh(&[5, 6, 7, 8, 9, 2, 3]));
+
+    // A new prompt that shares the first five tokens reuses them and runs only the rest.
+    let next = [5u32, 6, 7, 8, 9, 4, 4];
+    let before = model.positions_processed();
+    let kept = b.reuse_prefix(&next);
+    assert_eq!(kept, 5);
+    assert_eq!(last_logits(&model, &mut b, &next[kept..]), fresh(&next));
+    // The reuse ran 2 positions; the fresh run beside it ran all 7.
+    assert_eq!(model.positions_processed() - before, 2 + 7);
+}
