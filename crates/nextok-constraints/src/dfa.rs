@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
+use std::sync::OnceLock;
 
 use regex_automata::dfa::{dense, Automaton, StartKind};
 use regex_automata::util::syntax;
@@ -280,9 +281,24 @@ impl Dfa {
         )
     }
 
+    /// One Unicode scalar value in UTF-8 (built once per process: it is a constant).
+    pub(crate) fn any_char() -> &'static Dfa {
+        static ANY_CHAR: OnceLock<Dfa> = OnceLock::new();
+        ANY_CHAR.get_or_init(|| Dfa::from_regex("(?s:.)").unwrap_or_else(|_| Dfa::empty()))
+    }
+
+    /// Any valid UTF-8 string (built once per process).
+    pub(crate) fn any_string() -> &'static Dfa {
+        static ANY_STRING: OnceLock<Dfa> = OnceLock::new();
+        ANY_STRING.get_or_init(|| Dfa::from_regex("(?s:.)*").unwrap_or_else(|_| Dfa::empty()))
+    }
+
     /// Strings of `min` to `max` (None: any number of) Unicode scalar values.
     pub(crate) fn char_count(min: usize, max: Option<usize>) -> Result<Dfa, Error> {
-        let one = Dfa::from_regex("(?s:.)")?;
+        if min == 0 && max.is_none() {
+            return Ok(Dfa::any_string().clone());
+        }
+        let one = Dfa::any_char();
         let cap = max.unwrap_or(min);
         Dfa::explore(
             (0usize, one.start()),
@@ -441,11 +457,19 @@ impl Dfa {
             },
             |s| matches!(s, S::Closed),
             "JSON string",
-            // ASCII bytes all play a part in escapes; the others only go through `self`.
+            // Bytes that play a part in quoting and escapes each get a class; control bytes
+            // share one (never allowed raw); the others only go through `self`.
             &refine(&self.classes, &{
-                let mut a = IDENTITY;
-                for x in a.iter_mut().skip(128) {
-                    *x = 128;
+                let mut a = [0u8; 256];
+                for (b, x) in a.iter_mut().enumerate() {
+                    let b = b as u8;
+                    *x = if b < 0x20 {
+                        1
+                    } else if b"\"\\/bfnrtu".contains(&b) || b.is_ascii_hexdigit() {
+                        b
+                    } else {
+                        0
+                    };
                 }
                 a
             }),

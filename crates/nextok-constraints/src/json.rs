@@ -210,7 +210,7 @@ impl<'a> Compiler<'a> {
         }
         let value = self.b.nt("value");
         self.any = Some(Sym::Nt(value));
-        let string = self.string_terminal(&Dfa::from_regex("(?s:.)*")?)?;
+        let string = self.string_terminal(Dfa::any_string())?;
         let number = self
             .b
             .regex(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")?;
@@ -710,7 +710,7 @@ impl<'a> Compiler<'a> {
         let pn = self.normalize(pn, path, 0)?;
         let m = match pn {
             Value::Bool(false) => return Ok(Dfa::empty()),
-            Value::Bool(true) => return Dfa::from_regex("(?s:.)*"),
+            Value::Bool(true) => return Ok(Dfa::any_string().clone()),
             Value::Object(m) => m,
             _ => return Err(invalid(path, "a schema must be an object or a boolean")),
         };
@@ -882,7 +882,7 @@ impl<'a> Compiler<'a> {
         if !closed {
             others = match &key_filter {
                 Some(f) => f.clone(),
-                None => Dfa::from_regex("(?s:.)*")?,
+                None => Dfa::any_string().clone(),
             };
             for name in &names {
                 others = others.minus(&Dfa::literal(name.as_bytes()))?;
