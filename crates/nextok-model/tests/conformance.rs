@@ -111,7 +111,7 @@ fn the_neox_ordering_is_wrong_for_llama_gguf() {
         "logits/{}",
         meta["files"]["f64"].as_str().unwrap()
     ));
-    let file = nextok_gguf::GgufFile::open(model_path()).unwrap();
+    let file = model_file();
     let options = nextok_model::LoadOptions {
         rope_ordering: Some(nextok_model::RopeOrdering::NeoX),
     };

@@ -21,15 +21,20 @@ pub fn model_path() -> String {
     })
 }
 
+/// The default model's file. Fails (never skips) when it is absent.
+pub fn model_file() -> GgufFile {
+    let path = model_path();
+    GgufFile::open(&path).unwrap_or_else(|e| {
+        panic!("cannot open the default model at {path} ({e}): run `cargo xtask fetch-model` first")
+    })
+}
+
 /// The default model, loaded once per test binary. Fails (never skips) when it is absent.
 pub fn model() -> &'static LlamaModel {
     static MODEL: OnceLock<LlamaModel> = OnceLock::new();
     MODEL.get_or_init(|| {
-        let path = model_path();
-        let file = GgufFile::open(&path).unwrap_or_else(|e| {
-            panic!("cannot open the default model at {path} ({e}): run `cargo xtask fetch-model` first")
-        });
-        LlamaModel::from_gguf(file, LoadOptions::default()).expect("the default model loads")
+        LlamaModel::from_gguf(model_file(), LoadOptions::default())
+            .expect("the default model loads")
     })
 }
 
