@@ -38,7 +38,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("nextok: {}", one_line(&format!("{e:#}")));
+            eprintln!("nextok: {}", one_line(&message(&e)));
             ExitCode::FAILURE
         }
     }
@@ -75,6 +75,23 @@ fn usage_error(e: clap::Error) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The error and its causes, joined by ": ", leaving out a cause whose text the message already
+/// contains (errors that wrap another usually print it themselves).
+fn message(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
 }
 
 /// Folds a message onto one line.

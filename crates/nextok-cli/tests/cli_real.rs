@@ -299,3 +299,14 @@ fn chat_answers_each_line_and_keeps_the_conversation() {
     assert!(summaries[0].contains("(0 cached)"), "{}", summaries[0]);
     assert!(!summaries[1].contains("(0 cached)"), "{}", summaries[1]);
 }
+
+#[test]
+fn a_bad_constraint_is_one_line_without_repetition() {
+    let o = nextok(&["generate", "x", "--regex", "("]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("nextok: constraint: "), "{err}");
+    // The cause is said once, not once per layer of wrapping.
+    assert_eq!(err.matches("does not compile").count(), 1, "{err}");
+}
