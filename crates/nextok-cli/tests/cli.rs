@@ -199,6 +199,14 @@ fn a_missing_model_file_is_one_line() {
 }
 
 #[test]
+fn a_model_folder_is_one_line() {
+    let dir = std::env::temp_dir();
+    let o = nextok(&["generate", "hi", "--model", dir.to_str().unwrap()]);
+    let err = assert_one_line_error(&o);
+    assert!(err.contains("a folder") && err.contains("GGUF"), "{err}");
+}
+
+#[test]
 fn a_bad_command_line_is_one_line() {
     let o = nextok(&["sample", "--logits", "1,x"]);
     let err = assert_one_line_error(&o);

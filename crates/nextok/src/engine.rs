@@ -99,6 +99,12 @@ impl Engine {
     /// Loads a GGUF model file: weights, tokenizer and chat template.
     pub fn load(path: impl AsRef<Path>, options: &EngineOptions) -> Result<Self, Error> {
         let path = path.as_ref();
+        if path.is_dir() {
+            return Err(Error::UnsupportedModelFormat {
+                path: path.to_path_buf(),
+                reason: "a folder (safetensors checkpoints are not supported yet)",
+            });
+        }
         if !path.is_file() {
             return Err(Error::ModelNotFound {
                 path: path.to_path_buf(),

@@ -19,6 +19,14 @@ pub enum Error {
         /// The path that was looked for.
         path: PathBuf,
     },
+    /// The model path is something this build cannot load.
+    #[error("cannot load {path}: it is {reason}; pass --model PATH to a GGUF file")]
+    UnsupportedModelFormat {
+        /// The path given.
+        path: PathBuf,
+        /// What it is, and why it cannot be loaded.
+        reason: &'static str,
+    },
     /// One step of fetching the default model failed.
     #[error("could not fetch the default model ({step}: {detail}); fetch it by hand: {manual}")]
     Fetch {

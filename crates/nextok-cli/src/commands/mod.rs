@@ -32,7 +32,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
 /// first use with its progress on stderr.
 pub fn model_path(args: &ModelArgs) -> anyhow::Result<PathBuf> {
     match &args.model {
-        Some(path) if path.is_file() => Ok(path.clone()),
+        Some(path) if path.is_file() || path.is_dir() => Ok(path.clone()),
         Some(path) => Err(nextok::Error::ModelNotFound { path: path.clone() }.into()),
         None => Ok(nextok::ensure_default_model(&mut |line| {
             eprintln!("nextok: {line}")
