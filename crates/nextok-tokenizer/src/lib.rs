@@ -30,6 +30,20 @@
 //! as [`String::from_utf8_lossy`] does on the whole sequence; [`StreamDecoder`] gives the same
 //! text piece by piece.
 //!
+//! # Speed
+//! Words are merged with a rank lookup per adjacent pair (a priority queue for words over 48
+//! bytes), and each distinct word is merged once and then taken from a cache. On SmolLM2's
+//! vocabulary `cargo bench -p nextok-benches --bench tokenizer` measured about 18 MiB/s against
+//! the `tokenizers` crate's 1.1 MiB/s on 3 MB of mixed text, with identical ids.
+//!
+//! # Differences from the references
+//! - A byte that no token spells (SmolLM2 has no token for 0x04 or 0xF5 to 0xFF, for example)
+//!   is dropped when encoding, as llama.cpp drops it; such text cannot round-trip.
+//! - Per-model special-token attributes that llama.cpp hard-codes (`lstrip`/`rstrip` around a
+//!   few models' special tokens) are not applied.
+//! - The chat-template environment has no `strftime_now` (templates that use it fall back to
+//!   their default date when it is undefined).
+//!
 //! # Example
 //! A tiny byte-level BPE vocabulary built in memory (real ones come from a model file):
 //! ```
