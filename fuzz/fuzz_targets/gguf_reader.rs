@@ -1,4 +1,4 @@
-//! Arbitrary bytes into the GGUF reader and the model loader: every input must give a value or a
+//! Arbitrary bytes into the GGUF reader and the model loader (as GGUF, and as safetensors): every input must give a value or a
 //! typed error, never a panic, a hang, or an allocation out of proportion to the input. When a
 //! file loads as a model, one token is run through it, so the kernels see the file's tensors too.
 
@@ -9,7 +9,16 @@ use nextok_gguf::{dequant, GgufFile};
 use nextok_kv_cache::KvType;
 use nextok_model::{CpuBackend, LlamaModel, LoadOptions, Logits, Sequence};
 
+/// A small Hugging Face configuration, for feeding the same bytes to the safetensors loader.
+const CONFIG: &str = r#"{"model_type": "llama", "hidden_size": 32, "intermediate_size": 32,
+    "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+    "tie_word_embeddings": true}"#;
+
 fuzz_target!(|data: &[u8]| {
+    // The bytes as a safetensors checkpoint: parsed, mapped and checked like a GGUF one.
+    if let Ok(model) = LlamaModel::from_safetensors(CONFIG, data.to_vec(), LoadOptions::default()) {
+        run_one_token(&model);
+    }
     let Ok(file) = GgufFile::from_bytes(data.to_vec()) else {
         return;
     };
@@ -29,6 +38,10 @@ fuzz_target!(|data: &[u8]| {
     let Ok(model) = LlamaModel::from_gguf(file, LoadOptions::default()) else {
         return;
     };
+    run_one_token(&model);
+});
+
+fn run_one_token(model: &LlamaModel) {
     let mut cache = model.new_cache(KvType::F32);
     let _ = model.forward(
         &CpuBackend::new(1),
@@ -38,4 +51,4 @@ fuzz_target!(|data: &[u8]| {
             logits: Logits::Last,
         }],
     );
-});
+}

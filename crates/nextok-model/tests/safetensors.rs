@@ -200,3 +200,21 @@ fn bad_checkpoints_give_typed_errors() {
         Err(Error::Io { .. })
     ));
 }
+
+/// The fuzz seed for the safetensors path (`fuzz/corpus/gguf_reader/tiny-llama-safetensors`) is a
+/// valid checkpoint for the configuration the fuzz target uses, so fuzzing starts from a model
+/// that loads and runs.
+#[test]
+fn the_fuzz_seed_loads_and_runs() {
+    const CONFIG: &str = r#"{"model_type": "llama", "hidden_size": 32, "intermediate_size": 32,
+        "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+        "tie_word_embeddings": true}"#;
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fuzz/corpus/gguf_reader/tiny-llama-safetensors"
+    );
+    let bytes = std::fs::read(path).unwrap();
+    let model = LlamaModel::from_safetensors(CONFIG, bytes, LoadOptions::default()).unwrap();
+    assert_eq!((model.config().vocab, model.config().kv_heads), (4, 1));
+    assert_eq!(logits(&model, &[0, 3]).len(), 2 * 4);
+}
