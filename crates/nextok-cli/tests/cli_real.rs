@@ -310,3 +310,25 @@ fn a_bad_constraint_is_one_line_without_repetition() {
     // The cause is said once, not once per layer of wrapping.
     assert_eq!(err.matches("does not compile").count(), 1, "{err}");
 }
+
+#[test]
+fn the_same_seed_gives_the_same_tokens_with_any_number_of_threads() {
+    let run = |threads: &str| {
+        json_out(&nextok(&[
+            "generate",
+            "Once upon a time",
+            "--raw",
+            "--temperature",
+            "1",
+            "--seed",
+            "5",
+            "--max-tokens",
+            "5",
+            "--threads",
+            threads,
+            "--json",
+        ]))["tokens"]
+            .clone()
+    };
+    assert_eq!(run("1"), run("2"));
+}
