@@ -47,6 +47,17 @@
 //! has an allowed next token (given a vocabulary holding every single byte, as byte-level BPE
 //! vocabularies do).
 //!
+//! # Cost
+//! A mask is the union, over the terminals in flight, of a bitset cached per (terminal,
+//! automaton state) for the tokens that stay inside the terminal, plus a walk of the token trie
+//! below the few nodes where a terminal may end. The cache lives in the [`TokenVocab`] and is
+//! shared by every grammar built on it, so its first use of a state costs a full trie walk
+//! (about a millisecond at 49k tokens) and later uses a copy. Compiling a JSON Schema builds
+//! automata (byte classes, products, the JSON string encoding) and an Earley grammar.
+//!
+//! # What this crate does not know
+//! It never sees a tokenizer, a model or a device: only token bytes and end-token ids.
+//!
 //! # Untrusted input
 //! Schemas, grammars and patterns may come from users: bad ones are typed errors, automata are
 //! limited in size, and a JSON Schema keyword this crate does not enforce is an error naming it
