@@ -11,7 +11,7 @@ pub fn print(text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// [`print`] followed by a line break.
+/// [`print()`] followed by a line break.
 pub fn println(text: &str) -> anyhow::Result<()> {
     print(&format!("{text}\n"))
 }
