@@ -133,6 +133,8 @@ const SUPPORTED: &[&str] = &[
     "propertyNames",
     "contains",
     "minContains",
+    "unevaluatedProperties",
+    "unevaluatedItems",
     PATTERNS,
 ];
 
@@ -302,33 +304,6 @@ impl<'a> Compiler<'a> {
                 return Err(unsupported(k, path));
             }
         }
-        // Without applicators, everything `properties`, `patternProperties` and
-        // `additionalProperties` evaluate is exactly what they match, so the unevaluated
-        // keywords reduce to `additionalProperties` and `items`.
-        let applicators = [
-            "allOf",
-            "anyOf",
-            "oneOf",
-            "$ref",
-            "if",
-            "then",
-            "else",
-            "not",
-            "dependentSchemas",
-            "contains",
-        ];
-        let has_applicator = applicators.iter().any(|k| m.contains_key(*k));
-        for (unevaluated, plain) in [
-            ("unevaluatedProperties", "additionalProperties"),
-            ("unevaluatedItems", "items"),
-        ] {
-            if let Some(u) = m.remove(unevaluated) {
-                if has_applicator {
-                    return Err(unsupported(unevaluated, path));
-                }
-                m.entry(plain.to_string()).or_insert(u);
-            }
-        }
         if m.get("uniqueItems") == Some(&Value::Bool(false)) {
             m.remove("uniqueItems");
         }
@@ -369,6 +344,28 @@ impl<'a> Compiler<'a> {
                 _ => return Err(unsupported("not", path)),
             }
         }
+        // `unevaluatedProperties`/`unevaluatedItems` see what this schema and its `allOf` and
+        // `$ref` subschemas evaluate: once those are merged in, they reduce to
+        // `additionalProperties`/`items`. Under `anyOf`/`oneOf` they are kept and distributed
+        // into each branch (counting only the chosen branch's evaluations refuses more, never
+        // less). Conditionals and `dependentSchemas` evaluate in ways a grammar cannot follow.
+        let unevaluated = [
+            (
+                "unevaluatedProperties",
+                m.remove("unevaluatedProperties"),
+                "additionalProperties",
+            ),
+            ("unevaluatedItems", m.remove("unevaluatedItems"), "items"),
+        ];
+        for (k, v, _) in &unevaluated {
+            let blocked = ["if", "then", "else", "dependentSchemas"]
+                .iter()
+                .any(|b| m.contains_key(*b))
+                || (*k == "unevaluatedItems" && m.contains_key("contains"));
+            if v.is_some() && blocked {
+                return Err(unsupported(*k, path));
+            }
+        }
         let mut acc = Value::Object(Map::new());
         if let Some(all) = m.remove("allOf") {
             let Value::Array(all) = all else {
@@ -396,7 +393,20 @@ impl<'a> Compiler<'a> {
                 acc = merge(&acc, &target, path)?;
             }
         }
-        merge(&acc, &Value::Object(m), path)
+        let mut out = merge(&acc, &Value::Object(m), path)?;
+        if let Value::Object(o) = &mut out {
+            let deferred = o.contains_key("anyOf") || o.contains_key("oneOf");
+            for (k, v, plain) in unevaluated {
+                if let Some(v) = v {
+                    if deferred {
+                        o.insert(k.to_string(), v);
+                    } else if !o.contains_key(plain) {
+                        o.insert(plain.to_string(), v);
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     fn schema(&mut self, s: &Value, path: &str) -> Result<Sym, Error> {
@@ -459,12 +469,22 @@ impl<'a> Compiler<'a> {
                 }
                 let mut base = m.clone();
                 base.remove(comb);
+                let kept: Vec<(String, Value)> = ["unevaluatedProperties", "unevaluatedItems"]
+                    .iter()
+                    .filter_map(|k| base.remove(*k).map(|v| (k.to_string(), v)))
+                    .collect();
                 let base = Value::Object(base);
                 let mut merged = Vec::new();
                 for (i, br) in branches.iter().enumerate() {
                     let bp = format!("{path}/{comb}/{i}");
                     let br = self.normalize(br, &bp, 0)?;
-                    merged.push(merge(&base, &br, &bp)?);
+                    let mut mb = merge(&base, &br, &bp)?;
+                    if let Value::Object(o) = &mut mb {
+                        for (k, v) in &kept {
+                            o.insert(k.clone(), v.clone());
+                        }
+                    }
+                    merged.push(mb);
                 }
                 if comb == "oneOf" {
                     for i in 0..merged.len() {
@@ -1219,6 +1239,19 @@ fn disjoint(a: &Value, b: &Value) -> bool {
     false
 }
 
+/// The schema of values valid under both.
+fn both_of(a: Value, b: Value) -> Value {
+    match (&a, &b) {
+        (Value::Bool(true), _) => b,
+        (_, Value::Bool(true)) => a,
+        _ if a == b => a,
+        _ => Value::Object(Map::from_iter([(
+            "allOf".to_string(),
+            Value::Array(vec![a, b]),
+        )])),
+    }
+}
+
 /// Merges two normalised schemas into one whose instances are those valid under both, or
 /// reports the keyword that cannot be merged exactly.
 fn merge(a: &Value, b: &Value, path: &str) -> Result<Value, Error> {
@@ -1243,14 +1276,60 @@ fn merge(a: &Value, b: &Value, path: &str) -> Result<Value, Error> {
         n.sort();
         n
     };
+    // A schema still holding `unevaluated*` (kept for its own anyOf/oneOf) must not see a
+    // sibling's evaluations.
+    for k in ["unevaluatedProperties", "unevaluatedItems"] {
+        if ma.contains_key(k) || mb.contains_key(k) {
+            return Err(unsupported(format!("allOf ({k} under anyOf/oneOf)"), path));
+        }
+    }
+    let has_pat = ma.contains_key("patternProperties") || mb.contains_key("patternProperties");
+    let has_add =
+        ma.contains_key("additionalProperties") || mb.contains_key("additionalProperties");
     let closed = |m: &Map<String, Value>| {
         m.contains_key("additionalProperties") || m.contains_key("patternProperties")
     };
-    if (closed(ma) && (mb.contains_key("properties") || closed(mb)) && names(ma) != names(mb))
+    // Without patterns, each key's schema on each side is its `properties` entry or else that
+    // side's `additionalProperties`, so the conjunction is exact key by key.
+    let mut exact: Option<(Map<String, Value>, Value)> = None;
+    if has_add && !has_pat {
+        let side = |m: &Map<String, Value>, k: &str| -> Value {
+            m.get("properties")
+                .and_then(|p| p.get(k))
+                .or_else(|| m.get("additionalProperties"))
+                .cloned()
+                .unwrap_or(Value::Bool(true))
+        };
+        let mut all: Vec<String> = Vec::new();
+        for m in [ma, mb] {
+            for k in m
+                .get("properties")
+                .and_then(|p| p.as_object())
+                .map(|p| p.keys().cloned().collect::<Vec<_>>())
+                .unwrap_or_default()
+            {
+                if !all.contains(&k) {
+                    all.push(k);
+                }
+            }
+        }
+        let mut props = Map::new();
+        for k in all {
+            props.insert(k.clone(), both_of(side(ma, &k), side(mb, &k)));
+        }
+        let add = |m: &Map<String, Value>| {
+            m.get("additionalProperties")
+                .cloned()
+                .unwrap_or(Value::Bool(true))
+        };
+        exact = Some((props, both_of(add(ma), add(mb))));
+    } else if (closed(ma)
+        && (mb.contains_key("properties") || closed(mb))
+        && names(ma) != names(mb))
         || (closed(mb) && ma.contains_key("properties") && names(ma) != names(mb))
     {
         return Err(unsupported(
-            "allOf (additionalProperties across branches)",
+            "allOf (patternProperties across branches)",
             path,
         ));
     }
@@ -1264,7 +1343,14 @@ fn merge(a: &Value, b: &Value, path: &str) -> Result<Value, Error> {
             path,
         ));
     }
+    if let Some((props, add)) = exact {
+        out.insert("properties".into(), Value::Object(props));
+        out.insert("additionalProperties".into(), add);
+    }
     for (k, vb) in mb {
+        if has_add && !has_pat && (k == "properties" || k == "additionalProperties") {
+            continue;
+        }
         let Some(va) = ma.get(k) else {
             out.insert(k.clone(), vb.clone());
             continue;

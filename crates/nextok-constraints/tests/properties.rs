@@ -307,3 +307,44 @@ fn forced_tokens_follow_a_single_path() {
     assert_eq!(c.forced_tokens(20).unwrap(), vec![1, 2, 3, 4, 5, 0]);
     assert_eq!(c.num_tokens(), 0);
 }
+
+#[test]
+fn all_of_with_additional_properties_is_exact() {
+    let compile = |v: serde_json::Value| {
+        nextok_constraints::compile_json_schema(&v, &JsonOptions::default()).unwrap()
+    };
+    let g = compile(
+        serde_json::json!({"allOf": [{"properties": {"a": {"type": "integer"}}}, {"additionalProperties": false}]}),
+    );
+    assert!(g.recognizes(b"{}") && !g.recognizes(br#"{"a":1}"#));
+    let g = compile(serde_json::json!({"allOf": [
+        {"properties": {"a": {"type": "integer"}}, "additionalProperties": false},
+        {"properties": {"a": {"minimum": 2}, "b": {}}}
+    ]}));
+    assert!(g.recognizes(br#"{"a":3}"#));
+    assert!(
+        !g.recognizes(br#"{"a":1}"#)
+            && !g.recognizes(br#"{"b":1}"#)
+            && !g.recognizes(br#"{"a":2.5}"#)
+    );
+}
+
+#[test]
+fn unevaluated_properties_never_see_a_siblings_evaluations() {
+    // Under allOf, the first branch's unevaluatedProperties sees only its own anyOf: "b" is
+    // unevaluated there, so {"a":1,"b":2} is invalid. We must refuse it or refuse the schema.
+    let schema = serde_json::json!({"allOf": [
+        {"anyOf": [{"properties": {"a": {}}}], "unevaluatedProperties": false},
+        {"properties": {"b": {}}}
+    ]});
+    if let Ok(g) = nextok_constraints::compile_json_schema(&schema, &JsonOptions::default()) {
+        assert!(!g.recognizes(br#"{"a":1,"b":2}"#));
+    }
+    let own = serde_json::json!({"properties": {"a": {}}, "anyOf": [{"properties": {"b": {}}}, {"properties": {"c": {}}}], "unevaluatedProperties": false});
+    let g = nextok_constraints::compile_json_schema(&own, &JsonOptions::default()).unwrap();
+    assert!(
+        g.recognizes(br#"{"a":1,"b":2}"#)
+            && g.recognizes(br#"{"c":1}"#)
+            && !g.recognizes(br#"{"d":1}"#)
+    );
+}
