@@ -37,7 +37,7 @@ pub enum Command {
     Classify(ClassifyArgs),
     /// Run the constrained-decoding benchmark over a folder of cases.
     ConstrainBench(ConstrainBenchArgs),
-    /// Measure speed on this machine (issue 7; not yet available).
+    /// Measure prefill and decode speed and time to first token on this machine.
     Bench(BenchArgs),
 }
 
@@ -413,6 +413,21 @@ pub struct ConstrainBenchArgs {
 pub struct BenchArgs {
     #[command(flatten)]
     pub model: ModelArgs,
+    /// Prompt lengths whose prefill is timed, comma-separated.
+    #[arg(long, value_name = "N,N,...", value_delimiter = ',', default_values_t = [128, 512])]
+    pub prefill: Vec<usize>,
+    /// Tokens decoded after the decode prompt.
+    #[arg(long, value_name = "N", default_value_t = 128)]
+    pub decode: usize,
+    /// Length of the prompt before decoding.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub decode_prompt: usize,
+    /// How many times each measurement is repeated (min, median and max are reported).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub repetitions: usize,
+    /// Print one JSON object: threads, prefill_tok_s, decode_tok_s, ttft_ms.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[cfg(test)]

@@ -332,3 +332,36 @@ fn the_same_seed_gives_the_same_tokens_with_any_number_of_threads() {
     };
     assert_eq!(run("1"), run("2"));
 }
+
+#[test]
+fn bench_json_has_the_issue_7_fields() {
+    // Tiny sizes keep this to a few seconds; the shape is what issue 7's scripts read.
+    let v = json_out(&nextok(&[
+        "bench",
+        "--prefill",
+        "4,8",
+        "--decode",
+        "2",
+        "--decode-prompt",
+        "4",
+        "--repetitions",
+        "1",
+        "--threads",
+        "1",
+        "--json",
+    ]));
+    assert_eq!(v["threads"], 1);
+    for stats in [
+        &v["prefill_tok_s"]["4"],
+        &v["prefill_tok_s"]["8"],
+        &v["decode_tok_s"],
+        &v["ttft_ms"],
+    ] {
+        let (min, median, max) = (
+            stats["min"].as_f64().unwrap(),
+            stats["median"].as_f64().unwrap(),
+            stats["max"].as_f64().unwrap(),
+        );
+        assert!(0.0 < min && min <= median && median <= max, "{v}");
+    }
+}

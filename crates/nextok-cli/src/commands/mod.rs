@@ -1,12 +1,12 @@
 //! One module per subcommand.
 
+mod bench;
 mod generate;
 mod plan;
 mod sample;
 mod text;
 
 use crate::args::{Command, ModelArgs};
-use anyhow::bail;
 use std::path::PathBuf;
 
 /// Runs one subcommand.
@@ -22,9 +22,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Score(a) => text::score(&a),
         Command::Classify(a) => generate::classify(&a),
         Command::ConstrainBench(a) => text::constrain_bench(&a),
-        Command::Bench(_) => bail!(
-            "`nextok bench` is not available yet (issue 7); for an estimate from the cost model run `nextok plan`"
-        ),
+        Command::Bench(a) => bench::run(&a),
     }
 }
 
