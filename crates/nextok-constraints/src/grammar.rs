@@ -189,7 +189,6 @@ impl GrammarBuilder {
             terminal_starts,
             start_pos,
             accept_pos,
-            names,
             cache: Mutex::new((0, HashMap::new())),
         })
     }
@@ -213,7 +212,6 @@ pub struct Grammar {
     terminal_starts: Vec<u32>,
     start_pos: u32,
     accept_pos: u32,
-    names: Vec<String>,
     /// Per terminal, its number in the vocabulary's shared mask cache (the vocabulary is
     /// identified by its serial number).
     cache: Mutex<TerminalCache>,
@@ -298,12 +296,6 @@ impl Grammar {
     /// Number of automaton states over all terminals.
     pub fn terminal_states(&self) -> usize {
         self.terminals.iter().map(|d| d.num_states()).sum()
-    }
-
-    /// Name of a nonterminal (for debugging).
-    #[allow(dead_code)]
-    pub(crate) fn name(&self, nt: u32) -> &str {
-        &self.names[nt as usize]
     }
 
     /// Whether the whole of `bytes` is a sentence of the grammar.
