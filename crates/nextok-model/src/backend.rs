@@ -13,8 +13,10 @@
 //! be summed in a different order in a batch of 1 and a batch of 40.
 
 use std::ops::Range;
+use std::sync::{Arc, Mutex};
 
 use nextok_gguf::{dequant, GgmlType};
+use nextok_kernels::{Isa, QMat, ThreadPool};
 use nextok_kv_cache::KvCache;
 
 use crate::Error;
@@ -97,12 +99,16 @@ pub enum Mask {
     Full,
 }
 
-/// The CPU backend: plain Rust kernels, with the output rows split over `threads` scoped threads.
+/// The CPU backend: the fused kernels of `nextok-kernels` (AVX-512, AVX2 or portable, chosen at
+/// run time; all give the same bits) for weight products, with the work split over a persistent
+/// pool of `threads` threads that is started once, so a decode step starts no thread.
 #[derive(Debug, Clone)]
 pub struct CpuBackend {
     threads: usize,
     min_work: usize,
     int8: bool,
+    isa: Isa,
+    pool: Arc<ThreadPool>,
 }
 
 impl Default for CpuBackend {
@@ -118,7 +124,23 @@ impl CpuBackend {
             threads: threads.max(1),
             min_work: MIN_WORK_PER_THREAD,
             int8: false,
+            isa: Isa::detect(),
+            pool: Arc::new(ThreadPool::new(threads.max(1))),
         }
+    }
+
+    /// The same backend with the kernels of another instruction set (for comparisons; every
+    /// instruction set gives the same bits). An instruction set this CPU lacks is an error.
+    pub fn with_isa(self, isa: Isa) -> Result<Self, Error> {
+        if !isa.is_available() {
+            return Err(nextok_kernels::Error::IsaUnavailable { isa }.into());
+        }
+        Ok(CpuBackend { isa, ..self })
+    }
+
+    /// The instruction set of the weight-product kernels.
+    pub fn isa(&self) -> Isa {
+        self.isa
     }
 
     /// The same backend in the opt-in fast mode of llama.cpp: before a product with a Q4_0, Q4_1
@@ -162,26 +184,23 @@ impl CpuBackend {
             return Ok(vec![job(0..n)?]);
         }
         let per = n.div_ceil(parts);
-        let ranges: Vec<Range<usize>> = (0..parts)
-            .map(|p| (p * per).min(n)..((p + 1) * per).min(n))
-            .collect();
-        std::thread::scope(|s| {
-            let handles: Vec<_> = ranges
-                .iter()
-                .skip(1)
-                .map(|r| {
-                    let r = r.clone();
-                    let job = &job;
-                    s.spawn(move || job(r))
-                })
-                .collect();
-            let mut out = vec![job(ranges[0].clone())?];
-            for h in handles {
-                // A panic in a worker is a bug in this crate; re-raise it where it is visible.
-                out.push(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?);
+        type Slot = Mutex<Option<Result<Vec<f32>, Error>>>;
+        let results: Vec<Slot> = (0..parts).map(|_| Mutex::new(None)).collect();
+        // `parts` never exceeds the pool's threads, so every part runs exactly once.
+        self.pool.run(|p| {
+            if p < parts {
+                let out = job((p * per).min(n)..((p + 1) * per).min(n));
+                *results[p].lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
             }
-            Ok(out)
-        })
+        });
+        results
+            .into_iter()
+            .map(|slot| {
+                slot.into_inner()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .unwrap_or_else(|| Ok(Vec::new()))
+            })
+            .collect()
     }
 }
 
@@ -385,30 +404,14 @@ impl Backend for CpuBackend {
         if self.int8 && matches!(w.ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0) {
             return self.matmul_int8(w, x, tokens, out);
         }
-        // Each part dequantises its rows one at a time into a scratch row and takes its dot
-        // product with every token; the part's output is [row][token].
-        // A thread must have enough work to pay for its start (tens of microseconds).
-        let min_rows = self.min_work.div_ceil((cols * tokens).max(1));
-        let parts = self.split(rows, min_rows, |range| {
-            let mut scratch = vec![0.0f32; cols];
-            let mut local = vec![0.0f32; range.len() * tokens];
-            for (i, r) in range.enumerate() {
-                w.row(r, &mut scratch)?;
-                for t in 0..tokens {
-                    local[i * tokens + t] = dot(&scratch, &x[t * cols..(t + 1) * cols]);
-                }
-            }
-            Ok(local)
-        })?;
-        let mut r0 = 0;
-        for part in parts {
-            let n = part.len() / tokens.max(1);
-            for i in 0..n {
-                for t in 0..tokens {
-                    out[t * rows + r0 + i] = part[i * tokens + t];
-                }
-            }
-            r0 += n;
+        // The fused kernels dequantise each block in registers and keep f32 activations; each
+        // output is one fixed sequence of operations, so the split over threads (and whether the
+        // pool is used at all) never changes a bit.
+        let m = QMat::new(w.ty, rows, cols, w.data)?;
+        if rows * cols * tokens < self.min_work * 2 || self.threads == 1 {
+            nextok_kernels::matmul_serial(self.isa, m, x, tokens, out)?;
+        } else {
+            nextok_kernels::matmul(&self.pool, self.isa, m, x, tokens, out)?;
         }
         Ok(())
     }

@@ -126,4 +126,7 @@ pub enum Error {
     /// A KV cache operation failed.
     #[error(transparent)]
     Cache(#[from] nextok_kv_cache::Error),
+    /// A weight product's kernel refused its inputs.
+    #[error(transparent)]
+    Kernel(#[from] nextok_kernels::Error),
 }
