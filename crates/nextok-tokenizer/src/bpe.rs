@@ -207,6 +207,13 @@ impl BpeTokenizer {
         self.pre
     }
 
+    /// The words the pre-tokenizer cuts plain text into (before byte-level BPE runs on each).
+    pub fn pre_tokenize<'a>(&self, text: &'a str) -> Vec<&'a str> {
+        let mut words = Vec::new();
+        self.splitter.split(text, |w| words.push(w));
+        words
+    }
+
     /// A token's text as the vocabulary stores it (`Ġthe` for " the").
     pub fn token_text(&self, id: TokenId) -> Result<&str, Error> {
         let i = check_id(id, self.texts.len())?;

@@ -75,6 +75,13 @@ fn ids_of(tok: &dyn Tokenizer, pieces: &[&str]) -> Vec<u32> {
 }
 
 #[test]
+fn reference_splitter_sanity() {
+    // The reference itself, on cases worked by hand from the expressions.
+    assert_eq!(reference_split(&[GPT2_ORIGINAL], "   ab"), ["  ", " ab"]);
+    assert_eq!(reference_split(&[LLAMA3_ORIGINAL], "12345"), ["123", "45"]);
+}
+
+#[test]
 fn merges_apply_lowest_rank_first() {
     // Ranks: "l l" first, then "h e", then "he ll", then "hell o". "e l" (rank 4) would win if
     // merges went left to right, and must not.
@@ -643,4 +650,71 @@ fn template_from_tokenizer_config() {
         ChatTemplate::from_tokenizer_config(b"\xff").unwrap_err(),
         Error::InvalidUtf8 { offset: 0 }
     );
+}
+
+/// The pre-tokenizers' expressions as llama.cpp and the models' tokenizer.json write them, with
+/// the look-ahead `\s+(?!\S)` that `regex-automata` lacks: the `tokenizers` crate runs them
+/// with fancy-regex, an independent implementation to check our emulation of the look-ahead.
+const GPT2_ORIGINAL: &str =
+    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+const LLAMA3_ORIGINAL: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const QWEN2_ORIGINAL: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+fn reference_split(patterns: &[&str], text: &str) -> Vec<String> {
+    use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
+    use tokenizers::{
+        OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer as _,
+        SplitDelimiterBehavior,
+    };
+    let mut pts = PreTokenizedString::from(text);
+    for p in patterns {
+        let split = Split::new(
+            SplitPattern::Regex((*p).to_owned()),
+            SplitDelimiterBehavior::Isolated,
+            false,
+        )
+        .unwrap();
+        split.pre_tokenize(&mut pts).unwrap();
+    }
+    pts.get_splits(OffsetReferential::Original, OffsetType::Byte)
+        .into_iter()
+        .map(|(s, _, _)| s.to_owned())
+        .collect()
+}
+
+fn text_for_splitting() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        any::<String>(),
+        "[ \t\r\na-zA-Z0-9'.,]{0,16}",
+        Just("   \n\n  \t x".to_owned()),
+        Just("I'M we'Ve 123456 ٣٤".to_owned()),
+        Just("日本語 テキスト\u{3000}\u{3000}x".to_owned()),
+    ];
+    prop::collection::vec(piece, 0..6).prop_map(|v| v.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Our pre-tokenizers cut text exactly where the original look-ahead expressions do.
+    #[test]
+    fn pre_tokenizers_match_the_original_expressions(text in text_for_splitting()) {
+        static TOKS: std::sync::OnceLock<Vec<BpeTokenizer>> = std::sync::OnceLock::new();
+        let toks = TOKS.get_or_init(|| {
+            ["gpt2", "smollm", "llama-bpe", "qwen2"].iter().map(|n| bpe(n, &[], &[])).collect()
+        });
+        for (tok, (name, patterns)) in toks.iter().zip([
+            ("gpt2", vec![GPT2_ORIGINAL]),
+            ("smollm", vec![r"\p{N}", GPT2_ORIGINAL]),
+            ("llama-bpe", vec![LLAMA3_ORIGINAL]),
+            ("qwen2", vec![QWEN2_ORIGINAL]),
+        ]) {
+            let ours: Vec<String> = tok
+                .pre_tokenize(&text)
+                .into_iter()
+                .map(str::to_owned)
+                .collect();
+            prop_assert_eq!(ours, reference_split(&patterns, &text), "pre-tokenizer {}", name);
+        }
+    }
 }
