@@ -179,7 +179,7 @@ impl<'a> QMat<'a> {
             found: data.len(),
             reason,
         };
-        if cols % be != 0 {
+        if !cols.is_multiple_of(be) {
             return Err(fail("a row is not a whole number of blocks"));
         }
         if data.len() != expected {

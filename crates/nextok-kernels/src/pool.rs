@@ -120,7 +120,7 @@ impl ThreadPool {
                 let mut spins = 0u32;
                 while self.0.done.load(Ordering::Acquire) < self.1 {
                     spins = spins.wrapping_add(1);
-                    if spins % 1024 == 0 {
+                    if spins.is_multiple_of(1024) {
                         std::thread::yield_now();
                     } else {
                         std::hint::spin_loop();
