@@ -234,9 +234,7 @@ impl Candidates {
             // the next softmax reports that no token is left.
             return;
         }
-        for c in &mut self.items {
-            c.logit = (c.logit - max) / t;
-        }
+        shift_and_divide(&mut self.items, max, t);
         self.after_logit_change(true);
     }
 
@@ -266,10 +264,7 @@ impl Candidates {
         if self.order == Order::Descending {
             return self.items.first().map_or(f32::NEG_INFINITY, |c| c.logit);
         }
-        self.items.iter().fold(
-            f32::NEG_INFINITY,
-            |m, c| if c.logit > m { c.logit } else { m },
-        )
+        max_of_candidates(&self.items)
     }
 
     /// The candidate with the highest logit; ties go to the lowest token id.
@@ -553,6 +548,55 @@ fn exp_candidates_generic(items: &mut [Candidate], max: f32) -> f64 {
         sum += c.prob as f64;
     }
     sum
+}
+
+dispatch_avx2! {
+    /// The largest logit of the candidates (`-inf` when there are none).
+    fn max_of_candidates(items: &[Candidate]) -> f32 = max_of_candidates_generic;
+}
+
+#[inline(always)]
+fn max_of_candidates_generic(items: &[Candidate]) -> f32 {
+    // One running maximum per lane, so that the comparisons do not form one long dependency
+    // chain and the loop vectorises.
+    let mut max = [f32::NEG_INFINITY; LANES];
+    let chunks = items.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for ch in chunks {
+        for i in 0..LANES {
+            let z = ch[i].logit;
+            max[i] = if z > max[i] { z } else { max[i] };
+        }
+    }
+    for (i, c) in rest.iter().enumerate() {
+        max[i] = if c.logit > max[i] { c.logit } else { max[i] };
+    }
+    max.iter()
+        .fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m })
+}
+
+dispatch_avx2! {
+    /// Sets every logit to `(logit - max) / t`.
+    fn shift_and_divide(items: &mut [Candidate], max: f32, t: f32) -> () = shift_and_divide_generic;
+}
+
+#[inline(always)]
+fn shift_and_divide_generic(items: &mut [Candidate], max: f32, t: f32) {
+    // Gathering blocks of logits into an array lets the division run vectorised even though the
+    // buffer interleaves ids, logits and probabilities.
+    let mut chunks = items.chunks_exact_mut(LANES);
+    for ch in &mut chunks {
+        let mut x = [0.0f32; LANES];
+        for i in 0..LANES {
+            x[i] = (ch[i].logit - max) / t;
+        }
+        for i in 0..LANES {
+            ch[i].logit = x[i];
+        }
+    }
+    for c in chunks.into_remainder() {
+        c.logit = (c.logit - max) / t;
+    }
 }
 
 dispatch_avx2! {
