@@ -287,9 +287,15 @@ impl Engine {
     /// once for all of them) and returns each one's last-position logits, in order.
     pub fn forward_batch(
         &self,
-        caches: &mut [KvCache],
+        caches: &mut [&mut KvCache],
         tokens: &[u32],
     ) -> Result<Vec<Vec<f32>>, Error> {
+        if caches.len() != tokens.len() {
+            return Err(Error::InvalidOption {
+                option: "tokens",
+                expected: "one token per cache",
+            });
+        }
         let context = self.context_window();
         if let Some(c) = caches.iter().find(|c| c.len() + 1 > context) {
             return Err(Error::ContextWindowExceeded {
@@ -306,6 +312,9 @@ impl Engine {
                 logits: Logits::Last,
             })
             .collect();
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
         Ok(self.model.forward(&self.backend, &mut batch)?)
     }
 

@@ -175,10 +175,13 @@ struct Run<'e> {
 
 /// A generation in progress: an iterator of [`Event`]s.
 ///
-/// Created by [`Engine::generate`]. The prefill runs on the first call to `next`; each later call
-/// chooses one token (running one decode pass for the token before it). After a
-/// [`Event::Done`] for every completion, the iterator ends; [`Generation::into_cache`] then gives
-/// back the last completion's KV cache, for a conversation that goes on.
+/// Created by [`Engine::generate`]. The prefill runs on the first call to `next`. Then each round
+/// chooses one token for every running completion and runs those tokens through the model in one
+/// batched pass; the round's events come out one per call. With `n > 1` the completions' token
+/// events interleave (each carries its `index`), and each completion's [`Event::Done`] comes as
+/// soon as it ends. After every completion has ended the iterator ends;
+/// [`Generation::into_cache`] then gives back the KV cache of the last completion that ended, for
+/// a conversation that goes on.
 pub struct Generation<'e> {
     engine: &'e Engine,
     options: GenerateOptions,
@@ -192,8 +195,8 @@ pub struct Generation<'e> {
     prefilled: bool,
     prefill_s: f64,
     first_logits: Vec<f32>,
-    run: Option<Run<'e>>,
-    next_index: usize,
+    /// The completions still running; they decode side by side, one batched pass per round.
+    runs: Vec<Run<'e>>,
     pending: VecDeque<Event>,
     last_cache: Option<KvCache>,
     failed: bool,
@@ -313,8 +316,7 @@ impl Engine {
             prefilled: false,
             prefill_s: 0.0,
             first_logits: Vec::new(),
-            run: None,
-            next_index: 0,
+            runs: Vec::new(),
             pending: VecDeque::new(),
             last_cache: None,
             failed: false,
@@ -334,7 +336,7 @@ impl<'e> Generation<'e> {
         self.last_cache
     }
 
-    /// Runs the generation to the end and returns its completions.
+    /// Runs the generation to the end and returns its completions, in index order.
     pub fn collect_completions(&mut self) -> Result<Vec<Completion>, Error> {
         let mut out = Vec::new();
         for event in self.by_ref() {
@@ -342,6 +344,7 @@ impl<'e> Generation<'e> {
                 out.push(*c);
             }
         }
+        out.sort_by_key(|c| c.index);
         Ok(out)
     }
 
@@ -406,14 +409,12 @@ impl<'e> Generation<'e> {
             .collect()
     }
 
-    /// Chooses one token of the current run; returns its event, and the completion if it ended.
-    fn step(&mut self) -> Result<(TokenEvent, Option<Completion>), Error> {
-        let Some(mut run) = self.run.take() else {
-            return Err(Error::InvalidOption {
-                option: "generation",
-                expected: "a running completion",
-            });
-        };
+    /// Chooses one token of a run. Returns its event, and either the run (to be given the
+    /// chosen token's logits) or, when the answer has ended, the completion.
+    fn step(
+        &mut self,
+        mut run: Run<'e>,
+    ) -> Result<(TokenEvent, Result<Run<'e>, Completion>), Error> {
         let allowed = match run.constraint.as_mut() {
             Some(c) => {
                 c.fill_mask(&mut run.mask)?;
@@ -441,45 +442,58 @@ impl<'e> Generation<'e> {
         run.tokens.push(token);
         run.logprob += sampled.logprob as f64;
         let mut text = step.text;
-        let event_top = self.alternatives(&sampled.top);
         // A constraint that has accepted an end token allows nothing more, even when end tokens
         // do not stop the answer (ignore_eos): the answer ends there.
         let stop = match step.stop {
             None if constraint_done => Some(Stop::EndTurn { token }),
             other => other,
         };
-        if let Some(stop) = stop {
+        if let Some(stop) = &stop {
             // Bytes of an unfinished character are released as U+FFFD, as decoding the whole
             // answer at once would; after a stop sequence they were cut anyway.
             if !matches!(stop, Stop::StopSequence { .. }) {
                 text.push_str(&run.decoder.finish());
             }
-            run.text.push_str(&text);
-            let event = TokenEvent {
-                index: run.index,
-                id: token,
-                text,
-                logprob: sampled.logprob,
-                raw_logprob: sampled.raw_logprob,
-                top: event_top,
-            };
-            let completion = self.finish(run, stop);
-            return Ok((event, Some(completion)));
         }
         run.text.push_str(&text);
-        run.logits = self
-            .engine
-            .forward(&mut run.cache, &[token], Logits::Last)?;
         let event = TokenEvent {
             index: run.index,
             id: token,
             text,
             logprob: sampled.logprob,
             raw_logprob: sampled.raw_logprob,
-            top: event_top,
+            top: self.alternatives(&sampled.top),
         };
-        self.run = Some(run);
-        Ok((event, None))
+        Ok(match stop {
+            Some(stop) => (event, Err(self.finish(run, stop))),
+            None => (event, Ok(run)),
+        })
+    }
+
+    /// One round: every running completion chooses a token, and those that go on run their
+    /// tokens through the model together in one batched pass (the weights are read once for all
+    /// of them). Its events are queued.
+    fn round(&mut self) -> Result<(), Error> {
+        let mut going = Vec::with_capacity(self.runs.len());
+        for run in std::mem::take(&mut self.runs) {
+            let (event, next) = self.step(run)?;
+            self.pending.push_back(Event::Token(event));
+            match next {
+                Ok(run) => going.push(run),
+                Err(done) => self.pending.push_back(Event::Done(Box::new(done))),
+            }
+        }
+        let tokens: Vec<u32> = going
+            .iter()
+            .filter_map(|r| r.tokens.last().copied())
+            .collect();
+        let mut caches: Vec<&mut KvCache> = going.iter_mut().map(|r| &mut r.cache).collect();
+        let logits = self.engine.forward_batch(&mut caches, &tokens)?;
+        for (run, logits) in going.iter_mut().zip(logits) {
+            run.logits = logits;
+        }
+        self.runs = going;
+        Ok(())
     }
 
     fn timings(&self, first: Option<Instant>, last: Option<Instant>, cache: &KvCache) -> Timings {
@@ -575,7 +589,10 @@ impl<'e> Generation<'e> {
                 last_tokens.push(last);
             }
             first_token.get_or_insert_with(Instant::now);
-            let logits = engine.forward_batch(&mut caches, &last_tokens)?;
+            let logits = {
+                let mut refs: Vec<&mut KvCache> = caches.iter_mut().collect();
+                engine.forward_batch(&mut refs, &last_tokens)?
+            };
             let mut next: HashMap<Vec<u32>, (KvCache, Vec<f32>)> = HashMap::new();
             let mut rows = Vec::with_capacity(prefixes.len());
             for ((&p, cache), logits) in prefixes.iter().zip(caches).zip(logits) {
@@ -667,23 +684,18 @@ impl<'e> Generation<'e> {
             self.prefill()?;
             if let Some(b) = self.options.beams {
                 self.beam(b)?;
-                self.next_index = self.options.n;
                 return Ok(self.pending.pop_front());
             }
-        }
-        if self.run.is_none() {
-            if self.next_index >= self.options.n {
-                return Ok(None);
+            for index in 0..self.options.n {
+                let run = self.start_run(index)?;
+                self.runs.push(run);
             }
-            let index = self.next_index;
-            self.next_index += 1;
-            self.run = Some(self.start_run(index)?);
         }
-        let (event, done) = self.step()?;
-        if let Some(c) = done {
-            self.pending.push_back(Event::Done(Box::new(c)));
+        if self.runs.is_empty() {
+            return Ok(None);
         }
-        Ok(Some(Event::Token(event)))
+        self.round()?;
+        Ok(self.pending.pop_front())
     }
 }
 

@@ -169,7 +169,10 @@ pub fn run(a: &GenerateArgs) -> anyhow::Result<()> {
     let generation = engine.generate(&prompt, &options)?;
     let mut logprobs: Vec<Vec<Value>> = vec![Vec::new(); a.n];
     let mut completions = Vec::new();
-    let mut current = usize::MAX;
+    // One completion streams as it comes; several decode side by side, so each one's text is
+    // kept until it ends and then printed whole.
+    let stream = a.n == 1 && !a.json;
+    let mut texts: Vec<String> = vec![String::new(); a.n];
     for event in generation {
         match event? {
             Event::Token(t) => {
@@ -178,16 +181,18 @@ pub fn run(a: &GenerateArgs) -> anyhow::Result<()> {
                         list.push(json!({"id": t.id, "text": t.text, "logprob": t.logprob, "raw_logprob": t.raw_logprob, "top": t.top}));
                     }
                 }
-                if !a.json {
-                    if a.n > 1 && t.index != current {
-                        current = t.index;
-                        println(&format!("--- completion {} ---", t.index + 1))?;
-                    }
+                if stream {
                     print(&t.text)?;
+                } else if let Some(text) = texts.get_mut(t.index) {
+                    text.push_str(&t.text);
                 }
             }
             Event::Done(c) => {
                 if !a.json {
+                    if a.n > 1 {
+                        println(&format!("--- completion {} ---", c.index + 1))?;
+                        print(&texts[c.index.min(a.n - 1)])?;
+                    }
                     println("")?;
                     if a.logprobs.is_some() {
                         for lp in &logprobs[c.index.min(a.n - 1)] {
@@ -200,6 +205,7 @@ pub fn run(a: &GenerateArgs) -> anyhow::Result<()> {
             }
         }
     }
+    completions.sort_by_key(|c| c.index);
     if a.json {
         let with_lp = |c: &Completion| {
             completion_json(c, a.logprobs.map(|_| &logprobs[c.index.min(a.n - 1)]))
