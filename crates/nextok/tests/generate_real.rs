@@ -266,7 +266,8 @@ fn n_completions_share_the_prompt_and_differ_by_seed() {
         .unwrap();
     assert_eq!(all.iter().map(|c| c.index).collect::<Vec<_>>(), [0, 1, 2]);
     // Completion i samples with seed + i: completion 1 is what n = 1 with seed 4 gives, which
-    // shows that the forked cache gives the same logits as a fresh prefill.
+    // shows that the forked cache, decoded in a batch beside the others, gives the same logits as
+    // a fresh prefill decoded alone.
     let mut single = options.clone();
     single.n = 1;
     single.sampling.seed = Some(4);
