@@ -17,8 +17,8 @@
 //!   first token, prefill and decode tokens/s, time per output token, KV cache bytes).
 //! - [`GenerateOptions`]: sampling ([`sampling::SamplingParams`], seeded: the same prompt,
 //!   options and seed give the same tokens), max tokens, stop sequences, `n` completions (which
-//!   share the prompt's cache through a copy-on-write fork and decode in one batched pass), beam search ([`BeamOptions`]) and
-//!   constrained decoding ([`ConstraintSpec`]).
+//!   share the prompt's cache through a copy-on-write fork and decode in one batched pass),
+//!   beam search ([`BeamOptions`]) and constrained decoding ([`ConstraintSpec`]).
 //! - [`Chat`]: a conversation that goes on and reuses the cache of everything said so far.
 //! - [`Engine::logits`], [`Engine::score`] and [`Engine::classify`]: the model's numbers
 //!   without generating.
