@@ -216,15 +216,21 @@ impl Dfa {
         let mut trans = vec![DEAD; m * stride];
         let mut accept = vec![false; m];
         let mut livebytes = vec![[0u64; 4]; m];
+        // The bytes of each final class, to build each state's live-byte set class by class.
+        let mut class_bits = vec![[0u64; 4]; stride];
+        for b in 0..256 {
+            class_bits[classes[b] as usize][b >> 6] |= 1 << (b & 63);
+        }
         for (i, &s) in order.iter().enumerate() {
             let row = i + 1;
             accept[row] = acc[s];
             for (c, &r) in reps.iter().enumerate() {
-                trans[row * stride + c] = target(s, r);
-            }
-            for b in 0..256 {
-                if trans[row * stride + classes[b] as usize] != DEAD {
-                    livebytes[row][b >> 6] |= 1 << (b & 63);
+                let t = target(s, r);
+                trans[row * stride + c] = t;
+                if t != DEAD {
+                    for w in 0..4 {
+                        livebytes[row][w] |= class_bits[c][w];
+                    }
                 }
             }
         }
