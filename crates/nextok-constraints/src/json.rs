@@ -367,6 +367,31 @@ impl<'a> Compiler<'a> {
             }
         }
         let mut acc = Value::Object(Map::new());
+        // `if` without a complement to build: it matters only when its outcome is fixed, or when
+        // both outcomes demand the same thing. `then`/`else` without `if` and `maxContains`
+        // without `contains` have no effect.
+        let (cond, then, els) = (m.remove("if"), m.remove("then"), m.remove("else"));
+        if let Some(cond) = cond {
+            let applied = match (
+                self.normalize(&cond, &format!("{path}/if"), depth + 1)?,
+                then,
+                els,
+            ) {
+                (_, None, None) => None,
+                (Value::Bool(true), t, _) => t,
+                (Value::Bool(false), _, e) => e,
+                (_, Some(t), Some(e)) if t == e => Some(t),
+                _ => return Err(unsupported("if", path)),
+            };
+            if let Some(a) = applied {
+                let a = self.normalize(&a, &format!("{path}/then"), depth + 1)?;
+                acc = merge(&acc, &a, path)?;
+            }
+        }
+        if !m.contains_key("contains") {
+            m.remove("maxContains");
+            m.remove("minContains");
+        }
         if let Some(all) = m.remove("allOf") {
             let Value::Array(all) = all else {
                 return Err(invalid(path, "allOf must be an array"));
@@ -487,6 +512,13 @@ impl<'a> Compiler<'a> {
                     merged.push(mb);
                 }
                 if comb == "oneOf" {
+                    // Two branches that accept everything overlap everywhere; branches that
+                    // accept nothing never count.
+                    let trues = branches.iter().filter(|b| **b == Value::Bool(true)).count();
+                    if trues >= 2 {
+                        return Ok(Sym::Nt(self.b.nt("oneOf of overlapping true schemas")));
+                    }
+                    merged.retain(|b| *b != Value::Bool(false));
                     for i in 0..merged.len() {
                         for j in i + 1..merged.len() {
                             if !disjoint(&merged[i], &merged[j]) {
