@@ -388,6 +388,44 @@ impl<'a> Compiler<'a> {
                 acc = merge(&acc, &a, path)?;
             }
         }
+        // dependentSchemas: for each combination of the trigger properties, either the property
+        // is absent or it is present and its schema holds. The branches are disjoint.
+        if let Some(ds) = m.remove("dependentSchemas") {
+            let Value::Object(ds) = ds else {
+                return Err(invalid(path, "dependentSchemas must be an object"));
+            };
+            if ds.len() > 3 || m.contains_key("anyOf") || m.contains_key("oneOf") {
+                return Err(unsupported("dependentSchemas", path));
+            }
+            let entries: Vec<(String, Value)> = ds.into_iter().collect();
+            let mut branches = Vec::new();
+            for combo in 0u32..(1 << entries.len()) {
+                let mut b = Value::Bool(true);
+                for (i, (name, sub)) in entries.iter().enumerate() {
+                    let part = if combo >> i & 1 == 1 {
+                        let sub = self.normalize(
+                            sub,
+                            &format!("{path}/dependentSchemas/{name}"),
+                            depth + 1,
+                        )?;
+                        let req = Value::Object(Map::from_iter([(
+                            "required".to_string(),
+                            Value::Array(vec![Value::from(name.clone())]),
+                        )]));
+                        merge(&req, &sub, path)?
+                    } else {
+                        let absent = Map::from_iter([(name.clone(), Value::Bool(false))]);
+                        Value::Object(Map::from_iter([(
+                            "properties".to_string(),
+                            Value::Object(absent),
+                        )]))
+                    };
+                    b = merge(&b, &part, path)?;
+                }
+                branches.push(b);
+            }
+            m.insert("anyOf".into(), Value::Array(branches));
+        }
         if !m.contains_key("contains") {
             m.remove("maxContains");
             m.remove("minContains");
