@@ -232,8 +232,18 @@ impl Engine {
         let ids = match prompt {
             Prompt::Chat(messages) => {
                 let text = self.render_chat(messages, true)?;
-                self.tokenizer
-                    .encode(&text, EncodeOptions::parse_special().with_bos(bos))?
+                // Templates such as Llama 3's write the BOS text themselves; adding BOS again
+                // would give the model a sequence it never saw in training.
+                let written = self
+                    .tokenizer
+                    .special_tokens()
+                    .bos
+                    .and_then(|id| self.tokenizer.token_bytes(id).ok())
+                    .is_some_and(|b| !b.is_empty() && text.as_bytes().starts_with(b));
+                self.tokenizer.encode(
+                    &text,
+                    EncodeOptions::parse_special().with_bos(bos && !written),
+                )?
             }
             Prompt::Raw {
                 text,
