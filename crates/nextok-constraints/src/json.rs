@@ -1404,21 +1404,48 @@ fn merge(a: &Value, b: &Value, path: &str) -> Result<Value, Error> {
         ));
     }
     let _ = obj_keys;
-    // `items` applies after its own schema's `prefixItems`, so the two cannot be merged apart.
-    let (ia, pa) = (ma.get("items"), ma.get("prefixItems"));
-    let (ib, pb) = (mb.get("items"), mb.get("prefixItems"));
-    if (ia.is_some() && pb.is_some() && pa != pb) || (ib.is_some() && pa.is_some() && pa != pb) {
-        return Err(unsupported(
-            "allOf (items and prefixItems across branches)",
-            path,
-        ));
+    // Position by position, each side's schema is its `prefixItems` entry or else its `items`,
+    // so the conjunction is exact element by element.
+    let arrays = ["prefixItems", "items"]
+        .iter()
+        .any(|k| ma.contains_key(*k) || mb.contains_key(*k));
+    if arrays {
+        let prefix = |m: &Map<String, Value>| {
+            m.get("prefixItems")
+                .and_then(|p| p.as_array())
+                .cloned()
+                .unwrap_or_default()
+        };
+        let items = |m: &Map<String, Value>| m.get("items").cloned().unwrap_or(Value::Bool(true));
+        let (pa, pb) = (prefix(ma), prefix(mb));
+        let side = |p: &[Value], m: &Map<String, Value>, i: usize| {
+            p.get(i).cloned().unwrap_or_else(|| items(m))
+        };
+        let n = pa.len().max(pb.len());
+        let merged: Vec<Value> = (0..n)
+            .map(|i| both_of(side(&pa, ma, i), side(&pb, mb, i)))
+            .collect();
+        if n > 0 {
+            out.insert("prefixItems".into(), Value::Array(merged));
+        } else {
+            out.remove("prefixItems");
+        }
+        // An explicit `items: true` stays: it marks every item as evaluated.
+        let it = both_of(items(ma), items(mb));
+        if it == Value::Bool(true) && !ma.contains_key("items") && !mb.contains_key("items") {
+            out.remove("items");
+        } else {
+            out.insert("items".into(), it);
+        }
     }
     if let Some((props, add)) = exact {
         out.insert("properties".into(), Value::Object(props));
         out.insert("additionalProperties".into(), add);
     }
     for (k, vb) in mb {
-        if has_add && !has_pat && (k == "properties" || k == "additionalProperties") {
+        if (has_add && !has_pat && (k == "properties" || k == "additionalProperties"))
+            || (arrays && (k == "prefixItems" || k == "items"))
+        {
             continue;
         }
         let Some(va) = ma.get(k) else {
