@@ -56,6 +56,8 @@ struct Tensor {
     ty: nextok_gguf::GgmlType,
     rows: usize,
     cols: usize,
+    /// Which weight file (shard) holds it.
+    shard: usize,
     bytes: Range<usize>,
 }
 
@@ -90,8 +92,8 @@ struct Layer {
 pub struct LlamaModel {
     /// The GGUF file (or, for a safetensors checkpoint, a metadata-only one).
     file: GgufFile,
-    /// The weights' bytes when they are not in `file`.
-    weights: Option<Backing>,
+    /// The weights' files (shards) when they are not in `file`.
+    weights: Vec<Backing>,
     config: LlamaConfig,
     /// vocab × d_model
     token_embd: Tensor,
@@ -121,6 +123,8 @@ impl std::fmt::Debug for LlamaModel {
 pub(crate) struct Found {
     pub(crate) ty: nextok_gguf::GgmlType,
     pub(crate) dims: Vec<u64>,
+    /// Which weight file (shard) holds it (0 for a GGUF file).
+    pub(crate) shard: usize,
     pub(crate) bytes: Range<usize>,
 }
 
@@ -166,20 +170,25 @@ fn tensor(table: &Table, name: &str, expected: &[usize]) -> Result<Tensor, Error
         ty,
         rows: expected.get(1).copied().unwrap_or(1),
         cols,
+        shard: found.shard,
         bytes: found.bytes.clone(),
     })
 }
 
-fn vector(table: &Table, bytes: &[u8], name: &str, len: usize) -> Result<Vec<f32>, Error> {
+fn vector(table: &Table, shards: &[&[u8]], name: &str, len: usize) -> Result<Vec<f32>, Error> {
     let t = tensor(table, name, &[len])?;
     let mut out = vec![0.0; len];
-    dequant::dequantize_row(t.ty, &bytes[t.bytes], &mut out)?;
+    let bytes = shards
+        .get(t.shard)
+        .and_then(|b| b.get(t.bytes.clone()))
+        .unwrap_or(&[]);
+    dequant::dequantize_row(t.ty, bytes, &mut out)?;
     Ok(out)
 }
 
 fn optional_vector(
     table: &Table,
-    bytes: &[u8],
+    bytes: &[&[u8]],
     name: &str,
     len: usize,
 ) -> Result<Option<Vec<f32>>, Error> {
@@ -210,19 +219,20 @@ impl LlamaModel {
                     Found {
                         ty: info.ggml_type,
                         dims: info.dims.clone(),
+                        shard: 0,
                         bytes: start..start + view.data.len(),
                     },
                 )
             })
             .collect();
-        Self::load(file, None, &table, options)
+        Self::load(file, Vec::new(), &table, options)
     }
 
-    /// Loads from metadata in GGUF keys (`meta`), a tensor table, and the bytes the table points
-    /// into (`weights`, or the GGUF file's own bytes).
+    /// Loads from metadata in GGUF keys (`file`), a tensor table, and the files the table points
+    /// into (`weights`, or, when there are none, the GGUF file's own bytes).
     pub(crate) fn load(
         file: GgufFile,
-        weights: Option<Backing>,
+        weights: Vec<Backing>,
         table: &Table,
         options: LoadOptions,
     ) -> Result<Self, Error> {
@@ -242,7 +252,23 @@ impl LlamaModel {
         if let Some(o) = options.rope_ordering {
             config.rope_ordering = o;
         }
-        let bytes = weights.as_ref().map_or(file.bytes(), Backing::bytes);
+        let shards: Vec<&[u8]> = if weights.is_empty() {
+            vec![file.bytes()]
+        } else {
+            weights.iter().map(Backing::bytes).collect()
+        };
+        // Every matrix must lie inside its shard, so that the kernels' views are in bounds.
+        for (name, found) in table {
+            let inside = shards
+                .get(found.shard)
+                .is_some_and(|b| found.bytes.end <= b.len());
+            if !inside {
+                return Err(Error::Safetensors {
+                    message: format!("tensor `{name}` lies outside its file"),
+                });
+            }
+        }
+        let bytes = &shards[..];
         let c = &config;
         let (d, kvd, ffn) = (c.d_model, c.kv_dim(), c.ffn_dim);
         let token_embd = tensor(table, "token_embd.weight", &[d, vocab])?;
@@ -305,10 +331,11 @@ impl LlamaModel {
         &self.file
     }
 
-    fn weight_bytes(&self) -> &[u8] {
-        self.weights
-            .as_ref()
-            .map_or(self.file.bytes(), Backing::bytes)
+    fn shard_bytes(&self, shard: usize) -> &[u8] {
+        match self.weights.get(shard) {
+            Some(b) => b.bytes(),
+            None => self.file.bytes(),
+        }
     }
 
     /// The cache configuration for this model.
@@ -338,7 +365,7 @@ impl LlamaModel {
             ty: t.ty,
             rows: t.rows,
             cols: t.cols,
-            data: &self.weight_bytes()[t.bytes.clone()],
+            data: &self.shard_bytes(t.shard)[t.bytes.clone()],
         }
     }
 

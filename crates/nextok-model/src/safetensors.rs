@@ -1,4 +1,5 @@
-//! Loading an unquantised Hugging Face checkpoint: `config.json` and one `model.safetensors`.
+//! Loading an unquantised Hugging Face checkpoint: `config.json` and `model.safetensors` (or its
+//! shards, listed by `model.safetensors.index.json`).
 //!
 //! The hyper-parameters of `config.json` are written into GGUF metadata keys and the tensor names
 //! mapped to their GGUF names, so both formats go through one loader. Hugging Face's Llama code
@@ -151,9 +152,51 @@ fn metadata(config: &Json) -> Result<GgufFile, Error> {
     Ok(GgufFile::from_bytes(w.to_bytes())?)
 }
 
+/// The weight files of a checkpoint directory: `model.safetensors`, or the shards that
+/// `model.safetensors.index.json` names in its `weight_map`, in name order.
+fn shard_names(dir: &Path) -> Result<Vec<String>, Error> {
+    if dir.join("model.safetensors").exists() {
+        return Ok(vec!["model.safetensors".into()]);
+    }
+    let index_path = dir.join("model.safetensors.index.json");
+    let text = std::fs::read_to_string(&index_path).map_err(|e| Error::Io {
+        path: index_path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    let index: Json = serde_json::from_str(&text).map_err(|_| Error::BadConfig {
+        key: "model.safetensors.index.json".into(),
+        reason: "is not valid JSON",
+    })?;
+    let map = index
+        .get("weight_map")
+        .and_then(Json::as_object)
+        .ok_or_else(|| Error::BadConfig {
+            key: "weight_map".into(),
+            reason: "is missing from model.safetensors.index.json or not an object",
+        })?;
+    let mut names: Vec<String> = Vec::new();
+    for file in map.values() {
+        let name = file.as_str().ok_or_else(|| Error::BadConfig {
+            key: "weight_map".into(),
+            reason: "has a file name that is not a string",
+        })?;
+        // Only plain file names inside the checkpoint's directory.
+        if name.contains(['/', '\\']) || name.starts_with('.') {
+            return Err(Error::BadConfig {
+                key: "weight_map".into(),
+                reason: "names a file outside the checkpoint directory",
+            });
+        }
+        names.push(name.to_owned());
+    }
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
 impl LlamaModel {
-    /// Loads `config.json` and `model.safetensors` from a checkpoint directory, memory-mapping
-    /// the weights.
+    /// Loads a checkpoint directory: `config.json`, and `model.safetensors` or the shards listed
+    /// by `model.safetensors.index.json`, memory-mapping the weights.
     pub fn open_safetensors(dir: impl AsRef<Path>, options: LoadOptions) -> Result<Self, Error> {
         let dir = dir.as_ref();
         let io = |path: &Path, e: std::io::Error| Error::Io {
@@ -162,11 +205,15 @@ impl LlamaModel {
         };
         let config_path = dir.join("config.json");
         let config = std::fs::read_to_string(&config_path).map_err(|e| io(&config_path, e))?;
-        let weights_path = dir.join("model.safetensors");
-        let file = std::fs::File::open(&weights_path).map_err(|e| io(&weights_path, e))?;
-        // SAFETY: a read-only map; every read of it is bounds-checked (see `GgufFile::open`).
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io(&weights_path, e))?;
-        Self::load_safetensors(&config, Backing::Mmap(map), options)
+        let mut shards = Vec::new();
+        for name in shard_names(dir)? {
+            let path = dir.join(name);
+            let file = std::fs::File::open(&path).map_err(|e| io(&path, e))?;
+            // SAFETY: a read-only map; every read of it is bounds-checked (see `GgufFile::open`).
+            let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io(&path, e))?;
+            shards.push(Backing::Mmap(map));
+        }
+        Self::load_safetensors(&config, shards, options)
     }
 
     /// Loads a checkpoint from the text of its `config.json` and the bytes of its
@@ -176,12 +223,22 @@ impl LlamaModel {
         weights: Vec<u8>,
         options: LoadOptions,
     ) -> Result<Self, Error> {
-        Self::load_safetensors(config_json, Backing::Owned(weights), options)
+        Self::load_safetensors(config_json, vec![Backing::Owned(weights)], options)
+    }
+
+    /// Loads a checkpoint whose weights are split over several safetensors files (shards).
+    pub fn from_safetensors_shards(
+        config_json: &str,
+        shards: Vec<Vec<u8>>,
+        options: LoadOptions,
+    ) -> Result<Self, Error> {
+        let shards = shards.into_iter().map(Backing::Owned).collect();
+        Self::load_safetensors(config_json, shards, options)
     }
 
     fn load_safetensors(
         config_json: &str,
-        weights: Backing,
+        shards: Vec<Backing>,
         options: LoadOptions,
     ) -> Result<Self, Error> {
         let config: Json = serde_json::from_str(config_json).map_err(|_| Error::BadConfig {
@@ -193,14 +250,14 @@ impl LlamaModel {
             .get("tie_word_embeddings")
             .and_then(Json::as_bool)
             .unwrap_or(false);
-        let table = {
-            let bytes = weights.bytes();
+        let mut table = Table::new();
+        for (shard, backing) in shards.iter().enumerate() {
+            let bytes = backing.bytes();
             let parsed =
                 ::safetensors::SafeTensors::deserialize(bytes).map_err(|e| Error::Safetensors {
                     message: e.to_string(),
                 })?;
             let base = bytes.as_ptr() as usize;
-            let mut table = Table::new();
             for (name, view) in parsed.tensors() {
                 let Some(gguf) = gguf_name(&name) else {
                     continue;
@@ -220,21 +277,23 @@ impl LlamaModel {
                     }
                 };
                 let start = view.data().as_ptr() as usize - base;
-                table.insert(
-                    gguf,
-                    Found {
-                        ty,
-                        // Row-major [rows, cols] is GGML's [cols, rows].
-                        dims: view.shape().iter().rev().map(|&d| d as u64).collect(),
-                        bytes: start..start + view.data().len(),
-                    },
-                );
+                let found = Found {
+                    ty,
+                    // Row-major [rows, cols] is GGML's [cols, rows].
+                    dims: view.shape().iter().rev().map(|&d| d as u64).collect(),
+                    shard,
+                    bytes: start..start + view.data().len(),
+                };
+                if table.insert(gguf, found).is_some() {
+                    return Err(Error::Safetensors {
+                        message: format!("tensor `{name}` appears in more than one shard"),
+                    });
+                }
             }
-            table
-        };
+        }
         let options = LoadOptions {
             rope_ordering: Some(options.rope_ordering.unwrap_or(RopeOrdering::NeoX)),
         };
-        Self::load(meta, Some(weights), &table, options)
+        Self::load(meta, shards, &table, options)
     }
 }

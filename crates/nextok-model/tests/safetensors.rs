@@ -218,3 +218,58 @@ fn the_fuzz_seed_loads_and_runs() {
     assert_eq!((model.config().vocab, model.config().kv_heads), (4, 1));
     assert_eq!(logits(&model, &[0, 3]).len(), 2 * 4);
 }
+
+/// A checkpoint split over two shards with `model.safetensors.index.json`, opened from a
+/// directory, gives exactly the logits of the single file.
+#[test]
+fn sharded_checkpoints_load_from_a_directory() {
+    let spec = RandomLlama {
+        weight_type: GgmlType::F32,
+        tied_output: false,
+        ..RandomLlama::default()
+    };
+    let gguf = GgufFile::from_bytes(spec.to_gguf(8)).unwrap();
+    let (config, single) = convert(&spec, &gguf, Dtype::F32);
+    let whole = safetensors::SafeTensors::deserialize(&single).unwrap();
+    // Layer tensors go to shard 2, the rest to shard 1.
+    let (mut one, mut two) = (HashMap::new(), HashMap::new());
+    let mut weight_map = serde_json::Map::new();
+    for (name, view) in whole.tensors() {
+        let (shard, file) = if name.starts_with("model.layers.") {
+            (&mut two, "model-00002-of-00002.safetensors")
+        } else {
+            (&mut one, "model-00001-of-00002.safetensors")
+        };
+        weight_map.insert(name.clone(), file.into());
+        shard.insert(name, view);
+    }
+    let dir = std::env::temp_dir().join(format!("nextok-shards-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.json"), &config).unwrap();
+    std::fs::write(
+        dir.join("model-00001-of-00002.safetensors"),
+        safetensors::serialize(one, &None).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("model-00002-of-00002.safetensors"),
+        safetensors::serialize(two, &None).unwrap(),
+    )
+    .unwrap();
+    let index = serde_json::json!({ "weight_map": weight_map });
+    std::fs::write(dir.join("model.safetensors.index.json"), index.to_string()).unwrap();
+
+    let sharded = LlamaModel::open_safetensors(&dir, LoadOptions::default()).unwrap();
+    let reference = LlamaModel::from_safetensors(&config, single, LoadOptions::default()).unwrap();
+    let tokens = [2, 4, 6, 8];
+    assert_eq!(logits(&sharded, &tokens), logits(&reference, &tokens));
+
+    // A shard name that leaves the directory is refused.
+    let evil = serde_json::json!({ "weight_map": { "model.norm.weight": "../model.safetensors" } });
+    std::fs::write(dir.join("model.safetensors.index.json"), evil.to_string()).unwrap();
+    assert!(matches!(
+        LlamaModel::open_safetensors(&dir, LoadOptions::default()),
+        Err(Error::BadConfig { key, .. }) if key == "weight_map"
+    ));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
