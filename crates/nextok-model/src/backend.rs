@@ -435,11 +435,52 @@ impl Backend for CpuBackend {
             Mask::Causal { first } => first + n_rows,
             Mask::Full => cache.len(),
         };
+        // Gather every key and value row once per call (not once per row, head and key): f32
+        // rows are borrowed from the cache, other types are converted once into a buffer. The
+        // arithmetic per score is unchanged, so the results are the same bits.
+        let row_len = config.kv_heads * hd;
+        let (mut kbuf, mut vbuf) = (Vec::new(), Vec::new());
+        let f32_rows = config.kv_type == nextok_kv_cache::KvType::F32;
+        if !f32_rows {
+            kbuf = vec![0.0f32; keys * row_len];
+            vbuf = vec![0.0f32; keys * row_len];
+            for j in 0..keys {
+                let span = j * row_len..(j + 1) * row_len;
+                cache
+                    .key(layer, j)?
+                    .to_f32(0..row_len, &mut kbuf[span.clone()]);
+                cache.value(layer, j)?.to_f32(0..row_len, &mut vbuf[span]);
+            }
+        }
+        let mut krows: Vec<&[f32]> = Vec::with_capacity(keys);
+        let mut vrows: Vec<&[f32]> = Vec::with_capacity(keys);
+        for j in 0..keys {
+            if f32_rows {
+                match (cache.key(layer, j)?, cache.value(layer, j)?) {
+                    (nextok_kv_cache::Row::F32(k), nextok_kv_cache::Row::F32(v)) => {
+                        krows.push(k);
+                        vrows.push(v);
+                    }
+                    // An f32 cache always has f32 rows; this is unreachable in practice, and an
+                    // error is better than a wrong number.
+                    _ => {
+                        return Err(Error::IncompatibleCache {
+                            seq: 0,
+                            found: String::from("rows that are not f32"),
+                            expected: String::from("an f32 cache"),
+                        })
+                    }
+                }
+            } else {
+                krows.push(&kbuf[j * row_len..(j + 1) * row_len]);
+                vrows.push(&vbuf[j * row_len..(j + 1) * row_len]);
+            }
+        }
+        let (krows, vrows) = (&krows, &vrows);
         let min_items = self.min_work.div_ceil((2 * keys * hd).max(1));
         let parts = self.split(n_rows * heads, min_items, |items| {
             let mut local = vec![0.0f32; items.len() * hd];
             let mut scores = Vec::new();
-            let mut tmp = vec![0.0f32; hd];
             for (slot, item) in items.enumerate() {
                 let (i, h) = (item / heads, item % heads);
                 // The last position this row sees.
@@ -451,16 +492,8 @@ impl Backend for CpuBackend {
                 let cols = g * hd..(g + 1) * hd;
                 let qh = &q[(i * heads + h) * hd..(i * heads + h + 1) * hd];
                 scores.clear();
-                for j in 0..=last {
-                    let k = cache.key(layer, j)?;
-                    let s = match k.as_f32() {
-                        Some(row) => dot(qh, &row[cols.clone()]),
-                        None => {
-                            k.to_f32(cols.clone(), &mut tmp);
-                            dot(qh, &tmp)
-                        }
-                    };
-                    scores.push(s * scale);
+                for k in &krows[..=last] {
+                    scores.push(dot(qh, &k[cols.clone()]) * scale);
                 }
                 let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
                 let mut sum = 0.0f32;
@@ -469,16 +502,8 @@ impl Backend for CpuBackend {
                     sum += *s;
                 }
                 let acc = &mut local[slot * hd..(slot + 1) * hd];
-                for (j, &p) in scores.iter().enumerate() {
-                    let v = cache.value(layer, j)?;
-                    let row = match v.as_f32() {
-                        Some(row) => &row[cols.clone()],
-                        None => {
-                            v.to_f32(cols.clone(), &mut tmp);
-                            &tmp[..]
-                        }
-                    };
-                    for (a, &x) in acc.iter_mut().zip(row) {
+                for (&p, v) in scores.iter().zip(&vrows[..=last]) {
+                    for (a, &x) in acc.iter_mut().zip(&v[cols.clone()]) {
                         *a += p * x;
                     }
                 }
