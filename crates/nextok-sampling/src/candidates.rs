@@ -206,22 +206,30 @@ impl Candidates {
     /// Sets the logit of token `id` to `f(logit)` when it is still a candidate, and returns whether
     /// it was. Results are clamped as in [`Candidates::map_logits`].
     pub fn update_logit(&mut self, id: u32, f: impl FnOnce(f32) -> f32) -> bool {
-        let found = match self.order {
-            Order::Dense => self.items.get_mut(id as usize),
-            Order::Ids => match self.items.binary_search_by(|c| c.id.cmp(&id)) {
-                Ok(i) => Some(&mut self.items[i]),
-                Err(_) => None,
-            },
-            Order::Descending | Order::Other => self.items.iter_mut().find(|c| c.id == id),
-        };
-        match found {
-            Some(c) => {
+        match self.position(id) {
+            Some(i) => {
+                let c = &mut self.items[i];
                 c.logit = clamp_logit(f(c.logit));
                 self.after_logit_change(false);
                 true
             }
             None => false,
         }
+    }
+
+    /// Where token `id` is in the buffer, if it is still a candidate: direct indexing or binary
+    /// search while the buffer is in id order, a linear search otherwise.
+    fn position(&self, id: u32) -> Option<usize> {
+        match self.order {
+            Order::Dense => ((id as usize) < self.items.len()).then_some(id as usize),
+            Order::Ids => self.items.binary_search_by(|c| c.id.cmp(&id)).ok(),
+            Order::Descending | Order::Other => self.items.iter().position(|c| c.id == id),
+        }
+    }
+
+    /// Token `id`, if it is still a candidate.
+    pub fn get(&self, id: u32) -> Option<&Candidate> {
+        self.position(id).map(|i| &self.items[i])
     }
 
     /// Scales every logit by `1 / t` after subtracting the largest one. Dividing by a positive

@@ -143,9 +143,7 @@ impl Sampler {
                     }
                 } else {
                     self.candidates
-                        .as_slice()
-                        .iter()
-                        .find(|c| c.id == alt.id)
+                        .get(alt.id)
                         .map_or(f32::NEG_INFINITY, |c| (c.prob as f64).ln() as f32)
                 };
                 top.push(TokenLogprob {
