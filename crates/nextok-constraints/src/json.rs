@@ -133,6 +133,7 @@ const SUPPORTED: &[&str] = &[
     "propertyNames",
     "contains",
     "minContains",
+    "maxContains",
     "unevaluatedProperties",
     "unevaluatedItems",
     PATTERNS,
@@ -164,6 +165,8 @@ struct Compiler<'a> {
     ws: Option<Sym>,
     refs: HashMap<String, Sym>,
     any: Option<Sym>,
+    /// The object and array symbols of `any`, for values built around them.
+    any_parts: Option<(Sym, Sym)>,
     depth: usize,
 }
 
@@ -183,6 +186,7 @@ impl<'a> Compiler<'a> {
             ws,
             refs: HashMap::new(),
             any: None,
+            any_parts: None,
             depth: 0,
         }
     }
@@ -243,6 +247,7 @@ impl<'a> Compiler<'a> {
             vec![self.seq(&[lb, rb]), self.seq(&[lb, Sym::Nt(elems), rb])],
         );
         let (t, f, n) = (self.lit("true"), self.lit("false"), self.lit("null"));
+        self.any_parts = Some((object, array));
         for alt in [object, array, string, number, t, f, n] {
             self.b.rule(value, vec![alt]);
         }
@@ -678,6 +683,43 @@ impl<'a> Compiler<'a> {
         }
     }
 
+    /// Any JSON value except the given scalars (in any of their spellings).
+    fn any_except(&mut self, values: &[Value], path: &str) -> Result<Sym, Error> {
+        self.any()?;
+        let Some((object, array)) = self.any_parts else {
+            return Err(invalid(path, "internal: no any-value grammar"));
+        };
+        let mut alts = vec![vec![object], vec![array]];
+        for (lit, v) in [
+            ("true", Value::Bool(true)),
+            ("false", Value::Bool(false)),
+            ("null", Value::Null),
+        ] {
+            if !values.contains(&v) {
+                alts.push(vec![self.lit(lit)]);
+            }
+        }
+        let mut strings = Dfa::any_string().clone();
+        let mut numbers = Dfa::from_regex(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")?;
+        for v in values {
+            match v {
+                Value::String(x) => strings = strings.minus(&Dfa::literal(x.as_bytes()))?,
+                Value::Number(_) => {
+                    // Values equal to the number in exponent notation would escape the
+                    // difference, so numbers other than it are written without exponent.
+                    let shape = Dfa::from_regex(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")?;
+                    numbers = numbers
+                        .intersect(&shape)?
+                        .minus(&Dfa::from_regex(&Decimal::parse(v, path)?.equal_regex())?)?;
+                }
+                _ => {}
+            }
+        }
+        alts.push(vec![self.string_terminal(&strings)?]);
+        alts.push(vec![self.b.terminal(numbers)?]);
+        Ok(self.b.alts("any except", alts))
+    }
+
     fn array(&mut self, m: &Map<String, Value>, path: &str) -> Result<Sym, Error> {
         let prefix: Vec<Value> = match m.get("prefixItems") {
             None => Vec::new(),
@@ -700,6 +742,44 @@ impl<'a> Compiler<'a> {
         };
         if need > 64 {
             return Err(unsupported("minContains above 64", path));
+        }
+        // maxContains needs the elements that do not match `contains`: we build them for a
+        // `contains` that is a set of scalar values, with no other item schema around.
+        let max_contains = match &contains_v {
+            Some(_) => get_usize(m, "maxContains", path)?,
+            None => None,
+        };
+        let mut outside: Option<(Sym, Sym)> = None;
+        if let (Some(mc), Some(c)) = (max_contains, &contains_v) {
+            let plain_items = items_v == Some(Value::Bool(true)) && prefix.is_empty();
+            let nc = self.normalize(c, &format!("{path}/contains"), 0)?;
+            let values: Option<Vec<Value>> = match &nc {
+                Value::Object(o)
+                    if o.keys().all(|k| {
+                        k == "const" || k == "enum" || ANNOTATIONS.contains(&k.as_str())
+                    }) =>
+                {
+                    match (o.get("const"), o.get("enum")) {
+                        (Some(v), None) => Some(vec![v.clone()]),
+                        (None, Some(Value::Array(e))) => Some(e.clone()),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            let scalar = |v: &Value| !matches!(v, Value::Array(_) | Value::Object(_));
+            match values {
+                Some(vs) if plain_items && mc <= 64 && vs.iter().all(scalar) => {
+                    let mut alts = Vec::new();
+                    for v in &vs {
+                        alts.push(vec![self.const_value(v, path)?]);
+                    }
+                    let matching = self.b.alts("contains match", alts);
+                    let others = self.any_except(&vs, path)?;
+                    outside = Some((matching, others));
+                }
+                _ => return Err(unsupported("maxContains", path)),
+            }
         }
         let k = prefix.len();
         let limit = max
@@ -743,6 +823,13 @@ impl<'a> Compiler<'a> {
                 _ => None,
             });
         }
+        if let Some((matching, others)) = outside {
+            plain = vec![Some(others)];
+            counted = vec![Some(matching)];
+        }
+        // Counts saturate at `need`, or with maxContains run to one past it (never entered).
+        let cap = max_contains.map_or(need, |x| x + 1);
+        let within = |c: usize| max_contains.is_none_or(|x| c <= x);
         let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
         let mut states: HashMap<(usize, usize), u32> = HashMap::new();
         let mut todo: Vec<(usize, usize)> = Vec::new();
@@ -771,21 +858,27 @@ impl<'a> Compiler<'a> {
         }
         if limit >= 1 {
             for (e, dc) in choices(0) {
-                let next = get(&mut self.b, (1.min(top), dc.min(need)), &mut todo);
+                if !within(dc) {
+                    continue;
+                }
+                let next = get(&mut self.b, (1.min(top), dc.min(cap)), &mut todo);
                 let r = self.seq(&[lb, e, Sym::Nt(next)]);
                 self.b.rule(arr, r);
             }
         }
         while let Some((i, c)) = todo.pop() {
             let nt = get(&mut self.b, (i, c), &mut todo);
-            if i >= min && c >= need {
+            if i >= min && c >= need && within(c) {
                 let r = self.seq(&[rb]);
                 self.b.rule(nt, r);
             }
             if i < limit {
                 for (e, dc) in choices(i) {
+                    if !within(c + dc) {
+                        continue;
+                    }
                     let ni = if i == top { i } else { i + 1 };
-                    let next = get(&mut self.b, (ni, (c + dc).min(need)), &mut todo);
+                    let next = get(&mut self.b, (ni, (c + dc).min(cap)), &mut todo);
                     let r = self.seq(&[comma, e, Sym::Nt(next)]);
                     self.b.rule(nt, r);
                 }

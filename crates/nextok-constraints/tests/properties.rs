@@ -348,3 +348,16 @@ fn unevaluated_properties_never_see_a_siblings_evaluations() {
             && !g.recognizes(br#"{"d":1}"#)
     );
 }
+
+#[test]
+fn max_contains_counts_matching_items() {
+    let schema = serde_json::json!({"contains": {"const": 1}, "maxContains": 2});
+    let g = nextok_constraints::compile_json_schema(&schema, &JsonOptions::default()).unwrap();
+    assert!(g.recognizes(b"[1,1]") && g.recognizes(br#"[2,"a",1.0,{}]"#) && g.recognizes(b"3"));
+    assert!(
+        !g.recognizes(b"[1,1,1]")
+            && !g.recognizes(b"[1.0,1,1.00]")
+            && !g.recognizes(b"[]")
+            && !g.recognizes(b"[2]")
+    );
+}
