@@ -78,7 +78,9 @@ impl Prompt {
 pub struct Engine {
     model: LlamaModel,
     tokenizer: Box<dyn Tokenizer>,
-    template: Option<ChatTemplate>,
+    /// The model's chat template: `None` when the file has none, an error when it has one that
+    /// does not parse (kept so that raw prompts still work and chats say what is wrong).
+    template: Option<Result<ChatTemplate, nextok_tokenizer::Error>>,
     backend: CpuBackend,
     kv_type: KvType,
     /// Every token's bytes as constraints see them, built on first use.
@@ -90,7 +92,7 @@ impl std::fmt::Debug for Engine {
         f.debug_struct("Engine")
             .field("config", self.model.config())
             .field("threads", &self.backend.threads())
-            .field("template", &self.template.as_ref().map(|t| t.name()))
+            .field("template", &self.chat_template().map(|t| t.name()))
             .finish()
     }
 }
@@ -125,7 +127,7 @@ impl Engine {
             .get("tokenizer.chat_template")
             .is_some()
         {
-            Some(ChatTemplate::from_gguf(model.file())?)
+            Some(ChatTemplate::from_gguf(model.file()))
         } else {
             None
         };
@@ -195,9 +197,9 @@ impl Engine {
         self.tokenizer.as_ref()
     }
 
-    /// The chat template, if the model has one.
+    /// The chat template, if the model has one that parses.
     pub fn chat_template(&self) -> Option<&ChatTemplate> {
-        self.template.as_ref()
+        self.template.as_ref().and_then(|t| t.as_ref().ok())
     }
 
     /// Tokens the model can see at once, prompt and answer together.
@@ -221,8 +223,11 @@ impl Engine {
         messages: &[Message],
         add_generation_prompt: bool,
     ) -> Result<String, Error> {
-        let template = self.template.as_ref().ok_or(Error::NoChatTemplate)?;
-        Ok(template.render(messages, add_generation_prompt)?)
+        match &self.template {
+            None => Err(Error::NoChatTemplate),
+            Some(Err(e)) => Err(e.clone().into()),
+            Some(Ok(t)) => Ok(t.render(messages, add_generation_prompt)?),
+        }
     }
 
     /// The prompt's token ids. A chat is rendered and its special tokens parsed; BOS is added
