@@ -11,9 +11,10 @@
 //!
 //! Each output number is one dot product computed by one thread in one fixed order: 16 lane
 //! accumulators, lane `l` of a 32-element block taking elements `l` and `l + 16`, fused
-//! multiply-adds, then a fixed reduction tree. For Q4_1 the block's scale and minimum are applied
-//! as `d · Σ q·x + m · Σ x`, with `Σ x` per block computed once per product and shared by every
-//! row. The AVX-512, AVX2 and portable versions perform exactly these operations, so they agree
+//! multiply-adds, then a fixed reduction tree. Each block is expanded once into f32 weights in
+//! registers (`d · q + m` for Q4_1, one fused multiply-add) and used for a tile of up to 8 token
+//! rows, which is what makes prefill cheaper per token than decode. The AVX-512, AVX2 and
+//! portable versions perform exactly these operations, so they agree
 //! to the last bit, and so does a product of one token, of many, split over any number of threads.
 //! Weights are never stored dequantised: each block is expanded in registers.
 //!
@@ -46,7 +47,7 @@ mod x86;
 pub use pool::ThreadPool;
 
 use nextok_gguf::{dequant, GgmlType};
-use portable::LANES;
+use portable::{BLOCK_LANES, LANES};
 
 /// Errors: a product whose shapes or types do not fit.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -219,7 +220,7 @@ impl<'a> QMat<'a> {
 }
 
 /// Token rows computed together against one weight row: the block is expanded once for all.
-const TILE: usize = 4;
+const TILE: usize = 8;
 /// Tokens whose activations are kept hot while a thread walks its rows (prefill).
 const TOKEN_BLOCK: usize = 32;
 
@@ -234,20 +235,15 @@ pub fn matmul(
     out: &mut [f32],
 ) -> Result<(), Error> {
     check(isa, &w, x, tokens, out)?;
-    let mut sums = Vec::new();
-    if w.ty == GgmlType::Q4_1 {
-        portable::block_sums(x, &mut sums);
-    }
     let parts = pool.threads();
     let per = w.rows.div_ceil(parts).next_multiple_of(TILE);
     let out_ptr = SyncPtr(out.as_mut_ptr());
-    let sums = &sums;
     pool.run(|part| {
         let start = (part * per).min(w.rows);
         let end = ((part + 1) * per).min(w.rows);
         // SAFETY: `check` validated every length; each part writes only the output elements of
         // its own rows, so no two threads write the same element, and `out` outlives `run`.
-        unsafe { rows_kernel(isa, &w, x, sums, tokens, start..end, out_ptr) };
+        unsafe { rows_kernel(isa, &w, x, tokens, start..end, out_ptr) };
     });
     Ok(())
 }
@@ -261,22 +257,8 @@ pub fn matmul_serial(
     out: &mut [f32],
 ) -> Result<(), Error> {
     check(isa, &w, x, tokens, out)?;
-    let mut sums = Vec::new();
-    if w.ty == GgmlType::Q4_1 {
-        portable::block_sums(x, &mut sums);
-    }
     // SAFETY: lengths checked; one thread writes everything.
-    unsafe {
-        rows_kernel(
-            isa,
-            &w,
-            x,
-            &sums,
-            tokens,
-            0..w.rows,
-            SyncPtr(out.as_mut_ptr()),
-        )
-    };
+    unsafe { rows_kernel(isa, &w, x, tokens, 0..w.rows, SyncPtr(out.as_mut_ptr())) };
     Ok(())
 }
 
@@ -311,19 +293,16 @@ unsafe impl Send for SyncPtr {}
 /// Computes rows `rows` for every token and writes them to `out[t · w.rows + r]`.
 ///
 /// # Safety
-/// `x` holds `tokens · w.cols` numbers, `sums` the block sums of `x` when the type is Q4_1,
-/// `out` points to `tokens · w.rows` writable numbers, and no other thread writes these rows.
+/// `x` holds `tokens · w.cols` numbers, `out` points to `tokens · w.rows` writable numbers, and no other thread writes these rows.
 unsafe fn rows_kernel(
     isa: Isa,
     w: &QMat<'_>,
     x: &[f32],
-    sums: &[f32],
     tokens: usize,
     rows: std::ops::Range<usize>,
     out: SyncPtr,
 ) {
     let cols = w.cols;
-    let nb = cols / 32;
     let mut scratch = Vec::new();
     for t0 in (0..tokens).step_by(TOKEN_BLOCK) {
         let t1 = (t0 + TOKEN_BLOCK).min(tokens);
@@ -337,14 +316,15 @@ unsafe fn rows_kernel(
                     ($n:literal) => {{
                         let xs: [&[f32]; $n] =
                             std::array::from_fn(|i| &x[(t + i) * cols..(t + i + 1) * cols]);
-                        let ss: [&[f32]; $n] = std::array::from_fn(|i| {
-                            sums.get((t + i) * nb..(t + i + 1) * nb).unwrap_or(&[])
-                        });
-                        let r: [f32; $n] = row_dot::<$n>(isa, w.ty, row, xs, ss, &mut scratch);
+                        let r: [f32; $n] = row_dot::<$n>(isa, w.ty, row, xs, &mut scratch);
                         res[..$n].copy_from_slice(&r);
                     }};
                 }
                 match n {
+                    8 => tile!(8),
+                    7 => tile!(7),
+                    6 => tile!(6),
+                    5 => tile!(5),
                     4 => tile!(4),
                     3 => tile!(3),
                     2 => tile!(2),
@@ -366,23 +346,21 @@ fn row_dot<const T: usize>(
     ty: GgmlType,
     row: &[u8],
     x: [&[f32]; T],
-    sums: [&[f32]; T],
     scratch: &mut Vec<f32>,
 ) -> [f32; T] {
-    let mut acc = [[0.0f32; LANES]; T];
-    let mut mt = [0.0f32; T];
+    let mut acc = [[0.0f32; BLOCK_LANES]; T];
     match (ty, isa) {
         #[cfg(target_arch = "x86_64")]
         (GgmlType::Q4_1, Isa::Avx512) => {
             // SAFETY: the ISA is available (checked in `check`) and the lengths fit.
-            unsafe { x86::q4_1_avx512(row, x, sums, &mut acc, &mut mt) }
+            unsafe { x86::q4_1_avx512(row, x, &mut acc) }
         }
         #[cfg(target_arch = "x86_64")]
         (GgmlType::Q4_1, Isa::Avx2) => {
             // SAFETY: as above.
-            unsafe { x86::q4_1_avx2(row, x, sums, &mut acc, &mut mt) }
+            unsafe { x86::q4_1_avx2(row, x, &mut acc) }
         }
-        (GgmlType::Q4_1, _) => portable::q4_1(row, x, sums, &mut acc, &mut mt),
+        (GgmlType::Q4_1, _) => portable::q4_1(row, x, &mut acc),
         #[cfg(target_arch = "x86_64")]
         (GgmlType::Q4_0, Isa::Avx512) => {
             // SAFETY: as above.
@@ -405,9 +383,13 @@ fn row_dot<const T: usize>(
             unsafe { x86::q8_0_avx2(row, x, &mut acc) }
         }
         (GgmlType::Q8_0, _) => portable::q8_0(row, x, &mut acc),
-        _ => generic(isa, ty, row, x, &mut acc, scratch),
+        _ => {
+            let mut lanes = [[0.0f32; LANES]; T];
+            generic(isa, ty, row, x, &mut lanes, scratch);
+            return std::array::from_fn(|t| portable::reduce16(lanes[t]));
+        }
     }
-    std::array::from_fn(|t| portable::reduce16(acc[t]) + mt[t])
+    std::array::from_fn(|t| portable::reduce32(acc[t]))
 }
 
 /// Types without a fused kernel: dequantise 256 numbers at a time (scalar code, the same on every

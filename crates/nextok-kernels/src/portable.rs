@@ -1,7 +1,9 @@
 //! The portable kernels. They define the arithmetic that every instruction set reproduces bit
-//! for bit: 16 lanes, lane `l` of a 32-element block taking elements `l` and `l + 16`, fused
-//! multiply-adds (`f32::mul_add`, which is exact whether or not the CPU has an FMA unit), and the
-//! fixed lane reduction of [`reduce16`].
+//! for bit: each block is expanded to f32 weights (`d · q + m` with one fused multiply-add for
+//! Q4_1, `d · (q − 8)` for Q4_0, `d · q` for Q8_0), then 32 lanes accumulate, lane `l` taking
+//! element `l` of every block, with fused multiply-adds (`f32::mul_add`, exact whether or not the
+//! CPU has an FMA unit), and the fixed lane reduction of [`reduce32`]. Types without a block
+//! kernel use 16 lanes over dequantised numbers ([`dot_lanes`], [`reduce16`]).
 
 use nextok_gguf::dequant::f16_bits_to_f32;
 
@@ -27,72 +29,76 @@ fn f16_at(bytes: &[u8], at: usize) -> f32 {
     f16_bits_to_f32(u16::from_le_bytes([bytes[at], bytes[at + 1]]))
 }
 
-/// Per 32-element block of every token row, the sum of its activations, added left to right.
-/// Q4_1's minimum term needs it; it is computed once per product and shared by every row.
-pub fn block_sums(x: &[f32], out: &mut Vec<f32>) {
-    out.clear();
-    out.extend(x.chunks_exact(32).map(|b| {
-        let mut s = 0.0f32;
-        for &v in b {
-            s += v;
-        }
-        s
-    }));
+/// Lanes of the block kernels (Q4_0, Q4_1, Q8_0): lane `l` of a 32-element block takes element
+/// `l`, so the two halves of a block go to independent accumulators.
+pub const BLOCK_LANES: usize = 32;
+
+/// Sums 32 lanes: lanes `i` and `i + 16` first, then [`reduce16`].
+#[inline]
+pub fn reduce32(a: [f32; BLOCK_LANES]) -> f32 {
+    let mut half = [0.0f32; LANES];
+    for i in 0..LANES {
+        half[i] = a[i] + a[i + LANES];
+    }
+    reduce16(half)
 }
 
-/// Q4_1 rows against `T` token rows: `acc[t]` lanes and the minimum term `mt[t]`.
-pub fn q4_1<const T: usize>(
-    row: &[u8],
-    x: [&[f32]; T],
-    sums: [&[f32]; T],
-    acc: &mut [[f32; LANES]; T],
-    mt: &mut [f32; T],
+/// Adds one expanded 32-element block to the lanes of `T` token rows: lane `l` takes element `l`
+/// with one fused multiply-add.
+#[inline(always)]
+fn block_into<const T: usize>(
+    w: &[f32; 32],
+    x: &[&[f32]; T],
+    at: usize,
+    acc: &mut [[f32; BLOCK_LANES]; T],
 ) {
+    for t in 0..T {
+        let xb = &x[t][at..at + 32];
+        for l in 0..BLOCK_LANES {
+            acc[t][l] = w[l].mul_add(xb[l], acc[t][l]);
+        }
+    }
+}
+
+/// Q4_1 rows against `T` token rows. Each weight is expanded as `d · q + m` (one fused
+/// multiply-add) and then used for every token of the tile.
+pub fn q4_1<const T: usize>(row: &[u8], x: [&[f32]; T], acc: &mut [[f32; BLOCK_LANES]; T]) {
+    let mut w = [0.0f32; 32];
     for (b, blk) in row.chunks_exact(20).enumerate() {
         let d = f16_at(blk, 0);
         let m = f16_at(blk, 2);
-        let qs = &blk[4..20];
-        for t in 0..T {
-            let xb = &x[t][32 * b..32 * b + 32];
-            for l in 0..LANES {
-                let p = f32::from(qs[l] & 15) * xb[l];
-                let p = f32::from(qs[l] >> 4).mul_add(xb[16 + l], p);
-                acc[t][l] = d.mul_add(p, acc[t][l]);
-            }
-            mt[t] = m.mul_add(sums[t][b], mt[t]);
+        for l in 0..LANES {
+            let q = blk[4 + l];
+            w[l] = d.mul_add(f32::from(q & 15), m);
+            w[16 + l] = d.mul_add(f32::from(q >> 4), m);
         }
+        block_into(&w, &x, 32 * b, acc);
     }
 }
 
-/// Q4_0 rows against `T` token rows.
-pub fn q4_0<const T: usize>(row: &[u8], x: [&[f32]; T], acc: &mut [[f32; LANES]; T]) {
+/// Q4_0 rows against `T` token rows; each weight is `d · (q − 8)`.
+pub fn q4_0<const T: usize>(row: &[u8], x: [&[f32]; T], acc: &mut [[f32; BLOCK_LANES]; T]) {
+    let mut w = [0.0f32; 32];
     for (b, blk) in row.chunks_exact(18).enumerate() {
         let d = f16_at(blk, 0);
-        let qs = &blk[2..18];
-        for t in 0..T {
-            let xb = &x[t][32 * b..32 * b + 32];
-            for l in 0..LANES {
-                let p = (f32::from(qs[l] & 15) - 8.0) * xb[l];
-                let p = (f32::from(qs[l] >> 4) - 8.0).mul_add(xb[16 + l], p);
-                acc[t][l] = d.mul_add(p, acc[t][l]);
-            }
+        for l in 0..LANES {
+            let q = blk[2 + l];
+            w[l] = d * (f32::from(q & 15) - 8.0);
+            w[16 + l] = d * (f32::from(q >> 4) - 8.0);
         }
+        block_into(&w, &x, 32 * b, acc);
     }
 }
 
-/// Q8_0 rows against `T` token rows.
-pub fn q8_0<const T: usize>(row: &[u8], x: [&[f32]; T], acc: &mut [[f32; LANES]; T]) {
+/// Q8_0 rows against `T` token rows; each weight is `d · q`.
+pub fn q8_0<const T: usize>(row: &[u8], x: [&[f32]; T], acc: &mut [[f32; BLOCK_LANES]; T]) {
+    let mut w = [0.0f32; 32];
     for (b, blk) in row.chunks_exact(34).enumerate() {
         let d = f16_at(blk, 0);
-        let qs = &blk[2..34];
-        for t in 0..T {
-            let xb = &x[t][32 * b..32 * b + 32];
-            for l in 0..LANES {
-                let p = f32::from(qs[l] as i8) * xb[l];
-                let p = f32::from(qs[16 + l] as i8).mul_add(xb[16 + l], p);
-                acc[t][l] = d.mul_add(p, acc[t][l]);
-            }
+        for (i, wi) in w.iter_mut().enumerate() {
+            *wi = d * f32::from(blk[2 + i] as i8);
         }
+        block_into(&w, &x, 32 * b, acc);
     }
 }
 

@@ -9,7 +9,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::portable::LANES;
+use crate::portable::{BLOCK_LANES, LANES};
 
 #[inline(always)]
 unsafe fn f16_pair(ptr: *const u8) -> (f32, f32) {
@@ -44,108 +44,112 @@ const fn iota(offset: f32) -> [f32; 16] {
 static NIBBLES: [f32; 16] = iota(0.0);
 static NIBBLES_CENTRED: [f32; 16] = iota(-8.0);
 
-/// Q4_1, AVX-512: see `portable::q4_1`.
-#[target_feature(enable = "avx512f,f16c,fma")]
-pub unsafe fn q4_1_avx512<const T: usize>(
-    row: &[u8],
-    x: [&[f32]; T],
-    sums: [&[f32]; T],
-    acc: &mut [[f32; LANES]; T],
-    mt: &mut [f32; T],
+/// Adds one expanded block (`lo` = elements 0–15, `hi` = 16–31) to `T` token rows, whose 32
+/// lanes are kept as (0–15, 16–31).
+#[inline(always)]
+unsafe fn block_avx512<const T: usize>(
+    lo: __m512,
+    hi: __m512,
+    x: &[&[f32]; T],
+    at: usize,
+    a: &mut [(__m512, __m512); T],
 ) {
-    let nb = row.len() / 20;
-    // SAFETY: lengths checked by the caller: `row` holds `nb` blocks, each `x[t]` 32·nb numbers
-    // and each `sums[t]` nb numbers.
+    // SAFETY: the caller guarantees 32 readable numbers at `at` in every token row.
     unsafe {
-        let table = _mm512_loadu_ps(NIBBLES.as_ptr());
-        let mut a: [__m512; T] = [_mm512_setzero_ps(); T];
         for t in 0..T {
-            a[t] = _mm512_loadu_ps(acc[t].as_ptr());
-        }
-        let mut m_acc = *mt;
-        for b in 0..nb {
-            let blk = row.as_ptr().add(20 * b);
-            let (d, m) = f16_pair(blk);
-            let dv = _mm512_set1_ps(d);
-            let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(blk.add(4) as *const __m128i));
-            let lo = _mm512_permutexvar_ps(q, table);
-            let hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
-            for t in 0..T {
-                let xp = x[t].as_ptr().add(32 * b);
-                let p = _mm512_mul_ps(lo, _mm512_loadu_ps(xp));
-                let p = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xp.add(16)), p);
-                a[t] = _mm512_fmadd_ps(dv, p, a[t]);
-                m_acc[t] = m.mul_add(*sums[t].get_unchecked(b), m_acc[t]);
-            }
-        }
-        for t in 0..T {
-            _mm512_storeu_ps(acc[t].as_mut_ptr(), a[t]);
-        }
-        *mt = m_acc;
-    }
-}
-
-/// Q4_0, AVX-512: see `portable::q4_0`.
-#[target_feature(enable = "avx512f,f16c,fma")]
-pub unsafe fn q4_0_avx512<const T: usize>(row: &[u8], x: [&[f32]; T], acc: &mut [[f32; LANES]; T]) {
-    let nb = row.len() / 18;
-    // SAFETY: lengths checked by the caller.
-    unsafe {
-        let table = _mm512_loadu_ps(NIBBLES_CENTRED.as_ptr());
-        let mut a: [__m512; T] = [_mm512_setzero_ps(); T];
-        for t in 0..T {
-            a[t] = _mm512_loadu_ps(acc[t].as_ptr());
-        }
-        for b in 0..nb {
-            let blk = row.as_ptr().add(18 * b);
-            let dv = _mm512_set1_ps(f16_one(blk));
-            let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(blk.add(2) as *const __m128i));
-            let lo = _mm512_permutexvar_ps(q, table);
-            let hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
-            for t in 0..T {
-                let xp = x[t].as_ptr().add(32 * b);
-                let p = _mm512_mul_ps(lo, _mm512_loadu_ps(xp));
-                let p = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xp.add(16)), p);
-                a[t] = _mm512_fmadd_ps(dv, p, a[t]);
-            }
-        }
-        for t in 0..T {
-            _mm512_storeu_ps(acc[t].as_mut_ptr(), a[t]);
+            let xp = x[t].as_ptr().add(at);
+            a[t].0 = _mm512_fmadd_ps(lo, _mm512_loadu_ps(xp), a[t].0);
+            a[t].1 = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xp.add(16)), a[t].1);
         }
     }
 }
 
-/// Q8_0, AVX-512: see `portable::q8_0`.
-#[target_feature(enable = "avx512f,f16c,fma")]
-pub unsafe fn q8_0_avx512<const T: usize>(row: &[u8], x: [&[f32]; T], acc: &mut [[f32; LANES]; T]) {
-    let nb = row.len() / 34;
-    // SAFETY: lengths checked by the caller.
-    unsafe {
-        let mut a: [__m512; T] = [_mm512_setzero_ps(); T];
-        for t in 0..T {
-            a[t] = _mm512_loadu_ps(acc[t].as_ptr());
-        }
-        for b in 0..nb {
-            let blk = row.as_ptr().add(34 * b);
-            let dv = _mm512_set1_ps(f16_one(blk));
-            let lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
-                blk.add(2) as *const __m128i
-            )));
-            let hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
-                blk.add(18) as *const __m128i
-            )));
-            for t in 0..T {
-                let xp = x[t].as_ptr().add(32 * b);
-                let p = _mm512_mul_ps(lo, _mm512_loadu_ps(xp));
-                let p = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xp.add(16)), p);
-                a[t] = _mm512_fmadd_ps(dv, p, a[t]);
+macro_rules! avx512_rows {
+    ($name:ident, $doc:literal, $bytes:literal, |$blk:ident, $table:ident| $expand:block, $table_init:expr) => {
+        #[doc = $doc]
+        #[target_feature(enable = "avx512f,f16c,fma")]
+        pub unsafe fn $name<const T: usize>(
+            row: &[u8],
+            x: [&[f32]; T],
+            acc: &mut [[f32; BLOCK_LANES]; T],
+        ) {
+            let nb = row.len() / $bytes;
+            // SAFETY: lengths checked by the caller: `row` holds `nb` blocks and each `x[t]`
+            // 32·nb numbers.
+            unsafe {
+                #[allow(unused_variables)]
+                let $table: __m512 = $table_init;
+                let mut a: [(__m512, __m512); T] = [(_mm512_setzero_ps(), _mm512_setzero_ps()); T];
+                for t in 0..T {
+                    a[t] = (
+                        _mm512_loadu_ps(acc[t].as_ptr()),
+                        _mm512_loadu_ps(acc[t].as_ptr().add(16)),
+                    );
+                }
+                for b in 0..nb {
+                    let $blk = row.as_ptr().add($bytes * b);
+                    let (lo, hi) = $expand;
+                    block_avx512(lo, hi, &x, 32 * b, &mut a);
+                }
+                for t in 0..T {
+                    _mm512_storeu_ps(acc[t].as_mut_ptr(), a[t].0);
+                    _mm512_storeu_ps(acc[t].as_mut_ptr().add(16), a[t].1);
+                }
             }
         }
-        for t in 0..T {
-            _mm512_storeu_ps(acc[t].as_mut_ptr(), a[t]);
-        }
-    }
+    };
 }
+
+avx512_rows!(
+    q4_1_avx512,
+    "Q4_1, AVX-512: see `portable::q4_1`.",
+    20,
+    |blk, table| {
+        let (d, m) = f16_pair(blk);
+        let (dv, mv) = (_mm512_set1_ps(d), _mm512_set1_ps(m));
+        let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(blk.add(4) as *const __m128i));
+        (
+            _mm512_fmadd_ps(dv, _mm512_permutexvar_ps(q, table), mv),
+            _mm512_fmadd_ps(
+                dv,
+                _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table),
+                mv,
+            ),
+        )
+    },
+    _mm512_loadu_ps(NIBBLES.as_ptr())
+);
+
+avx512_rows!(
+    q4_0_avx512,
+    "Q4_0, AVX-512: see `portable::q4_0`.",
+    18,
+    |blk, table| {
+        let dv = _mm512_set1_ps(f16_one(blk));
+        let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(blk.add(2) as *const __m128i));
+        (
+            _mm512_mul_ps(dv, _mm512_permutexvar_ps(q, table)),
+            _mm512_mul_ps(dv, _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table)),
+        )
+    },
+    _mm512_loadu_ps(NIBBLES_CENTRED.as_ptr())
+);
+
+avx512_rows!(
+    q8_0_avx512,
+    "Q8_0, AVX-512: see `portable::q8_0`.",
+    34,
+    |blk, table| {
+        let dv = _mm512_set1_ps(f16_one(blk));
+        let ld = |o: usize| {
+            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                blk.add(o) as *const __m128i
+            )))
+        };
+        (_mm512_mul_ps(dv, ld(2)), _mm512_mul_ps(dv, ld(18)))
+    },
+    _mm512_setzero_ps()
+);
 
 /// `dot_lanes`, AVX-512, for a chunk whose length is a multiple of 16.
 #[target_feature(enable = "avx512f,fma")]
@@ -184,123 +188,101 @@ unsafe fn store_lanes_avx2(acc: &mut [f32; LANES], a: (__m256, __m256)) {
     }
 }
 
-/// Q4_1, AVX2: lanes 0–7 and 8–15 in two registers.
-#[target_feature(enable = "avx2,f16c,fma")]
-pub unsafe fn q4_1_avx2<const T: usize>(
-    row: &[u8],
-    x: [&[f32]; T],
-    sums: [&[f32]; T],
-    acc: &mut [[f32; LANES]; T],
-    mt: &mut [f32; T],
+/// Adds one expanded block, as four registers of 8 (elements 0–7, 8–15, 16–23, 24–31), to the
+/// 32 lanes of `T` token rows, kept in four registers the same way.
+#[inline(always)]
+unsafe fn block_avx2<const T: usize>(
+    w: [__m256; 4],
+    x: &[&[f32]; T],
+    at: usize,
+    a: &mut [[__m256; 4]; T],
 ) {
-    let nb = row.len() / 20;
-    // SAFETY: lengths checked by the caller.
+    // SAFETY: the caller guarantees 32 readable numbers at `at` in every token row.
     unsafe {
-        let mask = _mm256_set1_epi32(15);
-        let mut a: [(__m256, __m256); T] = [(_mm256_setzero_ps(), _mm256_setzero_ps()); T];
         for t in 0..T {
-            a[t] = load_lanes_avx2(&acc[t]);
-        }
-        let mut m_acc = *mt;
-        for b in 0..nb {
-            let blk = row.as_ptr().add(20 * b);
-            let (d, m) = f16_pair(blk);
-            let dv = _mm256_set1_ps(d);
-            let q0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(blk.add(4) as *const __m128i));
-            let q1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(blk.add(12) as *const __m128i));
-            let lo0 = _mm256_cvtepi32_ps(_mm256_and_si256(q0, mask));
-            let lo1 = _mm256_cvtepi32_ps(_mm256_and_si256(q1, mask));
-            let hi0 = _mm256_cvtepi32_ps(_mm256_srli_epi32(q0, 4));
-            let hi1 = _mm256_cvtepi32_ps(_mm256_srli_epi32(q1, 4));
-            for t in 0..T {
-                let xp = x[t].as_ptr().add(32 * b);
-                let p0 = _mm256_mul_ps(lo0, _mm256_loadu_ps(xp));
-                let p1 = _mm256_mul_ps(lo1, _mm256_loadu_ps(xp.add(8)));
-                let p0 = _mm256_fmadd_ps(hi0, _mm256_loadu_ps(xp.add(16)), p0);
-                let p1 = _mm256_fmadd_ps(hi1, _mm256_loadu_ps(xp.add(24)), p1);
-                a[t].0 = _mm256_fmadd_ps(dv, p0, a[t].0);
-                a[t].1 = _mm256_fmadd_ps(dv, p1, a[t].1);
-                m_acc[t] = m.mul_add(*sums[t].get_unchecked(b), m_acc[t]);
+            let xp = x[t].as_ptr().add(at);
+            for (i, wi) in w.iter().enumerate() {
+                a[t][i] = _mm256_fmadd_ps(*wi, _mm256_loadu_ps(xp.add(8 * i)), a[t][i]);
             }
-        }
-        for t in 0..T {
-            store_lanes_avx2(&mut acc[t], a[t]);
-        }
-        *mt = m_acc;
-    }
-}
-
-/// Q4_0, AVX2.
-#[target_feature(enable = "avx2,f16c,fma")]
-pub unsafe fn q4_0_avx2<const T: usize>(row: &[u8], x: [&[f32]; T], acc: &mut [[f32; LANES]; T]) {
-    let nb = row.len() / 18;
-    // SAFETY: lengths checked by the caller.
-    unsafe {
-        let mask = _mm256_set1_epi32(15);
-        let eight = _mm256_set1_ps(8.0);
-        let mut a: [(__m256, __m256); T] = [(_mm256_setzero_ps(), _mm256_setzero_ps()); T];
-        for t in 0..T {
-            a[t] = load_lanes_avx2(&acc[t]);
-        }
-        for b in 0..nb {
-            let blk = row.as_ptr().add(18 * b);
-            let dv = _mm256_set1_ps(f16_one(blk));
-            let q0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(blk.add(2) as *const __m128i));
-            let q1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(blk.add(10) as *const __m128i));
-            let lo0 = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_and_si256(q0, mask)), eight);
-            let lo1 = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_and_si256(q1, mask)), eight);
-            let hi0 = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(q0, 4)), eight);
-            let hi1 = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(q1, 4)), eight);
-            for t in 0..T {
-                let xp = x[t].as_ptr().add(32 * b);
-                let p0 = _mm256_mul_ps(lo0, _mm256_loadu_ps(xp));
-                let p1 = _mm256_mul_ps(lo1, _mm256_loadu_ps(xp.add(8)));
-                let p0 = _mm256_fmadd_ps(hi0, _mm256_loadu_ps(xp.add(16)), p0);
-                let p1 = _mm256_fmadd_ps(hi1, _mm256_loadu_ps(xp.add(24)), p1);
-                a[t].0 = _mm256_fmadd_ps(dv, p0, a[t].0);
-                a[t].1 = _mm256_fmadd_ps(dv, p1, a[t].1);
-            }
-        }
-        for t in 0..T {
-            store_lanes_avx2(&mut acc[t], a[t]);
         }
     }
 }
 
-/// Q8_0, AVX2.
-#[target_feature(enable = "avx2,f16c,fma")]
-pub unsafe fn q8_0_avx2<const T: usize>(row: &[u8], x: [&[f32]; T], acc: &mut [[f32; LANES]; T]) {
-    let nb = row.len() / 34;
-    // SAFETY: lengths checked by the caller.
-    unsafe {
-        let mut a: [(__m256, __m256); T] = [(_mm256_setzero_ps(), _mm256_setzero_ps()); T];
-        for t in 0..T {
-            a[t] = load_lanes_avx2(&acc[t]);
-        }
-        for b in 0..nb {
-            let blk = row.as_ptr().add(34 * b);
-            let dv = _mm256_set1_ps(f16_one(blk));
-            let ld = |o: usize| {
-                _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
-                    blk.add(o) as *const __m128i
-                )))
-            };
-            let (lo0, lo1, hi0, hi1) = (ld(2), ld(10), ld(18), ld(26));
-            for t in 0..T {
-                let xp = x[t].as_ptr().add(32 * b);
-                let p0 = _mm256_mul_ps(lo0, _mm256_loadu_ps(xp));
-                let p1 = _mm256_mul_ps(lo1, _mm256_loadu_ps(xp.add(8)));
-                let p0 = _mm256_fmadd_ps(hi0, _mm256_loadu_ps(xp.add(16)), p0);
-                let p1 = _mm256_fmadd_ps(hi1, _mm256_loadu_ps(xp.add(24)), p1);
-                a[t].0 = _mm256_fmadd_ps(dv, p0, a[t].0);
-                a[t].1 = _mm256_fmadd_ps(dv, p1, a[t].1);
+macro_rules! avx2_rows {
+    ($name:ident, $doc:literal, $bytes:literal, |$blk:ident| $expand:block) => {
+        #[doc = $doc]
+        #[target_feature(enable = "avx2,f16c,fma")]
+        pub unsafe fn $name<const T: usize>(
+            row: &[u8],
+            x: [&[f32]; T],
+            acc: &mut [[f32; BLOCK_LANES]; T],
+        ) {
+            let nb = row.len() / $bytes;
+            // SAFETY: lengths checked by the caller.
+            unsafe {
+                let mut a: [[__m256; 4]; T] = [[_mm256_setzero_ps(); 4]; T];
+                for t in 0..T {
+                    for i in 0..4 {
+                        a[t][i] = _mm256_loadu_ps(acc[t].as_ptr().add(8 * i));
+                    }
+                }
+                for b in 0..nb {
+                    let $blk = row.as_ptr().add($bytes * b);
+                    let w: [__m256; 4] = $expand;
+                    block_avx2(w, &x, 32 * b, &mut a);
+                }
+                for t in 0..T {
+                    for i in 0..4 {
+                        _mm256_storeu_ps(acc[t].as_mut_ptr().add(8 * i), a[t][i]);
+                    }
+                }
             }
         }
-        for t in 0..T {
-            store_lanes_avx2(&mut acc[t], a[t]);
-        }
-    }
+    };
 }
+
+avx2_rows!(q4_1_avx2, "Q4_1, AVX2: see `portable::q4_1`.", 20, |blk| {
+    let (d, m) = f16_pair(blk);
+    let (dv, mv) = (_mm256_set1_ps(d), _mm256_set1_ps(m));
+    let mask = _mm256_set1_epi32(15);
+    let q0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(blk.add(4) as *const __m128i));
+    let q1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(blk.add(12) as *const __m128i));
+    let f = |q: __m256i| _mm256_fmadd_ps(dv, _mm256_cvtepi32_ps(q), mv);
+    [
+        f(_mm256_and_si256(q0, mask)),
+        f(_mm256_and_si256(q1, mask)),
+        f(_mm256_srli_epi32(q0, 4)),
+        f(_mm256_srli_epi32(q1, 4)),
+    ]
+});
+
+avx2_rows!(q4_0_avx2, "Q4_0, AVX2: see `portable::q4_0`.", 18, |blk| {
+    let dv = _mm256_set1_ps(f16_one(blk));
+    let mask = _mm256_set1_epi32(15);
+    let eight = _mm256_set1_ps(8.0);
+    let q0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(blk.add(2) as *const __m128i));
+    let q1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(blk.add(10) as *const __m128i));
+    let f = |q: __m256i| _mm256_mul_ps(dv, _mm256_sub_ps(_mm256_cvtepi32_ps(q), eight));
+    [
+        f(_mm256_and_si256(q0, mask)),
+        f(_mm256_and_si256(q1, mask)),
+        f(_mm256_srli_epi32(q0, 4)),
+        f(_mm256_srli_epi32(q1, 4)),
+    ]
+});
+
+avx2_rows!(q8_0_avx2, "Q8_0, AVX2: see `portable::q8_0`.", 34, |blk| {
+    let dv = _mm256_set1_ps(f16_one(blk));
+    let ld = |o: usize| {
+        _mm256_mul_ps(
+            dv,
+            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                blk.add(o) as *const __m128i
+            ))),
+        )
+    };
+    [ld(2), ld(10), ld(18), ld(26)]
+});
 
 /// `dot_lanes`, AVX2, for a chunk whose length is a multiple of 16.
 #[target_feature(enable = "avx2,fma")]
