@@ -190,8 +190,13 @@ impl SpecialSplitter {
     /// Splits text at special tokens. Control and unknown tokens count only with
     /// `parse_special`; user-defined tokens always do.
     pub(crate) fn split<'a>(&self, text: &'a str, parse_special: bool) -> Vec<Fragment<'a>> {
+        // Empty text has no fragment at all: llama.cpp gives no tokens for it (not even
+        // SentencePiece's space prefix).
+        if text.is_empty() {
+            return Vec::new();
+        }
         let mut fragments = vec![Fragment::Text(text)];
-        if text.is_empty() || self.tokens.is_empty() {
+        if self.tokens.is_empty() {
             return fragments;
         }
         let present = match &self.finder {

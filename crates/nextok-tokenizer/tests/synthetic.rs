@@ -718,3 +718,121 @@ proptest! {
         }
     }
 }
+
+/// Hyper-parameters llama.cpp reads even when it loads only the vocabulary.
+fn with_llama_hparams(w: GgufWriter) -> GgufWriter {
+    w.metadata("llama.context_length", Value::U32(256))
+        .metadata("llama.embedding_length", Value::U32(64))
+        .metadata("llama.block_count", Value::U32(1))
+        .metadata("llama.feed_forward_length", Value::U32(128))
+        .metadata("llama.attention.head_count", Value::U32(4))
+        .metadata("llama.attention.head_count_kv", Value::U32(4))
+        .metadata("llama.rope.dimension_count", Value::U32(16))
+        .metadata("llama.attention.layer_norm_rms_epsilon", Value::F32(1e-5))
+}
+
+/// The merges of the synthetic byte-level vocabularies that llama.cpp tokenized for
+/// `tests/data/llama_cpp_synthetic.json`.
+const REFERENCE_MERGES: &[(&str, &str)] = &[
+    ("t", "h"),
+    ("th", "e"),
+    (" ", "t"),
+    (" t", "he"),
+    ("i", "n"),
+    (" ", "a"),
+    ("e", "r"),
+    ("1", "2"),
+    ("12", "3"),
+    ("'", "s"),
+    ("\n", "\n"),
+    (" ", " "),
+    ("o", "n"),
+    ("a", "n"),
+    ("an", "d"),
+    (" ", "and"),
+];
+
+/// The vocabularies of `tests/data/llama_cpp_synthetic.json`, by name.
+fn reference_files() -> Vec<(&'static str, GgufWriter)> {
+    let mut out = Vec::new();
+    // llama.cpp knows GPT-2's pre-tokenizer as `gpt-2` (we also accept `gpt2`).
+    for pre in ["gpt-2", "smollm", "llama-bpe", "qwen2"] {
+        // `byte_level_file` already names the architecture and the vocabulary size.
+        let w = with_llama_hparams(byte_level_file(pre, REFERENCE_MERGES, &["hello"]));
+        out.push((pre, w));
+    }
+    let spm = with_llama_hparams(
+        spm_file(None)
+            .metadata("general.architecture", Value::String("llama".into()))
+            .metadata("llama.vocab_size", Value::U32(275)),
+    );
+    out.push(("spm", spm));
+    out
+}
+
+/// Writes the reference vocabularies as GGUF files into `$NEXTOK_WRITE_GGUF_DIR`, for
+/// regenerating `tests/data/llama_cpp_synthetic.json` with llama.cpp (see that file's `source`).
+#[test]
+#[ignore = "writes files; run by hand to regenerate reference data"]
+fn write_reference_models() {
+    let dir = std::env::var("NEXTOK_WRITE_GGUF_DIR").expect("set NEXTOK_WRITE_GGUF_DIR");
+    for (name, w) in reference_files() {
+        std::fs::write(format!("{dir}/{name}.gguf"), w.to_bytes()).unwrap();
+    }
+}
+
+/// llama.cpp's own tokenizations of 20 texts (each with special tokens parsed and not) for the
+/// four byte-level pre-tokenizers and the SentencePiece vocabulary above; see the file's
+/// `source` for how they were made.
+#[test]
+fn synthetic_vocabularies_match_llama_cpp() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/llama_cpp_synthetic.json"
+    );
+    let data: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut checked = 0;
+    for (name, w) in reference_files() {
+        let file = GgufFile::from_bytes(w.to_bytes()).unwrap();
+        let tok = load_from_gguf(&file).unwrap();
+        let cases = data["vocabularies"][name].as_array().unwrap();
+        assert_eq!(cases.len(), 40, "{name}");
+        for case in cases {
+            let text = case["text"].as_str().unwrap();
+            let parse_special = case["parse_special"].as_bool().unwrap();
+            let expected: Vec<u32> = case["ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap() as u32)
+                .collect();
+            let options = EncodeOptions {
+                add_bos: false,
+                parse_special,
+            };
+            let ids = tok.encode(text, options).unwrap();
+            assert_eq!(
+                ids, expected,
+                "{name}: {text:?} (parse_special {parse_special})"
+            );
+            // Byte-level pieces concatenate to llama.cpp's detokenization (SentencePiece's is
+            // the pieces joined without dropping the leading space, which `decode` drops).
+            if name != "spm" {
+                let hex: String = tok
+                    .decode_bytes(&ids, false)
+                    .unwrap()
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect();
+                assert_eq!(
+                    hex,
+                    case["detokenized_hex"].as_str().unwrap(),
+                    "{name}: {text:?}"
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 200);
+}
