@@ -71,6 +71,7 @@ mod error;
 mod fetch;
 mod generate;
 pub mod plan;
+pub mod seq2seq;
 
 pub use chat::Chat;
 pub use engine::{ConstraintSpec, Engine, EngineOptions, LabelScore, Prompt, Score};
