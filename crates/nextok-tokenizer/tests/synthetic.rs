@@ -9,6 +9,8 @@ use nextok_tokenizer::{
 };
 use proptest::prelude::*;
 
+mod common;
+
 fn strings(v: &[&str]) -> Value {
     Value::Array(Array::String(v.iter().map(|s| s.to_string()).collect()))
 }
@@ -835,4 +837,64 @@ fn synthetic_vocabularies_match_llama_cpp() {
         }
     }
     assert_eq!(checked, 200);
+}
+
+/// A differential check against llama.cpp on random texts (control characters, combining
+/// marks, emoji, CJK, Arabic, non-ASCII digits, special-token text): `tests/data/
+/// llama_cpp_random.json` (600 cases per vocabulary, from `tests/data/llama_cpp_random.py`),
+/// or the full output of that script at `$NEXTOK_LLAMA_CPP_RANDOM`. `smollm2` is the real
+/// model, which must be present (run `cargo xtask fetch-model`).
+#[test]
+fn random_texts_match_llama_cpp() {
+    let data: serde_json::Value = match std::env::var("NEXTOK_LLAMA_CPP_RANDOM") {
+        Ok(path) => serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap(),
+        Err(_) => {
+            let path = concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/data/llama_cpp_random.json"
+            );
+            let file: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+            file["vocabularies"].clone()
+        }
+    };
+    let mut tokenizers: Vec<(String, Box<dyn Tokenizer>)> = reference_files()
+        .into_iter()
+        .map(|(n, w)| {
+            let file = GgufFile::from_bytes(w.to_bytes()).unwrap();
+            (n.to_owned(), load_from_gguf(&file).unwrap())
+        })
+        .collect();
+    tokenizers.push(("smollm2".into(), load_from_gguf(common::model()).unwrap()));
+    let mut failures = 0;
+    let mut checked = 0;
+    for (name, tok) in &tokenizers {
+        let Some(cases) = data.get(name.as_str()).and_then(|v| v.as_array()) else {
+            continue;
+        };
+        for case in cases {
+            let text = case["text"].as_str().unwrap();
+            let options = EncodeOptions {
+                add_bos: false,
+                parse_special: case["parse_special"].as_bool().unwrap(),
+            };
+            let expected: Vec<u32> = case["ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap() as u32)
+                .collect();
+            let ids = tok.encode(text, options).unwrap();
+            checked += 1;
+            if ids != expected {
+                failures += 1;
+                if failures < 20 {
+                    eprintln!("{name}: {text:?} {options:?}\n  ours      {ids:?}\n  llama.cpp {expected:?}");
+                }
+            }
+        }
+    }
+    eprintln!("{checked} cases, {failures} differ");
+    assert!(checked >= 3000, "only {checked} cases");
+    assert_eq!(failures, 0);
 }
