@@ -437,3 +437,45 @@ fn dot_lanes(isa: Isa, w: &[f32], x: &[f32], acc: &mut [f32; LANES]) {
     }
     portable::dot_lanes(&w[whole..], &x[whole..], acc);
 }
+
+/// `Σ a[i] · b[i]` over the shorter length: 16 lanes of fused multiply-adds, lane `l` taking the
+/// elements `i ≡ l (mod 16)` in order, then [`portable::reduce16`]. The same bits on every ISA
+/// (an ISA this CPU lacks falls back to portable code). Attention uses it for query·key scores.
+pub fn dot(isa: Isa, a: &[f32], b: &[f32]) -> f32 {
+    let isa = if isa.is_available() {
+        isa
+    } else {
+        Isa::Portable
+    };
+    let n = a.len().min(b.len());
+    let mut acc = [0.0f32; LANES];
+    dot_lanes(isa, &a[..n], &b[..n], &mut acc);
+    portable::reduce16(acc)
+}
+
+/// `y[i] = alpha · x[i] + y[i]` (fused) over the shorter length; the same bits on every ISA.
+/// Attention uses it to add a value row, weighted by its probability, to the output.
+pub fn axpy(isa: Isa, alpha: f32, x: &[f32], y: &mut [f32]) {
+    let n = x.len().min(y.len());
+    let whole = n / LANES * LANES;
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 if isa.is_available() => {
+            // SAFETY: the ISA is available and both slices have `whole` numbers.
+            unsafe { x86::axpy_avx512(alpha, &x[..whole], &mut y[..whole]) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 if isa.is_available() => {
+            // SAFETY: as above.
+            unsafe { x86::axpy_avx2(alpha, &x[..whole], &mut y[..whole]) }
+        }
+        _ => {
+            for (yi, &xi) in y[..whole].iter_mut().zip(&x[..whole]) {
+                *yi = alpha.mul_add(xi, *yi);
+            }
+        }
+    }
+    for (yi, &xi) in y[whole..n].iter_mut().zip(&x[whole..n]) {
+        *yi = alpha.mul_add(xi, *yi);
+    }
+}

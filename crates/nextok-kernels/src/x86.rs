@@ -299,3 +299,35 @@ pub unsafe fn dot_lanes_avx2(w: &[f32], x: &[f32], acc: &mut [f32; LANES]) {
         store_lanes_avx2(acc, (a0, a1));
     }
 }
+
+/// `axpy`, AVX-512, for slices whose length is a multiple of 16.
+#[target_feature(enable = "avx512f,fma")]
+pub unsafe fn axpy_avx512(alpha: f32, x: &[f32], y: &mut [f32]) {
+    // SAFETY: the caller guarantees `x.len() == y.len()`, a multiple of 16.
+    unsafe {
+        let a = _mm512_set1_ps(alpha);
+        for i in (0..x.len()).step_by(16) {
+            let yp = y.as_mut_ptr().add(i);
+            _mm512_storeu_ps(
+                yp,
+                _mm512_fmadd_ps(a, _mm512_loadu_ps(x.as_ptr().add(i)), _mm512_loadu_ps(yp)),
+            );
+        }
+    }
+}
+
+/// `axpy`, AVX2, for slices whose length is a multiple of 16.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn axpy_avx2(alpha: f32, x: &[f32], y: &mut [f32]) {
+    // SAFETY: the caller guarantees `x.len() == y.len()`, a multiple of 16.
+    unsafe {
+        let a = _mm256_set1_ps(alpha);
+        for i in (0..x.len()).step_by(8) {
+            let yp = y.as_mut_ptr().add(i);
+            _mm256_storeu_ps(
+                yp,
+                _mm256_fmadd_ps(a, _mm256_loadu_ps(x.as_ptr().add(i)), _mm256_loadu_ps(yp)),
+            );
+        }
+    }
+}

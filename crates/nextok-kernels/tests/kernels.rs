@@ -215,3 +215,24 @@ fn the_pool_runs_every_part_once_and_reraises_panics() {
     });
     assert_eq!(hits.load(Ordering::SeqCst), 3);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn dot_and_axpy_give_the_portable_bits_on_every_isa(len in 0usize..100, seed in any::<u64>(), alpha in -2.0f32..2.0) {
+        let mut rng = Lcg(seed);
+        let a: Vec<f32> = (0..len).map(|_| rng.unit()).collect();
+        let b: Vec<f32> = (0..len).map(|_| rng.unit()).collect();
+        let want = nextok_kernels::dot(Isa::Portable, &a, &b);
+        let exact: f64 = a.iter().zip(&b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum();
+        prop_assert!((f64::from(want) - exact).abs() < 1e-5 * (1.0 + len as f64));
+        let mut y0 = b.clone();
+        nextok_kernels::axpy(Isa::Portable, alpha, &a, &mut y0);
+        for isa in Isa::available() {
+            prop_assert_eq!(nextok_kernels::dot(isa, &a, &b).to_bits(), want.to_bits());
+            let mut y = b.clone();
+            nextok_kernels::axpy(isa, alpha, &a, &mut y);
+            prop_assert_eq!(&y, &y0);
+        }
+    }
+}

@@ -477,6 +477,8 @@ impl Backend for CpuBackend {
             }
         }
         let (krows, vrows) = (&krows, &vrows);
+        // The SIMD dot products and weighted sums of `nextok-kernels`: the same bits on every ISA.
+        let isa = self.isa;
         let min_items = self.min_work.div_ceil((2 * keys * hd).max(1));
         let parts = self.split(n_rows * heads, min_items, |items| {
             let mut local = vec![0.0f32; items.len() * hd];
@@ -493,7 +495,7 @@ impl Backend for CpuBackend {
                 let qh = &q[(i * heads + h) * hd..(i * heads + h + 1) * hd];
                 scores.clear();
                 for k in &krows[..=last] {
-                    scores.push(dot(qh, &k[cols.clone()]) * scale);
+                    scores.push(nextok_kernels::dot(isa, qh, &k[cols.clone()]) * scale);
                 }
                 let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
                 let mut sum = 0.0f32;
@@ -503,9 +505,7 @@ impl Backend for CpuBackend {
                 }
                 let acc = &mut local[slot * hd..(slot + 1) * hd];
                 for (&p, v) in scores.iter().zip(&vrows[..=last]) {
-                    for (a, &x) in acc.iter_mut().zip(&v[cols.clone()]) {
-                        *a += p * x;
-                    }
+                    nextok_kernels::axpy(isa, p, &v[cols.clone()], acc);
                 }
                 let inv = 1.0 / sum;
                 acc.iter_mut().for_each(|a| *a *= inv);
