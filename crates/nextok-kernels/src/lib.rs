@@ -221,8 +221,9 @@ impl<'a> QMat<'a> {
 
 /// Token rows computed together against one weight row: the block is expanded once for all.
 const TILE: usize = 8;
-/// Tokens whose activations are kept hot while a thread walks its rows (prefill).
-const TOKEN_BLOCK: usize = 32;
+/// Tokens whose activations are kept hot while a thread walks its rows (prefill): one tile, so
+/// that they stay in L1 (8 × 576 numbers = 18 KB; 32 tokens measured 20% slower).
+const TOKEN_BLOCK: usize = 8;
 
 /// `out[t · rows + r] = Σ_k W[r, k] · x[t · cols + k]` for every token row `t < tokens`, split
 /// over the pool's threads by rows. The result does not depend on the pool's size or the ISA.
