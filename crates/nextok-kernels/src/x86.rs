@@ -331,3 +331,61 @@ pub unsafe fn axpy_avx2(alpha: f32, x: &[f32], y: &mut [f32]) {
         }
     }
 }
+
+/// Q4_1, AVX-512, two weight rows at once against `T` token rows: each activation load serves
+/// both rows. Every output gets exactly the operations of [`q4_1_avx512`], so the results are
+/// the same bits.
+#[target_feature(enable = "avx512f,f16c,fma")]
+pub unsafe fn q4_1_avx512_x2<const T: usize>(
+    rows: [&[u8]; 2],
+    x: [&[f32]; T],
+    acc: &mut [[[f32; BLOCK_LANES]; T]; 2],
+) {
+    let nb = rows[0].len() / 20;
+    // SAFETY: lengths checked by the caller: both rows hold `nb` blocks and each `x[t]` 32·nb
+    // numbers.
+    unsafe {
+        let table = _mm512_loadu_ps(NIBBLES.as_ptr());
+        let mut a: [[(__m512, __m512); T]; 2] =
+            [[(_mm512_setzero_ps(), _mm512_setzero_ps()); T]; 2];
+        for r in 0..2 {
+            for t in 0..T {
+                a[r][t] = (
+                    _mm512_loadu_ps(acc[r][t].as_ptr()),
+                    _mm512_loadu_ps(acc[r][t].as_ptr().add(16)),
+                );
+            }
+        }
+        for b in 0..nb {
+            let mut w = [(_mm512_setzero_ps(), _mm512_setzero_ps()); 2];
+            for r in 0..2 {
+                let blk = rows[r].as_ptr().add(20 * b);
+                let (d, m) = f16_pair(blk);
+                let (dv, mv) = (_mm512_set1_ps(d), _mm512_set1_ps(m));
+                let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(blk.add(4) as *const __m128i));
+                w[r] = (
+                    _mm512_fmadd_ps(dv, _mm512_permutexvar_ps(q, table), mv),
+                    _mm512_fmadd_ps(
+                        dv,
+                        _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table),
+                        mv,
+                    ),
+                );
+            }
+            for t in 0..T {
+                let xp = x[t].as_ptr().add(32 * b);
+                let (xl, xh) = (_mm512_loadu_ps(xp), _mm512_loadu_ps(xp.add(16)));
+                for r in 0..2 {
+                    a[r][t].0 = _mm512_fmadd_ps(w[r].0, xl, a[r][t].0);
+                    a[r][t].1 = _mm512_fmadd_ps(w[r].1, xh, a[r][t].1);
+                }
+            }
+        }
+        for r in 0..2 {
+            for t in 0..T {
+                _mm512_storeu_ps(acc[r][t].as_mut_ptr(), a[r][t].0);
+                _mm512_storeu_ps(acc[r][t].as_mut_ptr().add(16), a[r][t].1);
+            }
+        }
+    }
+}
