@@ -308,10 +308,10 @@ unsafe fn rows_kernel(
     for t0 in (0..tokens).step_by(TOKEN_BLOCK) {
         let t1 = (t0 + TOKEN_BLOCK).min(tokens);
         let mut r = rows.start;
-        // AVX-512 Q4_1, the weights of most products of a Llama model: two rows at a time, tiles
-        // of 4 tokens, so that every activation load serves two rows.
+        // AVX-512 Q4_1 and Q8_0 (the weights of most products of a Llama model): two rows at a
+        // time, tiles of 4 tokens, so that every activation load serves two rows.
         #[cfg(target_arch = "x86_64")]
-        if isa == Isa::Avx512 && w.ty == GgmlType::Q4_1 {
+        if isa == Isa::Avx512 && matches!(w.ty, GgmlType::Q4_1 | GgmlType::Q8_0) {
             while r + 2 <= rows.end {
                 let pair = [w.row(r), w.row(r + 1)];
                 let mut t = t0;
@@ -321,18 +321,21 @@ unsafe fn rows_kernel(
                         ($n:literal) => {{
                             let xs: [&[f32]; $n] =
                                 std::array::from_fn(|i| &x[(t + i) * cols..(t + i + 1) * cols]);
-                            let mut acc = [[[0.0f32; BLOCK_LANES]; $n]; 2];
+                            let mut res = [[0.0f32; $n]; 2];
                             // SAFETY: the ISA is available (checked in `check`) and the lengths
                             // fit (validated matrix, activations of `cols` numbers).
-                            unsafe { x86::q4_1_avx512_x2(pair, xs, &mut acc) };
-                            for (k, row_acc) in acc.iter().enumerate() {
-                                for (i, lanes) in row_acc.iter().enumerate() {
+                            unsafe {
+                                if w.ty == GgmlType::Q4_1 {
+                                    x86::q4_1_avx512_x2(pair, xs, &mut res)
+                                } else {
+                                    x86::q8_0_avx512_x2(pair, xs, &mut res)
+                                }
+                            };
+                            for (k, row_res) in res.iter().enumerate() {
+                                for (i, &v) in row_res.iter().enumerate() {
                                     // SAFETY: in bounds by the function's contract; this
                                     // thread owns rows `r` and `r + 1`.
-                                    unsafe {
-                                        *out.0.add((t + i) * w.rows + r + k) =
-                                            portable::reduce32(*lanes)
-                                    };
+                                    unsafe { *out.0.add((t + i) * w.rows + r + k) = v };
                                 }
                             }
                         }};

@@ -42,6 +42,9 @@ const fn iota(offset: f32) -> [f32; 16] {
 }
 
 static NIBBLES: [f32; 16] = iota(0.0);
+
+/// How many blocks ahead the two-row kernels prefetch weights.
+const PREFETCH_BLOCKS: usize = 64;
 static NIBBLES_CENTRED: [f32; 16] = iota(-8.0);
 
 /// Adds one expanded block (`lo` = elements 0–15, `hi` = 16–31) to `T` token rows, whose 32
@@ -332,46 +335,54 @@ pub unsafe fn axpy_avx2(alpha: f32, x: &[f32], y: &mut [f32]) {
     }
 }
 
-/// Q4_1, AVX-512, two weight rows at once against `T` token rows: each activation load serves
-/// both rows. Every output gets exactly the operations of [`q4_1_avx512`], so the results are
-/// the same bits.
-#[target_feature(enable = "avx512f,f16c,fma")]
-pub unsafe fn q4_1_avx512_x2<const T: usize>(
+/// `portable::reduce32` of lanes kept as (0–15, 16–31), in registers: lanes `i` and `i + 16`,
+/// then `i` and `i + 8`, `i` and `i + 4`, 0 and 2 with 1 and 3, then 0 and 1: the same additions
+/// in the same pairs, so the same bits.
+#[inline(always)]
+unsafe fn reduce32_avx512(a: (__m512, __m512)) -> f32 {
+    // SAFETY: register operations only; the caller has AVX-512F.
+    unsafe {
+        let s16 = _mm512_add_ps(a.0, a.1);
+        let s8 = _mm256_add_ps(
+            _mm512_castps512_ps256(s16),
+            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s16), 1)),
+        );
+        let s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+        let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+        _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)))
+    }
+}
+
+/// Two weight rows at once against `T` token rows, each block expanded by `expand`: every
+/// activation load serves both rows, and each output gets exactly the operations of the one-row
+/// kernels (and the reduction of `portable::reduce32`), so the results are the same bits.
+#[inline(always)]
+unsafe fn rows2_avx512<const T: usize, const B: usize>(
     rows: [&[u8]; 2],
     x: [&[f32]; T],
-    acc: &mut [[[f32; BLOCK_LANES]; T]; 2],
+    out: &mut [[f32; T]; 2],
+    expand: impl Fn(*const u8) -> (__m512, __m512),
 ) {
-    let nb = rows[0].len() / 20;
-    // SAFETY: lengths checked by the caller: both rows hold `nb` blocks and each `x[t]` 32·nb
-    // numbers.
+    let nb = rows[0].len() / B;
+    // SAFETY: lengths checked by the caller: both rows hold `nb` blocks of `B` bytes and each
+    // `x[t]` 32·nb numbers.
     unsafe {
-        let table = _mm512_loadu_ps(NIBBLES.as_ptr());
         let mut a: [[(__m512, __m512); T]; 2] =
             [[(_mm512_setzero_ps(), _mm512_setzero_ps()); T]; 2];
-        for r in 0..2 {
-            for t in 0..T {
-                a[r][t] = (
-                    _mm512_loadu_ps(acc[r][t].as_ptr()),
-                    _mm512_loadu_ps(acc[r][t].as_ptr().add(16)),
-                );
-            }
-        }
         for b in 0..nb {
-            let mut w = [(_mm512_setzero_ps(), _mm512_setzero_ps()); 2];
-            for r in 0..2 {
-                let blk = rows[r].as_ptr().add(20 * b);
-                let (d, m) = f16_pair(blk);
-                let (dv, mv) = (_mm512_set1_ps(d), _mm512_set1_ps(m));
-                let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(blk.add(4) as *const __m128i));
-                w[r] = (
-                    _mm512_fmadd_ps(dv, _mm512_permutexvar_ps(q, table), mv),
-                    _mm512_fmadd_ps(
-                        dv,
-                        _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table),
-                        mv,
-                    ),
-                );
-            }
+            // Ask for the weights a few blocks ahead: decode streams every weight from memory
+            // once per token, and the hardware prefetcher alone leaves the loads waiting.
+            // Prefetching past the end of a row is harmless (a hint, never a fault).
+            _mm_prefetch::<_MM_HINT_T0>(
+                rows[0].as_ptr().wrapping_add(B * (b + PREFETCH_BLOCKS)) as *const i8
+            );
+            _mm_prefetch::<_MM_HINT_T0>(
+                rows[1].as_ptr().wrapping_add(B * (b + PREFETCH_BLOCKS)) as *const i8
+            );
+            let w = [
+                expand(rows[0].as_ptr().add(B * b)),
+                expand(rows[1].as_ptr().add(B * b)),
+            ];
             for t in 0..T {
                 let xp = x[t].as_ptr().add(32 * b);
                 let (xl, xh) = (_mm512_loadu_ps(xp), _mm512_loadu_ps(xp.add(16)));
@@ -383,9 +394,55 @@ pub unsafe fn q4_1_avx512_x2<const T: usize>(
         }
         for r in 0..2 {
             for t in 0..T {
-                _mm512_storeu_ps(acc[r][t].as_mut_ptr(), a[r][t].0);
-                _mm512_storeu_ps(acc[r][t].as_mut_ptr().add(16), a[r][t].1);
+                out[r][t] = reduce32_avx512(a[r][t]);
             }
         }
+    }
+}
+
+/// Q4_1, AVX-512, two rows at once: see `rows2_avx512`.
+#[target_feature(enable = "avx512f,f16c,fma")]
+pub unsafe fn q4_1_avx512_x2<const T: usize>(
+    rows: [&[u8]; 2],
+    x: [&[f32]; T],
+    out: &mut [[f32; T]; 2],
+) {
+    // SAFETY: the caller's guarantees are those of `rows2_avx512`; the features are enabled.
+    unsafe {
+        let table = _mm512_loadu_ps(NIBBLES.as_ptr());
+        rows2_avx512::<T, 20>(rows, x, out, |blk| {
+            let (d, m) = f16_pair(blk);
+            let (dv, mv) = (_mm512_set1_ps(d), _mm512_set1_ps(m));
+            let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(blk.add(4) as *const __m128i));
+            (
+                _mm512_fmadd_ps(dv, _mm512_permutexvar_ps(q, table), mv),
+                _mm512_fmadd_ps(
+                    dv,
+                    _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table),
+                    mv,
+                ),
+            )
+        })
+    }
+}
+
+/// Q8_0, AVX-512, two rows at once: see `rows2_avx512`.
+#[target_feature(enable = "avx512f,f16c,fma")]
+pub unsafe fn q8_0_avx512_x2<const T: usize>(
+    rows: [&[u8]; 2],
+    x: [&[f32]; T],
+    out: &mut [[f32; T]; 2],
+) {
+    // SAFETY: the caller's guarantees are those of `rows2_avx512`; the features are enabled.
+    unsafe {
+        rows2_avx512::<T, 34>(rows, x, out, |blk| {
+            let dv = _mm512_set1_ps(f16_one(blk));
+            let ld = |o: usize| {
+                _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                    blk.add(o) as *const __m128i
+                )))
+            };
+            (_mm512_mul_ps(dv, ld(2)), _mm512_mul_ps(dv, ld(18)))
+        })
     }
 }
