@@ -524,3 +524,57 @@ pub fn axpy(isa: Isa, alpha: f32, x: &[f32], y: &mut [f32]) {
         *yi = alpha.mul_add(xi, *yi);
     }
 }
+
+/// `out[j] = dot(isa, q, &keys[j][offset..offset + q.len()])` for every key: the query·key
+/// scores of one attention head, each the same bits as [`dot`], computed several keys at a time.
+///
+/// # Panics
+/// If `out` is shorter than `keys` or a key row is shorter than `offset + q.len()` (a caller's
+/// bug, not input).
+pub fn dots(isa: Isa, q: &[f32], keys: &[&[f32]], offset: usize, out: &mut [f32]) {
+    let n = q.len();
+    assert!(
+        out.len() >= keys.len(),
+        "dots: output shorter than the keys"
+    );
+    assert!(
+        keys.iter().all(|k| k.len() >= offset + n),
+        "dots: a key row is shorter than offset + query"
+    );
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 && isa.is_available() && n % LANES == 0 {
+        // SAFETY: the ISA is available and every slice was checked above.
+        unsafe { x86::dots_avx512(q, keys, offset, out) };
+        return;
+    }
+    for (o, k) in out.iter_mut().zip(keys) {
+        *o = dot(isa, q, &k[offset..offset + n]);
+    }
+}
+
+/// `acc[i] = probs[j] · values[j][offset + i] + acc[i]` (fused), for `j` in order: the weighted
+/// sum of value rows of one attention head, the same bits as calling [`axpy`] once per row.
+///
+/// # Panics
+/// If `probs` and `values` differ in length or a value row is shorter than `offset + acc.len()`.
+pub fn weighted_sum(isa: Isa, probs: &[f32], values: &[&[f32]], offset: usize, acc: &mut [f32]) {
+    let n = acc.len();
+    assert_eq!(
+        probs.len(),
+        values.len(),
+        "weighted_sum: one probability per value row"
+    );
+    assert!(
+        values.iter().all(|v| v.len() >= offset + n),
+        "weighted_sum: a value row is shorter than offset + output"
+    );
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 && isa.is_available() && n == 64 {
+        // SAFETY: the ISA is available and every slice was checked above.
+        unsafe { x86::weighted_sum64_avx512(probs, values, offset, acc) };
+        return;
+    }
+    for (&p, v) in probs.iter().zip(values) {
+        axpy(isa, p, &v[offset..offset + n], acc);
+    }
+}

@@ -446,3 +446,82 @@ pub unsafe fn q8_0_avx512_x2<const T: usize>(
         })
     }
 }
+
+/// `portable::reduce16` of one register, in registers (the same pairs).
+#[inline(always)]
+unsafe fn reduce16_avx512(s16: __m512) -> f32 {
+    // SAFETY: register operations only; the caller has AVX-512F.
+    unsafe {
+        let s8 = _mm256_add_ps(
+            _mm512_castps512_ps256(s16),
+            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s16), 1)),
+        );
+        let s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+        let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+        _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)))
+    }
+}
+
+/// `dots`, AVX-512, for a query whose length is a multiple of 16: four keys at a time, each key's
+/// lanes accumulated in order with fused multiply-adds, as `dot_lanes` does.
+#[target_feature(enable = "avx512f,fma")]
+pub unsafe fn dots_avx512(q: &[f32], keys: &[&[f32]], offset: usize, out: &mut [f32]) {
+    let n = q.len();
+    // SAFETY: the caller checked every key row has `offset + n` numbers, `out` has a slot per
+    // key, and `n` is a multiple of 16.
+    unsafe {
+        let mut j = 0;
+        while j + 4 <= keys.len() {
+            let kp: [*const f32; 4] = std::array::from_fn(|i| keys[j + i].as_ptr().add(offset));
+            let mut a = [_mm512_setzero_ps(); 4];
+            for c in (0..n).step_by(16) {
+                let qv = _mm512_loadu_ps(q.as_ptr().add(c));
+                for i in 0..4 {
+                    a[i] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kp[i].add(c)), a[i]);
+                }
+            }
+            for i in 0..4 {
+                out[j + i] = reduce16_avx512(a[i]);
+            }
+            j += 4;
+        }
+        while j < keys.len() {
+            let kp = keys[j].as_ptr().add(offset);
+            let mut a = _mm512_setzero_ps();
+            for c in (0..n).step_by(16) {
+                a = _mm512_fmadd_ps(
+                    _mm512_loadu_ps(q.as_ptr().add(c)),
+                    _mm512_loadu_ps(kp.add(c)),
+                    a,
+                );
+            }
+            out[j] = reduce16_avx512(a);
+            j += 1;
+        }
+    }
+}
+
+/// `weighted_sum`, AVX-512, for a 64-number head: the output stays in four registers while the
+/// value rows are added in order.
+#[target_feature(enable = "avx512f,fma")]
+pub unsafe fn weighted_sum64_avx512(
+    probs: &[f32],
+    values: &[&[f32]],
+    offset: usize,
+    acc: &mut [f32],
+) {
+    // SAFETY: the caller checked `acc` has 64 numbers and every value row `offset + 64`.
+    unsafe {
+        let mut a: [__m512; 4] = std::array::from_fn(|k| _mm512_loadu_ps(acc.as_ptr().add(16 * k)));
+        for (&p, v) in probs.iter().zip(values) {
+            let pv = _mm512_set1_ps(p);
+            let vp = v.as_ptr().add(offset);
+            for k in 0..4 {
+                a[k] = _mm512_fmadd_ps(pv, _mm512_loadu_ps(vp.add(16 * k)), a[k]);
+            }
+        }
+        for k in 0..4 {
+            _mm512_storeu_ps(acc.as_mut_ptr().add(16 * k), a[k]);
+        }
+    }
+}

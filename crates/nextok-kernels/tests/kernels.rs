@@ -236,3 +236,34 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn batched_scores_and_weighted_sums_equal_the_single_calls(
+        keys in 0usize..11,
+        width in prop::sample::select(vec![16usize, 48, 64, 70]),
+        seed in any::<u64>(),
+    ) {
+        let mut rng = Lcg(seed);
+        let offset = 5;
+        let q: Vec<f32> = (0..width).map(|_| rng.unit()).collect();
+        let rows: Vec<Vec<f32>> = (0..keys).map(|_| (0..offset + width).map(|_| rng.unit()).collect()).collect();
+        let refs: Vec<&[f32]> = rows.iter().map(|r| &r[..]).collect();
+        let probs: Vec<f32> = (0..keys).map(|_| rng.unit().abs()).collect();
+        for isa in Isa::available() {
+            let mut got = vec![0.0f32; keys];
+            nextok_kernels::dots(isa, &q, &refs, offset, &mut got);
+            for (j, r) in rows.iter().enumerate() {
+                prop_assert_eq!(got[j].to_bits(), nextok_kernels::dot(Isa::Portable, &q, &r[offset..offset + width]).to_bits());
+            }
+            let mut acc = q.clone();
+            nextok_kernels::weighted_sum(isa, &probs, &refs, offset, &mut acc);
+            let mut want = q.clone();
+            for (&p, r) in probs.iter().zip(&rows) {
+                nextok_kernels::axpy(Isa::Portable, p, &r[offset..offset + width], &mut want);
+            }
+            prop_assert_eq!(acc, want);
+        }
+    }
+}

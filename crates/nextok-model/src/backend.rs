@@ -179,17 +179,47 @@ impl CpuBackend {
     where
         F: Fn(Range<usize>) -> Result<Vec<f32>, Error> + Sync,
     {
+        self.split_by_cost(n, min_per_thread, |_| 1, job)
+    }
+
+    /// Like `split`, but the parts are cut so that each has about the same total `cost(item)`
+    /// (attention rows late in a prompt see more keys than early ones). Which thread computes
+    /// an item never changes its result.
+    fn split_by_cost<C, F>(
+        &self,
+        n: usize,
+        min_per_thread: usize,
+        cost: C,
+        job: F,
+    ) -> Result<Vec<Vec<f32>>, Error>
+    where
+        C: Fn(usize) -> usize,
+        F: Fn(Range<usize>) -> Result<Vec<f32>, Error> + Sync,
+    {
         let parts = self.threads.min(n.div_ceil(min_per_thread.max(1))).max(1);
         if parts == 1 {
             return Ok(vec![job(0..n)?]);
         }
-        let per = n.div_ceil(parts);
+        let total: usize = (0..n).map(&cost).sum();
+        let mut bounds = vec![0usize; parts + 1];
+        let (mut acc, mut next) = (0usize, 1usize);
+        for i in 0..n {
+            acc += cost(i);
+            while next < parts && acc * parts >= total * next {
+                bounds[next] = i + 1;
+                next += 1;
+            }
+        }
+        for b in bounds.iter_mut().skip(next) {
+            *b = n;
+        }
+        bounds[parts] = n;
         type Slot = Mutex<Option<Result<Vec<f32>, Error>>>;
         let results: Vec<Slot> = (0..parts).map(|_| Mutex::new(None)).collect();
         // `parts` never exceeds the pool's threads, so every part runs exactly once.
         self.pool.run(|p| {
             if p < parts {
-                let out = job((p * per).min(n)..((p + 1) * per).min(n));
+                let out = job(bounds[p]..bounds[p + 1]);
                 *results[p].lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
             }
         });
@@ -480,7 +510,12 @@ impl Backend for CpuBackend {
         // The SIMD dot products and weighted sums of `nextok-kernels`: the same bits on every ISA.
         let isa = self.isa;
         let min_items = self.min_work.div_ceil((2 * keys * hd).max(1));
-        let parts = self.split(n_rows * heads, min_items, |items| {
+        // A row sees the keys up to its own position: balance the parts by that count.
+        let keys_seen = |item: usize| match mask {
+            Mask::Causal { first } => first + item / heads + 1,
+            Mask::Full => keys,
+        };
+        let parts = self.split_by_cost(n_rows * heads, min_items, keys_seen, |items| {
             let mut local = vec![0.0f32; items.len() * hd];
             let mut scores = Vec::new();
             for (slot, item) in items.enumerate() {
@@ -494,8 +529,10 @@ impl Backend for CpuBackend {
                 let cols = g * hd..(g + 1) * hd;
                 let qh = &q[(i * heads + h) * hd..(i * heads + h + 1) * hd];
                 scores.clear();
-                for k in &krows[..=last] {
-                    scores.push(nextok_kernels::dot(isa, qh, &k[cols.clone()]) * scale);
+                scores.resize(last + 1, 0.0);
+                nextok_kernels::dots(isa, qh, &krows[..=last], cols.start, &mut scores);
+                for s in scores.iter_mut() {
+                    *s *= scale;
                 }
                 let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
                 let mut sum = 0.0f32;
@@ -504,9 +541,7 @@ impl Backend for CpuBackend {
                     sum += *s;
                 }
                 let acc = &mut local[slot * hd..(slot + 1) * hd];
-                for (&p, v) in scores.iter().zip(&vrows[..=last]) {
-                    nextok_kernels::axpy(isa, p, &v[cols.clone()], acc);
-                }
+                nextok_kernels::weighted_sum(isa, &scores, &vrows[..=last], cols.start, acc);
                 let inv = 1.0 / sum;
                 acc.iter_mut().for_each(|a| *a *= inv);
             }
