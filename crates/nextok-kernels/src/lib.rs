@@ -542,7 +542,7 @@ pub fn dots(isa: Isa, q: &[f32], keys: &[&[f32]], offset: usize, out: &mut [f32]
         "dots: a key row is shorter than offset + query"
     );
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx512 && isa.is_available() && n % LANES == 0 {
+    if isa == Isa::Avx512 && isa.is_available() && n.is_multiple_of(LANES) {
         // SAFETY: the ISA is available and every slice was checked above.
         unsafe { x86::dots_avx512(q, keys, offset, out) };
         return;
