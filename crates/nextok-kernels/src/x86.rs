@@ -415,15 +415,13 @@ pub unsafe fn q4_1_avx512_x2<const T: usize>(
         let table = _mm512_loadu_ps(NIBBLES.as_ptr());
         rows2_avx512::<T, 20>(rows, x, out, |blk| {
             let (d, m) = f16_pair(blk);
-            let (dv, mv) = (_mm512_set1_ps(d), _mm512_set1_ps(m));
+            // The block's 16 possible weights, `d · q + m` fused for q = 0..15: the same numbers
+            // as expanding each nibble, with one multiply-add per block instead of two.
+            let weights = _mm512_fmadd_ps(_mm512_set1_ps(d), table, _mm512_set1_ps(m));
             let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(blk.add(4) as *const __m128i));
             (
-                _mm512_fmadd_ps(dv, _mm512_permutexvar_ps(q, table), mv),
-                _mm512_fmadd_ps(
-                    dv,
-                    _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table),
-                    mv,
-                ),
+                _mm512_permutexvar_ps(q, weights),
+                _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), weights),
             )
         })
     }
