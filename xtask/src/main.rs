@@ -1,7 +1,8 @@
 //! Project automation for nextok, run as `cargo xtask <command>`.
 //!
 //! - `cargo xtask ci`: what CI runs after formatting and lints: fetch the default model, run every
-//!   test of the workspace, then build every fuzz target and run it over its committed corpus.
+//!   test of the workspace, print the constrained-decoding conformance counts, then build every
+//!   fuzz target and run it over its committed corpus.
 //! - `cargo xtask fuzz [--seconds N] [TARGET...]`: fuzz every target (or the ones named) for N
 //!   seconds each (default 60). New inputs go to `fuzz/target/corpus/TARGET` (ignored by git), so
 //!   the committed seeds in `fuzz/corpus/TARGET` stay a small, reviewed set; a crash is saved in
@@ -73,6 +74,26 @@ fn ci() -> Result<()> {
     let model = fetch_model()?;
     run(cargo()
         .args(["test", "--workspace", "--no-fail-fast"])
+        .env("NEXTOK_MODEL", &model))?;
+    // The constrained-decoding conformance counts (issue 6), printed for the CI log: the
+    // JSON-Schema-Test-Suite through SmolLM2's tokenizer. The test suite asserts them; this shows
+    // them.
+    let suite = root()
+        .join("..")
+        .join("shared")
+        .join("conformance")
+        .join("json-schema-test-suite")
+        .join("draft2020-12");
+    run(cargo()
+        .args([
+            "run",
+            "--quiet",
+            "--package",
+            "nextok-cli",
+            "--",
+            "constrain-bench",
+        ])
+        .arg(&suite)
         .env("NEXTOK_MODEL", &model))?;
     fuzz_corpora(&fuzz_targets()?)
 }
