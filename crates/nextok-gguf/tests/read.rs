@@ -160,3 +160,21 @@ fn reads_the_real_default_model() {
     assert_eq!(q.info.dims, vec![576, 576]);
     assert_eq!(q.data.len() as u64, 576 * 576 / 32 * 20);
 }
+
+/// Version 2 has the same layout as version 3 (64-bit counts and lengths; v3 only added
+/// big-endian files, which carry the version byte-swapped and are refused as unsupported).
+#[test]
+fn version_2_files_are_read() {
+    let mut v2 = tiny();
+    v2[4..8].copy_from_slice(&2u32.to_le_bytes());
+    let file = GgufFile::from_bytes(v2).unwrap();
+    assert_eq!(file.version(), 2);
+    assert_eq!(file.metadata().get_u32("llama.block_count").unwrap(), 2);
+    assert_eq!(file.tensor("b").unwrap().data.len(), 12);
+    let mut big_endian = tiny();
+    big_endian[4..8].copy_from_slice(&3u32.to_be_bytes());
+    assert!(matches!(
+        GgufFile::from_bytes(big_endian),
+        Err(Error::UnsupportedVersion { .. })
+    ));
+}
