@@ -167,8 +167,20 @@ fn greedy(logits: &[f32], max: f32, allowed: Option<&[u64]>) -> Result<u32, Erro
     let mut best: Option<(usize, f32)> = None;
     match allowed {
         None => {
-            // Without a mask the answer is the first logit equal to the maximum.
-            best = logits.iter().position(|&z| z == max).map(|i| (i, max));
+            // Without a mask the answer is the first logit equal to the maximum. Chunks are
+            // tested whole (no early exit inside one, so the test vectorises), then the first
+            // matching chunk is searched.
+            const CHUNK: usize = 64;
+            best = logits
+                .chunks(CHUNK)
+                .position(|c| c.iter().fold(false, |hit, &z| hit | (z == max)))
+                .and_then(|k| {
+                    let start = k * CHUNK;
+                    logits[start..]
+                        .iter()
+                        .position(|&z| z == max)
+                        .map(|i| (start + i, max))
+                });
         }
         Some(words) => {
             if words.len() * 64 < logits.len() {
