@@ -234,69 +234,6 @@ impl CpuBackend {
     }
 }
 
-/// Lanes of a dot product: lane `i` sums the products of the elements `e ≡ i (mod 16)`, in
-/// increasing `e`. Every dot product of this crate goes through it, whether the weights come from a
-/// dequantised row or are dequantised block by block on the fly, so the two give the same bits.
-#[derive(Clone, Copy)]
-struct Lanes([f32; LANES]);
-
-const LANES: usize = 16;
-
-impl Lanes {
-    #[inline(always)]
-    fn new() -> Self {
-        Lanes([0.0; LANES])
-    }
-
-    /// Adds the products of 16 consecutive elements that start at a multiple of 16.
-    #[inline(always)]
-    fn add(&mut self, w: &[f32; LANES], x: &[f32; LANES]) {
-        for i in 0..LANES {
-            self.0[i] += w[i] * x[i];
-        }
-    }
-
-    /// Combines the lanes pairwise in a fixed order, then adds the tail's sum.
-    #[inline(always)]
-    fn finish(mut self, tail: f32) -> f32 {
-        let mut width = LANES;
-        while width > 1 {
-            width /= 2;
-            for i in 0..width {
-                self.0[i] += self.0[i + width];
-            }
-        }
-        self.0[0] + tail
-    }
-}
-
-/// The dot product in a fixed order: 16 running sums over the elements `i ≡ lane (mod 16)`, then
-/// a fixed pairwise combination of the lanes and the tail. The compiler vectorises the lanes;
-/// the result does not depend on the vector width, since each lane is a plain sequence of f32
-/// multiply-then-add steps.
-#[inline]
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut lanes = Lanes::new();
-    let mut ca = a.chunks_exact(LANES);
-    let mut cb = b.chunks_exact(LANES);
-    for (x, y) in (&mut ca).zip(&mut cb) {
-        lanes.add(fixed(x), fixed(y));
-    }
-    let mut tail = 0.0f32;
-    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
-        tail += x * y;
-    }
-    lanes.finish(tail)
-}
-
-#[inline(always)]
-fn fixed<const N: usize>(s: &[f32]) -> &[f32; N] {
-    // Callers pass chunks of exactly N numbers.
-    s.try_into().unwrap_or_else(|_| unreachable!())
-}
-
 /// Activations rounded to 8 bits in blocks of 32, as llama.cpp's `quantize_row_q8_1`:
 /// `d = max|x| / 127` stored as f16, `q = round(x / d)`, and `s = d · Σq` stored as f16.
 struct Q8Rows {
@@ -561,14 +498,6 @@ impl Backend for CpuBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dot_is_exact_on_small_integers() {
-        let a: Vec<f32> = (0..37).map(|i| i as f32).collect();
-        let b: Vec<f32> = (0..37).map(|i| (i % 5) as f32 - 2.0).collect();
-        let expected: f32 = (0..37).map(|i| (i * ((i % 5) - 2)) as f32).sum();
-        assert_eq!(dot(&a, &b), expected);
-    }
 
     #[test]
     fn matmul_matches_a_plain_product_with_any_split() {
