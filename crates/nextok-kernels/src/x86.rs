@@ -106,46 +106,42 @@ macro_rules! avx512_rows {
     };
 }
 
-avx512_rows!(
-    q4_1_avx512,
-    "Q4_1, AVX-512: see `portable::q4_1`.",
-    20,
-    |blk, table| {
+/// Expands one Q4_1 block to f32 weights (elements 0–15, 16–31): the block's 16 possible weights
+/// `d · q + m` (one fused multiply-add, for q = 0..15 in `nibbles`), permuted into place. Every
+/// AVX-512 Q4_1 kernel expands through here, so one-row and two-row products agree.
+#[inline(always)]
+unsafe fn expand_q4_1_avx512(blk: *const u8, nibbles: __m512) -> (__m512, __m512) {
+    // SAFETY: the caller guarantees a whole block at `blk` and the features.
+    unsafe {
         let (d, m) = f16_pair(blk);
-        let (dv, mv) = (_mm512_set1_ps(d), _mm512_set1_ps(m));
+        let weights = _mm512_fmadd_ps(_mm512_set1_ps(d), nibbles, _mm512_set1_ps(m));
         let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(blk.add(4) as *const __m128i));
         (
-            _mm512_fmadd_ps(dv, _mm512_permutexvar_ps(q, table), mv),
-            _mm512_fmadd_ps(
-                dv,
-                _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table),
-                mv,
-            ),
+            _mm512_permutexvar_ps(q, weights),
+            _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), weights),
         )
-    },
-    _mm512_loadu_ps(NIBBLES.as_ptr())
-);
+    }
+}
 
-avx512_rows!(
-    q4_0_avx512,
-    "Q4_0, AVX-512: see `portable::q4_0`.",
-    18,
-    |blk, table| {
+/// Expands one Q4_0 block: `d · (q − 8)`, with `q − 8` looked up in `centred`.
+#[inline(always)]
+unsafe fn expand_q4_0_avx512(blk: *const u8, centred: __m512) -> (__m512, __m512) {
+    // SAFETY: the caller guarantees a whole block at `blk` and the features.
+    unsafe {
         let dv = _mm512_set1_ps(f16_one(blk));
         let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(blk.add(2) as *const __m128i));
         (
-            _mm512_mul_ps(dv, _mm512_permutexvar_ps(q, table)),
-            _mm512_mul_ps(dv, _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table)),
+            _mm512_mul_ps(dv, _mm512_permutexvar_ps(q, centred)),
+            _mm512_mul_ps(dv, _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), centred)),
         )
-    },
-    _mm512_loadu_ps(NIBBLES_CENTRED.as_ptr())
-);
+    }
+}
 
-avx512_rows!(
-    q8_0_avx512,
-    "Q8_0, AVX-512: see `portable::q8_0`.",
-    34,
-    |blk, table| {
+/// Expands one Q8_0 block: `d · q`.
+#[inline(always)]
+unsafe fn expand_q8_0_avx512(blk: *const u8) -> (__m512, __m512) {
+    // SAFETY: the caller guarantees a whole block at `blk` and the features.
+    unsafe {
         let dv = _mm512_set1_ps(f16_one(blk));
         let ld = |o: usize| {
             _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
@@ -153,7 +149,30 @@ avx512_rows!(
             )))
         };
         (_mm512_mul_ps(dv, ld(2)), _mm512_mul_ps(dv, ld(18)))
-    },
+    }
+}
+
+avx512_rows!(
+    q4_1_avx512,
+    "Q4_1, AVX-512: see `portable::q4_1`.",
+    20,
+    |blk, table| { expand_q4_1_avx512(blk, table) },
+    _mm512_loadu_ps(NIBBLES.as_ptr())
+);
+
+avx512_rows!(
+    q4_0_avx512,
+    "Q4_0, AVX-512: see `portable::q4_0`.",
+    18,
+    |blk, table| { expand_q4_0_avx512(blk, table) },
+    _mm512_loadu_ps(NIBBLES_CENTRED.as_ptr())
+);
+
+avx512_rows!(
+    q8_0_avx512,
+    "Q8_0, AVX-512: see `portable::q8_0`.",
+    34,
+    |blk, table| { expand_q8_0_avx512(blk) },
     _mm512_setzero_ps()
 );
 
@@ -413,17 +432,7 @@ pub unsafe fn q4_1_avx512_x2<const T: usize>(
     // SAFETY: the caller's guarantees are those of `rows2_avx512`; the features are enabled.
     unsafe {
         let table = _mm512_loadu_ps(NIBBLES.as_ptr());
-        rows2_avx512::<T, 20>(rows, x, out, |blk| {
-            let (d, m) = f16_pair(blk);
-            // The block's 16 possible weights, `d · q + m` fused for q = 0..15: the same numbers
-            // as expanding each nibble, with one multiply-add per block instead of two.
-            let weights = _mm512_fmadd_ps(_mm512_set1_ps(d), table, _mm512_set1_ps(m));
-            let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(blk.add(4) as *const __m128i));
-            (
-                _mm512_permutexvar_ps(q, weights),
-                _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), weights),
-            )
-        })
+        rows2_avx512::<T, 20>(rows, x, out, |blk| expand_q4_1_avx512(blk, table))
     }
 }
 
@@ -435,17 +444,7 @@ pub unsafe fn q8_0_avx512_x2<const T: usize>(
     out: &mut [[f32; T]; 2],
 ) {
     // SAFETY: the caller's guarantees are those of `rows2_avx512`; the features are enabled.
-    unsafe {
-        rows2_avx512::<T, 34>(rows, x, out, |blk| {
-            let dv = _mm512_set1_ps(f16_one(blk));
-            let ld = |o: usize| {
-                _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
-                    blk.add(o) as *const __m128i
-                )))
-            };
-            (_mm512_mul_ps(dv, ld(2)), _mm512_mul_ps(dv, ld(18)))
-        })
-    }
+    unsafe { rows2_avx512::<T, 34>(rows, x, out, |blk| expand_q8_0_avx512(blk)) }
 }
 
 /// `portable::reduce16` of one register, in registers (the same pairs).
