@@ -19,6 +19,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
 use crate::backend::{Backend, Mask, QMatrix};
+use crate::llama::check_sequence;
 use crate::{Error, Logits};
 
 /// The hyper-parameters of an encoder–decoder transformer.
@@ -494,25 +495,7 @@ impl EncoderDecoder {
     ) -> Result<Vec<Vec<f32>>, Error> {
         let expected = self.cache_config(KvType::F32);
         for (s, seq) in batch.iter().enumerate() {
-            let cc = seq.cache.config();
-            if (cc.layers, cc.kv_heads, cc.head_dim)
-                != (expected.layers, expected.kv_heads, expected.head_dim)
-            {
-                return Err(Error::IncompatibleCache {
-                    seq: s,
-                    expected: format!(
-                        "{} layers, {} heads of {}",
-                        expected.layers, expected.kv_heads, expected.head_dim
-                    ),
-                    found: format!(
-                        "{} layers, {} heads of {}",
-                        cc.layers, cc.kv_heads, cc.head_dim
-                    ),
-                });
-            }
-            if seq.tokens.is_empty() && seq.logits != Logits::None {
-                return Err(Error::NoTokens { seq: s });
-            }
+            check_sequence(s, seq.cache, seq.tokens, seq.logits, &expected, "heads")?;
             self.check_tokens(s, seq.tokens)?;
         }
         let starts: Vec<usize> = batch.iter().map(|s| s.cache.len()).collect();

@@ -382,25 +382,7 @@ impl LlamaModel {
         let c = &self.config;
         let expected = self.cache_config(KvType::F32);
         for (s, seq) in batch.iter().enumerate() {
-            let cc = seq.cache.config();
-            if (cc.layers, cc.kv_heads, cc.head_dim)
-                != (expected.layers, expected.kv_heads, expected.head_dim)
-            {
-                return Err(Error::IncompatibleCache {
-                    seq: s,
-                    expected: format!(
-                        "{} layers, {} kv heads of {}",
-                        expected.layers, expected.kv_heads, expected.head_dim
-                    ),
-                    found: format!(
-                        "{} layers, {} kv heads of {}",
-                        cc.layers, cc.kv_heads, cc.head_dim
-                    ),
-                });
-            }
-            if seq.tokens.is_empty() && seq.logits != Logits::None {
-                return Err(Error::NoTokens { seq: s });
-            }
+            check_sequence(s, seq.cache, seq.tokens, seq.logits, &expected, "kv heads")?;
             if let Some((index, &token)) = seq
                 .tokens
                 .iter()
@@ -622,4 +604,37 @@ impl RopeTable {
             }
         }
     }
+}
+
+/// Checks one sequence of a batch before any work: its cache has the model's shape (`heads` names
+/// the heads in the message: "kv heads" for grouped-query models), and logits are asked for only
+/// where there are new tokens. Shared by the decoder-only and encoder–decoder models.
+pub(crate) fn check_sequence(
+    seq: usize,
+    cache: &KvCache,
+    tokens: &[u32],
+    logits: Logits,
+    expected: &CacheConfig,
+    heads: &str,
+) -> Result<(), Error> {
+    let cc = cache.config();
+    if (cc.layers, cc.kv_heads, cc.head_dim)
+        != (expected.layers, expected.kv_heads, expected.head_dim)
+    {
+        return Err(Error::IncompatibleCache {
+            seq,
+            expected: format!(
+                "{} layers, {} {heads} of {}",
+                expected.layers, expected.kv_heads, expected.head_dim
+            ),
+            found: format!(
+                "{} layers, {} {heads} of {}",
+                cc.layers, cc.kv_heads, cc.head_dim
+            ),
+        });
+    }
+    if tokens.is_empty() && logits != Logits::None {
+        return Err(Error::NoTokens { seq });
+    }
+    Ok(())
 }
