@@ -1,0 +1,255 @@
+// The kernels of nextok-cuda, compiled at run time by NVRTC.
+//
+// They are compiled with --fmad=false, so that every multiply-add below is exactly the operation
+// written: `fmaf` where the CPU kernels of nextok-kernels use a fused multiply-add, a plain
+// product or sum where they do not. Every sum is taken in the CPU kernels' order (lanes, then a
+// fixed reduction tree), so a weight product gives the CPU's bits, and each output number depends
+// only on its own inputs (never on how many token rows share a launch).
+
+#define ROWS_PER_BLOCK 4 // warps per block in the matrix kernels, one weight row (or two) each
+#define TILE 8           // token rows computed together against one weight row
+#define FULL_MASK 0xffffffffu
+
+// An f16 number, converted exactly.
+__device__ __forceinline__ float f16_to_f32(unsigned short h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+// The little-endian f16 at `p` (block fields are not 2-byte aligned in Q4_0 and Q8_0 rows).
+__device__ __forceinline__ float load_f16(const unsigned char* p) {
+    return f16_to_f32((unsigned short)(p[0] | (p[1] << 8)));
+}
+
+// Element `lane` (0..32) of one 32-number block, expanded as the CPU kernels expand it.
+// `block_q4_0`: f16 d, 16 bytes of nibbles (element j low, element j + 16 high); x = d (q - 8).
+struct Q4_0 {
+    enum { BYTES = 18 };
+    __device__ static float expand(const unsigned char* b, int lane) {
+        const float d = load_f16(b);
+        const unsigned char q = b[2 + (lane & 15)];
+        const int v = lane < 16 ? (q & 15) : (q >> 4);
+        return d * ((float)v - 8.0f);
+    }
+};
+
+// `block_q4_1`: f16 d, f16 m, 16 bytes of nibbles; x = d q + m (one fused multiply-add).
+struct Q4_1 {
+    enum { BYTES = 20 };
+    __device__ static float expand(const unsigned char* b, int lane) {
+        const float d = load_f16(b);
+        const float m = load_f16(b + 2);
+        const unsigned char q = b[4 + (lane & 15)];
+        const int v = lane < 16 ? (q & 15) : (q >> 4);
+        return fmaf(d, (float)v, m);
+    }
+};
+
+// `block_q8_0`: f16 d, 32 signed bytes; x = d q.
+struct Q8_0 {
+    enum { BYTES = 34 };
+    __device__ static float expand(const unsigned char* b, int lane) {
+        const float d = load_f16(b);
+        return d * (float)(signed char)b[2 + lane];
+    }
+};
+
+// Plain numbers: element i of a matrix of f32, f16 or bf16.
+struct F32 {
+    __device__ static float load(const unsigned char* w, size_t i) {
+        return ((const float*)w)[i];
+    }
+};
+struct F16 {
+    __device__ static float load(const unsigned char* w, size_t i) {
+        return f16_to_f32(((const unsigned short*)w)[i]);
+    }
+};
+struct BF16 {
+    __device__ static float load(const unsigned char* w, size_t i) {
+        return __uint_as_float(((unsigned int)((const unsigned short*)w)[i]) << 16);
+    }
+};
+
+// out[t * rows + r] = sum_k W[r, k] x[t * cols + k] for rows of 32-number blocks.
+//
+// One warp per weight row; lane l takes element l of every block, in block order, with one fused
+// multiply-add per token (the CPU's `block_into`), then the lanes are summed as the CPU's
+// `reduce32`: lanes i and i + 16, then i and i + 8, i + 4, i + 2, and 0 and 1.
+// Grid: x = ceil(rows / ROWS_PER_BLOCK), y = token tiles of TILE rows starting at `t_base`.
+template <typename B>
+__device__ void matmul_blocks(const unsigned char* __restrict__ w, const float* __restrict__ x,
+                              float* __restrict__ out, int rows, int cols, int tokens,
+                              int t_base) {
+    const int lane = threadIdx.x & 31;
+    const int r = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
+    // The whole warp leaves together, so the shuffles below always have 32 lanes.
+    if (r >= rows) return;
+    const int t0 = t_base + blockIdx.y * TILE;
+    if (t0 >= tokens) return;
+    const int nt = min(TILE, tokens - t0);
+    const int nblocks = cols / 32;
+    const unsigned char* row = w + (size_t)r * nblocks * B::BYTES;
+    const float* xt = x + (size_t)t0 * cols + lane;
+    float acc[TILE];
+#pragma unroll
+    for (int t = 0; t < TILE; ++t) acc[t] = 0.0f;
+    // Unrolled so that several blocks' loads are in flight at once; each lane still adds its
+    // blocks in order.
+#pragma unroll 4
+    for (int b = 0; b < nblocks; ++b) {
+        const float wv = B::expand(row + (size_t)b * B::BYTES, lane);
+#pragma unroll
+        for (int t = 0; t < TILE; ++t) {
+            if (t < nt) acc[t] = fmaf(wv, xt[(size_t)t * cols + (size_t)b * 32], acc[t]);
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < TILE; ++t) {
+        float v = acc[t];
+        v += __shfl_down_sync(FULL_MASK, v, 16);
+        v += __shfl_down_sync(FULL_MASK, v, 8);
+        v += __shfl_down_sync(FULL_MASK, v, 4);
+        v += __shfl_down_sync(FULL_MASK, v, 2);
+        v += __shfl_down_sync(FULL_MASK, v, 1);
+        if (lane == 0 && t < nt) out[(size_t)(t0 + t) * rows + r] = v;
+    }
+}
+
+// The same product for rows of plain numbers (f32, f16, bf16, and every other type, which the
+// host dequantises to f32 once at upload).
+//
+// Sixteen lanes per weight row, two rows per warp; lane l takes the elements k = l (mod 16) in
+// order with one fused multiply-add each (the CPU's `dot_lanes`), then the CPU's `reduce16`:
+// lanes i and i + 8, then i + 4, i + 2, and 0 and 1.
+// Grid: x = ceil(rows / (2 ROWS_PER_BLOCK)), y = token tiles as above.
+template <typename E>
+__device__ void matmul_lanes(const unsigned char* __restrict__ w, const float* __restrict__ x,
+                             float* __restrict__ out, int rows, int cols, int tokens,
+                             int t_base) {
+    const int lane = threadIdx.x & 31;
+    const int l = lane & 15;
+    const int first = (blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5)) * 2;
+    if (first >= rows) return;  // both halves of the warp are past the end
+    const int r = first + (lane >> 4);
+    const bool live = r < rows;
+    // A half-warp past the last row reads that row and writes nothing, so that both halves
+    // take part in every shuffle.
+    const int rr = live ? r : rows - 1;
+    const int t0 = t_base + blockIdx.y * TILE;
+    if (t0 >= tokens) return;
+    const int nt = min(TILE, tokens - t0);
+    const size_t row0 = (size_t)rr * cols;
+    const float* xt = x + (size_t)t0 * cols;
+    float acc[TILE];
+#pragma unroll
+    for (int t = 0; t < TILE; ++t) acc[t] = 0.0f;
+#pragma unroll 4
+    for (int k = l; k < cols; k += 16) {
+        const float wv = E::load(w, row0 + k);
+#pragma unroll
+        for (int t = 0; t < TILE; ++t) {
+            if (t < nt) acc[t] = fmaf(wv, xt[(size_t)t * cols + k], acc[t]);
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < TILE; ++t) {
+        float v = acc[t];
+        v += __shfl_down_sync(FULL_MASK, v, 8, 16);
+        v += __shfl_down_sync(FULL_MASK, v, 4, 16);
+        v += __shfl_down_sync(FULL_MASK, v, 2, 16);
+        v += __shfl_down_sync(FULL_MASK, v, 1, 16);
+        if (l == 0 && live && t < nt) out[(size_t)(t0 + t) * rows + r] = v;
+    }
+}
+
+#define MATMUL(name, body, T)                                                                    \
+    extern "C" __global__ void name(const unsigned char* w, const float* x, float* out, int rows, \
+                                    int cols, int tokens, int t_base) {                          \
+        body<T>(w, x, out, rows, cols, tokens, t_base);                                         \
+    }
+
+MATMUL(matmul_q4_0, matmul_blocks, Q4_0)
+MATMUL(matmul_q4_1, matmul_blocks, Q4_1)
+MATMUL(matmul_q8_0, matmul_blocks, Q8_0)
+MATMUL(matmul_f32, matmul_lanes, F32)
+MATMUL(matmul_f16, matmul_lanes, F16)
+MATMUL(matmul_bf16, matmul_lanes, BF16)
+
+#define ATTENTION_THREADS 128
+
+// Attention of query rows `row_base + blockIdx.x / heads`, head `blockIdx.x % heads`, against
+// the keys `k` and values `v` (`n_keys` rows of kv_heads * hd f32 numbers each).
+//
+// Row i sees positions 0..=first + i when `causal`, every position otherwise. The arithmetic is
+// the CPU backend's, step by step: scores are `dot(q, key)` with 16 lanes and `reduce16`, times
+// `scale`; the maximum is subtracted; each score becomes exp(s - max) (in double and rounded
+// once, the one step whose last bit may differ from the CPU's f32 exp); the probabilities are
+// summed in key order; the output is the weighted sum of value rows in key order (one fused
+// multiply-add per key), times 1 / sum.
+//
+// `scores` holds n_keys numbers for each block of this launch.
+extern "C" __global__ void attention(const float* __restrict__ q, const float* __restrict__ k,
+                                     const float* __restrict__ v, float* __restrict__ out,
+                                     float* __restrict__ scores, int row_base, int heads,
+                                     int kv_heads, int hd, int first, int causal, int n_keys,
+                                     float scale) {
+    __shared__ float red[ATTENTION_THREADS];
+    const int tid = threadIdx.x;
+    const int item = blockIdx.x;
+    const int i = row_base + item / heads;
+    const int h = item % heads;
+    const int last = causal ? first + i : n_keys - 1;
+    const int g = h / (heads / kv_heads);
+    const size_t row_len = (size_t)kv_heads * hd;
+    const float* qh = q + ((size_t)i * heads + h) * hd;
+    float* s = scores + (size_t)item * n_keys;
+
+    // Scores: one half-warp per key, eight keys at a time. Every half-warp runs the same number
+    // of rounds (a key past `last` is computed on key `last` and not stored), so that both
+    // halves of a warp take part in every shuffle.
+    const int half = tid >> 4;
+    const int l = tid & 15;
+    for (int j0 = 0; j0 <= last; j0 += ATTENTION_THREADS / 16) {
+        const int j = j0 + half;
+        const int jj = j <= last ? j : last;
+        const float* key = k + (size_t)jj * row_len + (size_t)g * hd;
+        float acc = 0.0f;
+        for (int d = l; d < hd; d += 16) acc = fmaf(qh[d], key[d], acc);
+        acc += __shfl_down_sync(FULL_MASK, acc, 8, 16);
+        acc += __shfl_down_sync(FULL_MASK, acc, 4, 16);
+        acc += __shfl_down_sync(FULL_MASK, acc, 2, 16);
+        acc += __shfl_down_sync(FULL_MASK, acc, 1, 16);
+        if (l == 0 && j <= last) s[j] = acc * scale;
+    }
+    __syncthreads();
+
+    // The maximum (exact in any order).
+    float m = __int_as_float(0xff800000);  // -infinity
+    for (int j = tid; j <= last; j += ATTENTION_THREADS) m = fmaxf(m, s[j]);
+    red[tid] = m;
+    __syncthreads();
+    for (int width = ATTENTION_THREADS / 2; width > 0; width >>= 1) {
+        if (tid < width) red[tid] = fmaxf(red[tid], red[tid + width]);
+        __syncthreads();
+    }
+    m = red[0];
+
+    // Probabilities, unnormalised.
+    for (int j = tid; j <= last; j += ATTENTION_THREADS) s[j] = (float)exp((double)(s[j] - m));
+    __syncthreads();
+
+    // The weighted sum of the value rows, and the sum of the probabilities, both in key order.
+    for (int d = tid; d < hd; d += ATTENTION_THREADS) {
+        float acc = 0.0f;
+        float sum = 0.0f;
+        const float* val = v + (size_t)g * hd + d;
+        for (int j = 0; j <= last; ++j) {
+            const float p = s[j];
+            sum += p;
+            acc = fmaf(p, val[(size_t)j * row_len], acc);
+        }
+        out[((size_t)i * heads + h) * hd + d] = acc * (1.0f / sum);
+    }
+}

@@ -1,0 +1,76 @@
+//! The CUDA backend of nextok: the model crate's [`Backend`](nextok_model::Backend) (weight
+//! products and attention) on one NVIDIA GPU.
+//!
+//! # Should I use this crate?
+//!
+//! Only through the `cuda` feature of the `nextok` facade or the `nextok` command
+//! (`nextok generate --device cuda`), unless you drive [`LlamaModel`](nextok_model::LlamaModel)
+//! yourself. Decode speed is set by how fast the weights can be read once per token (see the
+//! specification, "Why decode is limited by memory, not arithmetic"): tens of GB/s on a CPU,
+//! several TB/s on a data-centre GPU.
+//!
+//! # Manual
+//!
+//! - [`CudaBackend::new`] starts the backend on a device: it loads the driver (`libcuda`) and the
+//!   run-time compiler (`libnvrtc`) dynamically, creates a context, and compiles the kernels from
+//!   their CUDA C source with NVRTC. Building needs no CUDA toolkit; running needs the driver and
+//!   NVRTC. Without them, or without the device, it returns [`Error::NoCuda`] or
+//!   [`Error::NoDevice`]; it never panics ([`driver_available`] and [`nvrtc_available`] only ask
+//!   the loader).
+//! - The backend implements [`Backend`](nextok_model::Backend), so the model's forward pass runs
+//!   on it unchanged: pass `&backend` where a [`CpuBackend`](nextok_model::CpuBackend) would go.
+//! - Weight matrices go to device memory (plain allocations, no managed memory) the first time
+//!   they are used, and stay there ([`CudaBackend::weights_on_device`],
+//!   [`CudaBackend::clear_weights`]). Q4_0, Q4_1 and Q8_0 rows keep the file's blocks and are
+//!   dequantised in registers; f16, bf16 and f32 keep their numbers; every other type (Q5_0,
+//!   Q5_1, K-quants) is dequantised once, exactly, to f32 at upload.
+//! - Activations, and the keys and values of each attention call, are copied to the device at
+//!   every call and the results copied back: the KV cache stays in host memory, where the model
+//!   crate keeps it. RMSNorm, rotary embeddings and the feed-forward activation run on the host,
+//!   as the model crate does them.
+//!
+//! # Exactness
+//!
+//! The kernels compute each number with the same operations in the same order as the CPU
+//! kernels of `nextok-kernels` (the same lanes, fused multiply-adds and reduction trees; NVRTC is
+//! told not to contract anything else), so a weight product is meant to give the CPU's bits.
+//! Attention differs from the CPU in one step: the exponential, computed in double precision and
+//! rounded once, may differ from the CPU's f32 exponential in the last bit. Each output still
+//! depends only on its own inputs, never on how many tokens or sequences share a call. The tests
+//! that run on a GPU (`cargo test -p nextok-cuda -- --ignored`) check both claims against the
+//! CPU backend stage by stage.
+//!
+//! # Example
+//!
+//! ```
+//! use nextok_cuda::{CudaBackend, Error};
+//! use nextok_kv_cache::KvType;
+//! use nextok_model::{testing::RandomLlama, CpuBackend, LlamaModel, LoadOptions, Logits, Sequence};
+//!
+//! let file = nextok_gguf::GgufFile::from_bytes(RandomLlama::default().to_gguf(7))?;
+//! let model = LlamaModel::from_gguf(file, LoadOptions::default())?;
+//! match CudaBackend::new(0) {
+//!     Ok(gpu) => {
+//!         let mut run = |backend: &dyn nextok_model::Backend| {
+//!             let mut cache = model.new_cache(KvType::F32);
+//!             let seq = Sequence { cache: &mut cache, tokens: &[1, 2, 3], logits: Logits::Last };
+//!             model.forward(backend, &mut [seq])
+//!         };
+//!         let (on_gpu, on_cpu) = (run(&gpu)?, run(&CpuBackend::new(1))?);
+//!         let diff = on_gpu[0].iter().zip(&on_cpu[0]).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+//!         assert!(diff < 1e-3, "GPU and CPU logits differ by {diff}");
+//!     }
+//!     // No driver, no NVRTC or no GPU: a typed error, and the CPU backend serves instead.
+//!     Err(e @ (Error::NoCuda { .. } | Error::NoDevice { .. })) => println!("no GPU: {e}"),
+//!     Err(e) => return Err(e.into()),
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod backend;
+mod error;
+mod kernels;
+
+pub use backend::{compile_ptx, driver_available, nvrtc_available, CudaBackend};
+pub use error::Error;
+pub use kernels::KERNEL_NAMES;

@@ -1,0 +1,442 @@
+//! The CPU backend is the oracle: every test here runs the same work on the CUDA backend and on
+//! `CpuBackend`, and compares. They need an NVIDIA GPU, so they are ignored by default and run
+//! with `cargo test -p nextok-cuda -- --ignored`; run that way on a machine without a usable GPU,
+//! they fail (they never pass without having run).
+//!
+//! Tolerances, per stage:
+//! - weight products (attention projections, feed-forward, logits): the CPU's bits exactly; the
+//!   kernels use the CPU kernels' operations in the CPU kernels' order;
+//! - attention: 1e-5 absolute (outputs are convex combinations of value rows of magnitude up to
+//!   about 1; the only step allowed to differ is the exponential, by its last bit);
+//! - end-to-end logits: 1e-3 absolute, and greedy continuations identical.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use nextok_cuda::CudaBackend;
+use nextok_gguf::{GgmlType, GgufFile};
+use nextok_kv_cache::{CacheConfig, KvCache, KvType};
+use nextok_model::testing::RandomLlama;
+use nextok_model::{Backend, CpuBackend, LlamaModel, LoadOptions, Logits, Mask, QMatrix, Sequence};
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+
+const ATTENTION_TOLERANCE: f32 = 1e-5;
+const LOGITS_TOLERANCE: f32 = 1e-3;
+
+/// The backend on device 0; a test that needs it fails here, with the reason, on a machine
+/// without one.
+fn gpu() -> CudaBackend {
+    CudaBackend::new(0).unwrap_or_else(|e| {
+        panic!("this test needs an NVIDIA GPU with its driver and NVRTC, and none is usable: {e}")
+    })
+}
+
+fn random(rng: &mut ChaCha8Rng, n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|_| (rng.next_u32() >> 8) as f32 / (1u32 << 23) as f32 - 1.0)
+        .collect()
+}
+
+/// The first index where two outputs differ in their bits, with both numbers.
+fn first_difference(a: &[f32], b: &[f32]) -> Option<(usize, f32, f32)> {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .enumerate()
+        .find(|(_, (x, y))| x.to_bits() != y.to_bits())
+        .map(|(i, (x, y))| (i, *x, *y))
+}
+
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+fn model(spec: &RandomLlama, seed: u64) -> LlamaModel {
+    let file = GgufFile::from_bytes(spec.to_gguf(seed)).expect("random model parses");
+    LlamaModel::from_gguf(file, LoadOptions::default()).expect("random model loads")
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test -p nextok-cuda -- --ignored"]
+fn weight_products_give_the_cpu_bits_for_every_type() {
+    let gpu = gpu();
+    let cpu = CpuBackend::new(1);
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let types = [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q8_0,
+        GgmlType::F32,
+        GgmlType::F16,
+        GgmlType::BF16,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q4K,
+        GgmlType::Q5K,
+        GgmlType::Q6K,
+    ];
+    for ty in types {
+        // 256 columns so that the K-quants' 256-number blocks fit; 50 rows is a multiple of
+        // neither the block kernels' 4 rows per block nor the plain kernels' 8.
+        let spec = RandomLlama {
+            layers: 1,
+            d_model: 256,
+            ffn_dim: 512,
+            vocab: 50,
+            weight_type: ty,
+            tied_output: false,
+            ..RandomLlama::default()
+        };
+        let file = GgufFile::from_bytes(spec.to_gguf(3)).expect("random model parses");
+        for name in [
+            "output.weight",
+            "blk.0.ffn_down.weight",
+            "blk.0.attn_k.weight",
+        ] {
+            let info = file
+                .tensors()
+                .iter()
+                .find(|t| t.name == name)
+                .expect("tensor present");
+            let (cols, rows) = (info.dims[0] as usize, info.dims[1] as usize);
+            let w = QMatrix {
+                ty,
+                rows,
+                cols,
+                data: file.view(info).data,
+            };
+            for tokens in [1, 3, 8, 9, 17] {
+                let x = random(&mut rng, tokens * cols);
+                let (mut on_gpu, mut on_cpu) = (vec![0.0; tokens * rows], vec![0.0; tokens * rows]);
+                gpu.matmul(w, &x, tokens, &mut on_gpu).expect("GPU product");
+                cpu.matmul(w, &x, tokens, &mut on_cpu).expect("CPU product");
+                if let Some((i, g, c)) = first_difference(&on_gpu, &on_cpu) {
+                    panic!(
+                        "{ty:?} {name} ({rows} × {cols}), {tokens} tokens: output {i} \
+                         (token {}, row {}) is {g:e} on the GPU and {c:e} on the CPU",
+                        i / rows,
+                        i % rows
+                    );
+                }
+            }
+        }
+    }
+    // Every matrix was uploaded once and kept: 11 types × 3 matrices.
+    assert_eq!(gpu.weights_on_device().0, 33);
+}
+
+/// A cache of `positions` random key and value rows.
+fn random_cache(kv_type: KvType, positions: usize, rng: &mut ChaCha8Rng) -> KvCache {
+    let config = CacheConfig::new(2, 2, 64, kv_type);
+    let mut cache = KvCache::new(config).expect("cache");
+    let tokens: Vec<u32> = (0..positions as u32).collect();
+    cache.push_tokens(&tokens);
+    for layer in 0..2 {
+        for pos in 0..positions {
+            let (k, v) = (random(rng, 128), random(rng, 128));
+            cache.write(layer, pos, &k, &v).expect("write");
+        }
+    }
+    cache
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test -p nextok-cuda -- --ignored"]
+fn attention_matches_the_cpu_and_each_row_is_independent_of_its_batch() {
+    let gpu = gpu();
+    let cpu = CpuBackend::new(1);
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let heads = 4;
+    let width = heads * 64;
+    for kv_type in [KvType::F32, KvType::F16, KvType::BF16] {
+        let cache = random_cache(kv_type, 300, &mut rng);
+        for (mask, rows) in [
+            (Mask::Causal { first: 0 }, 300),
+            (Mask::Causal { first: 290 }, 10),
+            (Mask::Causal { first: 299 }, 1),
+            (Mask::Full, 3),
+        ] {
+            // Scores of magnitude up to about 8, so that the softmax is far from uniform.
+            let q: Vec<f32> = random(&mut rng, rows * width)
+                .iter()
+                .map(|v| v * 8.0)
+                .collect();
+            let (mut on_gpu, mut on_cpu) = (vec![0.0; q.len()], vec![0.0; q.len()]);
+            gpu.attention(&q, &cache, 1, mask, heads, &mut on_gpu)
+                .expect("GPU attention");
+            cpu.attention(&q, &cache, 1, mask, heads, &mut on_cpu)
+                .expect("CPU attention");
+            let diff = max_abs_diff(&on_gpu, &on_cpu);
+            let same = on_gpu
+                .iter()
+                .zip(&on_cpu)
+                .filter(|(a, b)| a.to_bits() == b.to_bits())
+                .count();
+            eprintln!(
+                "attention {kv_type:?} {mask:?} × {rows}: max |GPU − CPU| = {diff:e}, \
+                 {same} of {} numbers bit-identical",
+                q.len()
+            );
+            assert!(
+                diff <= ATTENTION_TOLERANCE,
+                "attention {kv_type:?} {mask:?}: GPU and CPU differ by {diff:e}"
+            );
+            // The exactness contract: a row alone gives the bits it gives among others.
+            if let Mask::Causal { first } = mask {
+                for i in [0, rows / 2, rows - 1] {
+                    let mut alone = vec![0.0; width];
+                    gpu.attention(
+                        &q[i * width..(i + 1) * width],
+                        &cache,
+                        1,
+                        Mask::Causal { first: first + i },
+                        heads,
+                        &mut alone,
+                    )
+                    .expect("GPU attention of one row");
+                    assert_eq!(
+                        first_difference(&alone, &on_gpu[i * width..(i + 1) * width]),
+                        None,
+                        "row {i} alone differs from row {i} in a batch of {rows}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Which stage of the forward pass a weight product is, by its shape.
+fn stage(w: &QMatrix<'_>, spec: (usize, usize)) -> &'static str {
+    let (vocab, ffn) = spec;
+    if w.rows == vocab {
+        "logits"
+    } else if w.rows == ffn || w.cols == ffn {
+        "feed-forward"
+    } else {
+        "attention projections"
+    }
+}
+
+/// Runs every call on both backends, records the largest difference per stage, and returns the
+/// CPU's result, so that every stage is compared on the same inputs.
+struct Compare<'a> {
+    gpu: &'a CudaBackend,
+    cpu: CpuBackend,
+    vocab: usize,
+    ffn: usize,
+    worst: Mutex<BTreeMap<&'static str, (f32, usize)>>,
+}
+
+impl Compare<'_> {
+    fn record(&self, stage: &'static str, diff: f32) {
+        let mut worst = self.worst.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = worst.entry(stage).or_insert((0.0, 0));
+        entry.0 = entry.0.max(diff);
+        entry.1 += 1;
+    }
+}
+
+impl Backend for Compare<'_> {
+    fn matmul(
+        &self,
+        w: QMatrix<'_>,
+        x: &[f32],
+        tokens: usize,
+        out: &mut [f32],
+    ) -> Result<(), nextok_model::Error> {
+        let mut on_gpu = vec![0.0; out.len()];
+        self.gpu.matmul(w, x, tokens, &mut on_gpu)?;
+        self.cpu.matmul(w, x, tokens, out)?;
+        let stage = stage(&w, (self.vocab, self.ffn));
+        if let Some((i, g, c)) = first_difference(&on_gpu, out) {
+            panic!(
+                "{stage} ({:?}, {} × {}): output {i} is {g:e} on the GPU, {c:e} on the CPU",
+                w.ty, w.rows, w.cols
+            );
+        }
+        self.record(stage, 0.0);
+        Ok(())
+    }
+
+    fn attention(
+        &self,
+        q: &[f32],
+        cache: &KvCache,
+        layer: usize,
+        mask: Mask,
+        heads: usize,
+        out: &mut [f32],
+    ) -> Result<(), nextok_model::Error> {
+        let mut on_gpu = vec![0.0; out.len()];
+        self.gpu
+            .attention(q, cache, layer, mask, heads, &mut on_gpu)?;
+        self.cpu.attention(q, cache, layer, mask, heads, out)?;
+        self.record("attention", max_abs_diff(&on_gpu, out));
+        Ok(())
+    }
+}
+
+/// Prefill of `prompt`, then decode steps of the CPU's greedy choices, through `backend`.
+fn prefill_and_decode(
+    model: &LlamaModel,
+    backend: &dyn Backend,
+    prompt: &[u32],
+    steps: usize,
+) -> (Vec<Vec<f32>>, Vec<u32>) {
+    let mut cache = model.new_cache(KvType::F32);
+    let mut logits = Vec::new();
+    let mut chosen = Vec::new();
+    let mut next: Vec<u32> = prompt.to_vec();
+    for _ in 0..=steps {
+        let out = model
+            .forward(
+                backend,
+                &mut [Sequence {
+                    cache: &mut cache,
+                    tokens: &next,
+                    logits: Logits::Last,
+                }],
+            )
+            .expect("forward");
+        let l = out.into_iter().next().expect("one sequence");
+        // Greedy: the first largest logit.
+        let best = l
+            .iter()
+            .enumerate()
+            .fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &v)| {
+                if v > bv {
+                    (i, v)
+                } else {
+                    (bi, bv)
+                }
+            })
+            .0 as u32;
+        chosen.push(best);
+        logits.push(l);
+        next = vec![best];
+    }
+    (logits, chosen)
+}
+
+/// The stage-by-stage comparison, then whole runs on each backend alone.
+fn check_model(gpu: &CudaBackend, model: &LlamaModel, prompt: &[u32], steps: usize, what: &str) {
+    let c = model.config();
+    let compare = Compare {
+        gpu,
+        cpu: CpuBackend::new(1),
+        vocab: c.vocab,
+        ffn: c.ffn_dim,
+        worst: Mutex::new(BTreeMap::new()),
+    };
+    prefill_and_decode(model, &compare, prompt, steps);
+    let worst = compare
+        .worst
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner());
+    for (stage, (diff, calls)) in &worst {
+        eprintln!("{what}: {stage}: {calls} calls, max |GPU − CPU| = {diff:e}");
+    }
+    for stage in [
+        "attention projections",
+        "feed-forward",
+        "logits",
+        "attention",
+    ] {
+        assert!(worst.contains_key(stage), "{what}: stage {stage} never ran");
+    }
+    let attention = worst["attention"].0;
+    assert!(
+        attention <= ATTENTION_TOLERANCE,
+        "{what}: attention differs by {attention:e}"
+    );
+
+    let cpu = CpuBackend::new(1);
+    let (gl, gt) = prefill_and_decode(model, gpu, prompt, steps);
+    let (cl, ct) = prefill_and_decode(model, &cpu, prompt, steps);
+    for (step, (g, c)) in gl.iter().zip(&cl).enumerate() {
+        let diff = max_abs_diff(g, c);
+        eprintln!("{what}: step {step} logits max |GPU − CPU| = {diff:e}");
+        assert!(
+            diff <= LOGITS_TOLERANCE,
+            "{what}: logits of step {step} differ by {diff:e}"
+        );
+    }
+    assert_eq!(gt, ct, "{what}: greedy continuations differ");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test -p nextok-cuda -- --ignored"]
+fn random_models_match_the_cpu_stage_by_stage() {
+    let gpu = gpu();
+    let specs = [
+        RandomLlama {
+            weight_type: GgmlType::Q4_1,
+            ..RandomLlama::default()
+        },
+        RandomLlama {
+            weight_type: GgmlType::Q8_0,
+            tied_output: false,
+            attention_bias: true,
+            architecture: "qwen2".into(),
+            ..RandomLlama::default()
+        },
+        RandomLlama {
+            weight_type: GgmlType::Q4_0,
+            layers: 3,
+            ..RandomLlama::default()
+        },
+        RandomLlama {
+            weight_type: GgmlType::Q4K,
+            d_model: 256,
+            ffn_dim: 512,
+            ..RandomLlama::default()
+        },
+        RandomLlama {
+            weight_type: GgmlType::F16,
+            ..RandomLlama::default()
+        },
+    ];
+    for (i, spec) in specs.iter().enumerate() {
+        let m = model(spec, 100 + i as u64);
+        check_model(
+            &gpu,
+            &m,
+            &[1, 5, 9, 2, 7, 30, 4],
+            12,
+            &format!("{:?} model", spec.weight_type),
+        );
+    }
+}
+
+/// The default model of the `nextok` command, if it has been fetched (`NEXTOK_MODEL` overrides).
+fn real_model_path() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("NEXTOK_MODEL") {
+        return p.into();
+    }
+    let home = std::env::var_os("HOME").unwrap_or_default();
+    std::path::Path::new(&home).join(".cache/nextok/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test -p nextok-cuda -- --ignored"]
+fn real_model_matches_the_cpu_stage_by_stage() {
+    let path = real_model_path();
+    assert!(
+        path.is_file(),
+        "the real model is not at {} (fetch it with `nextok generate` once, or set NEXTOK_MODEL)",
+        path.display()
+    );
+    let gpu = gpu();
+    let m = LlamaModel::open(&path).expect("the real model loads");
+    // Token ids of an ordinary English prompt in the SmolLM2 vocabulary (any in-vocabulary ids
+    // exercise the same arithmetic).
+    let prompt = [
+        504, 3575, 282, 4649, 314, 7306, 30, 378, 6057, 282, 260, 1345,
+    ];
+    check_model(&gpu, &m, &prompt, 24, "SmolLM2-135M Q4_1");
+}
