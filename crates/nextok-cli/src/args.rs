@@ -51,6 +51,23 @@ pub struct ModelArgs {
     /// Threads for the forward pass (default: all cores).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+    /// Where the forward pass runs: `cpu`, or `cuda` (`cuda:N` for GPU N) in builds with the
+    /// `cuda` feature.
+    #[arg(long, value_name = "DEVICE", default_value = "cpu", value_parser = parse_device)]
+    pub device: nextok::Device,
+}
+
+/// `cpu`, `cuda` or `cuda:N`.
+fn parse_device(s: &str) -> Result<nextok::Device, String> {
+    match s {
+        "cpu" => Ok(nextok::Device::Cpu),
+        "cuda" => Ok(nextok::Device::Cuda(0)),
+        _ => s
+            .strip_prefix("cuda:")
+            .and_then(|n| n.parse().ok())
+            .map(nextok::Device::Cuda)
+            .ok_or_else(|| format!("`{s}` is not a device: use cpu, cuda or cuda:N")),
+    }
 }
 
 /// The sampling chain's settings.

@@ -226,3 +226,20 @@ fn help_is_not_an_error() {
         assert!(stdout(&o).contains(sub), "{sub} missing from --help");
     }
 }
+
+#[test]
+fn an_unusable_device_is_one_line() {
+    // The device is checked before the model file is read, so any existing file will do.
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+    let o = nextok(&["generate", "--device", "cuda", "--model", manifest, "hi"]);
+    let err = assert_one_line_error(&o);
+    if !cfg!(feature = "cuda") {
+        assert!(
+            err.contains("cannot run on cuda:0: this build has no CUDA support"),
+            "{err}"
+        );
+    }
+    let o = nextok(&["bench", "--device", "tpu"]);
+    let err = assert_one_line_error(&o);
+    assert!(err.contains("use cpu, cuda or cuda:N"), "{err}");
+}

@@ -3,7 +3,7 @@
 use crate::Error;
 use nextok_constraints::{Constraint, JsonOptions, TokenVocab};
 use nextok_kv_cache::{KvCache, KvType};
-use nextok_model::{CpuBackend, LlamaModel, Logits, Sequence};
+use nextok_model::{Backend, CpuBackend, LlamaModel, Logits, Sequence};
 use nextok_tokenizer::{ChatTemplate, EncodeOptions, Message, Tokenizer};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -25,6 +25,27 @@ pub enum ConstraintSpec {
     Lark(String),
 }
 
+/// Where the forward pass's arithmetic runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Device {
+    /// The CPU kernels, on [`EngineOptions::threads`] threads.
+    #[default]
+    Cpu,
+    /// An NVIDIA GPU by ordinal (0 is the first), through `nextok-cuda`: only in builds with the
+    /// `cuda` feature; otherwise, or without a usable GPU, loading is
+    /// [`Error::DeviceUnavailable`].
+    Cuda(usize),
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Device::Cpu => write!(f, "cpu"),
+            Device::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
 /// How to load and run a model.
 #[derive(Debug, Clone, Default)]
 pub struct EngineOptions {
@@ -32,6 +53,34 @@ pub struct EngineOptions {
     pub threads: Option<usize>,
     /// How the KV cache stores its numbers (default f32: exact).
     pub kv_type: KvType,
+    /// Where the arithmetic runs (default: the CPU).
+    pub device: Device,
+}
+
+/// The backend for `options`, or why there is none.
+fn backend(options: &EngineOptions) -> Result<Box<dyn Backend>, Error> {
+    match options.device {
+        Device::Cpu => Ok(Box::new(match options.threads {
+            Some(n) => CpuBackend::new(n),
+            None => CpuBackend::all_cores(),
+        })),
+        #[cfg(feature = "cuda")]
+        Device::Cuda(ordinal) => match nextok_cuda::CudaBackend::new(ordinal) {
+            Ok(b) => Ok(Box::new(b)),
+            Err(e) => Err(Error::DeviceUnavailable {
+                device: options.device.to_string(),
+                reason: e.to_string(),
+            }),
+        },
+        #[cfg(not(feature = "cuda"))]
+        Device::Cuda(_) => Err(Error::DeviceUnavailable {
+            device: options.device.to_string(),
+            reason: String::from(
+                "this build has no CUDA support; rebuild with the `cuda` feature \
+                 (cargo build -p nextok-cli --features cuda)",
+            ),
+        }),
+    }
 }
 
 /// What to generate from.
@@ -81,7 +130,10 @@ pub struct Engine {
     /// The model's chat template: `None` when the file has none, an error when it has one that
     /// does not parse (kept so that raw prompts still work and chats say what is wrong).
     template: Option<Result<ChatTemplate, nextok_tokenizer::Error>>,
-    backend: CpuBackend,
+    backend: Box<dyn Backend>,
+    device: Device,
+    /// Threads of the CPU backend (unused on a GPU).
+    threads: usize,
     kv_type: KvType,
     /// Every token's bytes as constraints see them, built on first use.
     vocab: OnceLock<Arc<TokenVocab>>,
@@ -91,7 +143,8 @@ impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine")
             .field("config", self.model.config())
-            .field("threads", &self.backend.threads())
+            .field("device", &self.device)
+            .field("threads", &self.threads)
             .field("template", &self.chat_template().map(|t| t.name()))
             .finish()
     }
@@ -112,6 +165,8 @@ impl Engine {
                 path: path.to_path_buf(),
             });
         }
+        // The device first: an unusable one fails before the model is read.
+        let backend = backend(options)?;
         let model = LlamaModel::open(path)?;
         let tokenizer = nextok_tokenizer::load_from_gguf(model.file())?;
         if tokenizer.vocab_size() != model.config().vocab {
@@ -131,15 +186,17 @@ impl Engine {
         } else {
             None
         };
-        let backend = match options.threads {
-            Some(n) => CpuBackend::new(n),
-            None => CpuBackend::all_cores(),
+        let threads = match options.threads {
+            Some(n) => n.max(1),
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
         Ok(Engine {
             model,
             tokenizer,
             template,
             backend,
+            device: options.device,
+            threads,
             kv_type: options.kv_type,
             vocab: OnceLock::new(),
         })
@@ -288,7 +345,7 @@ impl Engine {
             });
         }
         let mut out = self.model.forward(
-            &self.backend,
+            self.backend.as_ref(),
             &mut [Sequence {
                 cache,
                 tokens,
@@ -330,7 +387,7 @@ impl Engine {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(self.model.forward(&self.backend, &mut batch)?)
+        Ok(self.model.forward(self.backend.as_ref(), &mut batch)?)
     }
 
     /// The logits of a prompt in one prefill: the last position's, or every position's row after
@@ -454,5 +511,37 @@ impl Engine {
         }
         scores.sort_by(|a, b| b.logprob.total_cmp(&a.logprob));
         Ok(scores)
+    }
+}
+
+#[cfg(test)]
+mod device_tests {
+    use super::*;
+
+    #[test]
+    fn the_cpu_is_the_default_device() {
+        let options = EngineOptions::default();
+        assert_eq!(options.device, Device::Cpu);
+        assert!(backend(&options).is_ok());
+    }
+
+    #[test]
+    fn an_unusable_cuda_device_is_a_typed_error() {
+        // Ordinal 4096 exists nowhere: without the feature the build says so, with it the
+        // backend reports the missing driver or device. Never a panic.
+        let options = EngineOptions {
+            device: Device::Cuda(4096),
+            ..EngineOptions::default()
+        };
+        match backend(&options) {
+            Err(Error::DeviceUnavailable { device, reason }) => {
+                assert_eq!(device, "cuda:4096");
+                if !cfg!(feature = "cuda") {
+                    assert!(reason.contains("`cuda` feature"), "{reason}");
+                }
+            }
+            Err(e) => panic!("expected DeviceUnavailable, got {e}"),
+            Ok(_) => panic!("device 4096 cannot exist"),
+        }
     }
 }

@@ -133,6 +133,15 @@ pub enum Error {
         /// What it must be.
         expected: &'static str,
     },
+    /// The compute device asked for cannot be used: this build lacks its feature, or the machine
+    /// lacks the hardware, driver or libraries.
+    #[error("cannot run on {device}: {reason}")]
+    DeviceUnavailable {
+        /// The device asked for (`cuda:0`).
+        device: String,
+        /// Why, and what to do about it.
+        reason: String,
+    },
 }
 
 /// The steps of fetching the default model, for [`Error::Fetch`].

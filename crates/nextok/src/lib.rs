@@ -26,6 +26,13 @@
 //!   (SmolLM2-135M-Instruct, Q4_1) lives, and fetching it on first use.
 //! - [`plan`]: the specification's cost model (memory, KV cache, prefill and decode time).
 //!
+//! # Crate features
+//!
+//! - `cuda`: [`Device::Cuda`] in [`EngineOptions`] runs the forward pass on an NVIDIA GPU through
+//!   `nextok-cuda` (builds without a CUDA toolkit; running needs the driver and NVRTC). Without
+//!   the feature, or without a usable GPU, loading an engine for it is
+//!   [`Error::DeviceUnavailable`]; the CPU ([`Device::Cpu`]) is the default either way.
+//!
 //! # Example
 //!
 //! ```no_run
@@ -74,7 +81,7 @@ pub mod plan;
 pub mod seq2seq;
 
 pub use chat::Chat;
-pub use engine::{ConstraintSpec, Engine, EngineOptions, LabelScore, Prompt, Score};
+pub use engine::{ConstraintSpec, Device, Engine, EngineOptions, LabelScore, Prompt, Score};
 pub use generate::{
     Alternative, BeamOptions, Completion, Event, GenerateOptions, Generation, Timings, TokenEvent,
     Usage,

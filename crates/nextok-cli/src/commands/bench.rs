@@ -93,6 +93,7 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
             p.insert(n.to_string(), as_json(*s));
         }
         let v = json!({
+            "device": a.model.device.to_string(),
             "threads": threads,
             "prefill_tok_s": p,
             "decode_tok_s": as_json(decode),
@@ -108,8 +109,12 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
             significant(max)
         )
     };
+    let on = match a.model.device {
+        nextok::Device::Cpu => format!("{threads} thread(s)"),
+        device => device.to_string(),
+    };
     let mut out = format!(
-        "{threads} thread(s), {} repetition(s)\n{:<34} {:>10} {:>10} {:>10}\n",
+        "{on}, {} repetition(s)\n{:<34} {:>10} {:>10} {:>10}\n",
         a.repetitions, "", "min", "median", "max"
     );
     for (n, s) in &prefill {

@@ -64,6 +64,7 @@ pub fn load_engine(args: &ModelArgs) -> anyhow::Result<nextok::Engine> {
     let path = model_path(args)?;
     let options = nextok::EngineOptions {
         threads: args.threads,
+        device: args.device,
         ..nextok::EngineOptions::default()
     };
     Ok(nextok::Engine::load(&path, &options)?)
