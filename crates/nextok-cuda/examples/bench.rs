@@ -1,0 +1,179 @@
+//! Prefill and decode speed of `LlamaModel::forward` on the CUDA backend or the CPU, with the
+//! physical limit of decode next to it (weight bytes read per token ÷ memory bandwidth).
+//!
+//! ```text
+//! cargo run --release -p nextok-cuda --example bench -- [--device cpu|cuda] [--model PATH]
+//!     [--threads N] [--bandwidth-gbs 4800] [--decode 128] [--reps 3]
+//! ```
+//!
+//! Without `--model` the model is a seeded random one of SmolLM2-135M's shape and type (30
+//! layers, d_model 576, 9 heads of 64, 3 KV heads, feed-forward 1536, vocabulary 49,152, Q4_1,
+//! tied output): the same bytes per token as the real model, so the same speed, with no download.
+//! Prints one JSON object.
+
+use std::time::Instant;
+
+use nextok_gguf::GgufFile;
+use nextok_kv_cache::KvType;
+use nextok_model::testing::RandomLlama;
+use nextok_model::{Backend, CpuBackend, LlamaModel, LoadOptions, Logits, Sequence};
+
+struct Args {
+    device: String,
+    model: Option<String>,
+    threads: Option<usize>,
+    bandwidth_gbs: f64,
+    decode: usize,
+    reps: usize,
+}
+
+fn parse() -> Result<Args, String> {
+    let mut a = Args {
+        device: String::from("cuda"),
+        model: None,
+        threads: None,
+        bandwidth_gbs: 4800.0,
+        decode: 128,
+        reps: 3,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or(format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--device" => a.device = value()?,
+            "--model" => a.model = Some(value()?),
+            "--threads" => a.threads = Some(value()?.parse().map_err(|e| format!("{e}"))?),
+            "--bandwidth-gbs" => a.bandwidth_gbs = value()?.parse().map_err(|e| format!("{e}"))?,
+            "--decode" => a.decode = value()?.parse().map_err(|e| format!("{e}"))?,
+            "--reps" => a.reps = value()?.parse().map_err(|e| format!("{e}"))?,
+            _ => return Err(format!("unknown flag {flag}")),
+        }
+    }
+    Ok(a)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Bytes of weight matrices one decode step reads: every 2-D tensor but the token embedding,
+/// which a step reads one row of, unless it is also the output projection.
+fn weight_bytes_per_token(file: &GgufFile) -> u64 {
+    let tied = !file.tensors().iter().any(|t| t.name == "output.weight");
+    file.tensors()
+        .iter()
+        .filter(|t| t.dims.len() == 2 && (tied || t.name != "token_embd.weight"))
+        .map(|t| file.view(t).data.len() as u64)
+        .sum()
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let a = parse()?;
+    let (file, name) = match &a.model {
+        Some(p) => (GgufFile::open(p)?, p.clone()),
+        None => {
+            let spec = RandomLlama {
+                layers: 30,
+                d_model: 576,
+                heads: 9,
+                kv_heads: 3,
+                ffn_dim: 1536,
+                vocab: 49_152,
+                weight_type: nextok_gguf::GgmlType::Q4_1,
+                tied_output: true,
+                ..RandomLlama::default()
+            };
+            (
+                GgufFile::from_bytes(spec.to_gguf(1))?,
+                String::from("random model of SmolLM2-135M's shape, Q4_1"),
+            )
+        }
+    };
+    let bytes_per_token = weight_bytes_per_token(&file);
+    let model = LlamaModel::from_gguf(file, LoadOptions::default())?;
+    let backend: Box<dyn Backend> = match a.device.as_str() {
+        "cpu" => Box::new(match a.threads {
+            Some(n) => CpuBackend::new(n),
+            None => CpuBackend::all_cores(),
+        }),
+        "cuda" => Box::new(nextok_cuda::CudaBackend::new(0)?),
+        d => return Err(format!("unknown device {d}").into()),
+    };
+    let vocab = model.config().vocab as u32;
+    let tokens =
+        |n: usize| -> Vec<u32> { (0..n as u32).map(|i| (i * 7919 + 13) % vocab).collect() };
+    let run = |cache: &mut nextok_kv_cache::KvCache, ids: &[u32]| {
+        model.forward(
+            backend.as_ref(),
+            &mut [Sequence {
+                cache,
+                tokens: ids,
+                logits: Logits::Last,
+            }],
+        )
+    };
+    // Warm-up: on the GPU this uploads every weight matrix once.
+    run(&mut model.new_cache(KvType::F32), &tokens(8))?;
+
+    let mut prefill = serde_like::Object::new();
+    for n in [128usize, 512] {
+        let ids = tokens(n);
+        let mut rates = Vec::new();
+        for _ in 0..a.reps {
+            let mut cache = model.new_cache(KvType::F32);
+            let t = Instant::now();
+            run(&mut cache, &ids)?;
+            rates.push(n as f64 / t.elapsed().as_secs_f64());
+        }
+        prefill.push(&n.to_string(), median(rates));
+    }
+    let (mut decode, mut ttft) = (Vec::new(), Vec::new());
+    for _ in 0..a.reps {
+        let mut cache = model.new_cache(KvType::F32);
+        let t = Instant::now();
+        let mut logits = run(&mut cache, &tokens(16))?;
+        ttft.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        for _ in 0..a.decode {
+            let l = &logits[0];
+            let next = (0..l.len()).fold(0, |b, i| if l[i] > l[b] { i } else { b }) as u32;
+            logits = run(&mut cache, &[next])?;
+        }
+        decode.push(a.decode as f64 / t.elapsed().as_secs_f64());
+    }
+    let limit = a.bandwidth_gbs * 1e9 / bytes_per_token as f64;
+    println!(
+        "{{\"device\": \"{}\", \"model\": \"{}\", \"prefill_tok_s\": {}, \"decode_tok_s\": {:.1}, \
+         \"ttft_ms\": {:.2}, \"weight_bytes_per_token\": {}, \"bandwidth_gbs\": {}, \
+         \"decode_limit_tok_s\": {:.0}}}",
+        a.device,
+        name,
+        prefill.finish(),
+        median(decode),
+        median(ttft),
+        bytes_per_token,
+        a.bandwidth_gbs,
+        limit
+    );
+    Ok(())
+}
+
+/// A tiny JSON object writer, so that the example needs no JSON dependency.
+mod serde_like {
+    pub struct Object(Vec<String>);
+
+    impl Object {
+        pub fn new() -> Self {
+            Object(Vec::new())
+        }
+
+        pub fn push(&mut self, key: &str, value: f64) {
+            self.0.push(format!("\"{key}\": {value:.1}"));
+        }
+
+        pub fn finish(self) -> String {
+            format!("{{{}}}", self.0.join(", "))
+        }
+    }
+}
