@@ -1,7 +1,7 @@
 //! Runs one SmolLM2-shaped Q4_1 product (1536 × 576) many times on one thread, for counting
 //! cycles and instructions with `perf stat`, which are steadier than wall time on a busy machine.
 //!
-//! `cargo run --release -p nextok-kernels --example kernel-cycles -- TOKENS REPEATS`
+//! `cargo run --release -p nextok-kernels --example kernel-cycles -- TOKENS REPEATS [packed]`
 
 use nextok_gguf::GgmlType;
 use nextok_kernels::{matmul_serial, Isa, QMat};
@@ -16,7 +16,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         block[..2].copy_from_slice(&0x2000u16.to_le_bytes());
         block[2..4].copy_from_slice(&0xa000u16.to_le_bytes());
     }
-    let w = QMat::new(GgmlType::Q4_1, rows, cols, &data)?;
+    let mut w = QMat::new(GgmlType::Q4_1, rows, cols, &data)?;
+    let packed;
+    if args.next().as_deref() == Some("packed") {
+        packed = w.pack()?;
+        w = QMat::new_packed(GgmlType::Q4_1, rows, cols, &packed)?;
+    }
     let x: Vec<f32> = (0..tokens * cols).map(|i| (i % 13) as f32 * 0.01).collect();
     let mut out = vec![0.0f32; tokens * rows];
     for _ in 0..repeats {

@@ -39,6 +39,7 @@
 //! # Ok::<(), nextok_kernels::Error>(())
 //! ```
 
+pub mod packed;
 mod pool;
 pub mod portable;
 #[cfg(target_arch = "x86_64")]
@@ -155,12 +156,24 @@ impl Isa {
     }
 }
 
+/// How the rows of a [`QMat`] are laid out in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Layout {
+    /// The blocks as the GGUF file stores them.
+    Gguf,
+    /// Q4_1 blocks in the [`packed`] layout (made by [`QMat::pack`]): the same numbers, fewer
+    /// instructions per weight, the same bits from every kernel.
+    Packed,
+}
+
 /// A weight matrix in a GGML block format: `rows` rows of `cols` numbers, row after row.
 #[derive(Debug, Clone, Copy)]
 pub struct QMat<'a> {
     ty: GgmlType,
     rows: usize,
     cols: usize,
+    layout: Layout,
     data: &'a [u8],
 }
 
@@ -190,8 +203,106 @@ impl<'a> QMat<'a> {
             ty,
             rows,
             cols,
+            layout: Layout::Gguf,
             data,
         })
+    }
+
+    /// Checks that `data` holds exactly `rows` packed rows of `cols` numbers (as [`QMat::pack`]
+    /// makes them: per block of 32, 24 bytes for Q4_1 and 36 for Q8_0).
+    pub fn new_packed(
+        ty: GgmlType,
+        rows: usize,
+        cols: usize,
+        data: &'a [u8],
+    ) -> Result<Self, Error> {
+        if !Self::packable(ty) {
+            return Err(Error::UnsupportedType { ty });
+        }
+        let expected = cols / 32 * packed_block_bytes(ty) * rows;
+        let fail = |reason| Error::BadMatrix {
+            ty,
+            rows,
+            cols,
+            expected,
+            found: data.len(),
+            reason,
+        };
+        if !cols.is_multiple_of(32) {
+            return Err(fail("a row is not a whole number of blocks"));
+        }
+        if data.len() != expected {
+            return Err(fail("the byte count does not match the packed shape"));
+        }
+        Ok(QMat {
+            ty,
+            rows,
+            cols,
+            layout: Layout::Packed,
+            data,
+        })
+    }
+
+    /// Whether [`QMat::pack`] has a packed layout for matrices of this type (Q4_1, Q8_0).
+    pub fn packable(ty: GgmlType) -> bool {
+        matches!(ty, GgmlType::Q4_1 | GgmlType::Q8_0)
+    }
+
+    /// The matrix's bytes in the [`packed`] layout, for [`QMat::new_packed`]. The numbers, and
+    /// every product's bits, are unchanged. A type without a packed layout, or a matrix that is
+    /// already packed, is an error.
+    pub fn pack(&self) -> Result<Vec<u8>, Error> {
+        let mut out = vec![0u8; self.packed_len()];
+        self.pack_into(&mut out)?;
+        Ok(out)
+    }
+
+    /// Bytes of the matrix in the [`packed`] layout (whether or not its type has one).
+    pub fn packed_len(&self) -> usize {
+        self.rows * (self.cols / 32) * packed_block_bytes(self.ty)
+    }
+
+    /// [`QMat::pack`] into `out`, which must hold exactly [`QMat::packed_len`] bytes.
+    pub fn pack_into(&self, out: &mut [u8]) -> Result<(), Error> {
+        if !Self::packable(self.ty) || self.layout != Layout::Gguf {
+            return Err(Error::UnsupportedType { ty: self.ty });
+        }
+        if out.len() != self.packed_len() {
+            return Err(Error::BadLength {
+                what: "the packed output",
+                found: out.len(),
+                expected: self.packed_len(),
+            });
+        }
+        let pb = self.cols / 32 * packed_block_bytes(self.ty);
+        for (r, dst) in out.chunks_exact_mut(pb.max(1)).enumerate() {
+            if self.ty == GgmlType::Q4_1 {
+                packed::pack_q4_1_row(self.row(r), dst);
+            } else {
+                packed::pack_q8_0_row(self.row(r), dst);
+            }
+        }
+        Ok(())
+    }
+
+    /// The layout of the rows.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// Writes row `r` as the GGUF file stores it (`out` holds one row of the file's bytes):
+    /// a copy, or for a packed matrix the exact inverse of the packing.
+    ///
+    /// # Panics
+    /// If `r` is not a row or `out` has the wrong length.
+    pub fn gguf_row(&self, r: usize, out: &mut [u8]) {
+        match self.layout {
+            Layout::Gguf => out.copy_from_slice(self.row(r)),
+            Layout::Packed if self.ty == GgmlType::Q4_1 => {
+                packed::unpack_q4_1_row(self.row(r), out)
+            }
+            Layout::Packed => packed::unpack_q8_0_row(self.row(r), out),
+        }
     }
 
     /// The storage type.
@@ -210,12 +321,26 @@ impl<'a> QMat<'a> {
     }
 
     fn row_bytes(&self) -> usize {
-        self.cols / self.ty.block_elements() as usize * self.ty.block_bytes() as usize
+        match self.layout {
+            Layout::Gguf => {
+                self.cols / self.ty.block_elements() as usize * self.ty.block_bytes() as usize
+            }
+            Layout::Packed => self.cols / 32 * packed_block_bytes(self.ty),
+        }
     }
 
     fn row(&self, r: usize) -> &'a [u8] {
         let rb = self.row_bytes();
         &self.data[r * rb..(r + 1) * rb]
+    }
+}
+
+/// Bytes per block of 32 in the packed layout of a packable type.
+fn packed_block_bytes(ty: GgmlType) -> usize {
+    if ty == GgmlType::Q4_1 {
+        packed::Q4_1_PACKED_BYTES
+    } else {
+        packed::Q8_0_PACKED_BYTES
     }
 }
 
@@ -312,6 +437,7 @@ unsafe fn rows_kernel(
         // time, tiles of 4 tokens, so that every activation load serves two rows.
         #[cfg(target_arch = "x86_64")]
         if isa == Isa::Avx512 && matches!(w.ty, GgmlType::Q4_1 | GgmlType::Q8_0) {
+            let packed = w.layout == Layout::Packed;
             while r + 2 <= rows.end {
                 let pair = [w.row(r), w.row(r + 1)];
                 let mut t = t0;
@@ -325,7 +451,11 @@ unsafe fn rows_kernel(
                             // SAFETY: the ISA is available (checked in `check`) and the lengths
                             // fit (validated matrix, activations of `cols` numbers).
                             unsafe {
-                                if w.ty == GgmlType::Q4_1 {
+                                if packed && w.ty == GgmlType::Q4_1 {
+                                    x86::q4_1_packed_avx512_x2(pair, xs, &mut res)
+                                } else if packed {
+                                    x86::q8_0_packed_avx512_x2(pair, xs, &mut res)
+                                } else if w.ty == GgmlType::Q4_1 {
                                     x86::q4_1_avx512_x2(pair, xs, &mut res)
                                 } else {
                                     x86::q8_0_avx512_x2(pair, xs, &mut res)
@@ -361,7 +491,8 @@ unsafe fn rows_kernel(
                     ($n:literal) => {{
                         let xs: [&[f32]; $n] =
                             std::array::from_fn(|i| &x[(t + i) * cols..(t + i + 1) * cols]);
-                        let r: [f32; $n] = row_dot::<$n>(isa, w.ty, row, xs, &mut scratch);
+                        let r: [f32; $n] =
+                            row_dot::<$n>(isa, w.ty, w.layout, row, xs, &mut scratch);
                         res[..$n].copy_from_slice(&r);
                     }};
                 }
@@ -389,11 +520,45 @@ unsafe fn rows_kernel(
 fn row_dot<const T: usize>(
     isa: Isa,
     ty: GgmlType,
+    layout: Layout,
     row: &[u8],
     x: [&[f32]; T],
     scratch: &mut Vec<f32>,
 ) -> [f32; T] {
     let mut acc = [[0.0f32; BLOCK_LANES]; T];
+    if layout == Layout::Packed && ty == GgmlType::Q8_0 {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                // SAFETY: the ISA is available (checked in `check`) and the lengths fit.
+                unsafe { x86::q8_0_packed_avx512(row, x, &mut acc) }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => {
+                // SAFETY: as above.
+                unsafe { x86::q8_0_packed_avx2(row, x, &mut acc) }
+            }
+            _ => packed::q8_0_packed(row, x, &mut acc),
+        }
+        return std::array::from_fn(|t| portable::reduce32(acc[t]));
+    }
+    if layout == Layout::Packed {
+        // Otherwise only Q4_1 is packed (`QMat::new_packed` checks it).
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                // SAFETY: the ISA is available (checked in `check`) and the lengths fit.
+                unsafe { x86::q4_1_packed_avx512(row, x, &mut acc) }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => {
+                // SAFETY: as above.
+                unsafe { x86::q4_1_packed_avx2(row, x, &mut acc) }
+            }
+            _ => packed::q4_1_packed(row, x, &mut acc),
+        }
+        return std::array::from_fn(|t| portable::reduce32(acc[t]));
+    }
     match (ty, isa) {
         #[cfg(target_arch = "x86_64")]
         (GgmlType::Q4_1, Isa::Avx512) => {

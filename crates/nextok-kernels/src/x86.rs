@@ -152,6 +152,30 @@ unsafe fn expand_q8_0_avx512(blk: *const u8) -> (__m512, __m512) {
     }
 }
 
+/// Expands one packed Q8_0 block (`crate::packed`): `d · q` with the f32 scale broadcast from
+/// memory, the same products as `expand_q8_0_avx512`.
+#[inline(always)]
+unsafe fn expand_q8_0_packed_avx512(blk: *const u8) -> (__m512, __m512) {
+    // SAFETY: the caller guarantees a whole packed block at `blk` and the features.
+    unsafe {
+        let dv = _mm512_set1_ps(scale_at(blk, 0));
+        let ld = |o: usize| {
+            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                blk.add(o) as *const __m128i
+            )))
+        };
+        (_mm512_mul_ps(dv, ld(4)), _mm512_mul_ps(dv, ld(20)))
+    }
+}
+
+avx512_rows!(
+    q8_0_packed_avx512,
+    "Packed Q8_0, AVX-512: see `crate::packed::q8_0_packed`.",
+    36,
+    |blk, table| { expand_q8_0_packed_avx512(blk) },
+    _mm512_setzero_ps()
+);
+
 avx512_rows!(
     q4_1_avx512,
     "Q4_1, AVX-512: see `portable::q4_1`.",
@@ -309,6 +333,24 @@ avx2_rows!(q8_0_avx2, "Q8_0, AVX2: see `portable::q8_0`.", 34, |blk| {
     [ld(2), ld(10), ld(18), ld(26)]
 });
 
+avx2_rows!(
+    q8_0_packed_avx2,
+    "Packed Q8_0, AVX2: see `crate::packed::q8_0_packed`.",
+    36,
+    |blk| {
+        let dv = _mm256_set1_ps(scale_at(blk, 0));
+        let ld = |o: usize| {
+            _mm256_mul_ps(
+                dv,
+                _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                    blk.add(o) as *const __m128i
+                ))),
+            )
+        };
+        [ld(4), ld(12), ld(20), ld(28)]
+    }
+);
+
 /// `dot_lanes`, AVX2, for a chunk whose length is a multiple of 16.
 #[target_feature(enable = "avx2,fma")]
 pub unsafe fn dot_lanes_avx2(w: &[f32], x: &[f32], acc: &mut [f32; LANES]) {
@@ -447,6 +489,17 @@ pub unsafe fn q8_0_avx512_x2<const T: usize>(
     unsafe { rows2_avx512::<T, 34>(rows, x, out, |blk| expand_q8_0_avx512(blk)) }
 }
 
+/// Packed Q8_0, AVX-512, two rows at once: see `rows2_avx512`.
+#[target_feature(enable = "avx512f,fma")]
+pub unsafe fn q8_0_packed_avx512_x2<const T: usize>(
+    rows: [&[u8]; 2],
+    x: [&[f32]; T],
+    out: &mut [[f32; T]; 2],
+) {
+    // SAFETY: the caller's guarantees are those of `rows2_avx512`; the features are enabled.
+    unsafe { rows2_avx512::<T, 36>(rows, x, out, |blk| expand_q8_0_packed_avx512(blk)) }
+}
+
 /// `portable::reduce16` of one register, in registers (the same pairs).
 #[inline(always)]
 unsafe fn reduce16_avx512(s16: __m512) -> f32 {
@@ -522,6 +575,216 @@ pub unsafe fn weighted_sum64_avx512(
         }
         for k in 0..4 {
             _mm512_storeu_ps(acc.as_mut_ptr().add(16 * k), a[k]);
+        }
+    }
+}
+
+/// The nibbles of element `l` (in `lo`) and `l + 16` (in `hi`) of block `k` of a packed Q4_1
+/// group, each in the low 4 bits of dword lane `l` (`permutexvar` reads only those bits).
+#[inline(always)]
+unsafe fn packed_indices_avx512(nib: __m512i, k: usize) -> (__m512i, __m512i) {
+    // SAFETY: register operations only; the caller has AVX-512F.
+    unsafe {
+        match k {
+            0 => (nib, _mm512_srli_epi32::<4>(nib)),
+            1 => (_mm512_srli_epi32::<8>(nib), _mm512_srli_epi32::<12>(nib)),
+            2 => (_mm512_srli_epi32::<16>(nib), _mm512_srli_epi32::<20>(nib)),
+            _ => (_mm512_srli_epi32::<24>(nib), _mm512_srli_epi32::<28>(nib)),
+        }
+    }
+}
+
+/// Reads `f32` number `i` of a packed group's scales.
+#[inline(always)]
+unsafe fn scale_at(group: *const u8, i: usize) -> f32 {
+    // SAFETY: the caller guarantees the group's scales are readable.
+    unsafe { std::ptr::read_unaligned((group as *const f32).add(i)) }
+}
+
+/// Walks `R` packed Q4_1 rows of `blocks` blocks together (see `crate::packed`), calling
+/// `visit(block, weights)` with each block of every row expanded to f32 weights (elements 0–15,
+/// 16–31): `d · q + m` by one fused multiply-add, as `expand_q4_1_avx512` does for GGUF rows.
+#[inline]
+#[target_feature(enable = "avx512f,fma")]
+#[allow(unused_assignments)] // the last group's position updates are not read
+unsafe fn walk_q4_1_packed_avx512<const R: usize>(
+    rows: [*const u8; R],
+    blocks: usize,
+    mut visit: impl FnMut(usize, &[(__m512, __m512); R]),
+) {
+    // SAFETY: the caller guarantees `R` rows of `blocks` packed blocks and the features.
+    unsafe {
+        let table = _mm512_loadu_ps(NIBBLES.as_ptr());
+        let (mut b, mut at) = (0usize, 0usize);
+        macro_rules! group {
+            ($g:literal, $load:expr) => {{
+                let nib: [__m512i; R] = std::array::from_fn(|r| $load(rows[r].add(at + 8 * $g)));
+                for k in 0..$g {
+                    let w: [(__m512, __m512); R] = std::array::from_fn(|r| {
+                        let g = rows[r].add(at);
+                        let weights = _mm512_fmadd_ps(
+                            _mm512_set1_ps(scale_at(g, k)),
+                            table,
+                            _mm512_set1_ps(scale_at(g, $g + k)),
+                        );
+                        let (lo, hi) = packed_indices_avx512(nib[r], k);
+                        (
+                            _mm512_permutexvar_ps(lo, weights),
+                            _mm512_permutexvar_ps(hi, weights),
+                        )
+                    });
+                    visit(b + k, &w);
+                }
+                b += $g;
+                at += $g * crate::packed::Q4_1_PACKED_BYTES;
+            }};
+        }
+        while b + 4 <= blocks {
+            // Ask for the weights a few groups ahead: decode streams every weight from memory
+            // once per token. A prefetch past the end is only a hint, never a fault.
+            for r in 0..R {
+                let ahead = rows[r].wrapping_add(at + PACKED_PREFETCH_BYTES);
+                _mm_prefetch::<_MM_HINT_T0>(ahead as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64) as *const i8);
+            }
+            group!(4, |p: *const u8| _mm512_loadu_si512(p as *const _));
+        }
+        if blocks - b >= 2 {
+            group!(2, |p: *const u8| _mm512_cvtepu16_epi32(_mm256_loadu_si256(
+                p as *const __m256i
+            )));
+        }
+        if blocks - b == 1 {
+            group!(1, |p: *const u8| _mm512_cvtepu8_epi32(_mm_loadu_si128(
+                p as *const __m128i
+            )));
+        }
+    }
+}
+
+/// How far ahead of the current group the packed kernels prefetch, in bytes of a row.
+const PACKED_PREFETCH_BYTES: usize = 4096;
+
+/// Packed Q4_1, AVX-512, one row against `T` token rows: see `crate::packed::q4_1_packed`.
+#[target_feature(enable = "avx512f,fma")]
+pub unsafe fn q4_1_packed_avx512<const T: usize>(
+    row: &[u8],
+    x: [&[f32]; T],
+    acc: &mut [[f32; BLOCK_LANES]; T],
+) {
+    let blocks = row.len() / crate::packed::Q4_1_PACKED_BYTES;
+    // SAFETY: lengths checked by the caller: `row` holds `blocks` packed blocks and each `x[t]`
+    // 32·blocks numbers.
+    unsafe {
+        let mut a: [(__m512, __m512); T] = [(_mm512_setzero_ps(), _mm512_setzero_ps()); T];
+        for t in 0..T {
+            a[t] = (
+                _mm512_loadu_ps(acc[t].as_ptr()),
+                _mm512_loadu_ps(acc[t].as_ptr().add(16)),
+            );
+        }
+        walk_q4_1_packed_avx512([row.as_ptr()], blocks, |b, w| {
+            block_avx512(w[0].0, w[0].1, &x, 32 * b, &mut a)
+        });
+        for t in 0..T {
+            _mm512_storeu_ps(acc[t].as_mut_ptr(), a[t].0);
+            _mm512_storeu_ps(acc[t].as_mut_ptr().add(16), a[t].1);
+        }
+    }
+}
+
+/// Packed Q4_1, AVX-512, two rows at once: every activation load serves both rows, and each
+/// output gets exactly the operations of the one-row kernels.
+#[target_feature(enable = "avx512f,fma")]
+pub unsafe fn q4_1_packed_avx512_x2<const T: usize>(
+    rows: [&[u8]; 2],
+    x: [&[f32]; T],
+    out: &mut [[f32; T]; 2],
+) {
+    let blocks = rows[0].len() / crate::packed::Q4_1_PACKED_BYTES;
+    // SAFETY: lengths checked by the caller: both rows hold `blocks` packed blocks and each
+    // `x[t]` 32·blocks numbers.
+    unsafe {
+        let mut a: [[(__m512, __m512); T]; 2] =
+            [[(_mm512_setzero_ps(), _mm512_setzero_ps()); T]; 2];
+        walk_q4_1_packed_avx512([rows[0].as_ptr(), rows[1].as_ptr()], blocks, |b, w| {
+            for t in 0..T {
+                let xp = x[t].as_ptr().add(32 * b);
+                let (xl, xh) = (_mm512_loadu_ps(xp), _mm512_loadu_ps(xp.add(16)));
+                for r in 0..2 {
+                    a[r][t].0 = _mm512_fmadd_ps(w[r].0, xl, a[r][t].0);
+                    a[r][t].1 = _mm512_fmadd_ps(w[r].1, xh, a[r][t].1);
+                }
+            }
+        });
+        for r in 0..2 {
+            for t in 0..T {
+                out[r][t] = reduce32_avx512(a[r][t]);
+            }
+        }
+    }
+}
+
+/// Packed Q4_1, AVX2, one row against `T` token rows: the weights of each block in four
+/// registers of 8, as `q4_1_avx2` forms them, so the same bits.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn q4_1_packed_avx2<const T: usize>(
+    row: &[u8],
+    x: [&[f32]; T],
+    acc: &mut [[f32; BLOCK_LANES]; T],
+) {
+    let blocks = row.len() / crate::packed::Q4_1_PACKED_BYTES;
+    // SAFETY: lengths checked by the caller.
+    unsafe {
+        let mut a: [[__m256; 4]; T] = [[_mm256_setzero_ps(); 4]; T];
+        for t in 0..T {
+            for i in 0..4 {
+                a[t][i] = _mm256_loadu_ps(acc[t].as_ptr().add(8 * i));
+            }
+        }
+        let mask = _mm256_set1_epi32(15);
+        let p = row.as_ptr();
+        let (mut b, mut at) = (0usize, 0usize);
+        for g in crate::packed::groups(blocks) {
+            // Lanes 0–7 and 8–15 of the group's nibbles, widened to 32 bits.
+            let nib = p.add(at + 8 * g);
+            let (n0, n1) = match g {
+                4 => (
+                    _mm256_loadu_si256(nib as *const __m256i),
+                    _mm256_loadu_si256(nib.add(32) as *const __m256i),
+                ),
+                2 => (
+                    _mm256_cvtepu16_epi32(_mm_loadu_si128(nib as *const __m128i)),
+                    _mm256_cvtepu16_epi32(_mm_loadu_si128(nib.add(16) as *const __m128i)),
+                ),
+                _ => (
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(nib as *const __m128i)),
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(nib.add(8) as *const __m128i)),
+                ),
+            };
+            for k in 0..g {
+                let group = p.add(at);
+                let dv = _mm256_set1_ps(scale_at(group, k));
+                let mv = _mm256_set1_ps(scale_at(group, g + k));
+                let shift = _mm_cvtsi32_si128(8 * k as i32);
+                let shift_hi = _mm_cvtsi32_si128(8 * k as i32 + 4);
+                let f = |q: __m256i, s: __m128i| {
+                    _mm256_fmadd_ps(
+                        dv,
+                        _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srl_epi32(q, s), mask)),
+                        mv,
+                    )
+                };
+                let w = [f(n0, shift), f(n1, shift), f(n0, shift_hi), f(n1, shift_hi)];
+                block_avx2(w, &x, 32 * (b + k), &mut a);
+            }
+            b += g;
+            at += g * crate::packed::Q4_1_PACKED_BYTES;
+        }
+        for t in 0..T {
+            for i in 0..4 {
+                _mm256_storeu_ps(acc[t].as_mut_ptr().add(8 * i), a[t][i]);
+            }
         }
     }
 }

@@ -3,7 +3,7 @@
 //! dot product over the exactly dequantised weights.
 
 use nextok_gguf::{dequant, GgmlType};
-use nextok_kernels::{matmul, matmul_serial, Isa, QMat, ThreadPool};
+use nextok_kernels::{matmul, matmul_serial, Isa, Layout, QMat, ThreadPool};
 use proptest::prelude::*;
 
 const TYPES: [GgmlType; 8] = [
@@ -109,7 +109,30 @@ fn case(ty: GgmlType, rows: usize, blocks: usize, tokens: usize, seed: u64) {
         );
     }
 
-    for isa in Isa::available() {
+    // Q4_1 and Q8_0 also in the packed layout: the file's bytes come back exactly, and every kernel on
+    // the packed rows gives the bits of the portable kernel on the file's rows.
+    let packed_bytes = QMat::packable(ty).then(|| w.pack().unwrap());
+    let mut layouts = vec![w];
+    if let Some(bytes) = &packed_bytes {
+        let p = QMat::new_packed(ty, rows, cols, bytes).unwrap();
+        assert_eq!(p.layout(), Layout::Packed);
+        let rb = data.len() / rows;
+        let mut back = vec![0u8; rb];
+        for r in 0..rows {
+            p.gguf_row(r, &mut back);
+            assert_eq!(
+                back,
+                data[r * rb..(r + 1) * rb],
+                "row {r} does not unpack to the file"
+            );
+        }
+        layouts.push(p);
+    }
+    for (isa, w) in Isa::available()
+        .into_iter()
+        .flat_map(|isa| layouts.iter().map(move |&w| (isa, w)))
+    {
+        let ty = (ty, w.layout());
         let mut simd = vec![0.0f32; tokens * rows];
         matmul_serial(isa, w, &x, tokens, &mut simd).unwrap();
         assert_eq!(
@@ -155,6 +178,19 @@ proptest! {
     ) {
         case(ty, rows, blocks, tokens, seed);
     }
+
+    #[test]
+    fn packed_rows_of_every_group_shape_give_the_portable_bits(
+        ty in prop::sample::select(vec![GgmlType::Q4_1, GgmlType::Q8_0]),
+        rows in 1usize..7,
+        blocks in 1usize..12,
+        tokens in 1usize..6,
+        seed in any::<u64>(),
+    ) {
+        // 1 to 11 blocks: for Q4_1, rows of whole groups of four and rows ending in a two
+        // and/or a one.
+        case(ty, rows, blocks, tokens, seed);
+    }
 }
 
 #[test]
@@ -191,6 +227,19 @@ fn bad_shapes_are_errors() {
     let mut out = [0.0f32; 1];
     assert!(matmul_serial(Isa::Portable, w, &[0.0; 31], 1, &mut out).is_err());
     assert!(matmul_serial(Isa::Portable, w, &[0.0; 32], 1, &mut [0.0; 2]).is_err());
+    // Packed rows: 24 bytes per block for Q4_1, 36 for Q8_0, no other type, never packed twice.
+    assert!(QMat::new_packed(GgmlType::Q4_1, 1, 32, &[0u8; 20]).is_err());
+    assert!(QMat::new_packed(GgmlType::Q4_1, 1, 32, &[0u8; 24]).is_ok());
+    assert!(QMat::new_packed(GgmlType::Q8_0, 1, 32, &[0u8; 24]).is_err());
+    assert!(QMat::new_packed(GgmlType::Q8_0, 1, 32, &[0u8; 36]).is_ok());
+    assert!(QMat::new_packed(GgmlType::Q4_0, 1, 32, &[0u8; 18]).is_err());
+    let q4_0 = QMat::new(GgmlType::Q4_0, 1, 32, &[0u8; 18]).unwrap();
+    assert!(q4_0.pack().is_err());
+    let packed = w.pack().unwrap();
+    assert!(QMat::new_packed(GgmlType::Q4_1, 1, 32, &packed)
+        .unwrap()
+        .pack()
+        .is_err());
 }
 
 #[test]

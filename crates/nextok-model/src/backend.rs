@@ -16,13 +16,14 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use nextok_gguf::{dequant, GgmlType};
-use nextok_kernels::{Isa, QMat, ThreadPool};
+use nextok_kernels::{Isa, Layout, QMat, ThreadPool};
 use nextok_kv_cache::KvCache;
 
 use crate::Error;
 
-/// A weight matrix as stored in the file: `rows` rows of `cols` numbers each, every row a whole
-/// number of blocks of `ty`, borrowed from the (memory-mapped) file.
+/// A weight matrix: `rows` rows of `cols` numbers each, every row a whole number of blocks of
+/// `ty`, either borrowed from the (memory-mapped) file as it stores them or, for Q4_1, packed at
+/// load for the CPU kernels (see `nextok_kernels::packed`; the same numbers and the same bits).
 #[derive(Debug, Clone, Copy)]
 pub struct QMatrix<'a> {
     /// The storage type.
@@ -31,19 +32,51 @@ pub struct QMatrix<'a> {
     pub rows: usize,
     /// Numbers per row (the input width).
     pub cols: usize,
+    /// How the rows are laid out: as in the file, or packed. A backend that wants the file's
+    /// layout gets it back exactly with [`QMatrix::file_row`].
+    pub layout: Layout,
     /// The rows' bytes, row after row.
     pub data: &'a [u8],
 }
 
-impl QMatrix<'_> {
-    /// Bytes per row.
-    pub fn row_bytes(&self) -> usize {
+impl<'a> QMatrix<'a> {
+    /// The matrix as the kernels take it, with its shape and byte count checked.
+    pub fn kernel_matrix(&self) -> Result<QMat<'a>, Error> {
+        Ok(match self.layout {
+            Layout::Packed => QMat::new_packed(self.ty, self.rows, self.cols, self.data)?,
+            _ => QMat::new(self.ty, self.rows, self.cols, self.data)?,
+        })
+    }
+
+    /// Bytes per row in the file's layout.
+    pub fn file_row_bytes(&self) -> usize {
         self.cols / self.ty.block_elements() as usize * self.ty.block_bytes() as usize
+    }
+
+    /// Writes row `r` as the file stores it into `out` (`file_row_bytes()` bytes): a copy, or
+    /// the exact inverse of the packing.
+    pub fn file_row(&self, r: usize, out: &mut [u8]) -> Result<(), Error> {
+        let bad_row = || Error::BadShape {
+            tensor: String::from("(matrix row)"),
+            expected: vec![self.cols as u64, self.rows as u64],
+            found: vec![self.cols as u64, r as u64],
+        };
+        if r >= self.rows || out.len() != self.file_row_bytes() {
+            return Err(bad_row());
+        }
+        self.kernel_matrix()?.gguf_row(r, out);
+        Ok(())
     }
 
     /// Dequantises row `r` into `out` (`cols` numbers).
     pub fn row(&self, r: usize, out: &mut [f32]) -> Result<(), Error> {
-        let rb = self.row_bytes();
+        if self.layout == Layout::Packed {
+            let mut bytes = vec![0u8; self.file_row_bytes()];
+            self.file_row(r, &mut bytes)?;
+            dequant::dequantize_row(self.ty, &bytes, out)?;
+            return Ok(());
+        }
+        let rb = self.file_row_bytes();
         let bytes = self.data.get(r * rb..(r + 1) * rb).ok_or(Error::BadShape {
             tensor: String::from("(matrix row)"),
             expected: vec![self.cols as u64, self.rows as u64],
@@ -326,19 +359,16 @@ impl CpuBackend {
     ) -> Result<(), Error> {
         let (rows, cols) = (w.rows, w.cols);
         let q8 = Q8Rows::new(x);
-        let rb = w.row_bytes();
         let blocks_per_row = cols / 32;
         let min_rows = self.min_work.div_ceil((cols * tokens).max(1));
         let parts = self.split(rows, min_rows, |range| {
             let mut local = vec![0.0f32; range.len() * tokens];
+            // ggml's integer dot products read the file's blocks; a packed row is unpacked first.
+            let mut row = vec![0u8; w.file_row_bytes()];
             for (i, r) in range.enumerate() {
-                let row = w.data.get(r * rb..(r + 1) * rb).ok_or(Error::BadShape {
-                    tensor: String::from("(matrix row)"),
-                    expected: vec![cols as u64, rows as u64],
-                    found: vec![cols as u64, r as u64],
-                })?;
+                w.file_row(r, &mut row)?;
                 for t in 0..tokens {
-                    local[i * tokens + t] = dot_int8(w.ty, row, &q8, t * blocks_per_row);
+                    local[i * tokens + t] = dot_int8(w.ty, &row, &q8, t * blocks_per_row);
                 }
             }
             Ok(local)
@@ -374,7 +404,7 @@ impl Backend for CpuBackend {
         // The fused kernels dequantise each block in registers and keep f32 activations; each
         // output is one fixed sequence of operations, so the split over threads (and whether the
         // pool is used at all) never changes a bit.
-        let m = QMat::new(w.ty, rows, cols, w.data)?;
+        let m = w.kernel_matrix()?;
         if rows * cols * tokens < self.min_work * 2 || self.threads == 1 {
             nextok_kernels::matmul_serial(self.isa, m, x, tokens, out)?;
         } else {
@@ -511,6 +541,7 @@ mod tests {
             ty: GgmlType::F32,
             rows,
             cols,
+            layout: Layout::Gguf,
             data: &data,
         };
         let x: Vec<f32> = (0..tokens * cols)

@@ -348,6 +348,7 @@ impl EncoderDecoder {
             ty: nextok_gguf::GgmlType::F32,
             rows: m.rows,
             cols: m.cols,
+            layout: crate::Layout::Gguf,
             data: &self.buffer[m.at * 4..(m.at + m.rows * m.cols) * 4],
         }
     }

@@ -57,3 +57,4 @@ pub use config::{LlamaConfig, RopeOrdering};
 pub use encdec::{CrossAttention, DecoderSequence, EncDecConfig, EncoderDecoder};
 pub use error::Error;
 pub use llama::{LlamaModel, LoadOptions, Logits, Sequence};
+pub use nextok_kernels::Layout;

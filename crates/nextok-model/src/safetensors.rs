@@ -293,6 +293,7 @@ impl LlamaModel {
         }
         let options = LoadOptions {
             rope_ordering: Some(options.rope_ordering.unwrap_or(RopeOrdering::NeoX)),
+            ..options
         };
         Self::load(meta, shards, &table, options)
     }

@@ -347,3 +347,44 @@ fn forks_and_prefix_reuse_give_the_logits_of_a_fresh_run() {
     // The reuse ran 2 positions; the fresh run beside it ran all 7.
     assert_eq!(model.positions_processed() - before, 2 + 7);
 }
+
+/// Packing the Q4_1 matrices at load (the default) changes no bit of any logit: on random Q4_1
+/// models with tied and separate output matrices, and on the real model, on every instruction
+/// set this CPU has.
+#[test]
+fn packed_weights_give_the_bits_of_the_file_layout() {
+    let keep = LoadOptions {
+        keep_file_layout: true,
+        ..LoadOptions::default()
+    };
+    let backends: Vec<CpuBackend> = nextok_kernels::Isa::available()
+        .into_iter()
+        .map(|isa| CpuBackend::new(2).with_isa(isa).unwrap())
+        .collect();
+    for (seed, tied) in [(1, true), (2, false), (3, true)] {
+        let spec = spec_for(GgmlType::Q4_1, false, tied);
+        let packed = load(&spec, seed);
+        let file = GgufFile::from_bytes(spec.to_gguf(seed)).unwrap();
+        let unpacked = LlamaModel::from_gguf(file, keep.clone()).unwrap();
+        for b in &backends {
+            let tokens = [5, 1, 39, 7, 7];
+            assert_eq!(
+                bits(&chunked(&packed, b, KvType::F32, &tokens, &[2, 3])),
+                bits(&chunked(&unpacked, b, KvType::F32, &tokens, &[5])),
+                "seed {seed}, {:?}",
+                b.isa()
+            );
+        }
+    }
+    let real_packed = common::model();
+    let real_file = LlamaModel::from_gguf(common::model_file(), keep).unwrap();
+    let tokens = &common::ids(&common::json("logits/allpos.json")["ids"])[..4];
+    for b in &backends {
+        assert_eq!(
+            bits(&chunked(real_packed, b, KvType::F32, tokens, &[4])),
+            bits(&chunked(&real_file, b, KvType::F32, tokens, &[1])),
+            "real model, {:?}",
+            b.isa()
+        );
+    }
+}

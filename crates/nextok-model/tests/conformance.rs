@@ -114,6 +114,7 @@ fn the_neox_ordering_is_wrong_for_llama_gguf() {
     let file = model_file();
     let options = nextok_model::LoadOptions {
         rope_ordering: Some(nextok_model::RopeOrdering::NeoX),
+        ..Default::default()
     };
     let neox = nextok_model::LlamaModel::from_gguf(file, options).unwrap();
     let (ours, _) = prefill_all(&neox, &CpuBackend::new(2), &tokens[..8]);
