@@ -2,10 +2,10 @@
 //! masks cached per state) and [`GrammarConstraint`] (an Earley parser over bytes).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::dfa::{Dfa, DEAD};
-use crate::grammar::{Chart, Grammar, TerminalMask};
+use crate::grammar::{Chart, Grammar, Radii, TerminalMask};
 use crate::vocab::TokenVocab;
 use crate::Error;
 
@@ -107,6 +107,8 @@ pub struct RegexConstraint {
     states: Vec<u32>,
     finished: bool,
     cache: HashMap<u32, Arc<Vec<u64>>>,
+    /// The automaton's radii, computed with the first mask.
+    radii: OnceLock<Arc<Radii>>,
 }
 
 impl RegexConstraint {
@@ -145,6 +147,7 @@ impl RegexConstraint {
             states: vec![start],
             finished: false,
             cache: HashMap::new(),
+            radii: OnceLock::new(),
         })
     }
 
@@ -153,7 +156,10 @@ impl RegexConstraint {
     }
 
     fn compute_mask(&self, state: u32) -> Vec<u64> {
-        TerminalMask::compute(&self.vocab, &self.dfa, state, false).inside
+        let radii = self
+            .radii
+            .get_or_init(|| Arc::new(Radii::compute(&self.dfa)));
+        TerminalMask::compute(&self.vocab, &self.dfa, radii, state, false).inside
     }
 }
 

@@ -141,8 +141,12 @@ impl Dfa {
         // Liveness: a state is live when it accepts or reaches a live state (reverse edges in
         // compressed rows).
         let mut rev_count = vec![0u32; n + 1];
+        // Edges into the dead state are skipped: it never becomes live, and they are most of
+        // the table (counting them all into one slot serialises on that slot).
         for &t in &raw[k..n * k] {
-            rev_count[t as usize + 1] += 1;
+            if t != 0 {
+                rev_count[t as usize + 1] += 1;
+            }
         }
         for x in 1..=n {
             rev_count[x] += rev_count[x - 1];
@@ -151,8 +155,10 @@ impl Dfa {
         let mut fill = rev_count.clone();
         for s in 1..n {
             for &t in &raw[s * k..(s + 1) * k] {
-                rev[fill[t as usize] as usize] = s as u32;
-                fill[t as usize] += 1;
+                if t != 0 {
+                    rev[fill[t as usize] as usize] = s as u32;
+                    fill[t as usize] += 1;
+                }
             }
         }
         let mut live = vec![false; n];
@@ -188,25 +194,42 @@ impl Dfa {
             }
         }
         let m = order.len() + 1;
-        let target = |s: usize, c: usize| -> u32 {
-            let t = raw[s * k + c] as usize;
-            if t != 0 && live[t] {
-                new_id[t]
-            } else {
-                DEAD
+        // States that are dead or unreachable through live states become the dead state.
+        for id in new_id.iter_mut() {
+            if *id == u32::MAX {
+                *id = DEAD;
             }
-        };
-        // Merge input classes whose columns agree after pruning.
-        let mut col_ids: FxMap<Vec<u32>, u8> = FxMap::default();
+        }
+        // The pruned, renumbered table over all `k` input classes, row by row.
+        let mut tab = vec![DEAD; m * k];
+        for (i, &s) in order.iter().enumerate() {
+            let src = &raw[s * k..(s + 1) * k];
+            for (d, &t) in tab[(i + 1) * k..(i + 2) * k].iter_mut().zip(src) {
+                *d = new_id[t as usize];
+            }
+        }
+        // Merge input classes whose columns agree after pruning: columns are hashed in one
+        // pass over the rows, and equal hashes are checked column against column.
+        let mut hashes = vec![0u64; k];
+        for row in tab.chunks_exact(k) {
+            for (h, &t) in hashes.iter_mut().zip(row) {
+                *h = (h.rotate_left(5) ^ t as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+            }
+        }
+        let same = |a: usize, b: usize| tab.chunks_exact(k).all(|row| row[a] == row[b]);
         let mut merged = vec![0u8; k];
         let mut reps: Vec<usize> = Vec::new();
         for (c, slot) in merged.iter_mut().enumerate() {
-            let col: Vec<u32> = order.iter().map(|&s| target(s, c)).collect();
-            let next_id = col_ids.len() as u8;
-            *slot = *col_ids.entry(col).or_insert_with(|| {
-                reps.push(c);
-                next_id
-            });
+            *slot = match reps
+                .iter()
+                .position(|&r| hashes[r] == hashes[c] && same(r, c))
+            {
+                Some(id) => id as u8,
+                None => {
+                    reps.push(c);
+                    (reps.len() - 1) as u8
+                }
+            };
         }
         let mut classes = Box::new([0u8; 256]);
         for b in 0..256 {
@@ -225,7 +248,7 @@ impl Dfa {
             let row = i + 1;
             accept[row] = acc[s];
             for (c, &r) in reps.iter().enumerate() {
-                let t = target(s, r);
+                let t = tab[row * k + r];
                 trans[row * stride + c] = t;
                 if t != DEAD {
                     for w in 0..4 {
@@ -256,12 +279,21 @@ impl Dfa {
                 dense::Config::new()
                     .start_kind(StartKind::Anchored)
                     .match_kind(MatchKind::All)
+                    // Only the transition table is read: skip the analyses that speed up
+                    // regex-automata's own searches.
+                    .accelerate(false)
+                    .specialize_start_states(false)
                     // Untrusted patterns: bound the work and memory of each stage.
                     .dfa_size_limit(Some(32 << 20))
                     .determinize_size_limit(Some(32 << 20)),
             )
             .syntax(syntax::Config::new().utf8(true).unicode(true))
-            .thompson(regex_automata::nfa::thompson::Config::new().nfa_size_limit(Some(16 << 20)))
+            .thompson(
+                regex_automata::nfa::thompson::Config::new()
+                    .nfa_size_limit(Some(16 << 20))
+                    // No capture groups: fewer NFA states to determinize.
+                    .which_captures(regex_automata::nfa::thompson::WhichCaptures::None),
+            )
             .build(pattern)
             .map_err(|e| err(e.to_string()))?;
         let cfg = regex_automata::util::start::Config::new().anchored(Anchored::Yes);
@@ -328,18 +360,39 @@ impl Dfa {
     }
 
     /// An automaton accepting exactly `bytes`.
+    ///
+    /// Built directly rather than explored: a literal's chain of states is known, and its
+    /// distinct bytes (plus one class for every other byte) are its only classes, so the table
+    /// is tiny whatever the literal.
     pub(crate) fn literal(bytes: &[u8]) -> Dfa {
         let n = bytes.len();
-        // Building from a fixed chain cannot exceed the limit for any literal we are given in
-        // practice; fall back to the empty language if it somehow does.
-        Dfa::explore(
-            0usize,
-            |&i, b| (i < n && bytes[i] == b).then_some(i + 1),
-            |&i| i == n,
-            "literal",
-            &IDENTITY,
-        )
-        .unwrap_or_else(|_| Dfa::empty())
+        let mut class_of = [0u8; 256];
+        let mut k = 1usize;
+        for &b in bytes {
+            if class_of[b as usize] == 0 {
+                if k == 256 {
+                    // Every byte value occurs: one class per byte, explored the slow way.
+                    return Dfa::explore(
+                        0usize,
+                        |&i, b| (i < n && bytes[i] == b).then_some(i + 1),
+                        |&i| i == n,
+                        "literal",
+                        &IDENTITY,
+                    )
+                    .unwrap_or_else(|_| Dfa::empty());
+                }
+                class_of[b as usize] = k as u8;
+                k += 1;
+            }
+        }
+        // Raw rows: 0 is dead, row i + 1 has read `bytes[..i]`.
+        let mut raw = vec![0u32; (n + 2) * k];
+        for (i, &b) in bytes.iter().enumerate() {
+            raw[(i + 1) * k + class_of[b as usize] as usize] = i as u32 + 2;
+        }
+        let mut acc = vec![false; n + 2];
+        acc[n + 1] = true;
+        Dfa::from_raw(&raw, k, &class_of, &acc, n + 2, 1)
     }
 
     /// The automaton of the empty language.
@@ -410,14 +463,59 @@ impl Dfa {
     /// Other `\u` escapes are refused: a model can always write the character itself, and
     /// refusing them keeps the encoding exact without decoding surrogate pairs.
     pub(crate) fn json_string(&self) -> Result<Dfa, Error> {
-        #[derive(Clone, Hash, PartialEq, Eq)]
-        enum S {
-            Open,
-            In(u32),
-            Esc(u32),
-            U(u32, u8),
-            UHi(u32, u8),
-            Closed,
+        // Bytes that play a part in quoting and escapes each get a class; control bytes share
+        // one (never allowed raw); the others only go through `self`.
+        let class_of = refine(&self.classes, &{
+            let mut a = [0u8; 256];
+            for (b, x) in a.iter_mut().enumerate() {
+                let b = b as u8;
+                *x = if b < 0x20 {
+                    1
+                } else if b"\"\\/bfnrtu".contains(&b) || b.is_ascii_hexdigit() {
+                    b
+                } else {
+                    0
+                };
+            }
+            a
+        });
+        let mut reps: Vec<u8> = Vec::new();
+        for b in 0..=255u8 {
+            if class_of[b as usize] as usize == reps.len() {
+                reps.push(b);
+            }
+        }
+        let k = reps.len();
+        // The states are known in advance, so the table is filled directly (no exploration):
+        // row 0 is dead, 1 is before the opening quote, 2 after the closing one; each content
+        // state `q` has a row inside the string, and when it can read a byte that only an
+        // escape writes (a control byte, `"`, `\\` or `/`), six more: after a backslash, after
+        // `\u`, `\u0`, `\u00`, and after `\u000` or `\u001`. States in the middle of a
+        // multi-byte character (most states of a length-bounded string) need none.
+        let m = self.num_states();
+        let escapable = |q: usize| {
+            let live = &self.live[q];
+            live[0] & 0xffff_ffff != 0
+                || [b'"', b'\\', b'/']
+                    .iter()
+                    .any(|&b| live[(b >> 6) as usize] >> (b & 63) & 1 == 1)
+        };
+        // `rows[q]`: the row inside the string, and the first escape row if any.
+        let mut rows = vec![(0u32, 0u32); m];
+        let mut n = 3usize;
+        for (q, r) in rows.iter_mut().enumerate().skip(1) {
+            r.0 = n as u32;
+            n += 1;
+            if escapable(q) {
+                r.1 = n as u32;
+                n += 6;
+            }
+        }
+        if n - 1 > STATE_LIMIT {
+            return Err(Error::TooLarge {
+                what: "JSON string".to_string(),
+                limit: STATE_LIMIT,
+            });
         }
         let hex = |b: u8| -> Option<u8> {
             match b {
@@ -427,59 +525,65 @@ impl Dfa {
                 _ => None,
             }
         };
-        let feed = |q: u32, b: u8| -> Option<S> {
-            let t = self.next(q, b);
-            (t != DEAD).then_some(S::In(t))
-        };
-        Dfa::explore(
-            S::Open,
-            |s, b| match *s {
-                S::Open => (b == b'"').then_some(S::In(self.start)),
-                S::In(q) => match b {
-                    b'"' => self.is_accept(q).then_some(S::Closed),
-                    b'\\' => Some(S::Esc(q)),
-                    0..=0x1f => None,
+        // The row inside the string after the content automaton reads `b` in state `q`.
+        let feed = |q: u32, b: u8| -> u32 { rows[self.next(q, b) as usize].0 };
+        let mut raw = vec![0u32; n * k];
+        for (c, &b) in reps.iter().enumerate() {
+            if b == b'"' {
+                raw[k + c] = rows[self.start as usize].0;
+            }
+            for q in 1..m as u32 {
+                let (r, e) = rows[q as usize];
+                raw[r as usize * k + c] = match b {
+                    b'"' if self.is_accept(q) => 2,
+                    b'"' | 0..=0x1f => 0,
+                    b'\\' => e,
                     _ => feed(q, b),
-                },
-                S::Esc(q) => match b {
+                };
+                if e == 0 {
+                    continue;
+                }
+                let cell = |i: u32| (e + i) as usize * k + c;
+                raw[cell(0)] = match b {
                     b'"' | b'\\' | b'/' => feed(q, b),
                     b'b' => feed(q, 8),
                     b'f' => feed(q, 12),
                     b'n' => feed(q, b'\n'),
                     b'r' => feed(q, b'\r'),
                     b't' => feed(q, b'\t'),
-                    b'u' => Some(S::U(q, 0)),
-                    _ => None,
-                },
+                    b'u' => e + 1,
+                    _ => 0,
+                };
                 // Only control characters need `\u00XX`; allowing it for them alone keeps the
                 // automaton small (each content state needs its own escape states).
-                S::U(q, k) => match (k, b) {
-                    (0 | 1, b'0') => Some(S::U(q, k + 1)),
-                    (2, b'0'..=b'1') => Some(S::UHi(q, b - b'0')),
-                    _ => None,
-                },
-                S::UHi(q, hi) => hex(b).and_then(|lo| feed(q, hi * 16 + lo)),
-                S::Closed => None,
-            },
-            |s| matches!(s, S::Closed),
-            "JSON string",
-            // Bytes that play a part in quoting and escapes each get a class; control bytes
-            // share one (never allowed raw); the others only go through `self`.
-            &refine(&self.classes, &{
-                let mut a = [0u8; 256];
-                for (b, x) in a.iter_mut().enumerate() {
-                    let b = b as u8;
-                    *x = if b < 0x20 {
-                        1
-                    } else if b"\"\\/bfnrtu".contains(&b) || b.is_ascii_hexdigit() {
-                        b
-                    } else {
-                        0
-                    };
-                }
-                a
-            }),
-        )
+                raw[cell(1)] = if b == b'0' { e + 2 } else { 0 };
+                raw[cell(2)] = if b == b'0' { e + 3 } else { 0 };
+                raw[cell(3)] = match b {
+                    b'0' => e + 4,
+                    b'1' => e + 5,
+                    _ => 0,
+                };
+                raw[cell(4)] = hex(b).map_or(0, |lo| feed(q, lo));
+                raw[cell(5)] = hex(b).map_or(0, |lo| feed(q, 16 + lo));
+            }
+        }
+        let mut acc = vec![false; n];
+        acc[2] = true;
+        Ok(Dfa::from_raw(&raw, k, &class_of, &acc, n, 1))
+    }
+
+    /// One byte of each class that has a byte for which `keep` holds.
+    pub(crate) fn class_reps(&self, keep: impl Fn(u8) -> bool) -> Vec<u8> {
+        let mut seen = vec![false; self.stride];
+        let mut reps = Vec::new();
+        for b in 0..=255u8 {
+            let c = self.classes[b as usize] as usize;
+            if keep(b) && !seen[c] {
+                seen[c] = true;
+                reps.push(b);
+            }
+        }
+        reps
     }
 
     /// The state after reading `b` in state `s`.
@@ -586,5 +690,119 @@ mod tests {
         assert!(m.matches(b"a") && m.matches(b"abc") && !m.matches(b"ab"));
         let ne = Dfa::from_regex("a*").unwrap().without_empty().unwrap();
         assert!(!ne.matches(b"") && ne.matches(b"aa"));
+    }
+
+    /// The JSON string encoding as it was first written: explored state by state from an enum.
+    /// The direct construction must accept exactly the same strings.
+    fn json_string_reference(content: &Dfa) -> Dfa {
+        #[derive(Clone, Hash, PartialEq, Eq)]
+        enum S {
+            Open,
+            In(u32),
+            Esc(u32),
+            U(u32, u8),
+            UHi(u32, u8),
+            Closed,
+        }
+        let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+        let feed = |q: u32, b: u8| {
+            let t = content.next(q, b);
+            (t != DEAD).then_some(S::In(t))
+        };
+        Dfa::explore(
+            S::Open,
+            |s, b| match *s {
+                S::Open => (b == b'"').then_some(S::In(content.start)),
+                S::In(q) => match b {
+                    b'"' => content.is_accept(q).then_some(S::Closed),
+                    b'\\' => Some(S::Esc(q)),
+                    0..=0x1f => None,
+                    _ => feed(q, b),
+                },
+                S::Esc(q) => match b {
+                    b'"' | b'\\' | b'/' => feed(q, b),
+                    b'b' => feed(q, 8),
+                    b'f' => feed(q, 12),
+                    b'n' => feed(q, b'\n'),
+                    b'r' => feed(q, b'\r'),
+                    b't' => feed(q, b'\t'),
+                    b'u' => Some(S::U(q, 0)),
+                    _ => None,
+                },
+                S::U(q, k) => match (k, b) {
+                    (0 | 1, b'0') => Some(S::U(q, k + 1)),
+                    (2, b'0'..=b'1') => Some(S::UHi(q, b - b'0')),
+                    _ => None,
+                },
+                S::UHi(q, hi) => hex(b).and_then(|lo| feed(q, hi * 16 + lo)),
+                S::Closed => None,
+            },
+            |s| matches!(s, S::Closed),
+            "JSON string",
+            &IDENTITY,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn direct_json_string_matches_the_explored_one() {
+        // Bytes that matter to the encoding, plus a two-byte character and a stray
+        // continuation byte.
+        let alphabet: &[u8] = b"\"\\/bfnrtu0019aAz \n\xc3\xa9\x80";
+        let contents = [
+            Dfa::any_string().clone(),
+            Dfa::char_count(0, Some(3)).unwrap(),
+            Dfa::from_regex("a\"b|\\\\|[\\x00-\\x1f]z|\\n/").unwrap(),
+            Dfa::from_regex("[a-z]{2}").unwrap(),
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for content in &contents {
+            let (fast, slow) = (
+                content.json_string().unwrap(),
+                json_string_reference(content),
+            );
+            let mut agreed_accepts = 0;
+            for _ in 0..20_000 {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let len = (seed >> 60) as usize;
+                let mut text = vec![b'"'];
+                for i in 0..len {
+                    let r = (seed >> (i * 4 % 56)) as usize ^ (i * 7);
+                    text.push(alphabet[r % alphabet.len()]);
+                }
+                if seed >> 59 & 1 == 1 {
+                    text.push(b'"');
+                }
+                assert_eq!(fast.matches(&text), slow.matches(&text), "{text:?}");
+                agreed_accepts += fast.matches(&text) as usize;
+            }
+            // Hand-picked members, so that acceptance is exercised and not only refusal.
+            for text in [
+                &br#""""#[..],
+                br#""ab""#,
+                br#""a\"b""#,
+                br#""\\""#,
+                br#""\u001fz""#,
+            ] {
+                assert_eq!(fast.matches(text), slow.matches(text), "{text:?}");
+                agreed_accepts += fast.matches(text) as usize;
+            }
+            assert!(agreed_accepts > 0);
+        }
+    }
+
+    #[test]
+    fn direct_literals() {
+        let d = Dfa::literal(b"a\"a");
+        assert!(d.matches(b"a\"a"));
+        assert!(
+            !d.matches(b"a\"") && !d.matches(b"a\"aa") && !d.matches(b"") && !d.matches(b"b\"a")
+        );
+        // Every byte value once: the fallback with one class per byte.
+        let all: Vec<u8> = (0..=255u8).collect();
+        let d = Dfa::literal(&all);
+        assert!(d.matches(&all) && !d.matches(&all[..255]) && !d.matches(&all[1..]));
     }
 }

@@ -11,7 +11,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex};
 
 use crate::dfa::{Dfa, DEAD};
-use crate::vocab::TokenVocab;
+use crate::vocab::{TokenVocab, CATEGORIES};
 use crate::Error;
 
 /// A grammar symbol while building.
@@ -29,7 +29,7 @@ pub(crate) struct GrammarBuilder {
     names: Vec<String>,
     rules: Vec<(u32, Vec<Sym>)>,
     terminals: Vec<Dfa>,
-    terminal_ids: HashMap<Dfa, u32>,
+    terminal_ids: FxMap<Dfa, u32>,
     regex_cache: HashMap<String, Sym>,
 }
 
@@ -233,9 +233,15 @@ pub(crate) struct TerminalMask {
 
 impl TerminalMask {
     /// Walks the token trie with `dfa` from state `start`.
+    ///
+    /// A subtree whose bytes all lie in one of the vocabulary's byte categories, below a node
+    /// where the automaton can read more bytes of that category than the subtree is high
+    /// without dying or accepting (`radii`), holds only tokens that stay inside the terminal
+    /// and no place where it may end: its tokens are taken at once, without visiting it.
     pub(crate) fn compute(
         vocab: &TokenVocab,
         dfa: &Dfa,
+        radii: &Radii,
         start: u32,
         with_exits: bool,
     ) -> TerminalMask {
@@ -252,6 +258,14 @@ impl TerminalMask {
             let node = trie[i];
             let s2 = dfa.next(cur, node.byte);
             if s2 != DEAD {
+                let below = vocab.below[i];
+                if below.height > 0 && radii.exceeds(s2, below.cats, below.height) {
+                    for &t in &vocab.trie_tokens[node.tok_start as usize..below.sub_end as usize] {
+                        inside[(t >> 6) as usize] |= 1 << (t & 63);
+                    }
+                    i = node.end as usize;
+                    continue;
+                }
                 vocab.mark_node(i, &mut inside);
                 if with_exits && dfa.is_accept(s2) && node.end as usize > i + 1 {
                     exits.push(i as u32);
@@ -263,6 +277,70 @@ impl TerminalMask {
             }
         }
         TerminalMask { inside, exits }
+    }
+}
+
+/// Per automaton state and byte category (`vocab::CATEGORIES`), the fewest bytes of that
+/// category after which the automaton is dead or accepting: 0 for dead and accepting states,
+/// 255 when no such bytes exist (distances of 255 and more are stored as 254, which only makes
+/// the walk skip less).
+#[derive(Debug)]
+pub(crate) struct Radii(Vec<[u8; CATEGORIES.len()]>);
+
+impl Radii {
+    /// Breadth-first search backwards from the dead and accepting states, one category at a
+    /// time, over the category's byte classes only.
+    pub(crate) fn compute(dfa: &Dfa) -> Radii {
+        let n = dfa.num_states();
+        let mut out = vec![[u8::MAX; CATEGORIES.len()]; n];
+        for (k, keep) in CATEGORIES.iter().enumerate() {
+            let reps = dfa.class_reps(keep);
+            let mut start = vec![0u32; n + 1];
+            for s in 1..n as u32 {
+                for &r in &reps {
+                    start[dfa.next(s, r) as usize + 1] += 1;
+                }
+            }
+            for x in 1..=n {
+                start[x] += start[x - 1];
+            }
+            let mut fill = start.clone();
+            let mut preds = vec![0u32; start[n] as usize];
+            for s in 1..n as u32 {
+                for &r in &reps {
+                    let t = dfa.next(s, r) as usize;
+                    preds[fill[t] as usize] = s;
+                    fill[t] += 1;
+                }
+            }
+            let mut queue: Vec<u32> = (0..n as u32)
+                .filter(|&s| s == DEAD || dfa.is_accept(s))
+                .collect();
+            for &s in &queue {
+                out[s as usize][k] = 0;
+            }
+            let mut head = 0;
+            while head < queue.len() {
+                let t = queue[head] as usize;
+                head += 1;
+                let d = out[t][k].saturating_add(1).min(254);
+                for &p in &preds[start[t] as usize..start[t + 1] as usize] {
+                    if out[p as usize][k] == u8::MAX {
+                        out[p as usize][k] = d;
+                        queue.push(p);
+                    }
+                }
+            }
+        }
+        Radii(out)
+    }
+
+    /// Whether, for some category in `cats`, state `s` reads more than `height` bytes of it
+    /// without dying or accepting.
+    #[inline]
+    pub(crate) fn exceeds(&self, s: u32, cats: u8, height: u8) -> bool {
+        let r = &self.0[s as usize];
+        (0..CATEGORIES.len()).any(|k| cats >> k & 1 == 1 && r[k] > height)
     }
 }
 
@@ -314,7 +392,14 @@ impl Hasher for FxHasher {
         self.0
     }
     fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
+        // Eight bytes at a time: slices of integers (automaton columns, tables) hash as bytes.
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+        for &b in chunks.remainder() {
             self.write_u64(b as u64);
         }
     }
@@ -330,6 +415,7 @@ impl Hasher for FxHasher {
 }
 
 type FxSet<K> = std::collections::HashSet<K, BuildHasherDefault<FxHasher>>;
+pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// The Earley chart: one set per byte read, kept as a stack so that a mask computation can push
 /// trial bytes and pop them again, and a rollback is a truncation.
@@ -564,5 +650,157 @@ impl Chart {
             }
         }
         self.truncate(base);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A vocabulary in which whole subtrees are words, numbers and runs of spaces (so that the
+    /// walk takes them at once) mixed with quotes, escapes and multi-byte characters.
+    fn vocab() -> TokenVocab {
+        let mut seed = 7u64;
+        let mut next = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize
+        };
+        let pieces: [&[u8]; 12] = [
+            b"a",
+            b"b",
+            b"z",
+            b"Q",
+            b"0",
+            b"7",
+            b" ",
+            b"\n",
+            b"\"",
+            b"\\",
+            b"\xc3\xa9",
+            b"-",
+        ];
+        let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        for _ in 0..3000 {
+            let len = 1 + next() % 9;
+            // Mostly one kind of piece per token, as in real vocabularies.
+            let kind = next() % pieces.len();
+            let tok: Vec<u8> = (0..len)
+                .flat_map(|_| {
+                    let p = if next() % 5 == 0 {
+                        next() % pieces.len()
+                    } else {
+                        kind
+                    };
+                    pieces[p].to_vec()
+                })
+                .collect();
+            tokens.push(tok);
+        }
+        tokens.push(Vec::new());
+        let eos = tokens.len() as u32 - 1;
+        TokenVocab::new(tokens, &[eos]).unwrap()
+    }
+
+    #[test]
+    fn subtree_summaries() {
+        let v = vocab();
+        for (i, node) in v.trie.iter().enumerate() {
+            // Visit the subtree node by node and compare with its summary.
+            let (mut height, mut cats, mut tokens) = (0u8, (1u8 << CATEGORIES.len()) - 1, vec![]);
+            let depth_of = |j: usize| {
+                let mut d = 0;
+                let mut k = 0;
+                while k != j {
+                    let mut c = k + 1;
+                    while v.trie[c].end as usize <= j {
+                        c = v.trie[c].end as usize;
+                    }
+                    k = c;
+                    d += 1;
+                }
+                d
+            };
+            let base = depth_of(i);
+            for j in i..node.end as usize {
+                let t = &v.trie[j];
+                tokens.extend_from_slice(&v.trie_tokens[t.tok_start as usize..t.tok_end as usize]);
+                if j > i {
+                    height = height.max((depth_of(j) - base) as u8);
+                    for (k, f) in CATEGORIES.iter().enumerate() {
+                        if !f(t.byte) {
+                            cats &= !(1 << k);
+                        }
+                    }
+                }
+            }
+            let b = v.below[i];
+            assert_eq!(b.height, height, "node {i}");
+            assert_eq!(b.cats, cats, "node {i}");
+            assert_eq!(
+                &v.trie_tokens[node.tok_start as usize..b.sub_end as usize],
+                &tokens[..],
+                "node {i}"
+            );
+            if i > 300 {
+                // The root's first children cover the interesting shapes; the depth search
+                // is quadratic, so stop early.
+                break;
+            }
+        }
+    }
+
+    #[test]
+    fn walks_that_skip_subtrees_are_exact() {
+        let v = vocab();
+        let dfas = [
+            Dfa::any_string().json_string().unwrap(),
+            Dfa::char_count(0, Some(12)).unwrap().json_string().unwrap(),
+            Dfa::from_regex("[a-z]{0,6}").unwrap(),
+            Dfa::from_regex("[0-9]+( +[a-z]+)?").unwrap(),
+            Dfa::from_regex("(?s:.){3,20}").unwrap(),
+        ];
+        let mut skipping_states = 0;
+        for d in &dfas {
+            let radii = Radii::compute(d);
+            for s in 1..d.num_states() as u32 {
+                let tm = TerminalMask::compute(&v, d, &radii, s, true);
+                let mut exits = Vec::new();
+                for t in 0..v.len() as u32 {
+                    let bytes = v.token_bytes(t).unwrap();
+                    let mut q = s;
+                    let alive = !bytes.is_empty()
+                        && bytes.iter().all(|&b| {
+                            q = d.next(q, b);
+                            q != DEAD
+                        });
+                    assert_eq!(
+                        tm.inside[t as usize / 64] >> (t % 64) & 1 == 1,
+                        alive,
+                        "state {s}, token {bytes:?}"
+                    );
+                }
+                // Exits: nodes with children whose path the automaton accepts.
+                let mut stack = vec![(v.trie[0].end, s)];
+                for i in 1..v.trie.len() {
+                    while stack.last().is_some_and(|&(e, _)| e as usize <= i) {
+                        stack.pop();
+                    }
+                    let q = stack.last().map_or(DEAD, |&(_, q)| q);
+                    let q2 = d.next(q, v.trie[i].byte);
+                    if q2 != DEAD && d.is_accept(q2) && v.trie[i].end as usize > i + 1 {
+                        exits.push(i as u32);
+                    }
+                    stack.push((v.trie[i].end, q2));
+                }
+                assert_eq!(tm.exits, exits, "state {s}");
+                skipping_states += (0..v.trie.len()).any(|i| {
+                    v.below[i].height > 0 && radii.exceeds(s, v.below[i].cats, v.below[i].height)
+                }) as usize;
+            }
+        }
+        // Some states must be able to take subtrees at once, or this test checks nothing new.
+        assert!(skipping_states > 10, "{skipping_states}");
     }
 }

@@ -6,15 +6,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::dfa::Dfa;
-use crate::grammar::TerminalMask;
+use crate::grammar::{FxMap, Radii, TerminalMask};
 use crate::Error;
 
 /// Terminal masks shared by every grammar built on one vocabulary: automata get a number the
 /// first time a grammar uses them, and masks are kept per (number, state).
 #[derive(Debug, Default)]
 pub(crate) struct SharedMasks {
-    ids: HashMap<Arc<Dfa>, u32>,
+    ids: FxMap<Arc<Dfa>, u32>,
     masks: HashMap<(u32, u32), Arc<TerminalMask>>,
+    /// Per automaton number, its radii (computed with its first mask).
+    radii: FxMap<u32, Arc<Radii>>,
     /// Words of mask memory held, to bound the cache.
     words: usize,
 }
@@ -35,6 +37,28 @@ pub(crate) struct TrieNode {
     pub(crate) tok_end: u32,
 }
 
+/// Byte sets that whole subtrees of a token trie often stay within (most tokens are words,
+/// numbers or runs of spaces). A walk skips a subtree whose bytes all lie in one of them when the
+/// automaton cannot die or accept within the subtree's height on those bytes.
+pub(crate) const CATEGORIES: [fn(u8) -> bool; 4] = [
+    // What a JSON string holds unescaped, in ASCII.
+    |b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\',
+    |b| b.is_ascii_alphanumeric(),
+    |b| b.is_ascii_digit(),
+    |b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'),
+];
+
+/// What lies below one trie node.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Below {
+    /// The longest path below the node, in bytes (0 for a leaf; at most 255).
+    pub(crate) height: u8,
+    /// Bit `k` is set when every byte on an edge below the node is in `CATEGORIES[k]`.
+    pub(crate) cats: u8,
+    /// The tokens ending at the node or below it are `trie_tokens[tok_start..sub_end]`.
+    pub(crate) sub_end: u32,
+}
+
 /// A vocabulary: token id to bytes, plus the end-of-generation tokens.
 ///
 /// Build it once per model and share it through an `Arc` between all constraints. Tokens with no
@@ -46,6 +70,8 @@ pub struct TokenVocab {
     /// Preorder trie; node 0 is the root (no byte).
     pub(crate) trie: Vec<TrieNode>,
     pub(crate) trie_tokens: Vec<u32>,
+    /// Per trie node, what lies below it, so that a walk can take a whole subtree at once.
+    pub(crate) below: Vec<Below>,
     shared: Arc<Mutex<SharedMasks>>,
     /// Identifies this vocabulary (and its clones, which share the cache) to grammars.
     serial: u64,
@@ -113,11 +139,13 @@ impl TokenVocab {
             trie[n].end = trie.len() as u32;
         }
         trie[0].end = trie.len() as u32;
+        let below = summarize(&trie);
         Ok(TokenVocab {
             tokens,
             eos,
             trie,
             trie_tokens,
+            below,
             shared: Arc::default(),
             serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
         })
@@ -219,7 +247,22 @@ impl TokenVocab {
         }
         // Computed outside the lock so that other threads are not held up; a race computes the
         // same mask twice, harmlessly.
-        let m = Arc::new(TerminalMask::compute(self, dfa, state, true));
+        let radii = self
+            .shared
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .radii
+            .get(&id)
+            .cloned();
+        let radii = match radii {
+            Some(r) => r,
+            None => {
+                let r = Arc::new(Radii::compute(dfa));
+                let mut g = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+                Arc::clone(g.radii.entry(id).or_insert(r))
+            }
+        };
+        let m = Arc::new(TerminalMask::compute(self, dfa, &radii, state, true));
         let mut g = self.shared.lock().unwrap_or_else(|p| p.into_inner());
         g.words += m.inside.len() + m.exits.len() / 2;
         if g.words > SHARED_WORDS {
@@ -237,6 +280,44 @@ impl TokenVocab {
             mask[(t >> 6) as usize] |= 1 << (t & 63);
         }
     }
+}
+
+/// Heights, byte categories and token ranges of every subtree of a preorder trie.
+fn summarize(trie: &[TrieNode]) -> Vec<Below> {
+    let mut cat_of = [0u8; 256];
+    for (b, c) in cat_of.iter_mut().enumerate() {
+        for (k, f) in CATEGORIES.iter().enumerate() {
+            if f(b as u8) {
+                *c |= 1 << k;
+            }
+        }
+    }
+    let mut below: Vec<Below> = trie
+        .iter()
+        .map(|n| Below {
+            height: 0,
+            cats: (1 << CATEGORIES.len()) - 1,
+            sub_end: n.tok_end,
+        })
+        .collect();
+    // Parents from a preorder pass, then children fold into parents in reverse preorder.
+    let mut parent = vec![0usize; trie.len()];
+    let mut stack: Vec<usize> = vec![0];
+    for (i, p) in parent.iter_mut().enumerate().skip(1) {
+        while stack.last().is_some_and(|&t| trie[t].end as usize <= i) {
+            stack.pop();
+        }
+        *p = *stack.last().unwrap_or(&0);
+        stack.push(i);
+    }
+    for i in (1..trie.len()).rev() {
+        let (c, p) = (below[i], parent[i]);
+        let b = &mut below[p];
+        b.height = b.height.max(c.height.saturating_add(1));
+        b.cats &= c.cats & cat_of[trie[i].byte as usize];
+        b.sub_end = b.sub_end.max(c.sub_end);
+    }
+    below
 }
 
 /// Decodes a GPT-2 byte-level token string (as stored in GGUF `tokenizer.ggml.tokens` and in
