@@ -10,54 +10,18 @@
 // criterion's macros define undocumented public functions.
 #![allow(missing_docs)]
 
-use std::path::PathBuf;
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_main, BenchmarkId, Criterion, Throughput};
 use nextok_constraints::{
-    compile_json_schema, decode_gpt2_byte_level, Constraint, GrammarConstraint, JsonOptions,
-    Percentiles, TokenVocab,
+    compile_json_schema, Constraint, GrammarConstraint, JsonOptions, Percentiles, TokenVocab,
 };
-use nextok_tokenizer::{BpeTokenizer, EncodeOptions, Tokenizer};
+use nextok_tokenizer::{EncodeOptions, Tokenizer};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
-
-fn model_path() -> PathBuf {
-    if let Ok(p) = std::env::var("NEXTOK_MODEL") {
-        return PathBuf::from(p);
-    }
-    let home = std::env::var("HOME").unwrap_or_default();
-    PathBuf::from(home).join(".cache/nextok/models/SmolLM2-135M-Instruct.Q4_1.gguf")
-}
-
-/// SmolLM2's tokenizer and its vocabulary as exact bytes (control tokens other than the end
-/// tokens get none).
-fn smollm2() -> (Vec<Vec<u8>>, BpeTokenizer) {
-    let path = model_path();
-    let file = nextok_gguf::GgufFile::open(&path).unwrap_or_else(|e| {
-        panic!(
-            "cannot open {} ({e}): run `cargo xtask fetch-model`",
-            path.display()
-        )
-    });
-    let tok = BpeTokenizer::from_gguf(&file).expect("tokenizer");
-    let md = file.metadata();
-    let tokens = md.get_str_array("tokenizer.ggml.tokens").expect("tokens");
-    let types = md.get_i32_array("tokenizer.ggml.token_type").ok();
-    let bytes = tokens
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            if types.is_some_and(|ty| ty.get(i) == Some(&3)) {
-                Vec::new()
-            } else {
-                decode_gpt2_byte_level(t).unwrap_or_default()
-            }
-        })
-        .collect();
-    (bytes, tok)
-}
 
 /// SmolLM2's vocabulary grown to 128,256 tokens with concatenations of two random tokens, so the
 /// trie has the shape of a larger real vocabulary.
@@ -219,7 +183,7 @@ fn report(name: &str, vocab: &Arc<TokenVocab>, tokens: &[u32]) {
 }
 
 fn bench(c: &mut Criterion) {
-    let (base, tok) = smollm2();
+    let (base, tok, _) = common::smollm2();
     let v49 = Arc::new(TokenVocab::new(base.clone(), &[0, 2, 4]).expect("vocab"));
     let v128 = Arc::new(TokenVocab::new(synthetic_128k(&base), &[0, 2, 4]).expect("vocab"));
     // SmolLM2's own tokenization; its ids mean the same in the 128k vocabulary, which only adds

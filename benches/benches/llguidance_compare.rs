@@ -1,0 +1,381 @@
+//! nextok's JSON Schema constraints side by side with llguidance's, on the same schemas, the same
+//! instances, SmolLM2's 49,152-token vocabulary, in one process.
+//!
+//! Run with
+//! `cargo bench -p nextok-benches --bench llguidance_compare`
+//! (needs the default model for its vocabulary and tokenizer: `cargo xtask fetch-model`; the
+//! JSON-Schema-Test-Suite is read from `../shared/conformance/json-schema-test-suite/draft2020-12`
+//! or from `$NEXTOK_SUITE`).
+//!
+//! What it measures, for both engines alike:
+//! - compile to first mask: the schema compiled into a fresh constraint (nextok:
+//!   `compile_json_schema` and `GrammarConstraint::new`; llguidance: `create_parser` on one
+//!   `ParserFactory` and `Matcher::new`) and its first mask, once per schema, each engine's
+//!   vocabulary-wide caches shared across schemas as a server would share them;
+//! - per mask: every mask while forcing each valid instance (compact JSON, SmolLM2's own
+//!   tokenization) token by token through a fresh constraint of the compiled schema, the mask
+//!   after the last token included. An instance counts only when both engines allow every one of
+//!   its tokens, so both are timed at the same positions.
+//!
+//! Both are set to compact JSON (llguidance: `"x-guidance": {"whitespace_flexible": false}`), and
+//! a schema counts only when both compile it. The nested schema of the `constraints` bench is
+//! walked 50 times with its document on top of the suite (first walk cold, the rest warm).
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use llguidance::api::TopLevelGrammar;
+use llguidance::toktrie::{ApproximateTokEnv, TokEnv, TokRxInfo, TokTrie};
+use llguidance::{Matcher, ParserFactory};
+use nextok_constraints::{
+    compile_json_schema, Constraint, Grammar, GrammarConstraint, JsonOptions, Percentiles,
+    TokenVocab,
+};
+use nextok_tokenizer::{BpeTokenizer, EncodeOptions, Tokenizer};
+use serde_json::Value;
+
+/// SmolLM2's end tokens: `<|endoftext|>`, `<|im_end|>` and the `<repo_name>` control token the
+/// constraints bench also ends on.
+const EOS: [u32; 3] = [0, 2, 4];
+
+/// The nested schema and document of the `constraints` bench.
+const SCHEMA: &str = r#"{
+  "type": "object",
+  "properties": {
+    "id": {"type": "string", "pattern": "^[a-z]{3}-[0-9]{4}$"},
+    "name": {"type": "string", "maxLength": 60},
+    "status": {"enum": ["active", "inactive", "pending"]},
+    "score": {"type": "number", "minimum": 0, "maximum": 100},
+    "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
+    "owner": {
+      "type": "object",
+      "properties": {"email": {"type": "string", "format": "email"}, "age": {"type": "integer", "minimum": 0}},
+      "required": ["email"],
+      "additionalProperties": false
+    },
+    "items": {
+      "type": "array",
+      "items": {
+        "type": "object",
+        "properties": {"sku": {"type": "string", "pattern": "^[A-Z]{2}[0-9]+$"}, "qty": {"type": "integer", "minimum": 1}},
+        "required": ["sku", "qty"],
+        "additionalProperties": false
+      }
+    }
+  },
+  "required": ["id", "name", "status", "items"],
+  "additionalProperties": false
+}"#;
+
+const DOCUMENT: &str = r#"{"id":"abc-1234","name":"Widget order for the spring catalogue, second batch","status":"pending","score":87.5,"tags":["red","blue","sale"],"owner":{"email":"jane.doe@example.com","age":42},"items":[{"sku":"AB123","qty":2},{"sku":"CD9","qty":10}]}"#;
+
+fn suite_dir() -> PathBuf {
+    if let Ok(p) = std::env::var("NEXTOK_SUITE") {
+        return PathBuf::from(p);
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/conformance/json-schema-test-suite/draft2020-12")
+}
+
+/// llguidance's tokenizer environment over the same token bytes. Control tokens get llguidance's
+/// marker byte 0xFF before their name, as its own tokenizer loaders do, so that no grammar allows
+/// them as text.
+fn llg_env(bytes: &[Vec<u8>], names: &[String]) -> TokEnv {
+    let words: Vec<Vec<u8>> = bytes
+        .iter()
+        .zip(names)
+        .map(|(b, n)| {
+            if b.is_empty() {
+                [&[0xFFu8][..], n.as_bytes()].concat()
+            } else {
+                b.clone()
+            }
+        })
+        .collect();
+    let info = TokRxInfo::new(words.len() as u32, EOS[1]);
+    Arc::new(ApproximateTokEnv::new(TokTrie::from(&info, &words)))
+}
+
+/// Timings of one engine.
+#[derive(Default)]
+struct Times {
+    compile_ms: Vec<f64>,
+    mask_us: Vec<f64>,
+}
+
+/// One schema compiled by both engines.
+struct Both {
+    grammar: Arc<Grammar>,
+    llg: Matcher,
+}
+
+/// Which engines compiled a schema.
+struct Compiled {
+    ours: bool,
+    theirs: bool,
+    both: Option<Both>,
+}
+
+fn compile_both(
+    schema: &Value,
+    vocab: &Arc<TokenVocab>,
+    factory: &ParserFactory,
+    ours: &mut Times,
+    theirs: &mut Times,
+) -> Compiled {
+    let mut mask = vocab.empty_mask();
+    let t0 = Instant::now();
+    let grammar = compile_json_schema(schema, &JsonOptions::default())
+        .ok()
+        .and_then(|g| {
+            let mut c = GrammarConstraint::new(Arc::clone(&g), vocab);
+            c.fill_mask(&mut mask).ok().map(|_| g)
+        });
+    let ours_ms = t0.elapsed().as_secs_f64() * 1e3;
+
+    let mut with_options = schema.clone();
+    match &mut with_options {
+        Value::Object(m) => {
+            m.insert(
+                "x-guidance".into(),
+                serde_json::json!({"whitespace_flexible": false}),
+            );
+        }
+        // A boolean schema has no room for options: `true` is the empty object.
+        Value::Bool(true) => {
+            with_options = serde_json::json!({"x-guidance": {"whitespace_flexible": false}})
+        }
+        _ => {}
+    }
+    let t0 = Instant::now();
+    let llg = factory
+        .create_parser(TopLevelGrammar::from_json_schema(with_options))
+        .ok()
+        .and_then(|p| {
+            let mut m = Matcher::new(Ok(p));
+            m.compute_mask().ok().map(|_| m)
+        })
+        .filter(|m| !m.is_error());
+    let theirs_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let out = Compiled {
+        ours: grammar.is_some(),
+        theirs: llg.is_some(),
+        both: None,
+    };
+    match (grammar, llg) {
+        (Some(grammar), Some(llg)) => {
+            ours.compile_ms.push(ours_ms);
+            theirs.compile_ms.push(theirs_ms);
+            Compiled {
+                both: Some(Both { grammar, llg }),
+                ..out
+            }
+        }
+        _ => out,
+    }
+}
+
+/// Which engines allowed every token of an instance.
+struct Walked {
+    ours: bool,
+    theirs: bool,
+}
+
+/// Forces `tokens` through both engines, timing every mask, the mask after the last token
+/// included. The timings are kept only when both allowed every token.
+fn walk_both(
+    both: &Both,
+    vocab: &Arc<TokenVocab>,
+    tokens: &[u32],
+    ours: &mut Times,
+    theirs: &mut Times,
+) -> Walked {
+    let mut c = GrammarConstraint::new(Arc::clone(&both.grammar), vocab);
+    let mut mask = vocab.empty_mask();
+    let mut ours_us = Vec::with_capacity(tokens.len() + 1);
+    let mut ours_ok = true;
+    for i in 0..=tokens.len() {
+        let t0 = Instant::now();
+        if c.fill_mask(&mut mask).is_err() {
+            ours_ok = false;
+            break;
+        }
+        ours_us.push(t0.elapsed().as_secs_f64() * 1e6);
+        let Some(&t) = tokens.get(i) else { break };
+        if mask[t as usize / 64] >> (t % 64) & 1 == 0 || c.advance(t).is_err() {
+            ours_ok = false;
+            break;
+        }
+    }
+    let mut m = both.llg.deep_clone();
+    let mut theirs_us = Vec::with_capacity(tokens.len() + 1);
+    let mut theirs_ok = true;
+    for i in 0..=tokens.len() {
+        let t0 = Instant::now();
+        // The generation loop's call: once the grammar can only end, the mask is the end token.
+        let Ok(lm) = m.compute_mask_or_eos() else {
+            theirs_ok = false;
+            break;
+        };
+        theirs_us.push(t0.elapsed().as_secs_f64() * 1e6);
+        let Some(&t) = tokens.get(i) else { break };
+        if !lm.is_allowed(t) || m.consume_token(t).is_err() {
+            theirs_ok = false;
+            break;
+        }
+    }
+    if ours_ok && theirs_ok {
+        ours.mask_us.extend(ours_us);
+        theirs.mask_us.extend(theirs_us);
+    }
+    Walked {
+        ours: ours_ok,
+        theirs: theirs_ok,
+    }
+}
+
+fn row(what: &str, unit: &str, ours: &mut [f64], theirs: &mut [f64]) {
+    let (a, b) = (Percentiles::of(ours), Percentiles::of(theirs));
+    let prec = if unit == "ms" { 3 } else { 2 };
+    println!(
+        "| {what} ({unit}) | {:.prec$} / {:.prec$} / {:.prec$} | {:.prec$} / {:.prec$} / {:.prec$} |",
+        a.median, a.p99, a.max, b.median, b.p99, b.max
+    );
+}
+
+fn table(title: &str, ours: &mut Times, theirs: &mut Times) {
+    println!("\n{title}");
+    println!("| median / p99 / max | nextok | llguidance |");
+    println!("|---|---|---|");
+    row(
+        &format!("compile to first mask, {} schemas", ours.compile_ms.len()),
+        "ms",
+        &mut ours.compile_ms,
+        &mut theirs.compile_ms,
+    );
+    row(
+        &format!("per mask, {} masks", ours.mask_us.len()),
+        "us",
+        &mut ours.mask_us,
+        &mut theirs.mask_us,
+    );
+}
+
+fn encode(tok: &BpeTokenizer, text: &str) -> Option<Vec<u32>> {
+    tok.encode(text, EncodeOptions::plain()).ok()
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter argument that is not ours is ignored.
+    let (bytes, tok, names) = common::smollm2();
+    let vocab = Arc::new(TokenVocab::new(bytes.clone(), &EOS).expect("vocab"));
+    let env = llg_env(&bytes, &names);
+    let mut factory = ParserFactory::new_simple(&env).expect("llguidance factory");
+    factory.quiet();
+
+    // The JSON-Schema-Test-Suite.
+    let dir = suite_dir();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("cannot read {} ({e})", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let (mut ours, mut theirs) = (Times::default(), Times::default());
+    let (mut groups, mut compiled, mut instances, mut walked) = (0, 0, 0, 0);
+    let (mut ours_compiled, mut theirs_compiled) = (0, 0);
+    let (mut ours_refused, mut theirs_refused) = (0, 0);
+    for f in &files {
+        let text = std::fs::read_to_string(f).expect("suite file");
+        let Ok(Value::Array(file_groups)) = serde_json::from_str::<Value>(&text) else {
+            continue;
+        };
+        for g in &file_groups {
+            let (Some(schema), Some(Value::Array(tests))) = (g.get("schema"), g.get("tests"))
+            else {
+                continue;
+            };
+            groups += 1;
+            let c = compile_both(schema, &vocab, &factory, &mut ours, &mut theirs);
+            ours_compiled += c.ours as usize;
+            theirs_compiled += c.theirs as usize;
+            let Some(both) = c.both else {
+                continue;
+            };
+            compiled += 1;
+            for t in tests {
+                if t.get("valid") != Some(&Value::Bool(true)) {
+                    continue;
+                }
+                let Some(data) = t.get("data") else { continue };
+                let Ok(text) = serde_json::to_string(data) else {
+                    continue;
+                };
+                let Some(tokens) = encode(&tok, &text) else {
+                    continue;
+                };
+                instances += 1;
+                let w = walk_both(&both, &vocab, &tokens, &mut ours, &mut theirs);
+                walked += (w.ours && w.theirs) as usize;
+                ours_refused += !w.ours as usize;
+                theirs_refused += !w.theirs as usize;
+            }
+        }
+    }
+    println!(
+        "JSON-Schema-Test-Suite draft 2020-12 ({}): {groups} schemas; nextok compiles \
+         {ours_compiled}, llguidance {theirs_compiled}, both {compiled}; {instances} valid \
+         instances of those: nextok refuses {ours_refused}, llguidance {theirs_refused}, \
+         {walked} accepted by both and timed",
+        dir.display()
+    );
+    table(
+        "JSON-Schema-Test-Suite, SmolLM2 49,152 tokens",
+        &mut ours,
+        &mut theirs,
+    );
+
+    // The nested schema of the constraints bench, walked 50 times.
+    let schema: Value = serde_json::from_str(SCHEMA).expect("schema");
+    let tokens = encode(&tok, DOCUMENT).expect("document");
+    let (mut ours, mut theirs) = (Times::default(), Times::default());
+    let both = compile_both(&schema, &vocab, &factory, &mut ours, &mut theirs)
+        .both
+        .expect("both engines compile the nested schema");
+    for _ in 0..29 {
+        compile_both(&schema, &vocab, &factory, &mut ours, &mut theirs);
+    }
+    let (mut cold_ours, mut cold_theirs) = (Times::default(), Times::default());
+    let w = walk_both(&both, &vocab, &tokens, &mut cold_ours, &mut cold_theirs);
+    assert!(w.ours && w.theirs, "both engines accept the document");
+    for _ in 0..50 {
+        walk_both(&both, &vocab, &tokens, &mut ours, &mut theirs);
+    }
+    println!(
+        "\nNested schema of the constraints bench: document of {} tokens",
+        tokens.len()
+    );
+    println!("| median / p99 / max | nextok | llguidance |");
+    println!("|---|---|---|");
+    row(
+        "compile to first mask, 30 times",
+        "ms",
+        &mut ours.compile_ms,
+        &mut theirs.compile_ms,
+    );
+    row(
+        "per mask, first walk",
+        "us",
+        &mut cold_ours.mask_us,
+        &mut cold_theirs.mask_us,
+    );
+    row(
+        "per mask, 50 more walks",
+        "us",
+        &mut ours.mask_us,
+        &mut theirs.mask_us,
+    );
+}
