@@ -3,8 +3,11 @@
 //!
 //! ```text
 //! cargo run --release -p nextok-cuda --example bench -- [--device cpu|cuda] [--model PATH]
-//!     [--threads N] [--bandwidth-gbs 4800] [--decode 128] [--reps 3]
+//!     [--threads N] [--bandwidth-gbs 4800] [--decode 128] [--reps 3] [--resident]
 //! ```
+//!
+//! `--resident` (CUDA only) runs the device-resident forward pass (`ResidentModel`: KV cache and
+//! every layer on the GPU) instead of the model crate's forward pass over the CUDA backend.
 //!
 //! Without `--model` the model is a seeded random one of SmolLM2-135M's shape and type (30
 //! layers, d_model 576, 9 heads of 64, 3 KV heads, feed-forward 1536, vocabulary 49,152, Q4_1,
@@ -25,6 +28,7 @@ struct Args {
     bandwidth_gbs: f64,
     decode: usize,
     reps: usize,
+    resident: bool,
 }
 
 fn parse() -> Result<Args, String> {
@@ -35,6 +39,7 @@ fn parse() -> Result<Args, String> {
         bandwidth_gbs: 4800.0,
         decode: 128,
         reps: 3,
+        resident: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -46,11 +51,15 @@ fn parse() -> Result<Args, String> {
             "--bandwidth-gbs" => a.bandwidth_gbs = value()?.parse().map_err(|e| format!("{e}"))?,
             "--decode" => a.decode = value()?.parse().map_err(|e| format!("{e}"))?,
             "--reps" => a.reps = value()?.parse().map_err(|e| format!("{e}"))?,
+            "--resident" => a.resident = true,
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
     Ok(a)
 }
+
+/// One forward call of the path being measured: `(fresh sequence?, new tokens) -> last logits`.
+type Step<'a> = Box<dyn FnMut(bool, &[u32]) -> Result<Vec<f32>, Box<dyn std::error::Error>> + 'a>;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -92,62 +101,81 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let bytes_per_token = weight_bytes_per_token(&file);
     let model = LlamaModel::from_gguf(file, LoadOptions::default())?;
-    let backend: Box<dyn Backend> = match a.device.as_str() {
-        "cpu" => Box::new(match a.threads {
-            Some(n) => CpuBackend::new(n),
-            None => CpuBackend::all_cores(),
-        }),
-        "cuda" => Box::new(nextok_cuda::CudaBackend::new(0)?),
-        d => return Err(format!("unknown device {d}").into()),
-    };
     let vocab = model.config().vocab as u32;
     let tokens =
         |n: usize| -> Vec<u32> { (0..n as u32).map(|i| (i * 7919 + 13) % vocab).collect() };
-    let run = |cache: &mut nextok_kv_cache::KvCache, ids: &[u32]| {
-        model.forward(
-            backend.as_ref(),
-            &mut [Sequence {
-                cache,
-                tokens: ids,
-                logits: Logits::Last,
-            }],
-        )
+    // One forward call of the chosen path: a fresh sequence (`None`) or the current one.
+    let mut path: Step<'_> = if a.resident {
+        let gpu = nextok_cuda::CudaBackend::new(0)?;
+        let resident = nextok_cuda::ResidentModel::new(&gpu, &model)?;
+        let capacity = 1024.min(model.config().context);
+        let mut cache = resident.new_cache(capacity)?;
+        Box::new(move |fresh, ids| {
+            if fresh {
+                cache.truncate(0);
+            }
+            Ok(resident.forward(&mut cache, ids)?)
+        })
+    } else {
+        let backend: Box<dyn Backend> = match a.device.as_str() {
+            "cpu" => Box::new(match a.threads {
+                Some(n) => CpuBackend::new(n),
+                None => CpuBackend::all_cores(),
+            }),
+            "cuda" => Box::new(nextok_cuda::CudaBackend::new(0)?),
+            d => return Err(format!("unknown device {d}").into()),
+        };
+        let model = &model;
+        let mut cache = model.new_cache(KvType::F32);
+        Box::new(move |fresh, ids| {
+            if fresh {
+                cache = model.new_cache(KvType::F32);
+            }
+            let out = model.forward(
+                backend.as_ref(),
+                &mut [Sequence {
+                    cache: &mut cache,
+                    tokens: ids,
+                    logits: Logits::Last,
+                }],
+            )?;
+            Ok(out.into_iter().next().unwrap_or_default())
+        })
     };
     // Warm-up: on the GPU this uploads every weight matrix once.
-    run(&mut model.new_cache(KvType::F32), &tokens(8))?;
+    path(true, &tokens(8))?;
 
     let mut prefill = serde_like::Object::new();
     for n in [128usize, 512] {
         let ids = tokens(n);
         let mut rates = Vec::new();
         for _ in 0..a.reps {
-            let mut cache = model.new_cache(KvType::F32);
             let t = Instant::now();
-            run(&mut cache, &ids)?;
+            path(true, &ids)?;
             rates.push(n as f64 / t.elapsed().as_secs_f64());
         }
         prefill.push(&n.to_string(), median(rates));
     }
     let (mut decode, mut ttft) = (Vec::new(), Vec::new());
     for _ in 0..a.reps {
-        let mut cache = model.new_cache(KvType::F32);
         let t = Instant::now();
-        let mut logits = run(&mut cache, &tokens(16))?;
+        let mut logits = path(true, &tokens(16))?;
         ttft.push(t.elapsed().as_secs_f64() * 1e3);
         let t = Instant::now();
         for _ in 0..a.decode {
-            let l = &logits[0];
+            let l = &logits;
             let next = (0..l.len()).fold(0, |b, i| if l[i] > l[b] { i } else { b }) as u32;
-            logits = run(&mut cache, &[next])?;
+            logits = path(false, &[next])?;
         }
         decode.push(a.decode as f64 / t.elapsed().as_secs_f64());
     }
     let limit = a.bandwidth_gbs * 1e9 / bytes_per_token as f64;
     println!(
-        "{{\"device\": \"{}\", \"model\": \"{}\", \"prefill_tok_s\": {}, \"decode_tok_s\": {:.1}, \
+        "{{\"device\": \"{}{}\", \"model\": \"{}\", \"prefill_tok_s\": {}, \"decode_tok_s\": {:.1}, \
          \"ttft_ms\": {:.2}, \"weight_bytes_per_token\": {}, \"bandwidth_gbs\": {}, \
          \"decode_limit_tok_s\": {:.0}}}",
         a.device,
+        if a.resident { " (resident)" } else { "" },
         name,
         prefill.finish(),
         median(decode),

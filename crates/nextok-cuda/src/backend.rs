@@ -1,13 +1,16 @@
 //! [`CudaBackend`]: the model crate's compute backend on one NVIDIA GPU.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig,
+    PushKernelArg,
 };
 use nextok_gguf::{dequant, GgmlType};
+use nextok_kernels::Layout;
 use nextok_kv_cache::KvCache;
 use nextok_model::{Backend, Mask, QMatrix};
 
@@ -99,7 +102,7 @@ pub fn compile_ptx() -> Result<String, Error> {
 
 /// How a weight matrix is stored on the device, and so which kernel reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Layout {
+enum DeviceLayout {
     /// The file's own blocks.
     Q4_0,
     Q4_1,
@@ -112,9 +115,11 @@ enum Layout {
 }
 
 /// A weight matrix held in device memory.
-struct DeviceMatrix {
-    layout: Layout,
+pub(crate) struct DeviceMatrix {
+    layout: DeviceLayout,
     bytes: CudaSlice<u8>,
+    pub(crate) rows: usize,
+    pub(crate) cols: usize,
     /// The first and last bytes of the host matrix it was made from.
     fingerprint: Vec<u8>,
 }
@@ -124,6 +129,7 @@ struct DeviceMatrix {
 struct WeightKey {
     addr: usize,
     len: usize,
+    layout: Layout,
     ty: GgmlType,
     rows: usize,
     cols: usize,
@@ -137,10 +143,10 @@ fn fingerprint(data: &[u8]) -> Vec<u8> {
 }
 
 /// A device buffer of f32 that grows (and never shrinks) to what a call needs.
-struct Buffer(CudaSlice<f32>);
+pub(crate) struct Buffer(pub(crate) CudaSlice<f32>);
 
 impl Buffer {
-    fn new(stream: &Arc<CudaStream>) -> Result<Self, Error> {
+    pub(crate) fn new(stream: &Arc<CudaStream>) -> Result<Self, Error> {
         let b = stream
             .alloc_zeros::<f32>(1)
             .map_err(|e| Error::driver("allocate a buffer", e))?;
@@ -148,7 +154,7 @@ impl Buffer {
     }
 
     /// Makes room for `len` numbers.
-    fn ensure(&mut self, stream: &Arc<CudaStream>, len: usize) -> Result<(), Error> {
+    pub(crate) fn ensure(&mut self, stream: &Arc<CudaStream>, len: usize) -> Result<(), Error> {
         if self.0.len() < len {
             let size = len.next_power_of_two();
             let fresh = stream
@@ -162,7 +168,12 @@ impl Buffer {
     }
 
     /// Makes room for `host` and copies it in.
-    fn fill(&mut self, stream: &Arc<CudaStream>, host: &[f32], what: &str) -> Result<(), Error> {
+    pub(crate) fn fill(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        host: &[f32],
+        what: &str,
+    ) -> Result<(), Error> {
         self.ensure(stream, host.len())?;
         stream
             .memcpy_htod(host, &mut self.0)
@@ -185,7 +196,9 @@ struct State {
     host_values: Vec<f32>,
 }
 
-struct Kernels {
+/// The compiled kernels, one function each (see `kernels.cu`).
+#[derive(Clone)]
+pub(crate) struct Kernels {
     q4_0: CudaFunction,
     q4_1: CudaFunction,
     q8_0: CudaFunction,
@@ -193,6 +206,11 @@ struct Kernels {
     f16: CudaFunction,
     bf16: CudaFunction,
     attention: CudaFunction,
+    pub(crate) rms_norm: CudaFunction,
+    pub(crate) add_bias: CudaFunction,
+    pub(crate) add: CudaFunction,
+    pub(crate) silu_mul: CudaFunction,
+    pub(crate) rope: CudaFunction,
 }
 
 /// The compute backend on one NVIDIA GPU (see the crate documentation).
@@ -273,6 +291,11 @@ impl CudaBackend {
             f16: f("matmul_f16")?,
             bf16: f("matmul_bf16")?,
             attention: f("attention")?,
+            rms_norm: f("rms_norm")?,
+            add_bias: f("add_bias")?,
+            add: f("add")?,
+            silu_mul: f("silu_mul")?,
+            rope: f("rope")?,
         };
         let stream = ctx.default_stream();
         let state = State {
@@ -294,6 +317,11 @@ impl CudaBackend {
             kernels,
             state: Mutex::new(state),
         })
+    }
+
+    /// The stream every call runs on, and the kernels (for the device-resident forward pass).
+    pub(crate) fn parts(&self) -> (&Arc<CudaStream>, &Kernels) {
+        (&self.stream, &self.kernels)
     }
 
     /// The device's ordinal.
@@ -342,16 +370,6 @@ impl CudaBackend {
         tokens: usize,
         out: &mut [f32],
     ) -> Result<(), Error> {
-        let (rows, cols) = (w.rows, w.cols);
-        let too_big = |what: &str| Error::BadMatrix {
-            ty: w.ty,
-            rows,
-            cols,
-            reason: format!("{what} exceed the kernels' 32-bit indices"),
-        };
-        let rows_i = i32::try_from(rows).map_err(|_| too_big("rows"))?;
-        let cols_i = i32::try_from(cols).map_err(|_| too_big("columns"))?;
-        let tokens_i = i32::try_from(tokens).map_err(|_| too_big("token rows"))?;
         let stream = &self.stream;
         let mut guard = self.lock();
         let State {
@@ -364,41 +382,14 @@ impl CudaBackend {
         dx.fill(stream, x, "activations")?;
         dout.ensure(stream, out.len())?;
         let matrix = upload(stream, weights, weight_bytes, &w)?;
-        let (f, rows_per_block) = match matrix.layout {
-            Layout::Q4_0 => (&self.kernels.q4_0, ROWS_PER_BLOCK),
-            Layout::Q4_1 => (&self.kernels.q4_1, ROWS_PER_BLOCK),
-            Layout::Q8_0 => (&self.kernels.q8_0, ROWS_PER_BLOCK),
-            Layout::F32 => (&self.kernels.f32, 2 * ROWS_PER_BLOCK),
-            Layout::F16 => (&self.kernels.f16, 2 * ROWS_PER_BLOCK),
-            Layout::BF16 => (&self.kernels.bf16, 2 * ROWS_PER_BLOCK),
-        };
-        let grid_x = u32::try_from(rows.div_ceil(rows_per_block)).map_err(|_| too_big("rows"))?;
-        let tiles = tokens.div_ceil(TILE);
-        let mut tile0 = 0;
-        while tile0 < tiles {
-            let n = (tiles - tile0).min(MAX_TILES_PER_LAUNCH);
-            // At most `tokens`, which fits in an i32 (checked above).
-            let t_base = (tile0 * TILE) as i32;
-            let cfg = LaunchConfig {
-                grid_dim: (grid_x, n as u32, 1),
-                block_dim: (MATMUL_THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let mut args = stream.launch_builder(f);
-            args.arg(&matrix.bytes)
-                .arg(&dx.0)
-                .arg(&mut dout.0)
-                .arg(&rows_i)
-                .arg(&cols_i)
-                .arg(&tokens_i)
-                .arg(&t_base);
-            // SAFETY: the kernel's parameters are (u8*, f32*, f32*, int, int, int, int) as pushed;
-            // the weight buffer holds `rows` rows of `cols` numbers in `layout`, the activation
-            // buffer at least tokens × cols numbers and the output buffer tokens × rows (sized
-            // above), and the kernel touches nothing else.
-            unsafe { args.launch(cfg) }.map_err(|e| Error::driver("launch a weight product", e))?;
-            tile0 += n;
-        }
+        launch_matmul(
+            stream,
+            &self.kernels,
+            matrix,
+            &dx.0.as_view(),
+            &mut dout.0.as_view_mut(),
+            tokens,
+        )?;
         stream
             .memcpy_dtoh(&dout.0.slice(0..out.len()), out)
             .map_err(|e| Error::driver("copy the product out", e))?;
@@ -426,23 +417,6 @@ impl CudaBackend {
         let row_len = kv_heads * hd;
         let n_rows = q.len() / (heads * hd);
         let err = |e: Error| self.model_error(e);
-        let int = |v: usize, what: &'static str| {
-            i32::try_from(v).map_err(|_| {
-                err(Error::Driver {
-                    call: String::from("launch attention"),
-                    message: format!("{what} = {v} exceeds the kernel's 32-bit indices"),
-                })
-            })
-        };
-        let (heads_i, kv_heads_i, hd_i) = (
-            int(heads, "heads")?,
-            int(kv_heads, "kv heads")?,
-            int(hd, "head dim")?,
-        );
-        let (first_i, keys_i) = (int(first, "first position")?, int(keys, "keys")?);
-        int(n_rows * heads, "query rows × heads")?;
-        let causal_i = i32::from(causal);
-        let scale = 1.0 / (hd as f32).sqrt();
         let stream = &self.stream;
         let mut guard = self.lock();
         let State {
@@ -472,40 +446,23 @@ impl CudaBackend {
         dk.fill(stream, host_keys, "keys").map_err(err)?;
         dv.fill(stream, host_values, "values").map_err(err)?;
         dout.ensure(stream, out.len()).map_err(err)?;
-        // Rows per launch, so that the scores of one launch fit in MAX_SCORES.
-        let chunk = (MAX_SCORES / (heads * keys).max(1)).clamp(1, n_rows.max(1));
-        dscores.ensure(stream, chunk * heads * keys).map_err(err)?;
-        let mut row0 = 0;
-        while row0 < n_rows {
-            let n = chunk.min(n_rows - row0);
-            // Below n_rows, which fits in an i32 (checked above).
-            let row_base = row0 as i32;
-            let cfg = LaunchConfig {
-                grid_dim: ((n * heads) as u32, 1, 1),
-                block_dim: (ATTENTION_THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let mut args = stream.launch_builder(&self.kernels.attention);
-            args.arg(&dq.0)
-                .arg(&dk.0)
-                .arg(&dv.0)
-                .arg(&mut dout.0)
-                .arg(&mut dscores.0)
-                .arg(&row_base)
-                .arg(&heads_i)
-                .arg(&kv_heads_i)
-                .arg(&hd_i)
-                .arg(&first_i)
-                .arg(&causal_i)
-                .arg(&keys_i)
-                .arg(&scale);
-            // SAFETY: the parameters match the kernel's signature in order and type; the query
-            // and output buffers hold n_rows × heads × hd numbers, the key and value buffers
-            // `keys` rows of kv_heads × hd, the scores n × heads × keys; every row sees at most
-            // `keys` positions (checked by the caller), and heads is a multiple of kv_heads.
-            unsafe { args.launch(cfg) }.map_err(|e| err(Error::driver("launch attention", e)))?;
-            row0 += n;
-        }
+        launch_attention(
+            stream,
+            &self.kernels,
+            AttentionShape {
+                rows: n_rows,
+                heads,
+                kv_heads,
+                head_dim: hd,
+                first,
+                causal,
+                keys,
+            },
+            [&dq.0.as_view(), &dk.0.as_view(), &dv.0.as_view()],
+            &mut dout.0.as_view_mut(),
+            dscores,
+        )
+        .map_err(err)?;
         stream
             .memcpy_dtoh(&dout.0.slice(0..out.len()), out)
             .map_err(|e| err(Error::driver("copy attention out", e)))?;
@@ -514,6 +471,175 @@ impl CudaBackend {
             .map_err(|e| err(Error::driver("wait for attention", e)))?;
         Ok(())
     }
+}
+
+/// Launches the weight product `out = W x` for `tokens` rows of activations, all on the device.
+pub(crate) fn launch_matmul(
+    stream: &Arc<CudaStream>,
+    kernels: &Kernels,
+    matrix: &DeviceMatrix,
+    x: &CudaView<'_, f32>,
+    out: &mut CudaViewMut<'_, f32>,
+    tokens: usize,
+) -> Result<(), Error> {
+    let (rows, cols) = (matrix.rows, matrix.cols);
+    let bad = |reason: String| Error::Driver {
+        call: String::from("launch a weight product"),
+        message: reason,
+    };
+    if x.len() < tokens * cols || out.len() < tokens * rows {
+        return Err(bad(format!(
+            "buffers of {} and {} numbers for {tokens} × {cols} in and {tokens} × {rows} out",
+            x.len(),
+            out.len()
+        )));
+    }
+    let int = |v: usize, what: &str| {
+        i32::try_from(v).map_err(|_| bad(format!("{what} = {v} exceeds 32-bit indices")))
+    };
+    let (rows_i, cols_i, tokens_i) = (
+        int(rows, "rows")?,
+        int(cols, "columns")?,
+        int(tokens, "token rows")?,
+    );
+    let (f, rows_per_block) = match matrix.layout {
+        DeviceLayout::Q4_0 => (&kernels.q4_0, ROWS_PER_BLOCK),
+        DeviceLayout::Q4_1 => (&kernels.q4_1, ROWS_PER_BLOCK),
+        DeviceLayout::Q8_0 => (&kernels.q8_0, ROWS_PER_BLOCK),
+        DeviceLayout::F32 => (&kernels.f32, 2 * ROWS_PER_BLOCK),
+        DeviceLayout::F16 => (&kernels.f16, 2 * ROWS_PER_BLOCK),
+        DeviceLayout::BF16 => (&kernels.bf16, 2 * ROWS_PER_BLOCK),
+    };
+    // At most rows / 4 + 1, which fits: rows fits in an i32.
+    let grid_x = rows.div_ceil(rows_per_block) as u32;
+    let tiles = tokens.div_ceil(TILE);
+    let mut tile0 = 0;
+    while tile0 < tiles {
+        let n = (tiles - tile0).min(MAX_TILES_PER_LAUNCH);
+        // At most `tokens`, which fits in an i32 (checked above).
+        let t_base = (tile0 * TILE) as i32;
+        let cfg = LaunchConfig {
+            grid_dim: (grid_x, n as u32, 1),
+            block_dim: (MATMUL_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut args = stream.launch_builder(f);
+        args.arg(&matrix.bytes)
+            .arg(x)
+            .arg(&mut *out)
+            .arg(&rows_i)
+            .arg(&cols_i)
+            .arg(&tokens_i)
+            .arg(&t_base);
+        // SAFETY: the kernel's parameters are (u8*, f32*, f32*, int, int, int, int) as pushed;
+        // the weight buffer holds `rows` rows of `cols` numbers in `layout`, the activations at
+        // least tokens × cols numbers and the output tokens × rows (checked above), and the
+        // kernel touches nothing else.
+        unsafe { args.launch(cfg) }.map_err(|e| Error::driver("launch a weight product", e))?;
+        tile0 += n;
+    }
+    Ok(())
+}
+
+/// The shape of one attention call.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AttentionShape {
+    /// Query rows.
+    pub(crate) rows: usize,
+    pub(crate) heads: usize,
+    pub(crate) kv_heads: usize,
+    pub(crate) head_dim: usize,
+    /// The position of the first query row (causal mask).
+    pub(crate) first: usize,
+    pub(crate) causal: bool,
+    /// Key and value rows in the buffers that rows may see.
+    pub(crate) keys: usize,
+}
+
+/// Launches attention of `qkv[0]`'s rows over the key and value rows `qkv[1]`, `qkv[2]`
+/// (position after position, kv_heads × head_dim numbers each) into `out`, in chunks of rows
+/// whose scores fit in `scores` (grown to what a chunk needs, at most MAX_SCORES numbers).
+pub(crate) fn launch_attention(
+    stream: &Arc<CudaStream>,
+    kernels: &Kernels,
+    shape: AttentionShape,
+    qkv: [&CudaView<'_, f32>; 3],
+    out: &mut CudaViewMut<'_, f32>,
+    scores: &mut Buffer,
+) -> Result<(), Error> {
+    let AttentionShape {
+        rows,
+        heads,
+        kv_heads,
+        head_dim: hd,
+        first,
+        causal,
+        keys,
+    } = shape;
+    let bad = |reason: String| Error::Driver {
+        call: String::from("launch attention"),
+        message: reason,
+    };
+    let [q, k, v] = qkv;
+    let kv_len = keys * kv_heads * hd;
+    let last_seen = if causal { first + rows } else { keys };
+    if kv_heads == 0
+        || !heads.is_multiple_of(kv_heads)
+        || q.len() < rows * heads * hd
+        || out.len() < rows * heads * hd
+        || k.len() < kv_len
+        || v.len() < kv_len
+        || last_seen > keys
+    {
+        return Err(bad(format!("inconsistent shapes {shape:?}")));
+    }
+    let int = |v: usize, what: &str| {
+        i32::try_from(v).map_err(|_| bad(format!("{what} = {v} exceeds 32-bit indices")))
+    };
+    let (heads_i, kv_heads_i, hd_i) = (
+        int(heads, "heads")?,
+        int(kv_heads, "kv heads")?,
+        int(hd, "head dim")?,
+    );
+    let (first_i, keys_i) = (int(first, "first position")?, int(keys, "keys")?);
+    int(rows * heads, "query rows × heads")?;
+    let causal_i = i32::from(causal);
+    let scale = 1.0 / (hd as f32).sqrt();
+    // Rows per launch, so that the scores of one launch fit in MAX_SCORES.
+    let chunk = (MAX_SCORES / (heads * keys).max(1)).clamp(1, rows.max(1));
+    scores.ensure(stream, chunk * heads * keys)?;
+    let mut row0 = 0;
+    while row0 < rows {
+        let n = chunk.min(rows - row0);
+        // Below `rows`, which fits in an i32 (checked above).
+        let row_base = row0 as i32;
+        let cfg = LaunchConfig {
+            grid_dim: ((n * heads) as u32, 1, 1),
+            block_dim: (ATTENTION_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut args = stream.launch_builder(&kernels.attention);
+        args.arg(q)
+            .arg(k)
+            .arg(v)
+            .arg(&mut *out)
+            .arg(&mut scores.0)
+            .arg(&row_base)
+            .arg(&heads_i)
+            .arg(&kv_heads_i)
+            .arg(&hd_i)
+            .arg(&first_i)
+            .arg(&causal_i)
+            .arg(&keys_i)
+            .arg(&scale);
+        // SAFETY: the parameters match the kernel's signature in order and type; the query and
+        // output buffers hold rows × heads × hd numbers, the key and value buffers `keys` rows
+        // of kv_heads × hd, the scores n × heads × keys; every row sees at most `keys`
+        // positions, and heads is a multiple of kv_heads (all checked above).
+        unsafe { args.launch(cfg) }.map_err(|e| Error::driver("launch attention", e))?;
+        row0 += n;
+    }
+    Ok(())
 }
 
 /// Uploads `w` unless an identical matrix is already on the device, and returns it.
@@ -526,6 +652,7 @@ fn upload<'m>(
     let key = WeightKey {
         addr: w.data.as_ptr() as usize,
         len: w.data.len(),
+        layout: w.layout,
         ty: w.ty,
         rows: w.rows,
         cols: w.cols,
@@ -536,19 +663,9 @@ fn upload<'m>(
         if let Some(old) = weights.remove(&key) {
             *weight_bytes -= old.bytes.len() as u64;
         }
-        let (layout, host) = device_layout(w)?;
-        let bytes = stream
-            .clone_htod(&host[..])
-            .map_err(|e| Error::driver(format!("upload {} weight bytes", host.len()), e))?;
-        *weight_bytes += bytes.len() as u64;
-        weights.insert(
-            key,
-            DeviceMatrix {
-                layout,
-                bytes,
-                fingerprint: print,
-            },
-        );
+        let matrix = upload_matrix(stream, w, print)?;
+        *weight_bytes += matrix.bytes.len() as u64;
+        weights.insert(key, matrix);
     }
     weights.get(&key).ok_or_else(|| Error::Driver {
         call: String::from("upload"),
@@ -556,31 +673,69 @@ fn upload<'m>(
     })
 }
 
+/// Copies `w` to device memory in the layout of its kernel.
+pub(crate) fn upload_matrix(
+    stream: &Arc<CudaStream>,
+    w: &QMatrix<'_>,
+    fingerprint: Vec<u8>,
+) -> Result<DeviceMatrix, Error> {
+    let (layout, host) = device_layout(w)?;
+    let bytes = stream
+        .clone_htod(&host[..])
+        .map_err(|e| Error::driver(format!("upload {} weight bytes", host.len()), e))?;
+    Ok(DeviceMatrix {
+        layout,
+        bytes,
+        rows: w.rows,
+        cols: w.cols,
+        fingerprint,
+    })
+}
+
+impl DeviceMatrix {
+    /// Bytes of device memory.
+    pub(crate) fn device_bytes(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
 /// The bytes a matrix has on the device, and their layout: the file's own bytes for the types
 /// with a kernel, and the exact dequantised f32 numbers (as `nextok-gguf` computes them) for the
-/// others.
-fn device_layout<'a>(w: &QMatrix<'a>) -> Result<(Layout, std::borrow::Cow<'a, [u8]>), Error> {
-    use std::borrow::Cow;
+/// others. A matrix the CPU kernels hold in another layout (packed Q4_1) is turned back into the
+/// file's bytes first, exactly.
+fn device_layout<'a>(w: &QMatrix<'a>) -> Result<(DeviceLayout, Cow<'a, [u8]>), Error> {
+    let bad = |reason: String| Error::BadMatrix {
+        ty: w.ty,
+        rows: w.rows,
+        cols: w.cols,
+        reason,
+    };
+    let file_bytes: Cow<'a, [u8]> = if w.layout == Layout::Gguf {
+        Cow::Borrowed(w.data)
+    } else {
+        let rb = w.file_row_bytes();
+        let mut bytes = vec![0u8; w.rows * rb];
+        for (r, row) in bytes.chunks_exact_mut(rb.max(1)).enumerate() {
+            w.file_row(r, row).map_err(|e| bad(e.to_string()))?;
+        }
+        Cow::Owned(bytes)
+    };
     let layout = match w.ty {
-        GgmlType::Q4_0 => Layout::Q4_0,
-        GgmlType::Q4_1 => Layout::Q4_1,
-        GgmlType::Q8_0 => Layout::Q8_0,
-        GgmlType::F16 => Layout::F16,
-        GgmlType::BF16 => Layout::BF16,
-        GgmlType::F32 => Layout::F32,
+        GgmlType::Q4_0 => DeviceLayout::Q4_0,
+        GgmlType::Q4_1 => DeviceLayout::Q4_1,
+        GgmlType::Q8_0 => DeviceLayout::Q8_0,
+        GgmlType::F16 => DeviceLayout::F16,
+        GgmlType::BF16 => DeviceLayout::BF16,
+        GgmlType::F32 => DeviceLayout::F32,
         ty => {
             let mut numbers = vec![0.0f32; w.rows * w.cols];
-            dequant::dequantize_row(ty, w.data, &mut numbers).map_err(|e| Error::BadMatrix {
-                ty,
-                rows: w.rows,
-                cols: w.cols,
-                reason: e.to_string(),
-            })?;
+            dequant::dequantize_row(ty, &file_bytes, &mut numbers)
+                .map_err(|e| bad(e.to_string()))?;
             let bytes: Vec<u8> = numbers.iter().flat_map(|v| v.to_le_bytes()).collect();
-            return Ok((Layout::F32, Cow::Owned(bytes)));
+            return Ok((DeviceLayout::F32, Cow::Owned(bytes)));
         }
     };
-    Ok((layout, Cow::Borrowed(w.data)))
+    Ok((layout, file_bytes))
 }
 
 impl Backend for CudaBackend {
@@ -593,7 +748,7 @@ impl Backend for CudaBackend {
     ) -> Result<(), nextok_model::Error> {
         // The same checks, and errors, as the CPU kernels: the matrix's bytes fit its shape and
         // type, and the activations and output have their lengths.
-        nextok_kernels::QMat::new(w.ty, w.rows, w.cols, w.data)?;
+        w.kernel_matrix()?;
         if x.len() != tokens * w.cols {
             return Err(nextok_kernels::Error::BadLength {
                 what: "the activations",

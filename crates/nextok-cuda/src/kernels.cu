@@ -253,3 +253,74 @@ extern "C" __global__ void attention(const float* __restrict__ q, const float* _
         out[((size_t)i * heads + h) * hd + d] = acc * (1.0f / sum);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The rest of a decoder block, for the device-resident forward pass (`ResidentModel`): the same
+// formulas as the model crate's host code, one kernel each.
+
+#define ROW_THREADS 256
+
+// RMSNorm of row blockIdx.x of x (rows of d numbers): x / sqrt(mean(x^2) + eps) * w. The sum of
+// squares is in double, as on the host (there in order; here in a fixed tree, which changes the
+// double sum in its last bits and so the f32 result only in the rarest case of a tie).
+extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __restrict__ w,
+                                    float* __restrict__ out, int d, float eps) {
+    __shared__ double red[ROW_THREADS];
+    const float* row = x + (size_t)blockIdx.x * d;
+    float* dst = out + (size_t)blockIdx.x * d;
+    double ss = 0.0;
+    for (int i = threadIdx.x; i < d; i += ROW_THREADS) ss += (double)row[i] * (double)row[i];
+    red[threadIdx.x] = ss;
+    __syncthreads();
+    for (int width = ROW_THREADS / 2; width > 0; width >>= 1) {
+        if (threadIdx.x < width) red[threadIdx.x] += red[threadIdx.x + width];
+        __syncthreads();
+    }
+    const double scale = 1.0 / sqrt(red[0] / (double)d + (double)eps);
+    for (int i = threadIdx.x; i < d; i += ROW_THREADS) dst[i] = (float)((double)row[i] * scale) * w[i];
+}
+
+// x[r * width + i] += b[i] for every row r.
+extern "C" __global__ void add_bias(float* __restrict__ x, const float* __restrict__ b, int rows,
+                                    int width) {
+    const size_t n = (size_t)rows * width;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        x[i] += b[i % width];
+}
+
+// x[i] += y[i]: the residual connection.
+extern "C" __global__ void add(float* __restrict__ x, const float* __restrict__ y, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        x[i] += y[i];
+}
+
+// SwiGLU: g = g / (1 + exp(-g)) * u (the exponential in double, rounded once).
+extern "C" __global__ void silu_mul(float* __restrict__ g, const float* __restrict__ u, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const float v = g[i];
+        g[i] = v / (1.0f + (float)exp(-(double)v)) * u[i];
+    }
+}
+
+// Rotary embeddings of the first 2 * half numbers of every head of every row, with the host's
+// table of (cos, sin) pairs per row and frequency: pairs (2i, 2i + 1), or (i, i + half) when
+// `neox`. One thread per (row, head, i).
+extern "C" __global__ void rope(float* __restrict__ x, const float* __restrict__ cos_sin, int rows,
+                                int heads, int hd, int half, int neox) {
+    const size_t n = (size_t)rows * heads * half;
+    for (size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x; t < n;
+         t += (size_t)gridDim.x * blockDim.x) {
+        const int i = (int)(t % half);
+        const size_t rh = t / half;  // row * heads + head
+        const size_t r = rh / heads;
+        float* head = x + rh * hd;
+        const float co = cos_sin[(r * half + i) * 2];
+        const float s = cos_sin[(r * half + i) * 2 + 1];
+        const int a = neox ? i : 2 * i;
+        const int b = neox ? i + half : 2 * i + 1;
+        const float x0 = head[a], x1 = head[b];
+        head[a] = x0 * co - x1 * s;
+        head[b] = x0 * s + x1 * co;
+    }
+}

@@ -28,6 +28,11 @@
 //!   every call and the results copied back: the KV cache stays in host memory, where the model
 //!   crate keeps it. RMSNorm, rotary embeddings and the feed-forward activation run on the host,
 //!   as the model crate does them.
+//! - [`ResidentModel`] is the device-resident alternative for one sequence at a time: every
+//!   weight, the norms and a [`DeviceCache`] live in device memory, the whole layer stack runs
+//!   there, and a call copies in only the new tokens' embeddings and rotary table and copies out
+//!   only the last position's logits. It is not (yet) behind the facade's `--device cuda`, which
+//!   uses [`CudaBackend`] under the model crate's own forward pass.
 //!
 //! # Exactness
 //!
@@ -70,7 +75,9 @@
 mod backend;
 mod error;
 mod kernels;
+mod resident;
 
 pub use backend::{compile_ptx, driver_available, nvrtc_available, CudaBackend};
 pub use error::Error;
 pub use kernels::KERNEL_NAMES;
+pub use resident::{DeviceCache, ResidentModel};

@@ -8,13 +8,15 @@
 //!   kernels use the CPU kernels' operations in the CPU kernels' order;
 //! - attention: 1e-5 absolute (outputs are convex combinations of value rows of magnitude up to
 //!   about 1; the only step allowed to differ is the exponential, by its last bit);
-//! - end-to-end logits: 1e-3 absolute, and greedy continuations identical.
+//! - end-to-end logits: 1e-3 absolute, and greedy continuations identical, for the model's own
+//!   forward pass on the CUDA backend and for the device-resident one (`ResidentModel`).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use nextok_cuda::CudaBackend;
+use nextok_cuda::{CudaBackend, ResidentModel};
 use nextok_gguf::{GgmlType, GgufFile};
+use nextok_kernels::{Layout, QMat};
 use nextok_kv_cache::{CacheConfig, KvCache, KvType};
 use nextok_model::testing::RandomLlama;
 use nextok_model::{Backend, CpuBackend, LlamaModel, LoadOptions, Logits, Mask, QMatrix, Sequence};
@@ -104,21 +106,41 @@ fn weight_products_give_the_cpu_bits_for_every_type() {
                 .find(|t| t.name == name)
                 .expect("tensor present");
             let (cols, rows) = (info.dims[0] as usize, info.dims[1] as usize);
-            let w = QMatrix {
+            let data = file.view(info).data;
+            let file_layout = QMatrix {
                 ty,
                 rows,
                 cols,
-                data: file.view(info).data,
+                layout: Layout::Gguf,
+                data,
             };
-            for tokens in [1, 3, 8, 9, 17] {
+            // The CPU kernels' packed Q4_1 rows too: the backend unpacks them at upload.
+            let packed = QMat::packable(ty).then(|| {
+                QMat::new(ty, rows, cols, data)
+                    .and_then(|m| m.pack())
+                    .expect("Q4_1 packs")
+            });
+            let mut forms = vec![file_layout];
+            if let Some(p) = &packed {
+                forms.push(QMatrix {
+                    layout: Layout::Packed,
+                    data: p,
+                    ..file_layout
+                });
+            }
+            for (w, tokens) in forms
+                .into_iter()
+                .flat_map(|w| [1, 3, 8, 9, 17].map(|t| (w, t)))
+            {
                 let x = random(&mut rng, tokens * cols);
                 let (mut on_gpu, mut on_cpu) = (vec![0.0; tokens * rows], vec![0.0; tokens * rows]);
                 gpu.matmul(w, &x, tokens, &mut on_gpu).expect("GPU product");
                 cpu.matmul(w, &x, tokens, &mut on_cpu).expect("CPU product");
                 if let Some((i, g, c)) = first_difference(&on_gpu, &on_cpu) {
                     panic!(
-                        "{ty:?} {name} ({rows} × {cols}), {tokens} tokens: output {i} \
+                        "{ty:?} {:?} {name} ({rows} × {cols}), {tokens} tokens: output {i} \
                          (token {}, row {}) is {g:e} on the GPU and {c:e} on the CPU",
+                        w.layout,
                         i / rows,
                         i % rows
                     );
@@ -126,8 +148,8 @@ fn weight_products_give_the_cpu_bits_for_every_type() {
             }
         }
     }
-    // Every matrix was uploaded once and kept: 11 types × 3 matrices.
-    assert_eq!(gpu.weights_on_device().0, 33);
+    // Every matrix was uploaded once and kept: 11 types × 3 matrices, and the 3 packed ones.
+    assert_eq!(gpu.weights_on_device().0, 36);
 }
 
 /// A cache of `positions` random key and value rows.
@@ -281,7 +303,22 @@ impl Backend for Compare<'_> {
     }
 }
 
-/// Prefill of `prompt`, then decode steps of the CPU's greedy choices, through `backend`.
+/// Greedy: the first largest logit.
+fn argmax(l: &[f32]) -> u32 {
+    l.iter()
+        .enumerate()
+        .fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &v)| {
+            if v > bv {
+                (i, v)
+            } else {
+                (bi, bv)
+            }
+        })
+        .0 as u32
+}
+
+/// Prefill of `prompt`, then `steps` decode steps of its own greedy choices, through `backend`:
+/// the logits and the choice of every step.
 fn prefill_and_decode(
     model: &LlamaModel,
     backend: &dyn Backend,
@@ -304,18 +341,7 @@ fn prefill_and_decode(
             )
             .expect("forward");
         let l = out.into_iter().next().expect("one sequence");
-        // Greedy: the first largest logit.
-        let best = l
-            .iter()
-            .enumerate()
-            .fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &v)| {
-                if v > bv {
-                    (i, v)
-                } else {
-                    (bi, bv)
-                }
-            })
-            .0 as u32;
+        let best = argmax(&l);
         chosen.push(best);
         logits.push(l);
         next = vec![best];
@@ -367,6 +393,31 @@ fn check_model(gpu: &CudaBackend, model: &LlamaModel, prompt: &[u32], steps: usi
         );
     }
     assert_eq!(gt, ct, "{what}: greedy continuations differ");
+
+    // The device-resident forward pass: the same logits within the tolerance, the same greedy
+    // continuation.
+    let resident = ResidentModel::new(gpu, model).expect("resident model");
+    let mut cache = resident
+        .new_cache(prompt.len() + steps + 1)
+        .expect("device cache");
+    let mut next = prompt.to_vec();
+    let mut chosen = Vec::new();
+    for (step, c) in cl.iter().enumerate() {
+        let l = resident
+            .forward(&mut cache, &next)
+            .expect("resident forward");
+        let diff = max_abs_diff(&l, c);
+        eprintln!("{what}: resident step {step} logits max |GPU − CPU| = {diff:e}");
+        assert!(
+            diff <= LOGITS_TOLERANCE,
+            "{what}: resident logits of step {step} differ by {diff:e}"
+        );
+        // Follow the CPU's choices, so that every step is compared on the same tokens.
+        next = vec![ct[step]];
+        chosen.push(argmax(&l));
+    }
+    assert_eq!(chosen, ct, "{what}: resident greedy choices differ");
+    assert_eq!(cache.len(), prompt.len() + steps);
 }
 
 #[test]
