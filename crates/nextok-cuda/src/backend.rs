@@ -46,6 +46,31 @@ pub fn nvrtc_available() -> bool {
     unsafe { cudarc::nvrtc::sys::is_culib_present() }
 }
 
+/// The CUDA version the driver supports and NVRTC's version, in words.
+fn versions() -> String {
+    let mut driver = 0i32;
+    let (mut major, mut minor) = (0i32, 0i32);
+    // SAFETY: both libraries are loaded (checked before any call), and each function writes
+    // only the integers it is given.
+    let (d, n) = unsafe {
+        (
+            cudarc::driver::sys::cuDriverGetVersion(&mut driver),
+            cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor),
+        )
+    };
+    let driver = if d == cudarc::driver::sys::CUresult::CUDA_SUCCESS {
+        format!("{}.{}", driver / 1000, driver % 1000 / 10)
+    } else {
+        String::from("unknown")
+    };
+    let nvrtc = if n == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS {
+        format!("{major}.{minor}")
+    } else {
+        String::from("unknown")
+    };
+    format!("the driver supports CUDA {driver}, NVRTC is {nvrtc}")
+}
+
 /// Runs `f`, turning a panic inside cudarc (a driver too old to have a function this build
 /// expects, for one) into a driver error, so that starting the backend never panics.
 fn guarded<T>(call: &str, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
@@ -275,9 +300,10 @@ impl CudaBackend {
         let name = ctx
             .name()
             .map_err(|e| Error::driver("cuDeviceGetName", e))?;
+        // PTX newer than the driver is refused: the versions say when that is the cause.
         let module = ctx
             .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
-            .map_err(|e| Error::driver("load the kernels' PTX", e))?;
+            .map_err(|e| Error::driver(format!("load the kernels' PTX ({})", versions()), e))?;
         let f = |n: &str| {
             module
                 .load_function(n)
