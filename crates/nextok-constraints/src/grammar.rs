@@ -258,9 +258,9 @@ impl TerminalMask {
             let node = trie[i];
             let s2 = dfa.next(cur, node.byte);
             if s2 != DEAD {
-                let below = vocab.below[i];
-                if below.height > 0 && radii.exceeds(s2, below.cats, below.height) {
-                    for &t in &vocab.trie_tokens[node.tok_start as usize..below.sub_end as usize] {
+                if node.height > 0 && radii.exceeds(s2, node.cats, node.height) {
+                    let end = vocab.subtree_tokens_end(i);
+                    for &t in &vocab.trie_tokens[node.tok_start as usize..end] {
                         inside[(t >> 6) as usize] |= 1 << (t & 63);
                     }
                     i = node.end as usize;
@@ -285,14 +285,15 @@ impl TerminalMask {
 /// 255 when no such bytes exist (distances of 255 and more are stored as 254, which only makes
 /// the walk skip less).
 #[derive(Debug)]
-pub(crate) struct Radii(Vec<[u8; CATEGORIES.len()]>);
+pub(crate) struct Radii(Vec<[u8; CATEGORIES.len() + 1]>);
 
 impl Radii {
     /// Breadth-first search backwards from the dead and accepting states, one category at a
     /// time, over the category's byte classes only.
     pub(crate) fn compute(dfa: &Dfa) -> Radii {
         let n = dfa.num_states();
-        let mut out = vec![[u8::MAX; CATEGORIES.len()]; n];
+        // The last entry of each row is the row's maximum, a quick first test.
+        let mut out = vec![[u8::MAX; CATEGORIES.len() + 1]; n];
         for (k, keep) in CATEGORIES.iter().enumerate() {
             let reps = dfa.class_reps(keep);
             let mut start = vec![0u32; n + 1];
@@ -332,6 +333,9 @@ impl Radii {
                 }
             }
         }
+        for r in &mut out {
+            r[CATEGORIES.len()] = r[..CATEGORIES.len()].iter().copied().max().unwrap_or(0);
+        }
         Radii(out)
     }
 
@@ -340,7 +344,8 @@ impl Radii {
     #[inline]
     pub(crate) fn exceeds(&self, s: u32, cats: u8, height: u8) -> bool {
         let r = &self.0[s as usize];
-        (0..CATEGORIES.len()).any(|k| cats >> k & 1 == 1 && r[k] > height)
+        r[CATEGORIES.len()] > height
+            && (0..CATEGORIES.len()).any(|k| cats >> k & 1 == 1 && r[k] > height)
     }
 }
 
@@ -735,11 +740,10 @@ mod tests {
                     }
                 }
             }
-            let b = v.below[i];
-            assert_eq!(b.height, height, "node {i}");
-            assert_eq!(b.cats, cats, "node {i}");
+            assert_eq!(node.height, height, "node {i}");
+            assert_eq!(node.cats, cats, "node {i}");
             assert_eq!(
-                &v.trie_tokens[node.tok_start as usize..b.sub_end as usize],
+                &v.trie_tokens[node.tok_start as usize..v.subtree_tokens_end(i)],
                 &tokens[..],
                 "node {i}"
             );
@@ -796,7 +800,7 @@ mod tests {
                 }
                 assert_eq!(tm.exits, exits, "state {s}");
                 skipping_states += (0..v.trie.len()).any(|i| {
-                    v.below[i].height > 0 && radii.exceeds(s, v.below[i].cats, v.below[i].height)
+                    v.trie[i].height > 0 && radii.exceeds(s, v.trie[i].cats, v.trie[i].height)
                 }) as usize;
             }
         }

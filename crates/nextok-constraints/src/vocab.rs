@@ -35,29 +35,23 @@ pub(crate) struct TrieNode {
     pub(crate) tok_start: u32,
     /// End of that range.
     pub(crate) tok_end: u32,
+    /// The longest path below the node, in bytes (0 for a leaf; at most 255).
+    pub(crate) height: u8,
+    /// Bit `k` is set when every byte on an edge below the node is in `CATEGORIES[k]`.
+    pub(crate) cats: u8,
 }
 
 /// Byte sets that whole subtrees of a token trie often stay within (most tokens are words,
 /// numbers or runs of spaces). A walk skips a subtree whose bytes all lie in one of them when the
 /// automaton cannot die or accept within the subtree's height on those bytes.
-pub(crate) const CATEGORIES: [fn(u8) -> bool; 4] = [
+pub(crate) const CATEGORIES: [fn(u8) -> bool; 5] = [
     // What a JSON string holds unescaped, in ASCII.
     |b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\',
     |b| b.is_ascii_alphanumeric(),
+    |b| b.is_ascii_alphabetic(),
     |b| b.is_ascii_digit(),
     |b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'),
 ];
-
-/// What lies below one trie node.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Below {
-    /// The longest path below the node, in bytes (0 for a leaf; at most 255).
-    pub(crate) height: u8,
-    /// Bit `k` is set when every byte on an edge below the node is in `CATEGORIES[k]`.
-    pub(crate) cats: u8,
-    /// The tokens ending at the node or below it are `trie_tokens[tok_start..sub_end]`.
-    pub(crate) sub_end: u32,
-}
 
 /// A vocabulary: token id to bytes, plus the end-of-generation tokens.
 ///
@@ -70,8 +64,6 @@ pub struct TokenVocab {
     /// Preorder trie; node 0 is the root (no byte).
     pub(crate) trie: Vec<TrieNode>,
     pub(crate) trie_tokens: Vec<u32>,
-    /// Per trie node, what lies below it, so that a walk can take a whole subtree at once.
-    pub(crate) below: Vec<Below>,
     shared: Arc<Mutex<SharedMasks>>,
     /// Identifies this vocabulary (and its clones, which share the cache) to grammars.
     serial: u64,
@@ -104,6 +96,8 @@ impl TokenVocab {
             end: 0,
             tok_start: 0,
             tok_end: 0,
+            height: 0,
+            cats: 0,
         }];
         let mut trie_tokens = Vec::with_capacity(ids.len());
         // `path[d]` is the node index at depth d + 1 along the current token's bytes.
@@ -123,6 +117,8 @@ impl TokenVocab {
                     end: 0,
                     tok_start: start,
                     tok_end: start,
+                    height: 0,
+                    cats: 0,
                 });
                 path.push(trie.len() - 1);
             }
@@ -139,13 +135,12 @@ impl TokenVocab {
             trie[n].end = trie.len() as u32;
         }
         trie[0].end = trie.len() as u32;
-        let below = summarize(&trie);
+        summarize(&mut trie);
         Ok(TokenVocab {
             tokens,
             eos,
             trie,
             trie_tokens,
-            below,
             shared: Arc::default(),
             serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
         })
@@ -272,6 +267,16 @@ impl TokenVocab {
         Arc::clone(g.masks.entry((id, state)).or_insert(m))
     }
 
+    /// The end of the range of `trie_tokens` holding the tokens at trie node `n` or below it
+    /// (they start at its `tok_start`): tokens are stored in preorder, so the subtree's range
+    /// ends where the next node's begins.
+    #[inline]
+    pub(crate) fn subtree_tokens_end(&self, n: usize) -> usize {
+        self.trie
+            .get(self.trie[n].end as usize)
+            .map_or(self.trie_tokens.len(), |next| next.tok_start as usize)
+    }
+
     /// Sets the bits of all tokens ending at trie node `n`.
     #[inline(always)]
     pub(crate) fn mark_node(&self, n: usize, mask: &mut [u64]) {
@@ -282,8 +287,8 @@ impl TokenVocab {
     }
 }
 
-/// Heights, byte categories and token ranges of every subtree of a preorder trie.
-fn summarize(trie: &[TrieNode]) -> Vec<Below> {
+/// Sets the height and byte categories of every subtree of a preorder trie.
+fn summarize(trie: &mut [TrieNode]) {
     let mut cat_of = [0u8; 256];
     for (b, c) in cat_of.iter_mut().enumerate() {
         for (k, f) in CATEGORIES.iter().enumerate() {
@@ -292,14 +297,10 @@ fn summarize(trie: &[TrieNode]) -> Vec<Below> {
             }
         }
     }
-    let mut below: Vec<Below> = trie
-        .iter()
-        .map(|n| Below {
-            height: 0,
-            cats: (1 << CATEGORIES.len()) - 1,
-            sub_end: n.tok_end,
-        })
-        .collect();
+    for n in trie.iter_mut() {
+        n.height = 0;
+        n.cats = (1 << CATEGORIES.len()) - 1;
+    }
     // Parents from a preorder pass, then children fold into parents in reverse preorder.
     let mut parent = vec![0usize; trie.len()];
     let mut stack: Vec<usize> = vec![0];
@@ -311,13 +312,11 @@ fn summarize(trie: &[TrieNode]) -> Vec<Below> {
         stack.push(i);
     }
     for i in (1..trie.len()).rev() {
-        let (c, p) = (below[i], parent[i]);
-        let b = &mut below[p];
-        b.height = b.height.max(c.height.saturating_add(1));
-        b.cats &= c.cats & cat_of[trie[i].byte as usize];
-        b.sub_end = b.sub_end.max(c.sub_end);
+        let (c, p) = (trie[i], parent[i]);
+        let n = &mut trie[p];
+        n.height = n.height.max(c.height.saturating_add(1));
+        n.cats &= c.cats & cat_of[c.byte as usize];
     }
-    below
 }
 
 /// Decodes a GPT-2 byte-level token string (as stored in GGUF `tokenizer.ggml.tokens` and in
