@@ -374,6 +374,96 @@ pub fn matmul(
     Ok(())
 }
 
+/// Several products of the same activations in one dispatch of the pool: `outs[i] = ws[i] · x`
+/// for every matrix, each split over the threads by rows as [`matmul`] splits it, so every
+/// output gets exactly the bits [`matmul`] gives it. A decode step uses it for the query, key
+/// and value projections, which share their input: one wake-up of the pool instead of three.
+pub fn matmul_many(
+    pool: &ThreadPool,
+    isa: Isa,
+    ws: &[QMat<'_>],
+    x: &[f32],
+    tokens: usize,
+    outs: &mut [&mut [f32]],
+) -> Result<(), Error> {
+    if ws.len() != outs.len() {
+        return Err(Error::BadLength {
+            what: "the list of outputs",
+            found: outs.len(),
+            expected: ws.len(),
+        });
+    }
+    for (w, out) in ws.iter().zip(outs.iter()) {
+        check(isa, w, x, tokens, out)?;
+    }
+    let parts = pool.threads();
+    let ptrs: Vec<SyncPtr> = outs.iter_mut().map(|o| SyncPtr(o.as_mut_ptr())).collect();
+    pool.run(|part| {
+        for (w, &out) in ws.iter().zip(&ptrs) {
+            let per = w.rows.div_ceil(parts).next_multiple_of(TILE);
+            let start = (part * per).min(w.rows);
+            let end = ((part + 1) * per).min(w.rows);
+            // SAFETY: `check` validated every length; each part writes only the output elements
+            // of its own rows of each matrix, and the outputs outlive `run`.
+            unsafe { rows_kernel(isa, w, x, tokens, start..end, out) };
+        }
+    });
+    Ok(())
+}
+
+/// The SwiGLU feed-forward input in one dispatch: `gate_out = silu(gate · x) ⊙ (up · x)`, where
+/// `silu(g) = g / (1 + e^−g)`. Each thread computes its rows of both products (the bits of
+/// [`matmul`]) and combines them while they are still in its cache, so the gate and up products
+/// are never read back in a separate pass. `up_out` receives `up · x`.
+#[allow(clippy::too_many_arguments)] // two matrices and two outputs, each named for its role
+pub fn matmul_swiglu(
+    pool: &ThreadPool,
+    isa: Isa,
+    gate: QMat<'_>,
+    up: QMat<'_>,
+    x: &[f32],
+    tokens: usize,
+    gate_out: &mut [f32],
+    up_out: &mut [f32],
+) -> Result<(), Error> {
+    check(isa, &gate, x, tokens, gate_out)?;
+    check(isa, &up, x, tokens, up_out)?;
+    if gate.rows != up.rows {
+        return Err(Error::BadLength {
+            what: "the up projection's rows",
+            found: up.rows,
+            expected: gate.rows,
+        });
+    }
+    let rows = gate.rows;
+    let parts = pool.threads();
+    let per = rows.div_ceil(parts).next_multiple_of(TILE);
+    let (g_ptr, u_ptr) = (SyncPtr(gate_out.as_mut_ptr()), SyncPtr(up_out.as_mut_ptr()));
+    pool.run(|part| {
+        let start = (part * per).min(rows);
+        let end = ((part + 1) * per).min(rows);
+        // SAFETY: `check` validated every length; each part reads and writes only the elements
+        // of its own rows, and the outputs outlive `run`.
+        unsafe {
+            rows_kernel(isa, &gate, x, tokens, start..end, g_ptr);
+            rows_kernel(isa, &up, x, tokens, start..end, u_ptr);
+            for t in 0..tokens {
+                for r in start..end {
+                    let g = &mut *g_ptr.0.add(t * rows + r);
+                    *g = silu_times(*g, *u_ptr.0.add(t * rows + r));
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+/// `silu(g) · u = g / (1 + e^−g) · u`, the one formula every SwiGLU path uses.
+#[inline]
+pub fn silu_times(g: f32, u: f32) -> f32 {
+    g / (1.0 + (-g).exp()) * u
+}
+
 /// [`matmul`] on the calling thread alone.
 pub fn matmul_serial(
     isa: Isa,

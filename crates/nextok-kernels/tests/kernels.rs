@@ -316,3 +316,52 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    /// One dispatch for several products, and the fused SwiGLU, give the bits of separate
+    /// products (and of the formula applied to them), on every ISA and thread count.
+    #[test]
+    fn grouped_and_swiglu_products_equal_separate_ones(
+        ty in prop::sample::select(TYPES.to_vec()),
+        rows in prop::collection::vec(1usize..20, 1..4),
+        blocks in 1usize..4,
+        tokens in 1usize..6,
+        seed in any::<u64>(),
+    ) {
+        let cols = blocks * ty.block_elements().max(32) as usize;
+        let mut rng = Lcg(seed);
+        let data: Vec<Vec<u8>> = rows.iter().map(|&r| random_matrix(ty, r, cols, &mut rng)).collect();
+        let x: Vec<f32> = (0..tokens * cols).map(|_| rng.unit()).collect();
+        let ws: Vec<QMat> = rows.iter().zip(&data).map(|(&r, d)| QMat::new(ty, r, cols, d).unwrap()).collect();
+        let up_data = random_matrix(ty, rows[0], cols, &mut rng);
+        let up_w = QMat::new(ty, rows[0], cols, &up_data).unwrap();
+        for isa in Isa::available() {
+            let mut up_want = vec![0.0f32; tokens * rows[0]];
+            matmul_serial(isa, up_w, &x, tokens, &mut up_want).unwrap();
+            let want: Vec<Vec<f32>> = ws.iter().map(|w| {
+                let mut out = vec![0.0f32; tokens * w.rows()];
+                matmul_serial(isa, *w, &x, tokens, &mut out).unwrap();
+                out
+            }).collect();
+            for threads in [1, 2, 3] {
+                let pool = ThreadPool::new(threads);
+                let mut got: Vec<Vec<f32>> = want.iter().map(|w| vec![0.0; w.len()]).collect();
+                let mut outs: Vec<&mut [f32]> = got.iter_mut().map(|g| g.as_mut_slice()).collect();
+                nextok_kernels::matmul_many(&pool, isa, &ws, &x, tokens, &mut outs).unwrap();
+                for (g, w) in got.iter().zip(&want) {
+                    prop_assert_eq!(g.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), w.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+                }
+                // SwiGLU with the first matrix as the gate.
+                let mut gate = vec![0.0f32; want[0].len()];
+                let mut up = vec![0.0f32; want[0].len()];
+                nextok_kernels::matmul_swiglu(&pool, isa, ws[0], up_w, &x, tokens, &mut gate, &mut up).unwrap();
+                for (i, &g) in gate.iter().enumerate() {
+                    let (gw, uw) = (want[0][i], up_want[i]);
+                    prop_assert_eq!(g.to_bits(), nextok_kernels::silu_times(gw, uw).to_bits());
+                    prop_assert_eq!(up[i].to_bits(), uw.to_bits());
+                }
+            }
+        }
+    }
+}

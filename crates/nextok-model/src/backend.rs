@@ -101,6 +101,51 @@ pub trait Backend: Send + Sync {
         out: &mut [f32],
     ) -> Result<(), Error>;
 
+    /// Several products of the same activations: `outs[i] = ws[i] · x`, each with the bits
+    /// [`Backend::matmul`] gives it. A backend can run them in one dispatch; by default they run
+    /// one after another.
+    fn matmul_many(
+        &self,
+        ws: &[QMatrix<'_>],
+        x: &[f32],
+        tokens: usize,
+        outs: &mut [&mut [f32]],
+    ) -> Result<(), Error> {
+        if ws.len() != outs.len() {
+            return Err(nextok_kernels::Error::BadLength {
+                what: "the list of outputs",
+                found: outs.len(),
+                expected: ws.len(),
+            }
+            .into());
+        }
+        for (w, out) in ws.iter().zip(outs.iter_mut()) {
+            self.matmul(*w, x, tokens, out)?;
+        }
+        Ok(())
+    }
+
+    /// The SwiGLU input of a feed-forward network: `gate_out = silu(gate · x) ⊙ (up · x)` with
+    /// [`nextok_kernels::silu_times`], the products with the bits of [`Backend::matmul`];
+    /// `up_out` is scratch for `up · x`. By default: two products, then the combination.
+    #[allow(clippy::too_many_arguments)] // two matrices and two outputs, each named for its role
+    fn swiglu(
+        &self,
+        gate: QMatrix<'_>,
+        up: QMatrix<'_>,
+        x: &[f32],
+        tokens: usize,
+        gate_out: &mut [f32],
+        up_out: &mut [f32],
+    ) -> Result<(), Error> {
+        self.matmul(gate, x, tokens, gate_out)?;
+        self.matmul(up, x, tokens, up_out)?;
+        for (g, &u) in gate_out.iter_mut().zip(up_out.iter()) {
+            *g = nextok_kernels::silu_times(*g, u);
+        }
+        Ok(())
+    }
+
     /// Attention of one sequence in one layer: query rows `q` (`heads × head_dim` numbers each)
     /// against the keys and values `cache` holds, as `mask` allows, written to `out` in the same
     /// layout as `q`. The keys and values a row sees must already be in the cache.
@@ -410,6 +455,51 @@ impl Backend for CpuBackend {
         } else {
             nextok_kernels::matmul(&self.pool, self.isa, m, x, tokens, out)?;
         }
+        Ok(())
+    }
+
+    fn matmul_many(
+        &self,
+        ws: &[QMatrix<'_>],
+        x: &[f32],
+        tokens: usize,
+        outs: &mut [&mut [f32]],
+    ) -> Result<(), Error> {
+        let work: usize = ws.iter().map(|w| w.rows * w.cols * tokens).sum();
+        if self.int8 || self.threads == 1 || work < self.min_work * 2 || ws.len() != outs.len() {
+            for (w, out) in ws.iter().zip(outs.iter_mut()) {
+                self.matmul(*w, x, tokens, out)?;
+            }
+            return Ok(());
+        }
+        let ms = ws
+            .iter()
+            .map(|w| w.kernel_matrix())
+            .collect::<Result<Vec<_>, _>>()?;
+        nextok_kernels::matmul_many(&self.pool, self.isa, &ms, x, tokens, outs)?;
+        Ok(())
+    }
+
+    fn swiglu(
+        &self,
+        gate: QMatrix<'_>,
+        up: QMatrix<'_>,
+        x: &[f32],
+        tokens: usize,
+        gate_out: &mut [f32],
+        up_out: &mut [f32],
+    ) -> Result<(), Error> {
+        let work = (gate.rows + up.rows) * gate.cols * tokens;
+        if self.int8 || self.threads == 1 || work < self.min_work * 2 {
+            self.matmul(gate, x, tokens, gate_out)?;
+            self.matmul(up, x, tokens, up_out)?;
+            for (g, &u) in gate_out.iter_mut().zip(up_out.iter()) {
+                *g = nextok_kernels::silu_times(*g, u);
+            }
+            return Ok(());
+        }
+        let (g, u) = (gate.kernel_matrix()?, up.kernel_matrix()?);
+        nextok_kernels::matmul_swiglu(&self.pool, self.isa, g, u, x, tokens, gate_out, up_out)?;
         Ok(())
     }
 

@@ -569,9 +569,16 @@ impl LlamaModel {
         let mut up = vec![0.0f32; n * ffn];
         for (li, layer) in self.layers.iter().enumerate() {
             rms_norm(&x, &layer.attn_norm, c.rms_eps, &mut xn);
-            backend.matmul(self.matrix(&layer.wq), &xn, n, &mut q)?;
-            backend.matmul(self.matrix(&layer.wk), &xn, n, &mut k)?;
-            backend.matmul(self.matrix(&layer.wv), &xn, n, &mut v)?;
+            backend.matmul_many(
+                &[
+                    self.matrix(&layer.wq),
+                    self.matrix(&layer.wk),
+                    self.matrix(&layer.wv),
+                ],
+                &xn,
+                n,
+                &mut [&mut q, &mut k, &mut v],
+            )?;
             add_bias(&mut q, layer.bq.as_deref());
             add_bias(&mut k, layer.bk.as_deref());
             add_bias(&mut v, layer.bv.as_deref());
@@ -604,11 +611,14 @@ impl LlamaModel {
             x.iter_mut().zip(&proj).for_each(|(a, b)| *a += b);
 
             rms_norm(&x, &layer.ffn_norm, c.rms_eps, &mut xn);
-            backend.matmul(self.matrix(&layer.gate), &xn, n, &mut gate)?;
-            backend.matmul(self.matrix(&layer.up), &xn, n, &mut up)?;
-            for (g, u) in gate.iter_mut().zip(&up) {
-                *g = *g / (1.0 + (-*g).exp()) * u;
-            }
+            backend.swiglu(
+                self.matrix(&layer.gate),
+                self.matrix(&layer.up),
+                &xn,
+                n,
+                &mut gate,
+                &mut up,
+            )?;
             backend.matmul(self.matrix(&layer.down), &gate, n, &mut proj)?;
             x.iter_mut().zip(&proj).for_each(|(a, b)| *a += b);
         }
