@@ -248,14 +248,34 @@ impl TerminalMask {
         let mut inside = vocab.empty_mask();
         let mut exits = Vec::new();
         let trie = &vocab.trie;
-        let mut stack: Vec<(u32, u32)> = vec![(trie[0].end, start)];
+        // When every plain path (bytes of the first category) from the start stays alive and
+        // not accepting for the same number of bytes and then dies, or never dies, the plain
+        // tokens allowed are exactly the shorter ones: they are marked at once, and subtrees
+        // whose path and bytes are all plain are not visited.
+        let plain_limit = match radii.plain_depth(start) {
+            Some(d) => Some(d),
+            None if radii.exceeds(start, 1, u8::MAX - 1) => Some(usize::MAX),
+            None => None,
+        };
+        if let Some(limit) = plain_limit {
+            vocab.plain.mark_shorter_than(limit, &mut inside);
+        }
+        let plain_byte = CATEGORIES[0];
+        // (end of the node's subtree, automaton state, whether the path so far is plain).
+        let mut stack: Vec<(u32, u32, bool)> = vec![(trie[0].end, start, plain_limit.is_some())];
         let mut i = 1usize;
         while i < trie.len() {
-            while stack.last().is_some_and(|&(e, _)| e as usize <= i) {
+            while stack.last().is_some_and(|&(e, _, _)| e as usize <= i) {
                 stack.pop();
             }
-            let cur = stack.last().map_or(DEAD, |&(_, s)| s);
+            let (cur, plain_path) = stack.last().map_or((DEAD, false), |&(_, s, p)| (s, p));
             let node = trie[i];
+            let plain = plain_path && plain_byte(node.byte);
+            if plain && node.cats & 1 == 1 {
+                // Plain tokens all the way down: marked above.
+                i = node.end as usize;
+                continue;
+            }
             let s2 = dfa.next(cur, node.byte);
             if s2 != DEAD {
                 if node.height > 0 && radii.exceeds(s2, node.cats, node.height) {
@@ -270,7 +290,7 @@ impl TerminalMask {
                 if with_exits && dfa.is_accept(s2) && node.end as usize > i + 1 {
                     exits.push(i as u32);
                 }
-                stack.push((node.end, s2));
+                stack.push((node.end, s2, plain));
                 i += 1;
             } else {
                 i = node.end as usize;
@@ -285,7 +305,14 @@ impl TerminalMask {
 /// 255 when no such bytes exist (distances of 255 and more are stored as 254, which only makes
 /// the walk skip less).
 #[derive(Debug)]
-pub(crate) struct Radii(Vec<[u8; CATEGORIES.len() + 1]>);
+pub(crate) struct Radii {
+    /// Per state, the radius in each category, then their maximum (a quick first test).
+    radius: Vec<[u8; CATEGORIES.len() + 1]>,
+    /// Per state, `d` when every path of `d` bytes of the first category leads to the dead
+    /// state and no shorter one to the dead state or an accepting one; 0 when there is no such
+    /// `d` (or it is 255 or more).
+    plain_depth: Vec<u8>,
+}
 
 impl Radii {
     /// Breadth-first search backwards from the dead and accepting states, one category at a
@@ -336,14 +363,57 @@ impl Radii {
         for r in &mut out {
             r[CATEGORIES.len()] = r[..CATEGORIES.len()].iter().copied().max().unwrap_or(0);
         }
-        Radii(out)
+        // Plain depths in order of increasing radius: a state has depth d when every plain
+        // byte leads to a state of depth d - 1 (the dead state has depth 0 and accepting states
+        // none); its successors were settled first because their radius is at least d - 1 and
+        // a depth of d - 1 needs a radius of d - 1.
+        let reps = dfa.class_reps(CATEGORIES[0]);
+        let mut by_radius: Vec<u32> = (1..n as u32)
+            .filter(|&s| (1..u8::MAX - 1).contains(&out[s as usize][0]))
+            .collect();
+        by_radius.sort_by_key(|&s| out[s as usize][0]);
+        // `depth[s]`: `Some(d)` when settled with depth d; the dead state has depth 0.
+        let mut depth: Vec<Option<u8>> = vec![None; n];
+        depth[DEAD as usize] = Some(0);
+        for s in by_radius {
+            let d = out[s as usize][0];
+            let all = !reps.is_empty()
+                && reps
+                    .iter()
+                    .all(|&b| depth[dfa.next(s, b) as usize] == Some(d - 1));
+            if all {
+                depth[s as usize] = Some(d);
+            }
+        }
+        let plain_depth = (0..n)
+            .map(|s| {
+                if s == DEAD as usize {
+                    0
+                } else {
+                    depth[s].unwrap_or(0)
+                }
+            })
+            .collect();
+        Radii {
+            radius: out,
+            plain_depth,
+        }
+    }
+
+    /// The plain depth of state `s` (see the field), if it has one.
+    #[inline]
+    pub(crate) fn plain_depth(&self, s: u32) -> Option<usize> {
+        match self.plain_depth[s as usize] {
+            0 => None,
+            d => Some(d as usize),
+        }
     }
 
     /// Whether, for some category in `cats`, state `s` reads more than `height` bytes of it
     /// without dying or accepting.
     #[inline]
     pub(crate) fn exceeds(&self, s: u32, cats: u8, height: u8) -> bool {
-        let r = &self.0[s as usize];
+        let r = &self.radius[s as usize];
         r[CATEGORIES.len()] > height
             && (0..CATEGORIES.len()).any(|k| cats >> k & 1 == 1 && r[k] > height)
     }
@@ -765,7 +835,7 @@ mod tests {
             Dfa::from_regex("[0-9]+( +[a-z]+)?").unwrap(),
             Dfa::from_regex("(?s:.){3,20}").unwrap(),
         ];
-        let mut skipping_states = 0;
+        let (mut skipping_states, mut plain_states) = (0, 0);
         for d in &dfas {
             let radii = Radii::compute(d);
             for s in 1..d.num_states() as u32 {
@@ -799,6 +869,9 @@ mod tests {
                     stack.push((v.trie[i].end, q2));
                 }
                 assert_eq!(tm.exits, exits, "state {s}");
+                // States of the length-bounded string where the plain tokens are marked by
+                // length (beyond the opening quote, which every plain byte kills).
+                plain_states += (radii.plain_depth(s).unwrap_or(0) > 1) as usize;
                 skipping_states += (0..v.trie.len()).any(|i| {
                     v.trie[i].height > 0 && radii.exceeds(s, v.trie[i].cats, v.trie[i].height)
                 }) as usize;
@@ -806,5 +879,6 @@ mod tests {
         }
         // Some states must be able to take subtrees at once, or this test checks nothing new.
         assert!(skipping_states > 10, "{skipping_states}");
+        assert!(plain_states >= 12, "{plain_states}");
     }
 }

@@ -53,6 +53,54 @@ pub(crate) const CATEGORIES: [fn(u8) -> bool; 5] = [
     |b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'),
 ];
 
+/// Lengths up to which [`PlainTokens`] keeps a ready bitset.
+const SHORT: usize = 16;
+
+/// The tokens whose bytes all lie in `CATEGORIES[0]` (printable ASCII but `"` and `\`), by
+/// length: in a JSON string of bounded length, those shorter than the characters left are
+/// exactly the plain tokens allowed, so a walk marks them at once and visits only the rest.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PlainTokens {
+    /// `short[l]`: the bitset of plain tokens of at most `l` bytes, for `l` up to `SHORT`.
+    short: Vec<Vec<u64>>,
+    /// Plain tokens longer than `SHORT` bytes, with their lengths, shortest first.
+    long: Vec<(usize, u32)>,
+}
+
+impl PlainTokens {
+    fn new(tokens: &[Vec<u8>], ids: &[u32], words: usize) -> PlainTokens {
+        let plain = |t: u32| tokens[t as usize].iter().all(|&b| CATEGORIES[0](b));
+        let mut short = vec![vec![0u64; words]; SHORT + 1];
+        let mut long = Vec::new();
+        for &t in ids.iter().filter(|&&t| plain(t)) {
+            let len = tokens[t as usize].len();
+            if len > SHORT {
+                long.push((len, t));
+            } else {
+                for set in &mut short[len..] {
+                    set[(t >> 6) as usize] |= 1 << (t & 63);
+                }
+            }
+        }
+        long.sort_unstable();
+        PlainTokens { short, long }
+    }
+
+    /// Sets the bits of the plain tokens shorter than `limit` bytes (all of them for
+    /// `usize::MAX`).
+    pub(crate) fn mark_shorter_than(&self, limit: usize, mask: &mut [u64]) {
+        let Some(short) = self.short.get(limit.saturating_sub(1).min(SHORT)) else {
+            return;
+        };
+        for (m, w) in mask.iter_mut().zip(short) {
+            *m |= w;
+        }
+        for &(_, t) in self.long.iter().take_while(|&&(len, _)| len < limit) {
+            mask[(t >> 6) as usize] |= 1 << (t & 63);
+        }
+    }
+}
+
 /// A vocabulary: token id to bytes, plus the end-of-generation tokens.
 ///
 /// Build it once per model and share it through an `Arc` between all constraints. Tokens with no
@@ -64,6 +112,9 @@ pub struct TokenVocab {
     /// Preorder trie; node 0 is the root (no byte).
     pub(crate) trie: Vec<TrieNode>,
     pub(crate) trie_tokens: Vec<u32>,
+    /// The tokens made only of bytes of the first category (what a JSON string holds
+    /// unescaped), by length.
+    pub(crate) plain: PlainTokens,
     shared: Arc<Mutex<SharedMasks>>,
     /// Identifies this vocabulary (and its clones, which share the cache) to grammars.
     serial: u64,
@@ -136,11 +187,13 @@ impl TokenVocab {
         }
         trie[0].end = trie.len() as u32;
         summarize(&mut trie);
+        let plain = PlainTokens::new(&tokens, &trie_tokens, tokens.len().div_ceil(64));
         Ok(TokenVocab {
             tokens,
             eos,
             trie,
             trie_tokens,
+            plain,
             shared: Arc::default(),
             serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
         })
@@ -378,5 +431,22 @@ mod tests {
         assert_eq!(decode_gpt2_byte_level("Ċ").unwrap(), b"\n");
         assert_eq!(decode_gpt2_byte_level("Ã©").unwrap(), "é".as_bytes());
         assert!(decode_gpt2_byte_level("\u{4e00}").is_none());
+    }
+
+    #[test]
+    fn plain_tokens_by_length() {
+        // Plain runs of every length from 1 to 20, and the same runs with a quote in them.
+        let mut tokens: Vec<Vec<u8>> = (1..=20).map(|n| vec![b'x'; n]).collect();
+        tokens.extend((1..=20).map(|n| [vec![b'y'; n - 1], vec![b'"']].concat()));
+        tokens.push(Vec::new());
+        let v = TokenVocab::new(tokens.clone(), &[40]).unwrap();
+        for limit in (0..=22).chain([usize::MAX]) {
+            let mut mask = v.empty_mask();
+            v.plain.mark_shorter_than(limit, &mut mask);
+            for (t, bytes) in tokens.iter().enumerate() {
+                let expected = t < 20 && bytes.len() < limit;
+                assert_eq!(mask[t / 64] >> (t % 64) & 1 == 1, expected, "{limit} {t}");
+            }
+        }
     }
 }
