@@ -840,3 +840,106 @@ impl Backend for CudaBackend {
         self.attention_device(q, cache, layer, first, causal, keys, heads, out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nextok_gguf::GgufFile;
+    use nextok_kernels::QMat;
+    use nextok_model::testing::RandomLlama;
+
+    /// The bytes and shape of `blk.0.ffn_down.weight` of a random model of type `ty`.
+    fn matrix(ty: GgmlType) -> (GgufFile, usize, usize) {
+        let spec = RandomLlama {
+            layers: 1,
+            d_model: 256,
+            ffn_dim: 512,
+            weight_type: ty,
+            ..RandomLlama::default()
+        };
+        let file = GgufFile::from_bytes(spec.to_gguf(9)).expect("random model");
+        let info = file
+            .tensors()
+            .iter()
+            .find(|t| t.name == "blk.0.ffn_down.weight")
+            .expect("tensor");
+        let (cols, rows) = (info.dims[0] as usize, info.dims[1] as usize);
+        (file, rows, cols)
+    }
+
+    fn data(file: &GgufFile) -> &[u8] {
+        let info = file
+            .tensors()
+            .iter()
+            .find(|t| t.name == "blk.0.ffn_down.weight")
+            .expect("tensor");
+        file.view(info).data
+    }
+
+    #[test]
+    fn the_device_gets_the_files_blocks_even_from_packed_rows() {
+        for (ty, layout) in [
+            (GgmlType::Q4_0, DeviceLayout::Q4_0),
+            (GgmlType::Q4_1, DeviceLayout::Q4_1),
+            (GgmlType::Q8_0, DeviceLayout::Q8_0),
+            (GgmlType::F16, DeviceLayout::F16),
+            (GgmlType::BF16, DeviceLayout::BF16),
+            (GgmlType::F32, DeviceLayout::F32),
+        ] {
+            let (file, rows, cols) = matrix(ty);
+            let bytes = data(&file);
+            let w = QMatrix {
+                ty,
+                rows,
+                cols,
+                layout: Layout::Gguf,
+                data: bytes,
+            };
+            let (l, b) = device_layout(&w).expect("layout");
+            assert_eq!((l, &b[..]), (layout, bytes), "{ty:?} in the file's layout");
+            if QMat::packable(ty) {
+                let packed = QMat::new(ty, rows, cols, bytes)
+                    .and_then(|m| m.pack())
+                    .expect("packs");
+                assert_ne!(&packed[..], bytes, "{ty:?}: packing changed nothing");
+                let w = QMatrix {
+                    layout: Layout::Packed,
+                    data: &packed,
+                    ..w
+                };
+                let (l, b) = device_layout(&w).expect("layout");
+                assert_eq!((l, &b[..]), (layout, bytes), "{ty:?} unpacked at upload");
+            }
+        }
+    }
+
+    #[test]
+    fn types_without_a_kernel_are_dequantised_exactly_at_upload() {
+        for ty in [
+            GgmlType::Q5_0,
+            GgmlType::Q5_1,
+            GgmlType::Q4K,
+            GgmlType::Q5K,
+            GgmlType::Q6K,
+        ] {
+            let (file, rows, cols) = matrix(ty);
+            let bytes = data(&file);
+            let w = QMatrix {
+                ty,
+                rows,
+                cols,
+                layout: Layout::Gguf,
+                data: bytes,
+            };
+            let (l, b) = device_layout(&w).expect("layout");
+            assert_eq!(l, DeviceLayout::F32);
+            let mut expected = vec![0.0f32; rows * cols];
+            dequant::dequantize_row(ty, bytes, &mut expected).expect("dequantise");
+            let got: Vec<f32> = b
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            assert_eq!(got, expected, "{ty:?}");
+        }
+    }
+}

@@ -12,9 +12,14 @@
 
 // An f16 number, converted exactly.
 __device__ __forceinline__ float f16_to_f32(unsigned short h) {
+#ifdef NEXTOK_CPU_EMULATION
+    // The tests' CPU emulation of these kernels (tests/emu) has no PTX.
+    return emu_f16_to_f32(h);
+#else
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
     return f;
+#endif
 }
 
 // The little-endian f16 at `p` (block fields are not 2-byte aligned in Q4_0 and Q8_0 rows).

@@ -43,7 +43,9 @@
 //! rounded once, may differ from the CPU's f32 exponential in the last bit. Each output still
 //! depends only on its own inputs, never on how many tokens or sequences share a call. The tests
 //! that run on a GPU (`cargo test -p nextok-cuda -- --ignored`) check both claims against the
-//! CPU backend stage by stage.
+//! CPU backend stage by stage; without a GPU, `tests/emulated.rs` compiles the kernels' own
+//! source as C++ against a CPU emulation of the CUDA built-ins (a thread per CUDA thread,
+//! barriers for warp shuffles) and checks the same claims kernel by kernel.
 //!
 //! # Example
 //!

@@ -1,0 +1,358 @@
+//! The kernels' own source (`src/kernels.cu`), compiled as C++ against a CPU emulation of the
+//! CUDA built-ins they use (`tests/emu/emu.h`: one OS thread per CUDA thread, barriers for warp
+//! shuffles and `__syncthreads`) and run with the grids the backend launches, compared with the
+//! CPU backend. This checks the kernels' indexing, lanes, reduction trees and masks on a machine
+//! without a GPU; what it cannot check (the driver, NVRTC's code, the real hardware's
+//! scheduling) the GPU tests do.
+//!
+//! It needs a C++20 compiler (`$CXX`, else `c++`); without one each test says so and checks
+//! nothing.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use nextok_gguf::{dequant, GgmlType, GgufFile};
+use nextok_kernels::Layout;
+use nextok_kv_cache::{CacheConfig, KvCache, KvType};
+use nextok_model::testing::RandomLlama;
+use nextok_model::{Backend, CpuBackend, Mask, QMatrix};
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+
+/// The emulator binary, built once per test run; `None` (with the reason printed) without a
+/// C++ compiler.
+fn emulator() -> Option<&'static Path> {
+    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("nextok-cuda-emu");
+            std::fs::create_dir_all(&dir).expect("temporary folder");
+            let exe = dir.join("emu");
+            let cxx = std::env::var("CXX").unwrap_or_else(|_| String::from("c++"));
+            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/emu/main.cpp");
+            let status = Command::new(&cxx)
+                .args(["-std=c++20", "-O1", "-pthread", "-w", "-o"])
+                .arg(&exe)
+                .arg(&src)
+                .status();
+            match status {
+                Ok(s) if s.success() => Some(exe),
+                Ok(s) => panic!("{cxx} could not compile the emulated kernels ({s})"),
+                Err(e) => {
+                    eprintln!(
+                        "NOTE: no C++ compiler ({cxx}: {e}), so the emulated kernels were NOT run"
+                    );
+                    None
+                }
+            }
+        })
+        .as_deref()
+}
+
+/// Runs `emu ARGS...` with `inputs` written to files named in the arguments as `@name`, and
+/// returns the f32 numbers of the output file, named `@out`.
+fn run(exe: &Path, args: &[&str], inputs: &[(&str, &[u8])]) -> Vec<f32> {
+    static CALL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = exe.with_file_name(format!("call-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("call folder");
+    for (name, bytes) in inputs {
+        std::fs::write(dir.join(name), bytes).expect("write an input");
+    }
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| match a.strip_prefix('@') {
+            Some(name) => dir.join(name).display().to_string(),
+            None => (*a).to_owned(),
+        })
+        .collect();
+    let out = Command::new(exe)
+        .args(&args)
+        .output()
+        .expect("emulator runs");
+    assert!(
+        out.status.success(),
+        "emulator {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(dir.join("out")).expect("emulator output");
+    let _ = std::fs::remove_dir_all(&dir);
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn random(rng: &mut ChaCha8Rng, n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|_| (rng.next_u32() >> 8) as f32 / (1u32 << 23) as f32 - 1.0)
+        .collect()
+}
+
+fn first_difference(a: &[f32], b: &[f32]) -> Option<(usize, f32, f32)> {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .enumerate()
+        .find(|(_, (x, y))| x.to_bits() != y.to_bits())
+        .map(|(i, (x, y))| (i, *x, *y))
+}
+
+#[test]
+fn emulated_weight_products_give_the_cpu_bits() {
+    let Some(exe) = emulator() else { return };
+    let cpu = CpuBackend::new(1);
+    let mut rng = ChaCha8Rng::seed_from_u64(21);
+    let types = [
+        (GgmlType::Q4_0, "q4_0"),
+        (GgmlType::Q4_1, "q4_1"),
+        (GgmlType::Q8_0, "q8_0"),
+        (GgmlType::F32, "f32"),
+        (GgmlType::F16, "f16"),
+        (GgmlType::BF16, "bf16"),
+        // Types without a kernel of their own: dequantised to f32 as the backend uploads them.
+        (GgmlType::Q5_0, "f32"),
+        (GgmlType::Q5_1, "f32"),
+        (GgmlType::Q4K, "f32"),
+        (GgmlType::Q5K, "f32"),
+        (GgmlType::Q6K, "f32"),
+    ];
+    for (ty, layout) in types {
+        let spec = RandomLlama {
+            layers: 1,
+            d_model: 256,
+            ffn_dim: 512,
+            vocab: 50,
+            weight_type: ty,
+            tied_output: false,
+            ..RandomLlama::default()
+        };
+        let file = GgufFile::from_bytes(spec.to_gguf(3)).expect("random model parses");
+        // 50 rows: a multiple of neither the block kernels' 4 rows per block nor the plain
+        // kernels' 8; 9 tokens: a full tile of 8 and a partial one. (The emulation starts a
+        // thread per CUDA thread, so the sizes stay small.)
+        for name in ["output.weight"] {
+            let info = file
+                .tensors()
+                .iter()
+                .find(|t| t.name == name)
+                .expect("tensor");
+            let (cols, rows) = (info.dims[0] as usize, info.dims[1] as usize);
+            let data = file.view(info).data;
+            let w = QMatrix {
+                ty,
+                rows,
+                cols,
+                layout: Layout::Gguf,
+                data,
+            };
+            let device_bytes = if layout == "f32" && ty != GgmlType::F32 {
+                let mut numbers = vec![0.0f32; rows * cols];
+                dequant::dequantize_row(ty, data, &mut numbers).expect("dequantise");
+                f32_bytes(&numbers)
+            } else {
+                data.to_vec()
+            };
+            for tokens in [1usize, 9] {
+                let x = random(&mut rng, tokens * cols);
+                let mut on_cpu = vec![0.0; tokens * rows];
+                cpu.matmul(w, &x, tokens, &mut on_cpu).expect("CPU product");
+                let (r, c, t) = (rows.to_string(), cols.to_string(), tokens.to_string());
+                let emulated = run(
+                    exe,
+                    &["matmul", layout, &r, &c, &t, "@w", "@x", "@out"],
+                    &[("w", &device_bytes), ("x", &f32_bytes(&x))],
+                );
+                if let Some((i, g, c)) = first_difference(&emulated, &on_cpu) {
+                    panic!(
+                        "{ty:?} {name} ({rows} × {cols}), {tokens} tokens: output {i} is {g:e} \
+                         emulated and {c:e} on the CPU"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn emulated_attention_matches_the_cpu() {
+    let Some(exe) = emulator() else { return };
+    let cpu = CpuBackend::new(1);
+    let mut rng = ChaCha8Rng::seed_from_u64(8);
+    let (heads, kv_heads, hd, positions) = (4usize, 2usize, 64usize, 40usize);
+    let width = heads * hd;
+    for kv_type in [KvType::F32, KvType::F16] {
+        let mut cache = KvCache::new(CacheConfig::new(1, kv_heads, hd, kv_type)).expect("cache");
+        cache.push_tokens(&(0..positions as u32).collect::<Vec<_>>());
+        for pos in 0..positions {
+            let (k, v) = (
+                random(&mut rng, kv_heads * hd),
+                random(&mut rng, kv_heads * hd),
+            );
+            cache.write(0, pos, &k, &v).expect("write");
+        }
+        // The keys and values as the backend copies them to the device: f32 rows in order.
+        let (mut keys, mut values) = (Vec::new(), Vec::new());
+        for pos in 0..positions {
+            let mut row = vec![0.0f32; kv_heads * hd];
+            cache
+                .key(0, pos)
+                .expect("key")
+                .to_f32(0..row.len(), &mut row);
+            keys.extend_from_slice(&row);
+            cache
+                .value(0, pos)
+                .expect("value")
+                .to_f32(0..row.len(), &mut row);
+            values.extend_from_slice(&row);
+        }
+        for (mask, rows) in [
+            (Mask::Causal { first: 0 }, positions),
+            (Mask::Causal { first: 35 }, 5),
+            (Mask::Full, 3),
+        ] {
+            let q: Vec<f32> = random(&mut rng, rows * width)
+                .iter()
+                .map(|v| v * 8.0)
+                .collect();
+            let mut on_cpu = vec![0.0; q.len()];
+            cpu.attention(&q, &cache, 0, mask, heads, &mut on_cpu)
+                .expect("CPU attention");
+            let (first, causal) = match mask {
+                Mask::Causal { first } => (first, 1),
+                Mask::Full => (0, 0),
+            };
+            let nums = [rows, heads, kv_heads, hd, first, causal, positions].map(|v| v.to_string());
+            let mut args = vec!["attention"];
+            args.extend(nums.iter().map(String::as_str));
+            args.extend(["@q", "@k", "@v", "@out"]);
+            let emulated = run(
+                exe,
+                &args,
+                &[
+                    ("q", &f32_bytes(&q)),
+                    ("k", &f32_bytes(&keys)),
+                    ("v", &f32_bytes(&values)),
+                ],
+            );
+            let diff = emulated
+                .iter()
+                .zip(&on_cpu)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
+            let same = emulated
+                .iter()
+                .zip(&on_cpu)
+                .filter(|(a, b)| a.to_bits() == b.to_bits())
+                .count();
+            eprintln!(
+                "emulated attention {kv_type:?} {mask:?} × {rows}: max |Δ| = {diff:e}, {same} of {} identical",
+                q.len()
+            );
+            // Outputs are convex combinations of value rows in [−1, 1]; only the exponential
+            // may differ from the CPU's, in its last bit.
+            assert!(
+                diff <= 1e-5,
+                "{kv_type:?} {mask:?}: emulated attention differs by {diff:e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn emulated_norm_rotary_and_swiglu_follow_the_host_formulas() {
+    let Some(exe) = emulator() else { return };
+    let mut rng = ChaCha8Rng::seed_from_u64(13);
+
+    // RMSNorm, as nextok-model's host code computes it (sum of squares in f64, in order).
+    let (rows, d, eps) = (3usize, 576usize, 1e-5f32);
+    let x: Vec<f32> = random(&mut rng, rows * d).iter().map(|v| v * 3.0).collect();
+    let w: Vec<f32> = random(&mut rng, d).iter().map(|v| 1.0 + 0.1 * v).collect();
+    let mut host = vec![0.0f32; rows * d];
+    for (row, dst) in x.chunks_exact(d).zip(host.chunks_exact_mut(d)) {
+        let ss: f64 = row.iter().map(|&v| v as f64 * v as f64).sum();
+        let scale = 1.0 / (ss / d as f64 + eps as f64).sqrt();
+        for ((o, &v), &g) in dst.iter_mut().zip(row).zip(&w) {
+            *o = (v as f64 * scale) as f32 * g;
+        }
+    }
+    let (r, dd) = (rows.to_string(), d.to_string());
+    let emulated = run(
+        exe,
+        &["rms_norm", &r, &dd, "1e-5", "@x", "@w", "@out"],
+        &[("x", &f32_bytes(&x)), ("w", &f32_bytes(&w))],
+    );
+    // The f64 sum is taken in a tree rather than in order: at most the last bit may differ.
+    for (i, (a, b)) in emulated.iter().zip(&host).enumerate() {
+        assert!(
+            (a.to_bits() as i64 - b.to_bits() as i64).abs() <= 1,
+            "RMSNorm output {i}: {a:e} emulated, {b:e} on the host"
+        );
+    }
+
+    // Rotary embeddings, both pairings, as the host's RopeTable applies them.
+    let (rows, heads, hd, half) = (3usize, 9usize, 64usize, 32usize);
+    let x = random(&mut rng, rows * heads * hd);
+    let cos_sin: Vec<f32> = (0..rows * half)
+        .flat_map(|i| {
+            let angle = (i as f64 * 0.37).sin() * 3.0;
+            [angle.cos() as f32, angle.sin() as f32]
+        })
+        .collect();
+    for neox in [0, 1] {
+        let mut host = x.clone();
+        for (r, row) in host.chunks_exact_mut(heads * hd).enumerate() {
+            for head in row.chunks_exact_mut(hd) {
+                for i in 0..half {
+                    let (co, s) = (cos_sin[(r * half + i) * 2], cos_sin[(r * half + i) * 2 + 1]);
+                    let (a, b) = if neox == 1 {
+                        (i, i + half)
+                    } else {
+                        (2 * i, 2 * i + 1)
+                    };
+                    let (x0, x1) = (head[a], head[b]);
+                    head[a] = x0 * co - x1 * s;
+                    head[b] = x0 * s + x1 * co;
+                }
+            }
+        }
+        let (r, h, dh, nx) = (
+            rows.to_string(),
+            heads.to_string(),
+            hd.to_string(),
+            neox.to_string(),
+        );
+        let emulated = run(
+            exe,
+            &["rope", &r, &h, &dh, &nx, "@x", "@cs", "@out"],
+            &[("x", &f32_bytes(&x)), ("cs", &f32_bytes(&cos_sin))],
+        );
+        assert_eq!(
+            first_difference(&emulated, &host),
+            None,
+            "rotary, neox = {neox}"
+        );
+    }
+
+    // SwiGLU against nextok-kernels' formula (its exponential in f32; the kernel's in f64,
+    // rounded once): a few units in the last place at most.
+    let g: Vec<f32> = random(&mut rng, 1000).iter().map(|v| v * 6.0).collect();
+    let u = random(&mut rng, 1000);
+    let emulated = run(
+        exe,
+        &["silu_mul", "@g", "@u", "@out"],
+        &[("g", &f32_bytes(&g)), ("u", &f32_bytes(&u))],
+    );
+    for (i, ((e, &gi), &ui)) in emulated.iter().zip(&g).zip(&u).enumerate() {
+        let host = nextok_kernels::silu_times(gi, ui);
+        assert!(
+            (e - host).abs() <= 4.0 * f32::EPSILON * host.abs(),
+            "SwiGLU {i}: {e:e} emulated, {host:e} on the host"
+        );
+    }
+}
