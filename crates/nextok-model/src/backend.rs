@@ -566,7 +566,10 @@ impl Backend for CpuBackend {
         let (krows, vrows) = (&krows, &vrows);
         // The SIMD dot products and weighted sums of `nextok-kernels`: the same bits on every ISA.
         let isa = self.isa;
-        let min_items = self.min_work.div_ceil((2 * keys * hd).max(1));
+        // Attention's parts are cheap to hand out (no weights to stream), so a part is worth a
+        // thread at an eighth of a weight product's minimum: a decode step's heads are split
+        // once the context passes a few dozen positions.
+        let min_items = (self.min_work / 8).div_ceil((2 * keys * hd).max(1));
         // A row sees the keys up to its own position: balance the parts by that count.
         let keys_seen = |item: usize| match mask {
             Mask::Causal { first } => first + item / heads + 1,
