@@ -22,8 +22,8 @@
 #   run(command="bash crates/nextok-cuda/gpu-check.sh",
 #       carry=["target/gpu-bundle", "target/gpu-model/part-b"], timeout_s=540)
 # Without the model, the GPU tests on random models and the bench on a random model of the same
-# shape and type (the same bytes per token, so the same speed) still run; the real-model test is
-# skipped and the summary says so.
+# shape (84 MB of weights per token, all Q4_1, against the real file's 96 MB with its Q8_0
+# embedding) still run; the real-model test is skipped and the summary says so.
 #
 # Results land in $OUT: summary.txt (the figures), gpu-tests.log, bench.jsonl, env.txt.
 set -uo pipefail
@@ -79,7 +79,7 @@ export LD_LIBRARY_PATH="$libs:$(dirname "${nvrtc:-/nonexistent/x}"):/usr/local/n
     echo "libnvrtc: ${nvrtc:-not found}"
     uname -a
 } > "$OUT/env.txt" 2>&1
-say "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
+say "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 say "libnvrtc: ${nvrtc:-not found}"
 
 # The real model, when both parts were carried.

@@ -11,7 +11,8 @@
 //!
 //! Without `--model` the model is a seeded random one of SmolLM2-135M's shape and type (30
 //! layers, d_model 576, 9 heads of 64, 3 KV heads, feed-forward 1536, vocabulary 49,152, Q4_1,
-//! tied output): the same bytes per token as the real model, so the same speed, with no download.
+//! tied output), with no download: 84 MB of weights read per token against the real file's 96 MB
+//! (its embedding, which is also its output projection, is Q8_0), so nearly the same speed.
 //! Prints one JSON object.
 
 use std::time::Instant;
