@@ -78,9 +78,242 @@ pub fn from_json_schema(
 
 /// Compiles a JSON Schema into a grammar, to start many constraints from.
 pub fn compile_json_schema(schema: &Value, options: &JsonOptions) -> Result<Arc<Grammar>, Error> {
+    let rewritten = resolve_identifiers(schema);
+    let schema = rewritten.as_ref().unwrap_or(schema);
     let mut c = Compiler::new(schema, options);
     let s = c.schema(schema, "#")?;
     Ok(Arc::new(c.b.build(s)?))
+}
+
+/// The base URI of a schema without `$id`: a name no reference outside the document can mean.
+const DEFAULT_BASE: &str = "https://nextok.invalid/schema.json";
+
+/// Keywords whose values are data, not schemas: identifiers inside them mean nothing.
+const DATA_KEYWORDS: &[&str] = &["const", "enum", "default", "examples"];
+
+/// Keywords whose values map names to schemas.
+const NAME_MAPS: &[&str] = &[
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+];
+
+/// Resolves `$ref`s that go through `$id` and `$anchor` (embedded schema resources, base URI
+/// changes, anchors, absolute URIs naming the document itself) into plain JSON pointers from
+/// the root, and drops the identifiers they needed. `None` when the document has no embedded
+/// identifier to resolve (the schema is then compiled as it is).
+///
+/// A `$ref` that names nothing in the document is left as it is, so that compiling it reports
+/// it as unsupported. `$dynamicAnchor` counts as an anchor for `$ref`; when the document has a
+/// `$dynamicRef`, nothing is rewritten (the compiler refuses it).
+fn resolve_identifiers(root: &Value) -> Option<Value> {
+    /// Every schema position of the document, with its JSON pointer and base URI. Keywords
+    /// whose values map names to schemas are told apart from those whose values are schemas
+    /// (or arrays of them), so that a property named `$id` or `const` is read as a name.
+    fn visit<'v>(
+        v: &'v Value,
+        pointer: &str,
+        base: &str,
+        out: &mut Vec<(String, String, &'v Map<String, Value>)>,
+    ) {
+        let Value::Object(m) = v else {
+            return;
+        };
+        let base = match m.get("$id") {
+            Some(Value::String(id)) => strip_fragment(&resolve_uri(base, id)).to_string(),
+            _ => base.to_string(),
+        };
+        out.push((pointer.to_string(), base.clone(), m));
+        let token = |k: &str| escape_pointer(k).replace('%', "%25");
+        for (k, sub) in m {
+            if DATA_KEYWORDS.contains(&k.as_str()) {
+                continue;
+            }
+            let p = format!("{pointer}/{}", token(k));
+            match sub {
+                Value::Object(named) if NAME_MAPS.contains(&k.as_str()) => {
+                    for (name, s) in named {
+                        visit(s, &format!("{p}/{}", token(name)), &base, out);
+                    }
+                }
+                Value::Array(a) => {
+                    for (i, s) in a.iter().enumerate() {
+                        visit(s, &format!("{p}/{i}"), &base, out);
+                    }
+                }
+                _ => visit(sub, &p, &base, out),
+            }
+        }
+    }
+    let mut nodes = Vec::new();
+    visit(root, "", DEFAULT_BASE, &mut nodes);
+    let is_str = |m: &Map<String, Value>, k: &str| matches!(m.get(k), Some(Value::String(_)));
+    let needed = nodes.iter().skip(1).any(|(_, _, m)| is_str(m, "$id"))
+        || nodes
+            .iter()
+            .any(|(_, _, m)| is_str(m, "$anchor") || is_str(m, "$dynamicAnchor"))
+        || nodes.iter().any(
+            |(_, _, m)| matches!(m.get("$ref"), Some(Value::String(r)) if !r.starts_with('#')),
+        );
+    if !needed || nodes.iter().any(|(_, _, m)| m.contains_key("$dynamicRef")) {
+        return None;
+    }
+    // Resources (documents) and anchors, by absolute URI, to JSON pointers from the root.
+    let mut resources: HashMap<String, String> = HashMap::new();
+    let mut anchors: HashMap<String, String> = HashMap::new();
+    for (pointer, base, m) in &nodes {
+        if pointer.is_empty() || is_str(m, "$id") {
+            resources
+                .entry(base.clone())
+                .or_insert_with(|| pointer.clone());
+        }
+        for k in ["$anchor", "$dynamicAnchor"] {
+            if let Some(Value::String(a)) = m.get(k) {
+                anchors
+                    .entry(format!("{base}#{a}"))
+                    .or_insert_with(|| pointer.clone());
+            }
+        }
+    }
+    let target = |base: &str, reference: &str| -> Option<String> {
+        let uri = resolve_uri(base, reference);
+        let (doc, fragment) = uri.split_once('#').unwrap_or((&uri, ""));
+        let doc_pointer = resources.get(doc)?;
+        if fragment.is_empty() || fragment.starts_with('/') {
+            Some(format!("#{doc_pointer}{fragment}"))
+        } else {
+            anchors.get(&uri).map(|p| format!("#{p}"))
+        }
+    };
+    let mut rewrites: Vec<(String, Option<String>)> = Vec::new();
+    for (pointer, base, m) in &nodes {
+        let new_ref = match m.get("$ref") {
+            Some(Value::String(r)) => target(base, r),
+            _ => None,
+        };
+        rewrites.push((pointer.clone(), new_ref));
+    }
+    let mut out = root.clone();
+    for (pointer, new_ref) in rewrites {
+        let Some(Value::Object(m)) = out.pointer_mut(&pointer_path(&pointer)) else {
+            continue;
+        };
+        if !pointer.is_empty() {
+            m.remove("$id");
+        }
+        m.remove("$anchor");
+        m.remove("$dynamicAnchor");
+        if let Some(r) = new_ref {
+            m.insert("$ref".into(), Value::String(r));
+        }
+    }
+    Some(out)
+}
+
+/// A pointer built by `resolve_identifiers` (tokens percent-encoded for `Compiler::resolve`) as
+/// serde_json's `pointer_mut` wants it.
+fn pointer_path(pointer: &str) -> String {
+    pointer.replace("%25", "%")
+}
+
+/// The URI without its fragment.
+fn strip_fragment(uri: &str) -> &str {
+    uri.split_once('#').map_or(uri, |(u, _)| u)
+}
+
+/// Resolves `reference` against the absolute URI `base` (RFC 3986, section 5.2, without
+/// percent-encoding normalisation).
+fn resolve_uri(base: &str, reference: &str) -> String {
+    let has_scheme = |u: &str| {
+        u.split_once(':').is_some_and(|(s, _)| {
+            !s.is_empty()
+                && s.starts_with(|c: char| c.is_ascii_alphabetic())
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+        })
+    };
+    if has_scheme(reference) {
+        return remove_dot_segments_uri(reference);
+    }
+    let base = strip_fragment(base);
+    let (scheme, rest) = base.split_once(':').unwrap_or(("", base));
+    // `rest` is `//authority/path?query` or `path?query`.
+    let (authority, path_query) = match rest.strip_prefix("//") {
+        Some(r) => {
+            let cut = r.find(['/', '?']).unwrap_or(r.len());
+            (Some(&r[..cut]), &r[cut..])
+        }
+        None => (None, rest),
+    };
+    let (path, _query) = path_query.split_once('?').unwrap_or((path_query, ""));
+    let prefix = match authority {
+        Some(a) => format!("{scheme}://{a}"),
+        None => format!("{scheme}:"),
+    };
+    if reference.is_empty() {
+        return base.to_string();
+    }
+    if let Some(r) = reference.strip_prefix("//") {
+        return remove_dot_segments_uri(&format!("{scheme}://{r}"));
+    }
+    if reference.starts_with('#') {
+        return format!("{}{reference}", strip_fragment(base));
+    }
+    if reference.starts_with('?') {
+        return format!("{prefix}{path}{reference}");
+    }
+    let merged = if reference.starts_with('/') {
+        reference.to_string()
+    } else if authority.is_some() && path.is_empty() {
+        format!("/{reference}")
+    } else {
+        match path.rfind('/') {
+            Some(i) => format!("{}{reference}", &path[..=i]),
+            None => reference.to_string(),
+        }
+    };
+    format!("{prefix}{}", remove_dot_segments(&merged))
+}
+
+/// `uri` with `.` and `..` segments of its path removed.
+fn remove_dot_segments_uri(uri: &str) -> String {
+    match uri.split_once("://") {
+        Some((scheme, r)) => {
+            let cut = r.find(['/', '?', '#']).unwrap_or(r.len());
+            format!("{scheme}://{}{}", &r[..cut], remove_dot_segments(&r[cut..]))
+        }
+        None => uri.to_string(),
+    }
+}
+
+/// RFC 3986's remove_dot_segments on a path (the query and fragment, if any, kept as they are).
+fn remove_dot_segments(path: &str) -> String {
+    let cut = path.find(['?', '#']).unwrap_or(path.len());
+    let (p, tail) = path.split_at(cut);
+    let mut out: Vec<&str> = Vec::new();
+    let segments: Vec<&str> = p.split('/').collect();
+    for (i, seg) in segments.iter().enumerate() {
+        let last = i + 1 == segments.len();
+        match *seg {
+            "." => {
+                if last {
+                    out.push("");
+                }
+            }
+            ".." => {
+                if out.len() > 1 {
+                    out.pop();
+                }
+                if last {
+                    out.push("");
+                }
+            }
+            _ => out.push(seg),
+        }
+    }
+    format!("{}{tail}", out.join("/"))
 }
 
 /// Keywords that only annotate and never change validity.
@@ -2204,5 +2437,79 @@ mod tests {
         assert!(d.matches(b"9.0") && !d.matches(b"9.5"));
         let half = num(json!({"type": "integer", "multipleOf": 1.5}));
         assert!(half.matches(b"3") && !half.matches(b"2"));
+    }
+
+    #[test]
+    fn uri_resolution_follows_rfc_3986() {
+        // RFC 3986, section 5.4.1 ("Normal Examples"), base "http://a/b/c/d;p?q".
+        let base = "http://a/b/c/d;p?q";
+        for (r, want) in [
+            ("g:h", "g:h"),
+            ("g", "http://a/b/c/g"),
+            ("./g", "http://a/b/c/g"),
+            ("g/", "http://a/b/c/g/"),
+            ("/g", "http://a/g"),
+            ("//g", "http://g"),
+            ("?y", "http://a/b/c/d;p?y"),
+            ("g?y", "http://a/b/c/g?y"),
+            ("#s", "http://a/b/c/d;p?q#s"),
+            ("g#s", "http://a/b/c/g#s"),
+            (";x", "http://a/b/c/;x"),
+            ("", "http://a/b/c/d;p?q"),
+            (".", "http://a/b/c/"),
+            ("./", "http://a/b/c/"),
+            ("..", "http://a/b/"),
+            ("../", "http://a/b/"),
+            ("../g", "http://a/b/g"),
+            ("../..", "http://a/"),
+            ("../../g", "http://a/g"),
+        ] {
+            assert_eq!(resolve_uri(base, r), want, "{r}");
+        }
+    }
+
+    fn accepts(schema: &Value, text: &str) -> bool {
+        compile_json_schema(schema, &JsonOptions::default())
+            .unwrap()
+            .recognizes(text.as_bytes())
+    }
+
+    #[test]
+    fn references_through_ids_and_anchors() {
+        // A plain-name anchor.
+        let s = json!({"$ref": "#foo", "$defs": {"A": {"$anchor": "foo", "type": "integer"}}});
+        assert!(accepts(&s, "12") && !accepts(&s, "\"a\""));
+        // A pointer inside an embedded resource is read in that resource, not the root: the
+        // root's own `inner` would allow numbers.
+        let s = json!({
+            "$id": "http://example.com/root.json",
+            "$defs": {"inner": {"type": "number"}},
+            "properties": {"foo": {
+                "$id": "other.json",
+                "$defs": {"inner": {"type": "string"}},
+                "$ref": "#/$defs/inner"
+            }}
+        });
+        assert!(accepts(&s, r#"{"foo":"x"}"#) && !accepts(&s, r#"{"foo":1}"#));
+        // A relative reference to an embedded resource, and the same anchor name in two.
+        let s = json!({
+            "$id": "http://example.com/a/root",
+            "$ref": "child1#it",
+            "$defs": {
+                "c1": {"$id": "child1", "$defs": {"x": {"$anchor": "it", "type": "boolean"}}},
+                "c2": {"$id": "child2", "$defs": {"x": {"$anchor": "it", "type": "null"}}}
+            }
+        });
+        assert!(accepts(&s, "true") && !accepts(&s, "null"));
+        // A property named `$id` is a name, not an identifier; a reference to nothing in the
+        // document stays unsupported.
+        let s = json!({"properties": {"$id": {"type": "string"}}, "$ref": "#/$defs/d",
+                       "$defs": {"d": {"required": ["$id"]}}});
+        assert!(accepts(&s, r#"{"$id":"x"}"#) && !accepts(&s, "{}"));
+        let s = json!({"$ref": "http://example.com/elsewhere.json"});
+        assert!(matches!(
+            compile_json_schema(&s, &JsonOptions::default()),
+            Err(Error::UnsupportedKeyword { .. })
+        ));
     }
 }

@@ -71,9 +71,10 @@ fn json_schema_test_suite() {
         report.invalid_rejected, report.invalid_total,
         "an invalid instance was accepted by a compiled schema"
     );
-    // A floor against regressions in keyword coverage (270 of 383 compiled when written).
+    // A floor against regressions in keyword coverage (270 of 383 compiled when written, 290
+    // once `$ref` went through `$id` and `$anchor`).
     assert!(
-        report.compiled >= 180,
+        report.compiled >= 280,
         "only {} schemas compiled",
         report.compiled
     );
