@@ -380,11 +380,10 @@ impl CudaBackend {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A device failure, as the model crate's error (which has no variant for a backend's own
-    /// failures yet: the message carries this crate's error).
+    /// A device failure, as the model crate's error for a backend's own failures.
     fn model_error(&self, e: Error) -> nextok_model::Error {
-        nextok_model::Error::Io {
-            path: format!("CUDA device {} ({})", self.ordinal, self.name),
+        nextok_model::Error::Backend {
+            backend: format!("CUDA device {} ({})", self.ordinal, self.name),
             message: e.to_string(),
         }
     }

@@ -101,6 +101,15 @@ pub enum Error {
         /// The operating system's message.
         message: String,
     },
+    /// A compute backend failed on its own (a device error, memory it could not get): not the
+    /// model's or the input's fault.
+    #[error("{backend}: {message}")]
+    Backend {
+        /// Which backend, and which device where there are several (`"CUDA device 0 (H200)"`).
+        backend: String,
+        /// What failed.
+        message: String,
+    },
     /// A safetensors file that does not parse (the parser's message).
     #[error("invalid safetensors file: {message}")]
     Safetensors {

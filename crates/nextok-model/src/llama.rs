@@ -217,9 +217,9 @@ fn pack_all<'t>(
         sizes.push(QMat::new(t.ty, t.rows, t.cols, bytes)?.packed_len());
     }
     let total: usize = sizes.iter().sum();
-    let mut map = memmap2::MmapMut::map_anon(total).map_err(|e| Error::Io {
-        path: "(anonymous memory for the packed weights)".into(),
-        message: e.to_string(),
+    let mut map = memmap2::MmapMut::map_anon(total).map_err(|e| Error::Backend {
+        backend: "CPU".into(),
+        message: format!("cannot map {total} bytes for the packed weights: {e}"),
     })?;
     // Advice only: where the kernel declines, the pages are ordinary ones.
     #[cfg(target_os = "linux")]
