@@ -1,32 +1,67 @@
-//! Runs one SmolLM2-shaped Q4_1 product (1536 × 576) many times on one thread, for counting
-//! cycles and instructions with `perf stat`, which are steadier than wall time on a busy machine.
+//! Runs one product many times on one thread, for counting cycles and instructions with
+//! `perf stat`, which are steadier than wall time on a busy machine; it also prints the mean
+//! wall time per product on standard error.
 //!
-//! `cargo run --release -p nextok-kernels --example kernel-cycles -- TOKENS REPEATS [packed]`
+//! `cargo run --release -p nextok-kernels --example kernel-cycles -- TOKENS REPEATS [TYPE]`
+//!
+//! `TYPE` is `q4_1` (the default: a SmolLM2-shaped 1536 × 576 product), `packed` (the same in the
+//! packed layout), or `q4_k`, `q5_k`, `q6_k` (1536 × 768: K-quant rows are whole blocks of 256).
+//! `NEXTOK_ISA` chooses the instruction set (see `Isa::detect`).
 
 use nextok_gguf::GgmlType;
 use nextok_kernels::{matmul_serial, Isa, QMat};
+use std::time::Instant;
+
+/// Bytes from a xorshift generator, with the block's f16 scales (at `scales`) set to 2^-7 and
+/// −2^-9, finite numbers of the size real checkpoints have.
+fn matrix(ty: GgmlType, rows: usize, cols: usize, scales: &[usize]) -> Vec<u8> {
+    let bb = ty.block_bytes() as usize;
+    let mut state = 0x9e3779b97f4a7c15u64;
+    let mut data: Vec<u8> = (0..rows * cols / ty.block_elements() as usize * bb)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    for block in data.chunks_exact_mut(bb) {
+        for (k, &at) in scales.iter().enumerate() {
+            let bits: u16 = if k == 0 { 0x2000 } else { 0x9800 };
+            block[at..at + 2].copy_from_slice(&bits.to_le_bytes());
+        }
+    }
+    data
+}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let tokens: usize = args.next().unwrap_or_else(|| "1".into()).parse()?;
     let repeats: usize = args.next().unwrap_or_else(|| "1000".into()).parse()?;
-    let (rows, cols) = (1536, 576);
-    let mut data = vec![0x5au8; rows * cols / 32 * 20];
-    for block in data.chunks_exact_mut(20) {
-        block[..2].copy_from_slice(&0x2000u16.to_le_bytes());
-        block[2..4].copy_from_slice(&0xa000u16.to_le_bytes());
-    }
-    let mut w = QMat::new(GgmlType::Q4_1, rows, cols, &data)?;
+    let kind = args.next().unwrap_or_else(|| "q4_1".into());
+    let (ty, rows, cols, scales): (_, _, _, &[usize]) = match kind.as_str() {
+        "q4_1" | "packed" => (GgmlType::Q4_1, 1536, 576, &[0, 2]),
+        "q4_k" => (GgmlType::Q4K, 1536, 768, &[0, 2]),
+        "q5_k" => (GgmlType::Q5K, 1536, 768, &[0, 2]),
+        "q6_k" => (GgmlType::Q6K, 1536, 768, &[208]),
+        other => return Err(format!("unknown type {other}").into()),
+    };
+    let data = matrix(ty, rows, cols, scales);
+    let mut w = QMat::new(ty, rows, cols, &data)?;
     let packed;
-    if args.next().as_deref() == Some("packed") {
+    if kind == "packed" {
         packed = w.pack()?;
-        w = QMat::new_packed(GgmlType::Q4_1, rows, cols, &packed)?;
+        w = QMat::new_packed(ty, rows, cols, &packed)?;
     }
     let x: Vec<f32> = (0..tokens * cols).map(|i| (i % 13) as f32 * 0.01).collect();
     let mut out = vec![0.0f32; tokens * rows];
+    let isa = Isa::detect();
+    let start = Instant::now();
     for _ in 0..repeats {
-        matmul_serial(Isa::detect(), w, &x, tokens, &mut out)?;
+        matmul_serial(isa, w, &x, tokens, &mut out)?;
     }
+    let micros = start.elapsed().as_secs_f64() * 1e6 / repeats.max(1) as f64;
+    eprintln!("{kind} {rows}×{cols} {tokens} token(s) {isa:?}: {micros:.1} µs per product");
     println!("{}", out.iter().sum::<f32>());
     Ok(())
 }

@@ -365,3 +365,60 @@ proptest! {
         }
     }
 }
+
+/// A matrix of random blocks whose f16 scale fields hold any finite f16 (subnormal, zero,
+/// negative, up to ±65504): the K-quant kernels widen them with F16C, the dequantising path in
+/// software, and the two must agree everywhere, not only on typical scales.
+fn matrix_with_any_finite_scales(ty: GgmlType, rows: usize, cols: usize, rng: &mut Lcg) -> Vec<u8> {
+    let mut data = random_matrix(ty, rows, cols, rng);
+    let bb = ty.block_bytes() as usize;
+    for block in data.chunks_exact_mut(bb) {
+        for &off in f16_fields(ty) {
+            // Exponent 31 is infinity or NaN; every other exponent is finite.
+            let bits = loop {
+                let b = rng.next() as u16;
+                if (b >> 10) & 0x1f != 31 {
+                    break b;
+                }
+            };
+            block[off..off + 2].copy_from_slice(&bits.to_le_bytes());
+        }
+    }
+    data
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+    /// Q4_K and Q6_K have in-register kernels (AVX-512 one and two rows at a time, AVX2): every
+    /// ISA, token count (tiles of 8, pairs of rows in tiles of 4) and thread count gives the bits
+    /// of the portable dequantise-then-dot path.
+    #[test]
+    fn k_quant_kernels_give_the_bits_of_the_dequantising_path(
+        ty in prop::sample::select(vec![GgmlType::Q4K, GgmlType::Q6K]),
+        rows in 1usize..12,
+        blocks in 1usize..5,
+        tokens in 1usize..11,
+        any_scales in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        if !any_scales {
+            case(ty, rows, blocks, tokens, seed);
+            return Ok(());
+        }
+        let cols = blocks * 256;
+        let mut rng = Lcg(seed);
+        let data = matrix_with_any_finite_scales(ty, rows, cols, &mut rng);
+        let x: Vec<f32> = (0..tokens * cols).map(|_| rng.unit()).collect();
+        let w = QMat::new(ty, rows, cols, &data).unwrap();
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        let mut want = vec![0.0f32; tokens * rows];
+        matmul_serial(Isa::Portable, w, &x, tokens, &mut want).unwrap();
+        for isa in Isa::available() {
+            for threads in [1, 2, 3] {
+                let mut got = vec![0.0f32; tokens * rows];
+                matmul(&ThreadPool::new(threads), isa, w, &x, tokens, &mut got).unwrap();
+                prop_assert_eq!(bits(&got), bits(&want), "{:?} {:?} threads {}", isa, ty, threads);
+            }
+        }
+    }
+}
