@@ -11,7 +11,9 @@
 //! - compile to first mask: the schema compiled into a fresh constraint (nextok:
 //!   `compile_json_schema` and `GrammarConstraint::new`; llguidance: `create_parser` on one
 //!   `ParserFactory` and `Matcher::new`) and its first mask, once per schema, each engine's
-//!   vocabulary-wide caches shared across schemas as a server would share them;
+//!   vocabulary-wide caches shared across schemas as a server would share them (nextok also keeps
+//!   the automata of regular expressions per pattern, process-wide, so a bound or format that an
+//!   earlier schema used is not determinized again);
 //! - per mask: every mask while forcing each valid instance (compact JSON, SmolLM2's own
 //!   tokenization) token by token through a fresh constraint of the compiled schema, the mask
 //!   after the last token included. An instance counts only when both engines allow every one of

@@ -48,7 +48,7 @@ pub(crate) const DEAD: u32 = 0;
 pub(crate) const STATE_LIMIT: usize = 100_000;
 
 /// A deterministic automaton over bytes in which every non-dead state can still reach a match.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Dfa {
     /// Byte to equivalence class.
     classes: Box<[u8; 256]>,
@@ -62,6 +62,19 @@ pub(crate) struct Dfa {
     start: u32,
     /// Per state, the bytes with a live transition (a 256-bit set).
     live: Vec<[u64; 4]>,
+}
+
+/// Automata are keys of the grammar's and the vocabulary's terminal maps, and whole tables
+/// are large: the hash reads the shape and the first rows only (equal automata still hash
+/// alike; equality compares everything).
+impl Hash for Dfa {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.classes.hash(state);
+        self.stride.hash(state);
+        self.start.hash(state);
+        self.accept.len().hash(state);
+        self.trans[..self.trans.len().min(256)].hash(state);
+    }
 }
 
 impl Dfa {
@@ -270,6 +283,30 @@ impl Dfa {
     /// Compiles a regular expression (Rust `regex` syntax, Unicode, matching valid UTF-8 only)
     /// into an anchored automaton that accepts exactly the strings the whole pattern matches.
     pub(crate) fn from_regex(pattern: &str) -> Result<Dfa, Error> {
+        // Determinization dominates compile time, and schemas repeat their patterns (bounds such
+        // as `minimum: 0`, formats, user patterns across schemas): automata of moderate size are
+        // kept per pattern, process-wide, up to a bound.
+        type Memo = std::sync::Mutex<HashMap<String, std::sync::Arc<Dfa>>>;
+        static MEMO: OnceLock<Memo> = OnceLock::new();
+        const MEMO_ENTRIES: usize = 512;
+        const MEMO_CELLS: usize = 1 << 16;
+        let memo = MEMO.get_or_init(Default::default);
+        // A poisoned lock only means another thread panicked mid-insert; the map stays valid.
+        if let Some(d) = memo.lock().unwrap_or_else(|p| p.into_inner()).get(pattern) {
+            return Ok(Dfa::clone(d));
+        }
+        let d = Self::build_regex(pattern)?;
+        if d.trans.len() <= MEMO_CELLS {
+            let mut m = memo.lock().unwrap_or_else(|p| p.into_inner());
+            if m.len() >= MEMO_ENTRIES {
+                m.clear();
+            }
+            m.insert(pattern.to_string(), std::sync::Arc::new(d.clone()));
+        }
+        Ok(d)
+    }
+
+    fn build_regex(pattern: &str) -> Result<Dfa, Error> {
         let err = |reason: String| Error::Regex {
             pattern: pattern.to_string(),
             reason,
