@@ -323,10 +323,22 @@ impl Radii {
         let mut out = vec![[u8::MAX; CATEGORIES.len() + 1]; n];
         for (k, keep) in CATEGORIES.iter().enumerate() {
             let reps = dfa.class_reps(keep);
+            // Reverse edges, those into the dead state apart: they are most of them, and
+            // counting them into one slot would serialise on it.
             let mut start = vec![0u32; n + 1];
+            let mut to_dead: Vec<u32> = Vec::new();
             for s in 1..n as u32 {
+                let mut dies = false;
                 for &r in &reps {
-                    start[dfa.next(s, r) as usize + 1] += 1;
+                    let t = dfa.next(s, r) as usize;
+                    if t == DEAD as usize {
+                        dies = true;
+                    } else {
+                        start[t + 1] += 1;
+                    }
+                }
+                if dies {
+                    to_dead.push(s);
                 }
             }
             for x in 1..=n {
@@ -337,8 +349,10 @@ impl Radii {
             for s in 1..n as u32 {
                 for &r in &reps {
                     let t = dfa.next(s, r) as usize;
-                    preds[fill[t] as usize] = s;
-                    fill[t] += 1;
+                    if t != DEAD as usize {
+                        preds[fill[t] as usize] = s;
+                        fill[t] += 1;
+                    }
                 }
             }
             let mut queue: Vec<u32> = (0..n as u32)
@@ -352,7 +366,12 @@ impl Radii {
                 let t = queue[head] as usize;
                 head += 1;
                 let d = out[t][k].saturating_add(1).min(254);
-                for &p in &preds[start[t] as usize..start[t + 1] as usize] {
+                let from = if t == DEAD as usize {
+                    &to_dead[..]
+                } else {
+                    &preds[start[t] as usize..start[t + 1] as usize]
+                };
+                for &p in from {
                     if out[p as usize][k] == u8::MAX {
                         out[p as usize][k] = d;
                         queue.push(p);
