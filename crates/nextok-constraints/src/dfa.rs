@@ -842,4 +842,16 @@ mod tests {
         let d = Dfa::literal(&all);
         assert!(d.matches(&all) && !d.matches(&all[..255]) && !d.matches(&all[1..]));
     }
+
+    #[test]
+    fn remembered_regexes_are_the_ones_built() {
+        for p in ["[a-z]{3}-[0-9]{4}", "(0|[1-9][0-9]*)", "\\p{Greek}+"] {
+            let first = Dfa::from_regex(p).unwrap();
+            let again = Dfa::from_regex(p).unwrap();
+            let fresh = Dfa::build_regex(p).unwrap();
+            assert!(first == fresh && again == fresh, "{p}");
+        }
+        // Errors are not remembered as automata.
+        assert!(Dfa::from_regex("(").is_err() && Dfa::from_regex("(").is_err());
+    }
 }
