@@ -1,6 +1,7 @@
 //! Runs one product many times on one thread, for counting cycles and instructions with
 //! `perf stat`, which are steadier than wall time on a busy machine; it also prints the mean
-//! wall time per product on standard error.
+//! wall time per product on standard error, and where Linux reports it the thread's time on a
+//! CPU per product (which leaves out the time other processes held the core).
 //!
 //! `cargo run --release -p nextok-kernels --example kernel-cycles -- TOKENS REPEATS [TYPE]`
 //!
@@ -34,6 +35,12 @@ fn matrix(ty: GgmlType, rows: usize, cols: usize, scales: &[usize]) -> Vec<u8> {
     data
 }
 
+/// Nanoseconds this thread has run on a CPU (Linux `schedstat`), if the system reports it.
+fn cpu_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    stat.split_whitespace().next()?.parse().ok()
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let tokens: usize = args.next().unwrap_or_else(|| "1".into()).parse()?;
@@ -56,12 +63,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let x: Vec<f32> = (0..tokens * cols).map(|i| (i % 13) as f32 * 0.01).collect();
     let mut out = vec![0.0f32; tokens * rows];
     let isa = Isa::detect();
-    let start = Instant::now();
+    let (start, cpu_start) = (Instant::now(), cpu_ns());
     for _ in 0..repeats {
         matmul_serial(isa, w, &x, tokens, &mut out)?;
     }
-    let micros = start.elapsed().as_secs_f64() * 1e6 / repeats.max(1) as f64;
-    eprintln!("{kind} {rows}×{cols} {tokens} token(s) {isa:?}: {micros:.1} µs per product");
+    let per = |total: f64| total / repeats.max(1) as f64;
+    let micros = per(start.elapsed().as_secs_f64() * 1e6);
+    let cpu = match (cpu_start, cpu_ns()) {
+        (Some(a), Some(b)) => format!(", {:.1} µs on a CPU", per((b - a) as f64 / 1e3)),
+        _ => String::new(),
+    };
+    eprintln!("{kind} {rows}×{cols} {tokens} token(s) {isa:?}: {micros:.1} µs per product{cpu}");
     println!("{}", out.iter().sum::<f32>());
     Ok(())
 }

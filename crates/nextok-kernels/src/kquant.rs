@@ -1,8 +1,8 @@
-//! AVX-512 and AVX2 kernels for the K-quant types Q4_K and Q6_K (blocks of 256 weights), which
+//! AVX-512 and AVX2 kernels for the K-quant types Q4_K, Q5_K and Q6_K (blocks of 256 weights), which
 //! give exactly the bits of the dequantise-then-dot path (`crate::generic`): the weights are
 //! formed in registers with the floating-point operations of `nextok_gguf::dequant` (Q4_K:
 //! `d1 = d · sc`, `m1 = dmin · m`, then `w = d1 · q − m1`, a multiplication and a subtraction,
-//! never fused; Q6_K: `ds = d · sc`, then `w = ds · (q − 32)`), and each token row keeps the 16
+//! never fused, and the same for Q5_K with a fifth bit of `q`; Q6_K: `ds = d · sc`, then `w = ds · (q − 32)`), and each token row keeps the 16
 //! lanes of `crate::dot_lanes`: lane `l` takes the elements `i ≡ l (mod 16)` in order, one fused
 //! multiply-add each, summed at the end by `portable::reduce16`.
 //!
@@ -29,22 +29,30 @@ use crate::{Isa, QMat, SyncPtr};
 
 /// Bytes of one Q4_K block: `d`, `dmin` (f16), 12 bytes of scales and minimums, 128 of nibbles.
 const Q4K_BYTES: usize = 144;
+/// Bytes of one Q5_K block: as Q4_K, with 32 bytes of fifth bits before the nibbles.
+const Q5K_BYTES: usize = 176;
 /// Bytes of one Q6_K block: 128 bytes of low bits, 64 of high bits, 16 scales, `d` (f16).
 const Q6K_BYTES: usize = 210;
 /// How far ahead of the current block the kernels prefetch a row, in bytes: decode streams every
 /// weight from memory once per token, and the hardware prefetcher alone leaves loads waiting.
 const PREFETCH_BYTES: usize = 1024;
 
-/// The numbers 0 to 15, the nibble values of the Q4_K lookup tables.
-static NIBBLES: [f32; 16] = [
-    0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0,
-];
+/// The numbers 0 to 31, the values of `q` in the Q4_K (first 16) and Q5_K lookup tables.
+static QUANTS: [f32; 32] = {
+    let mut t = [0.0f32; 32];
+    let mut i = 0;
+    while i < 32 {
+        t[i] = i as f32;
+        i += 1;
+    }
+    t
+};
 
 /// One weight row against `T` token rows (`T` ≤ 8), for `crate::row_dot`: the bits of the
 /// generic path, reduced.
 ///
 /// # Safety
-/// `isa` is available on this CPU and is AVX-512 or AVX2; `ty` is Q4_K or Q6_K; `row` holds whole
+/// `isa` is available on this CPU and is AVX-512 or AVX2; `ty` is Q4_K, Q5_K or Q6_K; `row` holds whole
 /// blocks of `ty` and each `x[t]` 256 numbers per block.
 pub(crate) unsafe fn row_dot<const T: usize>(
     isa: Isa,
@@ -56,8 +64,10 @@ pub(crate) unsafe fn row_dot<const T: usize>(
     let out = unsafe {
         match (ty, isa) {
             (GgmlType::Q4K, Isa::Avx512) => q4_k_avx512::<1, T>([row], x),
+            (GgmlType::Q5K, Isa::Avx512) => q5_k_avx512::<1, T>([row], x),
             (GgmlType::Q6K, Isa::Avx512) => q6_k_avx512::<1, T>([row], x),
             (GgmlType::Q4K, _) => q4_k_avx2::<1, T>([row], x),
+            (GgmlType::Q5K, _) => q5_k_avx2::<1, T>([row], x),
             _ => q6_k_avx2::<1, T>([row], x),
         }
     };
@@ -67,11 +77,11 @@ pub(crate) unsafe fn row_dot<const T: usize>(
 /// Tokens per tile of the two-row kernels: 2 rows × 4 tokens keep 8 accumulators in registers.
 const PAIR_TILE: usize = 4;
 
-/// Rows `rows` of `w` (Q4_K or Q6_K) two at a time against the token rows `tokens`, written to
+/// Rows `rows` of `w` (Q4_K, Q5_K or Q6_K) two at a time against the token rows `tokens`, written to
 /// `out[t · w.rows + r]`; returns the first row not computed (the odd one out, or `rows.end`).
 ///
 /// # Safety
-/// AVX-512 is available; `w` is a validated Q4_K or Q6_K matrix in the file's layout; `x` holds
+/// AVX-512 is available; `w` is a validated Q4_K, Q5_K or Q6_K matrix in the file's layout; `x` holds
 /// `tokens.end · w.cols` numbers; `out` points to `tokens.end · w.rows` writable numbers, and no
 /// other thread writes these rows.
 pub(crate) unsafe fn pairs_avx512(
@@ -95,10 +105,10 @@ pub(crate) unsafe fn pairs_avx512(
                     // SAFETY: the caller guarantees the ISA and a validated matrix; the
                     // activations have `cols` numbers per token.
                     let res = unsafe {
-                        if w.ty == GgmlType::Q4K {
-                            q4_k_avx512::<2, $n>(pair, xs)
-                        } else {
-                            q6_k_avx512::<2, $n>(pair, xs)
+                        match w.ty {
+                            GgmlType::Q4K => q4_k_avx512::<2, $n>(pair, xs),
+                            GgmlType::Q5K => q5_k_avx512::<2, $n>(pair, xs),
+                            _ => q6_k_avx512::<2, $n>(pair, xs),
                         }
                     };
                     for (k, row_res) in res.iter().enumerate() {
@@ -170,7 +180,8 @@ unsafe fn prefetch(p: *const u8, lines: usize) {
     }
 }
 
-/// `[d · sc[0..8], dmin · m[0..8]]` of a Q4_K block, each product as `dequant::q4_k` rounds it.
+/// `[d · sc[0..8], dmin · m[0..8]]` of a Q4_K or Q5_K block (the two share their first 16
+/// bytes), each product as `dequant::q4_k` rounds it.
 #[inline(always)]
 unsafe fn q4_k_factors_avx512(blk: *const u8) -> [f32; 16] {
     // SAFETY: the caller guarantees a whole block and the features.
@@ -256,7 +267,7 @@ pub(crate) unsafe fn q4_k_avx512<const R: usize, const T: usize>(
     let nb = rows[0].len() / Q4K_BYTES;
     // SAFETY: lengths guaranteed by the caller.
     unsafe {
-        let nibbles = _mm512_loadu_ps(NIBBLES.as_ptr());
+        let nibbles = _mm512_loadu_ps(QUANTS.as_ptr());
         let mut a = [[_mm512_setzero_ps(); T]; R];
         // Closures would not inherit the target features once passed to a generic function,
         // so the per-row work is written as plain loops over arrays of registers.
@@ -376,6 +387,97 @@ pub(crate) unsafe fn q6_k_avx512<const R: usize, const T: usize>(
     }
 }
 
+/// `v` shifted so that its bit `b` lands on bit 4 (the bit that picks the upper half of a
+/// 32-entry lookup); the other bits move too, and the lookups ignore them.
+#[inline(always)]
+unsafe fn bit_to_4_avx512(v: __m512i, b: usize) -> __m512i {
+    // SAFETY: register operations only; the caller has AVX-512F.
+    unsafe {
+        match b {
+            0 => _mm512_slli_epi32::<4>(v),
+            1 => _mm512_slli_epi32::<3>(v),
+            2 => _mm512_slli_epi32::<2>(v),
+            3 => _mm512_slli_epi32::<1>(v),
+            4 => v,
+            5 => _mm512_srli_epi32::<1>(v),
+            6 => _mm512_srli_epi32::<2>(v),
+            _ => _mm512_srli_epi32::<3>(v),
+        }
+    }
+}
+
+/// Q5_K, AVX-512: `R` rows against `T` token rows, reduced. As `q4_k_avx512`, with 32 possible
+/// values `d1 · q − m1` (q = 0..31) per sub-block in two registers, and the 5-bit index made of
+/// the nibble and the sub-block's bit of `qh` (`permutex2var` reads only the low 5 bits).
+///
+/// # Safety
+/// AVX-512F, F16C and FMA are available; every row holds the same whole number of Q5_K blocks
+/// and each `x[t]` 256 numbers per block.
+#[target_feature(enable = "avx512f,f16c,fma")]
+pub(crate) unsafe fn q5_k_avx512<const R: usize, const T: usize>(
+    rows: [&[u8]; R],
+    x: [&[f32]; T],
+) -> [[f32; T]; R] {
+    let nb = rows[0].len() / Q5K_BYTES;
+    // SAFETY: lengths guaranteed by the caller.
+    unsafe {
+        let quants = [
+            _mm512_loadu_ps(QUANTS.as_ptr()),
+            _mm512_loadu_ps(QUANTS.as_ptr().add(16)),
+        ];
+        let low4 = _mm512_set1_epi32(0x0f);
+        let mut a = [[_mm512_setzero_ps(); T]; R];
+        // Plain loops rather than closures: see `q4_k_avx512`.
+        let mut blk = [std::ptr::null::<u8>(); R];
+        let mut f = [[0.0f32; 16]; R];
+        let mut qh = [[_mm512_setzero_si512(); 2]; R];
+        let mut w = [[_mm512_setzero_ps(); R]; 4];
+        for b in 0..nb {
+            for r in 0..R {
+                blk[r] = rows[r].as_ptr().add(Q5K_BYTES * b);
+                prefetch(blk[r], 3);
+                f[r] = q4_k_factors_avx512(blk[r]);
+                qh[r] = [
+                    bytes16_avx512(blk[r].add(16)),
+                    bytes16_avx512(blk[r].add(32)),
+                ];
+            }
+            for i in 0..4 {
+                // As Q4_K, with bit 2i (low nibbles) or 2i + 1 (high nibbles) of `qh[l]` as the
+                // fifth bit of element l of each half.
+                for r in 0..R {
+                    let (s, t) = (2 * i, 2 * i + 1);
+                    let lo = q4_k_table_avx512(f[r][s], f[r][8 + s], quants[0]);
+                    let lo_up = q4_k_table_avx512(f[r][s], f[r][8 + s], quants[1]);
+                    let hi = q4_k_table_avx512(f[r][t], f[r][8 + t], quants[0]);
+                    let hi_up = q4_k_table_avx512(f[r][t], f[r][8 + t], quants[1]);
+                    let q = blk[r].add(48 + 32 * i);
+                    for j in 0..2 {
+                        let bytes = bytes16_avx512(q.add(16 * j));
+                        // Bits 0–3 from the nibble, bit 4 (and above, ignored) from `qh`.
+                        let idx_lo = _mm512_ternarylogic_epi32::<0xca>(
+                            low4,
+                            bytes,
+                            bit_to_4_avx512(qh[r][j], 2 * i),
+                        );
+                        let idx_hi = _mm512_ternarylogic_epi32::<0xca>(
+                            low4,
+                            _mm512_srli_epi32::<4>(bytes),
+                            bit_to_4_avx512(qh[r][j], 2 * i + 1),
+                        );
+                        w[j][r] = _mm512_permutex2var_ps(lo, idx_lo, lo_up);
+                        w[2 + j][r] = _mm512_permutex2var_ps(hi, idx_hi, hi_up);
+                    }
+                }
+                for g in 0..4 {
+                    group_avx512(w[g], &x, 16 * b + 4 * i + g, &mut a);
+                }
+            }
+        }
+        reduce_avx512(&a)
+    }
+}
+
 /// The lanes of `R` rows and `T` tokens (two registers of 8 each), reduced.
 #[inline(always)]
 unsafe fn reduce_avx2<const R: usize, const T: usize>(a: &[[[__m256; 2]; T]; R]) -> [[f32; T]; R] {
@@ -423,6 +525,25 @@ unsafe fn bytes8_avx2(p: *const u8) -> __m256i {
     unsafe { _mm256_cvtepu8_epi32(_mm_loadl_epi64(p as *const __m128i)) }
 }
 
+/// `q4_k_factors_avx512` with AVX2.
+#[inline(always)]
+unsafe fn q4_k_factors_avx2(blk: *const u8) -> [f32; 16] {
+    // SAFETY: the caller guarantees a whole block and the features.
+    unsafe {
+        let sm = q4_k_scales(blk.add(4));
+        let mut f = [0.0f32; 16];
+        for k in 0..2 {
+            let dk = _mm256_set1_ps(f16_at(blk.add(2 * k)));
+            let ints = bytes8_avx2(sm.as_ptr().add(8 * k));
+            _mm256_storeu_ps(
+                f.as_mut_ptr().add(8 * k),
+                _mm256_mul_ps(dk, _mm256_cvtepi32_ps(ints)),
+            );
+        }
+        f
+    }
+}
+
 /// Q4_K, AVX2: see `q4_k_avx512`; here each weight is `d1 · q − m1` computed directly (the same
 /// two operations).
 ///
@@ -447,15 +568,7 @@ pub(crate) unsafe fn q4_k_avx2<const R: usize, const T: usize>(
             for r in 0..R {
                 blk[r] = rows[r].as_ptr().add(Q4K_BYTES * b);
                 prefetch(blk[r], 3);
-                let sm = q4_k_scales(blk[r].add(4));
-                for k in 0..2 {
-                    let dk = _mm256_set1_ps(f16_at(blk[r].add(2 * k)));
-                    let ints = bytes8_avx2(sm.as_ptr().add(8 * k));
-                    _mm256_storeu_ps(
-                        f[r].as_mut_ptr().add(8 * k),
-                        _mm256_mul_ps(dk, _mm256_cvtepi32_ps(ints)),
-                    );
-                }
+                f[r] = q4_k_factors_avx2(blk[r]);
             }
             for i in 0..4 {
                 for g in 0..4 {
@@ -548,6 +661,68 @@ pub(crate) unsafe fn q6_k_avx2<const R: usize, const T: usize>(
                         }
                         group_avx2(wg, &x, 16 * b + 8 * h + 2 * k + j, &mut a);
                     }
+                }
+            }
+        }
+        reduce_avx2(&a)
+    }
+}
+
+/// Q5_K, AVX2: see `q5_k_avx512`; here each weight is `d1 · q − m1` computed directly.
+///
+/// # Safety
+/// AVX2, F16C and FMA are available; every row holds the same whole number of Q5_K blocks and
+/// each `x[t]` 256 numbers per block.
+#[target_feature(enable = "avx2,f16c,fma")]
+pub(crate) unsafe fn q5_k_avx2<const R: usize, const T: usize>(
+    rows: [&[u8]; R],
+    x: [&[f32]; T],
+) -> [[f32; T]; R] {
+    let nb = rows[0].len() / Q5K_BYTES;
+    // SAFETY: lengths guaranteed by the caller.
+    unsafe {
+        let low4 = _mm256_set1_epi32(0x0f);
+        let mut a = [[[_mm256_setzero_ps(); 2]; T]; R];
+        // Plain loops rather than closures: see `q4_k_avx512`.
+        let mut blk = [std::ptr::null::<u8>(); R];
+        let mut f = [[0.0f32; 16]; R];
+        let mut wg = [[_mm256_setzero_ps(); 2]; R];
+        for b in 0..nb {
+            for r in 0..R {
+                blk[r] = rows[r].as_ptr().add(Q5K_BYTES * b);
+                prefetch(blk[r], 3);
+                f[r] = q4_k_factors_avx2(blk[r]);
+            }
+            for i in 0..4 {
+                for g in 0..4 {
+                    // Group g of these 64 elements: the low (g < 2) or high nibbles of bytes
+                    // 32i + 16 (g mod 2) .. + 16 of sub-block 2i + g / 2, whose fifth bit is bit
+                    // 2i + g / 2 of `qh[16 (g mod 2) + l]`.
+                    let s = 2 * i + g / 2;
+                    let sixteen = _mm256_set1_epi32(16 << s);
+                    for r in 0..R {
+                        let (dv, mv) = (_mm256_set1_ps(f[r][s]), _mm256_set1_ps(f[r][8 + s]));
+                        let q = blk[r].add(48 + 32 * i + 16 * (g % 2));
+                        let h = blk[r].add(16 + 16 * (g % 2));
+                        for e in 0..2 {
+                            let bytes = bytes8_avx2(q.add(8 * e));
+                            let nib = if g < 2 {
+                                _mm256_and_si256(bytes, low4)
+                            } else {
+                                _mm256_srli_epi32::<4>(bytes)
+                            };
+                            // The fifth bit, moved to bit 4: `qh` shifted left by 4 has bit
+                            // `s` of `qh` at bit `s + 4`, which `sixteen` picks out.
+                            let hb = _mm256_and_si256(
+                                _mm256_slli_epi32::<4>(bytes8_avx2(h.add(8 * e))),
+                                sixteen,
+                            );
+                            let hb = _mm256_srl_epi32(hb, _mm_cvtsi32_si128(s as i32));
+                            let q = _mm256_or_si256(nib, hb);
+                            wg[r][e] = _mm256_sub_ps(_mm256_mul_ps(dv, _mm256_cvtepi32_ps(q)), mv);
+                        }
+                    }
+                    group_avx2(wg, &x, 16 * b + 4 * i + g, &mut a);
                 }
             }
         }

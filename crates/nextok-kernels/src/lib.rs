@@ -573,10 +573,10 @@ unsafe fn rows_kernel(
                 r += 2;
             }
         }
-        // AVX-512 Q4_K and Q6_K: two rows at a time, so that two chains of fused multiply-adds
-        // are in flight per token.
+        // AVX-512 K-quants (Q4_K, Q5_K, Q6_K): two rows at a time, so that two chains of fused
+        // multiply-adds are in flight per token.
         #[cfg(target_arch = "x86_64")]
-        if isa == Isa::Avx512 && matches!(w.ty, GgmlType::Q4K | GgmlType::Q6K) {
+        if isa == Isa::Avx512 && matches!(w.ty, GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K) {
             // SAFETY: the ISA is available (checked in `check`), the matrix was validated, and
             // this part owns the rows (the function's contract).
             r = unsafe { kquant::pairs_avx512(w, x, t0..t1, r..rows.end, out) };
@@ -694,7 +694,7 @@ fn row_dot<const T: usize>(
         }
         (GgmlType::Q8_0, _) => portable::q8_0(row, x, &mut acc),
         #[cfg(target_arch = "x86_64")]
-        (GgmlType::Q4K | GgmlType::Q6K, Isa::Avx512 | Isa::Avx2) => {
+        (GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K, Isa::Avx512 | Isa::Avx2) => {
             // SAFETY: the ISA is available (checked in `check`) and the row holds whole blocks.
             return unsafe { kquant::row_dot(isa, ty, row, x) };
         }
