@@ -314,7 +314,9 @@ impl TokenVocab {
         let mut g = self.shared.lock().unwrap_or_else(|p| p.into_inner());
         g.words += m.inside.len() + m.exits.len() / 2;
         if g.words > SHARED_WORDS {
+            // Radii go too: they are rebuilt with the next first mask of their automaton.
             g.masks.clear();
+            g.radii.clear();
             g.words = 0;
         }
         Arc::clone(g.masks.entry((id, state)).or_insert(m))
