@@ -1,10 +1,13 @@
-//! AVX-512 and AVX2 kernels for the K-quant types Q4_K, Q5_K and Q6_K (blocks of 256 weights), which
-//! give exactly the bits of the dequantise-then-dot path (`crate::generic`): the weights are
-//! formed in registers with the floating-point operations of `nextok_gguf::dequant` (Q4_K:
-//! `d1 = d · sc`, `m1 = dmin · m`, then `w = d1 · q − m1`, a multiplication and a subtraction,
-//! never fused, and the same for Q5_K with a fifth bit of `q`; Q6_K: `ds = d · sc`, then `w = ds · (q − 32)`), and each token row keeps the 16
-//! lanes of `crate::dot_lanes`: lane `l` takes the elements `i ≡ l (mod 16)` in order, one fused
-//! multiply-add each, summed at the end by `portable::reduce16`.
+//! AVX-512 and AVX2 kernels for the K-quant types Q4_K, Q5_K and Q6_K (blocks of 256 weights),
+//! which give exactly the bits of the dequantise-then-dot path (`crate::generic`). The weights
+//! are formed in registers with the floating-point operations of `nextok_gguf::dequant`:
+//! - Q4_K: `d1 = d · sc`, `m1 = dmin · m`, then `w = d1 · q − m1`, a multiplication and a
+//!   subtraction, never fused; Q5_K the same with a fifth bit of `q`;
+//! - Q6_K: `ds = d · sc`, then `w = ds · (q − 32)`.
+//!
+//! Each token row keeps the 16 lanes of `crate::dot_lanes`: lane `l` takes the elements
+//! `i ≡ l (mod 16)` in order, one fused multiply-add each, summed at the end by
+//! `portable::reduce16`.
 //!
 //! Within a row the lane order makes every block a chain of 16 dependent fused multiply-adds per
 //! token, so the kernels take `R` weight rows and `T` token rows at once: `R · T` independent
@@ -48,43 +51,96 @@ static QUANTS: [f32; 32] = {
     t
 };
 
+/// The kernel for `ty` on `isa`: `R` rows against `T` token rows, reduced.
+///
+/// # Safety
+/// `isa` is available on this CPU and is AVX-512 or AVX2; `ty` is Q4_K, Q5_K or Q6_K; every row
+/// holds the same whole number of blocks of `ty` and each `x[t]` 256 numbers per block.
+#[inline(always)]
+unsafe fn kernel<const R: usize, const T: usize>(
+    isa: Isa,
+    ty: GgmlType,
+    rows: [&[u8]; R],
+    x: [&[f32]; T],
+) -> [[f32; T]; R] {
+    // SAFETY: the caller's guarantees are those of the kernels.
+    unsafe {
+        match (ty, isa) {
+            (GgmlType::Q4K, Isa::Avx512) => q4_k_avx512(rows, x),
+            (GgmlType::Q5K, Isa::Avx512) => q5_k_avx512(rows, x),
+            (GgmlType::Q6K, Isa::Avx512) => q6_k_avx512(rows, x),
+            (GgmlType::Q4K, _) => q4_k_avx2(rows, x),
+            (GgmlType::Q5K, _) => q5_k_avx2(rows, x),
+            _ => q6_k_avx2(rows, x),
+        }
+    }
+}
+
+/// Tokens per call of the AVX2 one-row kernels: AVX2 has 16 registers, and 4 tokens' lanes
+/// (8 registers) leave room for the weights; more tokens would spill the accumulators.
+const AVX2_TILE: usize = 4;
+
 /// One weight row against `T` token rows (`T` ≤ 8), for `crate::row_dot`: the bits of the
 /// generic path, reduced.
 ///
 /// # Safety
-/// `isa` is available on this CPU and is AVX-512 or AVX2; `ty` is Q4_K, Q5_K or Q6_K; `row` holds whole
-/// blocks of `ty` and each `x[t]` 256 numbers per block.
+/// `isa` is available on this CPU and is AVX-512 or AVX2; `ty` is Q4_K, Q5_K or Q6_K; `row`
+/// holds whole blocks of `ty` and each `x[t]` 256 numbers per block.
 pub(crate) unsafe fn row_dot<const T: usize>(
     isa: Isa,
     ty: GgmlType,
     row: &[u8],
     x: [&[f32]; T],
 ) -> [f32; T] {
-    // SAFETY: the caller's guarantees are those of the kernels.
-    let out = unsafe {
-        match (ty, isa) {
-            (GgmlType::Q4K, Isa::Avx512) => q4_k_avx512::<1, T>([row], x),
-            (GgmlType::Q5K, Isa::Avx512) => q5_k_avx512::<1, T>([row], x),
-            (GgmlType::Q6K, Isa::Avx512) => q6_k_avx512::<1, T>([row], x),
-            (GgmlType::Q4K, _) => q4_k_avx2::<1, T>([row], x),
-            (GgmlType::Q5K, _) => q5_k_avx2::<1, T>([row], x),
-            _ => q6_k_avx2::<1, T>([row], x),
+    if isa == Isa::Avx512 || T <= AVX2_TILE {
+        // SAFETY: the caller's guarantees are those of the kernels.
+        return unsafe { kernel::<1, T>(isa, ty, [row], x) }[0];
+    }
+    let mut out = [0.0f32; T];
+    let mut c = 0;
+    while c < T {
+        let n = (T - c).min(AVX2_TILE);
+        macro_rules! part {
+            ($n:literal) => {{
+                let xs: [&[f32]; $n] = std::array::from_fn(|i| x[c + i]);
+                // SAFETY: as above.
+                let res = unsafe { kernel::<1, $n>(isa, ty, [row], xs) };
+                out[c..c + $n].copy_from_slice(&res[0]);
+            }};
         }
-    };
-    out[0]
+        match n {
+            4 => part!(4),
+            3 => part!(3),
+            2 => part!(2),
+            _ => part!(1),
+        }
+        c += n;
+    }
+    out
 }
 
-/// Tokens per tile of the two-row kernels: 2 rows × 4 tokens keep 8 accumulators in registers.
-const PAIR_TILE: usize = 4;
+/// Most tokens the two-row kernels take at once: on AVX-512, 2 rows × 4 tokens keep 8
+/// accumulators in registers; on AVX2 (two registers per token and row, 16 registers in all)
+/// 2 rows × 2 tokens.
+fn pair_tile(isa: Isa) -> usize {
+    if isa == Isa::Avx512 {
+        4
+    } else {
+        2
+    }
+}
 
-/// Rows `rows` of `w` (Q4_K, Q5_K or Q6_K) two at a time against the token rows `tokens`, written to
-/// `out[t · w.rows + r]`; returns the first row not computed (the odd one out, or `rows.end`).
+/// Rows `rows` of `w` (Q4_K, Q5_K or Q6_K) two at a time against the token rows `tokens`,
+/// written to `out[t · w.rows + r]`; returns the first row not computed (the odd one out, or
+/// `rows.end`; on AVX2 `rows.start` when there are more tokens than a pair tile, where one row
+/// against 4 tokens expands each weight fewer times).
 ///
 /// # Safety
-/// AVX-512 is available; `w` is a validated Q4_K, Q5_K or Q6_K matrix in the file's layout; `x` holds
-/// `tokens.end · w.cols` numbers; `out` points to `tokens.end · w.rows` writable numbers, and no
-/// other thread writes these rows.
-pub(crate) unsafe fn pairs_avx512(
+/// `isa` is available on this CPU and is AVX-512 or AVX2; `w` is a validated Q4_K, Q5_K or Q6_K
+/// matrix in the file's layout; `x` holds `tokens.end · w.cols` numbers; `out` points to
+/// `tokens.end · w.rows` writable numbers, and no other thread writes these rows.
+pub(crate) unsafe fn pairs(
+    isa: Isa,
     w: &QMat<'_>,
     x: &[f32],
     tokens: Range<usize>,
@@ -92,25 +148,23 @@ pub(crate) unsafe fn pairs_avx512(
     out: SyncPtr,
 ) -> usize {
     let cols = w.cols;
+    let tile = pair_tile(isa);
     let mut r = rows.start;
+    if isa == Isa::Avx2 && tokens.len() > tile {
+        return r;
+    }
     while r + 2 <= rows.end {
         let pair = [w.row(r), w.row(r + 1)];
         let mut t = tokens.start;
         while t < tokens.end {
-            let n = (tokens.end - t).min(PAIR_TILE);
+            let n = (tokens.end - t).min(tile);
             macro_rules! tile {
                 ($n:literal) => {{
                     let xs: [&[f32]; $n] =
                         std::array::from_fn(|i| &x[(t + i) * cols..(t + i + 1) * cols]);
                     // SAFETY: the caller guarantees the ISA and a validated matrix; the
                     // activations have `cols` numbers per token.
-                    let res = unsafe {
-                        match w.ty {
-                            GgmlType::Q4K => q4_k_avx512::<2, $n>(pair, xs),
-                            GgmlType::Q5K => q5_k_avx512::<2, $n>(pair, xs),
-                            _ => q6_k_avx512::<2, $n>(pair, xs),
-                        }
-                    };
+                    let res = unsafe { kernel::<2, $n>(isa, w.ty, pair, xs) };
                     for (k, row_res) in res.iter().enumerate() {
                         for (i, &v) in row_res.iter().enumerate() {
                             // SAFETY: in bounds by the caller's contract; this thread owns rows

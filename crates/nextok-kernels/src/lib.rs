@@ -573,13 +573,15 @@ unsafe fn rows_kernel(
                 r += 2;
             }
         }
-        // AVX-512 K-quants (Q4_K, Q5_K, Q6_K): two rows at a time, so that two chains of fused
-        // multiply-adds are in flight per token.
+        // K-quants (Q4_K, Q5_K, Q6_K) on AVX-512 or AVX2: two rows at a time, so that two chains
+        // of fused multiply-adds are in flight per token.
         #[cfg(target_arch = "x86_64")]
-        if isa == Isa::Avx512 && matches!(w.ty, GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K) {
+        if matches!(isa, Isa::Avx512 | Isa::Avx2)
+            && matches!(w.ty, GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K)
+        {
             // SAFETY: the ISA is available (checked in `check`), the matrix was validated, and
             // this part owns the rows (the function's contract).
-            r = unsafe { kquant::pairs_avx512(w, x, t0..t1, r..rows.end, out) };
+            r = unsafe { kquant::pairs(isa, w, x, t0..t1, r..rows.end, out) };
         }
         for r in r..rows.end {
             let row = w.row(r);

@@ -389,9 +389,10 @@ fn matrix_with_any_finite_scales(ty: GgmlType, rows: usize, cols: usize, rng: &m
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(40))]
-    /// Q4_K, Q5_K and Q6_K have in-register kernels (AVX-512 one and two rows at a time, AVX2): every
-    /// ISA, token count (tiles of 8, pairs of rows in tiles of 4) and thread count gives the bits
-    /// of the portable dequantise-then-dot path.
+    /// Q4_K, Q5_K and Q6_K have in-register kernels (one and two rows at a time, AVX-512 and
+    /// AVX2): every ISA, token count (tiles of 8, of 4, pairs of rows in tiles of 4 and 2), odd
+    /// and even row count, and thread count gives the bits of the portable dequantise-then-dot
+    /// path.
     #[test]
     fn k_quant_kernels_give_the_bits_of_the_dequantising_path(
         ty in prop::sample::select(vec![GgmlType::Q4K, GgmlType::Q5K, GgmlType::Q6K]),
