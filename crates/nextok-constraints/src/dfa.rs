@@ -609,6 +609,29 @@ impl Dfa {
         Ok(Dfa::from_raw(&raw, k, &class_of, &acc, n, 1))
     }
 
+    /// Per state, the bytes on which it stays where it is (a 256-bit set; the dead state's is
+    /// every byte).
+    pub(crate) fn self_loops(&self) -> Vec<[u64; 4]> {
+        let mut class_bits = vec![[0u64; 4]; self.stride];
+        for b in 0..256 {
+            class_bits[self.classes[b] as usize][b >> 6] |= 1 << (b & 63);
+        }
+        (0..self.num_states())
+            .map(|s| {
+                let mut set = [0u64; 4];
+                let row = &self.trans[s * self.stride..(s + 1) * self.stride];
+                for (c, &t) in row.iter().enumerate() {
+                    if t as usize == s {
+                        for (w, x) in set.iter_mut().zip(class_bits[c]) {
+                            *w |= x;
+                        }
+                    }
+                }
+                set
+            })
+            .collect()
+    }
+
     /// One byte of each class that has a byte for which `keep` holds.
     pub(crate) fn class_reps(&self, keep: impl Fn(u8) -> bool) -> Vec<u8> {
         let mut seen = vec![false; self.stride];

@@ -236,8 +236,9 @@ impl TerminalMask {
     ///
     /// A subtree whose bytes all lie in one of the vocabulary's byte categories, below a node
     /// where the automaton can read more bytes of that category than the subtree is high
-    /// without dying or accepting (`radii`), holds only tokens that stay inside the terminal
-    /// and no place where it may end: its tokens are taken at once, without visiting it.
+    /// without dying or accepting (`radii`), or whose bytes are all ones the automaton loops on
+    /// there (a non-accepting state), holds only tokens that stay inside the terminal and no
+    /// place where it may end: its tokens are taken at once, without visiting it.
     pub(crate) fn compute(
         vocab: &TokenVocab,
         dfa: &Dfa,
@@ -278,7 +279,10 @@ impl TerminalMask {
             }
             let s2 = dfa.next(cur, node.byte);
             if s2 != DEAD {
-                if node.height > 0 && radii.exceeds(s2, node.cats, node.height) {
+                if node.height > 0
+                    && (radii.loops_over(s2, &vocab.byte_sets[vocab.below_set[i] as usize])
+                        || radii.exceeds(s2, node.cats, node.height))
+                {
                     let end = vocab.subtree_tokens_end(i);
                     for &t in &vocab.trie_tokens[node.tok_start as usize..end] {
                         inside[(t >> 6) as usize] |= 1 << (t & 63);
@@ -300,10 +304,11 @@ impl TerminalMask {
     }
 }
 
-/// Per automaton state and byte category (`vocab::CATEGORIES`), the fewest bytes of that
-/// category after which the automaton is dead or accepting: 0 for dead and accepting states,
-/// 255 when no such bytes exist (distances of 255 and more are stored as 254, which only makes
-/// the walk skip less).
+/// What the walk of the token trie needs to know of an automaton to take subtrees at once: per
+/// state and byte category (`vocab::CATEGORIES`), the fewest bytes of that category after which
+/// the automaton is dead or accepting (0 for dead and accepting states, 255 when no such bytes
+/// exist; distances of 255 and more are stored as 254, which only makes the walk skip less);
+/// the plain depths; and the bytes on which each state loops.
 #[derive(Debug)]
 pub(crate) struct Radii {
     /// Per state, the radius in each category, then their maximum (a quick first test).
@@ -312,6 +317,9 @@ pub(crate) struct Radii {
     /// state and no shorter one to the dead state or an accepting one; 0 when there is no such
     /// `d` (or it is 255 or more).
     plain_depth: Vec<u8>,
+    /// Per state, the bytes on which it stays where it is, for states that do not accept
+    /// (accepting states get none: a subtree read there holds places where the terminal ends).
+    loops: Vec<[u64; 4]>,
 }
 
 impl Radii {
@@ -413,10 +421,25 @@ impl Radii {
                 }
             })
             .collect();
+        let mut loops = dfa.self_loops();
+        for (s, l) in loops.iter_mut().enumerate() {
+            if s == DEAD as usize || dfa.is_accept(s as u32) {
+                *l = [0; 4];
+            }
+        }
         Radii {
             radius: out,
             plain_depth,
+            loops,
         }
+    }
+
+    /// Whether state `s` stays where it is on every byte of `bytes` (so it reads any string
+    /// of them without dying or accepting).
+    #[inline]
+    pub(crate) fn loops_over(&self, s: u32, bytes: &[u64; 4]) -> bool {
+        let l = &self.loops[s as usize];
+        (0..4).all(|w| bytes[w] & !l[w] == 0)
     }
 
     /// The plain depth of state `s` (see the field), if it has one.
@@ -803,6 +826,7 @@ mod tests {
         for (i, node) in v.trie.iter().enumerate() {
             // Visit the subtree node by node and compare with its summary.
             let (mut height, mut cats, mut tokens) = (0u8, (1u8 << CATEGORIES.len()) - 1, vec![]);
+            let mut bytes = [0u64; 4];
             let depth_of = |j: usize| {
                 let mut d = 0;
                 let mut k = 0;
@@ -821,6 +845,7 @@ mod tests {
                 let t = &v.trie[j];
                 tokens.extend_from_slice(&v.trie_tokens[t.tok_start as usize..t.tok_end as usize]);
                 if j > i {
+                    bytes[(t.byte >> 6) as usize] |= 1 << (t.byte & 63);
                     height = height.max((depth_of(j) - base) as u8);
                     for (k, f) in CATEGORIES.iter().enumerate() {
                         if !f(t.byte) {
@@ -831,6 +856,7 @@ mod tests {
             }
             assert_eq!(node.height, height, "node {i}");
             assert_eq!(node.cats, cats, "node {i}");
+            assert_eq!(v.byte_sets[v.below_set[i] as usize], bytes, "node {i}");
             assert_eq!(
                 &v.trie_tokens[node.tok_start as usize..v.subtree_tokens_end(i)],
                 &tokens[..],
@@ -849,6 +875,13 @@ mod tests {
         let v = vocab();
         let dfas = [
             Dfa::any_string().json_string().unwrap(),
+            // Keys that must not contain an `a` followed later by a `z`: states loop on most
+            // bytes but not on all of a category.
+            Dfa::any_string()
+                .minus(&Dfa::from_regex("(?s:.)*a(?s:.)*z(?s:.)*").unwrap())
+                .unwrap()
+                .json_string()
+                .unwrap(),
             Dfa::char_count(0, Some(12)).unwrap().json_string().unwrap(),
             Dfa::from_regex("[a-z]{0,6}").unwrap(),
             Dfa::from_regex("[0-9]+( +[a-z]+)?").unwrap(),

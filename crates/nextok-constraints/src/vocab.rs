@@ -112,6 +112,10 @@ pub struct TokenVocab {
     /// Preorder trie; node 0 is the root (no byte).
     pub(crate) trie: Vec<TrieNode>,
     pub(crate) trie_tokens: Vec<u32>,
+    /// The distinct sets of bytes found below trie nodes (256-bit sets).
+    pub(crate) byte_sets: Vec<[u64; 4]>,
+    /// Per trie node, its index in `byte_sets`.
+    pub(crate) below_set: Vec<u32>,
     /// The tokens made only of bytes of the first category (what a JSON string holds
     /// unescaped), by length.
     pub(crate) plain: PlainTokens,
@@ -186,13 +190,15 @@ impl TokenVocab {
             trie[n].end = trie.len() as u32;
         }
         trie[0].end = trie.len() as u32;
-        summarize(&mut trie);
+        let (byte_sets, below_set) = summarize(&mut trie);
         let plain = PlainTokens::new(&tokens, &trie_tokens, tokens.len().div_ceil(64));
         Ok(TokenVocab {
             tokens,
             eos,
             trie,
             trie_tokens,
+            byte_sets,
+            below_set,
             plain,
             shared: Arc::default(),
             serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
@@ -342,8 +348,9 @@ impl TokenVocab {
     }
 }
 
-/// Sets the height and byte categories of every subtree of a preorder trie.
-fn summarize(trie: &mut [TrieNode]) {
+/// Sets the height and byte categories of every subtree of a preorder trie, and returns the set
+/// of bytes on the edges below each node: interned sets, and each node's index among them.
+fn summarize(trie: &mut [TrieNode]) -> (Vec<[u64; 4]>, Vec<u32>) {
     let mut cat_of = [0u8; 256];
     for (b, c) in cat_of.iter_mut().enumerate() {
         for (k, f) in CATEGORIES.iter().enumerate() {
@@ -366,12 +373,30 @@ fn summarize(trie: &mut [TrieNode]) {
         *p = *stack.last().unwrap_or(&0);
         stack.push(i);
     }
+    let mut below = vec![[0u64; 4]; trie.len()];
     for i in (1..trie.len()).rev() {
         let (c, p) = (trie[i], parent[i]);
         let n = &mut trie[p];
         n.height = n.height.max(c.height.saturating_add(1));
         n.cats &= c.cats & cat_of[c.byte as usize];
+        let mut set = below[i];
+        set[(c.byte >> 6) as usize] |= 1 << (c.byte & 63);
+        for (w, x) in below[p].iter_mut().zip(set) {
+            *w |= x;
+        }
     }
+    let mut ids: FxMap<[u64; 4], u32> = FxMap::default();
+    let mut sets = Vec::new();
+    let index = below
+        .iter()
+        .map(|set| {
+            *ids.entry(*set).or_insert_with(|| {
+                sets.push(*set);
+                sets.len() as u32 - 1
+            })
+        })
+        .collect();
+    (sets, index)
 }
 
 /// Decodes a GPT-2 byte-level token string (as stored in GGUF `tokenizer.ggml.tokens` and in
