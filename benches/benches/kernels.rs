@@ -1,5 +1,7 @@
 //! The quantised matrix products of SmolLM2-135M's decode and prefill, on each instruction set
 //! this CPU has: one token (decode: every weight read once per token) and 64 tokens (prefill).
+//! Also Q4_K and Q6_K products (the types of Q4_K_M files) of 1536 × 768: K-quant rows are whole
+//! blocks of 256 weights, which SmolLM2's 576 is not.
 //!
 //! `cargo bench -p nextok-benches --bench kernels`
 
@@ -8,11 +10,16 @@ use nextok_gguf::GgmlType;
 use nextok_kernels::{matmul, Isa, QMat, ThreadPool};
 use std::time::Duration;
 
-/// Random blocks with finite f16 scales at the front of each block (Q4_1: scale and minimum;
-/// Q8_0: scale).
+/// Random blocks with finite f16 scales (Q4_1, Q4_K: scale and minimum at the front; Q8_0:
+/// scale at the front; Q6_K: scale at the end).
 fn matrix(ty: GgmlType, rows: usize, cols: usize) -> Vec<u8> {
     let bb = ty.block_bytes() as usize;
-    let blocks = rows * cols / 32;
+    let blocks = rows * cols / ty.block_elements() as usize;
+    let scales: &[usize] = match ty {
+        GgmlType::Q4_1 | GgmlType::Q4K => &[0, 2],
+        GgmlType::Q6K => &[208],
+        _ => &[0],
+    };
     let mut state = 0x9e3779b97f4a7c15u64;
     let mut data = Vec::with_capacity(blocks * bb);
     for _ in 0..blocks {
@@ -23,10 +30,10 @@ fn matrix(ty: GgmlType, rows: usize, cols: usize) -> Vec<u8> {
             state ^= state << 17;
             data.push(state as u8);
         }
-        // 0x2000 is 2^-7 in f16.
-        data[start..start + 2].copy_from_slice(&0x2000u16.to_le_bytes());
-        if ty == GgmlType::Q4_1 {
-            data[start + 2..start + 4].copy_from_slice(&0xa000u16.to_le_bytes());
+        // 0x2000 is 2^-7 in f16, 0xa000 is -2^-7.
+        for (k, &at) in scales.iter().enumerate() {
+            let bits: u16 = if k == 0 { 0x2000 } else { 0xa000 };
+            data[start + at..start + at + 2].copy_from_slice(&bits.to_le_bytes());
         }
     }
     data
@@ -39,6 +46,8 @@ fn bench(c: &mut Criterion) {
         ("ffn_up_q4_1", GgmlType::Q4_1, 1536, 576),
         ("ffn_down_q4_1", GgmlType::Q4_1, 576, 1536),
         ("output_q8_0", GgmlType::Q8_0, 49152, 576),
+        ("ffn_up_q4_k", GgmlType::Q4K, 1536, 768),
+        ("ffn_up_q6_k", GgmlType::Q6K, 1536, 768),
     ];
     let mut group = c.benchmark_group("matmul");
     group
