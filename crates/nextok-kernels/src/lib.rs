@@ -5,7 +5,8 @@
 //!
 //! If you run a model with `nextok-model`, it uses this crate for you. Use it directly to multiply
 //! f32 activations by a weight matrix stored in a GGML block format (Q4_0, Q4_1, Q8_0 with fused
-//! kernels; every other type `nextok-gguf` can dequantise through a dequantise-then-dot path).
+//! kernels; Q4_K, Q5_K, Q6_K with fused AVX-512 and AVX2 kernels that give the bits of the
+//! dequantise-then-dot path, which every other type `nextok-gguf` can dequantise goes through).
 //!
 //! # The arithmetic, and why it is fixed
 //!
