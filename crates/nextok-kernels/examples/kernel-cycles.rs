@@ -1,12 +1,15 @@
 //! Runs one product many times on one thread, for counting cycles and instructions with
 //! `perf stat`, which are steadier than wall time on a busy machine; it also prints the mean
 //! wall time per product on standard error, and where Linux reports it the thread's time on a
-//! CPU per product (which leaves out the time other processes held the core).
+//! CPU per product (which leaves out the time other processes held the core; Linux updates it at
+//! scheduler ticks, so give it runs of a tenth of a second or more).
 //!
-//! `cargo run --release -p nextok-kernels --example kernel-cycles -- TOKENS REPEATS [TYPE]`
+//! `cargo run --release -p nextok-kernels --example kernel-cycles -- TOKENS REPEATS [TYPE [ROWS]]`
 //!
 //! `TYPE` is `q4_1` (the default: a SmolLM2-shaped 1536 × 576 product), `packed` (the same in the
 //! packed layout), or `q4_k`, `q5_k`, `q6_k` (1536 × 768: K-quant rows are whole blocks of 256).
+//! `ROWS` replaces the 1536 rows: a matrix larger than the caches (say 16384) measures products
+//! that stream their weights from memory, as decode does.
 //! `NEXTOK_ISA` chooses the instruction set (see `Isa::detect`).
 
 use nextok_gguf::GgmlType;
@@ -52,6 +55,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "q5_k" => (GgmlType::Q5K, 1536, 768, &[0, 2]),
         "q6_k" => (GgmlType::Q6K, 1536, 768, &[208]),
         other => return Err(format!("unknown type {other}").into()),
+    };
+    let rows = match args.next() {
+        Some(r) => r.parse()?,
+        None => rows,
     };
     let data = matrix(ty, rows, cols, scales);
     let mut w = QMat::new(ty, rows, cols, &data)?;
