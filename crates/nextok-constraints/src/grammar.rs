@@ -331,18 +331,35 @@ impl Radii {
         let mut out = vec![[u8::MAX; CATEGORIES.len() + 1]; n];
         for (k, keep) in CATEGORIES.iter().enumerate() {
             let reps = dfa.class_reps(keep);
-            // Reverse edges, those into the dead state apart: they are most of them, and
-            // counting them into one slot would serialise on it.
+            let mut bytes = [0u64; 4];
+            for b in (0..=255u8).filter(|&b| keep(b)) {
+                bytes[(b >> 6) as usize] |= 1 << (b & 63);
+            }
+            // States with no live byte in the category (in the middle of a multi-byte
+            // character, say) only die on it.
+            let reads = |s: u32| {
+                let live = dfa.live_bytes(s);
+                (0..4).any(|w| live[w] & bytes[w] != 0)
+            };
+            // Reverse edges, those into the dead state apart (they are most of them, and
+            // counting them into one slot would serialise on it), and a state's repeated edges
+            // to one target once (most bytes of a category usually go to the same state).
             let mut start = vec![0u32; n + 1];
             let mut to_dead: Vec<u32> = Vec::new();
+            let mut edges: Vec<(u32, u32)> = Vec::new();
             for s in 1..n as u32 {
-                let mut dies = false;
+                if !reads(s) {
+                    to_dead.push(s);
+                    continue;
+                }
+                let (mut dies, first) = (false, edges.len());
                 for &r in &reps {
-                    let t = dfa.next(s, r) as usize;
-                    if t == DEAD as usize {
+                    let t = dfa.next(s, r);
+                    if t == DEAD {
                         dies = true;
-                    } else {
-                        start[t + 1] += 1;
+                    } else if !edges[first..].contains(&(t, s)) {
+                        start[t as usize + 1] += 1;
+                        edges.push((t, s));
                     }
                 }
                 if dies {
@@ -353,15 +370,10 @@ impl Radii {
                 start[x] += start[x - 1];
             }
             let mut fill = start.clone();
-            let mut preds = vec![0u32; start[n] as usize];
-            for s in 1..n as u32 {
-                for &r in &reps {
-                    let t = dfa.next(s, r) as usize;
-                    if t != DEAD as usize {
-                        preds[fill[t] as usize] = s;
-                        fill[t] += 1;
-                    }
-                }
+            let mut preds = vec![0u32; edges.len()];
+            for &(t, s) in &edges {
+                preds[fill[t as usize] as usize] = s;
+                fill[t as usize] += 1;
             }
             let mut queue: Vec<u32> = (0..n as u32)
                 .filter(|&s| s == DEAD || dfa.is_accept(s))
