@@ -36,8 +36,10 @@ const Q4K_BYTES: usize = 144;
 const Q5K_BYTES: usize = 176;
 /// Bytes of one Q6_K block: 128 bytes of low bits, 64 of high bits, 16 scales, `d` (f16).
 const Q6K_BYTES: usize = 210;
-/// How far ahead of the current block the kernels prefetch a row, in bytes: decode streams every
-/// weight from memory once per token, and the hardware prefetcher alone leaves loads waiting.
+/// How far ahead of the current block the kernels prefetch a row, in bytes. Measured on this
+/// project's Zen 4 machine, one thread, 16384 × 768 matrices streamed from memory: Q6_K against
+/// 8 tokens took 3.2 ms with the prefetches and 4.5–4.8 ms without, against one token 6% less
+/// time; Q4_K changed by less than the noise. 4 KiB ahead measured the same as 1 KiB.
 const PREFETCH_BYTES: usize = 1024;
 
 /// The numbers 0 to 31, the values of `q` in the Q4_K (first 16) and Q5_K lookup tables.
