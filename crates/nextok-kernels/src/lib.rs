@@ -574,8 +574,8 @@ unsafe fn rows_kernel(
                 r += 2;
             }
         }
-        // K-quants (Q4_K, Q5_K, Q6_K) on AVX-512 or AVX2: two rows at a time, so that two chains
-        // of fused multiply-adds are in flight per token.
+        // K-quants (Q4_K, Q5_K, Q6_K) on AVX-512 or AVX2: two or four rows at a time, so that
+        // several chains of fused multiply-adds are in flight per token.
         #[cfg(target_arch = "x86_64")]
         if matches!(isa, Isa::Avx512 | Isa::Avx2)
             && matches!(w.ty, GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K)
