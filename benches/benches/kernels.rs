@@ -1,5 +1,6 @@
 //! The quantised matrix products of SmolLM2-135M's decode and prefill, on each instruction set
-//! this CPU has: one token (decode: every weight read once per token) and 64 tokens (prefill).
+//! this CPU has: one token (decode: every weight read once per token) and 64 tokens (prefill),
+//! Q4_1 and Q8_0 both in the file's layout and in the packed one the model loads them into.
 //! Also Q4_K and Q6_K products (the types of Q4_K_M files) of 1536 × 768: K-quant rows are whole
 //! blocks of 256 weights, which SmolLM2's 576 is not.
 //!
@@ -58,22 +59,31 @@ fn bench(c: &mut Criterion) {
         let pool = ThreadPool::new(threads);
         for &(name, ty, rows, cols) in &shapes {
             let data = matrix(ty, rows, cols);
-            let w = QMat::new(ty, rows, cols, &data).expect("valid matrix");
-            for tokens in [1usize, 64] {
-                if rows > 10_000 && tokens > 1 {
-                    continue;
-                }
-                let x: Vec<f32> = (0..tokens * cols).map(|i| (i % 7) as f32 * 0.1).collect();
-                let mut out = vec![0.0f32; tokens * rows];
-                group.throughput(Throughput::Bytes(data.len() as u64));
-                for isa in Isa::available() {
-                    let id = BenchmarkId::new(
-                        format!("{name}/t{tokens}/threads{threads}"),
-                        format!("{isa:?}"),
-                    );
-                    group.bench_function(id, |b| {
-                        b.iter(|| matmul(&pool, isa, w, &x, tokens, &mut out).expect("product"))
-                    });
+            let file = QMat::new(ty, rows, cols, &data).expect("valid matrix");
+            // Q4_1 and Q8_0 also in the packed layout the model uses by default.
+            let packed_bytes = QMat::packable(ty).then(|| file.pack().expect("packable"));
+            let mut layouts = vec![("", file)];
+            if let Some(bytes) = &packed_bytes {
+                let packed = QMat::new_packed(ty, rows, cols, bytes).expect("valid packed matrix");
+                layouts.push(("_packed", packed));
+            }
+            for (layout, w) in layouts {
+                for tokens in [1usize, 64] {
+                    if rows > 10_000 && tokens > 1 {
+                        continue;
+                    }
+                    let x: Vec<f32> = (0..tokens * cols).map(|i| (i % 7) as f32 * 0.1).collect();
+                    let mut out = vec![0.0f32; tokens * rows];
+                    group.throughput(Throughput::Bytes(data.len() as u64));
+                    for isa in Isa::available() {
+                        let id = BenchmarkId::new(
+                            format!("{name}{layout}/t{tokens}/threads{threads}"),
+                            format!("{isa:?}"),
+                        );
+                        group.bench_function(id, |b| {
+                            b.iter(|| matmul(&pool, isa, w, &x, tokens, &mut out).expect("product"))
+                        });
+                    }
                 }
             }
         }
