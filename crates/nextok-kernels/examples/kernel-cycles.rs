@@ -7,7 +7,8 @@
 //! `cargo run --release -p nextok-kernels --example kernel-cycles -- TOKENS REPEATS [TYPE [ROWS]]`
 //!
 //! `TYPE` is `q4_1` (the default: a SmolLM2-shaped 1536 × 576 product), `packed` (the same in the
-//! packed layout), or `q4_k`, `q5_k`, `q6_k` (1536 × 768: K-quant rows are whole blocks of 256).
+//! packed layout), `q8_0` and `q8_0_packed` (the same shape), or `q4_k`, `q5_k`, `q6_k`
+//! (1536 × 768: K-quant rows are whole blocks of 256).
 //! `ROWS` replaces the 1536 rows: a matrix larger than the caches (say 16384) measures products
 //! that stream their weights from memory, as decode does.
 //! `NEXTOK_ISA` chooses the instruction set (see `Isa::detect`).
@@ -51,6 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let kind = args.next().unwrap_or_else(|| "q4_1".into());
     let (ty, rows, cols, scales): (_, _, _, &[usize]) = match kind.as_str() {
         "q4_1" | "packed" => (GgmlType::Q4_1, 1536, 576, &[0, 2]),
+        "q8_0" | "q8_0_packed" => (GgmlType::Q8_0, 1536, 576, &[0]),
         "q4_k" => (GgmlType::Q4K, 1536, 768, &[0, 2]),
         "q5_k" => (GgmlType::Q5K, 1536, 768, &[0, 2]),
         "q6_k" => (GgmlType::Q6K, 1536, 768, &[208]),
@@ -63,7 +65,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let data = matrix(ty, rows, cols, scales);
     let mut w = QMat::new(ty, rows, cols, &data)?;
     let packed;
-    if kind == "packed" {
+    if kind == "packed" || kind == "q8_0_packed" {
         packed = w.pack()?;
         w = QMat::new_packed(ty, rows, cols, &packed)?;
     }
