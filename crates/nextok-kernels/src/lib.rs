@@ -381,6 +381,7 @@ pub fn matmul(
 /// for every matrix, each split over the threads by rows as [`matmul`] splits it, so every
 /// output gets exactly the bits [`matmul`] gives it. A decode step uses it for the query, key
 /// and value projections, which share their input: one wake-up of the pool instead of three.
+/// At most [`MAX_GROUPED`] matrices, so that the call allocates nothing.
 pub fn matmul_many(
     pool: &ThreadPool,
     isa: Isa,
@@ -396,11 +397,21 @@ pub fn matmul_many(
             expected: ws.len(),
         });
     }
+    if ws.len() > MAX_GROUPED {
+        return Err(Error::BadLength {
+            what: "the list of matrices",
+            found: ws.len(),
+            expected: MAX_GROUPED,
+        });
+    }
     for (w, out) in ws.iter().zip(outs.iter()) {
         check(isa, w, x, tokens, out)?;
     }
     let parts = pool.threads();
-    let ptrs: Vec<SyncPtr> = outs.iter_mut().map(|o| SyncPtr(o.as_mut_ptr())).collect();
+    let mut ptrs = [SyncPtr(std::ptr::null_mut()); MAX_GROUPED];
+    for (p, o) in ptrs.iter_mut().zip(outs.iter_mut()) {
+        *p = SyncPtr(o.as_mut_ptr());
+    }
     pool.run(|part| {
         for (w, &out) in ws.iter().zip(&ptrs) {
             let per = w.rows.div_ceil(parts).next_multiple_of(TILE);
@@ -413,6 +424,9 @@ pub fn matmul_many(
     });
     Ok(())
 }
+
+/// The most matrices one [`matmul_many`] call takes.
+pub const MAX_GROUPED: usize = 8;
 
 /// The SwiGLU feed-forward input in one dispatch: `gate_out = silu(gate · x) ⊙ (up · x)`, where
 /// `silu(g) = g / (1 + e^−g)`. Each thread computes its rows of both products (the bits of

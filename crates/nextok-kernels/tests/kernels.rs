@@ -227,6 +227,23 @@ fn bad_shapes_are_errors() {
     let mut out = [0.0f32; 1];
     assert!(matmul_serial(Isa::Portable, w, &[0.0; 31], 1, &mut out).is_err());
     assert!(matmul_serial(Isa::Portable, w, &[0.0; 32], 1, &mut [0.0; 2]).is_err());
+    // More matrices than one grouped call takes, or a missing output: errors, not a panic.
+    let pool = ThreadPool::new(2);
+    let many = vec![w; nextok_kernels::MAX_GROUPED + 1];
+    let mut bufs = vec![[0.0f32; 1]; many.len()];
+    let mut outs: Vec<&mut [f32]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
+    assert!(
+        nextok_kernels::matmul_many(&pool, Isa::Portable, &many, &[0.0; 32], 1, &mut outs).is_err()
+    );
+    assert!(nextok_kernels::matmul_many(
+        &pool,
+        Isa::Portable,
+        &many[..2],
+        &[0.0; 32],
+        1,
+        &mut outs[..1]
+    )
+    .is_err());
     // Packed rows: 24 bytes per block for Q4_1, 36 for Q8_0, no other type, never packed twice.
     assert!(QMat::new_packed(GgmlType::Q4_1, 1, 32, &[0u8; 20]).is_err());
     assert!(QMat::new_packed(GgmlType::Q4_1, 1, 32, &[0u8; 24]).is_ok());

@@ -466,7 +466,12 @@ impl Backend for CpuBackend {
         outs: &mut [&mut [f32]],
     ) -> Result<(), Error> {
         let work: usize = ws.iter().map(|w| w.rows * w.cols * tokens).sum();
-        if self.int8 || self.threads == 1 || work < self.min_work * 2 || ws.len() != outs.len() {
+        if self.int8
+            || self.threads == 1
+            || work < self.min_work * 2
+            || ws.len() != outs.len()
+            || ws.len() > nextok_kernels::MAX_GROUPED
+        {
             for (w, out) in ws.iter().zip(outs.iter_mut()) {
                 self.matmul(*w, x, tokens, out)?;
             }
