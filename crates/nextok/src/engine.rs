@@ -3,7 +3,7 @@
 use crate::Error;
 use nextok_constraints::{Constraint, JsonOptions, TokenVocab};
 use nextok_kv_cache::{KvCache, KvType};
-use nextok_model::{Backend, CpuBackend, LlamaModel, Logits, Sequence};
+use nextok_model::{Backend, CpuBackend, LlamaModel, LoadOptions, Logits, Sequence};
 use nextok_tokenizer::{ChatTemplate, EncodeOptions, Message, Tokenizer};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -167,7 +167,13 @@ impl Engine {
         }
         // The device first: an unusable one fails before the model is read.
         let backend = backend(options)?;
-        let model = LlamaModel::open(path)?;
+        // The CPU kernels' packed layout is made at load; a GPU takes the file's own blocks, so
+        // packing for it would only cost host memory and load time.
+        let load = LoadOptions {
+            keep_file_layout: options.device != Device::Cpu,
+            ..LoadOptions::default()
+        };
+        let model = LlamaModel::from_gguf(nextok_gguf::GgufFile::open(path)?, load)?;
         let tokenizer = nextok_tokenizer::load_from_gguf(model.file())?;
         if tokenizer.vocab_size() != model.config().vocab {
             return Err(Error::VocabularyMismatch {
