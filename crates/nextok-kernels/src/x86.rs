@@ -417,6 +417,44 @@ unsafe fn reduce32_avx512(a: (__m512, __m512)) -> f32 {
     }
 }
 
+/// Adds one expanded block of two rows (`w[r]` = elements 0–15, 16–31 of row `r`) to the lanes
+/// of `T` token rows: each activation load serves both rows.
+#[inline(always)]
+unsafe fn block_x2_avx512<const T: usize>(
+    w: &[(__m512, __m512); 2],
+    x: &[&[f32]; T],
+    at: usize,
+    a: &mut [[(__m512, __m512); T]; 2],
+) {
+    // SAFETY: the caller guarantees 32 readable numbers at `at` in every token row.
+    unsafe {
+        for t in 0..T {
+            let xp = x[t].as_ptr().add(at);
+            let (xl, xh) = (_mm512_loadu_ps(xp), _mm512_loadu_ps(xp.add(16)));
+            for r in 0..2 {
+                a[r][t].0 = _mm512_fmadd_ps(w[r].0, xl, a[r][t].0);
+                a[r][t].1 = _mm512_fmadd_ps(w[r].1, xh, a[r][t].1);
+            }
+        }
+    }
+}
+
+/// `out[r][t]`: the lanes of row `r` and token `t`, summed by `reduce32_avx512`.
+#[inline(always)]
+unsafe fn reduce_x2_avx512<const T: usize>(
+    a: &[[(__m512, __m512); T]; 2],
+    out: &mut [[f32; T]; 2],
+) {
+    // SAFETY: register operations only; the caller has AVX-512F.
+    unsafe {
+        for r in 0..2 {
+            for t in 0..T {
+                out[r][t] = reduce32_avx512(a[r][t]);
+            }
+        }
+    }
+}
+
 /// Two weight rows at once against `T` token rows, each block expanded by `expand`: every
 /// activation load serves both rows, and each output gets exactly the operations of the one-row
 /// kernels (and the reduction of `portable::reduce32`), so the results are the same bits.
@@ -447,20 +485,9 @@ unsafe fn rows2_avx512<const T: usize, const B: usize>(
                 expand(rows[0].as_ptr().add(B * b)),
                 expand(rows[1].as_ptr().add(B * b)),
             ];
-            for t in 0..T {
-                let xp = x[t].as_ptr().add(32 * b);
-                let (xl, xh) = (_mm512_loadu_ps(xp), _mm512_loadu_ps(xp.add(16)));
-                for r in 0..2 {
-                    a[r][t].0 = _mm512_fmadd_ps(w[r].0, xl, a[r][t].0);
-                    a[r][t].1 = _mm512_fmadd_ps(w[r].1, xh, a[r][t].1);
-                }
-            }
+            block_x2_avx512(&w, &x, 32 * b, &mut a);
         }
-        for r in 0..2 {
-            for t in 0..T {
-                out[r][t] = reduce32_avx512(a[r][t]);
-            }
-        }
+        reduce_x2_avx512(&a, out);
     }
 }
 
@@ -708,20 +735,9 @@ pub unsafe fn q4_1_packed_avx512_x2<const T: usize>(
         let mut a: [[(__m512, __m512); T]; 2] =
             [[(_mm512_setzero_ps(), _mm512_setzero_ps()); T]; 2];
         walk_q4_1_packed_avx512([rows[0].as_ptr(), rows[1].as_ptr()], blocks, |b, w| {
-            for t in 0..T {
-                let xp = x[t].as_ptr().add(32 * b);
-                let (xl, xh) = (_mm512_loadu_ps(xp), _mm512_loadu_ps(xp.add(16)));
-                for r in 0..2 {
-                    a[r][t].0 = _mm512_fmadd_ps(w[r].0, xl, a[r][t].0);
-                    a[r][t].1 = _mm512_fmadd_ps(w[r].1, xh, a[r][t].1);
-                }
-            }
+            block_x2_avx512(w, &x, 32 * b, &mut a)
         });
-        for r in 0..2 {
-            for t in 0..T {
-                out[r][t] = reduce32_avx512(a[r][t]);
-            }
-        }
+        reduce_x2_avx512(&a, out);
     }
 }
 
