@@ -643,75 +643,65 @@ fn row_dot<const T: usize>(
     scratch: &mut Vec<f32>,
 ) -> [f32; T] {
     let mut acc = [[0.0f32; BLOCK_LANES]; T];
-    if layout == Layout::Packed && ty == GgmlType::Q8_0 {
-        match isa {
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => {
-                // SAFETY: the ISA is available (checked in `check`) and the lengths fit.
-                unsafe { x86::q8_0_packed_avx512(row, x, &mut acc) }
-            }
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => {
-                // SAFETY: as above.
-                unsafe { x86::q8_0_packed_avx2(row, x, &mut acc) }
-            }
-            _ => packed::q8_0_packed(row, x, &mut acc),
-        }
-        return std::array::from_fn(|t| portable::reduce32(acc[t]));
-    }
-    if layout == Layout::Packed {
-        // Otherwise only Q4_1 is packed (`QMat::new_packed` checks it).
-        match isa {
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => {
-                // SAFETY: the ISA is available (checked in `check`) and the lengths fit.
-                unsafe { x86::q4_1_packed_avx512(row, x, &mut acc) }
-            }
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => {
-                // SAFETY: as above.
-                unsafe { x86::q4_1_packed_avx2(row, x, &mut acc) }
-            }
-            _ => packed::q4_1_packed(row, x, &mut acc),
-        }
-        return std::array::from_fn(|t| portable::reduce32(acc[t]));
-    }
-    match (ty, isa) {
+    // Packed rows are Q4_1 or Q8_0 only (`QMat::new_packed` checks it).
+    match (layout, ty, isa) {
         #[cfg(target_arch = "x86_64")]
-        (GgmlType::Q4_1, Isa::Avx512) => {
+        (Layout::Packed, GgmlType::Q8_0, Isa::Avx512) => {
+            // SAFETY: the ISA is available (checked in `check`) and the lengths fit.
+            unsafe { x86::q8_0_packed_avx512(row, x, &mut acc) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        (Layout::Packed, GgmlType::Q8_0, Isa::Avx2) => {
+            // SAFETY: as above.
+            unsafe { x86::q8_0_packed_avx2(row, x, &mut acc) }
+        }
+        (Layout::Packed, GgmlType::Q8_0, _) => packed::q8_0_packed(row, x, &mut acc),
+        #[cfg(target_arch = "x86_64")]
+        (Layout::Packed, _, Isa::Avx512) => {
+            // SAFETY: as above.
+            unsafe { x86::q4_1_packed_avx512(row, x, &mut acc) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        (Layout::Packed, _, Isa::Avx2) => {
+            // SAFETY: as above.
+            unsafe { x86::q4_1_packed_avx2(row, x, &mut acc) }
+        }
+        (Layout::Packed, _, _) => packed::q4_1_packed(row, x, &mut acc),
+        #[cfg(target_arch = "x86_64")]
+        (Layout::Gguf, GgmlType::Q4_1, Isa::Avx512) => {
             // SAFETY: the ISA is available (checked in `check`) and the lengths fit.
             unsafe { x86::q4_1_avx512(row, x, &mut acc) }
         }
         #[cfg(target_arch = "x86_64")]
-        (GgmlType::Q4_1, Isa::Avx2) => {
+        (Layout::Gguf, GgmlType::Q4_1, Isa::Avx2) => {
             // SAFETY: as above.
             unsafe { x86::q4_1_avx2(row, x, &mut acc) }
         }
-        (GgmlType::Q4_1, _) => portable::q4_1(row, x, &mut acc),
+        (Layout::Gguf, GgmlType::Q4_1, _) => portable::q4_1(row, x, &mut acc),
         #[cfg(target_arch = "x86_64")]
-        (GgmlType::Q4_0, Isa::Avx512) => {
+        (Layout::Gguf, GgmlType::Q4_0, Isa::Avx512) => {
             // SAFETY: as above.
             unsafe { x86::q4_0_avx512(row, x, &mut acc) }
         }
         #[cfg(target_arch = "x86_64")]
-        (GgmlType::Q4_0, Isa::Avx2) => {
+        (Layout::Gguf, GgmlType::Q4_0, Isa::Avx2) => {
             // SAFETY: as above.
             unsafe { x86::q4_0_avx2(row, x, &mut acc) }
         }
-        (GgmlType::Q4_0, _) => portable::q4_0(row, x, &mut acc),
+        (Layout::Gguf, GgmlType::Q4_0, _) => portable::q4_0(row, x, &mut acc),
         #[cfg(target_arch = "x86_64")]
-        (GgmlType::Q8_0, Isa::Avx512) => {
+        (Layout::Gguf, GgmlType::Q8_0, Isa::Avx512) => {
             // SAFETY: as above.
             unsafe { x86::q8_0_avx512(row, x, &mut acc) }
         }
         #[cfg(target_arch = "x86_64")]
-        (GgmlType::Q8_0, Isa::Avx2) => {
+        (Layout::Gguf, GgmlType::Q8_0, Isa::Avx2) => {
             // SAFETY: as above.
             unsafe { x86::q8_0_avx2(row, x, &mut acc) }
         }
-        (GgmlType::Q8_0, _) => portable::q8_0(row, x, &mut acc),
+        (Layout::Gguf, GgmlType::Q8_0, _) => portable::q8_0(row, x, &mut acc),
         #[cfg(target_arch = "x86_64")]
-        (GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K, Isa::Avx512 | Isa::Avx2) => {
+        (Layout::Gguf, GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K, Isa::Avx512 | Isa::Avx2) => {
             // SAFETY: the ISA is available (checked in `check`) and the row holds whole blocks.
             return unsafe { kquant::row_dot(isa, ty, row, x) };
         }
