@@ -15,6 +15,8 @@
 
 mod common;
 
+use common::{DOCUMENT, SCHEMA};
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -39,36 +41,6 @@ fn synthetic_128k(base: &[Vec<u8>]) -> Vec<Vec<u8>> {
     }
     v
 }
-
-const SCHEMA: &str = r#"{
-  "type": "object",
-  "properties": {
-    "id": {"type": "string", "pattern": "^[a-z]{3}-[0-9]{4}$"},
-    "name": {"type": "string", "maxLength": 60},
-    "status": {"enum": ["active", "inactive", "pending"]},
-    "score": {"type": "number", "minimum": 0, "maximum": 100},
-    "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
-    "owner": {
-      "type": "object",
-      "properties": {"email": {"type": "string", "format": "email"}, "age": {"type": "integer", "minimum": 0}},
-      "required": ["email"],
-      "additionalProperties": false
-    },
-    "items": {
-      "type": "array",
-      "items": {
-        "type": "object",
-        "properties": {"sku": {"type": "string", "pattern": "^[A-Z]{2}[0-9]+$"}, "qty": {"type": "integer", "minimum": 1}},
-        "required": ["sku", "qty"],
-        "additionalProperties": false
-      }
-    }
-  },
-  "required": ["id", "name", "status", "items"],
-  "additionalProperties": false
-}"#;
-
-const DOCUMENT: &str = r#"{"id":"abc-1234","name":"Widget order for the spring catalogue, second batch","status":"pending","score":87.5,"tags":["red","blue","sale"],"owner":{"email":"jane.doe@example.com","age":42},"items":[{"sku":"AB123","qty":2},{"sku":"CD9","qty":10}]}"#;
 
 /// Whether each token of the document starts inside a JSON string.
 fn in_string_flags(vocab: &TokenVocab, tokens: &[u32]) -> Vec<bool> {

@@ -25,6 +25,8 @@
 
 mod common;
 
+use common::{DOCUMENT, SCHEMA};
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -42,37 +44,6 @@ use serde_json::Value;
 /// SmolLM2's end tokens: `<|endoftext|>`, `<|im_end|>` and the `<repo_name>` control token the
 /// constraints bench also ends on.
 const EOS: [u32; 3] = [0, 2, 4];
-
-/// The nested schema and document of the `constraints` bench.
-const SCHEMA: &str = r#"{
-  "type": "object",
-  "properties": {
-    "id": {"type": "string", "pattern": "^[a-z]{3}-[0-9]{4}$"},
-    "name": {"type": "string", "maxLength": 60},
-    "status": {"enum": ["active", "inactive", "pending"]},
-    "score": {"type": "number", "minimum": 0, "maximum": 100},
-    "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
-    "owner": {
-      "type": "object",
-      "properties": {"email": {"type": "string", "format": "email"}, "age": {"type": "integer", "minimum": 0}},
-      "required": ["email"],
-      "additionalProperties": false
-    },
-    "items": {
-      "type": "array",
-      "items": {
-        "type": "object",
-        "properties": {"sku": {"type": "string", "pattern": "^[A-Z]{2}[0-9]+$"}, "qty": {"type": "integer", "minimum": 1}},
-        "required": ["sku", "qty"],
-        "additionalProperties": false
-      }
-    }
-  },
-  "required": ["id", "name", "status", "items"],
-  "additionalProperties": false
-}"#;
-
-const DOCUMENT: &str = r#"{"id":"abc-1234","name":"Widget order for the spring catalogue, second batch","status":"pending","score":87.5,"tags":["red","blue","sale"],"owner":{"email":"jane.doe@example.com","age":42},"items":[{"sku":"AB123","qty":2},{"sku":"CD9","qty":10}]}"#;
 
 fn suite_dir() -> PathBuf {
     if let Ok(p) = std::env::var("NEXTOK_SUITE") {

@@ -43,3 +43,36 @@ pub fn smollm2() -> (Vec<Vec<u8>>, BpeTokenizer, Vec<String>) {
     let names = tokens.iter().map(|t| t.to_string()).collect();
     (bytes, tok, names)
 }
+
+/// The nested JSON Schema both constrained-decoding benches measure: objects, arrays, enums,
+/// patterns, formats and bounds.
+pub const SCHEMA: &str = r#"{
+  "type": "object",
+  "properties": {
+    "id": {"type": "string", "pattern": "^[a-z]{3}-[0-9]{4}$"},
+    "name": {"type": "string", "maxLength": 60},
+    "status": {"enum": ["active", "inactive", "pending"]},
+    "score": {"type": "number", "minimum": 0, "maximum": 100},
+    "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
+    "owner": {
+      "type": "object",
+      "properties": {"email": {"type": "string", "format": "email"}, "age": {"type": "integer", "minimum": 0}},
+      "required": ["email"],
+      "additionalProperties": false
+    },
+    "items": {
+      "type": "array",
+      "items": {
+        "type": "object",
+        "properties": {"sku": {"type": "string", "pattern": "^[A-Z]{2}[0-9]+$"}, "qty": {"type": "integer", "minimum": 1}},
+        "required": ["sku", "qty"],
+        "additionalProperties": false
+      }
+    }
+  },
+  "required": ["id", "name", "status", "items"],
+  "additionalProperties": false
+}"#;
+
+/// A document valid under [`SCHEMA`].
+pub const DOCUMENT: &str = r#"{"id":"abc-1234","name":"Widget order for the spring catalogue, second batch","status":"pending","score":87.5,"tags":["red","blue","sale"],"owner":{"email":"jane.doe@example.com","age":42},"items":[{"sku":"AB123","qty":2},{"sku":"CD9","qty":10}]}"#;
