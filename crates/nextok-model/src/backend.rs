@@ -111,18 +111,7 @@ pub trait Backend: Send + Sync {
         tokens: usize,
         outs: &mut [&mut [f32]],
     ) -> Result<(), Error> {
-        if ws.len() != outs.len() {
-            return Err(nextok_kernels::Error::BadLength {
-                what: "the list of outputs",
-                found: outs.len(),
-                expected: ws.len(),
-            }
-            .into());
-        }
-        for (w, out) in ws.iter().zip(outs.iter_mut()) {
-            self.matmul(*w, x, tokens, out)?;
-        }
-        Ok(())
+        matmul_each(self, ws, x, tokens, outs)
     }
 
     /// The SwiGLU input of a feed-forward network: `gate_out = silu(gate · x) ⊙ (up · x)` with
@@ -138,12 +127,7 @@ pub trait Backend: Send + Sync {
         gate_out: &mut [f32],
         up_out: &mut [f32],
     ) -> Result<(), Error> {
-        self.matmul(gate, x, tokens, gate_out)?;
-        self.matmul(up, x, tokens, up_out)?;
-        for (g, &u) in gate_out.iter_mut().zip(up_out.iter()) {
-            *g = nextok_kernels::silu_times(*g, u);
-        }
-        Ok(())
+        swiglu_separately(self, gate, up, x, tokens, gate_out, up_out)
     }
 
     /// Attention of one sequence in one layer: query rows `q` (`heads × head_dim` numbers each)
@@ -158,6 +142,49 @@ pub trait Backend: Send + Sync {
         heads: usize,
         out: &mut [f32],
     ) -> Result<(), Error>;
+}
+
+/// `outs[i] = ws[i] · x`, one [`Backend::matmul`] after another: the default of
+/// [`Backend::matmul_many`], and what the CPU backend does with products too small to share.
+fn matmul_each<B: Backend + ?Sized>(
+    backend: &B,
+    ws: &[QMatrix<'_>],
+    x: &[f32],
+    tokens: usize,
+    outs: &mut [&mut [f32]],
+) -> Result<(), Error> {
+    if ws.len() != outs.len() {
+        return Err(nextok_kernels::Error::BadLength {
+            what: "the list of outputs",
+            found: outs.len(),
+            expected: ws.len(),
+        }
+        .into());
+    }
+    for (w, out) in ws.iter().zip(outs.iter_mut()) {
+        backend.matmul(*w, x, tokens, out)?;
+    }
+    Ok(())
+}
+
+/// SwiGLU as two [`Backend::matmul`]s and then the combination: the default of
+/// [`Backend::swiglu`], and what the CPU backend does with products too small to share.
+#[allow(clippy::too_many_arguments)] // two matrices and two outputs, each named for its role
+fn swiglu_separately<B: Backend + ?Sized>(
+    backend: &B,
+    gate: QMatrix<'_>,
+    up: QMatrix<'_>,
+    x: &[f32],
+    tokens: usize,
+    gate_out: &mut [f32],
+    up_out: &mut [f32],
+) -> Result<(), Error> {
+    backend.matmul(gate, x, tokens, gate_out)?;
+    backend.matmul(up, x, tokens, up_out)?;
+    for (g, &u) in gate_out.iter_mut().zip(up_out.iter()) {
+        *g = nextok_kernels::silu_times(*g, u);
+    }
+    Ok(())
 }
 
 /// Multiply-adds below which a part of a kernel is not worth a thread of its own, by default.
@@ -466,22 +493,23 @@ impl Backend for CpuBackend {
         outs: &mut [&mut [f32]],
     ) -> Result<(), Error> {
         let work: usize = ws.iter().map(|w| w.rows * w.cols * tokens).sum();
+        let Some(first) = ws.first() else {
+            return matmul_each(self, ws, x, tokens, outs);
+        };
         if self.int8
             || self.threads == 1
             || work < self.min_work * 2
             || ws.len() != outs.len()
             || ws.len() > nextok_kernels::MAX_GROUPED
         {
-            for (w, out) in ws.iter().zip(outs.iter_mut()) {
-                self.matmul(*w, x, tokens, out)?;
-            }
-            return Ok(());
+            return matmul_each(self, ws, x, tokens, outs);
         }
-        let ms = ws
-            .iter()
-            .map(|w| w.kernel_matrix())
-            .collect::<Result<Vec<_>, _>>()?;
-        nextok_kernels::matmul_many(&self.pool, self.isa, &ms, x, tokens, outs)?;
+        // The kernels' views of the matrices, without allocating: at most MAX_GROUPED of them.
+        let mut ms = [first.kernel_matrix()?; nextok_kernels::MAX_GROUPED];
+        for (m, w) in ms.iter_mut().zip(ws) {
+            *m = w.kernel_matrix()?;
+        }
+        nextok_kernels::matmul_many(&self.pool, self.isa, &ms[..ws.len()], x, tokens, outs)?;
         Ok(())
     }
 
@@ -496,12 +524,7 @@ impl Backend for CpuBackend {
     ) -> Result<(), Error> {
         let work = (gate.rows + up.rows) * gate.cols * tokens;
         if self.int8 || self.threads == 1 || work < self.min_work * 2 {
-            self.matmul(gate, x, tokens, gate_out)?;
-            self.matmul(up, x, tokens, up_out)?;
-            for (g, &u) in gate_out.iter_mut().zip(up_out.iter()) {
-                *g = nextok_kernels::silu_times(*g, u);
-            }
-            return Ok(());
+            return swiglu_separately(self, gate, up, x, tokens, gate_out, up_out);
         }
         let (g, u) = (gate.kernel_matrix()?, up.kernel_matrix()?);
         nextok_kernels::matmul_swiglu(&self.pool, self.isa, g, u, x, tokens, gate_out, up_out)?;
