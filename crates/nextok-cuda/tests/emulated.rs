@@ -8,6 +8,8 @@
 //! It needs a C++20 compiler (`$CXX`, else `c++`); without one each test says so and checks
 //! nothing.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -18,7 +20,9 @@ use nextok_kv_cache::{CacheConfig, KvCache, KvType};
 use nextok_model::testing::RandomLlama;
 use nextok_model::{Backend, CpuBackend, Mask, QMatrix};
 use rand_chacha::ChaCha8Rng;
-use rand_core::{RngCore, SeedableRng};
+use rand_core::SeedableRng;
+
+use common::{first_difference, random};
 
 /// The emulator binary, built once per test run; `None` (with the reason printed) without a
 /// C++ compiler.
@@ -86,21 +90,6 @@ fn run(exe: &Path, args: &[&str], inputs: &[(&str, &[u8])]) -> Vec<f32> {
 
 fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-fn random(rng: &mut ChaCha8Rng, n: usize) -> Vec<f32> {
-    (0..n)
-        .map(|_| (rng.next_u32() >> 8) as f32 / (1u32 << 23) as f32 - 1.0)
-        .collect()
-}
-
-fn first_difference(a: &[f32], b: &[f32]) -> Option<(usize, f32, f32)> {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .enumerate()
-        .find(|(_, (x, y))| x.to_bits() != y.to_bits())
-        .map(|(i, (x, y))| (i, *x, *y))
 }
 
 #[test]

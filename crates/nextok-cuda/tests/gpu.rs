@@ -11,6 +11,8 @@
 //! - end-to-end logits: 1e-3 absolute, and greedy continuations identical, for the model's own
 //!   forward pass on the CUDA backend and for the device-resident one (`ResidentModel`).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
@@ -21,7 +23,9 @@ use nextok_kv_cache::{CacheConfig, KvCache, KvType};
 use nextok_model::testing::RandomLlama;
 use nextok_model::{Backend, CpuBackend, LlamaModel, LoadOptions, Logits, Mask, QMatrix, Sequence};
 use rand_chacha::ChaCha8Rng;
-use rand_core::{RngCore, SeedableRng};
+use rand_core::SeedableRng;
+
+use common::{first_difference, random};
 
 const ATTENTION_TOLERANCE: f32 = 1e-5;
 const LOGITS_TOLERANCE: f32 = 1e-3;
@@ -32,22 +36,6 @@ fn gpu() -> CudaBackend {
     CudaBackend::new(0).unwrap_or_else(|e| {
         panic!("this test needs an NVIDIA GPU with its driver and NVRTC, and none is usable: {e}")
     })
-}
-
-fn random(rng: &mut ChaCha8Rng, n: usize) -> Vec<f32> {
-    (0..n)
-        .map(|_| (rng.next_u32() >> 8) as f32 / (1u32 << 23) as f32 - 1.0)
-        .collect()
-}
-
-/// The first index where two outputs differ in their bits, with both numbers.
-fn first_difference(a: &[f32], b: &[f32]) -> Option<(usize, f32, f32)> {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .enumerate()
-        .find(|(_, (x, y))| x.to_bits() != y.to_bits())
-        .map(|(i, (x, y))| (i, *x, *y))
 }
 
 fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
