@@ -4,7 +4,7 @@
 //! Run with
 //! `cargo bench -p nextok-benches --bench llguidance_compare`
 //! (needs the default model for its vocabulary and tokenizer: `cargo xtask fetch-model`; the
-//! JSON-Schema-Test-Suite is read from `../shared/conformance/json-schema-test-suite/draft2020-12`
+//! JSON-Schema-Test-Suite is read from `conformance/json-schema-test-suite/draft2020-12`
 //! or from `$NEXTOK_SUITE`).
 //!
 //! What it measures, for both engines alike:
@@ -50,7 +50,7 @@ fn suite_dir() -> PathBuf {
         return PathBuf::from(p);
     }
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/conformance/json-schema-test-suite/draft2020-12")
+        .join("../conformance/json-schema-test-suite/draft2020-12")
 }
 
 /// llguidance's tokenizer environment over the same token bytes. Control tokens get llguidance's

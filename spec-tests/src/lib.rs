@@ -1,7 +1,7 @@
 //! The executable specification of nextok.
 //!
 //! Each module is a plain, textbook implementation of one part of
-//! `shared/spec/inference-and-decoding.txt`, written as directly from the specification's formulas
+//! the specification (*Inference and Decoding*), written as directly from the specification's formulas
 //! as possible and with no attention to speed. The tests in `tests/` check the specification's
 //! worked examples against these references and against the fast crates, and use proptest to check
 //! that the fast crates agree with the references on random inputs.

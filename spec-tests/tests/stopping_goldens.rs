@@ -1,5 +1,5 @@
 //! Golden tests from the specification's section "Stopping"
-//! (`shared/spec/inference-and-decoding.txt`), each run through both the reference
+//! (the specification, *Inference and Decoding*), each run through both the reference
 //! (`nextok_spec_tests::stopping`) and the streaming `nextok-stopping`.
 //!
 //! The examples print no probabilities, only token counts and texts, so every comparison is exact.

@@ -91,8 +91,6 @@ fn ci() -> Result<()> {
     // JSON-Schema-Test-Suite through SmolLM2's tokenizer. The test suite asserts them; this shows
     // them.
     let suite = root()
-        .join("..")
-        .join("shared")
         .join("conformance")
         .join("json-schema-test-suite")
         .join("draft2020-12");

@@ -25,7 +25,7 @@ fn nextok(args: &[&str]) -> Output {
 
 fn conformance(file: &str) -> serde_json::Value {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/conformance")
+        .join("../../conformance")
         .join(file);
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
@@ -39,7 +39,7 @@ fn json_out(o: &Output) -> serde_json::Value {
 
 #[test]
 fn tokenize_json_matches_the_conformance_ids() {
-    // shared/conformance/tokenize.json: llama.cpp's ids for the real model.
+    // conformance/tokenize.json: llama.cpp's ids for the real model.
     let cases = conformance("tokenize.json");
     for case in cases.as_array().unwrap().iter().take(6) {
         let text = case["text"].as_str().unwrap();
@@ -61,7 +61,7 @@ fn tokenize_json_matches_the_conformance_ids() {
 
 #[test]
 fn generate_json_has_the_conformance_fields() {
-    // shared/conformance/greedy.json, `raw_capital`: f64's first tokens, all with margins above
+    // conformance/greedy.json, `raw_capital`: f64's first tokens, all with margins above
     // 0.05.
     let cases = conformance("greedy.json");
     let case = cases
@@ -127,7 +127,7 @@ fn generate_with_a_missing_model_is_one_line() {
 
 #[test]
 fn template_renders_the_conformance_conversations() {
-    // shared/conformance/chat-templates.json: the model's own template rendered by jinja2.
+    // conformance/chat-templates.json: the model's own template rendered by jinja2.
     let dir = std::env::temp_dir().join(format!("nextok-template-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for case in conformance("chat-templates.json").as_array().unwrap() {
@@ -211,7 +211,7 @@ fn read_f32(path: &std::path::Path) -> Vec<f32> {
 
 #[test]
 fn logits_out_all_positions_match_the_f64_reference() {
-    // shared/conformance/logits/allpos.json: 40 positions of a chat prompt; the target is the
+    // conformance/logits/allpos.json: 40 positions of a chat prompt; the target is the
     // f64 forward pass within 0.02 at every position (conformance README).
     let allpos = conformance("logits/allpos.json");
     let ids: Vec<String> = allpos["ids"]
@@ -235,7 +235,7 @@ fn logits_out_all_positions_match_the_f64_reference() {
     let ours = read_f32(&out);
     let reference = read_f32(
         &PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/conformance/logits")
+            .join("../../conformance/logits")
             .join(allpos["files"]["f64"].as_str().unwrap()),
     );
     assert_eq!(ours.len(), reference.len(), "40 rows of 49,152");

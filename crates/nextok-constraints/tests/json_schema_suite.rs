@@ -1,4 +1,4 @@
-//! The JSON-Schema-Test-Suite (draft 2020-12, `shared/conformance/json-schema-test-suite`) run
+//! The JSON-Schema-Test-Suite (draft 2020-12, `conformance/json-schema-test-suite`) run
 //! through JSON Schema constraints with SmolLM2's vocabulary: every valid instance of a schema
 //! we compile must be accepted token by token with the end allowed at its end, and no invalid
 //! instance may be accepted.
@@ -13,7 +13,7 @@ use nextok_tokenizer::{EncodeOptions, Tokenizer};
 fn suite_dir() -> PathBuf {
     PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/conformance/json-schema-test-suite/draft2020-12"
+        "/../../conformance/json-schema-test-suite/draft2020-12"
     ))
 }
 

@@ -1,5 +1,5 @@
 //! Conformance on the default model (SmolLM2-135M-Instruct Q4_1) against the reference data of
-//! `shared/conformance` (see its README): an exact f64 forward pass, and llama.cpp.
+//! `conformance` (see its README): an exact f64 forward pass, and llama.cpp.
 //!
 //! The model must be present (`cargo xtask fetch-model`); these tests fail, never skip, without it.
 

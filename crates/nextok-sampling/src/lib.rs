@@ -3,7 +3,7 @@
 //!
 //! This crate knows nothing about models, tokenizers or devices: it takes a slice of logits (one
 //! `f32` per token of the vocabulary) and returns a token id. It follows the specification's
-//! chapter "Choosing the next token" (`shared/spec/inference-and-decoding.txt`).
+//! chapter "Choosing the next token" (the specification, *Inference and Decoding*).
 //!
 //! # Contents
 //! - [`softmax`], [`log_softmax`], [`log_sum_exp`]: numerically stable, `-inf` gives exactly 0,

@@ -4,7 +4,7 @@
 //! The generation loop has no natural end: after every token the model can always predict
 //! another. This crate is checked once per generated token and says when the answer is finished,
 //! why, and which text may be shown to the user so far. It follows the specification's section
-//! "Stopping" (`shared/spec/inference-and-decoding.txt`).
+//! "Stopping" (the specification, *Inference and Decoding*).
 //!
 //! # Contents
 //!

@@ -20,7 +20,7 @@
 //! splitting (longest special text first; control tokens only when special tokens are parsed,
 //! user-defined tokens always), SentencePiece's space prefix, and the same rule for the set of
 //! tokens that end a generation. The tests check the 16 reference tokenizations of
-//! `shared/conformance/tokenize.json` against the real SmolLM2 model, and llama.cpp's own
+//! `conformance/tokenize.json` against the real SmolLM2 model, and llama.cpp's own
 //! tokenizations (`tests/data/`) of 3,200 texts over SmolLM2 and small `gpt-2`, `smollm`,
 //! `llama-bpe`, `qwen2` and SentencePiece vocabularies.
 //!

@@ -1,4 +1,4 @@
-//! Conformance against the real SmolLM2-135M-Instruct GGUF and `shared/conformance`: llama.cpp's
+//! Conformance against the real SmolLM2-135M-Instruct GGUF and `conformance`: llama.cpp's
 //! tokenizations, transformers' chat-template renderings, round trips and streaming.
 
 mod common;

@@ -1,9 +1,9 @@
 //! The generation loop on the real default model (SmolLM2-135M-Instruct Q4_1).
 //!
 //! These tests fail, rather than skip, when the model is absent: run `cargo xtask fetch-model`.
-//! The reference is `shared/conformance/greedy.json`, whose `f64` continuations are the exact
+//! The reference is `conformance/greedy.json`, whose `f64` continuations are the exact
 //! arithmetic of the model; ours must equal them up to the first step where f64's top-1/top-2
-//! margin is below 0.05 (see `shared/conformance/README.md`).
+//! margin is below 0.05 (see `conformance/README.md`).
 
 use nextok::sampling::SamplingParams;
 use nextok::{
@@ -37,7 +37,7 @@ struct GreedyCase {
 
 fn greedy_cases() -> Vec<GreedyCase> {
     let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/greedy.json");
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../conformance/greedy.json");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();

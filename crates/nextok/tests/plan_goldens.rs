@@ -1,6 +1,6 @@
 //! Every figure of the specification's worked examples on cost, recomputed by `nextok::plan`.
 //!
-//! Source: `shared/spec/inference-and-decoding.txt`. Each golden names its section and table and
+//! Source: the specification, *Inference and Decoding*. Each golden names its section and table and
 //! uses the precision the specification prints as its tolerance (half a unit of the last printed
 //! digit; "≈" figures likewise).
 

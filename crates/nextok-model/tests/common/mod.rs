@@ -8,8 +8,8 @@ use nextok_gguf::GgufFile;
 use nextok_kv_cache::{KvCache, KvType};
 use nextok_model::{Backend, LlamaModel, LoadOptions, Logits, Sequence};
 
-/// The conformance data directory (`shared/` sits beside the repository root).
-pub const CONFORMANCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/conformance");
+/// The conformance data directory (`conformance/` at the repository root).
+pub const CONFORMANCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../conformance");
 
 /// Where the default model is: `$NEXTOK_MODEL`, or the cache `cargo xtask fetch-model` fills.
 pub fn model_path() -> String {

@@ -43,10 +43,10 @@ pub fn smollm() -> &'static BpeTokenizer {
     TOK.get_or_init(|| BpeTokenizer::from_gguf(model()).expect("SmolLM2's tokenizer loads"))
 }
 
-/// `shared/conformance/<name>` parsed as JSON.
+/// `conformance/<name>` parsed as JSON.
 pub fn conformance(name: &str) -> serde_json::Value {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/conformance")
+        .join("../../conformance")
         .join(name);
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
