@@ -33,7 +33,10 @@ fn project_files() -> Vec<PathBuf> {
         for path in entries {
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
             if path.is_dir() {
-                if !matches!(name, "target" | ".git" | ".models" | "artifacts" | "coverage") {
+                if !matches!(
+                    name,
+                    "target" | ".git" | ".models" | "artifacts" | "coverage"
+                ) {
                     walk(&path, out);
                 }
             } else {
@@ -128,8 +131,7 @@ fn the_relative_path_finder_sees_the_forms_that_escaped_before() {
     let c = r#"PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../conformance");"#;
     assert_eq!(relative_paths(c), ["../../conformance"]);
     let crate_dir = root().join("crates").join("nextok");
-    assert!(normalise(&crate_dir.join("../../conformance"))
-        .is_some_and(|p| p.starts_with(root())));
+    assert!(normalise(&crate_dir.join("../../conformance")).is_some_and(|p| p.starts_with(root())));
     assert!(normalise(&crate_dir.join("../../../shared")).is_some_and(|p| !p.starts_with(root())));
 }
 
@@ -156,10 +158,19 @@ fn no_file_names_a_path_outside_the_repository() {
         if is_self(&file) {
             continue;
         }
-        let shown = file.strip_prefix(&root).unwrap_or(&file).display().to_string();
+        let shown = file
+            .strip_prefix(&root)
+            .unwrap_or(&file)
+            .display()
+            .to_string();
         // The team's folder beside a checkout, by any spelling: a user's clone has none.
         for (n, line) in text.lines().enumerate() {
-            for needle in ["../shared", "shared/conformance", "shared/spec", "shared/peers"] {
+            for needle in [
+                "../shared",
+                "shared/conformance",
+                "shared/spec",
+                "shared/peers",
+            ] {
                 if line.contains(needle) {
                     escapes.push(format!("{shown}:{}: `{needle}`", n + 1));
                 }
@@ -176,7 +187,10 @@ fn no_file_names_a_path_outside_the_repository() {
             }
         }
     }
-    assert!(checked > 100, "only {checked} files checked: is the walk broken?");
+    assert!(
+        checked > 100,
+        "only {checked} files checked: is the walk broken?"
+    );
     assert!(
         escapes.is_empty(),
         "paths outside the repository:\n{}",
@@ -206,7 +220,10 @@ fn dependency_graph() -> BTreeMap<String, BTreeSet<String>> {
         .map(|p| (p["id"].as_str().unwrap(), p["name"].as_str().unwrap()))
         .collect();
     let mut graph = BTreeMap::new();
-    for node in meta["resolve"]["nodes"].as_array().expect("a resolved graph") {
+    for node in meta["resolve"]["nodes"]
+        .as_array()
+        .expect("a resolved graph")
+    {
         let name = names[node["id"].as_str().unwrap()].to_string();
         let deps: BTreeSet<String> = node["deps"]
             .as_array()
@@ -276,7 +293,10 @@ fn no_forbidden_arrow_in_the_dependency_graph() {
     // The arrows that must exist, so that an empty or misread graph cannot pass.
     assert!(reaches(&graph, "nextok-cli").contains("clap"));
     assert!(reaches(&graph, "nextok").contains("nextok-model"));
-    assert!(reaches(&graph, "nextok").contains("cudarc"), "the `cuda` feature's edge");
+    assert!(
+        reaches(&graph, "nextok").contains("cudarc"),
+        "the `cuda` feature's edge"
+    );
     let mut wrong = Vec::new();
     // The text crates know nothing of the model, its arithmetic or the device.
     let text = [
@@ -331,7 +351,11 @@ fn only_the_cuda_crate_holds_cuda_code() {
             }
         }
     }
-    assert!(wrong.is_empty(), "CUDA code outside nextok-cuda:\n{}", wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "CUDA code outside nextok-cuda:\n{}",
+        wrong.join("\n")
+    );
 }
 
 #[test]
@@ -343,7 +367,12 @@ fn libraries_do_not_spawn_processes() {
             continue;
         };
         let mut parts = rel.components();
-        let krate = parts.next().unwrap().as_os_str().to_string_lossy().to_string();
+        let krate = parts
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy()
+            .to_string();
         let in_src = parts.next().is_some_and(|c| c.as_os_str() == "src");
         if krate == "nextok-cli" || !in_src || file.extension().is_none_or(|e| e != "rs") {
             continue;

@@ -36,8 +36,7 @@ struct GreedyCase {
 }
 
 fn greedy_cases() -> Vec<GreedyCase> {
-    let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../conformance/greedy.json");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../conformance/greedy.json");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();
