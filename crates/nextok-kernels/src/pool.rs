@@ -1,6 +1,11 @@
 //! A persistent thread pool for the forward pass: its threads are started once and wait for work
 //! by spinning briefly, then sleeping, so that a decode step dispatches hundreds of small jobs
 //! without starting a thread or allocating.
+//!
+//! Spinning only pays while every thread has a core of its own. With more threads than cores a
+//! spinning thread takes the core from the one whose part everyone waits for, so an
+//! oversubscribed pool (more threads than [`std::thread::available_parallelism`]) spins a few
+//! polls only and then sleeps; the caller of [`ThreadPool::run`] waits the same way.
 
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -8,10 +13,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-/// How many times a waiting thread polls before it goes to sleep: long enough to cover the gap
-/// between two matrix products of a decode step, short enough not to burn a core between
-/// requests.
+/// How many times a waiting thread polls before it goes to sleep, when each thread has a core:
+/// long enough to cover the gap between two matrix products of a decode step, short enough not
+/// to burn a core between requests.
 const SPIN_LIMIT: u32 = 1 << 16;
+
+/// The same for a pool with more threads than cores: a few polls, then sleep.
+const OVERSUBSCRIBED_SPIN_LIMIT: u32 = 64;
 
 type Job = dyn Fn(usize) + Sync;
 
@@ -24,8 +32,17 @@ struct Shared {
     panicked: AtomicBool,
     shutdown: AtomicBool,
     sleepers: AtomicUsize,
+    /// Whether the caller of `run` sleeps until the last worker finishes.
+    caller_sleeps: AtomicBool,
+    /// Polls before a waiting thread sleeps ([`SPIN_LIMIT`] or [`OVERSUBSCRIBED_SPIN_LIMIT`]).
+    spin_limit: u32,
+    /// Every poll made while waiting, by the workers and the caller: what waiting cost.
+    polls: AtomicU64,
     lock: Mutex<()>,
+    /// Workers sleep on it until a new epoch.
     wake: Condvar,
+    /// The caller of `run` sleeps on it until every worker is done.
+    finished: Condvar,
     /// The current job, with its lifetime erased. Written only by the thread that calls `run`,
     /// before it publishes the new epoch, and read by workers only after they see that epoch;
     /// `run` does not return until every worker is done with it.
@@ -60,15 +77,30 @@ impl std::fmt::Debug for ThreadPool {
 
 impl ThreadPool {
     /// A pool of `threads` threads in all (at least 1), counting the caller of `run`.
+    ///
+    /// # Panics
+    ///
+    /// When the operating system cannot start a thread; callers that take the count from a user
+    /// bound it first.
     pub fn new(threads: usize) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let spin_limit = if threads.max(1) > cores {
+            OVERSUBSCRIBED_SPIN_LIMIT
+        } else {
+            SPIN_LIMIT
+        };
         let shared = Arc::new(Shared {
             epoch: AtomicU64::new(0),
             done: AtomicUsize::new(0),
             panicked: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
             sleepers: AtomicUsize::new(0),
+            caller_sleeps: AtomicBool::new(false),
+            spin_limit,
+            polls: AtomicU64::new(0),
             lock: Mutex::new(()),
             wake: Condvar::new(),
+            finished: Condvar::new(),
             job: UnsafeCell::new(None),
         });
         let workers = (1..threads.max(1))
@@ -90,6 +122,19 @@ impl ThreadPool {
     /// Threads in all, the caller included.
     pub fn threads(&self) -> usize {
         self.workers.len() + 1
+    }
+
+    /// How many polls a waiting thread makes before it sleeps: short when the pool has more
+    /// threads than the machine has cores.
+    pub fn spin_limit(&self) -> u32 {
+        self.shared.spin_limit
+    }
+
+    /// Every poll made so far by threads waiting for work or for the others to finish. Each wait
+    /// polls at most [`spin_limit`](Self::spin_limit) times before it sleeps, so this grows by at
+    /// most `threads() × spin_limit()` per [`run`](Self::run), whatever the machine's load.
+    pub fn polls(&self) -> u64 {
+        self.shared.polls.load(Ordering::Relaxed)
     }
 
     /// Runs `f(part)` for every part `0..threads()` and waits for all of them. A panic in any
@@ -117,14 +162,26 @@ impl ThreadPool {
         struct Wait<'a>(&'a Shared, usize);
         impl Drop for Wait<'_> {
             fn drop(&mut self) {
+                let shared = self.0;
                 let mut spins = 0u32;
-                while self.0.done.load(Ordering::Acquire) < self.1 {
-                    spins = spins.wrapping_add(1);
-                    if spins.is_multiple_of(1024) {
-                        std::thread::yield_now();
-                    } else {
-                        std::hint::spin_loop();
+                while shared.done.load(Ordering::Acquire) < self.1 && spins < shared.spin_limit {
+                    spins += 1;
+                    std::hint::spin_loop();
+                }
+                shared.polls.fetch_add(u64::from(spins), Ordering::Relaxed);
+                if shared.done.load(Ordering::Acquire) < self.1 {
+                    // Sleep until the last worker says it is done. The flag is set before the
+                    // check under the lock and the worker counts itself done before it reads the
+                    // flag, so one of the two always sees the other.
+                    let mut guard = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
+                    shared.caller_sleeps.store(true, Ordering::SeqCst);
+                    while shared.done.load(Ordering::SeqCst) < self.1 {
+                        guard = shared
+                            .finished
+                            .wait(guard)
+                            .unwrap_or_else(|e| e.into_inner());
                     }
+                    shared.caller_sleeps.store(false, Ordering::SeqCst);
                 }
             }
         }
@@ -159,16 +216,18 @@ fn worker(shared: &Shared, part: usize) {
             let epoch = shared.epoch.load(Ordering::SeqCst);
             if epoch != seen {
                 seen = epoch;
+                shared.polls.fetch_add(u64::from(spins), Ordering::Relaxed);
                 break;
             }
             if shared.shutdown.load(Ordering::SeqCst) {
                 return;
             }
-            if spins < SPIN_LIMIT {
+            if spins < shared.spin_limit {
                 spins += 1;
                 std::hint::spin_loop();
                 continue;
             }
+            shared.polls.fetch_add(u64::from(spins), Ordering::Relaxed);
             let mut guard = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
             shared.sleepers.fetch_add(1, Ordering::SeqCst);
             while shared.epoch.load(Ordering::SeqCst) == seen
@@ -189,6 +248,10 @@ fn worker(shared: &Shared, part: usize) {
                 shared.panicked.store(true, Ordering::SeqCst);
             }
         }
-        shared.done.fetch_add(1, Ordering::Release);
+        shared.done.fetch_add(1, Ordering::SeqCst);
+        if shared.caller_sleeps.load(Ordering::SeqCst) {
+            let _guard = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
+            shared.finished.notify_all();
+        }
     }
 }

@@ -282,6 +282,40 @@ fn the_pool_runs_every_part_once_and_reraises_panics() {
     assert_eq!(hits.load(Ordering::SeqCst), 3);
 }
 
+#[test]
+fn an_oversubscribed_pool_polls_briefly_then_sleeps() {
+    // Issue 13: `--threads 32` on 2 cores spun 24× slower than 2 threads, because waiting threads
+    // polled for 65,536 rounds while the thread everyone waited for had no core. A pool with
+    // more threads than cores polls a few times per wait and then sleeps; the count of polls is
+    // the work-unit bound (a wall-clock limit would depend on the machine's load).
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = 4 * cores + 1;
+    let pool = ThreadPool::new(threads);
+    let full = ThreadPool::new(1);
+    assert!(pool.spin_limit() <= 64, "short spins when oversubscribed");
+    assert!(full.spin_limit() > pool.spin_limit());
+    let runs = 300u64;
+    let total = AtomicUsize::new(0);
+    for _ in 0..runs {
+        pool.run(|part| {
+            // A little work per part, so that parts overlap on the cores.
+            let mut x = part as u64 + 1;
+            for _ in 0..2_000 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
+            total.fetch_add(usize::from(x != 0), Ordering::SeqCst);
+        });
+    }
+    assert_eq!(total.load(Ordering::SeqCst), threads * runs as usize);
+    let bound = (runs + 1) * threads as u64 * u64::from(pool.spin_limit());
+    assert!(
+        pool.polls() <= bound,
+        "{} polls for {runs} runs of {threads} threads (bound {bound})",
+        pool.polls()
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]
