@@ -247,7 +247,9 @@ impl<'a> Lexer<'a> {
                     Tok::Define
                 }
                 ':' if self.dialect == Dialect::Lark => Tok::Define,
-                '.' if self.peek() == Some('.') => {
+                // `..` is Lark's range (`~ 2..5`); in GBNF every `.` is one any-character, so
+                // `...` is three of them, as llama.cpp reads it.
+                '.' if self.dialect == Dialect::Lark && self.peek() == Some('.') => {
                     self.bump();
                     Tok::DotDot
                 }
@@ -778,6 +780,21 @@ mod tests {
         }
         let g = compile_gbnf("root ::= [^\"\\\\]{2,3} \"\\n\"? .").unwrap();
         assert!(g.recognizes("abé".as_bytes()) && g.recognizes(b"ab\nx") && !g.recognizes(b"a\"x"));
+    }
+
+    #[test]
+    fn gbnf_dots_are_each_one_character() {
+        // Issue 13: `...` was lexed as Lark's `..` range token and refused; llama.cpp reads three
+        // any-characters.
+        let g = compile_gbnf("root ::= ... \"abc\" ...").unwrap();
+        assert!(g.recognizes(b"xyzabcpqr"));
+        assert!(g.recognizes("éé.abc...".as_bytes()));
+        assert!(!g.recognizes(b"xyabcpqr") && !g.recognizes(b"xyzabcpq"));
+        let g = compile_gbnf("root ::= \"a\"..").unwrap();
+        assert!(g.recognizes(b"a12") && !g.recognizes(b"a1"));
+        // Lark keeps its range.
+        let g = compile_lark("start: \"a\" ~ 2..3").unwrap();
+        assert!(g.recognizes(b"aa") && g.recognizes(b"aaa") && !g.recognizes(b"a"));
     }
 
     #[test]
