@@ -122,17 +122,40 @@ impl LlamaConfig {
                 }
             },
         };
-        let valid = |v: f64| v > 0.0 && v.is_finite();
-        if !valid(rope_base) || !valid(rope_scale) {
-            return Err(Error::BadHyperparameter {
-                key: key("rope.freq_base"),
-                value: rope_base as u64,
-                reason: "rotary base and scale must be positive and finite",
-            });
-        }
         let rms_eps = md.get_f32(&key("attention.layer_norm_rms_epsilon"))?;
+        // Each real number is checked under its own key: a NaN base is reported as NaN, and a bad
+        // epsilon here rather than as a NaN logit after the first layer.
+        let positive_real = |k: String, v: f64, reason: &'static str| {
+            if v > 0.0 && v.is_finite() {
+                Ok(())
+            } else {
+                Err(Error::BadRealHyperparameter {
+                    key: k,
+                    value: v,
+                    reason,
+                })
+            }
+        };
+        positive_real(
+            key("rope.freq_base"),
+            rope_base,
+            "the rotary base must be positive and finite",
+        )?;
+        positive_real(
+            key("rope.scaling.factor"),
+            rope_scale,
+            "the rotary scale must be positive and finite",
+        )?;
+        positive_real(
+            key("attention.layer_norm_rms_epsilon"),
+            f64::from(rms_eps),
+            "the RMS norm's epsilon must be positive and finite",
+        )?;
         let context = match md.get(&key("context_length")) {
-            Some(_) => md.get_usize(&key("context_length"))?,
+            Some(_) => positive(
+                &key("context_length"),
+                md.get_usize(&key("context_length"))?,
+            )?,
             None => usize::MAX,
         };
         Ok(LlamaConfig {

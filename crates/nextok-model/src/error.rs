@@ -47,6 +47,17 @@ pub enum Error {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A real-valued hyper-parameter that is not a usable number (NaN, infinite, zero or
+    /// negative where it must be positive).
+    #[error("invalid hyper-parameter `{key}` = {value}: {reason}")]
+    BadRealHyperparameter {
+        /// The metadata key.
+        key: String,
+        /// Its value, as the file holds it.
+        value: f64,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// A rotary-embedding scaling scheme we do not implement.
     #[error("unsupported rope scaling `{kind}` (supported: none, linear)")]
     UnsupportedRopeScaling {

@@ -137,6 +137,49 @@ fn missing_metadata_and_bad_hyperparameters() {
     ));
 }
 
+/// The file with the f32 metadata value `key` = `from` replaced by `to`.
+fn patch_f32(key: &str, from: f32, to: f32) -> Vec<u8> {
+    // A metadata entry: key, type code 6 (f32), value.
+    let mut entry = key.as_bytes().to_vec();
+    entry.extend(6u32.to_le_bytes());
+    let (mut a, mut b) = (entry.clone(), entry);
+    a.extend(from.to_le_bytes());
+    b.extend(to.to_le_bytes());
+    patch(small().to_gguf(1), &a, &b)
+}
+
+#[test]
+fn bad_real_hyperparameters_are_named_with_their_value() {
+    // Issue 13: a NaN `rope.freq_base` was reported as "= 0", and the RMS epsilon was never
+    // checked: a NaN one surfaced as "sampling: logit 0 is NaN".
+    let err = load(patch_f32("llama.rope.freq_base", 10_000.0, f32::NAN)).unwrap_err();
+    assert!(
+        matches!(&err, Error::BadRealHyperparameter { key, value, .. }
+            if key == "llama.rope.freq_base" && value.is_nan()),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("= NaN"), "{err}");
+    for bad in [f32::NAN, 0.0, -1e-5, f32::INFINITY] {
+        let err = load(patch_f32(
+            "llama.attention.layer_norm_rms_epsilon",
+            1e-5,
+            bad,
+        ))
+        .unwrap_err();
+        assert!(
+            matches!(&err, Error::BadRealHyperparameter { key, .. }
+                if key == "llama.attention.layer_norm_rms_epsilon"),
+            "{bad}: {err:?}"
+        );
+    }
+    let err = load(patch_f32("llama.rope.freq_base", 10_000.0, -2.0)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid hyper-parameter `llama.rope.freq_base` = -2: the rotary base must be positive \
+         and finite"
+    );
+}
+
 #[test]
 fn truncated_files_are_errors() {
     let bytes = small().to_gguf(1);
