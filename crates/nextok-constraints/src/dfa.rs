@@ -311,6 +311,25 @@ impl Dfa {
             pattern: pattern.to_string(),
             reason,
         };
+        // A syntax error says where and what: the regex engine's own build error only says that
+        // building the NFA failed.
+        let parsed = regex_syntax::ParserBuilder::new()
+            .utf8(true)
+            .unicode(true)
+            .build()
+            .parse(pattern);
+        if let Err(e) = parsed {
+            let (offset, reason) = match &e {
+                regex_syntax::Error::Parse(e) => (e.span().start.offset, e.kind().to_string()),
+                regex_syntax::Error::Translate(e) => (e.span().start.offset, e.kind().to_string()),
+                _ => (0, e.to_string()),
+            };
+            return Err(Error::RegexSyntax {
+                pattern: pattern.to_string(),
+                offset,
+                reason,
+            });
+        }
         let dfa = dense::Builder::new()
             .configure(
                 dense::Config::new()
@@ -332,7 +351,7 @@ impl Dfa {
                     .which_captures(regex_automata::nfa::thompson::WhichCaptures::None),
             )
             .build(pattern)
-            .map_err(|e| err(e.to_string()))?;
+            .map_err(|e| err(error_chain(&e)))?;
         let cfg = regex_automata::util::start::Config::new().anchored(Anchored::Yes);
         let start = dfa.start_state(&cfg).map_err(|e| err(e.to_string()))?;
         let bc = dfa.byte_classes();
@@ -704,9 +723,50 @@ impl Dfa {
     }
 }
 
+/// An error's message with the messages of its sources, outermost first: regex-automata's build
+/// errors say only which stage failed, and their sources say why (a size limit, for example).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn regex_syntax_errors_say_where_and_what() {
+        // Issue 13: every syntax error read "error building NFA".
+        for (pattern, offset, reason) in [
+            ("a(b", 1, "unclosed group"),
+            ("ab)", 2, "unopened group"),
+            (
+                "x{3,2}",
+                1,
+                "invalid repetition count range, the start must be <= the end",
+            ),
+            (
+                "[z-a]",
+                1,
+                "invalid character class range, the start must be <= the end",
+            ),
+        ] {
+            match Dfa::from_regex(pattern) {
+                Err(Error::RegexSyntax {
+                    pattern: p,
+                    offset: o,
+                    reason: r,
+                }) => assert_eq!((p.as_str(), o, r.as_str()), (pattern, offset, reason)),
+                other => panic!("{pattern}: {other:?}"),
+            }
+        }
+    }
 
     #[test]
     fn regex_is_anchored_and_whole() {

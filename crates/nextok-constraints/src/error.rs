@@ -58,6 +58,16 @@ pub enum Error {
         /// The regex engine's explanation.
         reason: String,
     },
+    /// A regular expression that does not parse: where, and what is wrong there.
+    #[error("regular expression {pattern:?} does not parse at byte {offset}: {reason}")]
+    RegexSyntax {
+        /// The pattern as given.
+        pattern: String,
+        /// The byte offset in `pattern` where the problem starts.
+        offset: usize,
+        /// What is wrong there (for example "unclosed group").
+        reason: String,
+    },
     /// An automaton grew past the size limit.
     #[error("automaton for {what} exceeds {limit} states")]
     TooLarge {
