@@ -625,3 +625,23 @@ fn an_end_token_ends_the_answer_unless_told_to_ignore_it() {
     assert_eq!((c.stop.clone(), c.tokens.len()), (Stop::MaxTokens, 10));
     assert_eq!(c.tokens[3], IM_END);
 }
+
+/// The engine is shared, not copied: generations on several threads at once each give what they
+/// give alone (every sequence's state is its own cache; the model is immutable).
+#[test]
+fn generations_on_several_threads_share_one_engine() {
+    let prompt = Prompt::raw(PROMPT);
+    let alone: Vec<Vec<u32>> = (0..3)
+        .map(|seed| one(engine(), &prompt, &sampled(seed, 8)).tokens)
+        .collect();
+    let together: Vec<Vec<u32>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..3)
+            .map(|seed| {
+                let prompt = &prompt;
+                s.spawn(move || one(engine(), prompt, &sampled(seed, 8)).tokens)
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(together, alone);
+}
