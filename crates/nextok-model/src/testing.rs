@@ -33,6 +33,8 @@ pub struct RandomLlama {
     pub tied_output: bool,
     /// Whether the Q, K and V projections have biases.
     pub attention_bias: bool,
+    /// The context window written as `{architecture}.context_length` (default 4096).
+    pub context: usize,
 }
 
 impl Default for RandomLlama {
@@ -48,6 +50,7 @@ impl Default for RandomLlama {
             weight_type: GgmlType::Q8_0,
             tied_output: true,
             attention_bias: false,
+            context: 4096,
         }
     }
 }
@@ -111,6 +114,12 @@ fn random_matrix(rng: &mut Rng, ty: GgmlType, rows: usize, cols: usize, s: f32) 
 impl RandomLlama {
     /// The model as GGUF bytes, its weights drawn from ChaCha8 seeded with `seed`.
     pub fn to_gguf(&self, seed: u64) -> Vec<u8> {
+        self.to_gguf_writer(seed).to_bytes()
+    }
+
+    /// The model as a GGUF writer, its weights drawn from ChaCha8 seeded with `seed`, for a caller
+    /// that adds metadata of its own (a tokenizer, a chat template) before writing the bytes.
+    pub fn to_gguf_writer(&self, seed: u64) -> GgufWriter {
         let mut rng = Rng(ChaCha8Rng::seed_from_u64(seed));
         let (d, kvd, ffn, ty) = (
             self.d_model,
@@ -137,7 +146,10 @@ impl RandomLlama {
                 &format!("{a}.attention.layer_norm_rms_epsilon"),
                 Value::F32(1e-5),
             )
-            .metadata(&format!("{a}.context_length"), Value::U32(4096));
+            .metadata(
+                &format!("{a}.context_length"),
+                Value::U32(self.context as u32),
+            );
         let matrix = |w: GgufWriter, name: &str, rows: usize, cols: usize, rng: &mut Rng| {
             let s = 1.0 / (cols as f32).sqrt();
             w.tensor_raw(
@@ -187,6 +199,6 @@ impl RandomLlama {
             w = matrix(w, &n("ffn_up.weight"), ffn, d, &mut rng);
             w = matrix(w, &n("ffn_down.weight"), d, ffn, &mut rng);
         }
-        w.to_bytes()
+        w
     }
 }

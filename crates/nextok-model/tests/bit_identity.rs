@@ -159,6 +159,7 @@ fn spec_for(ty: GgmlType, bias: bool, tied: bool) -> RandomLlama {
         tied_output: tied,
         attention_bias: bias,
         architecture: if bias { "qwen2".into() } else { "llama".into() },
+        context: 4096,
     }
 }
 

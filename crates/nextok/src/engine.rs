@@ -1,7 +1,9 @@
 //! A loaded model with its tokenizer and chat template: what every generation needs.
 
+use crate::language_model::{LanguageModel, LlamaOnBackend};
 use crate::Error;
 use nextok_constraints::{Constraint, JsonOptions, TokenVocab};
+use nextok_gguf::GgufFile;
 use nextok_kv_cache::{KvCache, KvType};
 use nextok_model::{Backend, CpuBackend, LlamaModel, LoadOptions, Logits, Sequence};
 use nextok_tokenizer::{ChatTemplate, EncodeOptions, Message, Tokenizer};
@@ -124,16 +126,17 @@ impl Prompt {
 /// The engine is immutable: every sequence's state lives in a [`KvCache`] that a
 /// [`Generation`](crate::Generation) or a [`Chat`](crate::Chat) owns, so one engine serves any
 /// number of generations.
+///
+/// It is made from a GGUF file ([`Engine::load`], [`Engine::from_gguf`]: a Llama-family model on
+/// the backend [`EngineOptions`] chooses, with the file's tokenizer and chat template), or from
+/// parts ([`Engine::from_parts`]): any [`LanguageModel`], any [`Tokenizer`] and an optional
+/// [`ChatTemplate`]. The loop only reaches the model through [`LanguageModel`].
 pub struct Engine {
-    model: LlamaModel,
+    model: Box<dyn LanguageModel>,
     tokenizer: Box<dyn Tokenizer>,
     /// The model's chat template: `None` when the file has none, an error when it has one that
     /// does not parse (kept so that raw prompts still work and chats say what is wrong).
     template: Option<Result<ChatTemplate, nextok_tokenizer::Error>>,
-    backend: Box<dyn Backend>,
-    device: Device,
-    /// Threads of the CPU backend (unused on a GPU).
-    threads: usize,
     kv_type: KvType,
     /// Every token's bytes as constraints see them, built on first use.
     vocab: OnceLock<Arc<TokenVocab>>,
@@ -142,16 +145,16 @@ pub struct Engine {
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine")
-            .field("config", self.model.config())
-            .field("device", &self.device)
-            .field("threads", &self.threads)
+            .field("model", &self.model)
+            .field("kv_type", &self.kv_type)
             .field("template", &self.chat_template().map(|t| t.name()))
             .finish()
     }
 }
 
 impl Engine {
-    /// Loads a GGUF model file: weights, tokenizer and chat template.
+    /// Loads a GGUF model file: weights, tokenizer and chat template. The forward pass runs on
+    /// the device `options` names, which is checked before the file is read.
     pub fn load(path: impl AsRef<Path>, options: &EngineOptions) -> Result<Self, Error> {
         let path = path.as_ref();
         if path.is_dir() {
@@ -167,20 +170,29 @@ impl Engine {
         }
         // The device first: an unusable one fails before the model is read.
         let backend = backend(options)?;
+        Self::from_file(GgufFile::open(path)?, backend, options)
+    }
+
+    /// Loads a model from a GGUF file already opened (or built in memory with
+    /// [`GgufFile::from_bytes`]): weights, tokenizer and chat template, as [`Engine::load`] does.
+    pub fn from_gguf(file: GgufFile, options: &EngineOptions) -> Result<Self, Error> {
+        let backend = backend(options)?;
+        Self::from_file(file, backend, options)
+    }
+
+    fn from_file(
+        file: GgufFile,
+        backend: Box<dyn Backend>,
+        options: &EngineOptions,
+    ) -> Result<Self, Error> {
         // The CPU kernels' packed layout is made at load; a GPU takes the file's own blocks, so
         // packing for it would only cost host memory and load time.
         let load = LoadOptions {
             keep_file_layout: options.device != Device::Cpu,
             ..LoadOptions::default()
         };
-        let model = LlamaModel::from_gguf(nextok_gguf::GgufFile::open(path)?, load)?;
+        let model = LlamaModel::from_gguf(file, load)?;
         let tokenizer = nextok_tokenizer::load_from_gguf(model.file())?;
-        if tokenizer.vocab_size() != model.config().vocab {
-            return Err(Error::VocabularyMismatch {
-                tokenizer: tokenizer.vocab_size(),
-                model: model.config().vocab,
-            });
-        }
         // A model without a template can still continue raw text; asking it to chat is the error.
         let template = if model
             .file()
@@ -192,18 +204,44 @@ impl Engine {
         } else {
             None
         };
-        let threads = match options.threads {
-            Some(n) => n.max(1),
-            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        };
+        Self::assemble(
+            Box::new(LlamaOnBackend::new(model, backend)),
+            tokenizer,
+            template,
+            options.kv_type,
+        )
+    }
+
+    /// An engine from its parts: a model, its tokenizer, its chat template (`None`: raw prompts
+    /// only, and a chat is [`Error::NoChatTemplate`]), and how the KV cache stores its numbers.
+    ///
+    /// The tokenizer's vocabulary must be the model's: [`Error::VocabularyMismatch`] otherwise.
+    pub fn from_parts(
+        model: Box<dyn LanguageModel>,
+        tokenizer: Box<dyn Tokenizer>,
+        template: Option<ChatTemplate>,
+        kv_type: KvType,
+    ) -> Result<Self, Error> {
+        Self::assemble(model, tokenizer, template.map(Ok), kv_type)
+    }
+
+    fn assemble(
+        model: Box<dyn LanguageModel>,
+        tokenizer: Box<dyn Tokenizer>,
+        template: Option<Result<ChatTemplate, nextok_tokenizer::Error>>,
+        kv_type: KvType,
+    ) -> Result<Self, Error> {
+        if tokenizer.vocab_size() != model.vocab_size() {
+            return Err(Error::VocabularyMismatch {
+                tokenizer: tokenizer.vocab_size(),
+                model: model.vocab_size(),
+            });
+        }
         Ok(Engine {
             model,
             tokenizer,
             template,
-            backend,
-            device: options.device,
-            threads,
-            kv_type: options.kv_type,
+            kv_type,
             vocab: OnceLock::new(),
         })
     }
@@ -250,9 +288,14 @@ impl Engine {
         })
     }
 
-    /// The model.
-    pub fn model(&self) -> &LlamaModel {
-        &self.model
+    /// The model the loop runs on.
+    pub fn model(&self) -> &dyn LanguageModel {
+        self.model.as_ref()
+    }
+
+    /// Tokens in the vocabulary, the model's and the tokenizer's (they were checked to agree).
+    pub fn vocab_size(&self) -> usize {
+        self.model.vocab_size()
     }
 
     /// The tokenizer.
@@ -267,7 +310,7 @@ impl Engine {
 
     /// Tokens the model can see at once, prompt and answer together.
     pub fn context_window(&self) -> usize {
-        self.model.config().context
+        self.model.context_window()
     }
 
     /// The tokens that end a generation.
@@ -328,7 +371,7 @@ impl Engine {
         if ids.is_empty() {
             return Err(Error::EmptyPrompt);
         }
-        let vocab = self.model.config().vocab;
+        let vocab = self.model.vocab_size();
         if let Some(&id) = ids.iter().find(|&&id| id as usize >= vocab) {
             return Err(Error::TokenOutOfRange { id, vocab });
         }
@@ -350,14 +393,11 @@ impl Engine {
                 context_window: context,
             });
         }
-        let mut out = self.model.forward(
-            self.backend.as_ref(),
-            &mut [Sequence {
-                cache,
-                tokens,
-                logits,
-            }],
-        )?;
+        let mut out = self.model.forward(&mut [Sequence {
+            cache,
+            tokens,
+            logits,
+        }])?;
         Ok(out.pop().unwrap_or_default())
     }
 
@@ -393,7 +433,7 @@ impl Engine {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(self.model.forward(self.backend.as_ref(), &mut batch)?)
+        self.model.forward(&mut batch)
     }
 
     /// The logits of a prompt in one prefill: the last position's, or every position's row after
@@ -417,7 +457,7 @@ impl Engine {
         if ids.len() < 2 {
             return Err(Error::TooShortToScore { tokens: ids.len() });
         }
-        let vocab = self.model.config().vocab;
+        let vocab = self.model.vocab_size();
         let rows = self.logits(&ids[..ids.len() - 1], true)?;
         let mut logprobs = Vec::with_capacity(ids.len() - 1);
         for (row, &next) in rows.chunks_exact(vocab).zip(&ids[1..]) {
@@ -475,7 +515,7 @@ impl Engine {
             });
         }
         let ids = self.encode_prompt(prompt)?;
-        let vocab = self.model.config().vocab;
+        let vocab = self.model.vocab_size();
         let mut cache = self.new_cache();
         let first = self.forward(&mut cache, &ids, Logits::Last)?;
         let first = nextok_sampling::log_softmax(&first)?;

@@ -244,7 +244,7 @@ impl Engine {
         if prompt.is_empty() {
             return Err(Error::EmptyPrompt);
         }
-        let vocab = self.model().config().vocab;
+        let vocab = self.vocab_size();
         if let Some(&id) = prompt.iter().find(|&&id| id as usize >= vocab) {
             return Err(Error::TokenOutOfRange { id, vocab });
         }

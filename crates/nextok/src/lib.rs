@@ -10,11 +10,13 @@
 //!
 //! # Contents
 //!
-//! - [`Engine`]: a loaded model, its tokenizer and chat template; [`Engine::generate`] starts a
-//!   [`Generation`], an iterator of [`Event`]s: each token as it is chosen ([`TokenEvent`]: id,
-//!   text, log-probability, alternatives), then a [`Completion`] with the whole text, the
-//!   [`Stop`] (reason, and which end token or stop sequence), [`Usage`] and [`Timings`] (time to
-//!   first token, prefill and decode tokens/s, time per output token, KV cache bytes).
+//! - [`Engine`]: a model, its tokenizer and chat template, loaded from a GGUF file
+//!   ([`Engine::load`]) or put together from parts ([`Engine::from_parts`]);
+//!   [`Engine::generate`] starts a [`Generation`], an iterator of [`Event`]s: each token as it is
+//!   chosen ([`TokenEvent`]: id, text, log-probability, alternatives), then a [`Completion`] with
+//!   the whole text, the [`Stop`] (reason, and which end token or stop sequence), [`Usage`] and
+//!   [`Timings`] (time to first token, prefill and decode tokens/s, time per output token, KV
+//!   cache bytes).
 //! - [`GenerateOptions`]: sampling ([`sampling::SamplingParams`], seeded: the same prompt,
 //!   options and seed give the same tokens), max tokens, stop sequences, `n` completions (which
 //!   share the prompt's cache through a copy-on-write fork and decode in one batched pass),
@@ -25,6 +27,105 @@
 //! - [`default_model_path`] and [`ensure_default_model`]: where the default model
 //!   (SmolLM2-135M-Instruct, Q4_1) lives, and fetching it on first use.
 //! - [`plan`]: the specification's cost model (memory, KV cache, prefill and decode time).
+//! - [`LanguageModel`]: the seam between the loop and a model (see below), and
+//!   [`LlamaOnBackend`], its implementation for the Llama family on a compute backend.
+//!
+//! # The model seam
+//!
+//! The loop reaches the model only through the [`LanguageModel`] trait: a forward pass over a
+//! batch of sequences, each with its own KV cache, that returns logits ([`model::Sequence`],
+//! [`model::Logits`]); an empty cache in the model's layout; the vocabulary size; and the
+//! context window. A prefill is one sequence of many tokens, a decode round of `n` completions or
+//! beams is one batch of many one-token sequences. The trait's contract (positions follow the
+//! cache, a position's logits never depend on how the work was split, errors rather than
+//! panics) is what lets a chat reuse its cache and `n` completions share the prompt's without
+//! changing an answer.
+//!
+//! [`Engine::load`] builds a [`LlamaOnBackend`] (the weights of [`model::LlamaModel`] and the
+//! backend [`EngineOptions::device`] chooses) with the file's tokenizer and chat template.
+//! [`Engine::from_parts`] takes any model, any [`tokenizer::Tokenizer`] and an optional
+//! [`tokenizer::ChatTemplate`]: a model built in memory, another architecture, or a toy for a
+//! test. Here a bigram model (the next token depends only on the last one) drives the real loop,
+//! tokenizer and stop conditions:
+//!
+//! ```
+//! use nextok::gguf::{write::GgufWriter, Array, GgufFile, Value};
+//! use nextok::kv_cache::{CacheConfig, KvCache, KvType};
+//! use nextok::model::{Logits, Sequence};
+//! use nextok::sampling::SamplingParams;
+//! use nextok::{Engine, Error, GenerateOptions, LanguageModel, Prompt, Stop};
+//!
+//! /// After "hi" comes " hi", after " hi" the end; anything else is followed by "hi".
+//! #[derive(Debug)]
+//! struct Bigram;
+//!
+//! impl Bigram {
+//!     fn row(last: u32) -> Vec<f32> {
+//!         let mut row = vec![0.0; 6];
+//!         row[match last { 4 => 5, 5 => 0, _ => 4 }] = 10.0;
+//!         row
+//!     }
+//! }
+//!
+//! impl LanguageModel for Bigram {
+//!     fn forward(&self, batch: &mut [Sequence<'_>]) -> Result<Vec<Vec<f32>>, Error> {
+//!         Ok(batch
+//!             .iter_mut()
+//!             .map(|s| {
+//!                 // No keys or values to keep: the cache only records the tokens.
+//!                 s.cache.push_tokens(s.tokens);
+//!                 match s.logits {
+//!                     Logits::None => Vec::new(),
+//!                     Logits::Last => s.tokens.last().map_or_else(Vec::new, |&t| Self::row(t)),
+//!                     Logits::All => s.tokens.iter().flat_map(|&t| Self::row(t)).collect(),
+//!                 }
+//!             })
+//!             .collect())
+//!     }
+//!     fn new_cache(&self, kv_type: KvType) -> KvCache {
+//!         KvCache::new(CacheConfig::new(1, 1, 1, kv_type)).expect("non-zero dimensions")
+//!     }
+//!     fn vocab_size(&self) -> usize {
+//!         6
+//!     }
+//!     fn context_window(&self) -> usize {
+//!         64
+//!     }
+//! }
+//!
+//! // A byte-level BPE vocabulary of six tokens (`Ġ` is a space), as `nextok-tokenizer`'s
+//! // example builds it.
+//! let tokens = ["<|endoftext|>", "h", "i", "Ġ", "hi", "Ġhi"].map(String::from).to_vec();
+//! let types = vec![3, 1, 1, 1, 1, 1]; // 3 = control, 1 = normal
+//! let file = GgufFile::from_bytes(
+//!     GgufWriter::new()
+//!         .metadata("tokenizer.ggml.model", Value::String("gpt2".into()))
+//!         .metadata("tokenizer.ggml.pre", Value::String("gpt2".into()))
+//!         .metadata("tokenizer.ggml.tokens", Value::Array(Array::String(tokens)))
+//!         .metadata("tokenizer.ggml.token_type", Value::Array(Array::I32(types)))
+//!         .metadata(
+//!             "tokenizer.ggml.merges",
+//!             Value::Array(Array::String(vec!["h i".into(), "Ġ hi".into()])),
+//!         )
+//!         .metadata("tokenizer.ggml.eos_token_id", Value::U32(0))
+//!         .to_bytes(),
+//! )?;
+//! let tokenizer = nextok::tokenizer::load_from_gguf(&file)?;
+//!
+//! let engine = Engine::from_parts(Box::new(Bigram), tokenizer, None, KvType::F32)?;
+//! let options = GenerateOptions {
+//!     sampling: SamplingParams::greedy(),
+//!     ..GenerateOptions::default()
+//! };
+//! let answer = engine
+//!     .generate(&Prompt::raw("hi"), &options)?
+//!     .collect_completions()?
+//!     .remove(0);
+//! assert_eq!(answer.tokens, [5, 0]);
+//! assert_eq!(answer.text, " hi");
+//! assert_eq!(answer.stop, Stop::EndTurn { token: 0 });
+//! # Ok::<(), nextok::Error>(())
+//! ```
 //!
 //! # Crate features
 //!
@@ -77,6 +178,7 @@ mod engine;
 mod error;
 mod fetch;
 mod generate;
+mod language_model;
 pub mod plan;
 pub mod seq2seq;
 
@@ -86,6 +188,7 @@ pub use generate::{
     Alternative, BeamOptions, Completion, Event, GenerateOptions, Generation, Timings, TokenEvent,
     Usage,
 };
+pub use language_model::{LanguageModel, LlamaOnBackend};
 pub use nextok_constraints as constraints;
 pub use nextok_kv_cache as kv_cache;
 pub use nextok_model as model;

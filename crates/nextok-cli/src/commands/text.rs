@@ -88,7 +88,7 @@ pub fn logits(a: &LogitsArgs) -> anyhow::Result<()> {
         })?,
         (None, None) => anyhow::bail!("give a prompt or --ids"),
     };
-    let vocab = engine.model().config().vocab;
+    let vocab = engine.vocab_size();
     if let Some(&id) = ids.iter().find(|&&id| id as usize >= vocab) {
         return Err(nextok::Error::TokenOutOfRange { id, vocab }.into());
     }
