@@ -33,8 +33,9 @@ pub enum Command {
     Sample(SampleArgs),
     /// The cost model: memory, KV cache, time to first token and tokens/s for a model and machine.
     Plan(PlanArgs),
-    /// Label a text with one of a fixed set of labels: each label's probability as the whole
-    /// answer, unconstrained and renormalised over the labels.
+    /// Label a text: ask the model, through its chat template, to answer with one of the labels,
+    /// and print each label's probability as the whole answer, raw and renormalised over the
+    /// labels.
     Classify(ClassifyArgs),
     /// Run the constrained-decoding benchmark over a folder of cases.
     ConstrainBench(ConstrainBenchArgs),
