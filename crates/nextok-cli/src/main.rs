@@ -1,5 +1,6 @@
-//! The `nextok` command: generate, chat, tokenize, template, logits, score, sample, plan and
-//! bench, over the `nextok` library.
+//! The `nextok` command: generate, chat, tokenize, template, logits, score, sample, plan,
+//! classify, bench and constrain-bench, over the `nextok` library. It is also the one place that
+//! fetches the default model (`fetch`): the library starts no process.
 //!
 //! Errors are for a person: one line on stderr that says what to do, and a non-zero exit code
 //! (2 for a command line that does not parse, 1 for everything else). A panic, which would be a
@@ -7,6 +8,7 @@
 
 mod args;
 mod commands;
+mod fetch;
 mod output;
 
 use clap::Parser;

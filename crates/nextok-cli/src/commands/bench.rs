@@ -42,9 +42,9 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
     if a.prefill.contains(&0) {
         bail!("--prefill lengths must be at least 1");
     }
-    let engine = load_engine(&a.model)?;
+    let engine = load_engine(&a.run)?;
     let threads = a
-        .model
+        .run
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let window = engine.context_window();
@@ -56,6 +56,14 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
     {
         bail!("{n} tokens do not fit in the model's context window of {window}: choose shorter lengths");
     }
+    // Progress goes to stderr, one line per measurement as it ends, so that a long run shows it
+    // is moving and stdout keeps only the table (or the JSON).
+    let runs = a.repetitions * (a.prefill.len() + 1);
+    let mut done = 0;
+    let mut step = |what: String| {
+        done += 1;
+        eprintln!("nextok: bench {done}/{runs}: {what}");
+    };
     let mut prefill = Vec::new();
     for &n in &a.prefill {
         let ids = prompt(&engine, n)?;
@@ -63,7 +71,12 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
         for _ in 0..a.repetitions {
             let t = Instant::now();
             engine.logits(&ids, false)?;
-            rates.push(n as f64 / t.elapsed().as_secs_f64());
+            let rate = n as f64 / t.elapsed().as_secs_f64();
+            step(format!(
+                "prefill {n} tokens: {} tokens/s",
+                significant(rate)
+            ));
+            rates.push(rate);
         }
         prefill.push((n, summary(&mut rates)));
     }
@@ -82,6 +95,12 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
             .generate(&Prompt::Ids(ids.clone()), &options)?
             .collect_completions()?;
         let t = &c[0].timings;
+        step(format!(
+            "decode {} tokens after {}: {} tokens/s",
+            a.decode,
+            a.decode_prompt,
+            significant(t.decode_tokens_per_s)
+        ));
         decode.push(t.decode_tokens_per_s);
         ttft.push(t.time_to_first_token_s * 1e3);
     }
@@ -93,7 +112,7 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
             p.insert(n.to_string(), as_json(*s));
         }
         let v = json!({
-            "device": a.model.device.to_string(),
+            "device": a.run.device.to_string(),
             "threads": threads,
             "prefill_tok_s": p,
             "decode_tok_s": as_json(decode),
@@ -109,7 +128,7 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
             significant(max)
         )
     };
-    let on = match a.model.device {
+    let on = match a.run.device {
         nextok::Device::Cpu => format!("{threads} thread(s)"),
         device => device.to_string(),
     };

@@ -65,16 +65,51 @@ fn stop_reason(stop: &Stop) -> &'static str {
 pub fn summary(c: &Completion) -> String {
     let t = &c.timings;
     format!(
-        "[{} | {} prompt tokens ({} cached), {} generated | time to first token {} s | prefill {} tokens/s | decode {} tokens/s ({} ms/token) | KV cache {}]",
+        "[{} | {} prompt tokens ({} cached), {} generated | time to first token {} s | prefill {} tokens/s | decode {} | KV cache {}]",
         stop_words(&c.stop),
         c.usage.prompt_tokens,
         c.usage.cached_prompt_tokens,
         c.usage.completion_tokens,
         significant(t.time_to_first_token_s),
         significant(t.prefill_tokens_per_s),
-        significant(t.decode_tokens_per_s),
-        significant(t.time_per_output_token_s * 1e3),
+        decode_words(c),
         crate::output::bytes(t.kv_cache_bytes as f64),
+    )
+}
+
+/// The decode rate and time per token.
+fn decode_words(c: &Completion) -> String {
+    let t = &c.timings;
+    format!(
+        "{} tokens/s ({} ms/token)",
+        significant(t.decode_tokens_per_s),
+        significant(t.time_per_output_token_s * 1e3)
+    )
+}
+
+/// With several completions, each one's own line: its number, why it stopped, how many tokens it
+/// generated, its decode rate and its KV cache. What they share (the prompt, its prefill, the
+/// time to the first tokens) is said once, by [`shared_summary`].
+pub fn completion_summary(c: &Completion, n: usize) -> String {
+    format!(
+        "[completion {} of {n} | {} | {} generated | decode {} | KV cache {}]",
+        c.index + 1,
+        stop_words(&c.stop),
+        c.usage.completion_tokens,
+        decode_words(c),
+        crate::output::bytes(c.timings.kv_cache_bytes as f64),
+    )
+}
+
+/// With several completions, what they share: one prompt and one prefill.
+pub fn shared_summary(c: &Completion, n: usize) -> String {
+    let t = &c.timings;
+    format!(
+        "[{n} completions of one prompt | {} prompt tokens ({} cached) | time to first token {} s | prefill {} tokens/s]",
+        c.usage.prompt_tokens,
+        c.usage.cached_prompt_tokens,
+        significant(t.time_to_first_token_s),
+        significant(t.prefill_tokens_per_s),
     )
 }
 
@@ -154,7 +189,7 @@ pub fn run(a: &GenerateArgs) -> anyhow::Result<()> {
     if options.constraint.is_some() && options.beams.is_some() {
         bail!("a constraint (--choice, --regex, --json-object, --json-schema, --grammar) cannot be used with --beams");
     }
-    let engine = load_engine(&a.model)?;
+    let engine = load_engine(&a.run)?;
     let prompt = if a.raw {
         Prompt::Raw {
             text,
@@ -199,13 +234,22 @@ pub fn run(a: &GenerateArgs) -> anyhow::Result<()> {
                             eprintln!("{lp}");
                         }
                     }
-                    eprintln!("{}", summary(&c));
+                    if a.n > 1 {
+                        eprintln!("{}", completion_summary(&c, a.n));
+                    } else {
+                        eprintln!("{}", summary(&c));
+                    }
                 }
                 completions.push(*c);
             }
         }
     }
     completions.sort_by_key(|c| c.index);
+    if a.n > 1 && !a.json {
+        if let Some(first) = completions.first() {
+            eprintln!("{}", shared_summary(first, completions.len()));
+        }
+    }
     if a.json {
         let with_lp = |c: &Completion| {
             completion_json(c, a.logprobs.map(|_| &logprobs[c.index.min(a.n - 1)]))
@@ -220,18 +264,28 @@ pub fn run(a: &GenerateArgs) -> anyhow::Result<()> {
 }
 
 /// Runs `nextok chat`: one line per user message; `/exit` (or end of input) ends it, `/reset`
-/// starts over.
+/// starts over and says so.
+///
+/// The `> ` prompt is shown only when the input is a terminal: when lines come from a pipe or a
+/// file, stdout holds the answers alone, one per line, and ends with a line break.
 pub fn chat(a: &ChatArgs) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
     let options = options(&a.sampling, &a.answer)?;
-    let engine = load_engine(&a.model)?;
+    let engine = load_engine(&a.run)?;
     let mut chat = Chat::new(&engine, a.answer.system.as_deref());
     eprintln!("nextok: chatting with the model; /reset starts over, /exit (or Ctrl-D) ends");
     let stdin = std::io::stdin();
+    let interactive = stdin.is_terminal();
     let mut lines = stdin.lock().lines();
     loop {
-        print("> ")?;
+        if interactive {
+            print("> ")?;
+        }
         let Some(line) = lines.next() else {
-            println("")?;
+            // Ctrl-D leaves the cursor after the prompt: end the line.
+            if interactive {
+                println("")?;
+            }
             return Ok(());
         };
         let line = line?;
@@ -241,6 +295,7 @@ pub fn chat(a: &ChatArgs) -> anyhow::Result<()> {
             "/exit" | "/quit" => return Ok(()),
             "/reset" => {
                 chat = Chat::new(&engine, a.answer.system.as_deref());
+                eprintln!("nextok: the conversation was reset; the next message starts a new one");
                 continue;
             }
             _ => {}
@@ -264,19 +319,30 @@ pub fn chat(a: &ChatArgs) -> anyhow::Result<()> {
     }
 }
 
+/// The question `classify` asks, through the model's chat template: an instruction that names the
+/// labels first, then the text. The answer's first tokens are what is scored, so the model must
+/// have been asked to answer with a label; a bare continuation of the text is not a question
+/// (specification, "Constrained decoding", the FRAUD/OK example).
+pub fn classify_prompt(text: &str, labels: &[String]) -> Prompt {
+    Prompt::chat(
+        None,
+        &format!(
+            "Classify the following text. Answer with exactly one of: {}.\n\nText: {}",
+            labels.join(", "),
+            text.trim()
+        ),
+    )
+}
+
 /// Runs `nextok classify`: every label's probability as the whole answer, and the best one.
 pub fn classify(a: &ClassifyArgs) -> anyhow::Result<()> {
     let labels: Vec<String> = a.labels.iter().map(|l| l.trim().to_string()).collect();
     if labels.len() < 2 || labels.iter().any(String::is_empty) {
         bail!("--labels needs at least two non-empty labels, e.g. --labels FRAUD,OK");
     }
-    let engine = load_engine(&a.model)?;
-    let question = format!(
-        "{}\n\nAnswer with exactly one of: {}.",
-        text_or_stdin(&a.text)?,
-        labels.join(", ")
-    );
-    let scores = engine.classify(&Prompt::chat(None, &question), &labels)?;
+    let engine = load_engine(&a.run)?;
+    let prompt = classify_prompt(&text_or_stdin(&a.text)?, &labels);
+    let scores = engine.classify(&prompt, &labels)?;
     if a.json {
         let v = json!({"label": scores[0].label, "labels": scores});
         return println(&v.to_string());
@@ -289,4 +355,24 @@ pub fn classify(a: &ClassifyArgs) -> anyhow::Result<()> {
         ));
     }
     print(&out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classify_asks_one_user_message_with_the_labels_before_the_text() {
+        let labels = vec!["FRAUD".to_string(), "OK".to_string()];
+        let Prompt::Chat(messages) = classify_prompt("  Thank you for dinner!\n", &labels) else {
+            panic!("classify must go through the chat template");
+        };
+        assert_eq!(messages.len(), 1);
+        assert_eq!(messages[0].role, "user");
+        assert_eq!(
+            messages[0].content,
+            "Classify the following text. Answer with exactly one of: FRAUD, OK.\n\n\
+             Text: Thank you for dinner!"
+        );
+    }
 }

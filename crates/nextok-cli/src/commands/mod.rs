@@ -6,7 +6,7 @@ mod plan;
 mod sample;
 mod text;
 
-use crate::args::{Command, ModelArgs};
+use crate::args::{Command, ModelArgs, RunArgs};
 use std::path::PathBuf;
 
 /// Runs one subcommand.
@@ -23,6 +23,10 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Classify(a) => generate::classify(&a),
         Command::ConstrainBench(a) => text::constrain_bench(&a),
         Command::Bench(a) => bench::run(&a),
+        Command::FetchModel => {
+            let path = crate::fetch::fetch_and_check(&mut |line| eprintln!("nextok: {line}"))?;
+            crate::output::println(&path.display().to_string())
+        }
     }
 }
 
@@ -32,7 +36,7 @@ pub fn model_path(args: &ModelArgs) -> anyhow::Result<PathBuf> {
     match &args.model {
         Some(path) if path.is_file() || path.is_dir() => Ok(path.clone()),
         Some(path) => Err(nextok::Error::ModelNotFound { path: path.clone() }.into()),
-        None => Ok(nextok::ensure_default_model(&mut |line| {
+        None => Ok(crate::fetch::ensure_default_model(&mut |line| {
             eprintln!("nextok: {line}")
         })?),
     }
@@ -56,18 +60,27 @@ fn flag(field: &str) -> String {
     field.replace('_', "-")
 }
 
-/// Loads the model `args` name (or the default model) with its tokenizer.
-pub fn load_engine(args: &ModelArgs) -> anyhow::Result<nextok::Engine> {
+/// Loads the model `args` name (or the default model) with its tokenizer, to run on the threads
+/// and device they ask for.
+pub fn load_engine(args: &RunArgs) -> anyhow::Result<nextok::Engine> {
     if args.threads == Some(0) {
         anyhow::bail!("--threads is 0, but it must be at least 1");
     }
-    let path = model_path(args)?;
     let options = nextok::EngineOptions {
         threads: args.threads,
         device: args.device,
         ..nextok::EngineOptions::default()
     };
-    Ok(nextok::Engine::load(&path, &options)?)
+    Ok(nextok::Engine::load(model_path(&args.file)?, &options)?)
+}
+
+/// Loads the model `args` name with the default options, for a command that needs the engine's
+/// tokenizer-side views but never runs the forward pass.
+pub fn load_engine_for_text(args: &ModelArgs) -> anyhow::Result<nextok::Engine> {
+    Ok(nextok::Engine::load(
+        model_path(args)?,
+        &nextok::EngineOptions::default(),
+    )?)
 }
 
 /// Reads `-` as standard input; any other text is itself.

@@ -43,8 +43,6 @@ fn figures(a: &PlanArgs) -> anyhow::Result<ModelFigures> {
     } else {
         let path = model_path(&ModelArgs {
             model: a.model.clone(),
-            threads: None,
-            device: nextok::Device::Cpu,
         })?;
         let file = nextok::gguf::GgufFile::open(&path).map_err(nextok::Error::from)?;
         ModelFigures::from_gguf(&file, a.kv_bytes.unwrap_or(4.0))?

@@ -1,6 +1,6 @@
 //! `nextok tokenize`, `nextok template`, `nextok logits` and `nextok score`.
 
-use super::{load_engine, model_path, text_or_stdin};
+use super::{load_engine, load_engine_for_text, model_path, text_or_stdin};
 use crate::args::{ConstrainBenchArgs, LogitsArgs, ScoreArgs, TemplateArgs, TokenizeArgs};
 use crate::output::{println, significant};
 use anyhow::Context;
@@ -79,7 +79,7 @@ pub fn template(a: &TemplateArgs) -> anyhow::Result<()> {
 
 /// Runs `nextok logits`.
 pub fn logits(a: &LogitsArgs) -> anyhow::Result<()> {
-    let engine = load_engine(&a.model)?;
+    let engine = load_engine(&a.run)?;
     let ids = match (&a.ids, &a.prompt) {
         (Some(ids), _) => ids.clone(),
         (None, Some(text)) => engine.encode_prompt(&nextok::Prompt::Raw {
@@ -143,7 +143,7 @@ pub fn logits(a: &LogitsArgs) -> anyhow::Result<()> {
 /// Runs `nextok score`.
 pub fn score(a: &ScoreArgs) -> anyhow::Result<()> {
     let text = text_or_stdin(&a.text)?;
-    let engine = load_engine(&a.model)?;
+    let engine = load_engine(&a.run)?;
     let ids = engine.encode_prompt(&nextok::Prompt::Raw {
         text,
         parse_special: a.parse_special,
@@ -191,7 +191,9 @@ pub fn constrain_bench(a: &ConstrainBenchArgs) -> anyhow::Result<()> {
     if !a.dir.is_dir() {
         anyhow::bail!("{} is not a folder of schema files", a.dir.display());
     }
-    let engine = load_engine(&a.model)?;
+    // Only the vocabulary and the tokenizer are used: the forward pass never runs here, so the
+    // command takes no --threads or --device.
+    let engine = load_engine_for_text(&a.model)?;
     let vocab = engine.constraint_vocab()?;
     let tokenizer = engine.tokenizer();
     let tokenize = |bytes: &[u8]| -> Vec<u32> {
