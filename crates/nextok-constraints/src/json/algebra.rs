@@ -501,3 +501,87 @@ pub(super) fn disjoint(a: &Schema, b: &Schema) -> bool {
 fn property<'n>(n: &'n Node, name: &str) -> Option<&'n Schema> {
     n.object.properties.as_deref().and_then(|p| named(p, name))
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use crate::json::{compile_json_schema, JsonOptions};
+    use crate::Error;
+
+    /// Which of `texts` the compiled schema accepts.
+    fn accepted(schema: Value, texts: &[&str]) -> Vec<bool> {
+        let g = compile_json_schema(&schema, &JsonOptions::default()).unwrap();
+        texts.iter().map(|t| g.recognizes(t.as_bytes())).collect()
+    }
+
+    #[test]
+    fn all_of_bounds_take_the_tighter_exact_decimal() {
+        // Bounds are exact decimals: the larger minimum and the smaller maximum hold.
+        let s = json!({"allOf": [{"minimum": 0.1}, {"minimum": 0.15}, {"maximum": 3}, {"maximum": 2.5}]});
+        assert_eq!(
+            accepted(s, &["0.1", "0.14", "0.15", "2.5", "2.51", "3"]),
+            [false, false, true, true, false, false]
+        );
+    }
+
+    #[test]
+    fn all_of_merges_counts_values_and_dependencies() {
+        let counts = json!({"type": "object", "allOf": [{"minProperties": 1}, {"minProperties": 2}, {"maxProperties": 3}]});
+        assert_eq!(
+            accepted(
+                counts,
+                &[
+                    "{}",
+                    r#"{"a":1}"#,
+                    r#"{"a":1,"b":2}"#,
+                    r#"{"a":1,"b":2,"c":3,"d":4}"#
+                ]
+            ),
+            [false, false, true, false]
+        );
+        let values = json!({"allOf": [{"enum": [1, 2, 3]}, {"const": 2.0}]});
+        assert_eq!(
+            accepted(values, &["1", "2", "2.0", "3"]),
+            [false, true, true, false]
+        );
+        let deps = json!({"type": "object", "allOf": [
+            {"dependentRequired": {"a": ["b"]}},
+            {"dependentRequired": {"a": ["c"]}}
+        ]});
+        assert_eq!(
+            accepted(
+                deps,
+                &[r#"{"a":1,"b":2}"#, r#"{"a":1,"b":2,"c":3}"#, r#"{"b":2}"#]
+            ),
+            [false, true, true]
+        );
+    }
+
+    #[test]
+    fn not_of_types_and_refusals_name_the_keyword() {
+        let s = json!({"not": {"type": ["string", "object", "array"]}});
+        assert_eq!(
+            accepted(s, &["1", "null", "true", "\"x\"", "[]", "{}"]),
+            [true, true, true, false, false, false]
+        );
+        for (schema, keyword) in [
+            (json!({"not": {"type": "integer"}}), "not (type integer)"),
+            (json!({"not": {"minimum": 1}}), "not"),
+            (
+                json!({"allOf": [{"multipleOf": 2}, {"multipleOf": 3}]}),
+                "allOf (two different multipleOf)",
+            ),
+            (
+                json!({"if": {"type": "string"}, "then": {"minLength": 1}}),
+                "if",
+            ),
+        ] {
+            let e = compile_json_schema(&schema, &JsonOptions::default());
+            assert!(
+                matches!(&e, Err(Error::UnsupportedKeyword { keyword: k, .. }) if k == keyword),
+                "{schema}: {e:?}"
+            );
+        }
+    }
+}

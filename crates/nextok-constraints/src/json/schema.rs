@@ -592,3 +592,98 @@ pub(super) fn json_eq(a: &Value, b: &Value) -> bool {
         _ => a == b,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn unknown_keywords_are_refused_at_parse_time_with_their_path() {
+        let e = Document::parse(&json!({"properties": {"a/b": {"uniqueItems": true}}}));
+        assert!(
+            matches!(&e, Err(Error::UnsupportedKeyword { keyword, path })
+                if keyword == "uniqueItems" && path == "#/properties/a~1b"),
+            "{e:?}"
+        );
+        // Definitions are annotations until something refers to them.
+        let defs = json!({"$defs": {"x": {"bogus": 1}}, "type": "string"});
+        assert!(Document::parse(&defs).is_ok());
+        let referred = json!({"$defs": {"x": {"bogus": 1}}, "$ref": "#/$defs/x"});
+        assert!(
+            matches!(Document::parse(&referred), Err(Error::UnsupportedKeyword { keyword, path })
+                if keyword == "bogus" && path == "#/$defs/x")
+        );
+        // Malformed values of known keywords are invalid, not unsupported.
+        for bad in [
+            json!({"type": "decimal"}),
+            json!({"minLength": -1}),
+            json!({"required": "a"}),
+            json!({"multipleOf": 0}),
+            json!({"allOf": []}),
+            json!({"minimum": "1"}),
+        ] {
+            assert!(
+                matches!(Document::parse(&bad), Err(Error::InvalidSchema { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn references_are_indices_and_recursion_is_a_cycle() {
+        let s = json!({
+            "$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}},
+            "$ref": "#/$defs/node"
+        });
+        let doc = Document::parse(&s).unwrap();
+        // One target, parsed once, whose `next` property refers back to it.
+        assert_eq!(doc.table.len(), 1);
+        let Schema::Node(root) = &doc.root else {
+            panic!("root is a node")
+        };
+        assert_eq!(root.reference.as_ref().map(|r| r.target), Some(0));
+        let Schema::Node(target) = &doc.table[0] else {
+            panic!("target is a node")
+        };
+        let next = named(target.object.properties.as_deref().unwrap(), "next");
+        let Some(Schema::Node(next)) = next else {
+            panic!("next is a node")
+        };
+        assert_eq!(next.reference.as_ref().map(|r| r.target), Some(0));
+    }
+
+    #[test]
+    fn enum_and_const_parse_to_their_common_values() {
+        let doc = Document::parse(&json!({"enum": [1, 2.0, "2"], "const": 2})).unwrap();
+        let Schema::Node(n) = doc.root else {
+            panic!("a node")
+        };
+        assert_eq!(n.values, Some(vec![json!(2.0)]));
+        // Annotations alone assert nothing.
+        let doc = Document::parse(&json!({"title": "t", "$comment": "c"})).unwrap();
+        assert_eq!(doc.root, Schema::Any);
+    }
+
+    #[test]
+    fn type_sets_meet_like_the_specification_says() {
+        let t = |v: Value| TypeSet::parse(&v, "#").unwrap();
+        assert_eq!(
+            t(json!("number")).intersect(t(json!("integer"))),
+            t(json!("integer"))
+        );
+        assert_eq!(
+            t(json!(["string", "number"])).intersect(t(json!(["integer", "null"]))),
+            t(json!("integer"))
+        );
+        assert!(t(json!("string")).intersect(t(json!("object"))).is_empty());
+        assert_eq!(
+            t(json!(["null", "boolean", "number"])).complement(),
+            t(json!(["string", "array", "object"]))
+        );
+        assert_eq!(
+            t(json!(["integer", "null"])).json_types(),
+            t(json!(["number", "null"]))
+        );
+    }
+}
