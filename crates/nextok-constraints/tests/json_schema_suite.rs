@@ -72,15 +72,15 @@ fn json_schema_test_suite() {
         "an invalid instance was accepted by a compiled schema"
     );
     // Floors against regressions in keyword coverage (270 of 383 compiled when written, 290
-    // once `$ref` went through `$id` and `$anchor`, and still 290 with 550 of 559 valid
-    // instances accepted once the compiler worked on a typed schema).
+    // once `$ref` went through `$id` and `$anchor`, still 290 once the compiler worked on a
+    // typed schema, 292 with 552 valid instances accepted once `allOf` merged `multipleOf`s).
     assert!(
-        report.compiled >= 290,
+        report.compiled >= 292,
         "only {} schemas compiled",
         report.compiled
     );
     assert!(
-        report.valid_accepted >= 550,
+        report.valid_accepted >= 552,
         "only {} valid instances accepted",
         report.valid_accepted
     );

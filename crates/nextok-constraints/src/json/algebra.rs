@@ -289,41 +289,47 @@ pub(super) fn merge(a: &Schema, b: &Schema, path: &str) -> Result<Schema, Error>
     };
     let (sa, sb) = (&ma.string, &mb.string);
     let (na, nb) = (&ma.number, &mb.number);
-    let mut out = Node {
-        types,
-        values,
-        reference: same(&ma.reference, &mb.reference, "$ref", path)?,
-        all_of: same(&ma.all_of, &mb.all_of, "allOf", path)?,
-        any_of: same(&ma.any_of, &mb.any_of, "anyOf", path)?,
-        one_of: same(&ma.one_of, &mb.one_of, "oneOf", path)?,
-        not: same(&ma.not, &mb.not, "not", path)?,
-        cond: same(&ma.cond, &mb.cond, "if", path)?,
-        then: same(&ma.then, &mb.then, "then", path)?,
-        otherwise: same(&ma.otherwise, &mb.otherwise, "else", path)?,
-        dependent_schemas: same(
-            &ma.dependent_schemas,
-            &mb.dependent_schemas,
-            "dependentSchemas",
-            path,
-        )?,
-        unevaluated_properties: None,
-        unevaluated_items: None,
-        string: super::schema::StringFacets {
-            min_length: lower(&sa.min_length, &sb.min_length),
-            max_length: upper(&sa.max_length, &sb.max_length),
-            patterns: union(&sa.patterns, &sb.patterns),
-            format: same(&sa.format, &sb.format, "format", path)?,
-        },
-        number: super::schema::NumberFacets {
-            minimum: lower(&na.minimum, &nb.minimum),
-            maximum: upper(&na.maximum, &nb.maximum),
-            exclusive_minimum: lower(&na.exclusive_minimum, &nb.exclusive_minimum),
-            exclusive_maximum: upper(&na.exclusive_maximum, &nb.exclusive_maximum),
-            multiple_of: same(&na.multiple_of, &nb.multiple_of, "multipleOf", path)?,
-        },
-        array: ma.array.clone(),
-        object: ma.object.clone(),
-    };
+    let mut out =
+        Node {
+            types,
+            values,
+            reference: same(&ma.reference, &mb.reference, "$ref", path)?,
+            all_of: same(&ma.all_of, &mb.all_of, "allOf", path)?,
+            any_of: same(&ma.any_of, &mb.any_of, "anyOf", path)?,
+            one_of: same(&ma.one_of, &mb.one_of, "oneOf", path)?,
+            not: same(&ma.not, &mb.not, "not", path)?,
+            cond: same(&ma.cond, &mb.cond, "if", path)?,
+            then: same(&ma.then, &mb.then, "then", path)?,
+            otherwise: same(&ma.otherwise, &mb.otherwise, "else", path)?,
+            dependent_schemas: same(
+                &ma.dependent_schemas,
+                &mb.dependent_schemas,
+                "dependentSchemas",
+                path,
+            )?,
+            unevaluated_properties: None,
+            unevaluated_items: None,
+            string: super::schema::StringFacets {
+                min_length: lower(&sa.min_length, &sb.min_length),
+                max_length: upper(&sa.max_length, &sb.max_length),
+                patterns: union(&sa.patterns, &sb.patterns),
+                format: same(&sa.format, &sb.format, "format", path)?,
+            },
+            number: super::schema::NumberFacets {
+                minimum: lower(&na.minimum, &nb.minimum),
+                maximum: upper(&na.maximum, &nb.maximum),
+                exclusive_minimum: lower(&na.exclusive_minimum, &nb.exclusive_minimum),
+                exclusive_maximum: upper(&na.exclusive_maximum, &nb.exclusive_maximum),
+                multiple_of: match (&na.multiple_of, &nb.multiple_of) {
+                    (Some(x), Some(y)) if x != y => Some(x.lcm(y).ok_or_else(|| {
+                        unsupported("allOf (multipleOf with too many digits)", path)
+                    })?),
+                    (x, y) => x.clone().or_else(|| y.clone()),
+                },
+            },
+            array: ma.array.clone(),
+            object: ma.object.clone(),
+        };
     merge_arrays(ma, mb, &mut out, path)?;
     merge_objects(&ma.object, &mb.object, &mut out.object, path)?;
     Ok(Schema::node(out))
@@ -545,6 +551,12 @@ mod tests {
             accepted(values, &["1", "2", "2.0", "3"]),
             [false, true, true, false]
         );
+        // Multiples of 2, 3 and 5 are the multiples of 30.
+        let multiples = json!({"type": "integer", "allOf": [{"multipleOf": 2}, {"multipleOf": 3}], "anyOf": [{"multipleOf": 5}]});
+        assert_eq!(
+            accepted(multiples, &["6", "10", "15", "30", "60", "-90", "45"]),
+            [false, false, false, true, true, true, false]
+        );
         let deps = json!({"type": "object", "allOf": [
             {"dependentRequired": {"a": ["b"]}},
             {"dependentRequired": {"a": ["c"]}}
@@ -569,8 +581,8 @@ mod tests {
             (json!({"not": {"type": "integer"}}), "not (type integer)"),
             (json!({"not": {"minimum": 1}}), "not"),
             (
-                json!({"allOf": [{"multipleOf": 2}, {"multipleOf": 3}]}),
-                "allOf (two different multipleOf)",
+                json!({"allOf": [{"format": "date"}, {"format": "uuid"}]}),
+                "allOf (two different format)",
             ),
             (
                 json!({"if": {"type": "string"}, "then": {"minLength": 1}}),

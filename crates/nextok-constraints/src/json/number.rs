@@ -98,6 +98,30 @@ impl Decimal {
         !self.neg && !zero
     }
 
+    /// The least common multiple of two positive decimals: `x` is a multiple of both exactly
+    /// when it is a multiple of this. With `a = A/10^f` and `b = B/10^f` (integers `A`, `B`),
+    /// that is `lcm(A, B)/10^f`. `None` when the digits do not fit in 128 bits.
+    pub(super) fn lcm(&self, other: &Decimal) -> Option<Decimal> {
+        let scale = self.frac.len().max(other.frac.len());
+        let scaled = |d: &Decimal| -> Option<u128> {
+            let digits = format!("{}{}{}", d.int, d.frac, "0".repeat(scale - d.frac.len()));
+            digits.parse().ok()
+        };
+        let (a, b) = (scaled(self)?, scaled(other)?);
+        if a == 0 || b == 0 {
+            return None;
+        }
+        let l = (a / gcd(a, b)).checked_mul(b)?;
+        let digits = format!("{l:0>width$}", width = scale + 1);
+        let (int, frac) = digits.split_at(digits.len() - scale);
+        let int = int.trim_start_matches('0');
+        Some(Decimal {
+            neg: false,
+            int: if int.is_empty() { "0" } else { int }.to_string(),
+            frac: frac.trim_end_matches('0').to_string(),
+        })
+    }
+
     fn negate(&self) -> Decimal {
         let zero = self.int == "0" && self.frac.is_empty();
         Decimal {
@@ -471,6 +495,21 @@ mod tests {
                 });
                 assert_eq!(d.matches(s.as_bytes()), ok, "{case} on {s}");
             }
+        }
+    }
+
+    #[test]
+    fn least_common_multiples_of_decimals() {
+        let d = |v: Value| Decimal::parse(&v, "#").unwrap();
+        for (a, b, want) in [
+            (json!(2), json!(3), json!(6)),
+            (json!(4), json!(6), json!(12)),
+            (json!(0.5), json!(0.75), json!(1.5)),
+            (json!(0.01), json!(3), json!(3)),
+            (json!(2.5), json!(2.5), json!(2.5)),
+            (json!(0.2), json!(0.3), json!(0.6)),
+        ] {
+            assert_eq!(d(a.clone()).lcm(&d(b.clone())), Some(d(want)), "{a} {b}");
         }
     }
 
