@@ -339,16 +339,19 @@ pub(super) fn number_dfa(f: &NumberFacets, integer: bool, path: &str) -> Result<
         || f.exclusive_maximum.is_some()
         || f.multiple_of.is_some();
     let mut integer = integer;
+    // Multiples of an integer are integers. An integer x is a multiple of p/10^f exactly when
+    // p / gcd(p, 10^f) divides x; a number x is one exactly when x * 10^f is an integer that
+    // p divides, which `decimal_multiple_dfa` follows digit by digit.
+    let mut fractional = false;
     if let Some(k) = &f.multiple_of {
         if !k.is_positive() {
             return Err(invalid(path, "multipleOf must be positive"));
         }
-        // An integer x is a multiple of p/10^f exactly when p / gcd(p, 10^f) divides x; for
-        // non-integer numbers we have no exact automaton.
-        if !k.frac.is_empty() && !integer {
-            return Err(unsupported("multipleOf (non-integer, on numbers)", path));
+        if k.frac.is_empty() {
+            integer = true;
+        } else if !integer {
+            fractional = true;
         }
-        integer = true;
     }
     let mut d = if integer {
         Dfa::from_regex(r"-?(0|[1-9][0-9]*)(\.0+)?")?
@@ -374,12 +377,20 @@ pub(super) fn number_dfa(f: &NumberFacets, integer: bool, path: &str) -> Result<
         let den: u128 = 10u128
             .checked_pow(k.frac.len() as u32)
             .ok_or_else(|| unsupported("multipleOf (too precise)", path))?;
-        let g = gcd(num, den);
-        let p = num / g;
-        if p > 100_000 {
-            return Err(unsupported("multipleOf (above 100000)", path));
+        if fractional {
+            let digits = k.frac.len();
+            if num * (digits as u128 + 3) > 300_000 {
+                return Err(unsupported("multipleOf (above 300000 states)", path));
+            }
+            d = d.intersect(&decimal_multiple_dfa(num as u64, digits)?)?;
+        } else {
+            let g = gcd(num, den);
+            let p = num / g;
+            if p > 100_000 {
+                return Err(unsupported("multipleOf (above 100000)", path));
+            }
+            d = d.intersect(&multiple_dfa(p as u64)?)?;
         }
-        d = d.intersect(&multiple_dfa(p as u64)?)?;
     }
     Ok(d)
 }
@@ -416,6 +427,54 @@ fn multiple_dfa(p: u64) -> Result<Dfa, Error> {
             _ => None,
         },
         |s| matches!(s, S::Zero | S::Digits(0) | S::Frac(0)),
+        "multipleOf",
+        &IDENTITY,
+    )
+}
+
+/// Number spellings without exponent (optional `-`) of multiples of `p / 10^f`: `x` is one
+/// when `x * 10^f`, an integer (fraction digits past the `f`-th all zero), is divisible by `p`.
+fn decimal_multiple_dfa(p: u64, f: usize) -> Result<Dfa, Error> {
+    #[derive(Clone, Hash, PartialEq, Eq)]
+    enum S {
+        Start,
+        Minus,
+        Zero,
+        /// The integer part's remainder modulo `p`.
+        Digits(u64),
+        Dot(u64),
+        /// The remainder of the integer part and the first `j` fraction digits, `1 <= j <= f`.
+        Frac(u64, usize),
+        /// Past the `f`-th fraction digit: only zeros follow.
+        Zeros(u64),
+    }
+    // 10^i mod p, for the fraction digits not written (they count as zeros).
+    let mut pow = vec![1 % p];
+    for i in 1..=f {
+        pow.push(pow[i - 1] * 10 % p);
+    }
+    let digit = |r: u64, b: u8| (r * 10 + (b - b'0') as u64) % p;
+    Dfa::explore(
+        S::Start,
+        |s, b| match (s, b) {
+            (S::Start, b'-') => Some(S::Minus),
+            (S::Start | S::Minus, b'0') => Some(S::Zero),
+            (S::Start | S::Minus, b'1'..=b'9') => Some(S::Digits(digit(0, b))),
+            (S::Digits(r), b'0'..=b'9') => Some(S::Digits(digit(*r, b))),
+            (S::Zero, b'.') => Some(S::Dot(0)),
+            (S::Digits(r), b'.') => Some(S::Dot(*r)),
+            (S::Dot(r), b'0'..=b'9') => Some(S::Frac(digit(*r, b), 1)),
+            (S::Frac(r, j), b'0'..=b'9') if *j < f => Some(S::Frac(digit(*r, b), j + 1)),
+            (S::Frac(r, _) | S::Zeros(r), b'0') => Some(S::Zeros(*r)),
+            _ => None,
+        },
+        |s| match s {
+            S::Zero => true,
+            S::Digits(r) => r * pow[f] % p == 0,
+            S::Frac(r, j) => r * pow[f - j] % p == 0,
+            S::Zeros(r) => *r == 0,
+            _ => false,
+        },
         "multipleOf",
         &IDENTITY,
     )
@@ -510,6 +569,26 @@ mod tests {
             (json!(0.2), json!(0.3), json!(0.6)),
         ] {
             assert_eq!(d(a.clone()).lcm(&d(b.clone())), Some(d(want)), "{a} {b}");
+        }
+    }
+
+    #[test]
+    fn decimal_multiples_on_numbers() {
+        // Against exact arithmetic in thousandths: x is a multiple of k exactly when the
+        // integer x * 1000 is a multiple of k * 1000.
+        for (k, k1000) in [(json!(1.5), 1500i64), (json!(0.25), 250), (json!(0.001), 1)] {
+            let d = num(json!({"multipleOf": k}));
+            for x in -3100i64..3100 {
+                let text = format!(
+                    "{}{}.{:03}",
+                    if x < 0 { "-" } else { "" },
+                    x.abs() / 1000,
+                    x.abs() % 1000
+                );
+                assert_eq!(d.matches(text.as_bytes()), x % k1000 == 0, "{k} on {text}");
+            }
+            // Trailing zeros past the multiple's precision change nothing; other digits do.
+            assert!(d.matches(b"3.0000") && !d.matches(b"3.00001"), "{k}");
         }
     }
 
