@@ -14,10 +14,8 @@ use regex_automata::dfa::{dense, Automaton, StartKind};
 use regex_automata::util::syntax;
 use regex_automata::{Anchored, MatchKind};
 
-use crate::grammar::FxHasher;
+use crate::grammar::FxMap;
 use crate::Error;
-
-type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
 
 /// The partition of bytes into 256 singleton classes.
 pub(crate) const IDENTITY: [u8; 256] = {

@@ -7,7 +7,6 @@
 //! empty rules included (empty rules follow Aycock and Horspool's prediction fix).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex};
 
 use crate::dfa::{Dfa, DEAD};
@@ -512,39 +511,10 @@ impl Grammar {
     }
 }
 
-/// A small, fast hasher for the chart's deduplication keys (integers only).
-#[derive(Default, Clone, Copy)]
-pub(crate) struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        // Eight bytes at a time: slices of integers (automaton columns, tables) hash as bytes.
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.write_u64(u64::from_le_bytes(w));
-        }
-        for &b in chunks.remainder() {
-            self.write_u64(b as u64);
-        }
-    }
-    #[inline]
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    #[inline]
-    fn write_u128(&mut self, v: u128) {
-        self.write_u64(v as u64);
-        self.write_u64((v >> 64) as u64);
-    }
-}
-
-type FxSet<K> = std::collections::HashSet<K, BuildHasherDefault<FxHasher>>;
-pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+/// The chart's deduplication keys and the automata maps are integers or integer tables:
+/// rustc-hash's Fx hasher is fast on those (and needs no protection against chosen keys).
+type FxSet<K> = rustc_hash::FxHashSet<K>;
+pub(crate) type FxMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
 /// The Earley chart: one set per byte read, kept as a stack so that a mask computation can push
 /// trial bytes and pop them again, and a rollback is a truncation.

@@ -1,0 +1,599 @@
+//! The algebra of typed schemas: normalising (`allOf`, `$ref` beside other keywords, `not`,
+//! `if`, `dependentSchemas` and `unevaluated*` rewritten away), intersecting two schemas
+//! exactly or refusing, and a sufficient test for disjointness (for `oneOf`).
+
+use super::schema::{invalid, json_eq, named, unsupported, Node, ObjectFacets, Schema, TypeSet};
+use crate::Error;
+
+/// Rewrites `s` so that what is left has no `allOf`, no `not`, no `if`/`then`/`else`, no
+/// `dependentSchemas` and no `$ref` beside other assertions (a bare `$ref` stays: it compiles
+/// once per target, which is what makes recursion work). `table` holds the reference targets.
+pub(super) fn normalize(
+    table: &[Schema],
+    s: &Schema,
+    path: &str,
+    depth: usize,
+) -> Result<Schema, Error> {
+    if depth > 32 {
+        return Err(unsupported("$ref", path));
+    }
+    let Schema::Node(node) = s else {
+        return Ok(s.clone());
+    };
+    let mut m = (**node).clone();
+    if let Some(inner) = m.not.take() {
+        match normalize(table, &inner, &format!("{path}/not"), depth + 1)? {
+            Schema::Never => {}
+            Schema::Any => return Ok(Schema::Never),
+            Schema::Node(n) if n.only(&["type"]) => {
+                // The complement of a set of types, when it is one: "not integer" would leave
+                // the non-integer numbers, which no type names.
+                let t = n.types.unwrap_or(TypeSet::ALL);
+                if t.has(TypeSet::INTEGER) && !t.has(TypeSet::NUMBER) {
+                    return Err(unsupported("not (type integer)", path));
+                }
+                let rest = t.complement();
+                if rest.is_empty() {
+                    return Ok(Schema::Never);
+                }
+                let types = Schema::node(Node {
+                    types: Some(rest),
+                    ..Node::default()
+                });
+                let others = normalize(table, &Schema::node(m), path, depth + 1)?;
+                return merge(&types, &others, path);
+            }
+            _ => return Err(unsupported("not", path)),
+        }
+    }
+    // `unevaluatedProperties`/`unevaluatedItems` see what this schema and its `allOf` and
+    // `$ref` subschemas evaluate: once those are merged in, they reduce to
+    // `additionalProperties`/`items`. Under `anyOf`/`oneOf` they are kept and distributed
+    // into each branch (counting only the chosen branch's evaluations refuses more, never
+    // less). Conditionals and `dependentSchemas` evaluate in ways a grammar cannot follow.
+    let unevaluated_properties = m.unevaluated_properties.take();
+    let unevaluated_items = m.unevaluated_items.take();
+    let blocked = m.cond.is_some()
+        || m.then.is_some()
+        || m.otherwise.is_some()
+        || m.dependent_schemas.is_some();
+    if unevaluated_properties.is_some() && blocked {
+        return Err(unsupported("unevaluatedProperties", path));
+    }
+    if unevaluated_items.is_some() && (blocked || m.array.contains.is_some()) {
+        return Err(unsupported("unevaluatedItems", path));
+    }
+    let mut acc = Schema::Any;
+    // `if` without a complement to build: it matters only when its outcome is fixed, or when
+    // both outcomes demand the same thing. `then`/`else` without `if` have no effect.
+    let (cond, then, otherwise) = (m.cond.take(), m.then.take(), m.otherwise.take());
+    if let Some(cond) = cond {
+        let applied = match (
+            normalize(table, &cond, &format!("{path}/if"), depth + 1)?,
+            then,
+            otherwise,
+        ) {
+            (_, None, None) => None,
+            (Schema::Any, t, _) => t,
+            (Schema::Never, _, e) => e,
+            (_, Some(t), Some(e)) if t == e => Some(t),
+            _ => return Err(unsupported("if", path)),
+        };
+        if let Some(a) = applied {
+            let a = normalize(table, &a, &format!("{path}/then"), depth + 1)?;
+            acc = merge(&acc, &a, path)?;
+        }
+    }
+    // dependentSchemas: for each combination of the trigger properties, either the property
+    // is absent or it is present and its schema holds. The branches are disjoint.
+    if let Some(ds) = m.dependent_schemas.take() {
+        if ds.len() > 3 || m.any_of.is_some() || m.one_of.is_some() {
+            return Err(unsupported("dependentSchemas", path));
+        }
+        let mut branches = Vec::new();
+        for combo in 0u32..(1 << ds.len()) {
+            let mut b = Schema::Any;
+            for (i, (name, sub)) in ds.iter().enumerate() {
+                let part = if combo >> i & 1 == 1 {
+                    let sub = normalize(
+                        table,
+                        sub,
+                        &format!("{path}/dependentSchemas/{name}"),
+                        depth + 1,
+                    )?;
+                    let required = object_node(ObjectFacets {
+                        required: Some(vec![name.clone()]),
+                        ..ObjectFacets::default()
+                    });
+                    merge(&required, &sub, path)?
+                } else {
+                    object_node(ObjectFacets {
+                        properties: Some(vec![(name.clone(), Schema::Never)]),
+                        ..ObjectFacets::default()
+                    })
+                };
+                b = merge(&b, &part, path)?;
+            }
+            branches.push(b);
+        }
+        m.any_of = Some(branches);
+    }
+    // `minContains`/`maxContains` without `contains` have no effect.
+    if m.array.contains.is_none() {
+        m.array.min_contains = None;
+        m.array.max_contains = None;
+    }
+    if let Some(all) = m.all_of.take() {
+        for (i, sub) in all.iter().enumerate() {
+            let sub = normalize(table, sub, &format!("{path}/allOf/{i}"), depth + 1)?;
+            acc = merge(&acc, &sub, path)?;
+        }
+    }
+    if let Some(r) = m.reference.clone() {
+        let has_other = m.keywords().len() > 1;
+        if has_other || acc != Schema::Any {
+            let target = table
+                .get(r.target)
+                .ok_or_else(|| invalid(path, "$ref target not found"))?;
+            let target = normalize(table, target, &r.uri, depth + 1)?;
+            m.reference = None;
+            acc = merge(&acc, &target, path)?;
+        }
+    }
+    let out = merge(&acc, &Schema::node(m), path)?;
+    if unevaluated_properties.is_none() && unevaluated_items.is_none() {
+        return Ok(out);
+    }
+    let mut o = match out {
+        Schema::Never => return Ok(Schema::Never),
+        Schema::Any => Node::default(),
+        Schema::Node(o) => *o,
+    };
+    let deferred = o.any_of.is_some() || o.one_of.is_some();
+    if let Some(v) = unevaluated_properties {
+        if deferred {
+            o.unevaluated_properties = Some(v);
+        } else if o.object.additional_properties.is_none() {
+            o.object.additional_properties = Some(v);
+        }
+    }
+    if let Some(v) = unevaluated_items {
+        if deferred {
+            o.unevaluated_items = Some(v);
+        } else if o.array.items.is_none() {
+            o.array.items = Some(v);
+        }
+    }
+    Ok(Schema::node(o))
+}
+
+fn object_node(object: ObjectFacets) -> Schema {
+    Schema::node(Node {
+        object,
+        ..Node::default()
+    })
+}
+
+/// The schema of values valid under both, without normalising either.
+pub(super) fn both_of(a: Schema, b: Schema) -> Schema {
+    match (&a, &b) {
+        (Schema::Any, _) => b,
+        (_, Schema::Any) => a,
+        _ if a == b => a,
+        _ => Schema::all_of(vec![a, b]),
+    }
+}
+
+/// `a` and `b` when they agree (or one is absent); two different values cannot be merged.
+fn same<T: PartialEq + Clone>(
+    a: &Option<T>,
+    b: &Option<T>,
+    keyword: &str,
+    path: &str,
+) -> Result<Option<T>, Error> {
+    match (a, b) {
+        (Some(x), Some(y)) if x != y => Err(unsupported(
+            format!("allOf (two different {keyword})"),
+            path,
+        )),
+        _ => Ok(a.clone().or_else(|| b.clone())),
+    }
+}
+
+/// The larger of two lower bounds.
+fn lower<T: Ord + Clone>(a: &Option<T>, b: &Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y).clone()),
+        _ => a.clone().or_else(|| b.clone()),
+    }
+}
+
+/// The smaller of two upper bounds.
+fn upper<T: Ord + Clone>(a: &Option<T>, b: &Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y).clone()),
+        _ => a.clone().or_else(|| b.clone()),
+    }
+}
+
+/// `a`'s items followed by `b`'s that `a` lacks.
+fn union<T: PartialEq + Clone>(a: &[T], b: &[T]) -> Vec<T> {
+    let mut out = a.to_vec();
+    for x in b {
+        if !out.contains(x) {
+            out.push(x.clone());
+        }
+    }
+    out
+}
+
+/// Named schemas of both sides; a name on both gets both schemas.
+fn merge_named(
+    a: &Option<Vec<(String, Schema)>>,
+    b: &Option<Vec<(String, Schema)>>,
+) -> Option<Vec<(String, Schema)>> {
+    let (Some(a), Some(b)) = (a, b) else {
+        return a.clone().or_else(|| b.clone());
+    };
+    let mut out = a.clone();
+    for (name, s) in b {
+        match out.iter_mut().find(|(n, _)| n == name) {
+            Some((_, s0)) => *s0 = both_of(s0.clone(), s.clone()),
+            None => out.push((name.clone(), s.clone())),
+        }
+    }
+    Some(out)
+}
+
+/// Merges two normalised schemas into one whose instances are those valid under both, or
+/// reports the keyword that cannot be merged exactly.
+pub(super) fn merge(a: &Schema, b: &Schema, path: &str) -> Result<Schema, Error> {
+    let (ma, mb) = match (a, b) {
+        (Schema::Never, _) | (_, Schema::Never) => return Ok(Schema::Never),
+        (Schema::Any, _) => return Ok(b.clone()),
+        (_, Schema::Any) => return Ok(a.clone()),
+        (Schema::Node(x), Schema::Node(y)) => (x, y),
+    };
+    // A schema still holding `unevaluated*` (kept for its own anyOf/oneOf) must not see a
+    // sibling's evaluations.
+    if ma.unevaluated_properties.is_some() || mb.unevaluated_properties.is_some() {
+        return Err(unsupported(
+            "allOf (unevaluatedProperties under anyOf/oneOf)",
+            path,
+        ));
+    }
+    if ma.unevaluated_items.is_some() || mb.unevaluated_items.is_some() {
+        return Err(unsupported(
+            "allOf (unevaluatedItems under anyOf/oneOf)",
+            path,
+        ));
+    }
+    let types = match (ma.types, mb.types) {
+        (Some(x), Some(y)) if x != y => {
+            let t = x.intersect(y);
+            if t.is_empty() {
+                return Ok(Schema::Never);
+            }
+            Some(t)
+        }
+        (x, y) => x.or(y),
+    };
+    let values = match (&ma.values, &mb.values) {
+        (Some(x), Some(y)) => Some(
+            x.iter()
+                .filter(|v| y.iter().any(|w| json_eq(v, w)))
+                .cloned()
+                .collect(),
+        ),
+        (x, y) => x.clone().or_else(|| y.clone()),
+    };
+    let (sa, sb) = (&ma.string, &mb.string);
+    let (na, nb) = (&ma.number, &mb.number);
+    let mut out =
+        Node {
+            types,
+            values,
+            reference: same(&ma.reference, &mb.reference, "$ref", path)?,
+            all_of: same(&ma.all_of, &mb.all_of, "allOf", path)?,
+            any_of: same(&ma.any_of, &mb.any_of, "anyOf", path)?,
+            one_of: same(&ma.one_of, &mb.one_of, "oneOf", path)?,
+            not: same(&ma.not, &mb.not, "not", path)?,
+            cond: same(&ma.cond, &mb.cond, "if", path)?,
+            then: same(&ma.then, &mb.then, "then", path)?,
+            otherwise: same(&ma.otherwise, &mb.otherwise, "else", path)?,
+            dependent_schemas: same(
+                &ma.dependent_schemas,
+                &mb.dependent_schemas,
+                "dependentSchemas",
+                path,
+            )?,
+            unevaluated_properties: None,
+            unevaluated_items: None,
+            string: super::schema::StringFacets {
+                min_length: lower(&sa.min_length, &sb.min_length),
+                max_length: upper(&sa.max_length, &sb.max_length),
+                patterns: union(&sa.patterns, &sb.patterns),
+                format: same(&sa.format, &sb.format, "format", path)?,
+            },
+            number: super::schema::NumberFacets {
+                minimum: lower(&na.minimum, &nb.minimum),
+                maximum: upper(&na.maximum, &nb.maximum),
+                exclusive_minimum: lower(&na.exclusive_minimum, &nb.exclusive_minimum),
+                exclusive_maximum: upper(&na.exclusive_maximum, &nb.exclusive_maximum),
+                multiple_of: match (&na.multiple_of, &nb.multiple_of) {
+                    (Some(x), Some(y)) if x != y => Some(x.lcm(y).ok_or_else(|| {
+                        unsupported("allOf (multipleOf with too many digits)", path)
+                    })?),
+                    (x, y) => x.clone().or_else(|| y.clone()),
+                },
+            },
+            array: ma.array.clone(),
+            object: ma.object.clone(),
+        };
+    merge_arrays(ma, mb, &mut out, path)?;
+    merge_objects(&ma.object, &mb.object, &mut out.object, path)?;
+    Ok(Schema::node(out))
+}
+
+fn merge_arrays(ma: &Node, mb: &Node, out: &mut Node, path: &str) -> Result<(), Error> {
+    let (a, b) = (&ma.array, &mb.array);
+    let o = &mut out.array;
+    // Position by position, each side's schema is its `prefixItems` entry or else its `items`,
+    // so the conjunction is exact element by element.
+    if a.prefix_items.is_some()
+        || b.prefix_items.is_some()
+        || a.items.is_some()
+        || b.items.is_some()
+    {
+        let (pa, pb) = (
+            a.prefix_items.as_deref().unwrap_or(&[]),
+            b.prefix_items.as_deref().unwrap_or(&[]),
+        );
+        let items = |x: &super::schema::ArrayFacets| x.items.clone().unwrap_or(Schema::Any);
+        let side = |p: &[Schema], x, i: usize| p.get(i).cloned().unwrap_or_else(|| items(x));
+        let n = pa.len().max(pb.len());
+        let merged: Vec<Schema> = (0..n)
+            .map(|i| both_of(side(pa, a, i), side(pb, b, i)))
+            .collect();
+        o.prefix_items = (n > 0).then_some(merged);
+        // An explicit `items: true` stays: it marks every item as evaluated.
+        let it = both_of(items(a), items(b));
+        o.items = if it == Schema::Any && a.items.is_none() && b.items.is_none() {
+            None
+        } else {
+            Some(it)
+        };
+    }
+    o.min_items = lower(&a.min_items, &b.min_items);
+    o.max_items = upper(&a.max_items, &b.max_items);
+    o.contains = same(&a.contains, &b.contains, "contains", path)?;
+    o.min_contains = same(&a.min_contains, &b.min_contains, "minContains", path)?;
+    o.max_contains = same(&a.max_contains, &b.max_contains, "maxContains", path)?;
+    Ok(())
+}
+
+fn merge_objects(
+    a: &ObjectFacets,
+    b: &ObjectFacets,
+    o: &mut ObjectFacets,
+    path: &str,
+) -> Result<(), Error> {
+    // additionalProperties refers to its own schema's properties, so merging it with other
+    // property sets changes its meaning.
+    let has_pat = a.pattern_properties.is_some() || b.pattern_properties.is_some();
+    let has_add = a.additional_properties.is_some() || b.additional_properties.is_some();
+    let closed =
+        |x: &ObjectFacets| x.additional_properties.is_some() || x.pattern_properties.is_some();
+    let names = |x: &ObjectFacets| -> Vec<String> {
+        let mut n: Vec<String> = x
+            .properties
+            .iter()
+            .flatten()
+            .map(|(k, _)| k.clone())
+            .collect();
+        n.sort();
+        n
+    };
+    let add = |x: &ObjectFacets| x.additional_properties.clone().unwrap_or(Schema::Any);
+    if has_add && !has_pat {
+        // Without patterns, each key's schema on each side is its `properties` entry or else
+        // that side's `additionalProperties`, so the conjunction is exact key by key.
+        let side = |x: &ObjectFacets, k: &str| {
+            x.properties
+                .as_deref()
+                .and_then(|p| named(p, k))
+                .cloned()
+                .unwrap_or_else(|| add(x))
+        };
+        let mut all: Vec<String> = Vec::new();
+        for x in [a, b] {
+            for (k, _) in x.properties.iter().flatten() {
+                if !all.contains(k) {
+                    all.push(k.clone());
+                }
+            }
+        }
+        let props = all
+            .into_iter()
+            .map(|k| {
+                let s = both_of(side(a, &k), side(b, &k));
+                (k, s)
+            })
+            .collect();
+        o.properties = Some(props);
+        o.additional_properties = Some(both_of(add(a), add(b)));
+    } else {
+        if (closed(a) && (b.properties.is_some() || closed(b)) && names(a) != names(b))
+            || (closed(b) && a.properties.is_some() && names(a) != names(b))
+        {
+            return Err(unsupported(
+                "allOf (patternProperties across branches)",
+                path,
+            ));
+        }
+        o.properties = merge_named(&a.properties, &b.properties);
+        o.pattern_properties = merge_named(&a.pattern_properties, &b.pattern_properties);
+        o.additional_properties = match (&a.additional_properties, &b.additional_properties) {
+            (Some(x), Some(y)) => Some(both_of(x.clone(), y.clone())),
+            (x, y) => x.clone().or_else(|| y.clone()),
+        };
+    }
+    o.required = match (&a.required, &b.required) {
+        (Some(x), Some(y)) => Some(union(x, y)),
+        (x, y) => x.clone().or_else(|| y.clone()),
+    };
+    o.min_properties = lower(&a.min_properties, &b.min_properties);
+    o.max_properties = upper(&a.max_properties, &b.max_properties);
+    // Both sides' dependencies must hold: the conjunction is the list of both.
+    o.dependent_required = match (&a.dependent_required, &b.dependent_required) {
+        (Some(x), Some(y)) => Some(union(x, y)),
+        (x, y) => x.clone().or_else(|| y.clone()),
+    };
+    o.property_names = same(&a.property_names, &b.property_names, "propertyNames", path)?;
+    Ok(())
+}
+
+/// The JSON types a (normalised) schema can match, `integer` counted as `number`.
+fn possible_types(s: &Schema) -> TypeSet {
+    match s {
+        Schema::Never => TypeSet::EMPTY,
+        Schema::Any => TypeSet::ALL,
+        Schema::Node(n) => match &n.values {
+            Some(vs) => vs
+                .iter()
+                .fold(TypeSet::EMPTY, |t, v| t.union(TypeSet::of(v))),
+            None => n.types.unwrap_or(TypeSet::ALL).json_types(),
+        },
+    }
+}
+
+/// Whether two normalised schemas can never both match one value (a sufficient test only).
+pub(super) fn disjoint(a: &Schema, b: &Schema) -> bool {
+    let (na, nb) = match (a, b) {
+        (Schema::Never, _) | (_, Schema::Never) => return true,
+        (Schema::Node(x), Schema::Node(y)) => (x, y),
+        _ => return false,
+    };
+    if na.any_of.is_some() || nb.any_of.is_some() || na.one_of.is_some() || nb.one_of.is_some() {
+        return false;
+    }
+    let (ta, tb) = (possible_types(a), possible_types(b));
+    if ta.intersect(tb).is_empty() {
+        return true;
+    }
+    if let (Some(x), Some(y)) = (&na.values, &nb.values) {
+        return !x.iter().any(|p| y.iter().any(|q| json_eq(p, q)));
+    }
+    // Discriminated unions: a property required by both with disjoint values.
+    if ta == TypeSet::OBJECT && tb == TypeSet::OBJECT {
+        let (ra, rb) = (
+            na.object.required.as_deref().unwrap_or(&[]),
+            nb.object.required.as_deref().unwrap_or(&[]),
+        );
+        for k in ra {
+            if rb.contains(k) {
+                if let (Some(pa), Some(pb)) = (property(na, k), property(nb, k)) {
+                    if disjoint(pa, pb) {
+                        return true;
+                    }
+                }
+            }
+        }
+    }
+    false
+}
+
+/// The `properties` entry of `name`.
+fn property<'n>(n: &'n Node, name: &str) -> Option<&'n Schema> {
+    n.object.properties.as_deref().and_then(|p| named(p, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use crate::json::{compile_json_schema, JsonOptions};
+    use crate::Error;
+
+    /// Which of `texts` the compiled schema accepts.
+    fn accepted(schema: Value, texts: &[&str]) -> Vec<bool> {
+        let g = compile_json_schema(&schema, &JsonOptions::default()).unwrap();
+        texts.iter().map(|t| g.recognizes(t.as_bytes())).collect()
+    }
+
+    #[test]
+    fn all_of_bounds_take_the_tighter_exact_decimal() {
+        // Bounds are exact decimals: the larger minimum and the smaller maximum hold.
+        let s = json!({"allOf": [{"minimum": 0.1}, {"minimum": 0.15}, {"maximum": 3}, {"maximum": 2.5}]});
+        assert_eq!(
+            accepted(s, &["0.1", "0.14", "0.15", "2.5", "2.51", "3"]),
+            [false, false, true, true, false, false]
+        );
+    }
+
+    #[test]
+    fn all_of_merges_counts_values_and_dependencies() {
+        let counts = json!({"type": "object", "allOf": [{"minProperties": 1}, {"minProperties": 2}, {"maxProperties": 3}]});
+        assert_eq!(
+            accepted(
+                counts,
+                &[
+                    "{}",
+                    r#"{"a":1}"#,
+                    r#"{"a":1,"b":2}"#,
+                    r#"{"a":1,"b":2,"c":3,"d":4}"#
+                ]
+            ),
+            [false, false, true, false]
+        );
+        let values = json!({"allOf": [{"enum": [1, 2, 3]}, {"const": 2.0}]});
+        assert_eq!(
+            accepted(values, &["1", "2", "2.0", "3"]),
+            [false, true, true, false]
+        );
+        // Multiples of 2, 3 and 5 are the multiples of 30.
+        let multiples = json!({"type": "integer", "allOf": [{"multipleOf": 2}, {"multipleOf": 3}], "anyOf": [{"multipleOf": 5}]});
+        assert_eq!(
+            accepted(multiples, &["6", "10", "15", "30", "60", "-90", "45"]),
+            [false, false, false, true, true, true, false]
+        );
+        let deps = json!({"type": "object", "allOf": [
+            {"dependentRequired": {"a": ["b"]}},
+            {"dependentRequired": {"a": ["c"]}}
+        ]});
+        assert_eq!(
+            accepted(
+                deps,
+                &[r#"{"a":1,"b":2}"#, r#"{"a":1,"b":2,"c":3}"#, r#"{"b":2}"#]
+            ),
+            [false, true, true]
+        );
+    }
+
+    #[test]
+    fn not_of_types_and_refusals_name_the_keyword() {
+        let s = json!({"not": {"type": ["string", "object", "array"]}});
+        assert_eq!(
+            accepted(s, &["1", "null", "true", "\"x\"", "[]", "{}"]),
+            [true, true, true, false, false, false]
+        );
+        for (schema, keyword) in [
+            (json!({"not": {"type": "integer"}}), "not (type integer)"),
+            (json!({"not": {"minimum": 1}}), "not"),
+            (
+                json!({"allOf": [{"format": "date"}, {"format": "uuid"}]}),
+                "allOf (two different format)",
+            ),
+            (
+                json!({"if": {"type": "string"}, "then": {"minLength": 1}}),
+                "if",
+            ),
+        ] {
+            let e = compile_json_schema(&schema, &JsonOptions::default());
+            assert!(
+                matches!(&e, Err(Error::UnsupportedKeyword { keyword: k, .. }) if k == keyword),
+                "{schema}: {e:?}"
+            );
+        }
+    }
+}

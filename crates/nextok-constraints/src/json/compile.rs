@@ -1,0 +1,357 @@
+//! The compiler: typed schemas to grammar rules. Scalars and combinators live here; arrays
+//! and objects in `containers`.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::algebra::{disjoint, merge, normalize};
+use super::number::Decimal;
+use super::schema::{compact, invalid, unsupported, Node, ObjectFacets, Schema, TypeSet};
+use super::string::string_content;
+use super::JsonOptions;
+use crate::dfa::Dfa;
+use crate::grammar::{GrammarBuilder, Sym};
+use crate::Error;
+
+/// Grammar rules for typed schemas, built into one [`GrammarBuilder`].
+pub(super) struct Compiler<'a> {
+    pub(super) b: GrammarBuilder,
+    /// The document's reference targets.
+    pub(super) table: &'a [Schema],
+    pub(super) opts: &'a JsonOptions,
+    ws: Option<Sym>,
+    /// The rule of each reference target compiled so far.
+    refs: HashMap<usize, Sym>,
+    any: Option<Sym>,
+    /// The object and array symbols of `any`, for values built around them.
+    any_parts: Option<(Sym, Sym)>,
+    depth: usize,
+}
+
+impl<'a> Compiler<'a> {
+    pub(super) fn new(table: &'a [Schema], opts: &'a JsonOptions) -> Self {
+        let mut b = GrammarBuilder::default();
+        let ws = if opts.max_whitespace > 0 {
+            b.regex(&format!("[ \\t\\n\\r]{{0,{}}}", opts.max_whitespace))
+                .ok()
+        } else {
+            None
+        };
+        Compiler {
+            b,
+            table,
+            opts,
+            ws,
+            refs: HashMap::new(),
+            any: None,
+            any_parts: None,
+            depth: 0,
+        }
+    }
+
+    pub(super) fn lit(&mut self, s: &str) -> Sym {
+        self.b.literal(s.as_bytes())
+    }
+
+    /// `parts` with optional whitespace between consecutive parts.
+    pub(super) fn seq(&self, parts: &[Sym]) -> Vec<Sym> {
+        let mut out = Vec::with_capacity(parts.len() * 2);
+        for (i, &p) in parts.iter().enumerate() {
+            if i > 0 {
+                if let Some(w) = self.ws {
+                    out.push(w);
+                }
+            }
+            out.push(p);
+        }
+        out
+    }
+
+    /// Any JSON value.
+    pub(super) fn any(&mut self) -> Result<Sym, Error> {
+        if let Some(s) = self.any {
+            return Ok(s);
+        }
+        let value = self.b.nt("value");
+        self.any = Some(Sym::Nt(value));
+        let string = self.string_terminal(Dfa::any_string())?;
+        let number = self
+            .b
+            .regex(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")?;
+        let (open, close, colon, comma) =
+            (self.lit("{"), self.lit("}"), self.lit(":"), self.lit(","));
+        let (lb, rb) = (self.lit("["), self.lit("]"));
+        let member = self
+            .b
+            .alts("member", vec![self.seq(&[string, colon, Sym::Nt(value)])]);
+        // Left-recursive lists: `members -> member | members , member`.
+        let members = self.b.nt("members");
+        self.b.rule(members, vec![member]);
+        let r = self.seq(&[Sym::Nt(members), comma, member]);
+        self.b.rule(members, r);
+        let elems = self.b.nt("elements");
+        self.b.rule(elems, vec![Sym::Nt(value)]);
+        let r = self.seq(&[Sym::Nt(elems), comma, Sym::Nt(value)]);
+        self.b.rule(elems, r);
+        let object = self.b.alts(
+            "object",
+            vec![
+                self.seq(&[open, close]),
+                self.seq(&[open, Sym::Nt(members), close]),
+            ],
+        );
+        let array = self.b.alts(
+            "array",
+            vec![self.seq(&[lb, rb]), self.seq(&[lb, Sym::Nt(elems), rb])],
+        );
+        let (t, f, n) = (self.lit("true"), self.lit("false"), self.lit("null"));
+        self.any_parts = Some((object, array));
+        for alt in [object, array, string, number, t, f, n] {
+            self.b.rule(value, vec![alt]);
+        }
+        Ok(Sym::Nt(value))
+    }
+
+    pub(super) fn string_terminal(&mut self, content: &Dfa) -> Result<Sym, Error> {
+        let d = content.json_string()?;
+        self.b.terminal(d)
+    }
+
+    /// The rule for the values valid under `s`.
+    pub(super) fn schema(&mut self, s: &Schema, path: &str) -> Result<Sym, Error> {
+        self.depth += 1;
+        if self.depth > 200 {
+            return Err(unsupported("nesting deeper than 200", path));
+        }
+        let r = self.schema_inner(s, path);
+        self.depth -= 1;
+        r
+    }
+
+    fn schema_inner(&mut self, s: &Schema, path: &str) -> Result<Sym, Error> {
+        let node = match s {
+            Schema::Any => return self.any(),
+            Schema::Never => return Ok(Sym::Nt(self.b.nt("false"))),
+            Schema::Node(n) => n,
+        };
+        let table = self.table;
+        // A bare reference compiles once per target, which is what makes recursion work.
+        if let Some(r) = &node.reference {
+            if node.only(&["$ref"]) {
+                if let Some(&sym) = self.refs.get(&r.target) {
+                    return Ok(sym);
+                }
+                let nt = self.b.nt(format!("ref {}", r.uri));
+                self.refs.insert(r.target, Sym::Nt(nt));
+                let target = table
+                    .get(r.target)
+                    .ok_or_else(|| invalid(path, "$ref target not found"))?;
+                let body = self.schema(target, &r.uri)?;
+                self.b.rule(nt, vec![body]);
+                return Ok(Sym::Nt(nt));
+            }
+        }
+        let n = normalize(table, s, path, 0)?;
+        let m = match &n {
+            Schema::Node(m) if m.reference.is_none() => m,
+            // Only a bare `$ref` is left after normalising, or `true`/`false`.
+            _ => return self.schema(&n, path),
+        };
+        // anyOf and oneOf: distribute the other keywords into each branch.
+        for (comb, branches) in [("anyOf", &m.any_of), ("oneOf", &m.one_of)] {
+            let Some(branches) = branches else {
+                continue;
+            };
+            let mut base = (**m).clone();
+            if comb == "anyOf" {
+                base.any_of = None;
+            } else {
+                base.one_of = None;
+            }
+            let kept = (
+                base.unevaluated_properties.take(),
+                base.unevaluated_items.take(),
+            );
+            let base = Schema::node(base);
+            let mut merged = Vec::new();
+            for (i, br) in branches.iter().enumerate() {
+                let bp = format!("{path}/{comb}/{i}");
+                let br = normalize(table, br, &bp, 0)?;
+                let mb = match merge(&base, &br, &bp)? {
+                    Schema::Never => Schema::Never,
+                    mb if kept.0.is_none() && kept.1.is_none() => mb,
+                    Schema::Any => Schema::node(Node {
+                        unevaluated_properties: kept.0.clone(),
+                        unevaluated_items: kept.1.clone(),
+                        ..Node::default()
+                    }),
+                    Schema::Node(mut o) => {
+                        o.unevaluated_properties = kept.0.clone();
+                        o.unevaluated_items = kept.1.clone();
+                        Schema::Node(o)
+                    }
+                };
+                merged.push(mb);
+            }
+            if comb == "oneOf" {
+                // Two branches that accept everything overlap everywhere; branches that
+                // accept nothing never count.
+                let trues = branches.iter().filter(|b| **b == Schema::Any).count();
+                if trues >= 2 {
+                    return Ok(Sym::Nt(self.b.nt("oneOf of overlapping true schemas")));
+                }
+                merged.retain(|b| *b != Schema::Never);
+                for i in 0..merged.len() {
+                    for j in i + 1..merged.len() {
+                        if !disjoint(&merged[i], &merged[j]) {
+                            return Err(unsupported("oneOf (branches that may overlap)", path));
+                        }
+                    }
+                }
+            }
+            let mut alts = Vec::new();
+            for (i, br) in merged.iter().enumerate() {
+                alts.push(vec![self.schema(br, &format!("{path}/{comb}/{i}"))?]);
+            }
+            return Ok(self.b.alts(comb, alts));
+        }
+        if m.values.is_some() {
+            return self.enumeration(m, path);
+        }
+        let types = m.types.unwrap_or(TypeSet::ALL);
+        let mut alts = Vec::new();
+        if types.has(TypeSet::NULL) {
+            alts.push(vec![self.lit("null")]);
+        }
+        if types.has(TypeSet::BOOLEAN) {
+            alts.push(vec![self.lit("true")]);
+            alts.push(vec![self.lit("false")]);
+        }
+        if types.has(TypeSet::NUMBER) || types.has(TypeSet::INTEGER) {
+            let integer = !types.has(TypeSet::NUMBER);
+            let d = super::number::number_dfa(&m.number, integer, path)?;
+            alts.push(vec![self.b.terminal(d)?]);
+        }
+        if types.has(TypeSet::STRING) {
+            let d = string_content(&m.string, path)?;
+            alts.push(vec![self.string_terminal(&d)?]);
+        }
+        if types.has(TypeSet::ARRAY) {
+            alts.push(vec![self.array(m, path)?]);
+        }
+        if types.has(TypeSet::OBJECT) {
+            alts.push(vec![self.object(m, path)?]);
+        }
+        Ok(self.b.alts(path, alts))
+    }
+
+    /// The values of `enum`/`const` that the node's other keywords accept.
+    fn enumeration(&mut self, m: &Node, path: &str) -> Result<Sym, Error> {
+        let mut values = m.values.clone().unwrap_or_default();
+        let rest = Schema::node(Node {
+            values: None,
+            ..m.clone()
+        });
+        if rest != Schema::Any {
+            // Keep the values that the other keywords accept, checked by compiling them.
+            let mut sub = Compiler::new(self.table, self.opts);
+            let s = sub.schema(&rest, path)?;
+            match sub.b.build(s) {
+                Ok(g) => values.retain(|v| g.recognizes(compact(v).as_bytes())),
+                Err(Error::EmptyLanguage) => values.clear(),
+                Err(e) => return Err(e),
+            }
+        }
+        let mut alts = Vec::new();
+        for v in &values {
+            alts.push(vec![self.const_value(v, path)?]);
+        }
+        Ok(self.b.alts("enum", alts))
+    }
+
+    /// The spellings of one value: numbers in any equal decimal spelling, strings with any
+    /// escapes, objects with their keys in any order.
+    pub(super) fn const_value(&mut self, v: &Value, path: &str) -> Result<Sym, Error> {
+        match v {
+            Value::Number(_) => {
+                let re = Decimal::parse(v, path)?.equal_regex();
+                self.b.regex(&re)
+            }
+            Value::String(s) => self.string_terminal(&Dfa::literal(s.as_bytes())),
+            Value::Array(a) => {
+                let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
+                let mut parts = vec![lb];
+                for (i, x) in a.iter().enumerate() {
+                    if i > 0 {
+                        parts.push(comma);
+                    }
+                    parts.push(self.const_value(x, path)?);
+                }
+                parts.push(rb);
+                let r = self.seq(&parts);
+                Ok(self.b.alts("const array", vec![r]))
+            }
+            Value::Object(o) => {
+                let properties = o
+                    .iter()
+                    .map(|(k, x)| {
+                        let value = Schema::node(Node {
+                            values: Some(vec![x.clone()]),
+                            ..Node::default()
+                        });
+                        (k.clone(), value)
+                    })
+                    .collect();
+                let node = Node {
+                    object: ObjectFacets {
+                        properties: Some(properties),
+                        required: Some(o.keys().cloned().collect()),
+                        additional_properties: Some(Schema::Never),
+                        ..ObjectFacets::default()
+                    },
+                    ..Node::default()
+                };
+                self.object(&node, path)
+            }
+            _ => Ok(self.b.literal(compact(v).as_bytes())),
+        }
+    }
+
+    /// Any JSON value except the given scalars (in any of their spellings).
+    pub(super) fn any_except(&mut self, values: &[Value], path: &str) -> Result<Sym, Error> {
+        self.any()?;
+        let Some((object, array)) = self.any_parts else {
+            return Err(invalid(path, "internal: no any-value grammar"));
+        };
+        let mut alts = vec![vec![object], vec![array]];
+        for (lit, v) in [
+            ("true", Value::Bool(true)),
+            ("false", Value::Bool(false)),
+            ("null", Value::Null),
+        ] {
+            if !values.contains(&v) {
+                alts.push(vec![self.lit(lit)]);
+            }
+        }
+        let mut strings = Dfa::any_string().clone();
+        let mut numbers = Dfa::from_regex(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")?;
+        for v in values {
+            match v {
+                Value::String(x) => strings = strings.minus(&Dfa::literal(x.as_bytes()))?,
+                Value::Number(_) => {
+                    // Values equal to the number in exponent notation would escape the
+                    // difference, so numbers other than it are written without exponent.
+                    let shape = Dfa::from_regex(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")?;
+                    numbers = numbers
+                        .intersect(&shape)?
+                        .minus(&Dfa::from_regex(&Decimal::parse(v, path)?.equal_regex())?)?;
+                }
+                _ => {}
+            }
+        }
+        alts.push(vec![self.string_terminal(&strings)?]);
+        alts.push(vec![self.b.terminal(numbers)?]);
+        Ok(self.b.alts("any except", alts))
+    }
+}

@@ -1,0 +1,462 @@
+//! Arrays and objects: element positions and counts, and members in any order (or the
+//! schema's), as grammar rules over the compiled element and value schemas.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::algebra::{both_of, merge, normalize};
+use super::compile::Compiler;
+use super::resolve::escape_pointer;
+use super::schema::{named, unsupported, Node, Schema, TypeSet};
+use super::string::{search_regex, string_content};
+use crate::dfa::Dfa;
+use crate::grammar::{GrammarBuilder, Sym};
+use crate::Error;
+
+impl Compiler<'_> {
+    /// The rule for the arrays a (normalised) node allows.
+    pub(super) fn array(&mut self, m: &Node, path: &str) -> Result<Sym, Error> {
+        let a = &m.array;
+        let prefix: &[Schema] = a.prefix_items.as_deref().unwrap_or(&[]);
+        let min = a.min_items.unwrap_or(0);
+        let max = a.max_items;
+        let items_v: Option<Schema> = match &a.items {
+            None => Some(Schema::Any),
+            Some(Schema::Never) => None,
+            Some(v) => Some(v.clone()),
+        };
+        // `contains` with `minContains` n: at least n elements also match `contains`. The
+        // grammar lets any n elements be the matching ones, which is exact.
+        let contains_v = a.contains.clone();
+        let need = match &contains_v {
+            None => 0,
+            Some(_) => a.min_contains.unwrap_or(1),
+        };
+        if need > 64 {
+            return Err(unsupported("minContains above 64", path));
+        }
+        // maxContains needs the elements that do not match `contains`: we build them for a
+        // `contains` that is a set of scalar values, with no other item schema around.
+        let max_contains = match &contains_v {
+            Some(_) => a.max_contains,
+            None => None,
+        };
+        let mut outside: Option<(Sym, Sym)> = None;
+        if let (Some(mc), Some(c)) = (max_contains, &contains_v) {
+            let plain_items = items_v == Some(Schema::Any) && prefix.is_empty();
+            let nc = normalize(self.table, c, &format!("{path}/contains"), 0)?;
+            let values: Option<Vec<Value>> = match &nc {
+                Schema::Node(o) if o.only(&["enum"]) => o.values.clone(),
+                _ => None,
+            };
+            let scalar = |v: &Value| !matches!(v, Value::Array(_) | Value::Object(_));
+            match values {
+                Some(vs) if plain_items && mc <= 64 && vs.iter().all(scalar) => {
+                    let mut alts = Vec::new();
+                    for v in &vs {
+                        alts.push(vec![self.const_value(v, path)?]);
+                    }
+                    let matching = self.b.alts("contains match", alts);
+                    let others = self.any_except(&vs, path)?;
+                    outside = Some((matching, others));
+                }
+                _ => return Err(unsupported("maxContains", path)),
+            }
+        }
+        let k = prefix.len();
+        let limit = max
+            .unwrap_or(usize::MAX)
+            .min(if items_v.is_some() { usize::MAX } else { k });
+        if min > limit || need > limit {
+            return Ok(Sym::Nt(self.b.nt("impossible array")));
+        }
+        let chain = min.max(k).min(limit);
+        if chain > 4096 || (limit != usize::MAX && limit > 4096) {
+            return Err(unsupported("maxItems/minItems above 4096", path));
+        }
+        let top = if limit == usize::MAX {
+            chain.max(1)
+        } else {
+            limit
+        };
+        // Element symbols per position (positions from k on share the `items` symbol), plain
+        // and counted (also matching `contains`).
+        let mut plain: Vec<Option<Sym>> = Vec::new();
+        let mut counted: Vec<Option<Sym>> = Vec::new();
+        let positions: Vec<(String, Option<Schema>)> = prefix
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (format!("{path}/prefixItems/{i}"), Some(v.clone())))
+            .chain(std::iter::once((format!("{path}/items"), items_v.clone())))
+            .collect();
+        for (ep, v) in positions {
+            let Some(v) = v else {
+                plain.push(None);
+                counted.push(None);
+                continue;
+            };
+            plain.push(Some(self.schema(&v, &ep)?));
+            counted.push(match &contains_v {
+                Some(c) if need > 0 => {
+                    let nv = normalize(self.table, &v, &ep, 0)?;
+                    let nc = normalize(self.table, c, &format!("{path}/contains"), 0)?;
+                    Some(self.schema(&merge(&nv, &nc, &ep)?, &ep)?)
+                }
+                _ => None,
+            });
+        }
+        if let Some((matching, others)) = outside {
+            plain = vec![Some(others)];
+            counted = vec![Some(matching)];
+        }
+        // Counts saturate at `need`, or with maxContains run to one past it (never entered).
+        let cap = max_contains.map_or(need, |x| x + 1);
+        let within = |c: usize| max_contains.is_none_or(|x| c <= x);
+        let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
+        let mut states: HashMap<(usize, usize), u32> = HashMap::new();
+        let mut todo: Vec<(usize, usize)> = Vec::new();
+        let mut get =
+            |b: &mut GrammarBuilder, st: (usize, usize), todo: &mut Vec<(usize, usize)>| -> u32 {
+                *states.entry(st).or_insert_with(|| {
+                    todo.push(st);
+                    b.nt(format!("{path} array after {} ({} matching)", st.0, st.1))
+                })
+            };
+        let choices = |i: usize| -> Vec<(Sym, usize)> {
+            let p = i.min(k);
+            let mut v = Vec::new();
+            if let Some(s) = plain[p] {
+                v.push((s, 0));
+            }
+            if let Some(s) = counted[p] {
+                v.push((s, 1));
+            }
+            v
+        };
+        let arr = self.b.nt(format!("{path} array"));
+        if min == 0 && need == 0 {
+            let r = self.seq(&[lb, rb]);
+            self.b.rule(arr, r);
+        }
+        if limit >= 1 {
+            for (e, dc) in choices(0) {
+                if !within(dc) {
+                    continue;
+                }
+                let next = get(&mut self.b, (1.min(top), dc.min(cap)), &mut todo);
+                let r = self.seq(&[lb, e, Sym::Nt(next)]);
+                self.b.rule(arr, r);
+            }
+        }
+        while let Some((i, c)) = todo.pop() {
+            let nt = get(&mut self.b, (i, c), &mut todo);
+            if i >= min && c >= need && within(c) {
+                let r = self.seq(&[rb]);
+                self.b.rule(nt, r);
+            }
+            if i < limit {
+                for (e, dc) in choices(i) {
+                    if !within(c + dc) {
+                        continue;
+                    }
+                    let ni = if i == top { i } else { i + 1 };
+                    let next = get(&mut self.b, (ni, (c + dc).min(cap)), &mut todo);
+                    let r = self.seq(&[comma, e, Sym::Nt(next)]);
+                    self.b.rule(nt, r);
+                }
+            }
+        }
+        Ok(Sym::Nt(arr))
+    }
+
+    /// The decoded keys a `propertyNames` schema accepts (keys are strings, so only string
+    /// keywords and string values matter).
+    fn key_filter(&self, pn: &Schema, path: &str) -> Result<Dfa, Error> {
+        let m = match normalize(self.table, pn, path, 0)? {
+            Schema::Never => return Ok(Dfa::empty()),
+            Schema::Any => return Ok(Dfa::any_string().clone()),
+            Schema::Node(m) => m,
+        };
+        let string_keys = [
+            "type",
+            "minLength",
+            "maxLength",
+            "pattern",
+            "format",
+            "enum",
+        ];
+        for k in m.keywords() {
+            if !string_keys.contains(&k) {
+                return Err(unsupported(format!("propertyNames with {k}"), path));
+            }
+        }
+        if !m.types.unwrap_or(TypeSet::ALL).has(TypeSet::STRING) {
+            return Ok(Dfa::empty());
+        }
+        let mut d = string_content(&m.string, path)?;
+        if let Some(values) = &m.values {
+            let mut allowed = Dfa::empty();
+            for v in values {
+                if let Value::String(s) = v {
+                    allowed = allowed.union(&Dfa::literal(s.as_bytes()))?;
+                }
+            }
+            d = d.intersect(&allowed)?;
+        }
+        Ok(d)
+    }
+
+    /// The rule for the objects a (normalised) node allows.
+    pub(super) fn object(&mut self, m: &Node, path: &str) -> Result<Sym, Error> {
+        let o = &m.object;
+        let props: &[(String, Schema)] = o.properties.as_deref().unwrap_or(&[]);
+        let pats: &[(String, Schema)] = o.pattern_properties.as_deref().unwrap_or(&[]);
+        let required: &[String] = o.required.as_deref().unwrap_or(&[]);
+        if pats.len() > 4 {
+            return Err(unsupported(
+                "patternProperties (more than 4 patterns)",
+                path,
+            ));
+        }
+        let mut pat_dfas = Vec::new();
+        for (p, _) in pats {
+            pat_dfas.push(Dfa::from_regex(&search_regex(p))?);
+        }
+        let additional = o.additional_properties.clone().unwrap_or(Schema::Any);
+        // The value schema for a key: its `properties` entry (or `additionalProperties` when it
+        // matches no pattern) merged with every matching pattern's schema.
+        let value_schema = |name: &str, own: Option<&Schema>| -> Schema {
+            let matching: Vec<&Schema> = pats
+                .iter()
+                .zip(&pat_dfas)
+                .filter(|(_, d)| d.matches(name.as_bytes()))
+                .map(|((_, v), _)| v)
+                .collect();
+            let mut acc = match own {
+                Some(v) => v.clone(),
+                None if matching.is_empty() => additional.clone(),
+                None => Schema::Any,
+            };
+            for v in matching {
+                acc = both_of(acc, v.clone());
+            }
+            acc
+        };
+        let mut names: Vec<String> = props.iter().map(|(k, _)| k.clone()).collect();
+        let dep_pairs: &[(String, Vec<String>)] = o.dependent_required.as_deref().unwrap_or(&[]);
+        for r in required.iter().chain(
+            dep_pairs
+                .iter()
+                .flat_map(|(k, v)| std::iter::once(k).chain(v)),
+        ) {
+            if !names.contains(r) {
+                names.push(r.clone());
+            }
+        }
+        if names.len() > 64 {
+            return Err(unsupported("properties (more than 64 named)", path));
+        }
+        let index = |name: &String| names.iter().position(|x| x == name).unwrap_or(0) as u64;
+        let deps: Vec<(u64, u64)> = dep_pairs
+            .iter()
+            .map(|(k, v)| {
+                (
+                    index(k),
+                    v.iter().map(|x| 1u64 << index(x)).fold(0, |a, b| a | b),
+                )
+            })
+            .collect();
+        // propertyNames: a filter on the decoded key of every member.
+        let key_filter = match &o.property_names {
+            None | Some(Schema::Any) => None,
+            Some(pn) => Some(self.key_filter(pn, &format!("{path}/propertyNames"))?),
+        };
+        let colon = self.lit(":");
+        let mut members = Vec::new();
+        for name in &names {
+            if key_filter
+                .as_ref()
+                .is_some_and(|f| !f.matches(name.as_bytes()))
+            {
+                // This key is not a valid property name: the member can never appear.
+                members.push(Sym::Nt(self.b.nt("forbidden key")));
+                continue;
+            }
+            let vs = value_schema(name, named(props, name));
+            let v = self.schema(&vs, &format!("{path}/properties/{}", escape_pointer(name)))?;
+            let key = self.string_terminal(&Dfa::literal(name.as_bytes()))?;
+            let r = self.seq(&[key, colon, v]);
+            members.push(self.b.alts(&format!("{path} member {name}"), vec![r]));
+        }
+        // Additional members: keys outside `names`, split by which patterns they match.
+        let mut add_alts = Vec::new();
+        let closed = additional == Schema::Never && pat_dfas.is_empty();
+        let subsets = if closed { 0 } else { 1u32 << pat_dfas.len() };
+        let mut others = Dfa::empty();
+        if !closed {
+            others = match &key_filter {
+                Some(f) => f.clone(),
+                None => Dfa::any_string().clone(),
+            };
+            for name in &names {
+                others = others.minus(&Dfa::literal(name.as_bytes()))?;
+            }
+        }
+        for subset in 0..subsets {
+            let mut keys = others.clone();
+            let mut schemas = Vec::new();
+            for (i, (d, v)) in pat_dfas.iter().zip(pats.iter().map(|(_, v)| v)).enumerate() {
+                if subset >> i & 1 == 1 {
+                    keys = keys.intersect(d)?;
+                    schemas.push(v.clone());
+                } else {
+                    keys = keys.minus(d)?;
+                }
+                if keys.is_empty_language() {
+                    break;
+                }
+            }
+            if keys.is_empty_language() {
+                continue;
+            }
+            let vs = match schemas.len() {
+                0 => additional.clone(),
+                1 => schemas.swap_remove(0),
+                _ => Schema::all_of(schemas),
+            };
+            if vs == Schema::Never {
+                continue;
+            }
+            let v = self.schema(&vs, &format!("{path}/additionalProperties"))?;
+            let key = self.string_terminal(&keys)?;
+            add_alts.push(self.seq(&[key, colon, v]));
+        }
+        let add = if add_alts.is_empty() {
+            None
+        } else {
+            Some(self.b.alts(&format!("{path} additional"), add_alts))
+        };
+        let req_mask: u64 = names
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| required.contains(n))
+            .map(|(i, _)| 1u64 << i)
+            .sum();
+        let (open, close, comma) = (self.lit("{"), self.lit("}"), self.lit(","));
+        let obj = self.b.nt(format!("{path} object"));
+        let n = names.len();
+        let min_props = o.min_properties.unwrap_or(0);
+        let max_props = o.max_properties;
+        let counting = min_props > 0 || max_props.is_some();
+        let free =
+            !self.opts.fixed_property_order && n <= self.opts.max_free_order_properties.min(16);
+        if !free && (counting || !deps.is_empty()) {
+            return Err(unsupported(
+                "minProperties/maxProperties/dependentRequired (with more named properties than any-order tracking allows)",
+                path,
+            ));
+        }
+        if min_props > 64 || max_props.is_some_and(|x| x > 64 && x < usize::MAX / 2) {
+            return Err(unsupported("minProperties/maxProperties above 64", path));
+        }
+        // Counts saturate here: at maxProperties when there is one, else at minProperties.
+        let cap = max_props.filter(|&x| x <= 64).unwrap_or(min_props) as u32;
+        let may_add = |c: u32| max_props.is_none_or(|x| (c as usize) < x);
+        let deps_ok = |s: u64| {
+            deps.iter()
+                .all(|&(p, need)| s >> p & 1 == 0 || s & need == need)
+        };
+        if free {
+            // rest[(S, c)]: after at least one member, with named set S used and c members
+            // written (saturated at `cap`).
+            let mut rest: HashMap<(u64, u32), u32> = HashMap::new();
+            let mut todo: Vec<(u64, u32)> = Vec::new();
+            let mut get =
+                |b: &mut GrammarBuilder, st: (u64, u32), todo: &mut Vec<(u64, u32)>| -> u32 {
+                    let st = (st.0, st.1.min(cap));
+                    *rest.entry(st).or_insert_with(|| {
+                        todo.push(st);
+                        b.nt(format!("{path} rest {:b} {}", st.0, st.1))
+                    })
+                };
+            if req_mask == 0 && min_props == 0 {
+                let r = self.seq(&[open, close]);
+                self.b.rule(obj, r);
+            }
+            if may_add(0) {
+                for (i, &mem) in members.iter().enumerate() {
+                    let next = get(&mut self.b, (1 << i, 1), &mut todo);
+                    let r = self.seq(&[open, mem, Sym::Nt(next)]);
+                    self.b.rule(obj, r);
+                }
+                if let Some(a) = add {
+                    let next = get(&mut self.b, (0, 1), &mut todo);
+                    let r = self.seq(&[open, a, Sym::Nt(next)]);
+                    self.b.rule(obj, r);
+                }
+            }
+            while let Some((set, c)) = todo.pop() {
+                let nt = get(&mut self.b, (set, c), &mut todo);
+                if set & req_mask == req_mask && c as usize >= min_props && deps_ok(set) {
+                    let r = self.seq(&[close]);
+                    self.b.rule(nt, r);
+                }
+                if !may_add(c) {
+                    continue;
+                }
+                for (i, &mem) in members.iter().enumerate() {
+                    if set >> i & 1 == 0 {
+                        let next = get(&mut self.b, (set | 1 << i, c + 1), &mut todo);
+                        let r = self.seq(&[comma, mem, Sym::Nt(next)]);
+                        self.b.rule(nt, r);
+                    }
+                }
+                if let Some(a) = add {
+                    let next = get(&mut self.b, (set, c + 1), &mut todo);
+                    let r = self.seq(&[comma, a, Sym::Nt(next)]);
+                    self.b.rule(nt, r);
+                }
+            }
+        } else {
+            // Schema order: f[i][e] considers named property i, e = whether a member was written.
+            let f: Vec<[u32; 2]> = (0..=n)
+                .map(|i| {
+                    [
+                        self.b.nt(format!("{path} ord {i}")),
+                        self.b.nt(format!("{path} ord {i}+")),
+                    ]
+                })
+                .collect();
+            let tail = [
+                self.b.nt(format!("{path} tail")),
+                self.b.nt(format!("{path} tail+")),
+            ];
+            for i in 0..n {
+                for e in 0..2 {
+                    let mut r = if e == 1 { vec![comma] } else { vec![] };
+                    r.extend([members[i], Sym::Nt(f[i + 1][1])]);
+                    let r = self.seq(&r);
+                    self.b.rule(f[i][e], r);
+                    if req_mask >> i & 1 == 0 {
+                        self.b.rule(f[i][e], vec![Sym::Nt(f[i + 1][e])]);
+                    }
+                }
+            }
+            for e in 0..2 {
+                self.b.rule(f[n][e], vec![Sym::Nt(tail[e])]);
+                let r = self.seq(&[close]);
+                self.b.rule(tail[e], r);
+                if let Some(a) = add {
+                    let mut r = if e == 1 { vec![comma] } else { vec![] };
+                    r.extend([a, Sym::Nt(tail[1])]);
+                    let r = self.seq(&r);
+                    self.b.rule(tail[e], r);
+                }
+            }
+            let r = self.seq(&[open, Sym::Nt(f[0][0])]);
+            self.b.rule(obj, r);
+        }
+        Ok(Sym::Nt(obj))
+    }
+}

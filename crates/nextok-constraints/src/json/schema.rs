@@ -1,0 +1,689 @@
+//! The typed schema: a JSON Schema document parsed once into [`Schema`] values, each keyword
+//! nextok enforces in a typed field. A `$ref` is an index into the document's table of
+//! reference targets, so a recursive schema is a cycle of indices, not of values.
+//!
+//! Parsing refuses what the compiler cannot enforce: an unknown keyword, or one of the
+//! dynamic-scope keywords, is an [`Error::UnsupportedKeyword`] naming the keyword and its path.
+//! Annotations (`title`, `description`, `$defs`...) are dropped.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
+
+use super::number::Decimal;
+use super::resolve::{escape_pointer, lookup};
+use crate::Error;
+
+pub(super) fn unsupported(keyword: impl Into<String>, path: &str) -> Error {
+    Error::UnsupportedKeyword {
+        keyword: keyword.into(),
+        path: path.to_string(),
+    }
+}
+
+pub(super) fn invalid(path: &str, reason: &'static str) -> Error {
+    Error::InvalidSchema {
+        path: path.to_string(),
+        reason,
+    }
+}
+
+/// Keywords that only annotate and never change validity.
+const ANNOTATIONS: &[&str] = &[
+    "title",
+    "description",
+    "default",
+    "examples",
+    "$comment",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$schema",
+    "contentMediaType",
+    "contentEncoding",
+    "contentSchema",
+    "$defs",
+    "definitions",
+];
+
+/// A set of JSON Schema type names; `integer` (integer-valued numbers) is a member of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct TypeSet(u8);
+
+impl TypeSet {
+    pub(super) const NULL: TypeSet = TypeSet(1);
+    pub(super) const BOOLEAN: TypeSet = TypeSet(2);
+    pub(super) const INTEGER: TypeSet = TypeSet(4);
+    pub(super) const NUMBER: TypeSet = TypeSet(8);
+    pub(super) const STRING: TypeSet = TypeSet(16);
+    pub(super) const ARRAY: TypeSet = TypeSet(32);
+    pub(super) const OBJECT: TypeSet = TypeSet(64);
+    pub(super) const EMPTY: TypeSet = TypeSet(0);
+    /// The six JSON types (what a schema without `type` allows).
+    pub(super) const ALL: TypeSet = TypeSet(1 | 2 | 8 | 16 | 32 | 64);
+
+    pub(super) fn has(self, t: TypeSet) -> bool {
+        self.0 & t.0 != 0
+    }
+
+    pub(super) fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    pub(super) fn union(self, t: TypeSet) -> TypeSet {
+        TypeSet(self.0 | t.0)
+    }
+
+    /// The values of both: `number` and `integer` meet in `integer`.
+    pub(super) fn intersect(self, o: TypeSet) -> TypeSet {
+        let mut t = TypeSet(self.0 & o.0);
+        if (self.has(Self::INTEGER) && o.has(Self::NUMBER))
+            || (self.has(Self::NUMBER) && o.has(Self::INTEGER))
+        {
+            t = t.union(Self::INTEGER);
+        }
+        t
+    }
+
+    /// The JSON types outside the set (`integer` counts as inside only with `number`).
+    pub(super) fn complement(self) -> TypeSet {
+        TypeSet(Self::ALL.0 & !self.0)
+    }
+
+    /// The JSON types the set reaches, `integer` counted as `number`.
+    pub(super) fn json_types(self) -> TypeSet {
+        if self.has(Self::INTEGER) {
+            TypeSet((self.0 & !Self::INTEGER.0) | Self::NUMBER.0)
+        } else {
+            self
+        }
+    }
+
+    /// The JSON type of a value.
+    pub(super) fn of(v: &Value) -> TypeSet {
+        match v {
+            Value::Null => Self::NULL,
+            Value::Bool(_) => Self::BOOLEAN,
+            Value::Number(_) => Self::NUMBER,
+            Value::String(_) => Self::STRING,
+            Value::Array(_) => Self::ARRAY,
+            Value::Object(_) => Self::OBJECT,
+        }
+    }
+
+    fn parse(v: &Value, path: &str) -> Result<TypeSet, Error> {
+        let name = |v: &Value| -> Result<TypeSet, Error> {
+            match v.as_str() {
+                Some("null") => Ok(Self::NULL),
+                Some("boolean") => Ok(Self::BOOLEAN),
+                Some("integer") => Ok(Self::INTEGER),
+                Some("number") => Ok(Self::NUMBER),
+                Some("string") => Ok(Self::STRING),
+                Some("array") => Ok(Self::ARRAY),
+                Some("object") => Ok(Self::OBJECT),
+                Some(_) => Err(invalid(path, "unknown type")),
+                None => Err(invalid(
+                    path,
+                    "type must be a string or an array of strings",
+                )),
+            }
+        };
+        match v {
+            Value::Array(a) => a.iter().try_fold(Self::EMPTY, |t, x| Ok(t.union(name(x)?))),
+            v => name(v),
+        }
+    }
+}
+
+/// A schema: `true`, `false`, or assertions.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Schema {
+    /// Every value (`true`, or a schema with no assertion).
+    Any,
+    /// No value (`false`).
+    Never,
+    /// Assertions, at least one.
+    Node(Box<Node>),
+}
+
+impl Schema {
+    /// The schema of `node`: [`Schema::Any`] when it asserts nothing.
+    pub(super) fn node(node: Node) -> Schema {
+        if node.keywords().is_empty() {
+            Schema::Any
+        } else {
+            Schema::Node(Box::new(node))
+        }
+    }
+
+    /// The schema of values valid under every one of `all`.
+    pub(super) fn all_of(all: Vec<Schema>) -> Schema {
+        Schema::node(Node {
+            all_of: Some(all),
+            ..Node::default()
+        })
+    }
+}
+
+/// A reference: the index of its target in [`Document::table`], and the reference as written
+/// (for paths in errors and rule names).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Ref {
+    pub target: usize,
+    pub uri: String,
+}
+
+/// The assertions of one schema object. A keyword that is absent is `None` (absent and
+/// `true` differ for some keywords: an explicit `items: true` evaluates every item).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(super) struct Node {
+    pub types: Option<TypeSet>,
+    /// `enum` and `const` together: the values allowed, in the `enum`'s order.
+    pub values: Option<Vec<Value>>,
+    pub reference: Option<Ref>,
+    pub all_of: Option<Vec<Schema>>,
+    pub any_of: Option<Vec<Schema>>,
+    pub one_of: Option<Vec<Schema>>,
+    pub not: Option<Schema>,
+    pub cond: Option<Schema>,
+    pub then: Option<Schema>,
+    pub otherwise: Option<Schema>,
+    pub dependent_schemas: Option<Vec<(String, Schema)>>,
+    pub unevaluated_properties: Option<Schema>,
+    pub unevaluated_items: Option<Schema>,
+    pub string: StringFacets,
+    pub number: NumberFacets,
+    pub array: ArrayFacets,
+    pub object: ObjectFacets,
+}
+
+/// The keywords that apply to strings.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(super) struct StringFacets {
+    pub min_length: Option<usize>,
+    pub max_length: Option<usize>,
+    /// `pattern`, and the patterns of schemas merged into this one: all must match.
+    pub patterns: Vec<String>,
+    pub format: Option<String>,
+}
+
+/// The keywords that apply to numbers, as exact decimals.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(super) struct NumberFacets {
+    pub minimum: Option<Decimal>,
+    pub maximum: Option<Decimal>,
+    pub exclusive_minimum: Option<Decimal>,
+    pub exclusive_maximum: Option<Decimal>,
+    pub multiple_of: Option<Decimal>,
+}
+
+/// The keywords that apply to arrays.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(super) struct ArrayFacets {
+    pub prefix_items: Option<Vec<Schema>>,
+    pub items: Option<Schema>,
+    pub min_items: Option<usize>,
+    pub max_items: Option<usize>,
+    pub contains: Option<Schema>,
+    pub min_contains: Option<usize>,
+    pub max_contains: Option<usize>,
+}
+
+/// The keywords that apply to objects. Named schemas keep the document's order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(super) struct ObjectFacets {
+    pub properties: Option<Vec<(String, Schema)>>,
+    pub pattern_properties: Option<Vec<(String, Schema)>>,
+    pub additional_properties: Option<Schema>,
+    pub required: Option<Vec<String>>,
+    pub min_properties: Option<usize>,
+    pub max_properties: Option<usize>,
+    pub dependent_required: Option<Vec<(String, Vec<String>)>>,
+    pub property_names: Option<Schema>,
+}
+
+/// The schema named `name` in a list of named schemas.
+pub(super) fn named<'s>(list: &'s [(String, Schema)], name: &str) -> Option<&'s Schema> {
+    list.iter().find(|(n, _)| n == name).map(|(_, s)| s)
+}
+
+impl Node {
+    /// The keywords present, by their JSON Schema names (`enum` for `enum` and `const`,
+    /// `pattern` for all patterns).
+    pub(super) fn keywords(&self) -> Vec<&'static str> {
+        let (s, n, a, o) = (&self.string, &self.number, &self.array, &self.object);
+        [
+            (self.types.is_some(), "type"),
+            (self.values.is_some(), "enum"),
+            (self.reference.is_some(), "$ref"),
+            (self.all_of.is_some(), "allOf"),
+            (self.any_of.is_some(), "anyOf"),
+            (self.one_of.is_some(), "oneOf"),
+            (self.not.is_some(), "not"),
+            (self.cond.is_some(), "if"),
+            (self.then.is_some(), "then"),
+            (self.otherwise.is_some(), "else"),
+            (self.dependent_schemas.is_some(), "dependentSchemas"),
+            (
+                self.unevaluated_properties.is_some(),
+                "unevaluatedProperties",
+            ),
+            (self.unevaluated_items.is_some(), "unevaluatedItems"),
+            (s.min_length.is_some(), "minLength"),
+            (s.max_length.is_some(), "maxLength"),
+            (!s.patterns.is_empty(), "pattern"),
+            (s.format.is_some(), "format"),
+            (n.minimum.is_some(), "minimum"),
+            (n.maximum.is_some(), "maximum"),
+            (n.exclusive_minimum.is_some(), "exclusiveMinimum"),
+            (n.exclusive_maximum.is_some(), "exclusiveMaximum"),
+            (n.multiple_of.is_some(), "multipleOf"),
+            (a.prefix_items.is_some(), "prefixItems"),
+            (a.items.is_some(), "items"),
+            (a.min_items.is_some(), "minItems"),
+            (a.max_items.is_some(), "maxItems"),
+            (a.contains.is_some(), "contains"),
+            (a.min_contains.is_some(), "minContains"),
+            (a.max_contains.is_some(), "maxContains"),
+            (o.properties.is_some(), "properties"),
+            (o.pattern_properties.is_some(), "patternProperties"),
+            (o.additional_properties.is_some(), "additionalProperties"),
+            (o.required.is_some(), "required"),
+            (o.min_properties.is_some(), "minProperties"),
+            (o.max_properties.is_some(), "maxProperties"),
+            (o.dependent_required.is_some(), "dependentRequired"),
+            (o.property_names.is_some(), "propertyNames"),
+        ]
+        .into_iter()
+        .filter_map(|(present, k)| present.then_some(k))
+        .collect()
+    }
+
+    /// Whether the node holds only the keywords in `allowed`.
+    pub(super) fn only(&self, allowed: &[&str]) -> bool {
+        self.keywords().iter().all(|k| allowed.contains(k))
+    }
+}
+
+/// A parsed document: its root and the targets of its references.
+#[derive(Debug)]
+pub(super) struct Document {
+    pub root: Schema,
+    /// Reference targets, indexed by [`Ref::target`].
+    pub table: Vec<Schema>,
+}
+
+impl Document {
+    /// Parses `root` (whose references are same-document JSON pointers, see
+    /// [`super::resolve::resolve_identifiers`]).
+    pub(super) fn parse(root: &Value) -> Result<Document, Error> {
+        let mut p = Parser {
+            root,
+            index: HashMap::new(),
+            table: Vec::new(),
+            depth: 0,
+        };
+        let s = p.schema(root, "#")?;
+        Ok(Document {
+            root: s,
+            table: p.table,
+        })
+    }
+}
+
+struct Parser<'v> {
+    root: &'v Value,
+    /// Reference (as written) to its index in `table`.
+    index: HashMap<String, usize>,
+    table: Vec<Schema>,
+    depth: usize,
+}
+
+fn usize_of(v: &Value, path: &str) -> Result<usize, Error> {
+    match v.as_f64() {
+        Some(f) if f >= 0.0 && f.fract() == 0.0 => {
+            Ok(if f > 1e9 { usize::MAX / 2 } else { f as usize })
+        }
+        _ => Err(invalid(path, "expected a non-negative integer")),
+    }
+}
+
+fn nonempty_list<'v>(
+    v: &'v Value,
+    path: &str,
+    not_array: &'static str,
+    empty: &'static str,
+) -> Result<&'v [Value], Error> {
+    match v {
+        Value::Array(a) if a.is_empty() => Err(invalid(path, empty)),
+        Value::Array(a) => Ok(a),
+        _ => Err(invalid(path, not_array)),
+    }
+}
+
+fn name_map<'v>(
+    v: &'v Value,
+    path: &str,
+    reason: &'static str,
+) -> Result<&'v Map<String, Value>, Error> {
+    v.as_object().ok_or_else(|| invalid(path, reason))
+}
+
+impl<'v> Parser<'v> {
+    fn schema(&mut self, v: &'v Value, path: &str) -> Result<Schema, Error> {
+        self.depth += 1;
+        if self.depth > 200 {
+            return Err(unsupported("nesting deeper than 200", path));
+        }
+        let r = self.schema_inner(v, path);
+        self.depth -= 1;
+        r
+    }
+
+    fn list(&mut self, items: &'v [Value], path: &str) -> Result<Vec<Schema>, Error> {
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, x)| self.schema(x, &format!("{path}/{i}")))
+            .collect()
+    }
+
+    fn names(
+        &mut self,
+        m: &'v Map<String, Value>,
+        path: &str,
+    ) -> Result<Vec<(String, Schema)>, Error> {
+        m.iter()
+            .map(|(k, x)| {
+                Ok((
+                    k.clone(),
+                    self.schema(x, &format!("{path}/{}", escape_pointer(k)))?,
+                ))
+            })
+            .collect()
+    }
+
+    /// The target of a same-document reference, parsed once.
+    fn reference(&mut self, v: &Value, path: &str) -> Result<Ref, Error> {
+        let Value::String(r) = v else {
+            return Err(invalid(path, "$ref must be a string"));
+        };
+        if let Some(&target) = self.index.get(r) {
+            return Ok(Ref {
+                target,
+                uri: r.clone(),
+            });
+        }
+        let value = lookup(self.root, r, path)?;
+        let target = self.table.len();
+        // Reserved before parsing, so that a reference to itself finds it.
+        self.table.push(Schema::Never);
+        self.index.insert(r.clone(), target);
+        self.table[target] = self.schema(value, r)?;
+        Ok(Ref {
+            target,
+            uri: r.clone(),
+        })
+    }
+
+    fn schema_inner(&mut self, v: &'v Value, path: &str) -> Result<Schema, Error> {
+        let m = match v {
+            Value::Bool(true) => return Ok(Schema::Any),
+            Value::Bool(false) => return Ok(Schema::Never),
+            Value::Object(m) => m,
+            _ => return Err(invalid(path, "a schema must be an object or a boolean")),
+        };
+        let mut n = Node::default();
+        let (mut enumerated, mut constant) = (None, None);
+        for (k, x) in m {
+            let at = |sub: &str| format!("{path}/{sub}");
+            match k.as_str() {
+                "$id" if std::ptr::eq(v, self.root) => {}
+                "$id" => return Err(unsupported(format!("$id {x}"), path)),
+                "$anchor" | "$dynamicRef" | "$dynamicAnchor" | "$recursiveRef"
+                | "$recursiveAnchor" => return Err(unsupported(k.clone(), path)),
+                "type" => n.types = Some(TypeSet::parse(x, path)?),
+                "enum" => match x {
+                    Value::Array(e) => enumerated = Some(e.clone()),
+                    _ => return Err(invalid(path, "enum must be an array")),
+                },
+                "const" => constant = Some(x.clone()),
+                "$ref" => n.reference = Some(self.reference(x, path)?),
+                "allOf" => {
+                    let all = nonempty_list(
+                        x,
+                        path,
+                        "allOf must be an array",
+                        "allOf must not be empty",
+                    )?;
+                    n.all_of = Some(self.list(all, &at("allOf"))?);
+                }
+                "anyOf" | "oneOf" => {
+                    let branches = nonempty_list(
+                        x,
+                        path,
+                        "anyOf/oneOf must be an array",
+                        "anyOf/oneOf must not be empty",
+                    )?;
+                    let branches = Some(self.list(branches, &at(k))?);
+                    if k == "anyOf" {
+                        n.any_of = branches;
+                    } else {
+                        n.one_of = branches;
+                    }
+                }
+                "not" => n.not = Some(self.schema(x, &at("not"))?),
+                "if" => n.cond = Some(self.schema(x, &at("if"))?),
+                "then" => n.then = Some(self.schema(x, &at("then"))?),
+                "else" => n.otherwise = Some(self.schema(x, &at("else"))?),
+                "dependentSchemas" => {
+                    let d = name_map(x, path, "dependentSchemas must be an object")?;
+                    n.dependent_schemas = Some(self.names(d, &at("dependentSchemas"))?);
+                }
+                "unevaluatedProperties" => n.unevaluated_properties = Some(self.schema(x, &at(k))?),
+                "unevaluatedItems" => n.unevaluated_items = Some(self.schema(x, &at(k))?),
+                "minLength" => n.string.min_length = Some(usize_of(x, path)?),
+                "maxLength" => n.string.max_length = Some(usize_of(x, path)?),
+                "pattern" => match x {
+                    Value::String(p) => n.string.patterns.push(p.clone()),
+                    _ => return Err(invalid(path, "pattern must be a string")),
+                },
+                "format" => match x {
+                    Value::String(f) => n.string.format = Some(f.clone()),
+                    _ => return Err(invalid(path, "format must be a string")),
+                },
+                "minimum" => n.number.minimum = Some(Decimal::parse(x, path)?),
+                "maximum" => n.number.maximum = Some(Decimal::parse(x, path)?),
+                "exclusiveMinimum" => n.number.exclusive_minimum = Some(Decimal::parse(x, path)?),
+                "exclusiveMaximum" => n.number.exclusive_maximum = Some(Decimal::parse(x, path)?),
+                "multipleOf" => {
+                    let d = Decimal::parse(x, path)?;
+                    if !d.is_positive() {
+                        return Err(invalid(path, "multipleOf must be positive"));
+                    }
+                    n.number.multiple_of = Some(d);
+                }
+                "prefixItems" => match x {
+                    Value::Array(p) => {
+                        n.array.prefix_items = Some(self.list(p, &at("prefixItems"))?)
+                    }
+                    _ => return Err(invalid(path, "prefixItems must be an array")),
+                },
+                "items" => n.array.items = Some(self.schema(x, &at("items"))?),
+                "minItems" => n.array.min_items = Some(usize_of(x, path)?),
+                "maxItems" => n.array.max_items = Some(usize_of(x, path)?),
+                "contains" => n.array.contains = Some(self.schema(x, &at("contains"))?),
+                "minContains" => n.array.min_contains = Some(usize_of(x, path)?),
+                "maxContains" => n.array.max_contains = Some(usize_of(x, path)?),
+                // `uniqueItems: false` asserts nothing; a grammar cannot compare items.
+                "uniqueItems" if *x == Value::Bool(false) => {}
+                "properties" => {
+                    let p = name_map(x, path, "properties must be an object")?;
+                    n.object.properties = Some(self.names(p, &at("properties"))?);
+                }
+                "patternProperties" => {
+                    let p = name_map(x, path, "patternProperties must be an object")?;
+                    n.object.pattern_properties = Some(self.names(p, &at(k))?);
+                }
+                "additionalProperties" => {
+                    n.object.additional_properties = Some(self.schema(x, &at(k))?)
+                }
+                "propertyNames" => n.object.property_names = Some(self.schema(x, &at(k))?),
+                "required" => {
+                    let Value::Array(r) = x else {
+                        return Err(invalid(path, "required must be an array"));
+                    };
+                    let mut required: Vec<String> = Vec::new();
+                    for v in r {
+                        let Value::String(s) = v else {
+                            return Err(invalid(path, "required must hold strings"));
+                        };
+                        if !required.contains(s) {
+                            required.push(s.clone());
+                        }
+                    }
+                    n.object.required = Some(required);
+                }
+                "minProperties" => n.object.min_properties = Some(usize_of(x, path)?),
+                "maxProperties" => n.object.max_properties = Some(usize_of(x, path)?),
+                "dependentRequired" => {
+                    let d = name_map(x, path, "dependentRequired must be an object")?;
+                    let mut pairs = Vec::new();
+                    for (k, v) in d {
+                        let Value::Array(v) = v else {
+                            return Err(invalid(path, "dependentRequired values must be arrays"));
+                        };
+                        let need = v.iter().filter_map(|x| x.as_str().map(String::from));
+                        pairs.push((k.clone(), need.collect()));
+                    }
+                    n.object.dependent_required = Some(pairs);
+                }
+                k if ANNOTATIONS.contains(&k) => {}
+                _ => return Err(unsupported(k.clone(), path)),
+            }
+        }
+        n.values = match (enumerated, constant) {
+            (None, None) => None,
+            (Some(e), None) => Some(e),
+            (None, Some(c)) => Some(vec![c]),
+            (Some(e), Some(c)) => Some(e.into_iter().filter(|v| json_eq(v, &c)).collect()),
+        };
+        Ok(Schema::node(n))
+    }
+}
+
+/// Compact serialisation (serde_json's, which keeps key order with `preserve_order`).
+pub(crate) fn compact(v: &Value) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// JSON Schema equality: numbers compare by value, objects ignore key order.
+pub(super) fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn unknown_keywords_are_refused_at_parse_time_with_their_path() {
+        let e = Document::parse(&json!({"properties": {"a/b": {"uniqueItems": true}}}));
+        assert!(
+            matches!(&e, Err(Error::UnsupportedKeyword { keyword, path })
+                if keyword == "uniqueItems" && path == "#/properties/a~1b"),
+            "{e:?}"
+        );
+        // Definitions are annotations until something refers to them.
+        let defs = json!({"$defs": {"x": {"bogus": 1}}, "type": "string"});
+        assert!(Document::parse(&defs).is_ok());
+        let referred = json!({"$defs": {"x": {"bogus": 1}}, "$ref": "#/$defs/x"});
+        assert!(
+            matches!(Document::parse(&referred), Err(Error::UnsupportedKeyword { keyword, path })
+                if keyword == "bogus" && path == "#/$defs/x")
+        );
+        // Malformed values of known keywords are invalid, not unsupported.
+        for bad in [
+            json!({"type": "decimal"}),
+            json!({"minLength": -1}),
+            json!({"required": "a"}),
+            json!({"multipleOf": 0}),
+            json!({"allOf": []}),
+            json!({"minimum": "1"}),
+        ] {
+            assert!(
+                matches!(Document::parse(&bad), Err(Error::InvalidSchema { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn references_are_indices_and_recursion_is_a_cycle() {
+        let s = json!({
+            "$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}},
+            "$ref": "#/$defs/node"
+        });
+        let doc = Document::parse(&s).unwrap();
+        // One target, parsed once, whose `next` property refers back to it.
+        assert_eq!(doc.table.len(), 1);
+        let Schema::Node(root) = &doc.root else {
+            panic!("root is a node")
+        };
+        assert_eq!(root.reference.as_ref().map(|r| r.target), Some(0));
+        let Schema::Node(target) = &doc.table[0] else {
+            panic!("target is a node")
+        };
+        let next = named(target.object.properties.as_deref().unwrap(), "next");
+        let Some(Schema::Node(next)) = next else {
+            panic!("next is a node")
+        };
+        assert_eq!(next.reference.as_ref().map(|r| r.target), Some(0));
+    }
+
+    #[test]
+    fn enum_and_const_parse_to_their_common_values() {
+        let doc = Document::parse(&json!({"enum": [1, 2.0, "2"], "const": 2})).unwrap();
+        let Schema::Node(n) = doc.root else {
+            panic!("a node")
+        };
+        assert_eq!(n.values, Some(vec![json!(2.0)]));
+        // Annotations alone assert nothing.
+        let doc = Document::parse(&json!({"title": "t", "$comment": "c"})).unwrap();
+        assert_eq!(doc.root, Schema::Any);
+    }
+
+    #[test]
+    fn type_sets_meet_like_the_specification_says() {
+        let t = |v: Value| TypeSet::parse(&v, "#").unwrap();
+        assert_eq!(
+            t(json!("number")).intersect(t(json!("integer"))),
+            t(json!("integer"))
+        );
+        assert_eq!(
+            t(json!(["string", "number"])).intersect(t(json!(["integer", "null"]))),
+            t(json!("integer"))
+        );
+        assert!(t(json!("string")).intersect(t(json!("object"))).is_empty());
+        assert_eq!(
+            t(json!(["null", "boolean", "number"])).complement(),
+            t(json!(["string", "array", "object"]))
+        );
+        assert_eq!(
+            t(json!(["integer", "null"])).json_types(),
+            t(json!(["number", "null"]))
+        );
+    }
+}
