@@ -18,7 +18,17 @@ use serde_json::{json, Value};
 /// At most this many tokens: the schema's bounds make every output much shorter.
 const MAX_TOKENS: usize = 200;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("constrain-check: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let path = std::env::args()
         .nth(1)
         .or_else(|| std::env::var("NEXTOK_MODEL").ok())
