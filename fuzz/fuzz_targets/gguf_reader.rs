@@ -5,7 +5,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nextok_gguf::{dequant, GgufFile};
+use nextok_gguf::GgufFile;
+use nextok_kernels::dequant;
 use nextok_kv_cache::KvType;
 use nextok_model::{CpuBackend, LlamaModel, LoadOptions, Logits, Sequence};
 

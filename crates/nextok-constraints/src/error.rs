@@ -50,6 +50,17 @@ pub enum Error {
         /// The vocabulary size.
         vocab_size: usize,
     },
+    /// A tokenizer refused a token id below its own vocabulary size, so its vocabulary cannot
+    /// be read (an inconsistent `Tokenizer` implementation).
+    #[error(
+        "the tokenizer refused token {token}, which is below its vocabulary size {vocab_size}"
+    )]
+    TokenizerInconsistent {
+        /// The id it refused.
+        token: u32,
+        /// The vocabulary size it reports.
+        vocab_size: usize,
+    },
     /// A regular expression did not compile.
     #[error("regular expression {pattern:?} does not compile: {reason}")]
     Regex {

@@ -8,7 +8,9 @@
 //!
 //! # Contents
 //! - [`TokenVocab`]: the exact bytes of every token and the end-of-generation tokens, built once
-//!   per model into a token trie and shared through an `Arc`.
+//!   per model into a token trie and shared through an `Arc`; from raw bytes
+//!   ([`TokenVocab::new`]) or from a `nextok-tokenizer` tokenizer (`TokenVocab::from_tokenizer`,
+//!   control tokens left out).
 //! - [`Constraint`]: `fill_mask`, `advance`, `rollback`, `is_complete`, `forced_tokens`.
 //! - [`RegexConstraint`]: [`from_choices`](RegexConstraint::from_choices) and
 //!   [`from_regex`](RegexConstraint::from_regex); one automaton, masks cached per state.
@@ -66,8 +68,16 @@
 //! Automata of regular expressions (numeric bounds, formats, patterns) are kept process-wide per
 //! pattern, up to 512 of moderate size, so schemas that repeat them skip that work.
 //!
+//! # Crate features
+//! - `tokenizer` (on by default): `TokenVocab::from_tokenizer`, over `nextok-tokenizer` without
+//!   its own default features (no `tokenizers` crate, no template engine). Off, this crate
+//!   depends on no other nextok crate.
+//!
 //! # What this crate does not know
-//! It never sees a tokenizer, a model or a device: only token bytes and end-token ids.
+//! It never sees a model or a device, and the constraints never see a tokenizer: only token
+//! bytes and end-token ids. The one bridge is `TokenVocab::from_tokenizer`, which reads a
+//! tokenizer's bytes once, with control tokens left out (their bytes are their text, and a
+//! grammar must never produce `<|im_start|>`).
 //!
 //! # Untrusted input
 //! Schemas, grammars and patterns may come from users: bad ones are typed errors, automata are
@@ -95,6 +105,7 @@ mod gbnf;
 pub use gbnf::{compile_gbnf, compile_lark, from_gbnf, from_lark};
 
 /// The README's example, compiled and run as a doctest.
-#[cfg(doctest)]
+// (Its first example builds a vocabulary from a tokenizer, so it needs the `tokenizer` feature.)
+#[cfg(all(doctest, feature = "tokenizer"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;

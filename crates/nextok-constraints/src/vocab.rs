@@ -205,6 +205,65 @@ impl TokenVocab {
         })
     }
 
+    /// The vocabulary of a tokenizer, as constraints need it: every token's exact bytes
+    /// ([`Tokenizer::token_bytes`](nextok_tokenizer::Tokenizer::token_bytes)), except that
+    /// control tokens (`<|im_start|>`, BOS) and the unknown token get no bytes, so no constraint
+    /// ever allows them; the end tokens are
+    /// [`SpecialTokens::end_of_generation`](nextok_tokenizer::SpecialTokens::end_of_generation),
+    /// which a constraint allows exactly when the output is complete.
+    ///
+    /// A control token's bytes are its text, so the vocabulary of
+    /// [`Tokenizer::all_token_bytes`](nextok_tokenizer::Tokenizer::all_token_bytes) would let a
+    /// grammar accept `<|im_start|>` wherever that text fits (inside a JSON string, for one). The
+    /// unknown token is left out too: its text (`<unk>`) is not what it means.
+    ///
+    /// Needs the `tokenizer` feature (on by default).
+    ///
+    /// ```
+    /// use nextok_constraints::TokenVocab;
+    /// use nextok_tokenizer::{load_from_gguf, GgufFile};
+    /// # use nextok_gguf::{write::GgufWriter, Array, Value};
+    /// # let bytes = GgufWriter::new()
+    /// #     .metadata("tokenizer.ggml.model", Value::String("gpt2".into()))
+    /// #     .metadata("tokenizer.ggml.tokens", Value::Array(Array::String(
+    /// #         ["<|im_end|>", "<|im_start|>", "a", "b"].map(String::from).to_vec())))
+    /// #     .metadata("tokenizer.ggml.token_type", Value::Array(Array::I32(vec![3, 3, 1, 1])))
+    /// #     .metadata("tokenizer.ggml.merges", Value::Array(Array::String(vec![])))
+    /// #     .to_bytes();
+    /// // A vocabulary of `<|im_end|>` (an end token), `<|im_start|>` (a control token), `a`, `b`.
+    /// let tokenizer = load_from_gguf(&GgufFile::from_bytes(bytes)?)?;
+    /// let vocab = TokenVocab::from_tokenizer(tokenizer.as_ref())?;
+    /// assert_eq!(vocab.eos_tokens(), [0]);
+    /// assert_eq!(vocab.token_bytes(1), Some(&b""[..])); // never allowed
+    /// assert_eq!(vocab.token_bytes(2), Some(&b"a"[..]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "tokenizer")]
+    pub fn from_tokenizer(
+        tokenizer: &dyn nextok_tokenizer::Tokenizer,
+    ) -> Result<TokenVocab, Error> {
+        use nextok_tokenizer::TokenKind;
+        let vocab_size = tokenizer.vocab_size();
+        let mut bytes = Vec::with_capacity(vocab_size);
+        // Ids are u32: a larger vocabulary cannot be read (its id u32::MAX is the first refused).
+        let n = u32::try_from(vocab_size).map_err(|_| Error::TokenizerInconsistent {
+            token: u32::MAX,
+            vocab_size,
+        })?;
+        for id in 0..n {
+            let refused = Error::TokenizerInconsistent {
+                token: id,
+                vocab_size,
+            };
+            let kind = tokenizer.token_kind(id).map_err(|_| refused.clone())?;
+            bytes.push(match kind {
+                TokenKind::Control | TokenKind::Unknown => Vec::new(),
+                _ => tokenizer.token_bytes(id).map_err(|_| refused)?.to_vec(),
+            });
+        }
+        TokenVocab::new(bytes, &tokenizer.special_tokens().end_of_generation)
+    }
+
     /// Number of tokens.
     pub fn len(&self) -> usize {
         self.tokens.len()

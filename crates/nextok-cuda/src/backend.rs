@@ -9,7 +9,8 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig,
     PushKernelArg,
 };
-use nextok_gguf::{dequant, GgmlType};
+use nextok_gguf::GgmlType;
+use nextok_kernels::dequant;
 use nextok_kernels::Layout;
 use nextok_kv_cache::KvCache;
 use nextok_model::{Backend, Mask, QMatrix};
@@ -725,7 +726,7 @@ impl DeviceMatrix {
 }
 
 /// The bytes a matrix has on the device, and their layout: the file's own bytes for the types
-/// with a kernel, and the exact dequantised f32 numbers (as `nextok-gguf` computes them) for the
+/// with a kernel, and the exact dequantised f32 numbers (as `nextok_kernels::dequant` computes them) for the
 /// others. A matrix the CPU kernels hold in another layout (packed Q4_1) is turned back into the
 /// file's bytes first, exactly.
 fn device_layout<'a>(w: &QMatrix<'a>) -> Result<(DeviceLayout, Cow<'a, [u8]>), Error> {

@@ -4,7 +4,8 @@
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
-use nextok_gguf::{dequant, GgmlType, GgufFile};
+use nextok_gguf::{GgmlType, GgufFile};
+use nextok_kernels::dequant;
 use nextok_kernels::Layout;
 use nextok_model::{LlamaConfig, LlamaModel, QMatrix, RopeOrdering};
 

@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use nextok_gguf::{dequant, GgmlType, GgufFile};
+use nextok_gguf::{GgmlType, GgufFile};
+use nextok_kernels::dequant;
 use nextok_kernels::Layout;
 use nextok_kv_cache::{CacheConfig, KvCache, KvType};
 use nextok_model::testing::RandomLlama;

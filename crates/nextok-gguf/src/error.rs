@@ -133,19 +133,6 @@ pub enum Error {
         /// What the file has.
         found: ValueType,
     },
-    /// Bytes that cannot be dequantised as asked: an unsupported type, or a byte count that does
-    /// not match the element count.
-    #[error("cannot dequantise {elements} elements of {ty:?} from {bytes} bytes: {reason}")]
-    Dequantize {
-        /// The tensor type.
-        ty: crate::GgmlType,
-        /// How many elements were asked for.
-        elements: u64,
-        /// How many bytes were given.
-        bytes: u64,
-        /// What is wrong.
-        reason: &'static str,
-    },
     /// A metadata value of the right type but out of the range the caller needs.
     #[error("metadata key `{key}` has value {value}, which does not fit in {expected}")]
     OutOfRange {

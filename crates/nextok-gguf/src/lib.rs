@@ -32,7 +32,6 @@
 //! gives an [`Error`] that says what was wrong and at which byte offset, never a panic, and never
 //! an allocation larger than the file itself.
 
-pub mod dequant;
 mod error;
 mod metadata;
 mod reader;

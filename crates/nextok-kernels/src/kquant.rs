@@ -1,6 +1,6 @@
 //! AVX-512 and AVX2 kernels for the K-quant types Q4_K, Q5_K and Q6_K (blocks of 256 weights),
 //! which give exactly the bits of the dequantise-then-dot path (`crate::generic`). The weights
-//! are formed in registers with the floating-point operations of `nextok_gguf::dequant`:
+//! are formed in registers with the floating-point operations of `crate::dequant`:
 //! - Q4_K: `d1 = d · sc`, `m1 = dmin · m`, then `w = d1 · q − m1`, a multiplication and a
 //!   subtraction, never fused; Q5_K the same with a fifth bit of `q`;
 //! - Q6_K: `ds = d · sc`, then `w = ds · (q − 32)`.
@@ -232,7 +232,7 @@ unsafe fn f16_at(p: *const u8) -> f32 {
 }
 
 /// The 6-bit scales and minimums of a Q4_K block (its 12 bytes at `p`), as 16 bytes: scales of
-/// sub-blocks 0–7, then minimums 0–7 (`scale_min_k4` of `nextok_gguf::dequant`, all at once).
+/// sub-blocks 0–7, then minimums 0–7 (`scale_min_k4` of `crate::dequant`, all at once).
 #[inline(always)]
 unsafe fn q4_k_scales(p: *const u8) -> [u8; 16] {
     const LOW6: u32 = 0x3f3f_3f3f;

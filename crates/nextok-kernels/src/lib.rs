@@ -6,7 +6,7 @@
 //! If you run a model with `nextok-model`, it uses this crate for you. Use it directly to multiply
 //! f32 activations by a weight matrix stored in a GGML block format (Q4_0, Q4_1, Q8_0 with fused
 //! kernels; Q4_K, Q5_K, Q6_K with fused AVX-512 and AVX2 kernels that give the bits of the
-//! dequantise-then-dot path, which every other type `nextok-gguf` can dequantise goes through).
+//! dequantise-then-dot path, which every other type [`dequant`] can dequantise goes through).
 //!
 //! # The arithmetic, and why it is fixed
 //!
@@ -40,6 +40,7 @@
 //! # Ok::<(), nextok_kernels::Error>(())
 //! ```
 
+pub mod dequant;
 #[cfg(target_arch = "x86_64")]
 mod kquant;
 pub mod packed;
@@ -50,7 +51,7 @@ mod x86;
 
 pub use pool::ThreadPool;
 
-use nextok_gguf::{dequant, GgmlType};
+use nextok_gguf::GgmlType;
 use portable::{BLOCK_LANES, LANES};
 
 /// Errors: a product whose shapes or types do not fit.
@@ -88,6 +89,19 @@ pub enum Error {
         found: usize,
         /// The length needed.
         expected: usize,
+    },
+    /// Bytes that cannot be dequantised as asked: an unsupported type, or a byte count that does
+    /// not match the element count.
+    #[error("cannot dequantise {elements} elements of {ty:?} from {bytes} bytes: {reason}")]
+    Dequantize {
+        /// The tensor type.
+        ty: GgmlType,
+        /// How many elements were asked for.
+        elements: u64,
+        /// How many bytes were given.
+        bytes: u64,
+        /// What is wrong.
+        reason: &'static str,
     },
     /// The instruction set asked for is not available on this CPU.
     #[error("the {isa:?} kernels cannot run on this CPU")]

@@ -28,7 +28,7 @@
 //! rows as on the GGUF ones. [`unpack_q4_1_row`] and [`unpack_q8_0_row`] restore the file's
 //! bytes exactly.
 
-use nextok_gguf::dequant::f16_bits_to_f32;
+use crate::dequant::f16_bits_to_f32;
 
 use crate::portable::{BLOCK_LANES, LANES};
 

@@ -5,7 +5,7 @@
 //! CPU has an FMA unit), and the fixed lane reduction of [`reduce32`]. Types without a block
 //! kernel use 16 lanes over dequantised numbers ([`dot_lanes`], [`reduce16`]).
 
-use nextok_gguf::dequant::f16_bits_to_f32;
+use crate::dequant::f16_bits_to_f32;
 
 /// Lanes of the accumulators every kernel keeps.
 pub const LANES: usize = 16;

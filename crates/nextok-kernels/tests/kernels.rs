@@ -2,7 +2,8 @@
 //! products of one, every thread count against one thread, and all of them against an f64
 //! dot product over the exactly dequantised weights.
 
-use nextok_gguf::{dequant, GgmlType};
+use nextok_gguf::GgmlType;
+use nextok_kernels::dequant;
 use nextok_kernels::{matmul, matmul_serial, Isa, Layout, QMat, ThreadPool};
 use proptest::prelude::*;
 

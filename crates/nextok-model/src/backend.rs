@@ -15,7 +15,8 @@
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use nextok_gguf::{dequant, GgmlType};
+use nextok_gguf::GgmlType;
+use nextok_kernels::dequant;
 use nextok_kernels::{Isa, Layout, QMat, ThreadPool};
 use nextok_kv_cache::KvCache;
 

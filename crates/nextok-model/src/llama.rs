@@ -13,7 +13,8 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use nextok_gguf::{dequant, GgufFile};
+use nextok_gguf::GgufFile;
+use nextok_kernels::dequant;
 use nextok_kv_cache::{CacheConfig, KvCache, KvType};
 
 use nextok_kernels::{Layout, QMat};

@@ -6,7 +6,8 @@
 
 use std::collections::HashMap;
 
-use nextok_gguf::{dequant, GgmlType, GgufFile};
+use nextok_gguf::{GgmlType, GgufFile};
+use nextok_kernels::dequant;
 use nextok_kv_cache::KvType;
 use nextok_model::testing::RandomLlama;
 use nextok_model::{CpuBackend, Error, LlamaModel, LoadOptions, Logits, Sequence};

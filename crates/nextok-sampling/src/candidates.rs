@@ -517,8 +517,24 @@ impl Candidates {
             .ok_or(Error::NoCandidates { vocab: self.vocab })
     }
 
+    /// Writes the current logits over the whole vocabulary: each remaining candidate's logit as
+    /// the stages so far left it, `-inf` for every other token (filtered out, or never a
+    /// candidate). Its softmax is [`Candidates::dense_probs`].
+    ///
+    /// The logits are those the stages computed, not the raw ones: after [`Temperature`] they
+    /// are `(z - max) / T`, so the top one is 0.
+    ///
+    /// [`Temperature`]: crate::Temperature
+    pub fn dense_logits(&self) -> Vec<f32> {
+        let mut out = vec![f32::NEG_INFINITY; self.vocab];
+        for c in &self.items {
+            out[c.id as usize] = c.logit;
+        }
+        out
+    }
+
     /// Writes the current distribution over the whole vocabulary: the probability of each
-    /// remaining candidate, 0 for every other token.
+    /// remaining candidate (the softmax of the remaining logits), 0 for every other token.
     pub fn dense_probs(&mut self) -> Result<Vec<f32>, Error> {
         self.ensure_probs()?;
         let mut out = vec![0.0; self.vocab];

@@ -18,6 +18,9 @@
 //!   [`RepetitionPenalty`], [`PresenceFrequencyPenalty`], [`LogitBias`], [`AllowedTokens`],
 //!   [`BannedTokens`], [`MinTokens`]): each implements [`LogitsProcessor`] over a shared
 //!   [`Candidates`] buffer; a chain is itself a stage, so custom orders and custom stages compose.
+//!   Each stage's documentation says exactly what it computes. After any stage,
+//!   [`Candidates::dense_logits`] and [`Candidates::dense_probs`] give the logits and the
+//!   distribution over the whole vocabulary (`-inf` and 0 for the tokens filtered out).
 //! - [`Trace`]: the distribution after each stage, for debugging (what `nextok sample` prints).
 //! - [`beam_search`]: beam search over a callback that scores next tokens, with a length penalty.
 //!

@@ -3,7 +3,13 @@
 //! Each stage implements [`LogitsProcessor`]: it works on the shared [`Candidates`] buffer,
 //! either changing logits (penalties, bias, temperature) or removing tokens (top-k, top-p, min-p,
 //! allowed and banned ids, min-tokens). A [`Chain`] runs stages in order and is itself a stage.
-//! Each stage documents its no-op case; [`Chain::from_params`] leaves no-op stages out.
+//! Each stage's documentation says exactly what it computes, with `z` for a candidate's logit as
+//! it reaches the stage, and its no-op case; [`Chain::from_params`] leaves no-op stages out.
+//!
+//! Two rules hold for every stage. Filters change no logit, and the probabilities of the tokens
+//! they keep are renormalised the next time they are needed (they are always the softmax of the
+//! remaining logits). A logit stage whose result is `+inf` stores `f32::MAX`, and one whose
+//! result is `-inf` or NaN removes the token, so softmax never sees either.
 
 use std::fmt;
 
@@ -203,10 +209,14 @@ fn sorted_unique(mut ids: Vec<u32>) -> Vec<u32> {
     ids
 }
 
-/// Temperature: divides every logit by `T` before softmax. `T < 1` sharpens the distribution,
-/// `T > 1` flattens it, and the order of the tokens never changes.
+/// Temperature: `z ← (z − max) / T`, where `max` is the largest remaining logit. The softmax is
+/// that of `z / T` (subtracting a constant changes no probability); subtracting `max` first means
+/// a tiny `T` sends the other logits to `−inf`, which removes them, instead of sending the top one
+/// to `+inf`. So after this stage the top logit is 0 and the others are negative. `T < 1`
+/// sharpens the distribution, `T > 1` flattens it, and the order of the tokens never changes.
 ///
-/// `T = 0` means greedy: only the top token is kept (ties go to the lowest id). No-op at `T = 1`.
+/// `T = 0` means greedy: only the top token is kept (ties go to the lowest id), its logit
+/// unchanged. No-op at `T = 1`: the logits are not even shifted.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Temperature {
     t: f32,
@@ -241,7 +251,8 @@ impl LogitsProcessor for Temperature {
     }
 }
 
-/// Top-k: keeps the `k` most likely tokens. No-op when `k` is at least the number of candidates;
+/// Top-k: keeps the `k` candidates with the highest logits (equal logits: the lowest ids first),
+/// sorted highest first; logits unchanged. No-op when `k` is at least the number of candidates;
 /// `k = 1` is greedy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TopK {
@@ -273,8 +284,11 @@ impl LogitsProcessor for TopK {
     }
 }
 
-/// Top-p (nucleus): keeps the smallest group of most likely tokens whose probabilities add up
-/// to at least `p`; the token that crosses `p` is kept. No-op at `p = 1`.
+/// Top-p (nucleus): with `p_i` the softmax of the remaining logits, keeps the shortest prefix of
+/// the candidates sorted by logit (highest first, equal logits by lowest id) whose `p_i` add up
+/// (in f64) to at least `p`; the token that crosses `p` is kept, and so is every token when
+/// rounding leaves the total just short. Logits unchanged, kept tokens sorted highest first.
+/// No-op at `p = 1`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TopP {
     p: f32,
@@ -307,8 +321,10 @@ impl LogitsProcessor for TopP {
     }
 }
 
-/// Min-p: keeps the tokens whose probability is at least `min_p` times the top token's. No-op at
-/// `min_p = 0`; `min_p = 1` keeps only the tokens tied with the top one.
+/// Min-p: keeps the tokens whose probability is at least `min_p` times the top token's, computed
+/// on logits as `z ≥ max + ln(min_p)` (in f64, `max` the largest remaining logit); logits and
+/// order unchanged. No-op at `min_p = 0`; `min_p = 1` keeps only the tokens tied with the top
+/// one.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MinP {
     p: f32,
@@ -342,8 +358,9 @@ impl LogitsProcessor for MinP {
 }
 
 /// Repetition penalty (CTRL, Keskar et al. 2019, as in transformers): for every distinct token of
-/// the prompt and the generated text, a positive logit is divided by `penalty` and a negative one
-/// multiplied by it, once however often the token occurred. No-op at `penalty = 1`.
+/// the prompt and the generated text that is still a candidate, `z ← z / penalty` when `z > 0`
+/// and `z ← z · penalty` otherwise, once however often the token occurred. No-op at
+/// `penalty = 1`. An id outside the vocabulary is an error.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RepetitionPenalty {
     penalty: f32,
@@ -380,9 +397,10 @@ impl LogitsProcessor for RepetitionPenalty {
     }
 }
 
-/// Presence and frequency penalties (OpenAI): over the generated tokens only, a token that
-/// occurred `n > 0` times has its logit lowered by `presence + n * frequency`. Negative values
-/// encourage repetition instead. No-op when both are 0.
+/// Presence and frequency penalties (OpenAI): over the generated tokens only (not the prompt),
+/// a candidate that occurred `n > 0` times gets `z ← z − (presence + n · frequency)`. Negative
+/// values encourage repetition instead. No-op when both are 0. An id outside the vocabulary is an
+/// error.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PresenceFrequencyPenalty {
     presence: f32,
@@ -429,8 +447,9 @@ impl LogitsProcessor for PresenceFrequencyPenalty {
     }
 }
 
-/// Logit bias (OpenAI `logit_bias`): adds a fixed value to the logit of chosen tokens. No-op when
-/// empty.
+/// Logit bias (OpenAI `logit_bias`): `z ← z + bias` for each listed token that is still a
+/// candidate (a token listed twice gets both); a token already filtered out stays out. No-op when
+/// empty. An id outside the vocabulary is an error.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogitBias {
     bias: Vec<(u32, f32)>,
@@ -466,7 +485,8 @@ impl LogitsProcessor for LogitBias {
     }
 }
 
-/// Keeps only the listed token ids. An empty list leaves nothing, which is an error when sampling.
+/// Keeps only the candidates whose ids are listed; logits unchanged. An empty list leaves
+/// nothing, which is an error when sampling. An id outside the vocabulary is an error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AllowedTokens {
     ids: Vec<u32>,
@@ -493,7 +513,8 @@ impl LogitsProcessor for AllowedTokens {
     }
 }
 
-/// Removes the listed token ids. No-op when empty.
+/// Removes the candidates whose ids are listed; logits unchanged. No-op when empty. An id outside
+/// the vocabulary is an error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BannedTokens {
     ids: Vec<u32>,
@@ -522,8 +543,9 @@ impl LogitsProcessor for BannedTokens {
     }
 }
 
-/// Min-tokens: bans the end tokens until `min` tokens have been generated, so that the answer
-/// cannot end early. No-op once `min` tokens are out.
+/// Min-tokens: removes the end tokens (as [`BannedTokens`] does) while fewer than `min` tokens
+/// have been generated (`Context::generated`), so that the answer cannot end early. No-op once
+/// `min` tokens are out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MinTokens {
     min: usize,

@@ -583,3 +583,30 @@ fn negative_zero_and_zero_are_equal_logits() {
         assert_eq!(out.token, 0, "{params:?}");
     }
 }
+
+#[test]
+fn dense_logits_are_the_stages_logits_with_minus_infinity_for_the_rest() {
+    // Logits chosen so that every step is exact in f32.
+    let logits = [3.0, 1.0, -1.0, 0.5, NEG];
+    let mut c = Candidates::new();
+    c.fill(&logits, None).unwrap();
+    assert_eq!(c.dense_logits(), logits, "before any stage: the input");
+
+    // Temperature 2 shifts by the maximum 3 and halves: 0, -1, -2, -1.25. Top-k 3 then drops
+    // token 2 (the lowest), and changes no logit.
+    let ctx = Context::default();
+    Temperature::new(2.0).unwrap().apply(&mut c, &ctx).unwrap();
+    assert_eq!(c.dense_logits(), [0.0, -1.0, -2.0, -1.25, NEG]);
+    TopK::new(3).unwrap().apply(&mut c, &ctx).unwrap();
+    let dense = c.dense_logits();
+    assert_eq!(dense, [0.0, -1.0, NEG, -1.25, NEG]);
+
+    // Their softmax is the distribution the buffer reports.
+    let probs = c.dense_probs().unwrap();
+    assert!(close(&softmax(&dense).unwrap(), &probs, 1e-6), "{probs:?}");
+    assert_eq!(probs[2], 0.0);
+
+    // A constraint's bitset removes a token before any stage: -inf there too.
+    c.fill(&logits, Some(&[0b1101])).unwrap();
+    assert_eq!(c.dense_logits(), [3.0, NEG, -1.0, 0.5, NEG]);
+}

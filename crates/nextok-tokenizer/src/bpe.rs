@@ -9,7 +9,7 @@ use nextok_gguf::GgufFile;
 
 use crate::bytelevel;
 use crate::pretokenize::{PreTokenizer, Splitter};
-use crate::vocab::{check_id, Fragment, GgufVocab, Pieces, SpecialSplitter};
+use crate::vocab::{Fragment, GgufVocab, Pieces, Vocab};
 use crate::{EncodeOptions, Error, SpecialTokens, TokenId, TokenKind, Tokenizer};
 
 /// Words longer than this are merged with a priority queue; shorter ones by scanning, which is
@@ -85,19 +85,13 @@ struct Merge {
 /// rank first (leftmost first among equal ranks). Words seen before come from a cache.
 #[derive(Debug)]
 pub struct BpeTokenizer {
-    texts: Vec<String>,
-    kinds: Vec<TokenKind>,
-    pieces: Pieces,
-    index: HashMap<String, TokenId>,
+    vocab: Vocab,
     /// Normal tokens by their bytes, for `ignore_merges`.
     by_bytes: HashMap<Box<[u8]>, TokenId, FxBuild>,
-    special: SpecialTokens,
-    specials: SpecialSplitter,
     pre: PreTokenizer,
     splitter: Splitter,
     merges: HashMap<u64, Merge, FxBuild>,
     byte_ids: [Option<TokenId>; 256],
-    add_bos: bool,
     cache: Mutex<WordCache>,
 }
 
@@ -184,20 +178,21 @@ impl BpeTokenizer {
                 result,
             });
         }
-        let specials = SpecialSplitter::new(&texts, &kinds);
         Ok(BpeTokenizer {
-            texts,
-            kinds,
-            pieces,
-            index,
+            vocab: Vocab::new(
+                texts,
+                kinds,
+                pieces,
+                index,
+                special,
+                add_bos.unwrap_or(false),
+                false,
+            ),
             by_bytes,
-            special,
-            specials,
             pre,
             splitter: Splitter::new(pre),
             merges,
             byte_ids,
-            add_bos: add_bos.unwrap_or(false),
             cache: Mutex::new(HashMap::default()),
         })
     }
@@ -216,8 +211,7 @@ impl BpeTokenizer {
 
     /// A token's text as the vocabulary stores it (`Ġthe` for " the").
     pub fn token_text(&self, id: TokenId) -> Result<&str, Error> {
-        let i = check_id(id, self.texts.len())?;
-        Ok(&self.texts[i])
+        self.vocab.token_text(id)
     }
 
     /// Encodes one word, appending its ids to `out`.
@@ -371,18 +365,11 @@ impl BpeTokenizer {
 
 impl Tokenizer for BpeTokenizer {
     fn encode(&self, text: &str, options: EncodeOptions) -> Result<Vec<TokenId>, Error> {
-        let mut out = Vec::with_capacity(text.len() / 3 + 2);
-        if options.add_bos {
-            out.push(
-                self.special
-                    .bos
-                    .ok_or(Error::MissingSpecialToken { which: "BOS" })?,
-            );
-        }
+        let mut out = self.vocab.start(options, text.len() / 3 + 2)?;
         // The shared word cache is used when no other thread holds it; a busy cache is not
         // waited for, since encoding without it gives the same ids.
         let mut cache = self.cache.try_lock().ok();
-        for fragment in self.specials.split(text, options.parse_special) {
+        for fragment in self.vocab.split(text, options.parse_special) {
             match fragment {
                 Fragment::Token(id) => out.push(id),
                 Fragment::Text(t) => self.encode_text(t, &mut out, &mut cache),
@@ -392,26 +379,30 @@ impl Tokenizer for BpeTokenizer {
     }
 
     fn vocab_size(&self) -> usize {
-        self.texts.len()
+        self.vocab.len()
     }
 
     fn token_bytes(&self, id: TokenId) -> Result<&[u8], Error> {
-        self.pieces.get(id)
+        self.vocab.token_bytes(id)
     }
 
     fn token_kind(&self, id: TokenId) -> Result<TokenKind, Error> {
-        Ok(self.kinds[check_id(id, self.kinds.len())?])
+        self.vocab.token_kind(id)
     }
 
     fn token_id(&self, text: &str) -> Option<TokenId> {
-        self.index.get(text).copied()
+        self.vocab.token_id(text)
     }
 
     fn special_tokens(&self) -> &SpecialTokens {
-        &self.special
+        self.vocab.special_tokens()
     }
 
     fn add_bos_by_default(&self) -> bool {
-        self.add_bos
+        self.vocab.add_bos()
+    }
+
+    fn strips_leading_space(&self) -> bool {
+        self.vocab.strips_leading_space()
     }
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::Value as Json;
 
 use crate::bytelevel;
-use crate::vocab::{check_id, end_of_generation, Fragment, Pieces, SpecialSplitter};
+use crate::vocab::{end_of_generation, Fragment, Pieces, Vocab};
 use crate::{EncodeOptions, Error, SpecialTokens, TokenId, TokenKind, Tokenizer};
 
 /// A tokenizer loaded from a Hugging Face `tokenizer.json` (and, optionally, the
@@ -19,21 +19,14 @@ use crate::{EncodeOptions, Error, SpecialTokens, TokenId, TokenKind, Tokenizer};
 /// (`▁` for a space, `<0x..>` byte fallback, a stripped leading space), or the text as it is.
 pub struct HfTokenizer {
     inner: tokenizers::Tokenizer,
-    texts: Vec<String>,
-    kinds: Vec<TokenKind>,
-    pieces: Pieces,
-    index: HashMap<String, TokenId>,
-    special: SpecialTokens,
-    specials: SpecialSplitter,
-    strips_leading_space: bool,
-    add_bos: bool,
+    vocab: Vocab,
 }
 
 impl std::fmt::Debug for HfTokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HfTokenizer")
-            .field("vocab_size", &self.texts.len())
-            .field("special", &self.special)
+            .field("vocab_size", &self.vocab.len())
+            .field("special", self.vocab.special_tokens())
             .finish()
     }
 }
@@ -239,32 +232,25 @@ impl HfTokenizer {
             .and_then(|c| c.get("add_bos_token"))
             .and_then(Json::as_bool)
             .unwrap_or(false);
-        let specials = SpecialSplitter::new(&texts, &kinds);
         Ok(HfTokenizer {
             inner,
-            texts,
-            kinds,
-            pieces,
-            index,
-            special,
-            specials,
-            strips_leading_space: style.strip_leading_space,
-            add_bos,
+            vocab: Vocab::new(
+                texts,
+                kinds,
+                pieces,
+                index,
+                special,
+                add_bos,
+                style.strip_leading_space,
+            ),
         })
     }
 }
 
 impl Tokenizer for HfTokenizer {
     fn encode(&self, text: &str, options: EncodeOptions) -> Result<Vec<TokenId>, Error> {
-        let mut out = Vec::new();
-        if options.add_bos {
-            out.push(
-                self.special
-                    .bos
-                    .ok_or(Error::MissingSpecialToken { which: "BOS" })?,
-            );
-        }
-        for fragment in self.specials.split(text, options.parse_special) {
+        let mut out = self.vocab.start(options, text.len() / 3 + 2)?;
+        for fragment in self.vocab.split(text, options.parse_special) {
             match fragment {
                 Fragment::Token(id) => out.push(id),
                 Fragment::Text(t) => {
@@ -283,30 +269,30 @@ impl Tokenizer for HfTokenizer {
     }
 
     fn vocab_size(&self) -> usize {
-        self.texts.len()
+        self.vocab.len()
     }
 
     fn token_bytes(&self, id: TokenId) -> Result<&[u8], Error> {
-        self.pieces.get(id)
+        self.vocab.token_bytes(id)
     }
 
     fn token_kind(&self, id: TokenId) -> Result<TokenKind, Error> {
-        Ok(self.kinds[check_id(id, self.kinds.len())?])
+        self.vocab.token_kind(id)
     }
 
     fn token_id(&self, text: &str) -> Option<TokenId> {
-        self.index.get(text).copied()
+        self.vocab.token_id(text)
     }
 
     fn special_tokens(&self) -> &SpecialTokens {
-        &self.special
+        self.vocab.special_tokens()
     }
 
     fn add_bos_by_default(&self) -> bool {
-        self.add_bos
+        self.vocab.add_bos()
     }
 
     fn strips_leading_space(&self) -> bool {
-        self.strips_leading_space
+        self.vocab.strips_leading_space()
     }
 }

@@ -8,11 +8,25 @@
 //!     ([`PreTokenizer`]).
 //!   - [`SpmTokenizer`]: SentencePiece from a GGUF file whose `tokenizer.ggml.model` is `llama`
 //!     (Llama 2, Mistral, TinyLlama): score-ordered merges, byte fallback, the leading space.
-//!   - [`HfTokenizer`]: a Hugging Face `tokenizer.json`, encoded by the `tokenizers` crate.
-//! - [`load_from_gguf`]: picks the right one for a GGUF file.
+//!   - `HfTokenizer`: a Hugging Face `tokenizer.json`, encoded by the `tokenizers` crate (the
+//!     `hf` feature).
+//! - [`load_from_gguf`]: picks the right one for a GGUF file; [`load_from_gguf_path`] opens the
+//!   file too. [`GgufFile`] is re-exported, so loading needs no second dependency.
 //! - [`StreamDecoder`]: detokenization one id at a time that only ever returns whole characters.
-//! - [`ChatTemplate`]: a model's Jinja chat template (or a built-in one) rendered as transformers
-//!   renders it.
+//! - `ChatTemplate`: a model's Jinja chat template (or a built-in one) rendered as transformers
+//!   renders it (the `template` feature).
+//!
+//! # Crate features
+//! Both are on by default; `default-features = false` leaves a GGUF-only tokenizer that compiles
+//! neither the `tokenizers` crate nor minijinja (the GGUF tokenizers need neither).
+//! - `hf`: `HfTokenizer`, over the `tokenizers` crate.
+//! - `template`: `ChatTemplate` and `Message`, over minijinja and minijinja-contrib.
+//!
+//! # Constrained decoding
+//! A constraint must never allow a control token such as `<|im_start|>`, whose bytes are its
+//! text. [`Tokenizer::all_token_bytes`] gives every token's bytes as decoding sees them, control
+//! tokens' text included; `nextok_constraints::TokenVocab::from_tokenizer` builds the vocabulary
+//! a constraint needs (control tokens without bytes, the end-of-generation tokens as ends).
 //!
 //! # Parity with llama.cpp
 //! The GGUF tokenizers follow llama.cpp (`src/llama-vocab.cpp`): the same pre-tokenizer regular
@@ -47,10 +61,11 @@
 //!   their default date when it is undefined).
 //!
 //! # Example
-//! A tiny byte-level BPE vocabulary built in memory (real ones come from a model file):
+//! A tiny byte-level BPE vocabulary built in memory (real ones come from a model file, with
+//! [`load_from_gguf_path`]):
 //! ```
-//! use nextok_gguf::{write::GgufWriter, Array, GgufFile, Value};
-//! use nextok_tokenizer::{load_from_gguf, EncodeOptions, StreamDecoder};
+//! use nextok_gguf::{write::GgufWriter, Array, Value};
+//! use nextok_tokenizer::{load_from_gguf, EncodeOptions, GgufFile, StreamDecoder};
 //!
 //! // Byte-level BPE spells a space as `Ġ`.
 //! let mut tokens: Vec<String> = vec!["<|endoftext|>".into()];
@@ -92,8 +107,10 @@
 
 mod bpe;
 mod bytelevel;
+#[cfg(feature = "template")]
 mod chat;
 mod error;
+#[cfg(feature = "hf")]
 mod hf;
 mod pretokenize;
 mod spm;
@@ -101,15 +118,19 @@ mod stream;
 mod vocab;
 
 pub use bpe::BpeTokenizer;
+#[cfg(feature = "template")]
 pub use chat::{ChatTemplate, Message};
 pub use error::Error;
+#[cfg(feature = "hf")]
 pub use hf::HfTokenizer;
 pub use pretokenize::PreTokenizer;
 pub use spm::SpmTokenizer;
 pub use stream::StreamDecoder;
 pub use vocab::{SpecialTokens, TokenKind};
 
-use nextok_gguf::GgufFile;
+/// The GGUF file a tokenizer is loaded from (re-exported from `nextok-gguf`), so that
+/// [`load_from_gguf`] needs no second dependency.
+pub use nextok_gguf::GgufFile;
 
 /// A token's index in the vocabulary.
 pub type TokenId = u32;
@@ -147,7 +168,7 @@ impl EncodeOptions {
 
 /// Text to token ids and back.
 ///
-/// Implemented by [`BpeTokenizer`], [`SpmTokenizer`] and [`HfTokenizer`]. The provided methods
+/// Implemented by [`BpeTokenizer`], [`SpmTokenizer`] and `HfTokenizer`. The provided methods
 /// build decoding on [`Tokenizer::token_bytes`], so every implementation decodes the same way.
 pub trait Tokenizer: Send + Sync + std::fmt::Debug {
     /// Encodes text into token ids.
@@ -206,7 +227,14 @@ pub trait Tokenizer: Send + Sync + std::fmt::Debug {
         })
     }
 
-    /// Every token's bytes, indexed by id (what constrained decoding needs).
+    /// Every token's bytes, indexed by id: [`Tokenizer::token_bytes`] of each id, so a control
+    /// token's entry is its text (`<|im_start|>`) and an unused token's is empty.
+    ///
+    /// This is what decoding with `skip_special = false` concatenates, not the vocabulary that
+    /// constrained decoding needs: a grammar built on these bytes would let a control token
+    /// through wherever its text fits. Build that one with
+    /// `nextok_constraints::TokenVocab::from_tokenizer`, which gives control tokens no bytes and
+    /// takes the end tokens from [`SpecialTokens::end_of_generation`].
     fn all_token_bytes(&self) -> Vec<Vec<u8>> {
         (0..self.vocab_size() as TokenId)
             .map(|id| self.token_bytes(id).map(<[u8]>::to_vec).unwrap_or_default())
@@ -246,6 +274,12 @@ pub fn load_from_gguf(file: &GgufFile) -> Result<Box<dyn Tokenizer>, Error> {
             model: other.to_owned(),
         }),
     }
+}
+
+/// Opens a GGUF file and loads its tokenizer, as [`load_from_gguf`] does. The file is
+/// memory-mapped, and only its metadata is read.
+pub fn load_from_gguf_path(path: impl AsRef<std::path::Path>) -> Result<Box<dyn Tokenizer>, Error> {
+    load_from_gguf(&GgufFile::open(path)?)
 }
 
 impl<T: Tokenizer + ?Sized> Tokenizer for Box<T> {

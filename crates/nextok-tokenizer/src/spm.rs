@@ -1,11 +1,11 @@
 //! SentencePiece, the GGUF `llama` tokenizer kind (Llama 2, Mistral, TinyLlama).
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 use nextok_gguf::GgufFile;
 
-use crate::vocab::{check_id, Fragment, GgufVocab, Pieces, SpecialSplitter};
+use crate::vocab::{Fragment, GgufVocab, Pieces, Vocab};
 use crate::{EncodeOptions, Error, SpecialTokens, TokenId, TokenKind, Tokenizer};
 
 /// SentencePiece's visible space.
@@ -20,16 +20,11 @@ const SPACE: char = '▁';
 /// is not a token is spelled with the byte tokens `<0x00>` to `<0xFF>` (byte fallback).
 #[derive(Debug)]
 pub struct SpmTokenizer {
-    texts: Vec<String>,
-    kinds: Vec<TokenKind>,
+    /// The vocabulary; its `strips_leading_space` is `tokenizer.ggml.add_space_prefix`, since
+    /// decoding takes away the space that encoding puts in front.
+    vocab: Vocab,
     scores: Vec<f32>,
-    pieces: Pieces,
-    index: HashMap<String, TokenId>,
-    special: SpecialTokens,
-    specials: SpecialSplitter,
     byte_ids: [Option<TokenId>; 256],
-    add_bos: bool,
-    add_space_prefix: bool,
 }
 
 /// A candidate merge in the queue: the highest score first, then the leftmost.
@@ -140,25 +135,24 @@ impl SpmTokenizer {
                 *slot = index.get(&text).copied();
             }
         }
-        let specials = SpecialSplitter::new(&texts, &kinds);
         SpmTokenizer {
-            texts,
-            kinds,
+            vocab: Vocab::new(
+                texts,
+                kinds,
+                pieces,
+                index,
+                special,
+                add_bos.unwrap_or(true),
+                add_space_prefix.unwrap_or(true),
+            ),
             scores,
-            pieces,
-            index,
-            special,
-            specials,
             byte_ids,
-            add_bos: add_bos.unwrap_or(true),
-            add_space_prefix: add_space_prefix.unwrap_or(true),
         }
     }
 
     /// A token's text as the vocabulary stores it (`▁the` for " the").
     pub fn token_text(&self, id: TokenId) -> Result<&str, Error> {
-        let i = check_id(id, self.texts.len())?;
-        Ok(&self.texts[i])
+        self.vocab.token_text(id)
     }
 
     fn try_bigram(
@@ -174,7 +168,7 @@ impl SpmTokenizer {
         }
         let start = symbols[left].start;
         let end = symbols[right].start + symbols[right].len;
-        if let Some(&id) = self.index.get(&text[start..end]) {
+        if let Some(&id) = self.vocab.index.get(&text[start..end]) {
             queue.push(Bigram {
                 score: self.scores[id as usize],
                 left,
@@ -229,12 +223,12 @@ impl SpmTokenizer {
         while i != NONE {
             let s = symbols[i];
             let piece = &text[s.start..s.start + s.len];
-            match self.index.get(piece) {
+            match self.vocab.index.get(piece) {
                 Some(&id) => out.push(id),
                 None => {
                     for &b in piece.as_bytes() {
                         let id = self.byte_ids[b as usize]
-                            .or(self.special.unk)
+                            .or(self.vocab.special.unk)
                             .ok_or(Error::UnencodableByte { byte: b })?;
                         out.push(id);
                     }
@@ -248,18 +242,11 @@ impl SpmTokenizer {
 
 impl Tokenizer for SpmTokenizer {
     fn encode(&self, text: &str, options: EncodeOptions) -> Result<Vec<TokenId>, Error> {
-        let mut out = Vec::with_capacity(text.len() / 3 + 2);
-        if options.add_bos {
-            out.push(
-                self.special
-                    .bos
-                    .ok_or(Error::MissingSpecialToken { which: "BOS" })?,
-            );
-        }
+        let mut out = self.vocab.start(options, text.len() / 3 + 2)?;
         // The space prefix goes before the text and after every special token.
         let mut after_special = true;
         let mut buffer = String::new();
-        for fragment in self.specials.split(text, options.parse_special) {
+        for fragment in self.vocab.split(text, options.parse_special) {
             match fragment {
                 Fragment::Token(id) => {
                     out.push(id);
@@ -267,7 +254,7 @@ impl Tokenizer for SpmTokenizer {
                 }
                 Fragment::Text(t) => {
                     buffer.clear();
-                    if self.add_space_prefix && after_special {
+                    if self.vocab.strips_leading_space() && after_special {
                         buffer.push(SPACE);
                     }
                     for c in t.chars() {
@@ -282,30 +269,30 @@ impl Tokenizer for SpmTokenizer {
     }
 
     fn vocab_size(&self) -> usize {
-        self.texts.len()
+        self.vocab.len()
     }
 
     fn token_bytes(&self, id: TokenId) -> Result<&[u8], Error> {
-        self.pieces.get(id)
+        self.vocab.token_bytes(id)
     }
 
     fn token_kind(&self, id: TokenId) -> Result<TokenKind, Error> {
-        Ok(self.kinds[check_id(id, self.kinds.len())?])
+        self.vocab.token_kind(id)
     }
 
     fn token_id(&self, text: &str) -> Option<TokenId> {
-        self.index.get(text).copied()
+        self.vocab.token_id(text)
     }
 
     fn special_tokens(&self) -> &SpecialTokens {
-        &self.special
+        self.vocab.special_tokens()
     }
 
     fn add_bos_by_default(&self) -> bool {
-        self.add_bos
+        self.vocab.add_bos()
     }
 
     fn strips_leading_space(&self) -> bool {
-        self.add_space_prefix
+        self.vocab.strips_leading_space()
     }
 }

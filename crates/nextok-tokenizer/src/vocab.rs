@@ -7,7 +7,7 @@ use nextok_gguf::{GgufFile, Metadata};
 use regex_automata::meta::Regex;
 use regex_automata::{Input, MatchKind, PatternSet};
 
-use crate::{Error, TokenId};
+use crate::{EncodeOptions, Error, TokenId};
 
 /// The kind of a token, as GGUF's `tokenizer.ggml.token_type` codes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -436,5 +436,112 @@ pub(crate) fn check_id(id: TokenId, vocab_size: usize) -> Result<usize, Error> {
         Ok(id as usize)
     } else {
         Err(Error::UnknownTokenId { id, vocab_size })
+    }
+}
+
+/// What every tokenizer holds and answers in the same way: each token's text, kind and exact
+/// bytes, the index from text to id, the special tokens and their splitter, and the two flags
+/// the [`Tokenizer`](crate::Tokenizer) trait asks about. [`BpeTokenizer`](crate::BpeTokenizer),
+/// [`SpmTokenizer`](crate::SpmTokenizer) and `HfTokenizer` each hold one and forward the trait's
+/// accessors to it, so those accessors are written once.
+#[derive(Debug)]
+pub(crate) struct Vocab {
+    /// Each token's text as the vocabulary stores it (`Ġthe`, `▁the`, `<|im_start|>`).
+    pub(crate) texts: Vec<String>,
+    kinds: Vec<TokenKind>,
+    pieces: Pieces,
+    pub(crate) index: HashMap<String, TokenId>,
+    pub(crate) special: SpecialTokens,
+    specials: SpecialSplitter,
+    add_bos: bool,
+    strips_leading_space: bool,
+}
+
+impl Vocab {
+    /// A vocabulary from its parts; `pieces` holds the bytes of every id in order. The splitter
+    /// for special tokens is built here, from the texts and kinds.
+    pub(crate) fn new(
+        texts: Vec<String>,
+        kinds: Vec<TokenKind>,
+        pieces: Pieces,
+        index: HashMap<String, TokenId>,
+        special: SpecialTokens,
+        add_bos: bool,
+        strips_leading_space: bool,
+    ) -> Self {
+        let specials = SpecialSplitter::new(&texts, &kinds);
+        Vocab {
+            texts,
+            kinds,
+            pieces,
+            index,
+            special,
+            specials,
+            add_bos,
+            strips_leading_space,
+        }
+    }
+
+    /// The number of tokens.
+    pub(crate) fn len(&self) -> usize {
+        self.texts.len()
+    }
+
+    /// A token's exact bytes.
+    pub(crate) fn token_bytes(&self, id: TokenId) -> Result<&[u8], Error> {
+        self.pieces.get(id)
+    }
+
+    /// A token's kind.
+    pub(crate) fn token_kind(&self, id: TokenId) -> Result<TokenKind, Error> {
+        Ok(self.kinds[check_id(id, self.kinds.len())?])
+    }
+
+    /// The id of the token whose stored text is `text`.
+    pub(crate) fn token_id(&self, text: &str) -> Option<TokenId> {
+        self.index.get(text).copied()
+    }
+
+    /// A token's text as the vocabulary stores it.
+    pub(crate) fn token_text(&self, id: TokenId) -> Result<&str, Error> {
+        Ok(&self.texts[check_id(id, self.texts.len())?])
+    }
+
+    /// BOS, EOS, end-of-turn, padding, unknown and the end-of-generation set.
+    pub(crate) fn special_tokens(&self) -> &SpecialTokens {
+        &self.special
+    }
+
+    /// Whether the model asks for BOS at the start of a prompt.
+    pub(crate) fn add_bos(&self) -> bool {
+        self.add_bos
+    }
+
+    /// Whether decoding drops one space at the very start (SentencePiece's space prefix).
+    pub(crate) fn strips_leading_space(&self) -> bool {
+        self.strips_leading_space
+    }
+
+    /// The start of an encoding: an empty list with room for `capacity` ids, holding BOS when
+    /// the options ask for it (an error when the vocabulary has none).
+    pub(crate) fn start(
+        &self,
+        options: EncodeOptions,
+        capacity: usize,
+    ) -> Result<Vec<TokenId>, Error> {
+        let mut out = Vec::with_capacity(capacity);
+        if options.add_bos {
+            out.push(
+                self.special
+                    .bos
+                    .ok_or(Error::MissingSpecialToken { which: "BOS" })?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// Splits text at special tokens (see [`SpecialSplitter::split`]).
+    pub(crate) fn split<'a>(&self, text: &'a str, parse_special: bool) -> Vec<Fragment<'a>> {
+        self.specials.split(text, parse_special)
     }
 }

@@ -246,24 +246,15 @@ impl Engine {
         })
     }
 
-    /// The vocabulary as constraints see it: every token's bytes, with the control tokens
-    /// (`<|im_start|>` ...) left empty so that no constraint ever allows them, and the end tokens,
-    /// which a constraint allows exactly when the output is complete.
+    /// The vocabulary as constraints see it ([`TokenVocab::from_tokenizer`]): every token's
+    /// bytes, with the control tokens (`<|im_start|>` ...) and the unknown token left empty so
+    /// that no constraint ever allows them, and the end tokens, which a constraint allows exactly
+    /// when the output is complete.
     pub fn constraint_vocab(&self) -> Result<Arc<TokenVocab>, Error> {
         if let Some(v) = self.vocab.get() {
             return Ok(v.clone());
         }
-        let tok = self.tokenizer.as_ref();
-        let mut bytes = Vec::with_capacity(tok.vocab_size());
-        for id in 0..tok.vocab_size() as u32 {
-            let control = tok.token_kind(id)? == nextok_tokenizer::TokenKind::Control;
-            bytes.push(if control {
-                Vec::new()
-            } else {
-                tok.token_bytes(id)?.to_vec()
-            });
-        }
-        let vocab = Arc::new(TokenVocab::new(bytes, &self.end_tokens())?);
+        let vocab = Arc::new(TokenVocab::from_tokenizer(self.tokenizer.as_ref())?);
         Ok(self.vocab.get_or_init(|| vocab).clone())
     }
 

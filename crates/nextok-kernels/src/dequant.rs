@@ -6,11 +6,15 @@
 //! small integer (at most 8 bits) is exact in `f32`, so these values are the exact weights of the
 //! file, up to the final addition of a minimum in the formats that have one.
 //!
-//! The kernels of the model call [`dequantize_row`] on one weight row at a time into a small
-//! scratch buffer, so a full-precision copy of a weight matrix is never stored.
+//! This is the definition the kernels are tested against, and the path of every type without a
+//! fused kernel: [`dequantize_row`] runs on a few blocks at a time into a small scratch buffer,
+//! so a full-precision copy of a weight matrix is never stored. It lives here, beside the
+//! products, rather than in `nextok-gguf`, so that the file format (which the tokenizer and the
+//! constraints read too) carries no weight arithmetic.
 //!
 //! ```
-//! use nextok_gguf::{dequant, GgmlType};
+//! use nextok_gguf::GgmlType;
+//! use nextok_kernels::dequant;
 //!
 //! // One Q8_0 block: the f16 scale 0.5 (bits 0x3800), then 32 signed bytes 0, 1, ..., 31.
 //! let mut block = vec![0x00, 0x38];
@@ -18,12 +22,14 @@
 //! let mut out = [0.0f32; 32];
 //! dequant::dequantize_row(GgmlType::Q8_0, &block, &mut out)?;
 //! assert_eq!(out[3], 1.5);
-//! # Ok::<(), nextok_gguf::Error>(())
+//! # Ok::<(), nextok_kernels::Error>(())
 //! ```
 
 use half::bf16;
 
-use crate::{Error, GgmlType, TensorView};
+use nextok_gguf::{GgmlType, TensorView};
+
+use crate::Error;
 
 /// Whether [`dequantize_row`] can dequantise this type.
 pub fn is_supported(ty: GgmlType) -> bool {
@@ -537,10 +543,10 @@ mod tests {
 
     #[test]
     fn whole_tensor_from_a_file() {
-        let bytes = crate::write::GgufWriter::new()
+        let bytes = nextok_gguf::write::GgufWriter::new()
             .tensor_f32("w", &[2, 2], &[1.0, 2.0, 3.0, 4.0])
             .to_bytes();
-        let file = crate::GgufFile::from_bytes(bytes).unwrap();
+        let file = nextok_gguf::GgufFile::from_bytes(bytes).unwrap();
         assert_eq!(
             dequantize_tensor(file.tensor("w").unwrap()).unwrap(),
             [1.0, 2.0, 3.0, 4.0]
