@@ -2,7 +2,6 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Mutex;
 
 use nextok_gguf::GgufFile;
@@ -19,57 +18,10 @@ const SCAN_LIMIT: usize = 48;
 /// The word cache is cleared when it holds this many words, which bounds its memory.
 const CACHE_LIMIT: usize = 1 << 17;
 
-/// A fast hasher for the merge table and the word cache: FxHash's multiply-rotate, which is
-/// good enough for keys that an attacker does not choose adversarially against a fixed table
-/// (the cache is bounded and cleared, so a bad case costs speed, never correctness).
-#[derive(Default, Clone, Copy)]
-pub(crate) struct FxHasher {
-    hash: u64,
-}
-
-const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, word: u64) {
-        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(SEED);
-    }
-}
-
-impl Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut word = [0u8; 8];
-            word[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(word));
-        }
-    }
-
-    #[inline]
-    fn write_u64(&mut self, n: u64) {
-        self.add(n);
-    }
-
-    #[inline]
-    fn write_usize(&mut self, n: usize) {
-        self.add(n as u64);
-    }
-
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.hash
-    }
-}
-
-type FxBuild = BuildHasherDefault<FxHasher>;
+/// The merge table and the word cache hash with rustc-hash's Fx hasher: fast, and good enough
+/// for keys that an attacker does not choose adversarially against a fixed table (the cache is
+/// bounded and cleared, so a bad case costs speed, never correctness).
+type FxBuild = rustc_hash::FxBuildHasher;
 
 /// A merge: its rank (lower merges first) and the token it makes.
 #[derive(Debug, Clone, Copy)]
