@@ -1,7 +1,8 @@
 //! Project automation for nextok, run as `cargo xtask <command>`.
 //!
 //! - `cargo xtask ci`: what CI runs after formatting and lints: fetch the default model, run every
-//!   test of the workspace, print the constrained-decoding conformance counts, then build every
+//!   test of the workspace, print the constrained-decoding conformance counts, run the project
+//!   outside the workspace (`examples/constrain-check`, three crates by path), then build every
 //!   fuzz target and run it over its committed corpus.
 //! - `cargo xtask fuzz [--seconds N] [TARGET...]`: fuzz every target (or the ones named) for N
 //!   seconds each (default 60). New inputs go to `fuzz/target/corpus/TARGET` (ignored by git), so
@@ -110,6 +111,13 @@ fn ci() -> Result<()> {
         ])
         .arg(&suite)
         .env("NEXTOK_MODEL", &model))?;
+    // A project outside the workspace that uses three crates by path, as a user's would: it
+    // must build and run on its own (issue 12).
+    run(cargo()
+        .args(["run", "--quiet", "--manifest-path"])
+        .arg(root().join("examples").join("constrain-check").join("Cargo.toml"))
+        .arg("--")
+        .arg(&model))?;
     fuzz_corpora(&fuzz_targets()?)
 }
 
