@@ -115,7 +115,12 @@ fn ci() -> Result<()> {
     // must build and run on its own (issue 12).
     run(cargo()
         .args(["run", "--quiet", "--manifest-path"])
-        .arg(root().join("examples").join("constrain-check").join("Cargo.toml"))
+        .arg(
+            root()
+                .join("examples")
+                .join("constrain-check")
+                .join("Cargo.toml"),
+        )
         .arg("--")
         .arg(&model))?;
     fuzz_corpora(&fuzz_targets()?)
