@@ -90,9 +90,13 @@ fn manifest_dir(file: &Path) -> PathBuf {
 /// occurs among them:
 /// `.join("..").join("shared")` and `concat!(env!("CARGO_MANIFEST_DIR"), "/../x")` both become
 /// one relative path per statement.
-fn relative_paths(text: &str) -> Vec<String> {
+///
+/// A `#[path = "..."]` attribute is relative to the folder of the file it is written in, not to
+/// the crate: its paths come back with `file_relative` set.
+fn relative_paths(text: &str) -> Vec<(String, bool)> {
     let mut out = Vec::new();
     for statement in text.split([';', '{', '}']) {
+        let file_relative = statement.contains("#[path");
         let mut joined = String::new();
         let mut rest = statement;
         while let Some(start) = rest.find('"') {
@@ -114,7 +118,7 @@ fn relative_paths(text: &str) -> Vec<String> {
             }
         }
         if joined.split('/').any(|s| s == "..") {
-            out.push(joined);
+            out.push((joined, file_relative));
         }
     }
     out
@@ -125,11 +129,20 @@ fn the_relative_path_finder_sees_the_forms_that_escaped_before() {
     // The two forms the tests used when the conformance data sat beside the repository.
     let a = r#"let p = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/conformance");"#;
     let b = "let s = root()\n    .join(\"..\")\n    .join(\"shared\")\n    .join(\"x\");";
-    assert_eq!(relative_paths(a), ["/../../../shared/conformance"]);
-    assert_eq!(relative_paths(b), ["../shared/x"]);
+    let crate_relative = |p: &str| (p.to_string(), false);
+    assert_eq!(
+        relative_paths(a),
+        [crate_relative("/../../../shared/conformance")]
+    );
+    assert_eq!(relative_paths(b), [crate_relative("../shared/x")]);
     // Inside the repository: found, and resolved within it.
     let c = r#"PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../conformance");"#;
-    assert_eq!(relative_paths(c), ["../../conformance"]);
+    assert_eq!(relative_paths(c), [crate_relative("../../conformance")]);
+    let d = "#[path = \"../../crates/nextok/src/default_model.rs\"]\nmod default_model;";
+    assert_eq!(
+        relative_paths(d),
+        [("../../crates/nextok/src/default_model.rs".to_string(), true)]
+    );
     let crate_dir = root().join("crates").join("nextok");
     assert!(normalise(&crate_dir.join("../../conformance")).is_some_and(|p| p.starts_with(root())));
     assert!(normalise(&crate_dir.join("../../../shared")).is_some_and(|p| !p.starts_with(root())));
@@ -178,8 +191,10 @@ fn no_file_names_a_path_outside_the_repository() {
         }
         // Relative paths in code, resolved against the crate they are written in.
         if ext == "rs" {
-            let base = manifest_dir(&file);
-            for rel in relative_paths(&text) {
+            let crate_dir = manifest_dir(&file);
+            let file_dir = file.parent().expect("a file has a folder");
+            for (rel, file_relative) in relative_paths(&text) {
+                let base = if file_relative { file_dir } else { &crate_dir };
                 let resolved = normalise(&base.join(rel.trim_start_matches('/')));
                 if !resolved.is_some_and(|p| p.starts_with(&root)) {
                     escapes.push(format!("{shown}: `{rel}` leaves the repository"));
