@@ -360,3 +360,204 @@ fn an_unusable_device_is_one_line() {
     let err = assert_one_line_error(&o);
     assert!(err.contains("use cpu, cuda or cuda:N"), "{err}");
 }
+
+/// A usage error: exit code 2, one line that names the flag and the value.
+fn assert_usage_error(args: &[&str], flag: &str, value: &str) {
+    let o = nextok(args);
+    let err = assert_one_line_error(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert!(
+        err.contains(flag) && err.contains(&format!("'{value}'")),
+        "{args:?} should name {flag} and {value}: {err}"
+    );
+}
+
+#[test]
+fn counts_from_the_issue_are_usage_errors_before_any_allocation() {
+    // Issue #13, point 2: each of these aborted ("memory allocation of 137438953472 bytes
+    // failed", "capacity overflow"), panicked, grew to 8 GB or wrapped to 0. clap refuses them
+    // now, before a model is looked for (NEXTOK_MODEL names nothing, so reaching the model would
+    // be a different, exit-code-1 error).
+    let huge = ["4294967296", "18446744073709551615"];
+    for value in huge {
+        assert_usage_error(&["generate", "hi", "--beams", value], "--beams", value);
+        assert_usage_error(&["generate", "hi", "-n", value], "--completions", value);
+        assert_usage_error(&["generate", "hi", "--threads", value], "--threads", value);
+        assert_usage_error(
+            &["generate", "hi", "--max-tokens", value],
+            "--max-tokens",
+            value,
+        );
+        assert_usage_error(&["bench", "--decode", value], "--decode", value);
+    }
+    assert_usage_error(
+        &["generate", "hi", "--threads", "100000"],
+        "--threads",
+        "100000",
+    );
+    assert_usage_error(
+        &["generate", "hi", "-n", "100000"],
+        "--completions",
+        "100000",
+    );
+    assert_usage_error(
+        &[
+            "bench",
+            "--decode",
+            "2",
+            "--decode-prompt",
+            "18446744073709551615",
+        ],
+        "--decode-prompt",
+        "18446744073709551615",
+    );
+    assert_usage_error(&["bench", "--prefill", "128,0"], "--prefill", "0");
+    assert_usage_error(&["bench", "--repetitions", "0"], "--repetitions", "0");
+    assert_usage_error(&["chat", "--threads", "0"], "--threads", "0");
+}
+
+#[test]
+fn the_limits_are_the_librarys_and_help_states_them() {
+    // The command line's ranges are the library's limits, so the two cannot disagree.
+    let o = nextok(&["generate", "hi", "-n", "129"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("1..=128"), "{}", stderr(&o));
+    assert_eq!(nextok::GenerateOptions::MAX_COMPLETIONS, 128);
+    let o = nextok(&["generate", "hi", "--beams", "513"]);
+    assert!(stderr(&o).contains("1..=512"), "{}", stderr(&o));
+    assert_eq!(nextok::GenerateOptions::MAX_BEAMS, 512);
+    let max = nextok::EngineOptions::max_threads();
+    let over = (max + 1).to_string();
+    let o = nextok(&["generate", "hi", "--threads", &over]);
+    assert!(stderr(&o).contains(&format!("1..={max}")), "{}", stderr(&o));
+    let help = stdout(&nextok(&["generate", "--help"]));
+    assert!(
+        help.contains("at most 8 per core, and at most 256"),
+        "{help}"
+    );
+    assert!(help.contains("at most 128"), "{help}");
+    assert!(help.contains("at most 512"), "{help}");
+}
+
+#[test]
+fn plan_heads_are_checked_and_each_blamed_by_name() {
+    // Issue #13, point 7: `--heads 0` was accepted and `--kv-heads 0` was blamed on d_model.
+    let by_hand = [
+        "plan",
+        "--weights",
+        "7e9",
+        "--layers",
+        "32",
+        "--d-model",
+        "4096",
+    ];
+    fn with<'a>(by_hand: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+        [by_hand, extra].concat()
+    }
+    assert_usage_error(
+        &with(&by_hand, &["--heads", "0", "--kv-heads", "8"]),
+        "--heads",
+        "0",
+    );
+    assert_usage_error(
+        &with(&by_hand, &["--heads", "32", "--kv-heads", "0"]),
+        "--kv-heads",
+        "0",
+    );
+    let o = nextok(&with(&by_hand, &["--heads", "32", "--kv-heads", "5"]));
+    let err = assert_one_line_error(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err.contains("invalid KV heads 5") && err.contains("a divisor of heads"),
+        "{err}"
+    );
+    let o = nextok(&with(&by_hand, &["--heads", "3", "--kv-heads", "1"]));
+    let err = assert_one_line_error(&o);
+    assert!(
+        err.contains("invalid heads 3") && err.contains("a divisor of d_model"),
+        "{err}"
+    );
+}
+
+#[test]
+fn plan_refuses_figures_too_large_to_compute_instead_of_printing_inf() {
+    // Issue #13, point 7: huge inputs printed inf and NaN.
+    let o = nextok(&[
+        "plan",
+        "--weights",
+        "1e308",
+        "--bytes-per-weight",
+        "10",
+        "--layers",
+        "32",
+        "--d-model",
+        "4096",
+    ]);
+    let err = assert_one_line_error(&o);
+    assert!(err.contains("weight bytes comes to inf"), "{err}");
+    assert!(stdout(&o).is_empty(), "no table: {}", stdout(&o));
+    let o = nextok(&[
+        "plan",
+        "--weights",
+        "1e300",
+        "--layers",
+        "32",
+        "--d-model",
+        "4096",
+        "--json",
+        "--prompt-tokens",
+        "1000000000000",
+    ]);
+    let err = assert_one_line_error(&o);
+    assert!(err.contains("prefill FLOPs comes to inf"), "{err}");
+    for flag in ["--bandwidth", "--tflops", "--bytes-per-weight"] {
+        let o = nextok(&[
+            "plan",
+            "--weights",
+            "7e9",
+            "--layers",
+            "32",
+            "--d-model",
+            "4096",
+            flag,
+            "NaN",
+        ]);
+        let err = assert_one_line_error(&o);
+        assert!(
+            err.contains("NaN") && err.contains("a positive number"),
+            "{flag}: {err}"
+        );
+    }
+    assert_usage_error(
+        &[
+            "plan",
+            "--weights",
+            "7e9",
+            "--layers",
+            "32",
+            "--d-model",
+            "4096",
+            "--users",
+            "18446744073709551615",
+        ],
+        "--users",
+        "18446744073709551615",
+    );
+}
+
+#[test]
+fn a_device_as_the_model_is_not_a_regular_file() {
+    // Issue #13, point 7: `/dev/null` as the model "did not exist".
+    let o = nextok(&["generate", "hi", "--model", "/dev/null"]);
+    let err = assert_one_line_error(&o);
+    assert!(
+        err.contains("/dev/null: it is a character device, not a regular file"),
+        "{err}"
+    );
+    let o = nextok(&["plan", "--model", "/dev/zero"]);
+    let err = assert_one_line_error(&o);
+    assert!(
+        err.contains("a character device, not a regular file"),
+        "{err}"
+    );
+}

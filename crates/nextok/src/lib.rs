@@ -206,7 +206,7 @@ pub use nextok_tokenizer as tokenizer;
 
 pub use default_model::{DEFAULT_MODEL_FILE, DEFAULT_MODEL_PACKAGE, DEFAULT_MODEL_SHA256};
 pub use error::Error;
-pub use model_path::{default_model_path, default_model_path_from};
+pub use model_path::{check_model_file, default_model_path, default_model_path_from};
 pub use nextok_gguf as gguf;
 pub use nextok_sampling as sampling;
 pub use nextok_stopping as stopping;

@@ -30,12 +30,16 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     }
 }
 
-/// The model file to use: `--model` if given (it must exist), else the default model, fetched on
-/// first use with its progress on stderr.
+/// The model file to use: `--model` if given (it must be a regular file, or a folder for the
+/// message that says folders are not supported), else the default model, fetched on first use
+/// with its progress on stderr.
 pub fn model_path(args: &ModelArgs) -> anyhow::Result<PathBuf> {
     match &args.model {
-        Some(path) if path.is_file() || path.is_dir() => Ok(path.clone()),
-        Some(path) => Err(nextok::Error::ModelNotFound { path: path.clone() }.into()),
+        Some(path) if path.is_dir() => Ok(path.clone()),
+        Some(path) => {
+            nextok::check_model_file(path)?;
+            Ok(path.clone())
+        }
         None => Ok(crate::fetch::ensure_default_model(&mut |line| {
             eprintln!("nextok: {line}")
         })?),
