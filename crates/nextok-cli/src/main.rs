@@ -9,6 +9,7 @@
 mod args;
 mod commands;
 mod fetch;
+mod files;
 mod output;
 
 use clap::Parser;

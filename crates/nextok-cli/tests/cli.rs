@@ -561,3 +561,104 @@ fn a_device_as_the_model_is_not_a_regular_file() {
         "{err}"
     );
 }
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("nextok-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn mkfifo(path: &std::path::Path) {
+    let made = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(made.success());
+}
+
+#[test]
+fn constrain_bench_refuses_an_empty_folder() {
+    // Issue #13, point 6: an empty folder exited 0 with an all-zero table. The folder is read
+    // before the model, so no model is needed to see it refused.
+    let dir = scratch("bench-empty");
+    let o = nextok(&["constrain-bench", dir.to_str().unwrap()]);
+    let err = assert_one_line_error(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err.contains("holds no .json case files"), "{err}");
+    assert!(stdout(&o).is_empty(), "no table: {}", stdout(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn constrain_bench_skips_fifos_and_devices_instead_of_reading_them() {
+    // Issue #13, point 6: a FIFO in the folder hung the bench, and a link to /dev/zero read
+    // without end. Both are skipped, each with a line that names it; with nothing else in the
+    // folder, the bench then has nothing to measure. (A hang would fail this test by timeout.)
+    let dir = scratch("bench-fifo");
+    mkfifo(&dir.join("a.json"));
+    std::os::unix::fs::symlink("/dev/zero", dir.join("zero.json")).unwrap();
+    let o = nextok(&["constrain-bench", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    assert!(
+        lines[0].starts_with("nextok: skipped: ")
+            && lines[0].ends_with(
+                "a.json: it is a FIFO, not a regular file; give the benchmark case as a file"
+            ),
+        "{err}"
+    );
+    assert!(
+        lines[1].contains("zero.json: it is a character device, not a regular file"),
+        "{err}"
+    );
+    assert!(lines[2].contains("holds no .json case files"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn schema_and_grammar_files_must_be_regular_files() {
+    // Issue #13, "Files": a FIFO or a device as --json-schema or --grammar is refused before it
+    // is opened (opening a FIFO blocks) and before the model is loaded.
+    let dir = scratch("constraint-files");
+    let fifo = dir.join("schema.json");
+    mkfifo(&fifo);
+    let o = nextok(&["generate", "hi", "--json-schema", fifo.to_str().unwrap()]);
+    let err = assert_one_line_error(&o);
+    assert!(
+        err.trim_end().ends_with(
+            "schema.json: it is a FIFO, not a regular file; give the JSON Schema as a file"
+        ),
+        "{err}"
+    );
+    let o = nextok(&["generate", "hi", "--grammar", "/dev/zero"]);
+    let err = assert_one_line_error(&o);
+    assert!(
+        err.contains(
+            "/dev/zero: it is a character device, not a regular file; give the grammar as a file"
+        ),
+        "{err}"
+    );
+    let o = nextok(&["template", fifo.to_str().unwrap()]);
+    let err = assert_one_line_error(&o);
+    assert!(err.contains("it is a FIFO, not a regular file"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_grammar_file_over_16_mib_is_refused_without_reading_it() {
+    // A sparse file: 16 MiB + 1 byte long, but nothing written, so the test is cheap.
+    let dir = scratch("big-grammar");
+    let big = dir.join("big.gbnf");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len((16 << 20) + 1).unwrap();
+    drop(f);
+    let o = nextok(&["generate", "hi", "--grammar", big.to_str().unwrap()]);
+    let err = assert_one_line_error(&o);
+    assert!(
+        err.trim_end().ends_with(
+            "big.gbnf is 16777217 bytes, more than the 16777216 bytes a grammar file may have"
+        ),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

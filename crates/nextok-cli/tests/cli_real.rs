@@ -579,3 +579,33 @@ fn fetch_model_checks_the_model_in_place_and_prints_its_path() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(String::from_utf8(o.stdout).unwrap(), format!("{path}\n"));
 }
+
+#[test]
+fn constrain_bench_measures_the_regular_files_and_skips_a_fifo() {
+    // Issue #13, point 6: a FIFO among the cases hung the bench; now it is skipped and the
+    // regular case is measured.
+    let dir = std::env::temp_dir().join(format!("nextok-bench-fifo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let case = serde_json::json!({
+        "schema": {"type": "integer"},
+        "tests": [{"data": 3, "valid": true}, {"data": "x", "valid": false}]
+    });
+    std::fs::write(dir.join("b.json"), case.to_string()).unwrap();
+    let made = Command::new("mkfifo")
+        .arg(dir.join("a.json"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let o = nextok(&["constrain-bench", dir.to_str().unwrap(), "--json"]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        err.contains("skipped: ") && err.contains("a.json: it is a FIFO"),
+        "{err}"
+    );
+    let v = json_out(&o);
+    assert_eq!(v["schemas"], 1, "{v}");
+    assert_eq!(v["valid_accepted"], 1, "{v}");
+    assert_eq!(v["invalid_rejected"], 1, "{v}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

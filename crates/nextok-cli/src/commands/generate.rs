@@ -136,9 +136,6 @@ fn completion_json(c: &Completion, logprobs: Option<&Vec<Value>>) -> Value {
 
 /// The constraint the flags ask for, if any.
 fn constraint(c: &ConstraintArgs) -> anyhow::Result<Option<ConstraintSpec>> {
-    let read = |path: &std::path::Path| {
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
-    };
     Ok(if let Some(choices) = &c.choice {
         Some(ConstraintSpec::Choice(choices.clone()))
     } else if let Some(r) = &c.regex {
@@ -146,11 +143,11 @@ fn constraint(c: &ConstraintArgs) -> anyhow::Result<Option<ConstraintSpec>> {
     } else if c.json_object {
         Some(ConstraintSpec::Json)
     } else if let Some(path) = &c.json_schema {
-        let schema = serde_json::from_str(&read(path)?)
+        let schema = serde_json::from_str(&crate::files::read_text(path, "JSON Schema")?)
             .with_context(|| format!("{} is not JSON", path.display()))?;
         Some(ConstraintSpec::JsonSchema(schema))
     } else if let Some(path) = &c.grammar {
-        let text = read(path)?;
+        let text = crate::files::read_text(path, "grammar")?;
         if path.extension().is_some_and(|e| e == "lark") {
             Some(ConstraintSpec::Lark(text))
         } else {
