@@ -662,3 +662,45 @@ fn a_grammar_file_over_16_mib_is_refused_without_reading_it() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_fifo_named_by_nextok_model_stays_a_fifo() {
+    // Issue #13, point 1, the exact input: `mkfifo v; NEXTOK_MODEL=v nextok tokenize hi` turned
+    // the FIFO into a 98 MB regular file and exited 0.
+    let dir = scratch("fifo-model");
+    mkfifo(&dir.join("v"));
+    let o = Command::new(env!("CARGO_BIN_EXE_nextok"))
+        .args(["tokenize", "hi"])
+        .env("NEXTOK_MODEL", "v")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let err = assert_one_line_error(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err.contains(
+            "v exists but is not a regular file: remove it, or set NEXTOK_MODEL to a GGUF file"
+        ),
+        "{err}"
+    );
+    use std::os::unix::fs::FileTypeExt;
+    let kind = std::fs::symlink_metadata(dir.join("v"))
+        .unwrap()
+        .file_type();
+    assert!(kind.is_fifo(), "{kind:?}");
+    // Nothing was fetched beside it.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_default_model_under_dev_is_never_fetched() {
+    // A NEXTOK_MODEL that does not exist yet, under /dev: refused before pip runs.
+    let o = nextok_with_model_env("/dev/nextok-never.gguf".as_ref(), &["tokenize", "hi"]);
+    let err = assert_one_line_error(&o);
+    assert!(
+        err.contains("/dev/nextok-never.gguf is under /dev, a system folder"),
+        "{err}"
+    );
+    assert!(!std::path::Path::new("/dev/nextok-never.gguf").exists());
+}
