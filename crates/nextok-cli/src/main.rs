@@ -98,7 +98,7 @@ fn message(e: &anyhow::Error) -> String {
 }
 
 /// Folds a message onto one line.
-fn one_line(message: &str) -> String {
+pub(crate) fn one_line(message: &str) -> String {
     message
         .lines()
         .map(str::trim)
