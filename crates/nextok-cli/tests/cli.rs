@@ -704,3 +704,37 @@ fn a_default_model_under_dev_is_never_fetched() {
     );
     assert!(!std::path::Path::new("/dev/nextok-never.gguf").exists());
 }
+
+#[test]
+fn a_prompt_from_stdin_is_bounded_and_must_be_text() {
+    // Standard input is read whole for `-`: at most 16 MiB, and UTF-8. It is read before the
+    // model is looked for (the --model here does not exist, which would be a different error).
+    let run = |input: Vec<u8>| {
+        use std::io::Write;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nextok"))
+            .args(["tokenize", "-", "--model", "/no/such/model.gguf"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        // The command stops reading at the limit; a write error past it is expected.
+        let _ = stdin.write_all(&input);
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    };
+    let o = run(vec![b'a'; (16 << 20) + 1]);
+    let err = assert_one_line_error(&o);
+    assert!(
+        err.contains("standard input holds more than 16777216 bytes"),
+        "{err}"
+    );
+    let o = run(vec![0xff, 0xfe]);
+    let err = assert_one_line_error(&o);
+    assert!(err.contains("standard input is not UTF-8 text"), "{err}");
+    // Within the limit, the text gets as far as the model.
+    let o = run(b"hi".to_vec());
+    let err = assert_one_line_error(&o);
+    assert!(err.contains("/no/such/model.gguf does not exist"), "{err}");
+}
