@@ -119,7 +119,8 @@ impl std::fmt::Debug for GgufFile {
 }
 
 impl GgufFile {
-    /// Opens and memory-maps a GGUF file, and checks its structure.
+    /// Opens and memory-maps a GGUF file, and checks its structure. Only a regular file is
+    /// opened (a link is followed): anything else is [`Error::NotARegularFile`].
     pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
         let path = path.as_ref();
         let io = |source: std::io::Error| Error::Io {
