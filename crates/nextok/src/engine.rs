@@ -59,8 +59,36 @@ pub struct EngineOptions {
     pub device: Device,
 }
 
+impl EngineOptions {
+    /// The most threads the CPU backend may run per core: more only adds waiting, and each
+    /// thread has its own stack.
+    pub const MAX_THREADS_PER_CORE: usize = 8;
+    /// The most threads the CPU backend may run on any machine.
+    pub const MAX_THREADS: usize = 256;
+
+    /// The most threads [`EngineOptions::threads`] may ask for on this machine:
+    /// [`Self::MAX_THREADS_PER_CORE`] × the cores, or [`Self::MAX_THREADS`], whichever is less.
+    pub fn max_threads() -> usize {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        cores
+            .saturating_mul(Self::MAX_THREADS_PER_CORE)
+            .min(Self::MAX_THREADS)
+    }
+}
+
 /// The backend for `options`, or why there is none.
 fn backend(options: &EngineOptions) -> Result<Box<dyn Backend>, Error> {
+    if let Some(threads) = options.threads {
+        let max = EngineOptions::max_threads();
+        if !(1..=max).contains(&threads) {
+            return Err(Error::OutOfRange {
+                option: "threads",
+                value: threads,
+                min: 1,
+                max,
+            });
+        }
+    }
     match options.device {
         Device::Cpu => Ok(Box::new(match options.threads {
             Some(n) => CpuBackend::new(n),
@@ -163,11 +191,7 @@ impl Engine {
                 reason: "a folder (safetensors checkpoints are not supported yet)",
             });
         }
-        if !path.is_file() {
-            return Err(Error::ModelNotFound {
-                path: path.to_path_buf(),
-            });
-        }
+        crate::model_path::check_model_file(path)?;
         // The device first: an unusable one fails before the model is read.
         let backend = backend(options)?;
         Self::from_file(GgufFile::open(path)?, backend, options)

@@ -22,6 +22,17 @@ pub enum Error {
         /// The path that was looked for.
         path: PathBuf,
     },
+    /// The model path exists but is not a regular file (a device, a FIFO, a socket): it is
+    /// neither read nor mapped, since reading one could block or never end.
+    #[error(
+        "cannot load {path}: it is {kind}, not a regular file; pass --model PATH to a GGUF file"
+    )]
+    ModelNotARegularFile {
+        /// The path given.
+        path: PathBuf,
+        /// What it is instead (`a character device`, `a FIFO` ...).
+        kind: &'static str,
+    },
     /// The model path is something this build cannot load.
     #[error("cannot load {path}: it is {reason}; pass --model PATH to a GGUF file")]
     UnsupportedModelFormat {
@@ -39,6 +50,17 @@ pub enum Error {
         path: PathBuf,
         /// The operating system's message.
         message: String,
+    },
+    /// A figure the cost model computes is beyond what a 64-bit float holds (or the product of
+    /// two given integers overflows): the inputs are larger than any real model or machine.
+    #[error(
+        "the plan's {figure} comes to {value}, beyond what can be computed: give smaller figures"
+    )]
+    PlanOverflow {
+        /// Which figure.
+        figure: &'static str,
+        /// What it came to (infinite or not a number).
+        value: f64,
     },
     /// A figure given to the cost model is out of its range.
     #[error("invalid {what} {value}: it must be {expected}")]
@@ -115,6 +137,19 @@ pub enum Error {
         option: &'static str,
         /// What it must be.
         expected: &'static str,
+    },
+    /// A count given to the library (completions, beams, threads) is beyond its limit: the
+    /// limit bounds the memory and threads one request can take.
+    #[error("invalid option `{option}` {value}: it must be between {min} and {max}")]
+    OutOfRange {
+        /// The option.
+        option: &'static str,
+        /// The value given.
+        value: usize,
+        /// The smallest value allowed.
+        min: usize,
+        /// The largest value allowed.
+        max: usize,
     },
     /// The compute device asked for cannot be used: this build lacks its feature, or the machine
     /// lacks the hardware, driver or libraries.

@@ -36,6 +36,53 @@ pub struct GenerateOptions {
     pub constraint: Option<ConstraintSpec>,
 }
 
+impl GenerateOptions {
+    /// The most completions one request may ask for (`n`): each holds its own KV cache once it
+    /// departs from the prompt, so `n` bounds a request's memory. OpenAI's API allows 128.
+    pub const MAX_COMPLETIONS: usize = 128;
+    /// The most beams one request may ask for: every step runs one pass over each beam and keeps
+    /// a KV cache per beam. Wide enough for an exhaustive search over a small test vocabulary;
+    /// usual widths are 1 to 10.
+    pub const MAX_BEAMS: usize = 512;
+
+    /// Checks the counts before anything is allocated: `n` and the beam width between 1 and
+    /// their limits ([`Self::MAX_COMPLETIONS`], [`Self::MAX_BEAMS`]), `n` at most the beams,
+    /// the sampling settings, and no constraint with beam search. [`Engine::generate`] runs it
+    /// first; `max_tokens` needs no limit of its own, as the context window bounds the answer.
+    pub fn validate(&self) -> Result<(), Error> {
+        let range = |option, value, max| {
+            if (1..=max).contains(&value) {
+                Ok(())
+            } else {
+                Err(Error::OutOfRange {
+                    option,
+                    value,
+                    min: 1,
+                    max,
+                })
+            }
+        };
+        range("n", self.n, Self::MAX_COMPLETIONS)?;
+        if let Some(b) = self.beams {
+            range("beams", b.width, Self::MAX_BEAMS)?;
+            if self.n > b.width {
+                return Err(Error::InvalidOption {
+                    option: "n",
+                    expected: "at most the number of beams",
+                });
+            }
+        }
+        self.sampling.validate()?;
+        if self.beams.is_some() && self.constraint.is_some() {
+            return Err(Error::InvalidOption {
+                option: "constraint",
+                expected: "used without beam search",
+            });
+        }
+        Ok(())
+    }
+}
+
 impl Default for GenerateOptions {
     fn default() -> Self {
         GenerateOptions {
@@ -248,33 +295,7 @@ impl Engine {
         if let Some(&id) = prompt.iter().find(|&&id| id as usize >= vocab) {
             return Err(Error::TokenOutOfRange { id, vocab });
         }
-        if options.n == 0 {
-            return Err(Error::InvalidOption {
-                option: "n",
-                expected: "at least 1",
-            });
-        }
-        if let Some(b) = options.beams {
-            if b.width == 0 {
-                return Err(Error::InvalidOption {
-                    option: "beams",
-                    expected: "at least 1",
-                });
-            }
-            if options.n > b.width {
-                return Err(Error::InvalidOption {
-                    option: "n",
-                    expected: "at most the number of beams",
-                });
-            }
-        }
-        options.sampling.validate()?;
-        if options.beams.is_some() && options.constraint.is_some() {
-            return Err(Error::InvalidOption {
-                option: "constraint",
-                expected: "used without beam search",
-            });
-        }
+        options.validate()?;
         if let Some(spec) = &options.constraint {
             // Built once here so that a bad pattern, schema or grammar is refused before any time
             // is spent on the model.

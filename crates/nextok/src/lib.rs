@@ -174,6 +174,29 @@
 //! # Ok::<(), nextok::Error>(())
 //! ```
 //!
+//! # Untrusted input
+//!
+//! Every count a caller gives is checked before anything is allocated, and a count beyond its
+//! limit is [`Error::OutOfRange`], which names the option, the value and the range:
+//! [`GenerateOptions::validate`] (run by [`Engine::generate`]) bounds `n` by
+//! [`GenerateOptions::MAX_COMPLETIONS`] and the beam width by [`GenerateOptions::MAX_BEAMS`], and
+//! [`Engine::load`] bounds [`EngineOptions::threads`] by [`EngineOptions::max_threads`] (8 per
+//! core, at most 256). The answer's length needs no limit of its own: the context window ends
+//! it. A model is read only from a regular file ([`check_model_file`]): a FIFO, a device or a
+//! link to one is [`Error::ModelNotARegularFile`], never opened. [`plan`] refuses a figure that
+//! overflows ([`Error::PlanOverflow`]) rather than return infinity or NaN. Constraints carry
+//! their own limits (see [`constraints`]).
+//!
+//! ```
+//! use nextok::{Error, GenerateOptions};
+//!
+//! let options = GenerateOptions { n: 1 << 32, ..GenerateOptions::default() };
+//! assert_eq!(
+//!     options.validate(),
+//!     Err(Error::OutOfRange { option: "n", value: 1 << 32, min: 1, max: 128 })
+//! );
+//! ```
+//!
 //! # Invariants
 //!
 //! - The engine is immutable; every sequence's state is a KV cache owned by a generation or a
@@ -206,7 +229,7 @@ pub use nextok_tokenizer as tokenizer;
 
 pub use default_model::{DEFAULT_MODEL_FILE, DEFAULT_MODEL_PACKAGE, DEFAULT_MODEL_SHA256};
 pub use error::Error;
-pub use model_path::{default_model_path, default_model_path_from};
+pub use model_path::{check_model_file, default_model_path, default_model_path_from};
 pub use nextok_gguf as gguf;
 pub use nextok_sampling as sampling;
 pub use nextok_stopping as stopping;

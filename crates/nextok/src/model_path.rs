@@ -4,7 +4,7 @@
 use crate::default_model::{model_path_rule, NoModelPath};
 use crate::error::Error;
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The default model's path: `$NEXTOK_MODEL` if set, else
 /// `$XDG_CACHE_HOME/nextok/models/SmolLM2-135M-Instruct.Q4_1.gguf`, else the same under
@@ -31,4 +31,66 @@ pub fn default_model_path_from(
         NoModelPath::EmptyNextokModel => Error::EmptyNextokModel,
         NoModelPath::NoCacheDir => Error::NoCacheDir,
     })
+}
+
+/// Checks that `path` names a regular file (following symbolic links), so that a model is never
+/// read from a FIFO (which would block), a device (`/dev/zero` never ends) or a socket. A path
+/// that does not exist is [`Error::ModelNotFound`], a folder [`Error::UnsupportedModelFormat`],
+/// anything else [`Error::ModelNotARegularFile`] with what it is.
+pub fn check_model_file(path: &Path) -> Result<(), Error> {
+    let metadata = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::ModelNotFound {
+                path: path.to_path_buf(),
+            })
+        }
+        Err(e) => {
+            return Err(Error::Io {
+                action: "read",
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })
+        }
+    };
+    if metadata.is_file() {
+        return Ok(());
+    }
+    if metadata.is_dir() {
+        return Err(Error::UnsupportedModelFormat {
+            path: path.to_path_buf(),
+            reason: "a folder (safetensors checkpoints are not supported yet)",
+        });
+    }
+    Err(Error::ModelNotARegularFile {
+        path: path.to_path_buf(),
+        kind: file_kind(&metadata.file_type()),
+    })
+}
+
+/// What a file that is not a regular file is, in words.
+pub(crate) fn file_kind(t: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_char_device() {
+            return "a character device";
+        }
+        if t.is_block_device() {
+            return "a block device";
+        }
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    if t.is_dir() {
+        "a folder"
+    } else if t.is_file() {
+        "a regular file"
+    } else {
+        "an unknown kind of file"
+    }
 }

@@ -56,6 +56,15 @@ pub struct ModelFigures {
     pub context_window: Option<u64>,
 }
 
+/// `value`, if it is finite: a figure computed from finite inputs can still overflow to infinity.
+fn finite(figure: &'static str, value: f64) -> Result<f64, Error> {
+    if value.is_finite() {
+        Ok(value)
+    } else {
+        Err(Error::PlanOverflow { figure, value })
+    }
+}
+
 fn positive(what: &'static str, value: f64) -> Result<f64, Error> {
     if value.is_finite() && value > 0.0 {
         Ok(value)
@@ -85,12 +94,54 @@ impl ModelFigures {
         positive("d_model", kv_width as f64)?;
         Ok(ModelFigures {
             weights,
-            weight_bytes: weights * bytes_per_weight,
+            weight_bytes: finite("weight bytes", weights * bytes_per_weight)?,
             layers,
             kv_width,
             kv_bytes_per_number: positive("KV cache bytes per number", kv_bytes_per_number)?,
             context_window: None,
         })
+    }
+
+    /// A model given by hand with its attention heads: `d_model`, `heads` and `kv_heads` (the
+    /// heads with their own keys and values, grouped-query attention), from which the KV width is
+    /// `kv_heads × d_model / heads`. Each must be at least 1, `heads` must divide `d_model`, and
+    /// `kv_heads` must divide `heads` (each group of query heads shares one key head); a figure
+    /// that breaks a rule is named in the error.
+    pub fn from_heads(
+        weights: f64,
+        bytes_per_weight: f64,
+        layers: u64,
+        d_model: u64,
+        heads: u64,
+        kv_heads: u64,
+        kv_bytes_per_number: f64,
+    ) -> Result<Self, Error> {
+        positive("d_model", d_model as f64)?;
+        positive("heads", heads as f64)?;
+        positive("KV heads", kv_heads as f64)?;
+        if !d_model.is_multiple_of(heads) {
+            return Err(Error::InvalidPlanInput {
+                what: "heads",
+                value: heads as f64,
+                expected: "a divisor of d_model (each head takes d_model / heads numbers)",
+            });
+        }
+        if kv_heads > heads || !heads.is_multiple_of(kv_heads) {
+            return Err(Error::InvalidPlanInput {
+                what: "KV heads",
+                value: kv_heads as f64,
+                expected: "a divisor of heads (each group of query heads shares one key head)",
+            });
+        }
+        // kv_heads ≤ heads, so the width is at most d_model: no overflow.
+        let kv_width = kv_heads * (d_model / heads);
+        Self::from_dims(
+            weights,
+            bytes_per_weight,
+            layers,
+            kv_width,
+            kv_bytes_per_number,
+        )
     }
 
     /// The figures of a GGUF model: weights and bytes from its tensors, the shape from its
@@ -114,16 +165,22 @@ impl ModelFigures {
             Err(_) if heads > 0 => d_model / heads,
             Err(_) => 0,
         };
-        let weights: u64 = file.tensors().iter().map(|t| t.elements()).sum();
-        let weight_bytes: u64 = file.tensors().iter().map(|t| t.size).sum();
-        positive("number of weights", weights as f64)?;
+        // Sums in f64: a crafted file's tensors could add up past u64, and the cost model works
+        // in f64 anyway.
+        let weights: f64 = file.tensors().iter().map(|t| t.elements() as f64).sum();
+        let weight_bytes: f64 = file.tensors().iter().map(|t| t.size as f64).sum();
+        positive("number of weights", weights)?;
         positive("layers", layers as f64)?;
-        positive("KV width", (kv_heads * head_dim) as f64)?;
+        let kv_width = kv_heads.checked_mul(head_dim).ok_or(Error::PlanOverflow {
+            figure: "KV width (head_count_kv × key_length)",
+            value: kv_heads as f64 * head_dim as f64,
+        })?;
+        positive("KV width", kv_width as f64)?;
         Ok(ModelFigures {
-            weights: weights as f64,
-            weight_bytes: weight_bytes as f64,
+            weights,
+            weight_bytes,
             layers,
-            kv_width: kv_heads * head_dim,
+            kv_width,
             kv_bytes_per_number: positive("KV cache bytes per number", kv_bytes_per_number)?,
             context_window: meta.get_u64(&key("context_length")).ok(),
         })
@@ -269,9 +326,16 @@ pub fn text_size(tokens: u64) -> TextSize {
     }
 }
 
-/// Positions a decoder processes to write `n` tokens without a KV cache: `n (n + 1) / 2`.
-pub fn positions_without_cache(n: u64) -> u64 {
-    n * (n + 1) / 2
+/// Positions a decoder processes to write `n` tokens without a KV cache: `n (n + 1) / 2`, or
+/// `None` when that does not fit in a `u64`.
+pub fn positions_without_cache(n: u64) -> Option<u64> {
+    // One of n and n + 1 is even: halve it first, so that only the true result can overflow.
+    let (a, b) = if n.is_multiple_of(2) {
+        (n / 2, n.checked_add(1)?)
+    } else {
+        (n, n.checked_add(1)? / 2)
+    };
+    a.checked_mul(b)
 }
 
 /// Every figure of the cost model for one model, machine and workload.
@@ -322,7 +386,7 @@ pub fn plan(model: &ModelFigures, machine: &Machine, workload: &Workload) -> Res
     let decode = pass(model, machine, 1);
     let per_token = kv_bytes_per_token(model);
     let per_conversation = per_token * workload.conversation_tokens as f64;
-    Ok(Plan {
+    let p = Plan {
         model: model.clone(),
         machine: *machine,
         workload: *workload,
@@ -342,5 +406,29 @@ pub fn plan(model: &ModelFigures, machine: &Machine, workload: &Workload) -> Res
         tokens_per_second: 1.0 / decode.seconds,
         answer_s: prefill.seconds + workload.answer_tokens as f64 * decode.seconds,
         prefill_speedup_per_token: decode.seconds / (prefill.seconds / prefill.tokens as f64),
-    })
+    };
+    // Every input is finite and positive, but products of huge ones overflow to infinity (and
+    // infinity over infinity is NaN): a figure that is not finite is refused, never printed.
+    for (figure, value) in [
+        ("weight bytes", p.weight_bytes),
+        ("training bytes", p.training_bytes),
+        ("KV cache bytes per token", p.kv_bytes_per_token),
+        (
+            "KV cache bytes per conversation",
+            p.kv_bytes_per_conversation,
+        ),
+        ("KV cache bytes for all users", p.kv_bytes_all_users),
+        ("prefill FLOPs", p.prefill.flops),
+        ("prefill time", p.prefill.seconds),
+        ("decode time", p.decode.seconds),
+        ("arithmetic intensity", p.prefill.arithmetic_intensity),
+        ("tokens per second", p.tokens_per_second),
+        ("answer time", p.answer_s),
+        ("prefill speed-up per token", p.prefill_speedup_per_token),
+    ] {
+        finite(figure, value)?;
+    }
+    // Tokens per second, the speed-up and the intensity are ratios: a figure so small that it
+    // rounds to 0 makes them infinite or NaN, caught above; a zero time would be caught there too.
+    Ok(p)
 }

@@ -249,12 +249,12 @@ fn kv_cache_sizes() {
     ]);
     assert_eq!(
         positions_without_cache(1000),
-        500_500,
+        Some(500_500),
         "The cache growing, step by step: 1 + 2 + ... + 1,000 = 500,500 positions"
     );
     assert_eq!(
         positions_without_cache(4),
-        10,
+        Some(10),
         "The waste it removes: 1 + 2 + 3 + 4 = 10 positions"
     );
 }
@@ -348,4 +348,62 @@ fn bad_figures_are_typed_errors() {
         ),
         Err(nextok::Error::InvalidPlanInput { .. })
     ));
+}
+
+#[test]
+fn heads_are_checked_and_each_blamed_by_name() {
+    // Issue #13: `plan --heads 0` was accepted, and `--kv-heads 0` was blamed on d_model.
+    let by_hand =
+        |heads, kv_heads| ModelFigures::from_heads(7e9, 2.0, 32, 4096, heads, kv_heads, 2.0);
+    let blamed = |r: Result<ModelFigures, nextok::Error>| match r {
+        Err(nextok::Error::InvalidPlanInput { what, .. }) => what,
+        other => panic!("expected InvalidPlanInput, got {other:?}"),
+    };
+    assert_eq!(blamed(by_hand(0, 8)), "heads");
+    assert_eq!(blamed(by_hand(32, 0)), "KV heads");
+    // 4096 is not a whole number of 3-wide heads; 5 KV heads do not divide 32 heads; more KV
+    // heads than heads is not grouped-query attention.
+    assert_eq!(blamed(by_hand(3, 1)), "heads");
+    assert_eq!(blamed(by_hand(32, 5)), "KV heads");
+    assert_eq!(blamed(by_hand(32, 64)), "KV heads");
+    // Llama 2 70B's shape: 8192 wide, 64 heads, 8 KV heads: a KV width of 8 × 128 = 1024.
+    let gqa = ModelFigures::from_heads(70e9, 2.0, 80, 8192, 64, 8, 2.0).unwrap();
+    assert_eq!(gqa.kv_width, 1024);
+}
+
+#[test]
+fn figures_too_large_to_compute_are_refused_not_printed() {
+    // Issue #13: `plan` printed inf and NaN for huge inputs. 1e300 weights of 1e10 bytes each
+    // overflow f64 (about 1.8e308) as soon as they are multiplied.
+    assert!(matches!(
+        ModelFigures::from_dims(1e300, 1e10, 32, 4096, 2.0),
+        Err(nextok::Error::PlanOverflow {
+            figure: "weight bytes",
+            ..
+        })
+    ));
+    // The weights fit, but 2 × weights × prompt tokens (the prefill FLOPs) does not.
+    let model = ModelFigures::from_dims(1e300, 1.0, 32, 4096, 2.0).unwrap();
+    let workload = Workload {
+        prompt_tokens: u64::MAX,
+        ..Workload::default()
+    };
+    match plan(&model, &Machine::SPEC_EXAMPLE, &workload) {
+        Err(nextok::Error::PlanOverflow { figure, value }) => {
+            assert_eq!(figure, "prefill FLOPs");
+            assert!(value.is_infinite());
+        }
+        other => panic!("expected PlanOverflow, got {other:?}"),
+    }
+}
+
+#[test]
+fn positions_without_cache_is_checked_arithmetic() {
+    // 2^32 (2^32 + 1) / 2 = 2^63 + 2^31 fits in a u64, though the product before halving does
+    // not; u64::MAX's does not fit at all.
+    assert_eq!(
+        positions_without_cache(1 << 32),
+        Some((1 << 63) + (1 << 31))
+    );
+    assert_eq!(positions_without_cache(u64::MAX), None);
 }

@@ -36,29 +36,55 @@ fn prompt(engine: &Engine, tokens: usize) -> anyhow::Result<Vec<u32>> {
 
 /// Runs `nextok bench`.
 pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
+    // clap has bounded every length (1 to 2^24) and the repetitions; these checks stand for a
+    // caller that builds `BenchArgs` itself.
     if a.repetitions == 0 || a.decode == 0 || a.decode_prompt == 0 {
         bail!("--repetitions, --decode and --decode-prompt must be at least 1");
     }
     if a.prefill.contains(&0) {
         bail!("--prefill lengths must be at least 1");
     }
+    // The decode run's cache holds the decode prompt and the decoded tokens (the last token
+    // chosen is never run through the model).
+    let (Some(decode_total), Some(max_tokens)) = (
+        a.decode_prompt.checked_add(a.decode),
+        a.decode.checked_add(1),
+    ) else {
+        bail!(
+            "--decode-prompt {} and --decode {} add up to more tokens than can be counted",
+            a.decode_prompt,
+            a.decode
+        );
+    };
     let engine = load_engine(&a.run)?;
     let threads = a
         .run
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let window = engine.context_window();
-    if let Some(&n) = a
-        .prefill
-        .iter()
-        .chain([&(a.decode_prompt + a.decode)])
-        .find(|&&n| n > window)
-    {
-        bail!("{n} tokens do not fit in the model's context window of {window}: choose shorter lengths");
+    if let Some(&n) = a.prefill.iter().find(|&&n| n > window) {
+        bail!("--prefill {n} tokens do not fit in the model's context window of {window}: choose shorter lengths");
     }
+    if decode_total > window {
+        bail!(
+            "--decode-prompt {} and --decode {} need {decode_total} tokens, more than the model's context window of {window}: choose shorter lengths",
+            a.decode_prompt,
+            a.decode
+        );
+    }
+    let Some(runs) = a
+        .prefill
+        .len()
+        .checked_add(1)
+        .and_then(|n| n.checked_mul(a.repetitions))
+    else {
+        bail!(
+            "--repetitions {} times the lengths is too many runs",
+            a.repetitions
+        );
+    };
     // Progress goes to stderr, one line per measurement as it ends, so that a long run shows it
     // is moving and stdout keeps only the table (or the JSON).
-    let runs = a.repetitions * (a.prefill.len() + 1);
     let mut done = 0;
     let mut step = |what: String| {
         done += 1;
@@ -84,7 +110,7 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
     // from the prefill, so `decode` tokens after it are timed.
     let options = GenerateOptions {
         sampling: SamplingParams::greedy(),
-        max_tokens: Some(a.decode + 1),
+        max_tokens: Some(max_tokens),
         ignore_eos: true,
         ..GenerateOptions::default()
     };

@@ -136,9 +136,6 @@ fn completion_json(c: &Completion, logprobs: Option<&Vec<Value>>) -> Value {
 
 /// The constraint the flags ask for, if any.
 fn constraint(c: &ConstraintArgs) -> anyhow::Result<Option<ConstraintSpec>> {
-    let read = |path: &std::path::Path| {
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
-    };
     Ok(if let Some(choices) = &c.choice {
         Some(ConstraintSpec::Choice(choices.clone()))
     } else if let Some(r) = &c.regex {
@@ -146,11 +143,11 @@ fn constraint(c: &ConstraintArgs) -> anyhow::Result<Option<ConstraintSpec>> {
     } else if c.json_object {
         Some(ConstraintSpec::Json)
     } else if let Some(path) = &c.json_schema {
-        let schema = serde_json::from_str(&read(path)?)
+        let schema = serde_json::from_str(&crate::files::read_text(path, "JSON Schema")?)
             .with_context(|| format!("{} is not JSON", path.display()))?;
         Some(ConstraintSpec::JsonSchema(schema))
     } else if let Some(path) = &c.grammar {
-        let text = read(path)?;
+        let text = crate::files::read_text(path, "grammar")?;
         if path.extension().is_some_and(|e| e == "lark") {
             Some(ConstraintSpec::Lark(text))
         } else {
@@ -263,8 +260,44 @@ pub fn run(a: &GenerateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What `chat` does with one line of input.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ChatLine<'a> {
+    /// A blank line: nothing.
+    Blank,
+    /// `/exit` or `/quit`: end the session.
+    Exit,
+    /// `/reset`: start a new conversation.
+    Reset,
+    /// A `/word` that is not a command: said, and nothing sent.
+    Unknown(&'a str),
+    /// A message for the model (a line that starts with `//` sends the rest after one `/`, so a
+    /// message can start with a slash).
+    Message(&'a str),
+}
+
+/// Reads one line of `chat` input.
+pub fn chat_line(line: &str) -> ChatLine<'_> {
+    let line = line.trim();
+    match line {
+        "" => ChatLine::Blank,
+        "/exit" | "/quit" => ChatLine::Exit,
+        "/reset" => ChatLine::Reset,
+        _ if line.starts_with("//") => ChatLine::Message(&line[1..]),
+        _ if line.starts_with('/') => {
+            ChatLine::Unknown(line.split_whitespace().next().unwrap_or(line))
+        }
+        _ => ChatLine::Message(line),
+    }
+}
+
 /// Runs `nextok chat`: one line per user message; `/exit` (or end of input) ends it, `/reset`
 /// starts over and says so.
+///
+/// A line that fails (an unknown `/command`, input that is not UTF-8 text, a message the model
+/// cannot answer, such as one past the context window) is reported on stderr and the session goes
+/// on, with the conversation as it was before that line. Only a failure to write the answer (a
+/// closed stdout) or to read the input ends it.
 ///
 /// The `> ` prompt is shown only when the input is a terminal: when lines come from a pipe or a
 /// file, stdout holds the answers alone, one per line, and ends with a line break.
@@ -276,32 +309,45 @@ pub fn chat(a: &ChatArgs) -> anyhow::Result<()> {
     eprintln!("nextok: chatting with the model; /reset starts over, /exit (or Ctrl-D) ends");
     let stdin = std::io::stdin();
     let interactive = stdin.is_terminal();
-    let mut lines = stdin.lock().lines();
+    let mut input = stdin.lock();
+    let mut number = 0usize;
     loop {
         if interactive {
             print("> ")?;
         }
-        let Some(line) = lines.next() else {
+        // Read as bytes, so that a line that is not UTF-8 is reported and skipped rather than
+        // ending the session.
+        let mut bytes = Vec::new();
+        if input.read_until(b'\n', &mut bytes)? == 0 {
             // Ctrl-D leaves the cursor after the prompt: end the line.
             if interactive {
                 println("")?;
             }
             return Ok(());
+        }
+        number += 1;
+        let Ok(line) = std::str::from_utf8(&bytes) else {
+            eprintln!("nextok: line {number} is not UTF-8 text; it was skipped");
+            continue;
         };
-        let line = line?;
-        let line = line.trim();
-        match line {
-            "" => continue,
-            "/exit" | "/quit" => return Ok(()),
-            "/reset" => {
+        let message = match chat_line(line) {
+            ChatLine::Blank => continue,
+            ChatLine::Exit => return Ok(()),
+            ChatLine::Reset => {
                 chat = Chat::new(&engine, a.answer.system.as_deref());
                 eprintln!("nextok: the conversation was reset; the next message starts a new one");
                 continue;
             }
-            _ => {}
-        }
+            ChatLine::Unknown(command) => {
+                eprintln!(
+                    "nextok: {command} is not a command (/reset starts over, /exit ends; start a message with // to send a slash); nothing was sent"
+                );
+                continue;
+            }
+            ChatLine::Message(m) => m,
+        };
         let mut failed = None;
-        let result = chat.send(line, &options, |event| {
+        let result = chat.send(message, &options, |event| {
             if let Event::Token(t) = event {
                 if let Err(e) = print(&t.text) {
                     failed.get_or_insert(e);
@@ -311,10 +357,22 @@ pub fn chat(a: &ChatArgs) -> anyhow::Result<()> {
         if let Some(e) = failed {
             return Err(e);
         }
-        let completion = result?;
-        println("")?;
-        if a.verbose {
-            eprintln!("{}", summary(&completion));
+        match result {
+            Ok(completion) => {
+                println("")?;
+                if a.verbose {
+                    eprintln!("{}", summary(&completion));
+                }
+            }
+            Err(e) => {
+                // The answer's line ends (empty, or partial), so that stdout keeps one line per
+                // message sent.
+                println("")?;
+                eprintln!(
+                    "nextok: {}; the conversation goes on without this message",
+                    crate::one_line(&e.to_string())
+                );
+            }
         }
     }
 }
@@ -360,6 +418,23 @@ pub fn classify(a: &ClassifyArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chat_lines_are_commands_messages_or_unknown_commands() {
+        assert_eq!(chat_line("  \n"), ChatLine::Blank);
+        assert_eq!(chat_line("/exit\n"), ChatLine::Exit);
+        assert_eq!(chat_line("/quit"), ChatLine::Exit);
+        assert_eq!(chat_line(" /reset "), ChatLine::Reset);
+        // Issue #13, point 7: an unknown /command is said, not sent, and does not end the
+        // session.
+        assert_eq!(chat_line("/help me"), ChatLine::Unknown("/help"));
+        assert_eq!(chat_line("/resett"), ChatLine::Unknown("/resett"));
+        assert_eq!(
+            chat_line("//etc is a folder"),
+            ChatLine::Message("/etc is a folder")
+        );
+        assert_eq!(chat_line("hello /exit\n"), ChatLine::Message("hello /exit"));
+    }
 
     #[test]
     fn classify_asks_one_user_message_with_the_labels_before_the_text() {

@@ -30,12 +30,16 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     }
 }
 
-/// The model file to use: `--model` if given (it must exist), else the default model, fetched on
-/// first use with its progress on stderr.
+/// The model file to use: `--model` if given (it must be a regular file, or a folder for the
+/// message that says folders are not supported), else the default model, fetched on first use
+/// with its progress on stderr.
 pub fn model_path(args: &ModelArgs) -> anyhow::Result<PathBuf> {
     match &args.model {
-        Some(path) if path.is_file() || path.is_dir() => Ok(path.clone()),
-        Some(path) => Err(nextok::Error::ModelNotFound { path: path.clone() }.into()),
+        Some(path) if path.is_dir() => Ok(path.clone()),
+        Some(path) => {
+            nextok::check_model_file(path)?;
+            Ok(path.clone())
+        }
         None => Ok(crate::fetch::ensure_default_model(&mut |line| {
             eprintln!("nextok: {line}")
         })?),
@@ -83,12 +87,22 @@ pub fn load_engine_for_text(args: &ModelArgs) -> anyhow::Result<nextok::Engine> 
     )?)
 }
 
-/// Reads `-` as standard input; any other text is itself.
+/// Reads `-` as standard input (at most [`crate::files::MAX_TEXT_FILE_BYTES`], as UTF-8 text);
+/// any other text is itself.
 pub fn text_or_stdin(text: &str) -> anyhow::Result<String> {
     if text == "-" {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)?;
-        Ok(s)
+        use std::io::Read;
+        let limit = crate::files::MAX_TEXT_FILE_BYTES;
+        let mut bytes = Vec::new();
+        std::io::stdin().take(limit + 1).read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > limit {
+            anyhow::bail!(
+                "standard input holds more than {limit} bytes, the most a prompt read from it may have"
+            );
+        }
+        String::from_utf8(bytes).map_err(|_| {
+            anyhow::anyhow!("standard input is not UTF-8 text; give the prompt as text")
+        })
     } else {
         Ok(text.to_owned())
     }

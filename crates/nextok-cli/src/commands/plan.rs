@@ -29,17 +29,20 @@ fn figures(a: &PlanArgs) -> anyhow::Result<ModelFigures> {
         // clap makes --layers and --d-model required with --weights.
         let layers = a.layers.context("--weights needs --layers")?;
         let d_model = a.d_model.context("--weights needs --d-model")?;
-        let kv_width = match (a.heads, a.kv_heads) {
-            (Some(h), Some(kv)) if h > 0 => kv * (d_model / h),
-            _ => d_model,
-        };
-        ModelFigures::from_dims(
-            weights,
-            a.bytes_per_weight,
-            layers,
-            kv_width,
-            a.kv_bytes.unwrap_or(2.0),
-        )?
+        let kv_bytes = a.kv_bytes.unwrap_or(2.0);
+        match (a.heads, a.kv_heads) {
+            // clap makes --heads and --kv-heads go together.
+            (Some(heads), Some(kv_heads)) => ModelFigures::from_heads(
+                weights,
+                a.bytes_per_weight,
+                layers,
+                d_model,
+                heads,
+                kv_heads,
+                kv_bytes,
+            )?,
+            _ => ModelFigures::from_dims(weights, a.bytes_per_weight, layers, d_model, kv_bytes)?,
+        }
     } else {
         let path = model_path(&ModelArgs {
             model: a.model.clone(),

@@ -54,8 +54,7 @@ struct FileMessage {
 
 /// Runs `nextok template`.
 pub fn template(a: &TemplateArgs) -> anyhow::Result<()> {
-    let json = std::fs::read_to_string(&a.file)
-        .with_context(|| format!("cannot read {}", a.file.display()))?;
+    let json = crate::files::read_text(&a.file, "conversation")?;
     let messages: Vec<FileMessage> = serde_json::from_str(&json).with_context(|| {
         format!(
             "{} is not a conversation: expected [{{\"role\": ..., \"content\": ...}}, ...]",
@@ -185,12 +184,41 @@ pub fn score(a: &ScoreArgs) -> anyhow::Result<()> {
     println(&out)
 }
 
+/// The `.json` files of a benchmark folder, sorted by name: only regular files of at most
+/// [`crate::files::MAX_TEXT_FILE_BYTES`] (a link is followed); anything else (a FIFO that would
+/// block the read, a link to a device that never ends, a folder named `*.json`) is skipped with a
+/// line on stderr. A folder with no case file is an error, not an all-zero table.
+fn case_files(dir: &std::path::Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    use crate::files::{check_regular, MAX_TEXT_FILE_BYTES};
+    let mut paths: Vec<_> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read the folder {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    paths.sort();
+    let mut files = Vec::with_capacity(paths.len());
+    for path in paths {
+        match check_regular(&path, "benchmark case", MAX_TEXT_FILE_BYTES) {
+            Ok(_) => files.push(path),
+            Err(e) => eprintln!("nextok: skipped: {e}"),
+        }
+    }
+    if files.is_empty() {
+        anyhow::bail!(
+            "{} holds no .json case files (regular files of at most 16 MiB): nothing to measure",
+            dir.display()
+        );
+    }
+    Ok(files)
+}
+
 /// Runs `nextok constrain-bench`.
 pub fn constrain_bench(a: &ConstrainBenchArgs) -> anyhow::Result<()> {
     use nextok::constraints::{ConformanceRun, JsonOptions, Percentiles};
     if !a.dir.is_dir() {
         anyhow::bail!("{} is not a folder of schema files", a.dir.display());
     }
+    let files = case_files(&a.dir)?;
     // Only the vocabulary and the tokenizer are used: the forward pass never runs here, so the
     // command takes no --threads or --device.
     let engine = load_engine_for_text(&a.model)?;
@@ -202,7 +230,17 @@ pub fn constrain_bench(a: &ConstrainBenchArgs) -> anyhow::Result<()> {
             .unwrap_or_default()
     };
     let mut run = ConformanceRun::new(vocab, JsonOptions::default(), &tokenize);
-    let report = run.run_dir(&a.dir).map_err(nextok::Error::from)?;
+    let mut outcomes = Vec::new();
+    for f in &files {
+        outcomes.extend(run.run_file(f).map_err(nextok::Error::from)?);
+    }
+    if outcomes.is_empty() {
+        anyhow::bail!(
+            "the case files in {} hold no schemas: nothing to measure",
+            a.dir.display()
+        );
+    }
+    let report = run.report(outcomes);
     let p =
         |x: &Percentiles| json!({"median": x.median, "p99": x.p99, "p999": x.p999, "max": x.max});
     if a.json {
