@@ -352,3 +352,8 @@ impl<T: Tokenizer + ?Sized> Tokenizer for Box<T> {
         (**self).strips_leading_space()
     }
 }
+
+/// The README's example, compiled as a doctest (not run: it opens the real model's file).
+#[cfg(all(doctest, feature = "hf", feature = "template"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
