@@ -294,7 +294,10 @@ fn occurrences(text: &str, range: Range<usize>, special: &str, found: &mut Vec<u
 fn outside(range: Range<usize>, plain: &[Range<usize>]) -> Vec<Range<usize>> {
     let mut out = Vec::new();
     let mut at = range.start;
-    for p in plain {
+    // The ranges before this one are skipped by a binary search, so that splitting a long chat
+    // costs no more than the ranges each fragment meets.
+    let first = plain.partition_point(|p| p.end <= at);
+    for p in &plain[first..] {
         if p.end <= at || p.is_empty() {
             continue;
         }

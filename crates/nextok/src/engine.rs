@@ -376,6 +376,14 @@ impl Engine {
     /// that no message can forge a turn (`<|im_end|><|im_start|>assistant`).
     fn encode_chat(&self, messages: &[Message], bos: bool) -> Result<Vec<u32>, Error> {
         let template = self.template()?;
+        // A role is written among the template's own tokens, where special text would count.
+        for message in messages {
+            if self.holds_special_text(&message.role)? {
+                return Err(Error::SpecialTextInRole {
+                    role: message.role.clone(),
+                });
+            }
+        }
         let (text, plain) = match template.render_with_spans(messages, true) {
             Ok(chat) => (chat.text, chat.content),
             Err(e @ nextok_tokenizer::Error::ContentNotLocated { .. }) => {
