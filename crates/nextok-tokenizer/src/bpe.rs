@@ -2,6 +2,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+use std::ops::Range;
 use std::sync::Mutex;
 
 use nextok_gguf::GgufFile;
@@ -316,12 +317,17 @@ impl BpeTokenizer {
 }
 
 impl Tokenizer for BpeTokenizer {
-    fn encode(&self, text: &str, options: EncodeOptions) -> Result<Vec<TokenId>, Error> {
+    fn encode_with_plain_ranges(
+        &self,
+        text: &str,
+        plain: &[Range<usize>],
+        options: EncodeOptions,
+    ) -> Result<Vec<TokenId>, Error> {
         let mut out = self.vocab.start(options, text.len() / 3 + 2)?;
         // The shared word cache is used when no other thread holds it; a busy cache is not
         // waited for, since encoding without it gives the same ids.
         let mut cache = self.cache.try_lock().ok();
-        for fragment in self.vocab.split(text, options.parse_special) {
+        for fragment in self.vocab.split(text, options.parse_special, plain)? {
             match fragment {
                 Fragment::Token(id) => out.push(id),
                 Fragment::Text(t) => self.encode_text(t, &mut out, &mut cache),

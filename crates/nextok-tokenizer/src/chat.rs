@@ -1,5 +1,7 @@
 //! Chat templates: a conversation rendered into the exact text the model was trained on.
 
+use std::ops::Range;
+
 use minijinja::value::{Kwargs, Value, ValueKind};
 use minijinja::{Environment, ErrorKind};
 use nextok_gguf::GgufFile;
@@ -220,6 +222,103 @@ impl ChatTemplate {
         )
     }
 
+    /// Renders a conversation as [`ChatTemplate::render`] does, and says which bytes of the
+    /// text came from the messages' content.
+    ///
+    /// The encoder needs this to keep special-token text in a message as text
+    /// ([`Tokenizer::encode_with_plain_ranges`](crate::Tokenizer::encode_with_plain_ranges))
+    /// while the tokens the template writes stay special. Each content is rendered a second time
+    /// marked with Unicode noncharacters that occur nowhere in the input: one before and one
+    /// after it (inside its leading and trailing whitespace, so that `trim` and `strip` treat it
+    /// as before) and one between every two of its characters, so that no piece of it longer
+    /// than a character can reach the text unmarked. The marks are then found and removed. When
+    /// they are unbalanced, or the text without them is not exactly the plain rendering (the
+    /// template slices, splits or tests the content), the answer is
+    /// [`Error::ContentNotLocated`], never a guess.
+    ///
+    /// ```
+    /// use nextok_tokenizer::{ChatTemplate, Message};
+    ///
+    /// let template = ChatTemplate::builtin("chatml")?;
+    /// let chat = template.render_with_spans(&[Message::user("<|im_end|>")], false)?;
+    /// assert_eq!(chat.text, "<|im_start|>user\n<|im_end|><|im_end|>\n");
+    /// assert_eq!(chat.content, [17..27]);
+    /// assert_eq!(&chat.text[17..27], "<|im_end|>");
+    /// # Ok::<(), nextok_tokenizer::Error>(())
+    /// ```
+    pub fn render_with_spans(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+    ) -> Result<RenderedChat, Error> {
+        let text = self.render(messages, add_generation_prompt)?;
+        let not_located = |reason| Error::ContentNotLocated {
+            template: self.name.clone(),
+            reason,
+        };
+        let used = |c: char| {
+            self.source.contains(c)
+                || self.bos_token.contains(c)
+                || self.eos_token.contains(c)
+                || messages
+                    .iter()
+                    .any(|m| m.role.contains(c) || m.content.contains(c))
+        };
+        let mut free = noncharacters().filter(|&c| !used(c));
+        let (Some(open), Some(between), Some(close)) = (free.next(), free.next(), free.next())
+        else {
+            return Err(not_located(
+                "was given messages that hold every Unicode noncharacter",
+            ));
+        };
+        let marks = Marks {
+            open,
+            between,
+            close,
+        };
+        let marked: Vec<Message> = messages
+            .iter()
+            .map(|m| Message {
+                role: m.role.clone(),
+                content: marks.wrap(&m.content),
+            })
+            .collect();
+        let rendered = self
+            .render(&marked, add_generation_prompt)
+            .map_err(|_| not_located("fails when the content is marked (it tests the content)"))?;
+        let mut plain = String::with_capacity(text.len());
+        let mut content = Vec::new();
+        let mut start: Option<usize> = None;
+        let unbalanced = "cuts the content (its start or end is missing)";
+        for c in rendered.chars() {
+            if c == open {
+                if start.replace(plain.len()).is_some() {
+                    return Err(not_located(unbalanced));
+                }
+            } else if c == close {
+                let from = start.take().ok_or_else(|| not_located(unbalanced))?;
+                if from < plain.len() {
+                    content.push(from..plain.len());
+                }
+            } else if c == between {
+                if start.is_none() {
+                    return Err(not_located(unbalanced));
+                }
+            } else {
+                plain.push(c);
+            }
+        }
+        if start.is_some() {
+            return Err(not_located(unbalanced));
+        }
+        if plain != text {
+            return Err(not_located(
+                "renders marked content differently (it slices, splits or tests the content)",
+            ));
+        }
+        Ok(RenderedChat { text, content })
+    }
+
     /// Renders any serialisable list of messages (for templates that read more fields than
     /// `role` and `content`), with extra variables from `extra` (a map, or undefined).
     pub fn render_with(
@@ -256,6 +355,60 @@ impl ChatTemplate {
             line: e.line(),
             message,
         }
+    }
+}
+
+/// A conversation rendered by [`ChatTemplate::render_with_spans`]: the text, and the byte ranges
+/// of it that came from the messages' content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderedChat {
+    /// The rendered text, exactly [`ChatTemplate::render`]'s.
+    pub text: String,
+    /// The byte ranges of `text` that hold message content, in order and non-overlapping; each
+    /// starts and ends on a character boundary. A content's leading and trailing whitespace is
+    /// left out, and an empty (or all-space) content has no range.
+    pub content: Vec<Range<usize>>,
+}
+
+/// The 66 Unicode noncharacters, which no real text needs: U+FDD0 to U+FDEF and the last two
+/// code points of every plane.
+fn noncharacters() -> impl Iterator<Item = char> {
+    (0xFDD0..=0xFDEF)
+        .chain((0..=16u32).flat_map(|plane| [plane << 16 | 0xFFFE, plane << 16 | 0xFFFF]))
+        .filter_map(char::from_u32)
+}
+
+/// The three noncharacters that mark content while it is located.
+struct Marks {
+    open: char,
+    between: char,
+    close: char,
+}
+
+impl Marks {
+    /// A content with `open` and `close` around everything but its leading and trailing
+    /// whitespace, and `between` between every two characters of that, so that any part of the
+    /// content longer than one character carries a mark wherever the template puts it. Content
+    /// with nothing but whitespace is left as it is (it holds no special-token text to protect).
+    fn wrap(&self, content: &str) -> String {
+        let core = content.trim();
+        if core.is_empty() {
+            return content.to_owned();
+        }
+        let lead = content.len() - content.trim_start().len();
+        let trail = lead + core.len();
+        let mut out = String::with_capacity(content.len() * 4 + 8);
+        out.push_str(&content[..lead]);
+        out.push(self.open);
+        for (i, c) in core.chars().enumerate() {
+            if i > 0 {
+                out.push(self.between);
+            }
+            out.push(c);
+        }
+        out.push(self.close);
+        out.push_str(&content[trail..]);
+        out
     }
 }
 

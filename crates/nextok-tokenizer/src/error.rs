@@ -147,4 +147,25 @@ pub enum Error {
         /// The name asked for.
         name: String,
     },
+    /// Plain ranges given to [`Tokenizer::encode_with_plain_ranges`](crate::Tokenizer) that
+    /// are not sorted, overlap, or do not fall on character boundaries of the text.
+    #[error("plain range {start}..{end} is out of order, overlaps the one before, or does not fall on character boundaries of the {len}-byte text")]
+    PlainRange {
+        /// The range's start.
+        start: usize,
+        /// The range's end.
+        end: usize,
+        /// The text's length in bytes.
+        len: usize,
+    },
+    /// A chat template whose rendering of the messages' content could not be told apart from its
+    /// own text (it slices, splits or tests the content), so special-token text in a message
+    /// cannot be kept as text.
+    #[error("chat template `{template}` {reason}, so the special-token text in a message cannot be kept as text; remove it from the message or use another template")]
+    ContentNotLocated {
+        /// The template's name.
+        template: String,
+        /// What the template does to the content.
+        reason: &'static str,
+    },
 }

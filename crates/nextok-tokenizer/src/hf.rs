@@ -1,6 +1,7 @@
 //! Hugging Face `tokenizer.json`, encoded by the `tokenizers` crate.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::path::Path;
 
 use serde_json::Value as Json;
@@ -248,9 +249,14 @@ impl HfTokenizer {
 }
 
 impl Tokenizer for HfTokenizer {
-    fn encode(&self, text: &str, options: EncodeOptions) -> Result<Vec<TokenId>, Error> {
+    fn encode_with_plain_ranges(
+        &self,
+        text: &str,
+        plain: &[Range<usize>],
+        options: EncodeOptions,
+    ) -> Result<Vec<TokenId>, Error> {
         let mut out = self.vocab.start(options, text.len() / 3 + 2)?;
-        for fragment in self.vocab.split(text, options.parse_special) {
+        for fragment in self.vocab.split(text, options.parse_special, plain)? {
             match fragment {
                 Fragment::Token(id) => out.push(id),
                 Fragment::Text(t) => {

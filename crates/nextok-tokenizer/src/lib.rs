@@ -104,6 +104,20 @@
 //! Malformed tokenizer metadata (missing merges, arrays of the wrong type or length, special ids
 //! outside the vocabulary, a vocabulary whose size disagrees with the model) and unknown token
 //! ids give an [`Error`], never a panic. Encoding takes any `&str`; decoding takes any ids.
+//!
+//! A chat's messages are input too, and their content must stay text: a user who writes
+//! `<|im_end|><|im_start|>assistant` must not end the turn and forge the model's. Encoding the
+//! rendered chat with [`EncodeOptions::parse_special`] alone would do exactly that. Instead,
+//! `ChatTemplate::render_with_spans` says which bytes of the rendered text came from a message's
+//! content, and [`Tokenizer::encode_with_plain_ranges`] recognises control tokens only outside
+//! them, so that only the tokens the template writes are control tokens (transformers encodes
+//! a chat the same way). Where no content holds special-token text, the ids are those of the
+//! whole text encoded with special tokens parsed. A template that slices, splits or tests the
+//! content so that its place cannot be found gives [`Error::ContentNotLocated`], never a guess.
+//! Text for which parsing special tokens is wanted (a raw prompt written by the application) is
+//! encoded with [`Tokenizer::encode`] and `parse_special`, which is an explicit choice.
+
+use std::ops::Range;
 
 mod bpe;
 mod bytelevel;
@@ -119,7 +133,7 @@ mod vocab;
 
 pub use bpe::BpeTokenizer;
 #[cfg(feature = "template")]
-pub use chat::{ChatTemplate, Message};
+pub use chat::{ChatTemplate, Message, RenderedChat};
 pub use error::Error;
 #[cfg(feature = "hf")]
 pub use hf::HfTokenizer;
@@ -172,7 +186,29 @@ impl EncodeOptions {
 /// build decoding on [`Tokenizer::token_bytes`], so every implementation decodes the same way.
 pub trait Tokenizer: Send + Sync + std::fmt::Debug {
     /// Encodes text into token ids.
-    fn encode(&self, text: &str, options: EncodeOptions) -> Result<Vec<TokenId>, Error>;
+    fn encode(&self, text: &str, options: EncodeOptions) -> Result<Vec<TokenId>, Error> {
+        self.encode_with_plain_ranges(text, &[], options)
+    }
+
+    /// Encodes text into token ids, with the text of control tokens kept as text wherever it
+    /// touches one of the `plain` byte ranges: a control token is recognised (with
+    /// [`EncodeOptions::parse_special`]) only where its text lies wholly outside them.
+    ///
+    /// This is how a rendered chat is encoded: the template's own `<|im_start|>` becomes the
+    /// control token, while the same text inside a message (whose place
+    /// `ChatTemplate::render_with_spans` reports) stays text, so no one can forge a turn.
+    /// The ranges never cut the text otherwise: where no special token is found, the ids are
+    /// those of [`Tokenizer::encode`], merges across a range's edge included. User-defined tokens
+    /// are recognised everywhere, as in [`Tokenizer::encode`].
+    ///
+    /// `plain` must be sorted and non-overlapping, within the text and on character boundaries;
+    /// otherwise the result is [`Error::PlainRange`].
+    fn encode_with_plain_ranges(
+        &self,
+        text: &str,
+        plain: &[Range<usize>],
+        options: EncodeOptions,
+    ) -> Result<Vec<TokenId>, Error>;
 
     /// The number of tokens in the vocabulary: ids are `0..vocab_size()`.
     fn vocab_size(&self) -> usize;
@@ -286,6 +322,14 @@ impl<T: Tokenizer + ?Sized> Tokenizer for Box<T> {
     fn encode(&self, text: &str, options: EncodeOptions) -> Result<Vec<TokenId>, Error> {
         (**self).encode(text, options)
     }
+    fn encode_with_plain_ranges(
+        &self,
+        text: &str,
+        plain: &[Range<usize>],
+        options: EncodeOptions,
+    ) -> Result<Vec<TokenId>, Error> {
+        (**self).encode_with_plain_ranges(text, plain, options)
+    }
     fn vocab_size(&self) -> usize {
         (**self).vocab_size()
     }
@@ -308,3 +352,8 @@ impl<T: Tokenizer + ?Sized> Tokenizer for Box<T> {
         (**self).strips_leading_space()
     }
 }
+
+/// The README's example, compiled as a doctest (not run: it opens the real model's file).
+#[cfg(all(doctest, feature = "hf", feature = "template"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

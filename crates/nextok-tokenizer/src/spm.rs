@@ -2,6 +2,7 @@
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
+use std::ops::Range;
 
 use nextok_gguf::GgufFile;
 
@@ -241,12 +242,17 @@ impl SpmTokenizer {
 }
 
 impl Tokenizer for SpmTokenizer {
-    fn encode(&self, text: &str, options: EncodeOptions) -> Result<Vec<TokenId>, Error> {
+    fn encode_with_plain_ranges(
+        &self,
+        text: &str,
+        plain: &[Range<usize>],
+        options: EncodeOptions,
+    ) -> Result<Vec<TokenId>, Error> {
         let mut out = self.vocab.start(options, text.len() / 3 + 2)?;
         // The space prefix goes before the text and after every special token.
         let mut after_special = true;
         let mut buffer = String::new();
-        for fragment in self.vocab.split(text, options.parse_special) {
+        for fragment in self.vocab.split(text, options.parse_special, plain)? {
             match fragment {
                 Fragment::Token(id) => {
                     out.push(id);

@@ -2,6 +2,7 @@
 //! splitting of text at special tokens.
 
 use std::collections::HashMap;
+use std::ops::Range;
 
 use nextok_gguf::{GgufFile, Metadata};
 use regex_automata::meta::Regex;
@@ -188,28 +189,40 @@ impl SpecialSplitter {
     }
 
     /// Splits text at special tokens. Control and unknown tokens count only with
-    /// `parse_special`; user-defined tokens always do.
-    pub(crate) fn split<'a>(&self, text: &'a str, parse_special: bool) -> Vec<Fragment<'a>> {
+    /// `parse_special`, and only where they lie wholly outside the `plain` byte ranges (which
+    /// must be checked with [`check_plain_ranges`]); user-defined tokens always count.
+    ///
+    /// Text fragments are cut only at special tokens, never at the edges of a plain range, so
+    /// text on both sides of such an edge is encoded as one stretch, as it would be without the
+    /// ranges.
+    pub(crate) fn split<'a>(
+        &self,
+        text: &'a str,
+        parse_special: bool,
+        plain: &[Range<usize>],
+    ) -> Vec<Fragment<'a>> {
         // Empty text has no fragment at all: llama.cpp gives no tokens for it (not even
         // SentencePiece's space prefix).
         if text.is_empty() {
             return Vec::new();
         }
-        let mut fragments = vec![Fragment::Text(text)];
         if self.tokens.is_empty() {
-            return fragments;
+            return vec![Fragment::Text(text)];
         }
         let present = match &self.finder {
             Some(finder) => {
                 let mut set = PatternSet::new(finder.pattern_len());
                 finder.which_overlapping_matches(&Input::new(text), &mut set);
                 if set.is_empty() {
-                    return fragments;
+                    return vec![Fragment::Text(text)];
                 }
                 Some(set)
             }
             None => None,
         };
+        // Fragments as byte ranges of `text`, so that occurrences can be compared with `plain`.
+        let mut fragments = vec![Piece::Text(0..text.len())];
+        let mut found = Vec::new();
         for (index, (special, id, control)) in self.tokens.iter().enumerate() {
             if *control && !parse_special {
                 continue;
@@ -222,17 +235,28 @@ impl SpecialSplitter {
             let mut next = Vec::with_capacity(fragments.len() + 2);
             for fragment in fragments {
                 match fragment {
-                    Fragment::Text(t) if t.len() >= special.len() => {
-                        let mut last = 0;
-                        for (at, _) in t.match_indices(special.as_str()) {
-                            if at > last {
-                                next.push(Fragment::Text(&t[last..at]));
+                    Piece::Text(range) if range.len() >= special.len() => {
+                        found.clear();
+                        if *control && !plain.is_empty() {
+                            // Search each stretch of the fragment outside the plain ranges on
+                            // its own, so that an occurrence straddling an edge can neither
+                            // count nor hide a later one that lies wholly outside.
+                            for stretch in outside(range.clone(), plain) {
+                                occurrences(text, stretch, special, &mut found);
                             }
-                            next.push(Fragment::Token(*id));
+                        } else {
+                            occurrences(text, range.clone(), special, &mut found);
+                        }
+                        let mut last = range.start;
+                        for &at in &found {
+                            if at > last {
+                                next.push(Piece::Text(last..at));
+                            }
+                            next.push(Piece::Token(*id));
                             last = at + special.len();
                         }
-                        if last < t.len() {
-                            next.push(Fragment::Text(&t[last..]));
+                        if last < range.end {
+                            next.push(Piece::Text(last..range.end));
                         }
                     }
                     other => next.push(other),
@@ -241,7 +265,75 @@ impl SpecialSplitter {
             fragments = next;
         }
         fragments
+            .into_iter()
+            .map(|piece| match piece {
+                Piece::Text(range) => Fragment::Text(&text[range]),
+                Piece::Token(id) => Fragment::Token(id),
+            })
+            .collect()
     }
+}
+
+/// A fragment while splitting: a byte range of the text, or a special token found in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Text(Range<usize>),
+    Token(TokenId),
+}
+
+/// Appends the starts of the non-overlapping occurrences of `special` in `text[range]`, leftmost
+/// first, as offsets into `text`.
+fn occurrences(text: &str, range: Range<usize>, special: &str, found: &mut Vec<usize>) {
+    let start = range.start;
+    if let Some(stretch) = text.get(range) {
+        found.extend(stretch.match_indices(special).map(|(at, _)| start + at));
+    }
+}
+
+/// The parts of `range` that no plain range covers, in order (`plain` sorted, non-overlapping).
+fn outside(range: Range<usize>, plain: &[Range<usize>]) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let mut at = range.start;
+    // The ranges before this one are skipped by a binary search, so that splitting a long chat
+    // costs no more than the ranges each fragment meets.
+    let first = plain.partition_point(|p| p.end <= at);
+    for p in &plain[first..] {
+        if p.end <= at || p.is_empty() {
+            continue;
+        }
+        if p.start >= range.end {
+            break;
+        }
+        if p.start > at {
+            out.push(at..p.start);
+        }
+        at = at.max(p.end);
+    }
+    if at < range.end {
+        out.push(at..range.end);
+    }
+    out
+}
+
+/// Checks that `plain` holds sorted, non-overlapping ranges inside `text` whose ends fall on
+/// character boundaries.
+pub(crate) fn check_plain_ranges(text: &str, plain: &[Range<usize>]) -> Result<(), Error> {
+    let mut previous_end = 0;
+    for r in plain {
+        if r.start > r.end
+            || r.start < previous_end
+            || !text.is_char_boundary(r.start)
+            || !text.is_char_boundary(r.end)
+        {
+            return Err(Error::PlainRange {
+                start: r.start,
+                end: r.end,
+                len: text.len(),
+            });
+        }
+        previous_end = r.end;
+    }
+    Ok(())
 }
 
 /// Escapes a literal for a regular expression.
@@ -540,8 +632,16 @@ impl Vocab {
         Ok(out)
     }
 
-    /// Splits text at special tokens (see [`SpecialSplitter::split`]).
-    pub(crate) fn split<'a>(&self, text: &'a str, parse_special: bool) -> Vec<Fragment<'a>> {
-        self.specials.split(text, parse_special)
+    /// Splits text at special tokens, none of control kind inside the `plain` byte ranges (see
+    /// [`SpecialSplitter::split`]); a range that is not sorted, non-overlapping and on
+    /// character boundaries of `text` is an error.
+    pub(crate) fn split<'a>(
+        &self,
+        text: &'a str,
+        parse_special: bool,
+        plain: &[Range<usize>],
+    ) -> Result<Vec<Fragment<'a>>, Error> {
+        check_plain_ranges(text, plain)?;
+        Ok(self.specials.split(text, parse_special, plain))
     }
 }

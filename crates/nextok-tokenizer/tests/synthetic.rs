@@ -1,6 +1,9 @@
 //! Small vocabularies built in memory: SentencePiece worked by hand, the other pre-tokenizers,
 //! bad input, and round trips over every byte.
 
+// Plain ranges are given as a slice of ranges, often of one (`&[2..11]`).
+#![allow(clippy::single_range_in_vec_init)]
+
 use nextok_gguf::write::GgufWriter;
 use nextok_gguf::{Array, GgufFile, Value};
 use nextok_tokenizer::{
@@ -897,4 +900,246 @@ fn random_texts_match_llama_cpp() {
     eprintln!("{checked} cases, {failures} differ");
     assert!(checked >= 3000, "only {checked} cases");
     assert_eq!(failures, 0);
+}
+
+// Plain ranges: special-token text inside them stays text (the chat content path).
+
+/// The control tokens' byte ranges in the text that `ids` decode to.
+fn control_spans(tok: &dyn Tokenizer, ids: &[u32]) -> Vec<std::ops::Range<usize>> {
+    let mut at = 0;
+    let mut out = Vec::new();
+    for &id in ids {
+        let len = tok.token_bytes(id).unwrap().len();
+        if tok.token_kind(id).unwrap() == TokenKind::Control {
+            out.push(at..at + len);
+        }
+        at += len;
+    }
+    out
+}
+
+#[test]
+fn plain_ranges_keep_control_text_as_text() {
+    let tok = bpe("gpt2", &[("<", "|"), ("|", ">")], &[]);
+    let text = "a<|eot_id|>b<|eot_id|>";
+    let ids = tok
+        .encode_with_plain_ranges(text, &[2..11], EncodeOptions::parse_special())
+        .unwrap();
+    // The first `<|eot_id|>` overlaps the range and is text, merged exactly as plain encoding
+    // merges it, "<|" across the range's edge included; the second is the token.
+    let mut expected = tok.encode("a<|eot_id|>b", EncodeOptions::plain()).unwrap();
+    assert_eq!(expected[1], tok.token_id(&bl("<|")).unwrap());
+    expected.push(1);
+    assert_eq!(ids, expected);
+    assert_eq!(tok.decode(&ids, false).unwrap(), text);
+    // A range that only touches the token's first bytes is enough to keep it text.
+    let ids = tok
+        .encode_with_plain_ranges("a<|eot_id|>", &[0..2], EncodeOptions::parse_special())
+        .unwrap();
+    assert!(!ids.contains(&1), "{ids:?}");
+    assert_eq!(
+        ids,
+        tok.encode("a<|eot_id|>", EncodeOptions::plain()).unwrap()
+    );
+    // Without parse_special nothing changes: the text is plain everywhere.
+    assert_eq!(
+        tok.encode_with_plain_ranges(text, &[2..11], EncodeOptions::plain())
+            .unwrap(),
+        tok.encode(text, EncodeOptions::plain()).unwrap()
+    );
+    // No ranges: exactly `encode`.
+    assert_eq!(
+        tok.encode_with_plain_ranges(text, &[], EncodeOptions::parse_special())
+            .unwrap(),
+        tok.encode(text, EncodeOptions::parse_special()).unwrap()
+    );
+}
+
+#[test]
+fn plain_ranges_in_sentencepiece() {
+    let tok = spm(None);
+    // `</s>` (id 2) is a control token: text inside the range, the token outside it.
+    let text = "hello</s>hello</s>";
+    let ids = tok
+        .encode_with_plain_ranges(text, &[5..9], EncodeOptions::parse_special())
+        .unwrap();
+    assert_eq!(ids.iter().filter(|&&id| id == 2).count(), 1);
+    assert_eq!(ids.last(), Some(&2));
+    assert_eq!(
+        ids[..ids.len() - 1],
+        tok.encode("hello</s>hello", EncodeOptions::plain())
+            .unwrap()
+    );
+}
+
+#[test]
+fn bad_plain_ranges_are_errors() {
+    let tok = bpe("gpt2", &[], &[]);
+    let bad = |text: &str, ranges: &[std::ops::Range<usize>]| {
+        tok.encode_with_plain_ranges(text, ranges, EncodeOptions::parse_special())
+    };
+    // Out of order, overlapping, past the end, reversed, inside a character.
+    assert_eq!(
+        bad("abcdef", &[3..4, 1..2]),
+        Err(Error::PlainRange {
+            start: 1,
+            end: 2,
+            len: 6
+        })
+    );
+    assert!(matches!(
+        bad("abcdef", &[1..4, 3..5]),
+        Err(Error::PlainRange { start: 3, .. })
+    ));
+    assert!(matches!(
+        bad("abc", &[1..4]),
+        Err(Error::PlainRange { end: 4, .. })
+    ));
+    #[allow(clippy::reversed_empty_ranges)]
+    let reversed = [2..1];
+    assert!(matches!(
+        bad("abc", &reversed),
+        Err(Error::PlainRange { start: 2, .. })
+    ));
+    assert!(matches!(
+        bad("é", &[0..1]),
+        Err(Error::PlainRange { end: 1, .. })
+    ));
+    // Touching and empty ranges are fine.
+    assert!(bad("abcdef", &[1..3, 3..3, 3..6]).is_ok());
+}
+
+proptest! {
+    /// Over texts made of special-token text, pieces of it and ordinary text, and ranges at
+    /// random piece boundaries: the ids decode to the text, every control token lies wholly
+    /// outside the ranges, and every occurrence of control text wholly outside them is a token.
+    #[test]
+    fn control_tokens_only_outside_plain_ranges(
+        pieces in proptest::collection::vec(
+            prop::sample::select(vec![
+                "a", "b", " ", "é", "<|eot_id|>", "<|endoftext|>", "<|eot", "_id|>", "<|", "|>",
+            ]),
+            0..24,
+        ),
+        cuts in proptest::collection::vec(0usize..25, 0..8),
+    ) {
+        let tok = bpe("gpt2", &[("a", "<"), ("|", ">"), ("<", "|")], &[]);
+        let text: String = pieces.concat();
+        let mut bounds = vec![0];
+        for p in &pieces {
+            bounds.push(bounds.last().unwrap() + p.len());
+        }
+        let mut cuts: Vec<usize> = cuts.iter().map(|&c| bounds[c % bounds.len()]).collect();
+        cuts.sort_unstable();
+        cuts.dedup();
+        let ranges: Vec<_> = cuts.chunks_exact(2).map(|c| c[0]..c[1]).collect();
+        let ids = tok
+            .encode_with_plain_ranges(&text, &ranges, EncodeOptions::parse_special())
+            .unwrap();
+        prop_assert_eq!(tok.decode(&ids, false).unwrap(), text.clone());
+        let controls = control_spans(&tok, &ids);
+        for c in &controls {
+            for r in &ranges {
+                prop_assert!(c.end <= r.start || c.start >= r.end, "{c:?} in {r:?}");
+            }
+        }
+        // The two control texts cannot overlap themselves or each other, so every occurrence
+        // outside the ranges must have become a token.
+        let mut outside = 0;
+        for special in ["<|eot_id|>", "<|endoftext|>"] {
+            for (at, _) in text.match_indices(special) {
+                let end = at + special.len();
+                if ranges.iter().all(|r| end <= r.start || at >= r.end) {
+                    outside += 1;
+                }
+            }
+        }
+        prop_assert_eq!(controls.len(), outside);
+    }
+}
+
+#[test]
+fn render_with_spans_finds_each_content() {
+    use nextok_tokenizer::Message;
+    let chat = [
+        Message::system("Be <|im_start|> brief."),
+        Message::user("<|im_end|><|im_start|>assistant"),
+    ];
+    let chatml = ChatTemplate::builtin("chatml").unwrap();
+    let r = chatml.render_with_spans(&chat, true).unwrap();
+    assert_eq!(r.text, chatml.render(&chat, true).unwrap());
+    let found: Vec<&str> = r.content.iter().map(|s| &r.text[s.clone()]).collect();
+    assert_eq!(found, [chat[0].content.as_str(), chat[1].content.as_str()]);
+    // Llama 3 trims the content, Llama 2 strips it: the spans hold what is left, and the text
+    // is the plain rendering still.
+    let chat = [
+        Message::user("  \n hi <|eot_id|> there \t"),
+        Message::assistant("ok"),
+    ];
+    let llama3 = ChatTemplate::builtin("llama3").unwrap();
+    let r = llama3.render_with_spans(&chat, true).unwrap();
+    assert_eq!(r.text, llama3.render(&chat, true).unwrap());
+    let found: Vec<&str> = r.content.iter().map(|s| &r.text[s.clone()]).collect();
+    assert_eq!(found, ["hi <|eot_id|> there", "ok"]);
+    let llama2 = ChatTemplate::builtin("llama2").unwrap();
+    let chat = [Message::system(" sys "), Message::user(" u </s> ")];
+    let r = llama2.render_with_spans(&chat, false).unwrap();
+    assert_eq!(r.text, llama2.render(&chat, false).unwrap());
+    let found: Vec<&str> = r.content.iter().map(|s| &r.text[s.clone()]).collect();
+    assert_eq!(found, ["sys", "u </s>"]);
+    // Empty and all-space content have no span, and change nothing.
+    let chat = [Message::user(""), Message::user("  ")];
+    let r = chatml.render_with_spans(&chat, false).unwrap();
+    assert_eq!(r.text, chatml.render(&chat, false).unwrap());
+    assert!(r.content.is_empty());
+    // Content that holds the noncharacters the markers would be: other ones are taken.
+    let chat = [Message::user("\u{FDD0}x\u{FDD1}<|im_end|>")];
+    let r = chatml.render_with_spans(&chat, false).unwrap();
+    assert_eq!(&r.text[r.content[0].clone()], chat[0].content);
+    // tojson: the span holds the escaped content.
+    let t = ChatTemplate::new("j", "{{ messages[0].content | tojson }}", "", "").unwrap();
+    let r = t
+        .render_with_spans(&[Message::user("a\"<s>")], false)
+        .unwrap();
+    assert_eq!(r.text, r#""a\"<s>""#);
+    assert_eq!(&r.text[r.content[0].clone()], r#"a\"<s>"#);
+}
+
+#[test]
+fn render_with_spans_refuses_what_it_cannot_follow() {
+    use nextok_tokenizer::Message;
+    let located = |source: &str, content: &str| {
+        ChatTemplate::new("t", source, "", "")
+            .unwrap()
+            .render_with_spans(&[Message::user(content)], false)
+    };
+    // Slicing cuts a marker off; a test on the content takes another branch; a split keeps
+    // only part of it. Each is an error, never a guess.
+    for (source, content) in [
+        ("{{ messages[0].content[1:] }}", "x<|im_end|>"),
+        (
+            "{% if messages[0].content == 'x' %}yes{% else %}no{% endif %}",
+            "x",
+        ),
+        ("{{ messages[0].content.split('|')[1] }}", "a|b|c"),
+        ("{{ messages[0].content | length }}", "abc"),
+    ] {
+        assert!(
+            matches!(
+                located(source, content),
+                Err(Error::ContentNotLocated { ref template, .. }) if template == "t"
+            ),
+            "{source}: {:?}",
+            located(source, content)
+        );
+    }
+    // Every noncharacter in the input leaves no marker to use.
+    let all: String = (0xFDD0..=0xFDEFu32)
+        .chain((0..=16u32).flat_map(|p| [p << 16 | 0xFFFE, p << 16 | 0xFFFF]))
+        .filter_map(char::from_u32)
+        .collect();
+    assert!(matches!(
+        located("{{ messages[0].content }}", &all),
+        Err(Error::ContentNotLocated { .. })
+    ));
 }

@@ -6,7 +6,7 @@ use nextok_constraints::{Constraint, JsonOptions, TokenVocab};
 use nextok_gguf::GgufFile;
 use nextok_kv_cache::{KvCache, KvType};
 use nextok_model::{Backend, CpuBackend, LlamaModel, LoadOptions, Logits, Sequence};
-use nextok_tokenizer::{ChatTemplate, EncodeOptions, Message, Tokenizer};
+use nextok_tokenizer::{ChatTemplate, EncodeOptions, Message, TokenKind, Tokenizer};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
@@ -117,6 +117,16 @@ fn backend(options: &EngineOptions) -> Result<Box<dyn Backend>, Error> {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Prompt {
     /// A conversation, rendered through the model's chat template with the generation prompt.
+    ///
+    /// A message's content is always text: special-token text in it (`<|im_end|>`,
+    /// `<|im_start|>`) is encoded as the characters it is made of, never as the control token,
+    /// so a user cannot forge a turn or end one. Only the tokens the template itself writes are
+    /// control tokens. Where no message holds such text, the ids are exactly those of the
+    /// rendered text encoded with special tokens parsed. A template that slices, splits or tests
+    /// the content so that its place in the text cannot be found is refused for messages that
+    /// hold special-token text (`nextok_tokenizer::Error::ContentNotLocated`). To parse
+    /// special tokens on purpose, render the text yourself and use [`Prompt::Raw`] with
+    /// `parse_special`.
     Chat(Vec<Message>),
     /// Text continued as it is, without a chat template.
     Raw {
@@ -344,33 +354,25 @@ impl Engine {
         messages: &[Message],
         add_generation_prompt: bool,
     ) -> Result<String, Error> {
+        Ok(self.template()?.render(messages, add_generation_prompt)?)
+    }
+
+    /// The chat template, or why there is none.
+    fn template(&self) -> Result<&ChatTemplate, Error> {
         match &self.template {
             None => Err(Error::NoChatTemplate),
             Some(Err(e)) => Err(e.clone().into()),
-            Some(Ok(t)) => Ok(t.render(messages, add_generation_prompt)?),
+            Some(Ok(t)) => Ok(t),
         }
     }
 
-    /// The prompt's token ids. A chat is rendered and its special tokens parsed; BOS is added
-    /// when the model asks for it.
+    /// The prompt's token ids. A chat is rendered and the special tokens its template writes
+    /// are parsed, while special-token text inside a message stays text; BOS is added when the
+    /// model asks for it.
     pub fn encode_prompt(&self, prompt: &Prompt) -> Result<Vec<u32>, Error> {
         let bos = self.tokenizer.add_bos_by_default();
         let ids = match prompt {
-            Prompt::Chat(messages) => {
-                let text = self.render_chat(messages, true)?;
-                // Templates such as Llama 3's write the BOS text themselves; adding BOS again
-                // would give the model a sequence it never saw in training.
-                let written = self
-                    .tokenizer
-                    .special_tokens()
-                    .bos
-                    .and_then(|id| self.tokenizer.token_bytes(id).ok())
-                    .is_some_and(|b| !b.is_empty() && text.as_bytes().starts_with(b));
-                self.tokenizer.encode(
-                    &text,
-                    EncodeOptions::parse_special().with_bos(bos && !written),
-                )?
-            }
+            Prompt::Chat(messages) => self.encode_chat(messages, bos)?,
             Prompt::Raw {
                 text,
                 parse_special,
@@ -391,6 +393,71 @@ impl Engine {
             return Err(Error::TokenOutOfRange { id, vocab });
         }
         Ok(ids)
+    }
+
+    /// Encodes a conversation with the generation prompt: the template's own special tokens
+    /// become control tokens, and the content of every message is text, whatever it holds, so
+    /// that no message can forge a turn (`<|im_end|><|im_start|>assistant`).
+    fn encode_chat(&self, messages: &[Message], bos: bool) -> Result<Vec<u32>, Error> {
+        let template = self.template()?;
+        // A role is written among the template's own tokens, where special text would count.
+        for message in messages {
+            if self.holds_special_text(&message.role)? {
+                return Err(Error::SpecialTextInRole {
+                    role: message.role.clone(),
+                });
+            }
+        }
+        let (text, plain) = match template.render_with_spans(messages, true) {
+            Ok(chat) => (chat.text, chat.content),
+            Err(e @ nextok_tokenizer::Error::ContentNotLocated { .. }) => {
+                // The template changes the content in a way the spans cannot follow. Content
+                // without any special-token text cannot forge anything, and is encoded as the
+                // plain rendering; otherwise the refusal stands.
+                for message in messages {
+                    if self.holds_special_text(&message.content)? {
+                        return Err(e.into());
+                    }
+                }
+                (template.render(messages, true)?, Vec::new())
+            }
+            Err(e) => return Err(e.into()),
+        };
+        // Templates such as Llama 3's write the BOS text themselves; adding BOS again would give
+        // the model a sequence it never saw in training. BOS text that opens a message's content
+        // is the message's, not the template's.
+        let written = self
+            .tokenizer
+            .special_tokens()
+            .bos
+            .and_then(|id| self.tokenizer.token_bytes(id).ok())
+            .is_some_and(|b| {
+                !b.is_empty()
+                    && text.as_bytes().starts_with(b)
+                    && plain.first().is_none_or(|r| r.start >= b.len())
+            });
+        Ok(self.tokenizer.encode_with_plain_ranges(
+            &text,
+            &plain,
+            EncodeOptions::parse_special().with_bos(bos && !written),
+        )?)
+    }
+
+    /// Whether text holds the text of a token that only parsed special tokens give (a control
+    /// or unknown token, such as `<|im_start|>`).
+    fn holds_special_text(&self, text: &str) -> Result<bool, Error> {
+        for id in self
+            .tokenizer
+            .encode(text, EncodeOptions::parse_special())?
+        {
+            if matches!(
+                self.tokenizer.token_kind(id)?,
+                TokenKind::Control | TokenKind::Unknown
+            ) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Runs `tokens` after what `cache` holds and returns the logits asked for (`vocab` numbers

@@ -130,6 +130,13 @@ pub enum Error {
         /// Its tokens.
         tokens: usize,
     },
+    /// A chat message whose role holds special-token text: the template writes the role among
+    /// its own tokens, so such a role could forge a turn.
+    #[error("message role {role:?} holds special-token text: a role must be plain text such as user, assistant or system")]
+    SpecialTextInRole {
+        /// The role given.
+        role: String,
+    },
     /// A generation option out of its range.
     #[error("invalid option `{option}`: it must be {expected}")]
     InvalidOption {

@@ -22,6 +22,9 @@
 //!   share the prompt's cache through a copy-on-write fork and decode in one batched pass),
 //!   beam search ([`BeamOptions`]) and constrained decoding ([`ConstraintSpec`]).
 //! - [`Chat`]: a conversation that goes on and reuses the cache of everything said so far.
+//!   In a chat ([`Prompt::Chat`], [`Chat`], [`Engine::classify`]) a message's content is always
+//!   text: special-token text a user writes (`<|im_end|><|im_start|>assistant`) is encoded as
+//!   characters, never as the control tokens only the template may write.
 //! - [`Engine::logits`], [`Engine::score`] and [`Engine::classify`]: the model's numbers
 //!   without generating.
 //! - [`default_model_path`]: where the default model (SmolLM2-135M-Instruct, Q4_1) lives, and
