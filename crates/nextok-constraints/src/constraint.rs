@@ -287,6 +287,8 @@ pub struct GrammarConstraint {
     /// Chart depth before each accepted token.
     depths: Vec<usize>,
     finished: bool,
+    /// Work units of the last `fill_mask` or `advance`.
+    last_work: u64,
 }
 
 impl GrammarConstraint {
@@ -299,7 +301,15 @@ impl GrammarConstraint {
             chart,
             depths: Vec::new(),
             finished: false,
+            last_work: 0,
         }
+    }
+
+    /// Work units (Earley items processed, completions matched, terminal steps) of the last
+    /// `fill_mask` or `advance`: what [`Limits::max_mask_work`](crate::Limits) bounds. A
+    /// measure of cost that does not depend on the machine.
+    pub fn last_work(&self) -> u64 {
+        self.last_work
     }
 
     /// The compiled grammar, to start more constraints from it cheaply.
@@ -310,6 +320,7 @@ impl GrammarConstraint {
     /// Whether `bytes` can be read from the current state (the state is left unchanged).
     pub fn accepts_prefix(&mut self, bytes: &[u8]) -> bool {
         let base = self.chart.depth();
+        self.chart.start_work();
         let ok = bytes
             .iter()
             .all(|&b| self.chart.push_byte(&self.grammar, b));
@@ -328,7 +339,10 @@ impl Constraint for GrammarConstraint {
         if self.finished {
             return Ok(());
         }
-        self.chart.fill_mask(&self.grammar, &self.vocab, mask);
+        self.chart.start_work();
+        let r = self.chart.fill_mask(&self.grammar, &self.vocab, mask);
+        self.last_work = self.chart.work();
+        r?;
         if self.is_complete() {
             set_eos(&self.vocab, mask);
         }
@@ -360,11 +374,20 @@ impl Constraint for GrammarConstraint {
         if bytes.is_empty() {
             return Err(refused);
         }
+        self.chart.start_work();
         for &b in bytes {
             if !self.chart.push_byte(&self.grammar, b) {
+                self.last_work = self.chart.work();
+                let over = self.chart.check_work(&self.grammar);
                 self.chart.truncate(base);
+                over?;
                 return Err(refused);
             }
+        }
+        self.last_work = self.chart.work();
+        if let Err(e) = self.chart.check_work(&self.grammar) {
+            self.chart.truncate(base);
+            return Err(e);
         }
         self.depths.push(base);
         Ok(())

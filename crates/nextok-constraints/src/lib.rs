@@ -90,19 +90,24 @@ mod error;
 
 mod grammar;
 mod json;
+mod limits;
 
 mod vocab;
 
 pub use constraint::{apply_mask, Constraint, GrammarConstraint, RegexConstraint};
 pub use error::Error;
 pub use grammar::Grammar;
+pub use limits::{Limit, Limits};
 
 pub use json::{compile_json_schema, from_json_schema, json_any, JsonOptions};
 pub use vocab::{decode_gpt2_byte_level, TokenVocab};
 mod conformance;
 pub use conformance::{ConformanceReport, ConformanceRun, Percentiles, SchemaOutcome};
 mod gbnf;
-pub use gbnf::{compile_gbnf, compile_lark, from_gbnf, from_lark};
+pub use gbnf::{
+    compile_gbnf, compile_gbnf_with_limits, compile_lark, compile_lark_with_limits, from_gbnf,
+    from_lark,
+};
 
 /// The README's example, compiled and run as a doctest.
 // (Its first example builds a vocabulary from a tokenizer, so it needs the `tokenizer` feature.)
