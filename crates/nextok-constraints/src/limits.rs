@@ -36,7 +36,7 @@ impl Limits {
         max_items: 4_000_000,
         max_terminals: 20_000,
         max_terminal_states: 2_000_000,
-        max_mask_work: 5_000_000,
+        max_mask_work: 1_000_000,
     };
 
     /// Sets [`Limits::max_rules`].
