@@ -40,31 +40,31 @@ impl Limits {
     };
 
     /// Sets [`Limits::max_rules`].
-    pub fn with_max_rules(mut self, n: usize) -> Self {
+    pub const fn with_max_rules(mut self, n: usize) -> Self {
         self.max_rules = n;
         self
     }
 
     /// Sets [`Limits::max_items`].
-    pub fn with_max_items(mut self, n: usize) -> Self {
+    pub const fn with_max_items(mut self, n: usize) -> Self {
         self.max_items = n;
         self
     }
 
     /// Sets [`Limits::max_terminals`].
-    pub fn with_max_terminals(mut self, n: usize) -> Self {
+    pub const fn with_max_terminals(mut self, n: usize) -> Self {
         self.max_terminals = n;
         self
     }
 
     /// Sets [`Limits::max_terminal_states`].
-    pub fn with_max_terminal_states(mut self, n: usize) -> Self {
+    pub const fn with_max_terminal_states(mut self, n: usize) -> Self {
         self.max_terminal_states = n;
         self
     }
 
     /// Sets [`Limits::max_mask_work`].
-    pub fn with_max_mask_work(mut self, n: u64) -> Self {
+    pub const fn with_max_mask_work(mut self, n: u64) -> Self {
         self.max_mask_work = n;
         self
     }
