@@ -31,7 +31,9 @@ fn vocab() -> &'static Arc<TokenVocab> {
     V.get_or_init(|| {
         let mut v: Vec<Vec<u8>> = vec![Vec::new()];
         v.extend((0..=255u8).map(|b| vec![b]));
-        for p in ["ab", "abc", "aaaa", "\"a", "\",", "{\"", "\":", "12", "true", "null", "é"] {
+        for p in [
+            "ab", "abc", "aaaa", "\"a", "\",", "{\"", "\":", "12", "true", "null", "é",
+        ] {
             v.push(p.as_bytes().to_vec());
         }
         Arc::new(TokenVocab::new(v, &[0]).expect("static vocabulary"))
@@ -52,19 +54,27 @@ fn compile(kind: u8, text: &str) -> Result<Arc<Grammar>, Error> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&first, rest)) = data.split_first() else { return };
+    let Some((&first, rest)) = data.split_first() else {
+        return;
+    };
     let text = String::from_utf8_lossy(rest);
     let grammar = match compile(first, &text) {
         Ok(g) => g,
         Err(Error::LimitExceeded { value, max, .. }) => {
-            assert!(value > max, "a limit error within the limit: {value} <= {max}");
+            assert!(
+                value > max,
+                "a limit error within the limit: {value} <= {max}"
+            );
             return;
         }
         Err(_) => return,
     };
     let (items, terminals) = grammar.size();
     assert!(items <= LIMITS.max_items, "{items} items compiled");
-    assert!(terminals <= LIMITS.max_terminals, "{terminals} terminals compiled");
+    assert!(
+        terminals <= LIMITS.max_terminals,
+        "{terminals} terminals compiled"
+    );
     assert!(grammar.terminal_states() <= LIMITS.max_terminal_states);
     let v = vocab();
     let mut c = GrammarConstraint::new(grammar, v);
@@ -81,7 +91,11 @@ fuzz_target!(|data: &[u8]| {
             }
             Err(e) => panic!("fill_mask: {e}"),
         }
-        assert!(c.last_work() <= LIMITS.max_mask_work, "mask of {} work units", c.last_work());
+        assert!(
+            c.last_work() <= LIMITS.max_mask_work,
+            "mask of {} work units",
+            c.last_work()
+        );
         let allowed: Vec<u32> = (1..v.len() as u32)
             .filter(|&t| mask[t as usize / 64] >> (t % 64) & 1 == 1)
             .collect();
@@ -91,9 +105,16 @@ fuzz_target!(|data: &[u8]| {
         let pick = rest.get(i).copied().unwrap_or(0) as usize;
         match c.advance(allowed[pick % allowed.len()]) {
             Ok(()) => {
-                assert!(c.last_work() <= LIMITS.max_mask_work, "token of {} work units", c.last_work());
+                assert!(
+                    c.last_work() <= LIMITS.max_mask_work,
+                    "token of {} work units",
+                    c.last_work()
+                );
             }
-            Err(Error::LimitExceeded { limit: Limit::MaskWork, .. }) => return,
+            Err(Error::LimitExceeded {
+                limit: Limit::MaskWork,
+                ..
+            }) => return,
             Err(e) => panic!("an allowed token was refused: {e}"),
         }
     }

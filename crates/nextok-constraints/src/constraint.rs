@@ -118,7 +118,25 @@ impl RegexConstraint {
         Self::from_dfa(Dfa::from_regex(pattern)?, vocab)
     }
 
-    /// The output must be exactly one of `choices`.
+    /// [`RegexConstraint::from_regex`] with the automaton's states bounded by
+    /// [`Limits::max_terminal_states`](crate::Limits) (each state caches one mask).
+    pub fn from_regex_with_limits(
+        pattern: &str,
+        vocab: &Arc<TokenVocab>,
+        limits: &crate::Limits,
+    ) -> Result<RegexConstraint, Error> {
+        let dfa = Dfa::from_regex(pattern)?;
+        crate::limits::check(
+            crate::Limit::TerminalStates,
+            dfa.num_states(),
+            limits.max_terminal_states,
+        )?;
+        Self::from_dfa(dfa, vocab)
+    }
+
+    /// The output must be exactly one of `choices`: their trie, built in time linear in their
+    /// total length (at most [`Limits::DEFAULT`](crate::Limits::DEFAULT)`.max_terminal_states`
+    /// nodes).
     pub fn from_choices<S: AsRef<str>>(
         choices: &[S],
         vocab: &Arc<TokenVocab>,
@@ -126,14 +144,15 @@ impl RegexConstraint {
         if choices.is_empty() {
             return Err(Error::EmptyChoice { index: 0 });
         }
-        let mut alts = Vec::new();
+        let mut words: Vec<&[u8]> = Vec::new();
         for (i, c) in choices.iter().enumerate() {
             if c.as_ref().is_empty() {
                 return Err(Error::EmptyChoice { index: i });
             }
-            alts.push(regex_escape(c.as_ref()));
+            words.push(c.as_ref().as_bytes());
         }
-        Self::from_dfa(Dfa::from_regex(&alts.join("|"))?, vocab)
+        let limit = crate::Limits::DEFAULT.max_terminal_states;
+        Self::from_dfa(Dfa::literals(&words, limit)?, vocab)
     }
 
     pub(crate) fn from_dfa(dfa: Dfa, vocab: &Arc<TokenVocab>) -> Result<RegexConstraint, Error> {

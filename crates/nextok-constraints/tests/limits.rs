@@ -267,3 +267,30 @@ fn the_work_limit_leaves_the_constraint_usable() {
     assert!(drive(&mut c, b"t2").is_ok());
     assert!(c.is_complete());
 }
+
+#[test]
+fn choices_are_a_trie_and_regexes_take_limits() {
+    use nextok_constraints::RegexConstraint;
+    // 100,000 choices: one trie, linear in their length (an alternation of 100,000 escaped
+    // literals went through the regex compiler).
+    let v = vocab();
+    let choices: Vec<String> = (0..100_000).map(|i| format!("c{i}")).collect();
+    let mut c = RegexConstraint::from_choices(&choices, &v).unwrap();
+    for b in b"c99999" {
+        c.advance(*b as u32).unwrap();
+    }
+    assert!(c.is_complete());
+    let mut c = RegexConstraint::from_choices(&choices, &v).unwrap();
+    c.advance(b'c' as u32).unwrap();
+    assert!(!c.is_complete() && c.advance(b'x' as u32).is_err());
+    // A regex past the caller's state limit.
+    let limits = Limits::default().with_max_terminal_states(10);
+    match RegexConstraint::from_regex_with_limits("[a-z]{20}", &v, &limits) {
+        Err(Error::LimitExceeded { limit, value, max }) => {
+            assert_eq!((limit, max), (Limit::TerminalStates, 10));
+            assert!(value > 10);
+        }
+        other => panic!("expected the state limit, got {:?}", other.map(|_| ())),
+    }
+    assert!(RegexConstraint::from_regex_with_limits("[a-z]{5}", &v, &limits).is_ok());
+}
