@@ -539,6 +539,9 @@ impl Grammar {
 type FxSet<K> = rustc_hash::FxHashSet<K>;
 pub(crate) type FxMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
+/// Sets of more items than this get an index of the items waiting on each nonterminal.
+const INDEX_ABOVE: usize = 32;
+
 /// The Earley chart: one set per byte read, kept as a stack so that a mask computation can push
 /// trial bytes and pop them again, and a rollback is a truncation.
 #[derive(Clone, Debug)]
@@ -551,11 +554,14 @@ pub(crate) struct Chart {
     infl_starts: Vec<u32>,
     /// Per set, the union of the bytes any in-flight terminal can read next.
     bytes: Vec<[u64; 4]>,
-    /// Per sealed set, its items whose dot is before a nonterminal, as `(nonterminal, item
-    /// index)` sorted: a completion finds the items waiting for its nonterminal by binary
-    /// search instead of scanning the whole origin set (which made rule chains quadratic).
+    /// Per sealed set of more than [`INDEX_ABOVE`] items, its items whose dot is before a
+    /// nonterminal, as `(nonterminal, item index)` sorted: a completion finds the items
+    /// waiting for its nonterminal by binary search instead of scanning the whole origin set
+    /// (which made rule chains quadratic). Smaller sets are scanned.
     waits: Vec<(u32, u32)>,
     wait_starts: Vec<u32>,
+    /// Per sealed set, whether `waits` indexes it.
+    indexed: Vec<bool>,
     seen: FxSet<u128>,
     /// Work units since the last [`Chart::start_work`].
     work: u64,
@@ -577,6 +583,7 @@ impl Chart {
             bytes: Vec::new(),
             waits: Vec::new(),
             wait_starts: vec![0],
+            indexed: Vec::new(),
             seen: FxSet::default(),
             work: 0,
             over: false,
@@ -650,7 +657,6 @@ impl Chart {
             i += 1;
             match g.syms[pos as usize] {
                 GSym::Nt(a) => {
-                    self.waits.push((a, i as u32 - 1));
                     for &r in &g.nt_rules[a as usize] {
                         self.add_item(r, k);
                     }
@@ -660,7 +666,7 @@ impl Chart {
                 }
                 GSym::T(t) => self.add_infl(pos, origin, g.terminal_starts[t as usize]),
                 GSym::End(a) => {
-                    if origin != k {
+                    if origin != k && self.indexed[origin as usize] {
                         let (s, e) = (
                             self.wait_starts[origin as usize] as usize,
                             self.wait_starts[origin as usize + 1] as usize,
@@ -671,6 +677,18 @@ impl Chart {
                             self.add_item(p2 + 1, o2);
                             self.work += 1;
                             j += 1;
+                        }
+                    } else if origin != k {
+                        let (s, e) = (
+                            self.item_starts[origin as usize],
+                            self.item_starts[origin as usize + 1],
+                        );
+                        self.work += (e - s) as u64;
+                        for j in s..e {
+                            let (p2, o2) = self.items[j as usize];
+                            if g.syms[p2 as usize] == GSym::Nt(a) {
+                                self.add_item(p2 + 1, o2);
+                            }
                         }
                     }
                 }
@@ -685,8 +703,18 @@ impl Chart {
                 }
             }
         }
-        let ws = self.wait_starts[k as usize] as usize;
-        self.waits[ws..].sort_unstable();
+        let first = self.item_starts[k as usize] as usize;
+        let big = self.items.len() - first > INDEX_ABOVE;
+        if big {
+            let ws = self.waits.len();
+            for j in first..self.items.len() {
+                if let GSym::Nt(a) = g.syms[self.items[j].0 as usize] {
+                    self.waits.push((a, j as u32));
+                }
+            }
+            self.waits[ws..].sort_unstable();
+        }
+        self.indexed.push(big);
         self.wait_starts.push(self.waits.len() as u32);
         self.item_starts.push(self.items.len() as u32);
         self.infl_starts.push(self.infl.len() as u32);
@@ -740,6 +768,7 @@ impl Chart {
         self.item_starts.pop();
         self.infl_starts.pop();
         self.wait_starts.pop();
+        self.indexed.pop();
         self.bytes.pop();
         self.waits
             .truncate(*self.wait_starts.last().unwrap_or(&0) as usize);
