@@ -93,6 +93,11 @@ pub struct ConformanceReport {
     pub compile_ms: Percentiles,
     /// Tokens whose mask bit disagreed with `advance`, over all schemas.
     pub mask_mismatches: usize,
+    /// The most work units of any one mask or token
+    /// ([`GrammarConstraint::last_work`], bounded by [`Limits::max_mask_work`]).
+    ///
+    /// [`Limits::max_mask_work`]: crate::Limits::max_mask_work
+    pub max_work: u64,
 }
 
 /// Runs schemas and their test instances through JSON Schema constraints.
@@ -101,6 +106,7 @@ pub struct ConformanceRun<'a> {
     options: JsonOptions,
     tokenize: &'a dyn Fn(&[u8]) -> Vec<u32>,
     mask_times: Vec<f64>,
+    max_work: u64,
     compile_times: Vec<f64>,
 }
 
@@ -116,6 +122,7 @@ impl<'a> ConformanceRun<'a> {
             options,
             tokenize,
             mask_times: Vec::new(),
+            max_work: 0,
             compile_times: Vec::new(),
         }
     }
@@ -202,10 +209,12 @@ impl<'a> ConformanceRun<'a> {
                 return false;
             }
             self.mask_times.push(t0.elapsed().as_secs_f64() * 1e6);
+            self.max_work = self.max_work.max(c.last_work());
             let in_mask = mask
                 .get(t as usize / 64)
                 .is_some_and(|w| w >> (t % 64) & 1 == 1);
             let ok = c.advance(t).is_ok();
+            self.max_work = self.max_work.max(c.last_work());
             if ok != in_mask {
                 *mismatches += 1;
             }
@@ -317,6 +326,7 @@ impl<'a> ConformanceRun<'a> {
         }
         r.outcomes = outcomes;
         r.mask_us = Percentiles::of(&mut self.mask_times);
+        r.max_work = self.max_work;
         r.compile_ms = Percentiles::of(&mut self.compile_times);
         r
     }

@@ -118,7 +118,25 @@ impl RegexConstraint {
         Self::from_dfa(Dfa::from_regex(pattern)?, vocab)
     }
 
-    /// The output must be exactly one of `choices`.
+    /// [`RegexConstraint::from_regex`] with the automaton's states bounded by
+    /// [`Limits::max_terminal_states`](crate::Limits) (each state caches one mask).
+    pub fn from_regex_with_limits(
+        pattern: &str,
+        vocab: &Arc<TokenVocab>,
+        limits: &crate::Limits,
+    ) -> Result<RegexConstraint, Error> {
+        let dfa = Dfa::from_regex(pattern)?;
+        crate::limits::check(
+            crate::Limit::TerminalStates,
+            dfa.num_states(),
+            limits.max_terminal_states,
+        )?;
+        Self::from_dfa(dfa, vocab)
+    }
+
+    /// The output must be exactly one of `choices`: their trie, built in time linear in their
+    /// total length (at most [`Limits::DEFAULT`](crate::Limits::DEFAULT)`.max_terminal_states`
+    /// nodes).
     pub fn from_choices<S: AsRef<str>>(
         choices: &[S],
         vocab: &Arc<TokenVocab>,
@@ -126,14 +144,15 @@ impl RegexConstraint {
         if choices.is_empty() {
             return Err(Error::EmptyChoice { index: 0 });
         }
-        let mut alts = Vec::new();
+        let mut words: Vec<&[u8]> = Vec::new();
         for (i, c) in choices.iter().enumerate() {
             if c.as_ref().is_empty() {
                 return Err(Error::EmptyChoice { index: i });
             }
-            alts.push(regex_escape(c.as_ref()));
+            words.push(c.as_ref().as_bytes());
         }
-        Self::from_dfa(Dfa::from_regex(&alts.join("|"))?, vocab)
+        let limit = crate::Limits::DEFAULT.max_terminal_states;
+        Self::from_dfa(Dfa::literals(&words, limit)?, vocab)
     }
 
     pub(crate) fn from_dfa(dfa: Dfa, vocab: &Arc<TokenVocab>) -> Result<RegexConstraint, Error> {
@@ -287,6 +306,8 @@ pub struct GrammarConstraint {
     /// Chart depth before each accepted token.
     depths: Vec<usize>,
     finished: bool,
+    /// Work units of the last `fill_mask` or `advance`.
+    last_work: u64,
 }
 
 impl GrammarConstraint {
@@ -299,7 +320,15 @@ impl GrammarConstraint {
             chart,
             depths: Vec::new(),
             finished: false,
+            last_work: 0,
         }
+    }
+
+    /// Work units (Earley items processed, completions matched, terminal steps) of the last
+    /// `fill_mask` or `advance`: what [`Limits::max_mask_work`](crate::Limits) bounds. A
+    /// measure of cost that does not depend on the machine.
+    pub fn last_work(&self) -> u64 {
+        self.last_work
     }
 
     /// The compiled grammar, to start more constraints from it cheaply.
@@ -310,6 +339,7 @@ impl GrammarConstraint {
     /// Whether `bytes` can be read from the current state (the state is left unchanged).
     pub fn accepts_prefix(&mut self, bytes: &[u8]) -> bool {
         let base = self.chart.depth();
+        self.chart.start_work();
         let ok = bytes
             .iter()
             .all(|&b| self.chart.push_byte(&self.grammar, b));
@@ -328,7 +358,10 @@ impl Constraint for GrammarConstraint {
         if self.finished {
             return Ok(());
         }
-        self.chart.fill_mask(&self.grammar, &self.vocab, mask);
+        self.chart.start_work();
+        let r = self.chart.fill_mask(&self.grammar, &self.vocab, mask);
+        self.last_work = self.chart.work();
+        r?;
         if self.is_complete() {
             set_eos(&self.vocab, mask);
         }
@@ -360,11 +393,20 @@ impl Constraint for GrammarConstraint {
         if bytes.is_empty() {
             return Err(refused);
         }
+        self.chart.start_work();
         for &b in bytes {
             if !self.chart.push_byte(&self.grammar, b) {
+                self.last_work = self.chart.work();
+                let over = self.chart.check_work(&self.grammar);
                 self.chart.truncate(base);
+                over?;
                 return Err(refused);
             }
+        }
+        self.last_work = self.chart.work();
+        if let Err(e) = self.chart.check_work(&self.grammar) {
+            self.chart.truncate(base);
+            return Err(e);
         }
         self.depths.push(base);
         Ok(())

@@ -449,6 +449,63 @@ impl Dfa {
         Dfa::from_raw(&raw, k, &class_of, &acc, n + 2, 1)
     }
 
+    /// An automaton accepting exactly the given words: their trie, built directly from the
+    /// sorted words in time linear in their total length. More than `max_states` trie nodes is
+    /// [`Error::LimitExceeded`] (`max_terminal_states`), found before the table grows past it.
+    pub(crate) fn literals(words: &[&[u8]], max_states: usize) -> Result<Dfa, Error> {
+        let mut words = words.to_vec();
+        words.sort_unstable();
+        words.dedup();
+        let mut seen = [false; 256];
+        for w in &words {
+            for &b in *w {
+                seen[b as usize] = true;
+            }
+        }
+        // One class per byte that occurs, and class 0 for every other byte (when all 256
+        // occur, each byte is its own class).
+        let mut class_of = [0u8; 256];
+        let distinct = seen.iter().filter(|&&x| x).count();
+        let k = if distinct == 256 {
+            for (b, c) in class_of.iter_mut().enumerate() {
+                *c = b as u8;
+            }
+            256
+        } else {
+            let mut k = 1usize;
+            for b in 0..256 {
+                if seen[b] {
+                    class_of[b] = k as u8;
+                    k += 1;
+                }
+            }
+            k
+        };
+        // Row 0 is dead, row 1 the root; `path[i]` is the node after `i` bytes of the
+        // previous word (sorted words leave a prefix for good once they leave it).
+        let mut raw = vec![0u32; 2 * k];
+        let mut acc = vec![false, false];
+        let mut path: Vec<u32> = vec![1];
+        let mut prev: &[u8] = &[];
+        for w in words {
+            let lcp = prev.iter().zip(w).take_while(|(a, b)| a == b).count();
+            path.truncate(lcp + 1);
+            for &b in &w[lcp..] {
+                let s = path[path.len() - 1] as usize;
+                let id = acc.len();
+                crate::limits::check(crate::Limit::TerminalStates, id, max_states)?;
+                raw.extend(std::iter::repeat_n(0, k));
+                acc.push(false);
+                raw[s * k + class_of[b as usize] as usize] = id as u32;
+                path.push(id as u32);
+            }
+            acc[path[path.len() - 1] as usize] = true;
+            prev = w;
+        }
+        let n = acc.len();
+        Ok(Dfa::from_raw(&raw, k, &class_of, &acc, n, 1))
+    }
+
     /// The automaton of the empty language.
     pub(crate) fn empty() -> Dfa {
         Dfa::from_raw(&[0; 2], 1, &[0; 256], &[false, false], 2, 1)
@@ -517,6 +574,11 @@ impl Dfa {
     /// Other `\u` escapes are refused: a model can always write the character itself, and
     /// refusing them keeps the encoding exact without decoding surrogate pairs.
     pub(crate) fn json_string(&self) -> Result<Dfa, Error> {
+        self.json_string_limited(STATE_LIMIT)
+    }
+
+    /// [`Dfa::json_string`] with at most `limit` states instead of the default.
+    pub(crate) fn json_string_limited(&self, limit: usize) -> Result<Dfa, Error> {
         // Bytes that play a part in quoting and escapes each get a class; control bytes share
         // one (never allowed raw); the others only go through `self`.
         let class_of = refine(&self.classes, &{
@@ -565,10 +627,10 @@ impl Dfa {
                 n += 6;
             }
         }
-        if n - 1 > STATE_LIMIT {
+        if n - 1 > limit {
             return Err(Error::TooLarge {
                 what: "JSON string".to_string(),
-                limit: STATE_LIMIT,
+                limit,
             });
         }
         let hex = |b: u8| -> Option<u8> {

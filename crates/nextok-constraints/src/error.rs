@@ -87,6 +87,17 @@ pub enum Error {
         /// The state limit.
         limit: usize,
     },
+    /// A grammar, or the work of one mask or token, went past one of the caller's
+    /// [`Limits`](crate::Limits).
+    #[error("{limit} exceeded: {value} where at most {max} is allowed")]
+    LimitExceeded {
+        /// Which limit.
+        limit: crate::Limit,
+        /// The size reached (for work, the count when the work stopped).
+        value: u64,
+        /// The limit's value.
+        max: u64,
+    },
     /// The constraint matches no output at all.
     #[error("the constraint matches no output at all")]
     EmptyLanguage,

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use crate::constraint::GrammarConstraint;
 use crate::dfa::Dfa;
 use crate::grammar::{Grammar, GrammarBuilder, Sym};
+use crate::limits::{Limit, Limits};
 use crate::vocab::TokenVocab;
 use crate::Error;
 
@@ -375,6 +376,8 @@ impl Parser {
             rules: Vec::new(),
             ignore: Vec::new(),
         };
+        // Names defined so far (a set: a scan of the rules made long grammars quadratic).
+        let mut defined: std::collections::HashSet<String> = std::collections::HashSet::new();
         while let Some(t) = self.peek().cloned() {
             if let Tok::Directive(name, rest) = t {
                 self.i += 1;
@@ -407,6 +410,7 @@ impl Parser {
                             .ok_or_else(|| self.err("only %import common.NAME is supported"))?;
                         let re = common_terminal(name.trim())
                             .ok_or_else(|| self.err("unknown common terminal"))?;
+                        defined.insert(name.trim().to_string());
                         ast.rules
                             .push((name.trim().to_string(), Expr::Regex(re.to_string())));
                     }
@@ -429,7 +433,7 @@ impl Parser {
             }
             self.i += 1;
             let body = self.alts()?;
-            if ast.rules.iter().any(|(n, _)| *n == name) {
+            if !defined.insert(name.clone()) {
                 return Err(self.err("rule defined twice"));
             }
             ast.rules.push((name, body));
@@ -605,8 +609,46 @@ pub(crate) fn parse_lark(text: &str) -> Result<Ast, Error> {
     .parse()
 }
 
-/// Compiles a parsed grammar with start rule `start`.
+/// A group of one item is that item.
+fn peel(mut e: &Expr) -> &Expr {
+    loop {
+        match e {
+            Expr::Seq(v) | Expr::Alt(v) if v.len() == 1 => e = &v[0],
+            _ => return e,
+        }
+    }
+}
+
+/// Simplifies `inner{min,max}` where `inner` is itself a repeat, algebraically:
+/// `(X*){m,n}` is `X*` (a star matches the empty string and is closed under concatenation),
+/// `(X+){m,n}` is `X{m,}`, and `(X?){m,}` is `X*` (for `n ≥ 1`). Applied until the body is
+/// no such repeat (inner repeats first), so nested bounded repeats of a star, which made every
+/// Earley set grow with the product of the counts, are one star.
+fn collapse(inner: &Expr, min: u32, max: Option<u32>) -> (&Expr, u32, Option<u32>) {
+    if max == Some(0) {
+        return (inner, min, max);
+    }
+    let Expr::Repeat(body, a, b) = peel(inner) else {
+        return (inner, min, max);
+    };
+    let (body, a, b) = collapse(body, *a, *b);
+    match (a, b) {
+        (0, None) => (body, 0, None),
+        (1, None) => (body, min, None),
+        (0, Some(1)) if max.is_none() => (body, 0, None),
+        _ => (inner, min, max),
+    }
+}
+
+/// Compiles a parsed grammar with start rule `start` under the default limits.
 pub(crate) fn compile(ast: &Ast, start: &str) -> Result<Grammar, Error> {
+    compile_with(ast, start, &Limits::DEFAULT)
+}
+
+/// Compiles a parsed grammar with start rule `start`, checking its size against `limits`
+/// (rules first, as they are made, so that a huge grammar stops early).
+pub(crate) fn compile_with(ast: &Ast, start: &str, limits: &Limits) -> Result<Grammar, Error> {
+    crate::limits::check(Limit::Rules, ast.rules.len(), limits.max_rules)?;
     let mut c = Compile {
         b: GrammarBuilder::default(),
         names: HashMap::new(),
@@ -642,7 +684,7 @@ pub(crate) fn compile(ast: &Ast, start: &str) -> Result<Grammar, Error> {
         }
         None => Sym::Nt(root),
     };
-    c.b.build(top)
+    c.b.build_with(top, limits)
 }
 
 struct Compile {
@@ -687,6 +729,8 @@ impl Compile {
                 self.b.alts("<alt>", out)
             }
             Expr::Repeat(inner, min, max) => {
+                let (inner, min, max) = collapse(inner, *min, *max);
+                let (min, max) = (&min, &max);
                 let x = self.expr(inner, in_rule)?;
                 let sep: Vec<Sym> = if in_rule {
                     self.ignore.into_iter().collect()
@@ -745,7 +789,13 @@ pub fn from_gbnf(text: &str, vocab: &Arc<TokenVocab>) -> Result<GrammarConstrain
 
 /// Compiles GBNF text to a grammar (start rule `root`).
 pub fn compile_gbnf(text: &str) -> Result<Arc<Grammar>, Error> {
-    Ok(Arc::new(compile(&parse_gbnf(text)?, "root")?))
+    compile_gbnf_with_limits(text, &Limits::DEFAULT)
+}
+
+/// Compiles GBNF text to a grammar (start rule `root`) whose size and work per mask are bounded
+/// by `limits`.
+pub fn compile_gbnf_with_limits(text: &str, limits: &Limits) -> Result<Arc<Grammar>, Error> {
+    Ok(Arc::new(compile_with(&parse_gbnf(text)?, "root", limits)?))
 }
 
 /// A constraint for a Lark-like EBNF grammar; the start rule is `start`.
@@ -759,7 +809,13 @@ pub fn from_lark(text: &str, vocab: &Arc<TokenVocab>) -> Result<GrammarConstrain
 
 /// Compiles Lark-like text to a grammar (start rule `start`).
 pub fn compile_lark(text: &str) -> Result<Arc<Grammar>, Error> {
-    Ok(Arc::new(compile(&parse_lark(text)?, "start")?))
+    compile_lark_with_limits(text, &Limits::DEFAULT)
+}
+
+/// Compiles Lark-like text to a grammar (start rule `start`) whose size and work per mask are
+/// bounded by `limits`.
+pub fn compile_lark_with_limits(text: &str, limits: &Limits) -> Result<Arc<Grammar>, Error> {
+    Ok(Arc::new(compile_with(&parse_lark(text)?, "start", limits)?))
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::dfa::{Dfa, DEAD};
+use crate::limits::{check, Limit, Limits};
 use crate::vocab::{TokenVocab, CATEGORIES};
 use crate::Error;
 
@@ -101,8 +102,15 @@ impl GrammarBuilder {
         Ok(s)
     }
 
-    /// Finishes the grammar with start symbol `start`: prunes unproductive rules and flattens.
-    pub(crate) fn build(self, start: Sym) -> Result<Grammar, Error> {
+    /// Finishes the grammar with start symbol `start`: checks its size against `limits`,
+    /// prunes unproductive rules and flattens. Linear in the size of the grammar.
+    pub(crate) fn build_with(self, start: Sym, limits: &Limits) -> Result<Grammar, Error> {
+        check(Limit::Rules, self.rules.len() + 1, limits.max_rules)?;
+        let items: usize = self.rules.iter().map(|(_, r)| r.len() + 1).sum::<usize>() + 2;
+        check(Limit::Items, items, limits.max_items)?;
+        check(Limit::Terminals, self.terminals.len(), limits.max_terminals)?;
+        let states: usize = self.terminals.iter().map(|d| d.num_states()).sum();
+        check(Limit::TerminalStates, states, limits.max_terminal_states)?;
         let GrammarBuilder {
             mut names,
             mut rules,
@@ -114,25 +122,8 @@ impl GrammarBuilder {
         names.push("<start>".into());
         rules.push((top, vec![start]));
         let n = names.len();
-        // Productive nonterminals: fixpoint over rules whose symbols are all productive.
-        let mut productive = vec![false; n];
-        loop {
-            let mut changed = false;
-            for (lhs, rhs) in &rules {
-                if !productive[*lhs as usize]
-                    && rhs.iter().all(|s| match s {
-                        Sym::T(_) => true,
-                        Sym::Nt(m) => productive[*m as usize],
-                    })
-                {
-                    productive[*lhs as usize] = true;
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
+        // Productive nonterminals: rules whose symbols are all productive.
+        let productive = derives(n, &rules, |_| true);
         if !productive[top as usize] {
             return Err(Error::EmptyLanguage);
         }
@@ -142,23 +133,8 @@ impl GrammarBuilder {
                     matches!(s, Sym::T(_)) || matches!(s, Sym::Nt(m) if productive[*m as usize])
                 })
         });
-        let mut nullable = vec![false; n];
-        loop {
-            let mut changed = false;
-            for (lhs, rhs) in &rules {
-                if !nullable[*lhs as usize]
-                    && rhs
-                        .iter()
-                        .all(|s| matches!(s, Sym::Nt(m) if nullable[*m as usize]))
-                {
-                    nullable[*lhs as usize] = true;
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
+        // Nullable nonterminals: rules of nullable nonterminals only.
+        let nullable = derives(n, &rules, |s| matches!(s, Sym::Nt(_)));
         let mut syms = Vec::new();
         let mut nt_rules = vec![Vec::new(); n];
         let mut start_pos = 0;
@@ -188,9 +164,49 @@ impl GrammarBuilder {
             terminal_starts,
             start_pos,
             accept_pos,
+            max_work: limits.max_mask_work,
             cache: Mutex::new((0, HashMap::new())),
         })
     }
+}
+
+/// The nonterminals that derive something through rules whose every symbol passes `usable`
+/// and whose nonterminals all derive something: the least fixpoint, computed with a worklist
+/// and a count of unsettled nonterminals per rule, so that each rule is looked at once per
+/// symbol (a chain of rules listed in the worst order costs no more than any other).
+fn derives(n: usize, rules: &[(u32, Vec<Sym>)], usable: impl Fn(&Sym) -> bool) -> Vec<bool> {
+    let mut done = vec![false; n];
+    let mut waiting = vec![0u32; rules.len()];
+    let mut uses: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut queue: Vec<u32> = Vec::new();
+    for (r, (lhs, rhs)) in rules.iter().enumerate() {
+        if !rhs.iter().all(&usable) {
+            waiting[r] = u32::MAX;
+            continue;
+        }
+        for s in rhs {
+            if let Sym::Nt(m) = s {
+                waiting[r] += 1;
+                uses[*m as usize].push(r as u32);
+            }
+        }
+        if waiting[r] == 0 && !done[*lhs as usize] {
+            done[*lhs as usize] = true;
+            queue.push(*lhs);
+        }
+    }
+    while let Some(m) = queue.pop() {
+        for &r in &uses[m as usize] {
+            let w = &mut waiting[r as usize];
+            *w -= 1;
+            let lhs = rules[r as usize].0 as usize;
+            if *w == 0 && !done[lhs] {
+                done[lhs] = true;
+                queue.push(lhs as u32);
+            }
+        }
+    }
+    done
 }
 
 /// A symbol after a dot in a flattened rule.
@@ -211,6 +227,8 @@ pub struct Grammar {
     terminal_starts: Vec<u32>,
     start_pos: u32,
     accept_pos: u32,
+    /// [`Limits::max_mask_work`].
+    max_work: u64,
     /// Per terminal, its number in the vocabulary's shared mask cache (the vocabulary is
     /// identified by its serial number).
     cache: Mutex<TerminalCache>,
@@ -504,10 +522,15 @@ impl Grammar {
         self.terminals.iter().map(|d| d.num_states()).sum()
     }
 
-    /// Whether the whole of `bytes` is a sentence of the grammar.
+    /// Whether the whole of `bytes` is a sentence of the grammar (false also when reading a
+    /// byte goes past [`Limits::max_mask_work`]).
     pub fn recognizes(&self, bytes: &[u8]) -> bool {
         let mut chart = Chart::new(self);
-        bytes.iter().all(|&b| chart.push_byte(self, b)) && chart.is_complete(self)
+        bytes.iter().all(|&b| {
+            chart.start_work();
+            chart.push_byte(self, b)
+        }) && !chart.broken
+            && chart.is_complete(self)
     }
 }
 
@@ -515,6 +538,9 @@ impl Grammar {
 /// rustc-hash's Fx hasher is fast on those (and needs no protection against chosen keys).
 type FxSet<K> = rustc_hash::FxHashSet<K>;
 pub(crate) type FxMap<K, V> = rustc_hash::FxHashMap<K, V>;
+
+/// Sets of more items than this get an index of the items waiting on each nonterminal.
+const INDEX_ABOVE: usize = 32;
 
 /// The Earley chart: one set per byte read, kept as a stack so that a mask computation can push
 /// trial bytes and pop them again, and a rollback is a truncation.
@@ -528,7 +554,22 @@ pub(crate) struct Chart {
     infl_starts: Vec<u32>,
     /// Per set, the union of the bytes any in-flight terminal can read next.
     bytes: Vec<[u64; 4]>,
+    /// Per sealed set of more than [`INDEX_ABOVE`] items, its items whose dot is before a
+    /// nonterminal, as `(nonterminal, item index)` sorted: a completion finds the items
+    /// waiting for its nonterminal by binary search instead of scanning the whole origin set
+    /// (which made rule chains quadratic). Smaller sets are scanned.
+    waits: Vec<(u32, u32)>,
+    wait_starts: Vec<u32>,
+    /// Per sealed set, whether `waits` indexes it.
+    indexed: Vec<bool>,
     seen: FxSet<u128>,
+    /// Work units since the last [`Chart::start_work`].
+    work: u64,
+    /// Whether `work` went past the grammar's `max_work`: the sets built since then are
+    /// incomplete and must be discarded.
+    over: bool,
+    /// Whether the initial set itself went past the limit (the chart is unusable).
+    broken: bool,
 }
 
 impl Chart {
@@ -540,12 +581,43 @@ impl Chart {
             infl: Vec::new(),
             infl_starts: vec![0],
             bytes: Vec::new(),
+            waits: Vec::new(),
+            wait_starts: vec![0],
+            indexed: Vec::new(),
             seen: FxSet::default(),
+            work: 0,
+            over: false,
+            broken: false,
         };
         c.seen.clear();
         c.add_item(g.start_pos, 0);
         c.close(g, 0);
+        c.broken = c.over;
         c
+    }
+
+    /// Starts counting work for one mask or one token.
+    pub(crate) fn start_work(&mut self) {
+        self.work = 0;
+        self.over = false;
+    }
+
+    /// Work units since [`Chart::start_work`].
+    pub(crate) fn work(&self) -> u64 {
+        self.work
+    }
+
+    /// `Err(LimitExceeded)` when the work went past the grammar's limit since
+    /// [`Chart::start_work`] (or when the initial set did).
+    pub(crate) fn check_work(&self, g: &Grammar) -> Result<(), Error> {
+        if self.over || self.broken {
+            return Err(Error::LimitExceeded {
+                limit: Limit::MaskWork,
+                value: self.work,
+                max: g.max_work,
+            });
+        }
+        Ok(())
     }
 
     /// Number of sets.
@@ -576,6 +648,11 @@ impl Chart {
     fn close(&mut self, g: &Grammar, k: u32) {
         let mut i = self.item_starts[k as usize] as usize;
         while i < self.items.len() {
+            self.work += 1;
+            if self.work > g.max_work {
+                self.over = true;
+                break;
+            }
             let (pos, origin) = self.items[i];
             i += 1;
             match g.syms[pos as usize] {
@@ -589,11 +666,24 @@ impl Chart {
                 }
                 GSym::T(t) => self.add_infl(pos, origin, g.terminal_starts[t as usize]),
                 GSym::End(a) => {
-                    if origin != k {
+                    if origin != k && self.indexed[origin as usize] {
+                        let (s, e) = (
+                            self.wait_starts[origin as usize] as usize,
+                            self.wait_starts[origin as usize + 1] as usize,
+                        );
+                        let mut j = s + self.waits[s..e].partition_point(|&(n, _)| n < a);
+                        while j < e && self.waits[j].0 == a {
+                            let (p2, o2) = self.items[self.waits[j].1 as usize];
+                            self.add_item(p2 + 1, o2);
+                            self.work += 1;
+                            j += 1;
+                        }
+                    } else if origin != k {
                         let (s, e) = (
                             self.item_starts[origin as usize],
                             self.item_starts[origin as usize + 1],
                         );
+                        self.work += (e - s) as u64;
                         for j in s..e {
                             let (p2, o2) = self.items[j as usize];
                             if g.syms[p2 as usize] == GSym::Nt(a) {
@@ -613,6 +703,19 @@ impl Chart {
                 }
             }
         }
+        let first = self.item_starts[k as usize] as usize;
+        let big = self.items.len() - first > INDEX_ABOVE;
+        if big {
+            let ws = self.waits.len();
+            for j in first..self.items.len() {
+                if let GSym::Nt(a) = g.syms[self.items[j].0 as usize] {
+                    self.waits.push((a, j as u32));
+                }
+            }
+            self.waits[ws..].sort_unstable();
+        }
+        self.indexed.push(big);
+        self.wait_starts.push(self.waits.len() as u32);
         self.item_starts.push(self.items.len() as u32);
         self.infl_starts.push(self.infl.len() as u32);
         self.bytes.push(bytes);
@@ -628,7 +731,7 @@ impl Chart {
     /// Reads byte `b` into a new set. Returns false, leaving the chart unchanged, if no item
     /// can read it.
     pub(crate) fn push_byte(&mut self, g: &Grammar, b: u8) -> bool {
-        if !self.may_read(b) {
+        if self.over || self.broken || !self.may_read(b) {
             return false;
         }
         let k = self.depth() as u32 - 1;
@@ -637,6 +740,7 @@ impl Chart {
             self.infl_starts[k as usize + 1] as usize,
         );
         self.seen.clear();
+        self.work += (e - s) as u64;
         for i in s..e {
             let (pos, origin, st) = self.infl[i];
             let GSym::T(t) = g.syms[pos as usize] else {
@@ -663,7 +767,11 @@ impl Chart {
     pub(crate) fn pop(&mut self) {
         self.item_starts.pop();
         self.infl_starts.pop();
+        self.wait_starts.pop();
+        self.indexed.pop();
         self.bytes.pop();
+        self.waits
+            .truncate(*self.wait_starts.last().unwrap_or(&0) as usize);
         self.items
             .truncate(*self.item_starts.last().unwrap_or(&0) as usize);
         self.infl
@@ -692,13 +800,23 @@ impl Chart {
     /// and state), and, for each trie node where the terminal may end, the tokens below it that
     /// the parser accepts after the terminal. Earley sets are unions of independent items, so
     /// the parts can be computed one item at a time.
-    pub(crate) fn fill_mask(&mut self, g: &Grammar, vocab: &TokenVocab, mask: &mut [u64]) {
+    ///
+    /// Stops with `Err(LimitExceeded)` when the work passes the grammar's limit (the chart is
+    /// left as it was; the mask is then partial and must not be used).
+    pub(crate) fn fill_mask(
+        &mut self,
+        g: &Grammar,
+        vocab: &TokenVocab,
+        mask: &mut [u64],
+    ) -> Result<(), Error> {
+        self.check_work(g)?;
         let k = self.depth() - 1;
         let (s, e) = (
             self.infl_starts[k] as usize,
             self.infl_starts[k + 1] as usize,
         );
         for i in s..e {
+            self.work += 1;
             let (pos, origin, st) = self.infl[i];
             let GSym::T(t) = g.syms[pos as usize] else {
                 continue;
@@ -716,10 +834,15 @@ impl Chart {
             self.add_item(pos + 1, origin);
             self.close(g, k as u32 + 1);
             for &p in &tm.exits {
+                if self.over {
+                    break;
+                }
                 self.walk_subtrie(g, vocab, p as usize, mask);
             }
             self.pop();
+            self.check_work(g)?;
         }
+        Ok(())
     }
 
     /// Adds the tokens below trie node `p` (not `p` itself) whose remaining bytes can be read

@@ -83,6 +83,37 @@
 //! Schemas, grammars and patterns may come from users: bad ones are typed errors, automata are
 //! limited in size, and a JSON Schema keyword this crate does not enforce is an error naming it
 //! and its path ([`Error::UnsupportedKeyword`]) rather than silently ignored.
+//!
+//! Every grammar constraint is bounded by [`Limits`], set through [`JsonOptions::limits`],
+//! [`compile_gbnf_with_limits`] and [`compile_lark_with_limits`] (the functions without
+//! `_with_limits` use [`Limits::DEFAULT`]). Going past one is [`Error::LimitExceeded`], which
+//! names the limit ([`Limit`]), the value reached and the bound:
+//!
+//! | limit | default | bounds | checked |
+//! |---|---|---|---|
+//! | `max_rules` | 1,000,000 | grammar rules after lowering (repeats, groups, alternatives) | at compile |
+//! | `max_items` | 4,000,000 | symbols over all rules, plus one per rule (the parser's item table) | at compile |
+//! | `max_terminals` | 20,000 | distinct terminal automata; each caches one vocabulary bitset per state it is seen in, so this bounds mask memory | at compile |
+//! | `max_terminal_states` | 2,000,000 | automaton states over all terminals, and the trie of a string `enum` | at compile |
+//! | `max_mask_work` | 1,000,000 | work units (Earley items processed, completions, terminal steps) of one mask or one token | as the work is done |
+//!
+//! One automaton (a pattern, a format, a class) is also limited to 100,000 states
+//! ([`Error::TooLarge`]). The JSON-Schema-Test-Suite's largest mask or token is a few hundred
+//! work units, and a mask of a million takes some tens of milliseconds. The work limit is the
+//! backstop; the costs that grew without bound on hostile input are linear now: a completion
+//! finds the items waiting for it by binary search (chains of rules), nested repeats of a star
+//! (`((x*){0,99}){0,99}`) collapse to the star, a string `enum` is one automaton terminal (its
+//! trie), and duplicate names are found with sets (`required`, rule names). A constraint that
+//! reports the work limit is left as it was before the call; its
+//! [`GrammarConstraint::last_work`] says what a mask or token cost.
+//!
+//! ```
+//! use nextok_constraints::{compile_gbnf_with_limits, Error, Limit, Limits};
+//!
+//! let limits = Limits::default().with_max_rules(10);
+//! let e = compile_gbnf_with_limits("root ::= (\"a\" | \"b\")+ \"c\"{3,9}", &limits);
+//! assert!(matches!(e, Err(Error::LimitExceeded { limit: Limit::Rules, max: 10, .. })));
+//! ```
 
 mod constraint;
 mod dfa;
@@ -90,19 +121,24 @@ mod error;
 
 mod grammar;
 mod json;
+mod limits;
 
 mod vocab;
 
 pub use constraint::{apply_mask, Constraint, GrammarConstraint, RegexConstraint};
 pub use error::Error;
 pub use grammar::Grammar;
+pub use limits::{Limit, Limits};
 
 pub use json::{compile_json_schema, from_json_schema, json_any, JsonOptions};
 pub use vocab::{decode_gpt2_byte_level, TokenVocab};
 mod conformance;
 pub use conformance::{ConformanceReport, ConformanceRun, Percentiles, SchemaOutcome};
 mod gbnf;
-pub use gbnf::{compile_gbnf, compile_lark, from_gbnf, from_lark};
+pub use gbnf::{
+    compile_gbnf, compile_gbnf_with_limits, compile_lark, compile_lark_with_limits, from_gbnf,
+    from_lark,
+};
 
 /// The README's example, compiled and run as a doctest.
 // (Its first example builds a vocabulary from a tokenizer, so it needs the `tokenizer` feature.)

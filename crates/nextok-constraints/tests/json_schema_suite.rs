@@ -7,7 +7,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use nextok_constraints::{ConformanceRun, JsonOptions};
+use nextok_constraints::{ConformanceRun, JsonOptions, Limits};
 use nextok_tokenizer::{EncodeOptions, Tokenizer};
 
 fn suite_dir() -> PathBuf {
@@ -60,8 +60,14 @@ fn json_schema_test_suite() {
         report.mask_mismatches
     );
     println!(
-        "mask us {:?}\ncompile ms {:?}",
-        report.mask_us, report.compile_ms
+        "mask us {:?}\ncompile ms {:?}\nmost work units in one mask or token: {}",
+        report.mask_us, report.compile_ms, report.max_work
+    );
+    // The default work limit holds every schema of the suite ten times over (issue #13).
+    assert!(
+        report.max_work > 0 && report.max_work * 10 <= Limits::DEFAULT.max_mask_work,
+        "a mask took {} work units",
+        report.max_work
     );
     assert_eq!(
         report.mask_mismatches, 0,

@@ -257,15 +257,28 @@ impl<'a> Compiler<'a> {
             // Keep the values that the other keywords accept, checked by compiling them.
             let mut sub = Compiler::new(self.table, self.opts);
             let s = sub.schema(&rest, path)?;
-            match sub.b.build(s) {
+            match sub.b.build_with(s, &self.opts.limits) {
                 Ok(g) => values.retain(|v| g.recognizes(compact(v).as_bytes())),
                 Err(Error::EmptyLanguage) => values.clear(),
                 Err(e) => return Err(e),
             }
         }
         let mut alts = Vec::new();
+        // The strings are one terminal, the JSON encoding of their trie: the cost of a mask
+        // then does not grow with their number, as N alternatives' would.
+        let strings: Vec<&[u8]> = values
+            .iter()
+            .filter_map(|v| v.as_str().map(str::as_bytes))
+            .collect();
+        if strings.len() > 1 {
+            let limit = self.opts.limits.max_terminal_states;
+            let trie = Dfa::literals(&strings, limit)?;
+            alts.push(vec![self.b.terminal(trie.json_string_limited(limit)?)?]);
+        }
         for v in &values {
-            alts.push(vec![self.const_value(v, path)?]);
+            if strings.len() <= 1 || !v.is_string() {
+                alts.push(vec![self.const_value(v, path)?]);
+            }
         }
         Ok(self.b.alts("enum", alts))
     }

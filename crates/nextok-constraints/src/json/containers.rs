@@ -243,19 +243,32 @@ impl Compiler<'_> {
             }
             acc
         };
-        let mut names: Vec<String> = props.iter().map(|(k, _)| k.clone()).collect();
+        // Every name the object must track, once each; past 64 the keyword that added the
+        // 65th is refused at once (a set keeps this linear, whatever the lists' lengths).
+        let mut names: Vec<String> = Vec::new();
+        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
         let dep_pairs: &[(String, Vec<String>)] = o.dependent_required.as_deref().unwrap_or(&[]);
-        for r in required.iter().chain(
-            dep_pairs
-                .iter()
-                .flat_map(|(k, v)| std::iter::once(k).chain(v)),
-        ) {
-            if !names.contains(r) {
+        let listed = props
+            .iter()
+            .map(|(k, _)| (k, "properties (more than 64 named)"))
+            .chain(
+                required
+                    .iter()
+                    .map(|r| (r, "required (more than 64 names)")),
+            )
+            .chain(
+                dep_pairs
+                    .iter()
+                    .flat_map(|(k, v)| std::iter::once(k).chain(v))
+                    .map(|r| (r, "dependentRequired (more than 64 names)")),
+            );
+        for (r, keyword) in listed {
+            if seen.insert(r.as_str()) {
+                if names.len() == 64 {
+                    return Err(unsupported(keyword, path));
+                }
                 names.push(r.clone());
             }
-        }
-        if names.len() > 64 {
-            return Err(unsupported("properties (more than 64 named)", path));
         }
         let index = |name: &String| names.iter().position(|x| x == name).unwrap_or(0) as u64;
         let deps: Vec<(u64, u64)> = dep_pairs

@@ -31,6 +31,7 @@ use serde_json::Value;
 
 use crate::constraint::GrammarConstraint;
 use crate::grammar::Grammar;
+use crate::limits::Limits;
 use crate::vocab::TokenVocab;
 use crate::Error;
 
@@ -48,6 +49,9 @@ pub struct JsonOptions {
     /// Objects with more named properties than this use the schema's order even when
     /// `fixed_property_order` is false, because any-order tracking grows as 2^n rules.
     pub max_free_order_properties: usize,
+    /// Bounds on the grammar's size and on the work of each mask (default:
+    /// [`Limits::DEFAULT`]).
+    pub limits: Limits,
 }
 
 impl Default for JsonOptions {
@@ -56,6 +60,7 @@ impl Default for JsonOptions {
             max_whitespace: 0,
             fixed_property_order: false,
             max_free_order_properties: 8,
+            limits: Limits::DEFAULT,
         }
     }
 }
@@ -70,6 +75,12 @@ impl JsonOptions {
     /// Sets [`JsonOptions::fixed_property_order`].
     pub fn with_fixed_property_order(mut self, yes: bool) -> Self {
         self.fixed_property_order = yes;
+        self
+    }
+
+    /// Sets [`JsonOptions::limits`].
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
         self
     }
 }
@@ -102,7 +113,7 @@ pub fn compile_json_schema(schema: &Value, options: &JsonOptions) -> Result<Arc<
     let doc = schema::Document::parse(schema)?;
     let mut c = compile::Compiler::new(&doc.table, options);
     let s = c.schema(&doc.root, "#")?;
-    Ok(Arc::new(c.b.build(s)?))
+    Ok(Arc::new(c.b.build_with(s, &options.limits)?))
 }
 
 #[cfg(test)]

@@ -533,12 +533,14 @@ impl<'v> Parser<'v> {
                     let Value::Array(r) = x else {
                         return Err(invalid(path, "required must be an array"));
                     };
+                    // Names once each, in order: a set keeps this linear in the list.
                     let mut required: Vec<String> = Vec::new();
+                    let mut seen = std::collections::HashSet::new();
                     for v in r {
                         let Value::String(s) = v else {
                             return Err(invalid(path, "required must hold strings"));
                         };
-                        if !required.contains(s) {
+                        if seen.insert(s.as_str()) {
                             required.push(s.clone());
                         }
                     }
