@@ -6,6 +6,7 @@
 //! names the file and says what it is. A symbolic link is followed, so a link to a regular file
 //! is read and a link to a device is refused.
 
+use nextok::gguf::file_kind;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -55,26 +56,6 @@ pub enum FileError {
         /// What the file was to hold.
         what: &'static str,
     },
-}
-
-/// What a file that is not a regular file is, in words.
-pub fn file_kind(t: &std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if t.is_dir() {
-        "a folder"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_file() {
-        "a regular file"
-    } else {
-        "an unknown kind of file"
-    }
 }
 
 /// Checks that `path` is a regular file of at most `limit` bytes (following links), without

@@ -233,8 +233,11 @@ impl GgufFile {
     }
 }
 
-/// What a file that is not a regular file is, in words.
-fn file_kind(t: &std::fs::FileType) -> &'static str {
+/// What kind of file `t` is, in words ("a FIFO", "a character device", "a folder", ...), for
+/// messages about a path that should be a regular file. Every nextok crate that opens a user's
+/// file (the GGUF reader, the facade's model check, the command's schema and grammar files) says
+/// it with these words.
+pub fn file_kind(t: &std::fs::FileType) -> &'static str {
     #[cfg(unix)]
     {
         use std::os::unix::fs::FileTypeExt;
@@ -253,6 +256,8 @@ fn file_kind(t: &std::fs::FileType) -> &'static str {
     }
     if t.is_dir() {
         "a folder"
+    } else if t.is_file() {
+        "a regular file"
     } else {
         "an unknown kind of file"
     }

@@ -64,33 +64,6 @@ pub fn check_model_file(path: &Path) -> Result<(), Error> {
     }
     Err(Error::ModelNotARegularFile {
         path: path.to_path_buf(),
-        kind: file_kind(&metadata.file_type()),
+        kind: nextok_gguf::file_kind(&metadata.file_type()),
     })
-}
-
-/// What a file that is not a regular file is, in words.
-pub(crate) fn file_kind(t: &std::fs::FileType) -> &'static str {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if t.is_char_device() {
-            return "a character device";
-        }
-        if t.is_block_device() {
-            return "a block device";
-        }
-        if t.is_fifo() {
-            return "a FIFO";
-        }
-        if t.is_socket() {
-            return "a socket";
-        }
-    }
-    if t.is_dir() {
-        "a folder"
-    } else if t.is_file() {
-        "a regular file"
-    } else {
-        "an unknown kind of file"
-    }
 }
