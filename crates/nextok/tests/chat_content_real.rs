@@ -5,27 +5,17 @@
 
 use std::ops::Range;
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
 use nextok::tokenizer::{EncodeOptions, Message, TokenKind, Tokenizer};
-use nextok::{Engine, EngineOptions, Prompt};
+use nextok::Prompt;
 use proptest::prelude::*;
 
 const IM_START: u32 = 1;
 const IM_END: u32 = 2;
 
-fn engine() -> &'static Engine {
-    static ENGINE: OnceLock<Engine> = OnceLock::new();
-    ENGINE.get_or_init(|| {
-        let path = nextok::default_model_path().expect("a cache folder for the default model");
-        assert!(
-            path.is_file(),
-            "the default model is not at {}: run `cargo xtask fetch-model`",
-            path.display()
-        );
-        Engine::load(&path, &EngineOptions::default()).expect("the default model loads")
-    })
-}
+mod common;
+
+use common::real_engine as engine;
 
 /// Each token's byte range in the text the ids decode to, with its kind.
 fn token_spans(tok: &dyn Tokenizer, ids: &[u32]) -> Vec<(Range<usize>, TokenKind)> {

@@ -6,25 +6,12 @@
 //! margin is below 0.05 (see `conformance/README.md`).
 
 use nextok::sampling::SamplingParams;
-use nextok::{
-    BeamOptions, Chat, Completion, Engine, EngineOptions, Error, Event, GenerateOptions, Prompt,
-    Stop,
-};
+use nextok::{BeamOptions, Chat, Completion, Error, Event, GenerateOptions, Prompt, Stop};
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
-fn engine() -> &'static Engine {
-    static ENGINE: OnceLock<Engine> = OnceLock::new();
-    ENGINE.get_or_init(|| {
-        let path = nextok::default_model_path().expect("a cache folder for the default model");
-        assert!(
-            path.is_file(),
-            "the default model is not at {}: run `cargo xtask fetch-model`",
-            path.display()
-        );
-        Engine::load(&path, &EngineOptions::default()).expect("the default model loads")
-    })
-}
+mod common;
+
+use common::real_engine as engine;
 
 struct GreedyCase {
     name: String,

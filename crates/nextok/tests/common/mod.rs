@@ -2,6 +2,9 @@
 //! weights (`nextok_model::testing::RandomLlama`) and, in the same in-memory GGUF file, a real
 //! byte-level BPE vocabulary with ChatML's control tokens and a ChatML chat template. The real
 //! tokenizer, template, model and loop code all run; only the weights are random.
+//!
+//! Also the real default model, loaded once per test binary, for the tests that compare against
+//! it ([`real_engine`]).
 
 #![allow(dead_code)]
 
@@ -145,4 +148,19 @@ pub fn engine_with(seed: u64, context: usize) -> Engine {
 pub fn engine() -> &'static Engine {
     static ENGINE: std::sync::OnceLock<Engine> = std::sync::OnceLock::new();
     ENGINE.get_or_init(|| engine_with(SEED, 4096))
+}
+
+/// The real default model (SmolLM2-135M-Instruct Q4_1), loaded once per test binary. Fails, never
+/// skips, when it is absent.
+pub fn real_engine() -> &'static Engine {
+    static ENGINE: std::sync::OnceLock<Engine> = std::sync::OnceLock::new();
+    ENGINE.get_or_init(|| {
+        let path = nextok::default_model_path().expect("a cache folder for the default model");
+        assert!(
+            path.is_file(),
+            "the default model is not at {}: run `cargo xtask fetch-model`",
+            path.display()
+        );
+        Engine::load(&path, &nextok::EngineOptions::default()).expect("the default model loads")
+    })
 }
