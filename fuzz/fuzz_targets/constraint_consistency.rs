@@ -1,14 +1,15 @@
 //! Random grammars and random token walks: at every step a token is in the mask exactly when
 //! `advance` accepts it, an incomplete output always has an allowed token, and rollback restores
 //! the mask. The input bytes choose the grammar (a small GBNF built from fixed pieces) and the
-//! tokens.
+//! tokens. A grammar ambiguous enough to pass the work limit (`Limits::DEFAULT`) ends the walk
+//! with the typed error, which is the limit doing its job; any other error is a failure.
 
 #![no_main]
 
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
-use nextok_constraints::{compile_gbnf, Constraint, GrammarConstraint, TokenVocab};
+use nextok_constraints::{compile_gbnf, Constraint, Error, GrammarConstraint, Limit, TokenVocab};
 
 const PIECES: [&str; 12] = ["\"a\"", "\"b\"", "\"ab\"", "\"{\"", "\"}\"", "[a-c]", "[^a]", "\"é\"", "\"\"", ".", "r1", "root"];
 const SUFFIXES: [&str; 6] = ["", "*", "+", "?", "{1,2}", ""];
@@ -48,11 +49,20 @@ fuzz_target!(|data: &[u8]| {
     let mut c = GrammarConstraint::new(grammar, &vocab);
     let mut mask = vocab.empty_mask();
     let mut masks = Vec::new();
+    let over = |e: &Error| matches!(e, Error::LimitExceeded { limit: Limit::MaskWork, .. });
     for &choice in walk.iter().take(16) {
-        c.fill_mask(&mut mask).expect("mask of the right size");
+        match c.fill_mask(&mut mask) {
+            Ok(()) => {}
+            Err(e) if over(&e) => return,
+            Err(e) => panic!("{text}: {e}"),
+        }
         let mut allowed = Vec::new();
         for t in 0..vocab.len() as u32 {
-            let ok = c.advance(t).is_ok();
+            let ok = match c.advance(t) {
+                Ok(()) => true,
+                Err(e) if over(&e) => return,
+                Err(_) => false,
+            };
             assert_eq!(ok, bit(&mask, t), "{text}: token {t}");
             if ok {
                 c.rollback(1).expect("one token to roll back");
@@ -63,7 +73,11 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(c.is_complete(), bit(&mask, 0));
         masks.push(mask.clone());
         let t = allowed[choice as usize % allowed.len()];
-        c.advance(t).expect("allowed token");
+        match c.advance(t) {
+            Ok(()) => {}
+            Err(e) if over(&e) => return,
+            Err(e) => panic!("{text}: allowed token {t} refused: {e}"),
+        }
         if t == 0 {
             break;
         }

@@ -294,3 +294,39 @@ fn choices_are_a_trie_and_regexes_take_limits() {
     }
     assert!(RegexConstraint::from_regex_with_limits("[a-z]{5}", &v, &limits).is_ok());
 }
+
+#[test]
+fn a_fuzzed_ambiguous_grammar_stops_at_the_work_limit() {
+    // Found by the `constraint_consistency` fuzz target in a 10-minute run (its input is now a
+    // seed in fuzz/corpus/constraint_consistency/limit-ambiguous-nullable-recursion): two
+    // mutually recursive rules of nullable optionals, so every split of the input between them is
+    // an Earley item. Within 16 tokens of the fuzzer's walk a mask passed the default work limit
+    // of one million units, and the target expected every mask to succeed. The limit doing its
+    // job is the typed error; here, with a lower limit, reading `a`s reaches it.
+    let text = "root ::= \"é\"? r1? r1? r1? [a-c] r1? r1? [a-c]* r1? r1? r1? \"é\"*\n\
+                r1 ::= r1? \"é\"? r1? r1? r1? r1? root* r1? r1? r1? \"é\"* \"é\"*\n";
+    let v = vocab();
+    let limits = Limits::default().with_max_mask_work(50_000);
+    let g = compile_gbnf_with_limits(text, &limits).unwrap();
+    let mut c = GrammarConstraint::new(g, &v);
+    let mut mask = v.empty_mask();
+    let mut stopped = None;
+    for step in 0..64 {
+        if let Err(e) = c.fill_mask(&mut mask).and_then(|()| c.advance(b'a' as u32)) {
+            stopped = Some((step, e));
+            break;
+        }
+        assert!(
+            c.last_work() <= 50_000,
+            "step {step}: {} units",
+            c.last_work()
+        );
+    }
+    match stopped {
+        Some((_, Error::LimitExceeded { limit, max, value })) => {
+            assert_eq!((limit, max), (Limit::MaskWork, 50_000));
+            assert!(value > max, "{value}");
+        }
+        other => panic!("expected the work limit within 64 tokens, got {other:?}"),
+    }
+}
