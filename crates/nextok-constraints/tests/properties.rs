@@ -8,8 +8,8 @@ mod common;
 use std::sync::Arc;
 
 use nextok_constraints::{
-    apply_mask, compile_gbnf, from_json_schema, json_any, Constraint, GrammarConstraint,
-    JsonOptions, RegexConstraint, TokenVocab,
+    apply_mask, compile_gbnf, from_json_schema, json_any, Constraint, Error, GrammarConstraint,
+    JsonOptions, Limit, RegexConstraint, TokenVocab,
 };
 use proptest::prelude::*;
 use rand_chacha::ChaCha8Rng;
@@ -19,8 +19,19 @@ fn bit(mask: &[u64], t: u32) -> bool {
     mask[t as usize / 64] >> (t % 64) & 1 == 1
 }
 
+/// Whether `e` is the work limit (`Limits::max_mask_work`): a random grammar can be ambiguous
+/// enough to reach it (the fuzzer found one of two rules), and then the typed error is the
+/// right answer and the walk ends there. Any other error is a failure.
+fn over_the_work_limit<T>(r: &Result<T, Error>) -> bool {
+    match r {
+        Err(Error::LimitExceeded { limit, .. }) => *limit == Limit::MaskWork,
+        _ => false,
+    }
+}
+
 /// Walks `c` with random logits for up to `steps` tokens, checking the invariants at every
-/// step, and returns the bytes produced and whether an end token was chosen.
+/// step, and returns the bytes produced and whether an end token was chosen. A walk that
+/// reaches the work limit ends there, unfinished.
 fn walk(c: &mut dyn Constraint, rng: &mut ChaCha8Rng, steps: usize) -> (Vec<u8>, bool) {
     let vocab: Arc<TokenVocab> = Arc::clone(c.vocab());
     let n = vocab.len() as u32;
@@ -28,10 +39,18 @@ fn walk(c: &mut dyn Constraint, rng: &mut ChaCha8Rng, steps: usize) -> (Vec<u8>,
     let mut out = Vec::new();
     let mut history: Vec<Vec<u64>> = Vec::new();
     for _ in 0..steps {
-        c.fill_mask(&mut mask).unwrap();
+        let filled = c.fill_mask(&mut mask);
+        if over_the_work_limit(&filled) {
+            return (out, false);
+        }
+        filled.unwrap();
         // Mask bit == advance succeeds, for every token.
         for t in 0..n {
-            let ok = c.advance(t).is_ok();
+            let advanced = c.advance(t);
+            if over_the_work_limit(&advanced) {
+                return (out, false);
+            }
+            let ok = advanced.is_ok();
             assert_eq!(
                 ok,
                 bit(&mask, t),
@@ -60,7 +79,11 @@ fn walk(c: &mut dyn Constraint, rng: &mut ChaCha8Rng, steps: usize) -> (Vec<u8>,
             .unwrap();
         assert!(logits[t as usize].is_finite());
         history.push(mask.clone());
-        c.advance(t).unwrap();
+        let advanced = c.advance(t);
+        if over_the_work_limit(&advanced) {
+            return (out, false);
+        }
+        advanced.unwrap();
         if vocab.is_eos(t) {
             return (out, true);
         }
@@ -69,7 +92,11 @@ fn walk(c: &mut dyn Constraint, rng: &mut ChaCha8Rng, steps: usize) -> (Vec<u8>,
     // Rolling back restores earlier masks exactly.
     let k = history.len().min(3);
     c.rollback(k).unwrap();
-    c.fill_mask(&mut mask).unwrap();
+    let filled = c.fill_mask(&mut mask);
+    if over_the_work_limit(&filled) {
+        return (out, false);
+    }
+    filled.unwrap();
     assert_eq!(&mask, &history[history.len() - k]);
     (out, false)
 }
@@ -118,6 +145,54 @@ fn random_gbnf(rng: &mut ChaCha8Rng) -> String {
         text.push_str(&format!("{name} ::= {}\n", alts.join(" | ")));
     }
     text
+}
+
+#[test]
+fn a_random_grammar_past_the_work_limit_ends_its_walk() {
+    // CI's proptest run found this seed (2026-12-01): its grammar is ambiguous enough that a mask
+    // passes `max_mask_work`, and the walk used to unwrap the typed error. It must end the walk
+    // (the limit's job), and the grammar must really reach the limit for this test to mean it.
+    let seed = 4236246813260889168;
+    let vocab = common::synthetic_vocab();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let text = random_gbnf(&mut rng);
+    let g = compile_gbnf(&text).unwrap();
+    let mut c = GrammarConstraint::new(Arc::clone(&g), &vocab);
+    let (out, finished) = walk(&mut c, &mut rng, 12);
+    assert!(!finished, "{text}: finished with {out:?}");
+    // The same grammar, walked by hand along the first allowed token, meets the limit's error
+    // (and no other) within 12 tokens.
+    let mut c = GrammarConstraint::new(g, &vocab);
+    let mut mask = vocab.empty_mask();
+    let mut hit = false;
+    'walk: for _ in 0..12 {
+        let r = c.fill_mask(&mut mask);
+        if over_the_work_limit(&r) {
+            hit = true;
+            break;
+        }
+        r.unwrap();
+        let Some(t) = (0..vocab.len() as u32).find(|&t| bit(&mask, t) && !vocab.is_eos(t)) else {
+            break;
+        };
+        for u in 0..vocab.len() as u32 {
+            let a = c.advance(u);
+            if over_the_work_limit(&a) {
+                hit = true;
+                break 'walk;
+            }
+            if a.is_ok() {
+                c.rollback(1).unwrap();
+            }
+        }
+        let a = c.advance(t);
+        if over_the_work_limit(&a) {
+            hit = true;
+            break;
+        }
+        a.unwrap();
+    }
+    assert!(hit, "{text}: never reached the work limit");
 }
 
 proptest! {
