@@ -379,8 +379,9 @@ fn bench_json_has_the_issue_7_fields() {
     }
 }
 
-/// Runs `nextok chat` on the real model with `input` as its standard input (not a terminal).
-fn chat(input: &str, args: &[&str]) -> Output {
+/// Runs `nextok chat` on the real model with `input` as its standard input (not a terminal):
+/// text, or any bytes (a line that is not UTF-8).
+fn chat(input: impl AsRef<[u8]>, args: &[&str]) -> Output {
     use std::io::Write;
     let mut child = Command::new(env!("CARGO_BIN_EXE_nextok"))
         .arg("chat")
@@ -395,7 +396,7 @@ fn chat(input: &str, args: &[&str]) -> Output {
         .stdin
         .take()
         .unwrap()
-        .write_all(input.as_bytes())
+        .write_all(input.as_ref())
         .unwrap();
     child.wait_with_output().unwrap()
 }
@@ -620,20 +621,7 @@ fn chat_reports_a_bad_line_and_goes_on() {
     let args = ["--temperature", "0", "--max-tokens", "3", "--verbose"];
     let mut input = format!("/help\n{long}\n").into_bytes();
     input.extend_from_slice(b"\xff\xfe\nHi\n");
-    let o = {
-        use std::io::Write;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_nextok"))
-            .arg("chat")
-            .args(args)
-            .args(["--model", &model()])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(&input).unwrap();
-        child.wait_with_output().unwrap()
-    };
+    let o = chat(&input, &args);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(
