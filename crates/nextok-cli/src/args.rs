@@ -167,8 +167,10 @@ pub struct SamplingArgs {
     )]
     pub frequency_penalty: f32,
     /// Seed of the random choice: the same prompt, settings and seed give the same answer.
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub seed: u64,
+    /// Without it a fresh random seed is drawn, and printed with the timings (and in --json), so
+    /// that --seed with that number gives the same answer again.
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
 }
 
 /// Settings shared by `generate` and `chat`.
@@ -243,6 +245,8 @@ pub struct GenerateArgs {
     ///     that distribution gives the chosen token probability 1, so logprob is 0 (see
     ///     --logprobs for the model's own log-probabilities); under --beams, the sum of the
     ///     model's own log-probabilities;
+    ///   seed: the sampling seed: the one --seed gave, or the one drawn when it was not given
+    ///     (--seed with it gives the same answer again);
     ///   usage: prompt_tokens, cached_prompt_tokens (prompt tokens taken from a cache instead of
     ///     the prefill), completion_tokens, total_tokens (counts);
     ///   timings: time_to_first_token_s, prefill_s, prefill_tokens_per_s, decode_s (first token to

@@ -336,6 +336,62 @@ fn the_same_seed_gives_the_same_tokens_with_any_number_of_threads() {
     assert_eq!(run("1"), run("2"));
 }
 
+/// The seed a run reports: the number after `seed ` in the stderr line of figures.
+fn printed_seed(o: &Output) -> u64 {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with('[') && l.contains("| seed "))
+        .unwrap_or_else(|| panic!("no seed in the figures: {err}"));
+    let after = &line[line.rfind("| seed ").unwrap() + "| seed ".len()..];
+    after
+        .trim_end_matches(']')
+        .parse()
+        .unwrap_or_else(|e| panic!("{line}: {e}"))
+}
+
+#[test]
+fn a_run_without_seed_prints_a_fresh_seed_that_reproduces_its_tokens() {
+    // Issue #15, "Seeds": sampled (temperature 1), no --seed: the command draws a seed, reports
+    // it in --json and with the timings, and --seed with it gives the same tokens again.
+    let args = [
+        "generate",
+        "Once upon a time",
+        "--raw",
+        "--temperature",
+        "1",
+        "--max-tokens",
+        "8",
+    ];
+    let with = |extra: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend_from_slice(extra);
+        nextok(&all)
+    };
+    let first = json_out(&with(&["--json"]));
+    let seed = first["seed"].as_u64().expect("--json reports the seed");
+    let again = json_out(&with(&["--json", "--seed", &seed.to_string()]));
+    assert_eq!(again["seed"], seed);
+    assert_eq!(again["tokens"], first["tokens"]);
+    assert_eq!(again["text"], first["text"]);
+    // Another run without --seed draws another seed (two equal draws: one chance in 2^64).
+    let second = json_out(&with(&["--json"]));
+    assert_ne!(second["seed"], first["seed"]);
+    // The streamed run prints its seed with the timings, and that seed gives its text again.
+    let streamed = with(&[]);
+    let seed = printed_seed(&streamed);
+    let replay = json_out(&with(&["--json", "--seed", &seed.to_string()]));
+    assert_eq!(
+        String::from_utf8_lossy(&streamed.stdout)
+            .strip_suffix('\n')
+            .expect("the answer's line ends"),
+        replay["text"].as_str().unwrap()
+    );
+    // A given --seed is the one reported.
+    assert_eq!(printed_seed(&with(&["--seed", "42"])), 42);
+}
+
 #[test]
 fn bench_json_has_the_issue_7_fields() {
     // Tiny sizes keep this to a few seconds; the shape is what issue 7's scripts read.

@@ -10,7 +10,18 @@ use nextok::{BeamOptions, Chat, Completion, ConstraintSpec, Event, GenerateOptio
 use serde_json::{json, Value};
 use std::io::BufRead;
 
-fn sampling(a: &SamplingArgs) -> anyhow::Result<SamplingParams> {
+/// The seed of a run: `--seed`, or a fresh one from the operating system's random source. The
+/// libraries never draw randomness; the command does, once, and reports the number (issue #15),
+/// so that any sampled answer can be had again with `--seed`.
+fn seed(a: &SamplingArgs) -> anyhow::Result<u64> {
+    match a.seed {
+        Some(seed) => Ok(seed),
+        None => getrandom::u64()
+            .map_err(|e| anyhow::anyhow!("cannot draw a random seed ({e}); give one with --seed")),
+    }
+}
+
+fn sampling(a: &SamplingArgs, seed: u64) -> anyhow::Result<SamplingParams> {
     let params = SamplingParams {
         temperature: a.temperature,
         top_k: a.top_k,
@@ -19,14 +30,14 @@ fn sampling(a: &SamplingArgs) -> anyhow::Result<SamplingParams> {
         repetition_penalty: a.repetition_penalty,
         presence_penalty: a.presence_penalty,
         frequency_penalty: a.frequency_penalty,
-        seed: Some(a.seed),
+        seed: Some(seed),
         ..SamplingParams::default()
     };
     validate_sampling(&params)?;
     Ok(params)
 }
 
-fn options(s: &SamplingArgs, a: &AnswerArgs) -> anyhow::Result<GenerateOptions> {
+fn options(s: &SamplingArgs, a: &AnswerArgs, seed: u64) -> anyhow::Result<GenerateOptions> {
     if a.max_tokens == 0 {
         bail!("--max-tokens is 0, but it must be at least 1");
     }
@@ -34,7 +45,7 @@ fn options(s: &SamplingArgs, a: &AnswerArgs) -> anyhow::Result<GenerateOptions> 
         bail!("--stop number {} is empty; give a non-empty text", i + 1);
     }
     Ok(GenerateOptions {
-        sampling: sampling(s)?,
+        sampling: sampling(s, seed)?,
         max_tokens: Some(a.max_tokens),
         stop: a.stop.clone(),
         ignore_eos: a.ignore_eos,
@@ -61,11 +72,11 @@ fn stop_reason(stop: &Stop) -> &'static str {
     }
 }
 
-/// One line for stderr: why it stopped and how fast it went.
-pub fn summary(c: &Completion) -> String {
+/// One line for stderr: why it stopped, how fast it went, and the seed that gives it again.
+pub fn summary(c: &Completion, seed: u64) -> String {
     let t = &c.timings;
     format!(
-        "[{} | {} prompt tokens ({} cached), {} generated | time to first token {} s | prefill {} tokens/s | decode {} | KV cache {}]",
+        "[{} | {} prompt tokens ({} cached), {} generated | time to first token {} s | prefill {} tokens/s | decode {} | KV cache {} | seed {seed}]",
         stop_words(&c.stop),
         c.usage.prompt_tokens,
         c.usage.cached_prompt_tokens,
@@ -101,11 +112,11 @@ pub fn completion_summary(c: &Completion, n: usize) -> String {
     )
 }
 
-/// With several completions, what they share: one prompt and one prefill.
-pub fn shared_summary(c: &Completion, n: usize) -> String {
+/// With several completions, what they share: one prompt, one prefill and one seed.
+pub fn shared_summary(c: &Completion, n: usize, seed: u64) -> String {
     let t = &c.timings;
     format!(
-        "[{n} completions of one prompt | {} prompt tokens ({} cached) | time to first token {} s | prefill {} tokens/s]",
+        "[{n} completions of one prompt | {} prompt tokens ({} cached) | time to first token {} s | prefill {} tokens/s | seed {seed}]",
         c.usage.prompt_tokens,
         c.usage.cached_prompt_tokens,
         significant(t.time_to_first_token_s),
@@ -113,7 +124,7 @@ pub fn shared_summary(c: &Completion, n: usize) -> String {
     )
 }
 
-fn completion_json(c: &Completion, logprobs: Option<&Vec<Value>>) -> Value {
+fn completion_json(c: &Completion, seed: u64, logprobs: Option<&Vec<Value>>) -> Value {
     let mut v = json!({
         "text": c.text,
         "tokens": c.tokens,
@@ -122,6 +133,7 @@ fn completion_json(c: &Completion, logprobs: Option<&Vec<Value>>) -> Value {
         "usage": c.usage,
         "timings": c.timings,
         "logprob": c.logprob,
+        "seed": seed,
     });
     match &c.stop {
         Stop::EndTurn { token } => v["stop_token"] = json!(token),
@@ -175,7 +187,8 @@ pub fn run(a: &GenerateArgs) -> anyhow::Result<()> {
             );
         }
     }
-    let mut options = options(&a.sampling, &a.answer)?;
+    let seed = seed(&a.sampling)?;
+    let mut options = options(&a.sampling, &a.answer, seed)?;
     options.n = a.n;
     options.top_logprobs = a.logprobs.unwrap_or(0);
     options.beams = a.beams.map(|width| BeamOptions {
@@ -234,7 +247,7 @@ pub fn run(a: &GenerateArgs) -> anyhow::Result<()> {
                     if a.n > 1 {
                         eprintln!("{}", completion_summary(&c, a.n));
                     } else {
-                        eprintln!("{}", summary(&c));
+                        eprintln!("{}", summary(&c, seed));
                     }
                 }
                 completions.push(*c);
@@ -244,12 +257,12 @@ pub fn run(a: &GenerateArgs) -> anyhow::Result<()> {
     completions.sort_by_key(|c| c.index);
     if a.n > 1 && !a.json {
         if let Some(first) = completions.first() {
-            eprintln!("{}", shared_summary(first, completions.len()));
+            eprintln!("{}", shared_summary(first, completions.len(), seed));
         }
     }
     if a.json {
         let with_lp = |c: &Completion| {
-            completion_json(c, a.logprobs.map(|_| &logprobs[c.index.min(a.n - 1)]))
+            completion_json(c, seed, a.logprobs.map(|_| &logprobs[c.index.min(a.n - 1)]))
         };
         let mut v = completions.first().map(with_lp).unwrap_or(Value::Null);
         if completions.len() > 1 {
@@ -303,7 +316,8 @@ pub fn chat_line(line: &str) -> ChatLine<'_> {
 /// file, stdout holds the answers alone, one per line, and ends with a line break.
 pub fn chat(a: &ChatArgs) -> anyhow::Result<()> {
     use std::io::IsTerminal;
-    let options = options(&a.sampling, &a.answer)?;
+    let seed = seed(&a.sampling)?;
+    let options = options(&a.sampling, &a.answer, seed)?;
     let engine = load_engine(&a.run)?;
     let mut chat = Chat::new(&engine, a.answer.system.as_deref());
     eprintln!("nextok: chatting with the model; /reset starts over, /exit (or Ctrl-D) ends");
@@ -361,7 +375,7 @@ pub fn chat(a: &ChatArgs) -> anyhow::Result<()> {
             Ok(completion) => {
                 println("")?;
                 if a.verbose {
-                    eprintln!("{}", summary(&completion));
+                    eprintln!("{}", summary(&completion, seed));
                 }
             }
             Err(e) => {
