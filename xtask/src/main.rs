@@ -10,6 +10,11 @@
 //!   `fuzz/artifacts/TARGET/` and should become a seed and a regression test.
 //! - `cargo xtask fuzz --corpus [TARGET...]`: only the fuzz part of `ci`: build the targets and run
 //!   each once over its committed corpus.
+//! - `cargo xtask deploy-check`: validate `deploy/kubernetes.yaml` offline against published
+//!   schemas (`deploy/check.py`): the Deployment and Service strictly against the Kubernetes JSON
+//!   Schemas that the `kubernetes-validate` package bundles (installed once with pip into the
+//!   cache beside the model), the InferencePool against `deploy/schemas/inferencepool-v1.json`;
+//!   broken copies of each must be refused. `ci` runs it.
 //! - `cargo xtask loadgen [FLAGS]`: build and run the load generator (`loadgen/`, the
 //!   `nextok-loadgen` binary) in release mode against an OpenAI-compatible server: streamed chat
 //!   requests at fixed concurrencies, reported with vLLM's figures. To compare nextok's server
@@ -49,6 +54,9 @@ mod default_model;
 /// NVIDIA's runtime compiler as a Python wheel: with it on the library path, the CUDA crate's
 /// tests compile its kernels to PTX on a machine without a GPU or a CUDA toolkit.
 const NVRTC_PACKAGE: &str = "nvidia-cuda-nvrtc-cu12==12.9.86";
+/// The Kubernetes JSON Schemas (every release's, generated from its OpenAPI document) with a
+/// validator: what `deploy-check` validates the Deployment and the Service with.
+const KUBERNETES_VALIDATE_PACKAGE: &str = "kubernetes-validate==1.37.0";
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -56,11 +64,12 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("fuzz") => fuzz(&args[1..]),
         Some("fetch-model") => fetch_model().map(|path| println!("{}", path.display())),
+        Some("deploy-check") => deploy_check(),
         Some("loadgen") => loadgen(&args[1..]),
         Some("fetch-nvrtc") => fetch_nvrtc().map(|path| println!("{}", path.display())),
         _ => Err(
             "usage: cargo xtask <ci | fuzz [--seconds N | --corpus] [TARGET...] | \
-                  loadgen [FLAGS] | fetch-model | fetch-nvrtc>"
+                  deploy-check | loadgen [FLAGS] | fetch-model | fetch-nvrtc>"
                 .into(),
         ),
     };
@@ -142,7 +151,55 @@ fn ci() -> Result<()> {
         )
         .arg("--")
         .arg(&model))?;
+    deploy_check()?;
     fuzz_corpora(&fuzz_targets()?)
+}
+
+/// `kubernetes-validate` installed with pip into the cache beside the model, once; the folder to
+/// put on `PYTHONPATH`.
+fn fetch_kubernetes_validate() -> Result<PathBuf> {
+    let models = model_path()?;
+    let cache = models
+        .parent()
+        .and_then(Path::parent)
+        .ok_or("model path has no cache folder")?;
+    let version = KUBERNETES_VALIDATE_PACKAGE
+        .split("==")
+        .nth(1)
+        .unwrap_or("current");
+    let dir = cache.join(format!("kubernetes-validate-{version}"));
+    if dir.join("kubernetes_validate").is_dir() {
+        return Ok(dir);
+    }
+    // Into a partial folder first, renamed in one step: an interrupted install is not taken for a
+    // finished one.
+    let partial = cache.join(format!(".kubernetes-validate-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&partial);
+    eprintln!(
+        "xtask: installing {KUBERNETES_VALIDATE_PACKAGE} with pip into {}",
+        dir.display()
+    );
+    run(Command::new("python3")
+        .args(["-m", "pip", "install", "--quiet", "--target"])
+        .arg(&partial)
+        .arg(KUBERNETES_VALIDATE_PACKAGE))?;
+    std::fs::rename(&partial, &dir)
+        .map_err(|e| format!("cannot move {} into place: {e}", partial.display()))?;
+    Ok(dir)
+}
+
+/// Validates `deploy/kubernetes.yaml` against published schemas, offline once the package is in
+/// place (`deploy/check.py`).
+fn deploy_check() -> Result<()> {
+    let packages = fetch_kubernetes_validate()?;
+    let mut path = std::ffi::OsString::from(&packages);
+    if let Some(old) = env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
+        path.push(":");
+        path.push(old);
+    }
+    run(Command::new("python3")
+        .arg(root().join("deploy").join("check.py"))
+        .env("PYTHONPATH", path))
 }
 
 /// Builds the load generator in release mode and runs it with `args`.
