@@ -215,6 +215,7 @@ mod generate;
 mod language_model;
 mod model_path;
 pub mod plan;
+pub mod scheduler;
 pub mod seq2seq;
 
 pub use chat::Chat;
@@ -229,6 +230,9 @@ pub use nextok_kv_cache as kv_cache;
 pub use nextok_model as model;
 pub use nextok_stopping::{Stop, StopReason};
 pub use nextok_tokenizer as tokenizer;
+pub use scheduler::{
+    Request, RequestHandle, RequestId, Scheduler, SchedulerOptions, SchedulerStats, Sink,
+};
 
 pub use default_model::{DEFAULT_MODEL_FILE, DEFAULT_MODEL_PACKAGE, DEFAULT_MODEL_SHA256};
 pub use error::Error;
