@@ -36,7 +36,7 @@
 
 use crate::generate::{timings, Decoding};
 use crate::{Engine, Error, Event, GenerateOptions};
-use nextok_kv_cache::KvCache;
+use nextok_kv_cache::{KvCache, KvPool};
 use nextok_model::{Logits, Sequence};
 use nextok_stopping::StopConditions;
 use std::collections::VecDeque;
@@ -260,7 +260,9 @@ struct Submitted {
 impl Scheduler {
     /// A scheduler over `engine`, with its worker thread started.
     ///
-    /// The KV budget must hold at least one block ([`Error::InvalidOption`] otherwise).
+    /// The KV cache's blocks come from [`Engine::new_pool`] (the model's backend), under
+    /// [`SchedulerOptions::kv_budget_bytes`]; a budget below one block is an error
+    /// ([`nextok_kv_cache::Error::BudgetTooSmall`] inside [`Error::Model`]).
     pub fn new(engine: Arc<Engine>, options: SchedulerOptions) -> Result<Scheduler, Error> {
         options.validate()?;
         let config = *engine.new_cache().config();
@@ -269,7 +271,7 @@ impl Scheduler {
             full.saturating_mul(options.max_running as u64)
                 .min(SchedulerOptions::DEFAULT_MAX_KV_BYTES)
         });
-        let memory = Memory::new(Memory::BLOCK_POSITIONS, config.bytes_for(1), budget)?;
+        let memory = Memory::new(engine.new_pool(budget)?, options.prefix_caching);
         let shared = Arc::new(Shared {
             inbox: Mutex::new(Inbox::default()),
             wake: Condvar::new(),
@@ -497,63 +499,40 @@ impl Drop for RequestHandle {
     }
 }
 
-/// The KV memory the scheduler hands out, in blocks of `block_positions` positions.
-///
-/// The caches are the engine's own [`KvCache`]s; this counts their blocks: a request's prompt
-/// blocks that its completions share are counted once, and each completion's blocks from its
-/// first position past the prompt's last full block are its own (the partial block it copies on
-/// its first write included). `used` is recomputed from the running requests, so nothing can
-/// leak: a request that ends, fails or is cancelled holds nothing.
+/// The KV memory the scheduler hands out: the engine's [`KvPool`] (from the model's backend, so
+/// that attention reads the blocks where they live), whose accounting is exact: a request that
+/// ends, fails, is cancelled or preempted drops its caches, and their blocks go back to the pool
+/// (full prompt blocks stay in its prefix cache, evictable, when prefix caching is on).
 #[derive(Debug, Clone)]
 struct Memory {
+    pool: KvPool,
     block_positions: usize,
     total_blocks: usize,
+    prefix_caching: bool,
 }
 
 impl Memory {
-    /// Positions per block, as vLLM's default and the issue's.
-    const BLOCK_POSITIONS: usize = 16;
-
-    fn new(block_positions: usize, bytes_per_token: u64, budget: u64) -> Result<Self, Error> {
-        let block_bytes = bytes_per_token
-            .saturating_mul(block_positions as u64)
-            .max(1);
-        let total_blocks = usize::try_from(budget / block_bytes).unwrap_or(usize::MAX);
-        if total_blocks == 0 {
-            return Err(Error::InvalidOption {
-                option: "kv_budget_bytes",
-                expected:
-                    "at least one block of KV memory (16 positions of the model's keys and values)",
-            });
+    fn new(pool: KvPool, prefix_caching: bool) -> Self {
+        Memory {
+            block_positions: pool.config().block_positions,
+            total_blocks: pool.total_blocks(),
+            pool,
+            prefix_caching,
         }
-        Ok(Memory {
-            block_positions,
-            total_blocks,
-        })
     }
 
     fn blocks_for(&self, positions: usize) -> usize {
-        positions.div_ceil(self.block_positions)
+        self.pool.blocks_for(positions)
     }
 
-    /// Blocks a request holds: see the type's documentation.
-    fn request_blocks(
-        &self,
-        prompt_len: usize,
-        prompt_cache: Option<&KvCache>,
-        seqs: &[usize],
-    ) -> usize {
-        if let Some(c) = prompt_cache {
-            return self.blocks_for(c.len());
+    /// A cache for a prompt being admitted: with its longest cached prefix when prefix caching
+    /// is on.
+    fn prompt_cache(&self, prompt: &[u32]) -> KvCache {
+        if self.prefix_caching {
+            self.pool.cache_for_prompt(prompt)
+        } else {
+            self.pool.new_cache()
         }
-        if seqs.is_empty() {
-            return 0;
-        }
-        let full = prompt_len / self.block_positions;
-        full + seqs
-            .iter()
-            .map(|&len| self.blocks_for(len).saturating_sub(full))
-            .sum::<usize>()
     }
 
     /// Refuses a request whose caches could not fit the budget even alone; returns the blocks
@@ -568,7 +547,14 @@ impl Memory {
         let answer = options.max_tokens.unwrap_or(room).min(room);
         let longest = prompt_len + answer;
         let n = options.n.max(1);
-        let blocks = self.request_blocks(prompt_len, None, &vec![longest; n]);
+        // The prompt's full blocks are shared by the completions; each one holds the rest of its
+        // prompt and answer. With several completions the shared partial block of the prompt
+        // is counted once more: the first copies may be planned before it is known which
+        // completion writes it last.
+        let bp = self.block_positions;
+        let full = prompt_len / bp;
+        let shared_partial = usize::from(n > 1 && !prompt_len.is_multiple_of(bp));
+        let blocks = full + n * (self.blocks_for(longest) - full) + shared_partial;
         if blocks > self.total_blocks {
             return Err(Error::ExceedsKvBudget {
                 tokens: prompt_len + n * answer,
@@ -608,15 +594,6 @@ struct Active<'e> {
 }
 
 impl Active<'_> {
-    fn blocks(&self, memory: &Memory) -> usize {
-        let lens: Vec<usize> = self
-            .seqs
-            .iter()
-            .filter_map(|s| s.cache.as_ref().map(KvCache::len))
-            .collect();
-        memory.request_blocks(self.prompt.len(), self.prompt_cache.as_ref(), &lens)
-    }
-
     /// Gives its blocks back: the request waits to be read again from its prompt, its
     /// completions' choices kept.
     fn preempt(&mut self) {
@@ -802,12 +779,12 @@ impl<'e> Worker<'_, 'e> {
     }
 
     fn publish(&mut self) {
-        let used: usize = self.running.iter().map(|r| r.blocks(self.memory)).sum();
+        let pool = &self.memory.pool;
         self.stats.running = self.running.len();
         self.stats.waiting = self.waiting.len();
-        self.stats.kv_blocks_used = used;
-        self.stats.kv_blocks_cached = 0;
-        self.stats.kv_usage_ratio = used as f64 / self.memory.total_blocks as f64;
+        self.stats.kv_blocks_used = pool.used_blocks();
+        self.stats.kv_blocks_cached = pool.cached_blocks();
+        self.stats.kv_usage_ratio = pool.usage_ratio();
         *self.shared.stats() = self.stats;
     }
 
@@ -816,9 +793,9 @@ impl<'e> Worker<'_, 'e> {
         self.shared.inbox().waiting = self.waiting.len();
     }
 
+    /// Blocks a cache can still take: free, or held only by the prefix cache.
     fn available(&self) -> usize {
-        let used: usize = self.running.iter().map(|r| r.blocks(self.memory)).sum();
-        self.memory.total_blocks.saturating_sub(used)
+        self.memory.pool.available_blocks()
     }
 
     /// Preempts the newest running request (the last in arrival order), never the only one,
@@ -881,7 +858,7 @@ impl<'e> Worker<'_, 'e> {
                     s += 1;
                     continue;
                 };
-                let need = self.memory.blocks_for(have + 1) - self.memory.blocks_for(have);
+                let need = cache.blocks_needed(1);
                 if need > self.available().saturating_sub(reserved) {
                     let id = req.id;
                     match self.preempt_newest(None, &mut plan) {
@@ -939,7 +916,7 @@ impl<'e> Worker<'_, 'e> {
             let Some(mut head) = self.waiting.pop_front() else {
                 break;
             };
-            let cache = self.engine.new_cache();
+            let cache = self.memory.prompt_cache(&head.prompt);
             if head.cached_prompt_tokens.is_none() {
                 head.cached_prompt_tokens = Some(cache.len());
                 self.stats.prompt_tokens_total += head.prompt.len() as u64;
@@ -982,22 +959,18 @@ impl<'e> Worker<'_, 'e> {
 
     /// Plans the chunks of running request `r`: its prompt, or its completions catching up.
     fn plan_chunks(
-        &mut self,
+        &self,
         r: usize,
         plan: &mut Vec<Item>,
         reserved: &mut usize,
         budget: &mut usize,
     ) {
-        let bp = self.memory.block_positions;
         let avail = self.available();
         let req = &self.running[r];
-        let mut wants: Vec<(Target, usize, Vec<u32>)> = Vec::new();
+        // Each cache that needs tokens, and those tokens.
+        let mut wants: Vec<(Target, &KvCache, Vec<u32>)> = Vec::new();
         if let Some(cache) = &req.prompt_cache {
-            wants.push((
-                Target::Prompt,
-                cache.len(),
-                req.prompt[cache.len()..].to_vec(),
-            ));
+            wants.push((Target::Prompt, cache, req.prompt[cache.len()..].to_vec()));
         } else {
             for (s, seq) in req.seqs.iter().enumerate() {
                 let (Some(cache), false) = (&seq.cache, seq.done) else {
@@ -1011,22 +984,33 @@ impl<'e> Worker<'_, 'e> {
                     .copied()
                     .collect();
                 if all.len() > have + 1 {
-                    wants.push((Target::Seq(s), have, all[have..].to_vec()));
+                    wants.push((Target::Seq(s), cache, all[have..].to_vec()));
                 }
             }
         }
-        for (target, have, todo) in wants {
+        for (target, cache, todo) in wants {
             if *budget == 0 {
                 break;
             }
             let free = avail.saturating_sub(*reserved);
-            // The most positions the free blocks give this cache.
-            let room = (self.memory.blocks_for(have) + free) * bp - have;
-            let take = todo.len().min(*budget).min(room);
+            // The longest chunk whose blocks are free (blocks_needed grows with the chunk).
+            let mut take = todo.len().min(*budget);
+            if cache.blocks_needed(take) > free {
+                let (mut lo, mut hi) = (0, take);
+                while lo < hi {
+                    let mid = (lo + hi).div_ceil(2);
+                    if cache.blocks_needed(mid) <= free {
+                        lo = mid;
+                    } else {
+                        hi = mid - 1;
+                    }
+                }
+                take = lo;
+            }
             if take == 0 {
                 continue;
             }
-            *reserved += self.memory.blocks_for(have + take) - self.memory.blocks_for(have);
+            *reserved += cache.blocks_needed(take);
             *budget -= take;
             plan.push(Item {
                 req: r,
@@ -1070,9 +1054,16 @@ impl<'e> Worker<'_, 'e> {
             self.engine.model().forward(&mut batch)
         };
         self.stats.steps += 1;
-        // Caches go back where they came from (untouched when the pass failed).
+        // Caches go back where they came from (untouched when the pass failed). Their full
+        // blocks join the prefix cache, for later requests that share a prefix and for this one
+        // should it be preempted.
         let mut logits = Vec::with_capacity(plan.len());
-        for item in plan {
+        for mut item in plan {
+            if result.is_ok() && self.memory.prefix_caching {
+                if let Some(cache) = item.cache.as_mut() {
+                    cache.publish_prefix();
+                }
+            }
             let req = &mut self.running[item.req];
             match item.target {
                 Target::Prompt => req.prompt_cache = item.cache,
@@ -1082,6 +1073,15 @@ impl<'e> Worker<'_, 'e> {
         }
         let rows = match result {
             Ok(rows) => rows,
+            Err(Error::Model(nextok_model::Error::Cache(
+                nextok_kv_cache::Error::OutOfBlocks { .. },
+            ))) if self.running.len() > 1 => {
+                // The plan asked for blocks the pool could not give after all (a copy-on-write
+                // it did not foresee). The caches are as they were: free memory by preempting the
+                // newest request and plan again next step.
+                self.preempt_newest(None, &mut Vec::new());
+                return;
+            }
             Err(e) => {
                 // The model failed on this batch: every request in it ends with the error.
                 for (r, _, _) in &logits {

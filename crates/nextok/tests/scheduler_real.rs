@@ -74,7 +74,7 @@ fn eight_concurrent_requests_give_what_each_gives_alone() {
                         ..SamplingParams::default()
                     }
                 },
-                max_tokens: Some(24),
+                max_tokens: Some(16),
                 ..GenerateOptions::default()
             },
         })
@@ -101,4 +101,50 @@ fn eight_concurrent_requests_give_what_each_gives_alone() {
         stats.steps < stats.prompt_tokens_total + tokens,
         "{stats:?}"
     );
+}
+
+/// Two requests that share a long system prompt: the second reads the first's full blocks from
+/// the prefix cache (and says so in its usage), and gives the tokens it gives alone.
+#[test]
+fn a_shared_long_prompt_is_read_from_the_prefix_cache() {
+    let engine = engine();
+    let scheduler = Scheduler::new(engine.clone(), SchedulerOptions::default()).unwrap();
+    let system = "You are a careful assistant. You answer in one short sentence, you never make \
+                  up facts, and when you do not know something you say so plainly. You write in \
+                  plain English without lists, headings or emphasis, and you keep numbers exact.";
+    let request = |question: &str| Request {
+        prompt: engine
+            .encode_prompt(&Prompt::chat(Some(system), question))
+            .unwrap(),
+        options: GenerateOptions {
+            sampling: SamplingParams::greedy(),
+            max_tokens: Some(8),
+            ..GenerateOptions::default()
+        },
+    };
+    let first = request("What is the capital of Italy?");
+    let second = request("What is the capital of Spain?");
+    let a = scheduler
+        .submit(first)
+        .unwrap()
+        .collect_completions()
+        .unwrap();
+    assert_eq!(a[0].usage.cached_prompt_tokens, 0);
+    let b = scheduler
+        .submit(second.clone())
+        .unwrap()
+        .collect_completions()
+        .unwrap();
+    let common = first_difference(&a[0].prompt_tokens, &second.prompt);
+    assert!(common >= 32, "the prompts share {common} tokens");
+    // Whole blocks of 16 of the common part come from the cache.
+    assert_eq!(b[0].usage.cached_prompt_tokens, common / 16 * 16);
+    let want = alone(&engine, &second);
+    assert_eq!(b[0].tokens, want.tokens);
+    assert_eq!(b[0].logprob.to_bits(), want.logprob.to_bits());
+}
+
+/// How many leading tokens two prompts share.
+fn first_difference(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }

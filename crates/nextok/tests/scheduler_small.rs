@@ -113,13 +113,16 @@ fn alone_tokens(request: &Request) -> Tokens {
     out
 }
 
-/// The blocks of 16 positions a request needs at most: its prompt's full blocks once, and for
-/// each completion the rest of its prompt and answer.
+/// The blocks of 16 positions a request needs at most, as the scheduler counts them: its
+/// prompt's full blocks once, for each completion the rest of its prompt and answer, and with
+/// several completions the prompt's shared partial block once more.
 fn blocks_needed(request: &Request) -> u64 {
     let prompt = request.prompt.len();
     let longest = prompt + request.options.max_tokens.unwrap_or(0);
     let full = prompt / 16;
-    (full + request.options.n * (longest.div_ceil(16) - full)) as u64
+    let n = request.options.n;
+    let shared_partial = usize::from(n > 1 && !prompt.is_multiple_of(16));
+    (full + n * (longest.div_ceil(16) - full) + shared_partial) as u64
 }
 
 /// A random request: a prompt of ordinary tokens, greedy or seeded sampling, maybe a stop
@@ -470,10 +473,9 @@ fn bad_requests_and_options_are_typed_errors() {
                 ..SchedulerOptions::default()
             }
         ),
-        Err(Error::InvalidOption {
-            option: "kv_budget_bytes",
-            ..
-        })
+        Err(Error::Model(nextok::model::Error::Cache(
+            nextok::kv_cache::Error::BudgetTooSmall { .. }
+        )))
     ));
 }
 
@@ -641,4 +643,43 @@ fn shutdown_refuses_new_requests_and_ends_running_ones() {
         "{rest:?}"
     );
     assert!(!rest.iter().any(|e| matches!(e, Ok(Event::Done(_)))));
+}
+
+/// A second request that shares a long prompt prefix with a finished one reads that prefix's
+/// full blocks from the prefix cache, reports them, and still gives its tokens alone; with prefix
+/// caching off nothing is reused.
+#[test]
+fn a_shared_prefix_comes_from_the_prefix_cache() {
+    let common: Vec<u32> = (0..40).map(|i| (i * 7 + 5) % 250 + 3).collect();
+    let first = Request {
+        prompt: [common.clone(), vec![100, 101]].concat(),
+        options: greedy(6),
+    };
+    let second = Request {
+        prompt: [common, vec![200, 201, 202]].concat(),
+        options: greedy(6),
+    };
+    for prefix_caching in [true, false] {
+        let scheduler = Scheduler::new(
+            engine(),
+            SchedulerOptions {
+                prefix_caching,
+                ..SchedulerOptions::default()
+            },
+        )
+        .unwrap();
+        let (_, a) = drain(scheduler.submit(first.clone()).unwrap());
+        assert_eq!(a[0].usage.cached_prompt_tokens, 0);
+        let (_, b) = drain(scheduler.submit(second.clone()).unwrap());
+        // 40 tokens in common: two full blocks of 16.
+        let cached = if prefix_caching { 32 } else { 0 };
+        assert_eq!(b[0].usage.cached_prompt_tokens, cached);
+        assert_eq!(b[0].tokens, alone(&second)[0].tokens);
+        scheduler.wait_idle();
+        let stats = scheduler.stats();
+        assert_eq!(stats.cached_prompt_tokens_total, cached as u64);
+        assert_eq!(stats.kv_blocks_used, 0);
+        // What stays is the prefix cache's, free to evict.
+        assert_eq!(stats.kv_blocks_cached > 0, prefix_caching);
+    }
 }

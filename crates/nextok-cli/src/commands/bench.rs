@@ -57,9 +57,11 @@ fn batch_decode(
     prompt_tokens: usize,
     decode: usize,
 ) -> anyhow::Result<f64> {
-    // Room for every request's whole cache (in blocks of 16 positions), so that none waits or
-    // is preempted.
-    let positions = batch * ((prompt_tokens + decode + 1).div_ceil(16) + 1) * 16;
+    // Room for every request's whole cache, in whole blocks, so that none waits or is
+    // preempted.
+    let config = *engine.new_cache().config();
+    let bp = config.block_positions;
+    let positions = batch * ((prompt_tokens + decode + 1).div_ceil(bp) + 1) * bp;
     let scheduler = Scheduler::new(
         engine.clone(),
         SchedulerOptions {
@@ -67,7 +69,7 @@ fn batch_decode(
             max_waiting: batch,
             max_tokens_per_step: batch * (prompt_tokens + 1),
             prefix_caching: false,
-            kv_budget_bytes: Some(engine.new_cache().config().bytes_for(positions as u64)),
+            kv_budget_bytes: Some(config.bytes_for(positions as u64)),
         },
     )?;
     let options = GenerateOptions {
