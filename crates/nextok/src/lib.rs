@@ -31,7 +31,12 @@
 //!   [`DEFAULT_MODEL_SHA256`], [`DEFAULT_MODEL_PACKAGE`]: which file it is. This library starts no
 //!   process and downloads nothing: the `nextok` command (`nextok-cli`) fetches the default model
 //!   on first use, and `cargo xtask fetch-model` runs that fetch.
-//! - [`plan`]: the specification's cost model (memory, KV cache, prefill and decode time).
+//! - [`Scheduler`]: many requests at once on one engine (continuous batching): one forward pass
+//!   per step over every running request's next token and chunks of waiting prompts, admission
+//!   under a KV memory budget with prefix caching, preemption by recomputation; each request
+//!   gets exactly the tokens it gets alone ([`scheduler`] explains a step).
+//! - [`plan`]: the specification's cost model (memory, KV cache, prefill and decode time, and
+//!   many users sharing one read of the weights per decode step).
 //! - [`LanguageModel`]: the seam between the loop and a model (see below), and
 //!   [`LlamaOnBackend`], its implementation for the Llama family on a compute backend.
 //!

@@ -24,7 +24,20 @@
 //! 4. **Admission.** While fewer than [`SchedulerOptions::max_running`] run and budget is left,
 //!    the head of the waiting queue is admitted when its prompt's blocks and one more are free
 //!    (never skipped for a later one, so no request starves).
-//! 5. **The pass**, then every completion that got logits chooses its token.
+//! 5. **The pass**, then every completion that got logits chooses its token, and every cache
+//!    that ran publishes its full blocks to the pool's prefix cache.
+//!
+//! # Memory
+//!
+//! The caches come from one [`KvPool`] made by [`Engine::new_pool`] (the model's backend owns
+//! the blocks) under [`SchedulerOptions::kv_budget_bytes`]. A request is admitted with the
+//! longest prefix of its prompt that the prefix cache holds ([`KvPool::cache_for_prompt`];
+//! [`Completion::usage`](crate::Completion)'s `cached_prompt_tokens` reports it), the plan checks
+//! [`KvCache::blocks_needed`] against [`KvPool::available_blocks`], and a request that ends, fails,
+//! is cancelled or preempted drops its caches, which gives their blocks back within the step.
+//! A request whose caches could not fit the budget even alone is refused at submission with the
+//! numbers ([`Error::ExceedsKvBudget`]); any other request fits once the ones before it are done,
+//! so every request is admitted in the end.
 //!
 //! Because a position's logits never depend on how the work was split (the
 //! [`LanguageModel`](crate::LanguageModel) contract, which nextok's kernels keep bit for bit), a
@@ -977,14 +990,18 @@ impl<'e> Worker<'_, 'e> {
                     continue;
                 };
                 let have = cache.len();
-                let all: Vec<u32> = req
-                    .prompt
-                    .iter()
-                    .chain(&seq.decoding.tokens)
-                    .copied()
-                    .collect();
-                if all.len() > have + 1 {
-                    wants.push((Target::Seq(s), cache, all[have..].to_vec()));
+                let tokens = &seq.decoding.tokens;
+                if req.prompt.len() + tokens.len() > have + 1 {
+                    // A completion catching up after a preemption: what its cache lacks of the
+                    // prompt and the tokens chosen so far.
+                    let todo: Vec<u32> = req
+                        .prompt
+                        .iter()
+                        .chain(tokens)
+                        .skip(have)
+                        .copied()
+                        .collect();
+                    wants.push((Target::Seq(s), cache, todo));
                 }
             }
         }
