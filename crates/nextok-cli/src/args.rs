@@ -10,6 +10,8 @@ use std::path::PathBuf;
 pub const MAX_TOKENS: u64 = 1 << 24;
 /// The most repetitions of a bench measurement.
 pub const MAX_REPETITIONS: u64 = 1000;
+/// The largest batch `nextok bench --batch` times.
+pub const MAX_BATCH: u64 = 1024;
 /// The largest figure `plan` takes as a count (layers, widths, heads, tokens, users): 2^40, a
 /// thousand times any real model or workload, so that products of two stay exact in a u64.
 pub const MAX_PLAN_COUNT: u64 = 1 << 40;
@@ -462,14 +464,21 @@ pub struct PlanArgs {
     /// Tokens per conversation, for the KV cache.
     #[arg(long, value_name = "N", default_value_t = 4096, value_parser = plan_count())]
     pub conversation_tokens: u64,
-    /// Conversations at once, for the KV cache.
+    /// Users at once: their KV caches, and one decode step for all of them (the weights read once
+    /// per step): each user's and the aggregate tokens per second.
     #[arg(long, value_name = "N", default_value_t = 32, value_parser = plan_count())]
     pub users: u64,
+    /// Memory of the machine in GB (10^9 bytes): how many users' KV caches fit beside the
+    /// weights.
+    #[arg(long, value_name = "GB")]
+    pub memory: Option<f64>,
     /// Print JSON instead of a table: every figure of `nextok::plan::Plan` (model, machine,
     /// workload, weight_bytes, training_bytes, kv_bytes_per_token, kv_bytes_per_conversation,
     /// kv_bytes_all_users, context_window_size, tokens_left, prefill and decode passes,
     /// time_to_first_token_s, time_per_output_token_s, tokens_per_second, answer_s,
-    /// prefill_speedup_per_token), in bytes, seconds and FLOPs.
+    /// prefill_speedup_per_token, batched_decode, per_user_tokens_per_second,
+    /// aggregate_tokens_per_second, batching_speedup, users_that_fit), in bytes, seconds and
+    /// FLOPs.
     #[arg(long)]
     pub json: bool,
 }
@@ -532,8 +541,22 @@ pub struct BenchArgs {
     /// 1000).
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = count(1, MAX_REPETITIONS))]
     pub repetitions: usize,
-    /// Print one JSON object: device, threads, prefill_tok_s (per prompt length), decode_tok_s and
-    /// ttft_ms, each as {min, median, max}.
+    /// Batch sizes whose aggregate decode speed is timed, comma-separated (e.g. 1,2,4,8,16,32):
+    /// that many requests, each after its own --batch-prompt tokens, decode --decode tokens
+    /// together through the scheduler, one forward pass per step for all of them.
+    #[arg(
+        long,
+        value_name = "N,N,...",
+        value_delimiter = ',',
+        value_parser = count(1, MAX_BATCH)
+    )]
+    pub batch: Vec<usize>,
+    /// Length of each request's own prompt in the --batch measurements.
+    #[arg(long, value_name = "N", default_value_t = 128, value_parser = count(1, MAX_TOKENS))]
+    pub batch_prompt: usize,
+    /// Print one JSON object: device, threads, prefill_tok_s (per prompt length), decode_tok_s,
+    /// ttft_ms and, with --batch, batch_decode_tok_s (per batch size), each as {min, median,
+    /// max}.
     #[arg(long)]
     pub json: bool,
 }

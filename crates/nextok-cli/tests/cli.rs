@@ -142,6 +142,80 @@ fn plan_json_reproduces_the_7b_example() {
 }
 
 #[test]
+fn plan_users_shares_one_read_of_the_weights() {
+    // The specification's 7B example on its GPU: a decode step reads 14 GB in 7 ms; 32 users'
+    // arithmetic is 0.9 ms, so the step stays 7 ms and the aggregate is 32 × 142.9 tokens/s.
+    // 80 GB leave 66 GB beside the weights: 30 conversations of 4,096 tokens (2.15 GB each).
+    let o = nextok(&[
+        "plan",
+        "--weights",
+        "7e9",
+        "--bytes-per-weight",
+        "2",
+        "--layers",
+        "32",
+        "--d-model",
+        "4096",
+        "--users",
+        "32",
+        "--memory",
+        "80",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let f = |k: &str| v[k].as_f64().unwrap();
+    assert!((f("per_user_tokens_per_second") - 142.857).abs() < 1e-3);
+    assert!((f("aggregate_tokens_per_second") - 4571.43).abs() < 0.01);
+    assert!((f("batching_speedup") - 32.0).abs() < 1e-9);
+    assert_eq!(v["batched_decode"]["tokens"], 32);
+    assert_eq!(v["users_that_fit"], 30);
+    // The table says the same.
+    let o = nextok(&[
+        "plan",
+        "--weights",
+        "7e9",
+        "--bytes-per-weight",
+        "2",
+        "--layers",
+        "32",
+        "--d-model",
+        "4096",
+        "--users",
+        "32",
+        "--memory",
+        "80",
+    ]);
+    let out = stdout(&o);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("tokens per second, all users")
+                && l.contains("4,571")
+                && l.contains("32× one user alone")),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("users that fit in 80 GB") && l.ends_with(" 30")),
+        "{out}"
+    );
+    // A memory that is not a positive number is refused in one line.
+    let o = nextok(&[
+        "plan",
+        "--weights",
+        "7e9",
+        "--layers",
+        "32",
+        "--d-model",
+        "4096",
+        "--memory",
+        "0",
+    ]);
+    let err = assert_one_line_error(&o);
+    assert!(err.contains("--memory 0"), "{err}");
+}
+
+#[test]
 fn plan_table_shows_tokens_left_and_pages() {
     // Specification, "The context window: a hard limit" (1,192 tokens left of 8,192 after 7,000)
     // and "How big is a context window?" (8,192 tokens ≈ 6,144 words ≈ 12 pages).

@@ -435,6 +435,52 @@ fn bench_json_has_the_issue_7_fields() {
     }
 }
 
+#[test]
+fn bench_batch_json_has_batch_decode_tok_s() {
+    // Issue 14's shape: aggregate decode tokens/s per batch size, each as {min, median, max}.
+    let o = nextok(&[
+        "bench",
+        "--prefill",
+        "4",
+        "--decode",
+        "3",
+        "--decode-prompt",
+        "4",
+        "--batch",
+        "1,3",
+        "--batch-prompt",
+        "8",
+        "--repetitions",
+        "1",
+        "--threads",
+        "1",
+        "--json",
+    ]);
+    let v = json_out(&o);
+    let progress: Vec<&str> = std::str::from_utf8(&o.stderr)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("nextok: bench "))
+        .collect();
+    assert_eq!(progress.len(), 4, "{progress:?}");
+    assert!(
+        progress[3].starts_with("nextok: bench 4/4: decode 3 tokens in a batch of 3: "),
+        "{progress:?}"
+    );
+    let batches = v["batch_decode_tok_s"]
+        .as_object()
+        .expect("batch_decode_tok_s");
+    assert_eq!(batches.keys().collect::<Vec<_>>(), ["1", "3"]);
+    for stats in batches.values() {
+        let (min, median, max) = (
+            stats["min"].as_f64().unwrap(),
+            stats["median"].as_f64().unwrap(),
+            stats["max"].as_f64().unwrap(),
+        );
+        assert!(0.0 < min && min <= median && median <= max, "{v}");
+    }
+}
+
 /// Runs `nextok chat` on the real model with `input` as its standard input (not a terminal):
 /// text, or any bytes (a line that is not UTF-8).
 fn chat(input: impl AsRef<[u8]>, args: &[&str]) -> Output {

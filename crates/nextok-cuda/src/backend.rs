@@ -12,10 +12,11 @@ use cudarc::driver::{
 use nextok_gguf::GgmlType;
 use nextok_kernels::dequant;
 use nextok_kernels::Layout;
-use nextok_kv_cache::KvCache;
+use nextok_kv_cache::{CacheConfig, KvCache, KvPool, KvType};
 use nextok_model::{Backend, Mask, QMatrix};
 
 use crate::kernels;
+use crate::storage::DeviceStorage;
 use crate::Error;
 
 /// Threads per block of the matrix kernels: `ROWS_PER_BLOCK` warps (see `kernels.cu`).
@@ -232,6 +233,7 @@ pub(crate) struct Kernels {
     f16: CudaFunction,
     bf16: CudaFunction,
     attention: CudaFunction,
+    attention_paged: CudaFunction,
     pub(crate) rms_norm: CudaFunction,
     pub(crate) add_bias: CudaFunction,
     pub(crate) add: CudaFunction,
@@ -318,6 +320,7 @@ impl CudaBackend {
             f16: f("matmul_f16")?,
             bf16: f("matmul_bf16")?,
             attention: f("attention")?,
+            attention_paged: f("attention_paged")?,
             rms_norm: f("rms_norm")?,
             add_bias: f("add_bias")?,
             add: f("add")?,
@@ -422,6 +425,89 @@ impl CudaBackend {
         stream
             .synchronize()
             .map_err(|e| Error::driver("wait for the weight product", e))?;
+        Ok(())
+    }
+
+    /// Attention of `q`'s rows over the first `keys` positions of `cache`'s layer `layer`, the
+    /// keys and values read in place from the device blocks of `storage` through the cache's
+    /// block table.
+    #[allow(clippy::too_many_arguments)]
+    fn attention_in_pool(
+        &self,
+        q: &[f32],
+        cache: &KvCache,
+        storage: &DeviceStorage,
+        layer: usize,
+        first: usize,
+        causal: bool,
+        keys: usize,
+        heads: usize,
+        out: &mut [f32],
+    ) -> Result<(), nextok_model::Error> {
+        let config = cache.config();
+        let err = |e: Error| self.model_error(e);
+        if !Arc::ptr_eq(&storage.stream, &self.stream) {
+            return Err(err(Error::Driver {
+                call: String::from("paged attention"),
+                message: String::from("the cache's blocks are on another backend's device"),
+            }));
+        }
+        let bp = config.block_positions;
+        let table: Vec<i32> = cache.block_table()[..keys.div_ceil(bp)]
+            .iter()
+            .map(|b| i32::try_from(b.index()))
+            .collect::<Result<_, _>>()
+            .map_err(|_| {
+                err(Error::Driver {
+                    call: String::from("paged attention"),
+                    message: String::from("a block number exceeds 32 bits"),
+                })
+            })?;
+        let stream = &self.stream;
+        let mut guard = self.lock();
+        let State {
+            x: dq,
+            out: dout,
+            scores: dscores,
+            ..
+        } = &mut *guard;
+        dq.fill(stream, q, "queries").map_err(err)?;
+        dout.ensure(stream, out.len()).map_err(err)?;
+        let dtable = stream
+            .clone_htod(&table)
+            .map_err(|e| err(Error::driver("copy the block table in", e)))?;
+        let pool = storage.lock();
+        launch_attention_paged(
+            stream,
+            &self.kernels,
+            AttentionShape {
+                rows: q.len() / (heads * config.head_dim),
+                heads,
+                kv_heads: config.kv_heads,
+                head_dim: config.head_dim,
+                first,
+                causal,
+                keys,
+            },
+            PagedShape {
+                layer,
+                block_positions: bp,
+                block_numbers: config.block_numbers(),
+                blocks: pool.len() / config.block_numbers().max(1),
+            },
+            [&dq.0.as_view(), &pool.as_view()],
+            &dtable,
+            &mut dout.0.as_view_mut(),
+            dscores,
+        )
+        .map_err(err)?;
+        stream
+            .memcpy_dtoh(&dout.0.slice(0..out.len()), out)
+            .map_err(|e| err(Error::driver("copy attention out", e)))?;
+        stream
+            .synchronize()
+            .map_err(|e| err(Error::driver("wait for attention", e)))?;
+        drop(pool);
         Ok(())
     }
 
@@ -668,6 +754,122 @@ pub(crate) fn launch_attention(
     Ok(())
 }
 
+/// Where a paged attention call finds its layer in a pool's blocks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PagedShape {
+    pub(crate) layer: usize,
+    pub(crate) block_positions: usize,
+    /// Numbers per block (every layer's keys and values).
+    pub(crate) block_numbers: usize,
+    /// Blocks in the pool.
+    pub(crate) blocks: usize,
+}
+
+/// Launches attention of `q`'s rows over the keys and values of `paged.layer` read in place
+/// from `pool`'s blocks through `table` (the sequence's block numbers), as
+/// [`launch_attention`] does over contiguous rows: the same chunks of rows, the same kernel
+/// body.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch_attention_paged(
+    stream: &Arc<CudaStream>,
+    kernels: &Kernels,
+    shape: AttentionShape,
+    paged: PagedShape,
+    q_pool: [&CudaView<'_, f32>; 2],
+    table: &CudaSlice<i32>,
+    out: &mut CudaViewMut<'_, f32>,
+    scores: &mut Buffer,
+) -> Result<(), Error> {
+    let AttentionShape {
+        rows,
+        heads,
+        kv_heads,
+        head_dim: hd,
+        first,
+        causal,
+        keys,
+    } = shape;
+    let PagedShape {
+        layer,
+        block_positions: bp,
+        block_numbers,
+        blocks,
+    } = paged;
+    let bad = |reason: String| Error::Driver {
+        call: String::from("launch paged attention"),
+        message: reason,
+    };
+    let [q, pool] = q_pool;
+    let last_seen = if causal { first + rows } else { keys };
+    // Every row offset the kernel forms must stay inside its block: the layer and the row.
+    let layer_end = (layer * 2 + 2) * bp * kv_heads * hd;
+    if kv_heads == 0
+        || bp == 0
+        || !heads.is_multiple_of(kv_heads)
+        || q.len() < rows * heads * hd
+        || out.len() < rows * heads * hd
+        || table.len() < keys.div_ceil(bp)
+        || pool.len() < blocks * block_numbers
+        || layer_end > block_numbers
+        || last_seen > keys
+    {
+        return Err(bad(format!("inconsistent shapes {shape:?} {paged:?}")));
+    }
+    let int = |v: usize, what: &str| {
+        i32::try_from(v).map_err(|_| bad(format!("{what} = {v} exceeds 32-bit indices")))
+    };
+    let (heads_i, kv_heads_i, hd_i) = (
+        int(heads, "heads")?,
+        int(kv_heads, "kv heads")?,
+        int(hd, "head dim")?,
+    );
+    let (first_i, keys_i) = (int(first, "first position")?, int(keys, "keys")?);
+    let (layer_i, bp_i) = (int(layer, "layer")?, int(bp, "block positions")?);
+    let block_numbers_i = block_numbers as i64;
+    int(rows * heads, "query rows × heads")?;
+    let causal_i = i32::from(causal);
+    let scale = 1.0 / (hd as f32).sqrt();
+    let chunk = (MAX_SCORES / (heads * keys).max(1)).clamp(1, rows.max(1));
+    scores.ensure(stream, chunk * heads * keys)?;
+    let mut row0 = 0;
+    while row0 < rows {
+        let n = chunk.min(rows - row0);
+        // Below `rows`, which fits in an i32 (checked above).
+        let row_base = row0 as i32;
+        let cfg = LaunchConfig {
+            grid_dim: ((n * heads) as u32, 1, 1),
+            block_dim: (ATTENTION_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut args = stream.launch_builder(&kernels.attention_paged);
+        args.arg(q)
+            .arg(pool)
+            .arg(table)
+            .arg(&mut *out)
+            .arg(&mut scores.0)
+            .arg(&row_base)
+            .arg(&heads_i)
+            .arg(&kv_heads_i)
+            .arg(&hd_i)
+            .arg(&first_i)
+            .arg(&causal_i)
+            .arg(&keys_i)
+            .arg(&scale)
+            .arg(&layer_i)
+            .arg(&bp_i)
+            .arg(&block_numbers_i);
+        // SAFETY: the parameters match the kernel's signature in order and type (long long is
+        // i64); the query and output buffers hold rows × heads × hd numbers, the table one block
+        // number per block of `keys` positions, each a block of the pool (the pool's own
+        // numbers), the pool `blocks` blocks of `block_numbers`, the layer's rows inside each
+        // block, the scores n × heads × keys; every row sees at most `keys` positions (all
+        // checked above, the block numbers by the pool that handed them out).
+        unsafe { args.launch(cfg) }.map_err(|e| Error::driver("launch paged attention", e))?;
+        row0 += n;
+    }
+    Ok(())
+}
+
 /// Uploads `w` unless an identical matrix is already on the device, and returns it.
 fn upload<'m>(
     stream: &Arc<CudaStream>,
@@ -798,6 +1000,23 @@ impl Backend for CudaBackend {
             .map_err(|e| self.model_error(e))
     }
 
+    /// An f32 pool lives in device memory ([`DeviceStorage`]), where attention reads its blocks
+    /// in place; an f16 or bf16 pool stays in host memory (the paged kernel reads f32).
+    fn new_pool(
+        &self,
+        config: CacheConfig,
+        budget_bytes: u64,
+    ) -> Result<KvPool, nextok_model::Error> {
+        let blocks = (budget_bytes / config.block_bytes().max(1)).min(u32::MAX as u64) as usize;
+        if config.kv_type != KvType::F32 || blocks == 0 || config.block_numbers() == 0 {
+            // Host memory, or the pool's own typed error for the budget or the shape.
+            return Ok(KvPool::new(config, budget_bytes)?);
+        }
+        let storage =
+            DeviceStorage::new(&self.stream, config, blocks).map_err(|e| self.model_error(e))?;
+        Ok(KvPool::with_storage(Box::new(storage), budget_bytes)?)
+    }
+
     fn attention(
         &self,
         q: &[f32],
@@ -834,6 +1053,22 @@ impl Backend for CudaBackend {
             Mask::Causal { first } => (first, true, first + n_rows),
             Mask::Full => (0, false, cache.len()),
         };
+        if let Some(storage) = cache
+            .pool()
+            .storage()
+            .as_any()
+            .downcast_ref::<DeviceStorage>()
+        {
+            if keys > cache.len() {
+                return Err(nextok_kv_cache::Error::PositionOutOfRange {
+                    pos: keys - 1,
+                    len: cache.len(),
+                }
+                .into());
+            }
+            return self
+                .attention_in_pool(q, cache, storage, layer, first, causal, keys, heads, out);
+        }
         // Every position a row sees must be in the cache: asking for the last one gives the
         // cache's own error when it is not (as on the CPU).
         cache.key(layer, keys.saturating_sub(1))?;

@@ -184,8 +184,36 @@ MATMUL(matmul_bf16, matmul_lanes, BF16)
 
 #define ATTENTION_THREADS 128
 
+// Where attention finds key and value row j: one contiguous array of rows each (`attention`).
+struct ContiguousRows {
+    const float* k;
+    const float* v;
+    size_t row_len;
+    __device__ const float* key(int j) const { return k + (size_t)j * row_len; }
+    __device__ const float* value(int j) const { return v + (size_t)j * row_len; }
+};
+
+// Where attention finds key and value row j: in place in a KV pool's blocks (`attention_paged`).
+// Position j is at slot j % block_positions of block table[j / block_positions], whose numbers
+// start at pool + table[...] * block_numbers, laid out [layer][key, value][slot][kv_heads * hd]
+// (nextok_kv_cache::CacheConfig::row_offset).
+struct PagedRows {
+    const float* pool;
+    const int* table;
+    size_t block_numbers;
+    int layer;
+    int block_positions;
+    size_t row_len;
+    __device__ const float* row(int j, int value) const {
+        const float* block = pool + (size_t)table[j / block_positions] * block_numbers;
+        return block + ((size_t)(layer * 2 + value) * block_positions + j % block_positions) * row_len;
+    }
+    __device__ const float* key(int j) const { return row(j, 0); }
+    __device__ const float* value(int j) const { return row(j, 1); }
+};
+
 // Attention of query rows `row_base + blockIdx.x / heads`, head `blockIdx.x % heads`, against
-// the keys `k` and values `v` (`n_keys` rows of kv_heads * hd f32 numbers each).
+// `n_keys` key and value rows of kv_heads * hd f32 numbers each, found through `rows`.
 //
 // Row i sees positions 0..=first + i when `causal`, every position otherwise. The arithmetic is
 // the CPU backend's, step by step: scores are `dot(q, key)` with 16 lanes and `reduce16`, times
@@ -195,11 +223,10 @@ MATMUL(matmul_bf16, matmul_lanes, BF16)
 // multiply-add per key), times 1 / sum.
 //
 // `scores` holds n_keys numbers for each block of this launch.
-extern "C" __global__ void attention(const float* __restrict__ q, const float* __restrict__ k,
-                                     const float* __restrict__ v, float* __restrict__ out,
-                                     float* __restrict__ scores, int row_base, int heads,
-                                     int kv_heads, int hd, int first, int causal, int n_keys,
-                                     float scale) {
+template <typename Rows>
+__device__ void attention_rows(const float* __restrict__ q, Rows rows, float* __restrict__ out,
+                               float* __restrict__ scores, int row_base, int heads, int kv_heads,
+                               int hd, int first, int causal, int n_keys, float scale) {
     __shared__ float red[ATTENTION_THREADS];
     const int tid = threadIdx.x;
     const int item = blockIdx.x;
@@ -207,7 +234,6 @@ extern "C" __global__ void attention(const float* __restrict__ q, const float* _
     const int h = item % heads;
     const int last = causal ? first + i : n_keys - 1;
     const int g = h / (heads / kv_heads);
-    const size_t row_len = (size_t)kv_heads * hd;
     const float* qh = q + ((size_t)i * heads + h) * hd;
     float* s = scores + (size_t)item * n_keys;
 
@@ -219,7 +245,7 @@ extern "C" __global__ void attention(const float* __restrict__ q, const float* _
     for (int j0 = 0; j0 <= last; j0 += ATTENTION_THREADS / 16) {
         const int j = j0 + half;
         const int jj = j <= last ? j : last;
-        const float* key = k + (size_t)jj * row_len + (size_t)g * hd;
+        const float* key = rows.key(jj) + (size_t)g * hd;
         float acc = 0.0f;
         for (int d = l; d < hd; d += 16) acc = fmaf(qh[d], key[d], acc);
         acc += __shfl_down_sync(FULL_MASK, acc, 8, 16);
@@ -249,14 +275,41 @@ extern "C" __global__ void attention(const float* __restrict__ q, const float* _
     for (int d = tid; d < hd; d += ATTENTION_THREADS) {
         float acc = 0.0f;
         float sum = 0.0f;
-        const float* val = v + (size_t)g * hd + d;
+        const size_t col = (size_t)g * hd + d;
         for (int j = 0; j <= last; ++j) {
             const float p = s[j];
             sum += p;
-            acc = fmaf(p, val[(size_t)j * row_len], acc);
+            acc = fmaf(p, rows.value(j)[col], acc);
         }
         out[((size_t)i * heads + h) * hd + d] = acc * (1.0f / sum);
     }
+}
+
+// Attention against keys `k` and values `v` copied in as n_keys contiguous rows each.
+extern "C" __global__ void attention(const float* __restrict__ q, const float* __restrict__ k,
+                                     const float* __restrict__ v, float* __restrict__ out,
+                                     float* __restrict__ scores, int row_base, int heads,
+                                     int kv_heads, int hd, int first, int causal, int n_keys,
+                                     float scale) {
+    const ContiguousRows rows{k, v, (size_t)kv_heads * hd};
+    attention_rows(q, rows, out, scores, row_base, heads, kv_heads, hd, first, causal, n_keys,
+                   scale);
+}
+
+// Paged attention: the keys and values of layer `layer` read in place from a pool of f32 blocks
+// of `block_positions` positions (`block_numbers` numbers each) through the sequence's block
+// table, with no gather copy. The same arithmetic as `attention`, so the same bits.
+extern "C" __global__ void attention_paged(const float* __restrict__ q,
+                                           const float* __restrict__ pool,
+                                           const int* __restrict__ table, float* __restrict__ out,
+                                           float* __restrict__ scores, int row_base, int heads,
+                                           int kv_heads, int hd, int first, int causal,
+                                           int n_keys, float scale, int layer,
+                                           int block_positions, long long block_numbers) {
+    const PagedRows rows{pool, table, (size_t)block_numbers, layer, block_positions,
+                         (size_t)kv_heads * hd};
+    attention_rows(q, rows, out, scores, row_base, heads, kv_heads, hd, first, causal, n_keys,
+                   scale);
 }
 
 // ---------------------------------------------------------------------------------------------

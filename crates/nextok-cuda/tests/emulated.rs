@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use nextok_gguf::{GgmlType, GgufFile};
 use nextok_kernels::dequant;
 use nextok_kernels::Layout;
-use nextok_kv_cache::{CacheConfig, KvCache, KvType};
+use nextok_kv_cache::{CacheConfig, KvCache, KvPool, KvType};
 use nextok_model::testing::RandomLlama;
 use nextok_model::{Backend, CpuBackend, Mask, QMatrix};
 use rand_chacha::ChaCha8Rng;
@@ -178,7 +178,9 @@ fn emulated_attention_matches_the_cpu() {
     let width = heads * hd;
     for kv_type in [KvType::F32, KvType::F16] {
         let mut cache = KvCache::new(CacheConfig::new(1, kv_heads, hd, kv_type)).expect("cache");
-        cache.push_tokens(&(0..positions as u32).collect::<Vec<_>>());
+        cache
+            .push_tokens(&(0..positions as u32).collect::<Vec<_>>())
+            .expect("an unbounded cache has room");
         for pos in 0..positions {
             let (k, v) = (
                 random(&mut rng, kv_heads * hd),
@@ -250,6 +252,133 @@ fn emulated_attention_matches_the_cpu() {
                 diff <= 1e-5,
                 "{kv_type:?} {mask:?}: emulated attention differs by {diff:e}"
             );
+        }
+    }
+}
+
+/// Paged attention: keys and values read in place from a pool's blocks through the sequence's
+/// block table (blocks out of order, one of them a copy made by copy-on-write, a block shared
+/// with a fork), against the CPU backend reading the same cache.
+#[test]
+fn emulated_paged_attention_matches_the_cpu() {
+    let Some(exe) = emulator() else { return };
+    let cpu = CpuBackend::new(1);
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    let (layers, heads, kv_heads, hd, bp) = (2usize, 4usize, 2usize, 64usize, 4usize);
+    let width = heads * hd;
+    let config = CacheConfig::new(layers, kv_heads, hd, KvType::F32).with_block_positions(bp);
+    let pool = KvPool::new(config, 64 * config.block_bytes()).expect("pool");
+    let write = |cache: &mut KvCache, n: usize, rng: &mut ChaCha8Rng| {
+        let range = cache.push_tokens(&vec![1; n]).expect("room");
+        for pos in range {
+            for layer in 0..layers {
+                let (k, v) = (random(rng, kv_heads * hd), random(rng, kv_heads * hd));
+                cache.write(layer, pos, &k, &v).expect("write");
+            }
+        }
+    };
+    // Two sequences growing in turns take alternate blocks; a fork of the first then writes into
+    // its shared last block, which copies it.
+    let (mut a, mut other) = (pool.new_cache(), pool.new_cache());
+    for _ in 0..5 {
+        write(&mut a, 5, &mut rng);
+        write(&mut other, 3, &mut rng);
+    }
+    let mut cache = a.fork();
+    write(&mut cache, 7, &mut rng);
+    let positions = cache.len();
+    let table: Vec<i32> = cache
+        .block_table()
+        .iter()
+        .map(|b| b.index() as i32)
+        .collect();
+    assert!(
+        table.windows(2).any(|w| w[1] != w[0] + 1),
+        "blocks in order: {table:?}"
+    );
+    // The pool's memory as one array, block after block, as a device pool would hold it.
+    let host = pool.storage().host().expect("a host pool");
+    let blocks = table.iter().copied().max().expect("blocks") as usize + 1;
+    let row_len = kv_heads * hd;
+    let mut numbers = vec![0.0f32; blocks * config.block_numbers()];
+    for b in 0..blocks {
+        let Ok(block) = host.block(nextok_kv_cache::BlockId::new(b as u32)) else {
+            continue;
+        };
+        for layer in 0..layers {
+            for slot in 0..bp {
+                for value in [false, true] {
+                    let at = b * config.block_numbers() + config.row_offset(layer, slot, value);
+                    let row = if value {
+                        block.value(layer, slot)
+                    } else {
+                        block.key(layer, slot)
+                    }
+                    .expect("a row");
+                    row.to_f32(0..row_len, &mut numbers[at..at + row_len]);
+                }
+            }
+        }
+    }
+    for layer in 0..layers {
+        for (mask, rows) in [
+            (Mask::Causal { first: 0 }, positions),
+            (
+                Mask::Causal {
+                    first: positions - 3,
+                },
+                3,
+            ),
+            (Mask::Full, 2),
+        ] {
+            let q: Vec<f32> = random(&mut rng, rows * width)
+                .iter()
+                .map(|v| v * 8.0)
+                .collect();
+            let mut on_cpu = vec![0.0; q.len()];
+            cpu.attention(&q, &cache, layer, mask, heads, &mut on_cpu)
+                .expect("CPU attention");
+            let (first, causal) = match mask {
+                Mask::Causal { first } => (first, 1),
+                Mask::Full => (0, 0),
+            };
+            let nums = [
+                rows,
+                heads,
+                kv_heads,
+                hd,
+                first,
+                causal,
+                positions,
+                layer,
+                bp,
+                config.block_numbers(),
+            ]
+            .map(|v| v.to_string());
+            let mut args = vec!["attention_paged"];
+            args.extend(nums.iter().map(String::as_str));
+            args.extend(["@q", "@pool", "@table", "@out"]);
+            let table_bytes: Vec<u8> = table.iter().flat_map(|t| t.to_le_bytes()).collect();
+            let emulated = run(
+                exe,
+                &args,
+                &[
+                    ("q", &f32_bytes(&q)),
+                    ("pool", &f32_bytes(&numbers)),
+                    ("table", &table_bytes),
+                ],
+            );
+            let diff = emulated
+                .iter()
+                .zip(&on_cpu)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
+            // As for contiguous rows: only the exponential may differ, in its last bit.
+            assert!(
+                diff <= 1e-5,
+                "layer {layer} {mask:?}: emulated paged attention differs by {diff:e}"
+            );
+            assert_eq!(emulated.len(), on_cpu.len());
         }
     }
 }

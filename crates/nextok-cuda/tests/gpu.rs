@@ -145,7 +145,9 @@ fn random_cache(kv_type: KvType, positions: usize, rng: &mut ChaCha8Rng) -> KvCa
     let config = CacheConfig::new(2, 2, 64, kv_type);
     let mut cache = KvCache::new(config).expect("cache");
     let tokens: Vec<u32> = (0..positions as u32).collect();
-    cache.push_tokens(&tokens);
+    cache
+        .push_tokens(&tokens)
+        .expect("an unbounded cache has room");
     for layer in 0..2 {
         for pos in 0..positions {
             let (k, v) = (random(rng, 128), random(rng, 128));
@@ -450,6 +452,87 @@ fn random_models_match_the_cpu_stage_by_stage() {
             &format!("{:?} model", spec.weight_type),
         );
     }
+}
+
+/// A pool from the CUDA backend holds its blocks in device memory, where paged attention reads
+/// them: prefill, prefix-cache hits, forks and decoding on it give the CPU's logits within the
+/// tolerance and its greedy choices, and a write to a shared block copies it on the device.
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test -p nextok-cuda -- --ignored"]
+fn device_pools_match_the_cpu() {
+    let gpu = gpu();
+    let cpu = CpuBackend::new(1);
+    let m = model(
+        &RandomLlama {
+            weight_type: GgmlType::Q4_1,
+            ..RandomLlama::default()
+        },
+        77,
+    );
+    let budget = 64 * m.cache_config(KvType::F32).block_bytes();
+    let pool = m
+        .new_pool(&gpu, KvType::F32, budget)
+        .expect("a device pool");
+    assert!(pool.storage().host().is_none(), "the pool is on the device");
+    assert!(pool
+        .storage()
+        .as_any()
+        .downcast_ref::<nextok_cuda::DeviceStorage>()
+        .is_some());
+    let run = |backend: &dyn Backend, cache: &mut KvCache, tokens: &[u32]| -> Vec<f32> {
+        model_forward(&m, backend, cache, tokens)
+    };
+    let prompt: Vec<u32> = (0..37).map(|i| (i * 11 + 3) % 50).collect();
+    let mut on_gpu = pool.new_cache();
+    let mut on_cpu = m.new_cache(KvType::F32);
+    let (g, c) = (
+        run(&gpu, &mut on_gpu, &prompt),
+        run(&cpu, &mut on_cpu, &prompt),
+    );
+    assert!(max_abs_diff(&g, &c) <= LOGITS_TOLERANCE, "prefill");
+    assert_eq!(argmax(&g), argmax(&c));
+    // A second sequence starts from the published blocks; a fork writes into its shared last
+    // block (copied on the device); both decode as the CPU does.
+    assert_eq!(on_gpu.publish_prefix(), 2);
+    let mut hit = pool.cache_for_prompt(&prompt);
+    assert_eq!(hit.len(), 32);
+    let g = run(&gpu, &mut hit, &prompt[32..]);
+    assert!(max_abs_diff(&g, &c) <= LOGITS_TOLERANCE, "prefix hit");
+    let mut fork = on_gpu.fork();
+    let mut cpu_fork = on_cpu.fork();
+    for step in 0..6u32 {
+        let t = [(step * 7 + 1) % 50];
+        for (gc, cc) in [(&mut on_gpu, &mut on_cpu), (&mut fork, &mut cpu_fork)] {
+            let (g, c) = (run(&gpu, gc, &t), run(&cpu, cc, &t));
+            assert!(
+                max_abs_diff(&g, &c) <= LOGITS_TOLERANCE,
+                "decode step {step}"
+            );
+            assert_eq!(argmax(&g), argmax(&c), "decode step {step}");
+        }
+    }
+    assert_ne!(fork.block_table()[2], on_gpu.block_table()[2]);
+    drop((on_gpu, hit, fork));
+    assert_eq!(pool.used_blocks(), 0);
+}
+
+/// The last position's logits of `tokens` run after `cache`.
+fn model_forward(
+    m: &LlamaModel,
+    backend: &dyn Backend,
+    cache: &mut KvCache,
+    tokens: &[u32],
+) -> Vec<f32> {
+    m.forward(
+        backend,
+        &mut [Sequence {
+            cache,
+            tokens,
+            logits: Logits::Last,
+        }],
+    )
+    .expect("forward")
+    .remove(0)
 }
 
 /// The default model of the `nextok` command, if it has been fetched (`NEXTOK_MODEL` overrides).

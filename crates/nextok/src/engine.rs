@@ -348,6 +348,14 @@ impl Engine {
         self.model.new_cache(self.kv_type)
     }
 
+    /// A pool of KV blocks for this model under `budget_bytes`, its numbers stored as the
+    /// engine's [`KvType`] where the model's backend reads them
+    /// ([`LanguageModel::new_pool`]): what a [`Scheduler`](crate::Scheduler) serves its requests
+    /// from. A budget smaller than one block is an error.
+    pub fn new_pool(&self, budget_bytes: u64) -> Result<nextok_kv_cache::KvPool, Error> {
+        self.model.new_pool(self.kv_type, budget_bytes)
+    }
+
     /// Renders a conversation through the chat template.
     pub fn render_chat(
         &self,

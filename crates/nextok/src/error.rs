@@ -167,4 +167,35 @@ pub enum Error {
         /// Why, and what to do about it.
         reason: String,
     },
+    /// The scheduler's waiting queue is full: try again later (an HTTP server answers 429 or
+    /// 503 with `Retry-After`).
+    #[error("the scheduler's queue is full ({waiting} requests waiting, at most {limit}): try again later")]
+    QueueFull {
+        /// Requests waiting when this one came.
+        waiting: usize,
+        /// The queue's length ([`SchedulerOptions::max_waiting`](crate::SchedulerOptions)).
+        limit: usize,
+    },
+    /// A request whose KV cache could never fit the scheduler's memory budget, even alone: its
+    /// prompt and the most tokens it may generate (for every completion) need more positions than
+    /// the budget's blocks hold. Ask for fewer tokens, or give the scheduler more memory.
+    #[error("the request needs KV memory for {tokens} tokens (prompt and max tokens, every completion) but the scheduler's budget holds {fit}: ask for fewer tokens or give it more memory")]
+    ExceedsKvBudget {
+        /// Positions the request may need at most: the prompt, and `max_tokens` (or the rest of
+        /// the context window) for each of its `n` completions.
+        tokens: usize,
+        /// Positions the budget holds at most (its blocks × positions per block).
+        fit: usize,
+    },
+    /// The scheduler is shutting down or has shut down: it takes no new request, and requests it
+    /// could not finish within the grace period end with this error.
+    #[error("the scheduler has shut down")]
+    SchedulerShutDown,
+    /// The scheduler's worker thread ended unexpectedly (a panic in a model); nothing more can
+    /// be run on it.
+    #[error("the scheduler's worker thread has stopped: {reason}")]
+    SchedulerFailed {
+        /// What happened.
+        reason: String,
+    },
 }

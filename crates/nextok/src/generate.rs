@@ -203,21 +203,170 @@ pub enum Event {
     Done(Box<Completion>),
 }
 
-/// One completion being generated.
-struct Run<'e> {
-    index: usize,
-    cache: KvCache,
-    logits: Vec<f32>,
+/// The state of one completion that is chosen token by token: its sampler, constraint, stop
+/// state and stream decoder, the tokens and text so far. [`Generation`] and the
+/// [`Scheduler`](crate::Scheduler) both drive completions through it, so a token is chosen,
+/// checked and turned into text by one piece of code, whoever runs the forward passes.
+pub(crate) struct Decoding<'e> {
+    pub(crate) index: usize,
     sampler: Sampler,
     stop: StopState,
     decoder: StreamDecoder<'e, dyn Tokenizer + 'e>,
-    tokens: Vec<u32>,
+    pub(crate) tokens: Vec<u32>,
     text: String,
     logprob: f64,
-    first_token: Option<Instant>,
-    last_token: Option<Instant>,
+    pub(crate) first_token: Option<Instant>,
+    pub(crate) last_token: Option<Instant>,
     constraint: Option<Box<dyn Constraint>>,
     mask: Vec<u64>,
+}
+
+impl<'e> Decoding<'e> {
+    /// Completion `index` of a request with `options` (already checked by
+    /// [`Engine::check_request`]): it samples with seed `seed + index`.
+    pub(crate) fn new(
+        engine: &'e Engine,
+        options: &GenerateOptions,
+        conditions: &StopConditions,
+        prompt_len: usize,
+        index: usize,
+    ) -> Result<Self, Error> {
+        let mut params = options.sampling.clone();
+        params.seed = Some(params.seed.unwrap_or(0).wrapping_add(index as u64));
+        params.top_logprobs = options.top_logprobs;
+        let constraint = match &options.constraint {
+            Some(spec) => Some(engine.constraint(spec)?),
+            None => None,
+        };
+        let mask = constraint
+            .as_ref()
+            .map(|c| c.vocab().empty_mask())
+            .unwrap_or_default();
+        Ok(Decoding {
+            index,
+            sampler: Sampler::new(&params)?,
+            stop: StopState::new(conditions, prompt_len)?,
+            decoder: StreamDecoder::new(engine.tokenizer(), true),
+            tokens: Vec::new(),
+            text: String::new(),
+            logprob: 0.0,
+            first_token: None,
+            last_token: None,
+            constraint,
+            mask,
+        })
+    }
+
+    /// Chooses the next token from the logits after `prompt` and the tokens so far: the
+    /// constraint's mask, the sampling chain, the stop conditions and the stream decoder. Returns
+    /// its event and, when the answer ends with it, why.
+    pub(crate) fn choose(
+        &mut self,
+        engine: &Engine,
+        prompt: &[u32],
+        logits: &[f32],
+    ) -> Result<(TokenEvent, Option<Stop>), Error> {
+        let allowed = match self.constraint.as_mut() {
+            Some(c) => {
+                c.fill_mask(&mut self.mask)?;
+                Some(&self.mask[..])
+            }
+            None => None,
+        };
+        let ctx = Context {
+            prompt,
+            generated: &self.tokens,
+            allowed,
+        };
+        let sampled = self.sampler.sample(logits, &ctx)?;
+        let mut constraint_done = false;
+        if let Some(c) = self.constraint.as_mut() {
+            c.advance(sampled.token)?;
+            constraint_done = c.is_finished();
+        }
+        let now = Instant::now();
+        self.first_token.get_or_insert(now);
+        self.last_token = Some(now);
+        let token = sampled.token;
+        let piece = self.decoder.push(token)?;
+        let step = self.stop.push(token, piece.as_bytes());
+        self.tokens.push(token);
+        self.logprob += sampled.logprob as f64;
+        let mut text = step.text;
+        // A constraint that has accepted an end token allows nothing more, even when end tokens
+        // do not stop the answer (ignore_eos): the answer ends there.
+        let stop = match step.stop {
+            None if constraint_done => Some(Stop::EndTurn { token }),
+            other => other,
+        };
+        if let Some(stop) = &stop {
+            // Bytes of an unfinished character are released as U+FFFD, as decoding the whole
+            // answer at once would; after a stop sequence they were cut anyway.
+            if !matches!(stop, Stop::StopSequence { .. }) {
+                text.push_str(&self.decoder.finish());
+            }
+        }
+        self.text.push_str(&text);
+        let event = TokenEvent {
+            index: self.index,
+            id: token,
+            text,
+            logprob: sampled.logprob,
+            raw_logprob: sampled.raw_logprob,
+            top: alternatives(engine, &sampled.top),
+        };
+        Ok((event, stop))
+    }
+
+    /// The finished completion; its text and tokens move into it, so this is called once, when
+    /// [`Decoding::choose`] has reported a stop. `timings` comes without its per-token figures,
+    /// which are computed here from the completion's own first and last tokens.
+    pub(crate) fn finish(
+        &mut self,
+        prompt: &[u32],
+        cached_prompt_tokens: usize,
+        stop: Stop,
+        mut timings: Timings,
+    ) -> Completion {
+        let tokens = std::mem::take(&mut self.tokens);
+        per_token(&mut timings, tokens.len());
+        Completion {
+            index: self.index,
+            text: std::mem::take(&mut self.text),
+            usage: Usage {
+                prompt_tokens: prompt.len(),
+                cached_prompt_tokens,
+                completion_tokens: tokens.len(),
+                total_tokens: prompt.len() + tokens.len(),
+            },
+            tokens,
+            prompt_tokens: prompt.to_vec(),
+            stop,
+            logprob: self.logprob,
+            timings,
+        }
+    }
+}
+
+/// The alternatives' ids, texts and log-probabilities.
+fn alternatives(engine: &Engine, top: &[nextok_sampling::TokenLogprob]) -> Vec<Alternative> {
+    let tok = engine.tokenizer();
+    top.iter()
+        .map(|a| Alternative {
+            id: a.token,
+            text: String::from_utf8_lossy(tok.token_bytes(a.token).unwrap_or_default())
+                .into_owned(),
+            logprob: a.raw_logprob,
+        })
+        .collect()
+}
+
+/// One completion being generated by a [`Generation`]: its choices, its cache and the logits of
+/// its next token.
+struct Run<'e> {
+    decoding: Decoding<'e>,
+    cache: KvCache,
+    logits: Vec<f32>,
 }
 
 /// A generation in progress: an iterator of [`Event`]s.
@@ -288,6 +437,36 @@ impl Engine {
         cache: Option<KvCache>,
         started: Instant,
     ) -> Result<Generation<'_>, Error> {
+        let conditions = self.check_request(&prompt, options)?;
+        let mut cache = cache.unwrap_or_else(|| self.new_cache());
+        let cached_prompt_tokens = cache.reuse_prefix(&prompt);
+        Ok(Generation {
+            engine: self,
+            options: options.clone(),
+            conditions,
+            prompt,
+            started,
+            cache: Some(cache),
+            cached_prompt_tokens,
+            prefilled: false,
+            prefill_s: 0.0,
+            first_logits: Vec::new(),
+            runs: Vec::new(),
+            pending: VecDeque::new(),
+            last_cache: None,
+            failed: false,
+        })
+    }
+
+    /// Checks a request before any time is spent on the model, and returns its stop conditions:
+    /// a non-empty prompt of ids in the vocabulary, the options ([`GenerateOptions::validate`]),
+    /// a constraint that builds, stop sequences and max tokens, and a prompt that leaves room
+    /// for an answer in the context window.
+    pub(crate) fn check_request(
+        &self,
+        prompt: &[u32],
+        options: &GenerateOptions,
+    ) -> Result<StopConditions, Error> {
         if prompt.is_empty() {
             return Err(Error::EmptyPrompt);
         }
@@ -324,24 +503,7 @@ impl Engine {
             },
             other => other.into(),
         })?;
-        let mut cache = cache.unwrap_or_else(|| self.new_cache());
-        let cached_prompt_tokens = cache.reuse_prefix(&prompt);
-        Ok(Generation {
-            engine: self,
-            options: options.clone(),
-            conditions,
-            prompt,
-            started,
-            cache: Some(cache),
-            cached_prompt_tokens,
-            prefilled: false,
-            prefill_s: 0.0,
-            first_logits: Vec::new(),
-            runs: Vec::new(),
-            pending: VecDeque::new(),
-            last_cache: None,
-            failed: false,
-        })
+        Ok(conditions)
     }
 }
 
@@ -390,44 +552,17 @@ impl<'e> Generation<'e> {
             self.cache.as_ref().map(KvCache::fork)
         }
         .unwrap_or_else(|| self.engine.new_cache());
-        let mut params = self.options.sampling.clone();
-        params.seed = Some(params.seed.unwrap_or(0).wrapping_add(index as u64));
-        params.top_logprobs = self.options.top_logprobs;
-        let constraint = match &self.options.constraint {
-            Some(spec) => Some(self.engine.constraint(spec)?),
-            None => None,
-        };
-        let mask = constraint
-            .as_ref()
-            .map(|c| c.vocab().empty_mask())
-            .unwrap_or_default();
         Ok(Run {
-            index,
+            decoding: Decoding::new(
+                self.engine,
+                &self.options,
+                &self.conditions,
+                self.prompt.len(),
+                index,
+            )?,
             cache,
             logits: self.first_logits.clone(),
-            sampler: Sampler::new(&params)?,
-            stop: StopState::new(&self.conditions, self.prompt.len())?,
-            decoder: StreamDecoder::new(self.engine.tokenizer(), true),
-            tokens: Vec::new(),
-            text: String::new(),
-            logprob: 0.0,
-            first_token: None,
-            last_token: None,
-            constraint,
-            mask,
         })
-    }
-
-    fn alternatives(&self, top: &[nextok_sampling::TokenLogprob]) -> Vec<Alternative> {
-        let tok = self.engine.tokenizer();
-        top.iter()
-            .map(|a| Alternative {
-                id: a.token,
-                text: String::from_utf8_lossy(tok.token_bytes(a.token).unwrap_or_default())
-                    .into_owned(),
-                logprob: a.raw_logprob,
-            })
-            .collect()
     }
 
     /// Chooses one token of a run. Returns its event, and either the run (to be given the
@@ -436,55 +571,9 @@ impl<'e> Generation<'e> {
         &mut self,
         mut run: Run<'e>,
     ) -> Result<(TokenEvent, Result<Run<'e>, Completion>), Error> {
-        let allowed = match run.constraint.as_mut() {
-            Some(c) => {
-                c.fill_mask(&mut run.mask)?;
-                Some(&run.mask[..])
-            }
-            None => None,
-        };
-        let ctx = Context {
-            prompt: &self.prompt,
-            generated: &run.tokens,
-            allowed,
-        };
-        let sampled = run.sampler.sample(&run.logits, &ctx)?;
-        let mut constraint_done = false;
-        if let Some(c) = run.constraint.as_mut() {
-            c.advance(sampled.token)?;
-            constraint_done = c.is_finished();
-        }
-        let now = Instant::now();
-        run.first_token.get_or_insert(now);
-        run.last_token = Some(now);
-        let token = sampled.token;
-        let piece = run.decoder.push(token)?;
-        let step = run.stop.push(token, piece.as_bytes());
-        run.tokens.push(token);
-        run.logprob += sampled.logprob as f64;
-        let mut text = step.text;
-        // A constraint that has accepted an end token allows nothing more, even when end tokens
-        // do not stop the answer (ignore_eos): the answer ends there.
-        let stop = match step.stop {
-            None if constraint_done => Some(Stop::EndTurn { token }),
-            other => other,
-        };
-        if let Some(stop) = &stop {
-            // Bytes of an unfinished character are released as U+FFFD, as decoding the whole
-            // answer at once would; after a stop sequence they were cut anyway.
-            if !matches!(stop, Stop::StopSequence { .. }) {
-                text.push_str(&run.decoder.finish());
-            }
-        }
-        run.text.push_str(&text);
-        let event = TokenEvent {
-            index: run.index,
-            id: token,
-            text,
-            logprob: sampled.logprob,
-            raw_logprob: sampled.raw_logprob,
-            top: self.alternatives(&sampled.top),
-        };
+        let (event, stop) = run
+            .decoding
+            .choose(self.engine, &self.prompt, &run.logits)?;
         Ok(match stop {
             Some(stop) => (event, Err(self.finish(run, stop))),
             None => (event, Ok(run)),
@@ -506,7 +595,7 @@ impl<'e> Generation<'e> {
         }
         let tokens: Vec<u32> = going
             .iter()
-            .filter_map(|r| r.tokens.last().copied())
+            .filter_map(|r| r.decoding.tokens.last().copied())
             .collect();
         let mut caches: Vec<&mut KvCache> = going.iter_mut().map(|r| &mut r.cache).collect();
         let logits = self.engine.forward_batch(&mut caches, &tokens)?;
@@ -518,48 +607,23 @@ impl<'e> Generation<'e> {
     }
 
     fn timings(&self, first: Option<Instant>, last: Option<Instant>, cache: &KvCache) -> Timings {
-        let ttft = first.map_or(0.0, |f| (f - self.started).as_secs_f64());
-        let decode_s = match (first, last) {
-            (Some(f), Some(l)) => (l - f).as_secs_f64(),
-            _ => 0.0,
-        };
         let prefilled = self.prompt.len() - self.cached_prompt_tokens;
-        Timings {
-            time_to_first_token_s: ttft,
-            prefill_s: self.prefill_s,
-            prefill_tokens_per_s: rate(prefilled, self.prefill_s),
-            decode_s,
-            decode_tokens_per_s: 0.0,
-            time_per_output_token_s: 0.0,
-            total_s: self.started.elapsed().as_secs_f64(),
-            kv_cache_bytes: cache.bytes(),
-        }
+        timings(
+            self.started,
+            first,
+            last,
+            self.prefill_s,
+            prefilled,
+            cache.bytes(),
+        )
     }
 
-    fn finish(&mut self, run: Run<'e>, stop: Stop) -> Completion {
-        let mut timings = self.timings(run.first_token, run.last_token, &run.cache);
-        let after_first = run.tokens.len().saturating_sub(1);
-        timings.decode_tokens_per_s = rate(after_first, timings.decode_s);
-        timings.time_per_output_token_s = if after_first > 0 {
-            timings.decode_s / after_first as f64
-        } else {
-            0.0
-        };
-        let completion = Completion {
-            index: run.index,
-            text: run.text,
-            usage: Usage {
-                prompt_tokens: self.prompt.len(),
-                cached_prompt_tokens: self.cached_prompt_tokens,
-                completion_tokens: run.tokens.len(),
-                total_tokens: self.prompt.len() + run.tokens.len(),
-            },
-            tokens: run.tokens,
-            prompt_tokens: self.prompt.clone(),
-            stop,
-            logprob: run.logprob,
-            timings,
-        };
+    fn finish(&mut self, mut run: Run<'e>, stop: Stop) -> Completion {
+        let d = &run.decoding;
+        let timings = self.timings(d.first_token, d.last_token, &run.cache);
+        let completion =
+            run.decoding
+                .finish(&self.prompt, self.cached_prompt_tokens, stop, timings);
         self.last_cache = Some(run.cache);
         completion
     }
@@ -671,13 +735,7 @@ impl<'e> Generation<'e> {
                 .map(|s| s.0.fork())
                 .unwrap_or_else(|| engine.new_cache());
             let mut timings = self.timings(first_token, last_token, &cache);
-            let after_first = tokens.len().saturating_sub(1);
-            timings.decode_tokens_per_s = rate(after_first, timings.decode_s);
-            timings.time_per_output_token_s = if after_first > 0 {
-                timings.decode_s / after_first as f64
-            } else {
-                0.0
-            };
+            per_token(&mut timings, tokens.len());
             self.pending.push_back(Event::Done(Box::new(Completion {
                 index,
                 text,
@@ -718,6 +776,46 @@ impl<'e> Generation<'e> {
         self.round()?;
         Ok(self.pending.pop_front())
     }
+}
+
+/// A completion's timings, without the per-token figures
+/// ([`Decoding::into_completion`] adds them): `started` is when the request came, `first` and
+/// `last` when its first and last tokens were chosen, `prefill_s` how long the prompt's pass took
+/// and `prefilled` how many prompt tokens it ran.
+pub(crate) fn timings(
+    started: Instant,
+    first: Option<Instant>,
+    last: Option<Instant>,
+    prefill_s: f64,
+    prefilled: usize,
+    kv_cache_bytes: u64,
+) -> Timings {
+    let ttft = first.map_or(0.0, |f| (f - started).as_secs_f64());
+    let decode_s = match (first, last) {
+        (Some(f), Some(l)) => (l - f).as_secs_f64(),
+        _ => 0.0,
+    };
+    Timings {
+        time_to_first_token_s: ttft,
+        prefill_s,
+        prefill_tokens_per_s: rate(prefilled, prefill_s),
+        decode_s,
+        decode_tokens_per_s: 0.0,
+        time_per_output_token_s: 0.0,
+        total_s: started.elapsed().as_secs_f64(),
+        kv_cache_bytes,
+    }
+}
+
+/// Fills in the figures per token after the first, for an answer of `tokens` tokens.
+fn per_token(timings: &mut Timings, tokens: usize) {
+    let after_first = tokens.saturating_sub(1);
+    timings.decode_tokens_per_s = rate(after_first, timings.decode_s);
+    timings.time_per_output_token_s = if after_first > 0 {
+        timings.decode_s / after_first as f64
+    } else {
+        0.0
+    };
 }
 
 fn rate(count: usize, seconds: f64) -> f64 {

@@ -31,7 +31,12 @@
 //!   [`DEFAULT_MODEL_SHA256`], [`DEFAULT_MODEL_PACKAGE`]: which file it is. This library starts no
 //!   process and downloads nothing: the `nextok` command (`nextok-cli`) fetches the default model
 //!   on first use, and `cargo xtask fetch-model` runs that fetch.
-//! - [`plan`]: the specification's cost model (memory, KV cache, prefill and decode time).
+//! - [`Scheduler`]: many requests at once on one engine (continuous batching): one forward pass
+//!   per step over every running request's next token and chunks of waiting prompts, admission
+//!   under a KV memory budget with prefix caching, preemption by recomputation; each request
+//!   gets exactly the tokens it gets alone ([`scheduler`] explains a step).
+//! - [`plan`]: the specification's cost model (memory, KV cache, prefill and decode time, and
+//!   many users sharing one read of the weights per decode step).
 //! - [`LanguageModel`]: the seam between the loop and a model (see below), and
 //!   [`LlamaOnBackend`], its implementation for the Llama family on a compute backend.
 //!
@@ -74,18 +79,18 @@
 //!
 //! impl LanguageModel for Bigram {
 //!     fn forward(&self, batch: &mut [Sequence<'_>]) -> Result<Vec<Vec<f32>>, Error> {
-//!         Ok(batch
+//!         batch
 //!             .iter_mut()
 //!             .map(|s| {
 //!                 // No keys or values to keep: the cache only records the tokens.
-//!                 s.cache.push_tokens(s.tokens);
-//!                 match s.logits {
+//!                 s.cache.push_tokens(s.tokens).map_err(nextok::model::Error::from)?;
+//!                 Ok(match s.logits {
 //!                     Logits::None => Vec::new(),
 //!                     Logits::Last => s.tokens.last().map_or_else(Vec::new, |&t| Self::row(t)),
 //!                     Logits::All => s.tokens.iter().flat_map(|&t| Self::row(t)).collect(),
-//!                 }
+//!                 })
 //!             })
-//!             .collect())
+//!             .collect()
 //!     }
 //!     fn new_cache(&self, kv_type: KvType) -> KvCache {
 //!         KvCache::new(CacheConfig::new(1, 1, 1, kv_type)).expect("non-zero dimensions")
@@ -215,6 +220,7 @@ mod generate;
 mod language_model;
 mod model_path;
 pub mod plan;
+pub mod scheduler;
 pub mod seq2seq;
 
 pub use chat::Chat;
@@ -229,6 +235,9 @@ pub use nextok_kv_cache as kv_cache;
 pub use nextok_model as model;
 pub use nextok_stopping::{Stop, StopReason};
 pub use nextok_tokenizer as tokenizer;
+pub use scheduler::{
+    Request, RequestHandle, RequestId, Scheduler, SchedulerOptions, SchedulerStats, Sink,
+};
 
 pub use default_model::{DEFAULT_MODEL_FILE, DEFAULT_MODEL_PACKAGE, DEFAULT_MODEL_SHA256};
 pub use error::Error;

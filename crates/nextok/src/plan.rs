@@ -9,7 +9,10 @@
 //!   (`2 × weights × tokens` FLOPs), and the arithmetic intensity — "Prefill vs decode";
 //! - the KV cache, `2 × layers × d_model × bytes per number` per token — "How much memory the
 //!   cache needs";
-//! - tokens left in the context window, and a window in words and pages — "Stopping".
+//! - tokens left in the context window, and a window in words and pages — "Stopping";
+//! - many users at once ("In practice": providers batch users' decode steps so that the weights
+//!   are read once for all of them): one decode step over `users` tokens, each user's and the
+//!   aggregate tokens per second, and how many users' KV caches fit a memory budget.
 //!
 //! Attention's own cost, which grows with the length of the text, is left out, as the
 //! specification leaves it out: these are estimates for planning, not measurements.
@@ -227,8 +230,12 @@ pub struct Workload {
     pub answer_tokens: u64,
     /// Tokens in one conversation, for the KV cache's size.
     pub conversation_tokens: u64,
-    /// Conversations served at once, for the KV cache's size.
+    /// Conversations served at once: for the KV cache's size, and the batch of one decode step
+    /// (every user's next token in one pass).
     pub users: u64,
+    /// Memory of the machine in bytes, when given: how many users' KV caches fit beside the
+    /// weights ([`Plan::users_that_fit`]).
+    pub memory_bytes: Option<u64>,
 }
 
 impl Default for Workload {
@@ -240,6 +247,7 @@ impl Default for Workload {
             answer_tokens: 200,
             conversation_tokens: 4096,
             users: 32,
+            memory_bytes: None,
         }
     }
 }
@@ -297,6 +305,18 @@ pub fn pass(model: &ModelFigures, machine: &Machine, tokens: u64) -> Pass {
 /// KV cache bytes per token: `2 × layers × kv_width × bytes per number`.
 pub fn kv_bytes_per_token(model: &ModelFigures) -> f64 {
     2.0 * model.layers as f64 * model.kv_width as f64 * model.kv_bytes_per_number
+}
+
+/// Conversations whose KV caches (`kv_bytes_per_conversation` each) fit in `memory_bytes` once
+/// the weights are in: `⌊(memory − weights) / per conversation⌋`, 0 when the weights alone do not
+/// fit.
+pub fn users_that_fit(memory_bytes: f64, weight_bytes: f64, kv_bytes_per_conversation: f64) -> u64 {
+    let left = memory_bytes - weight_bytes;
+    if left <= 0.0 || kv_bytes_per_conversation <= 0.0 {
+        return 0;
+    }
+    // A float that is beyond u64 saturates; such a budget holds "all" users.
+    (left / kv_bytes_per_conversation).floor() as u64
 }
 
 /// Tokens left for the answer in a context window once the prompt is in it (0 when the prompt
@@ -375,6 +395,19 @@ pub struct Plan {
     pub answer_s: f64,
     /// How many times faster prefill is than decode, per token.
     pub prefill_speedup_per_token: f64,
+    /// One decode step of every user at once: a pass over `workload.users` tokens, the weights
+    /// read once for all of them.
+    pub batched_decode: Pass,
+    /// Each user's tokens per second when all decode together: one token per batched step.
+    pub per_user_tokens_per_second: f64,
+    /// All users' tokens per second together: `users` tokens per batched step.
+    pub aggregate_tokens_per_second: f64,
+    /// The aggregate over one user's decode speed alone: what batching buys.
+    pub batching_speedup: f64,
+    /// Conversations of `workload.conversation_tokens` whose KV caches fit in
+    /// `workload.memory_bytes` beside the weights (0 when the weights alone do not fit); `None`
+    /// when no memory was given.
+    pub users_that_fit: Option<u64>,
 }
 
 /// Applies the cost model.
@@ -386,6 +419,11 @@ pub fn plan(model: &ModelFigures, machine: &Machine, workload: &Workload) -> Res
     let decode = pass(model, machine, 1);
     let per_token = kv_bytes_per_token(model);
     let per_conversation = per_token * workload.conversation_tokens as f64;
+    positive("users", workload.users as f64)?;
+    let batched = pass(model, machine, workload.users);
+    let users_that_fit = workload
+        .memory_bytes
+        .map(|m| users_that_fit(m as f64, model.weight_bytes, per_conversation));
     let p = Plan {
         model: model.clone(),
         machine: *machine,
@@ -406,6 +444,11 @@ pub fn plan(model: &ModelFigures, machine: &Machine, workload: &Workload) -> Res
         tokens_per_second: 1.0 / decode.seconds,
         answer_s: prefill.seconds + workload.answer_tokens as f64 * decode.seconds,
         prefill_speedup_per_token: decode.seconds / (prefill.seconds / prefill.tokens as f64),
+        batched_decode: batched,
+        per_user_tokens_per_second: 1.0 / batched.seconds,
+        aggregate_tokens_per_second: workload.users as f64 / batched.seconds,
+        batching_speedup: workload.users as f64 * decode.seconds / batched.seconds,
+        users_that_fit,
     };
     // Every input is finite and positive, but products of huge ones overflow to infinity (and
     // infinity over infinity is NaN): a figure that is not finite is refused, never printed.
@@ -425,6 +468,9 @@ pub fn plan(model: &ModelFigures, machine: &Machine, workload: &Workload) -> Res
         ("tokens per second", p.tokens_per_second),
         ("answer time", p.answer_s),
         ("prefill speed-up per token", p.prefill_speedup_per_token),
+        ("batched decode time", p.batched_decode.seconds),
+        ("aggregate tokens per second", p.aggregate_tokens_per_second),
+        ("batching speed-up", p.batching_speedup),
     ] {
         finite(figure, value)?;
     }

@@ -5,8 +5,9 @@ use crate::args::BenchArgs;
 use crate::output::{println, significant};
 use anyhow::bail;
 use nextok::sampling::SamplingParams;
-use nextok::{Engine, GenerateOptions, Prompt};
+use nextok::{Engine, Event, GenerateOptions, Prompt, Request, Scheduler, SchedulerOptions};
 use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Ordinary English text, repeated to make prompts of any length without special tokens.
@@ -30,8 +31,101 @@ fn as_json((min, median, max): (f64, f64, f64)) -> Value {
 }
 
 fn prompt(engine: &Engine, tokens: usize) -> anyhow::Result<Vec<u32>> {
+    prompt_from(engine, tokens, 0)
+}
+
+/// `tokens` tokens of the text, starting `skip` tokens in: requests of a batch get different
+/// prompts, so that none reads another's cached prefix.
+fn prompt_from(engine: &Engine, tokens: usize, skip: usize) -> anyhow::Result<Vec<u32>> {
     let one = engine.encode_prompt(&Prompt::raw(TEXT))?;
-    Ok(one.iter().copied().cycle().take(tokens).collect())
+    Ok(one
+        .iter()
+        .copied()
+        .cycle()
+        .skip(skip)
+        .take(tokens)
+        .collect())
+}
+
+/// Aggregate decode tokens per second of `batch` requests decoding together on the scheduler:
+/// each has its own `prompt_tokens`-token prompt, and the step budget reads all prompts in the
+/// first step, so every later step decodes one token of every request. The clock runs from the
+/// end of that first step (the last first token) to the last token.
+fn batch_decode(
+    engine: &Arc<Engine>,
+    batch: usize,
+    prompt_tokens: usize,
+    decode: usize,
+) -> anyhow::Result<f64> {
+    // Room for every request's whole cache, in whole blocks, so that none waits or is
+    // preempted.
+    let config = *engine.new_cache().config();
+    let bp = config.block_positions;
+    let positions = batch * ((prompt_tokens + decode + 1).div_ceil(bp) + 1) * bp;
+    let scheduler = Scheduler::new(
+        engine.clone(),
+        SchedulerOptions {
+            max_running: batch,
+            max_waiting: batch,
+            max_tokens_per_step: batch * (prompt_tokens + 1),
+            prefix_caching: false,
+            kv_budget_bytes: Some(config.bytes_for(positions as u64)),
+        },
+    )?;
+    let options = GenerateOptions {
+        sampling: SamplingParams::greedy(),
+        max_tokens: Some(decode + 1),
+        ignore_eos: true,
+        ..GenerateOptions::default()
+    };
+    // Every token's time, by request; the sinks run on the scheduler's thread.
+    let times: Arc<Mutex<Vec<Vec<Instant>>>> = Arc::new(Mutex::new(vec![Vec::new(); batch]));
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    for i in 0..batch {
+        let times = times.clone();
+        let done = done_tx.clone();
+        let request = Request {
+            prompt: prompt_from(engine, prompt_tokens, i * 7)?,
+            options: options.clone(),
+        };
+        scheduler.submit_with(
+            request,
+            Box::new(move |event| {
+                let now = Instant::now();
+                match event {
+                    Ok(Event::Token(_)) => {
+                        if let Ok(mut t) = times.lock() {
+                            t[i].push(now);
+                        }
+                    }
+                    Ok(Event::Done(_)) => {
+                        let _ = done.send(Ok(()));
+                    }
+                    Err(e) => {
+                        let _ = done.send(Err(e));
+                    }
+                }
+                true
+            }),
+        )?;
+    }
+    drop(done_tx);
+    for _ in 0..batch {
+        done_rx
+            .recv()
+            .map_err(|_| anyhow::anyhow!("the scheduler stopped before the batch ended"))??;
+    }
+    let times = times
+        .lock()
+        .map_err(|_| anyhow::anyhow!("a sink panicked"))?;
+    let start = times.iter().filter_map(|t| t.first()).max();
+    let end = times.iter().filter_map(|t| t.last()).max();
+    let (Some(start), Some(end)) = (start, end) else {
+        bail!("the batch produced no tokens");
+    };
+    // Tokens after each request's first one.
+    let tokens: usize = times.iter().map(|t| t.len().saturating_sub(1)).sum();
+    Ok(tokens as f64 / (*end - *start).as_secs_f64())
 }
 
 /// Runs `nextok bench`.
@@ -72,10 +166,19 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
             a.decode
         );
     }
+    if a.batch_prompt + a.decode + 1 > window {
+        bail!(
+            "--batch-prompt {} and --decode {} do not fit in the model's context window of {window}: choose shorter lengths",
+            a.batch_prompt,
+            a.decode
+        );
+    }
+    let engine = Arc::new(engine);
     let Some(runs) = a
         .prefill
         .len()
         .checked_add(1)
+        .and_then(|n| n.checked_add(a.batch.len()))
         .and_then(|n| n.checked_mul(a.repetitions))
     else {
         bail!(
@@ -132,18 +235,39 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
     }
     let decode = summary(&mut decode);
     let ttft = summary(&mut ttft);
+    let mut batch = Vec::new();
+    for &b in &a.batch {
+        let mut rates = Vec::new();
+        for _ in 0..a.repetitions {
+            let rate = batch_decode(&engine, b, a.batch_prompt, a.decode)?;
+            step(format!(
+                "decode {} tokens in a batch of {b}: {} tokens/s in all",
+                a.decode,
+                significant(rate)
+            ));
+            rates.push(rate);
+        }
+        batch.push((b, summary(&mut rates)));
+    }
     if a.json {
         let mut p = serde_json::Map::new();
         for (n, s) in &prefill {
             p.insert(n.to_string(), as_json(*s));
         }
-        let v = json!({
+        let mut v = json!({
             "device": a.run.device.to_string(),
             "threads": threads,
             "prefill_tok_s": p,
             "decode_tok_s": as_json(decode),
             "ttft_ms": as_json(ttft),
         });
+        if !batch.is_empty() {
+            let mut b = serde_json::Map::new();
+            for (n, s) in &batch {
+                b.insert(n.to_string(), as_json(*s));
+            }
+            v["batch_decode_tok_s"] = Value::Object(b);
+        }
         return println(&v.to_string());
     }
     let row = |label: String, (min, median, max): (f64, f64, f64)| {
@@ -176,5 +300,8 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
         format!("time to first token, {} (ms)", a.decode_prompt),
         ttft,
     ));
+    for (n, s) in &batch {
+        out.push_str(&row(format!("decode, batch of {n} (tokens/s, all)"), *s));
+    }
     crate::output::print(&out)
 }

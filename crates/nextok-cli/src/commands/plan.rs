@@ -10,11 +10,19 @@ use nextok::plan::{plan, Bound, Machine, ModelFigures, Plan, Workload};
 pub fn run(a: &PlanArgs) -> anyhow::Result<()> {
     let model = figures(a)?;
     let machine = Machine::new(a.bandwidth, a.tflops)?;
+    let memory_bytes = match a.memory {
+        None => None,
+        Some(gb) if gb.is_finite() && gb > 0.0 && gb * 1e9 < u64::MAX as f64 => {
+            Some((gb * 1e9).round() as u64)
+        }
+        Some(gb) => anyhow::bail!("--memory {gb}: give a positive number of GB"),
+    };
     let workload = Workload {
         prompt_tokens: a.prompt_tokens,
         answer_tokens: a.answer_tokens,
         conversation_tokens: a.conversation_tokens,
         users: a.users,
+        memory_bytes,
     };
     let p = plan(&model, &machine, &workload)?;
     if a.json {
@@ -168,5 +176,37 @@ fn table(p: &Plan) -> String {
         "prefill vs decode, per token",
         format!("{}× faster", significant(p.prefill_speedup_per_token)),
     );
+    line(
+        &format!("decode, {} users in one step", group(w.users)),
+        format!(
+            "read {}, arithmetic {}: {} ({})",
+            seconds(p.batched_decode.memory_s),
+            seconds(p.batched_decode.compute_s),
+            seconds(p.batched_decode.seconds),
+            bound(p.batched_decode.bound)
+        ),
+    );
+    line(
+        "tokens per second, each user",
+        significant(p.per_user_tokens_per_second),
+    );
+    line(
+        "tokens per second, all users",
+        format!(
+            "{} ({}× one user alone)",
+            significant(p.aggregate_tokens_per_second),
+            significant(p.batching_speedup)
+        ),
+    );
+    line(
+        &format!("KV cache per user, {} tokens", group(w.conversation_tokens)),
+        bytes(p.kv_bytes_per_conversation),
+    );
+    if let (Some(memory), Some(fit)) = (w.memory_bytes, p.users_that_fit) {
+        line(
+            &format!("users that fit in {}", bytes(memory as f64)),
+            group(fit),
+        );
+    }
     out.trim_end().to_string()
 }

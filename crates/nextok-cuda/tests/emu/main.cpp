@@ -69,6 +69,25 @@ int main(int argc, char** argv) {
                       first, causal, keys, scale);
         });
         write(argv[12], out);
+    } else if (k == "attention_paged" && argc == 16) {
+        // attention_paged ROWS HEADS KV_HEADS HD FIRST CAUSAL KEYS LAYER BLOCK_POSITIONS
+        // BLOCK_NUMBERS Q POOL TABLE OUT (POOL: the pool's blocks one after another, BLOCK_NUMBERS
+        // numbers each; TABLE: the sequence's block numbers, i32)
+        const int rows = arg(argv, 2), heads = arg(argv, 3), kv_heads = arg(argv, 4), hd = arg(argv, 5);
+        const int first = arg(argv, 6), causal = arg(argv, 7), keys = arg(argv, 8);
+        const int layer = arg(argv, 9), bp = arg(argv, 10);
+        const long long block_numbers = std::atoll(argv[11]);
+        auto q = read<float>(argv[12]);
+        auto pool = read<float>(argv[13]);
+        auto table = read<int>(argv[14]);
+        std::vector<float> out((size_t)rows * heads * hd, -1.0f);
+        std::vector<float> scores((size_t)rows * heads * keys);
+        const float scale = 1.0f / std::sqrt((float)hd);
+        emu_launch(dim3{(unsigned)(rows * heads), 1, 1}, dim3{ATTENTION_THREADS, 1, 1}, [&] {
+            attention_paged(q.data(), pool.data(), table.data(), out.data(), scores.data(), 0, heads,
+                            kv_heads, hd, first, causal, keys, scale, layer, bp, block_numbers);
+        });
+        write(argv[15], out);
     } else if (k == "rms_norm" && argc == 8) {
         // rms_norm ROWS D EPS X W OUT
         const int rows = arg(argv, 2), d = arg(argv, 3);
