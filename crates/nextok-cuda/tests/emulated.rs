@@ -178,7 +178,9 @@ fn emulated_attention_matches_the_cpu() {
     let width = heads * hd;
     for kv_type in [KvType::F32, KvType::F16] {
         let mut cache = KvCache::new(CacheConfig::new(1, kv_heads, hd, kv_type)).expect("cache");
-        cache.push_tokens(&(0..positions as u32).collect::<Vec<_>>());
+        cache
+            .push_tokens(&(0..positions as u32).collect::<Vec<_>>())
+            .expect("an unbounded cache has room");
         for pos in 0..positions {
             let (k, v) = (
                 random(&mut rng, kv_heads * hd),

@@ -145,7 +145,7 @@ fn random_cache(kv_type: KvType, positions: usize, rng: &mut ChaCha8Rng) -> KvCa
     let config = CacheConfig::new(2, 2, 64, kv_type);
     let mut cache = KvCache::new(config).expect("cache");
     let tokens: Vec<u32> = (0..positions as u32).collect();
-    cache.push_tokens(&tokens);
+    cache.push_tokens(&tokens).expect("an unbounded cache has room");
     for layer in 0..2 {
         for pos in 0..positions {
             let (k, v) = (random(rng, 128), random(rng, 128));

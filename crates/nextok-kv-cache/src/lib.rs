@@ -1,4 +1,5 @@
-//! The KV cache: the keys and values of every processed token, per layer, for one sequence.
+//! The KV cache: the keys and values of every processed token, per layer, kept in a pool of
+//! fixed-size blocks shared by many sequences (a paged KV cache, as vLLM's PagedAttention).
 //!
 //! The specification ("The KV cache") explains why: a token's key and value vectors depend only
 //! on itself and the tokens before it, so they are computed once, kept, and each decode step only
@@ -7,49 +8,88 @@
 //!
 //! # Manual
 //!
-//! - A [`KvCache`] holds one sequence: its token ids and, for every position and layer, one key
-//!   and one value row of `kv_heads × head_dim` numbers, stored as [`KvType::F32`] (the default,
-//!   exact), [`KvType::F16`] or [`KvType::BF16`].
-//! - [`KvCache::push_tokens`] makes room for new positions; [`KvCache::write`] stores a layer's key
-//!   and value row for one of them; [`KvCache::key`] / [`KvCache::value`] read them back.
-//! - [`KvCache::truncate`] rolls back to a shorter length (a rejected draft, an edited turn).
-//! - [`KvCache::fork`] makes a copy-on-write child that shares the whole prefix (for beams and
-//!   parallel samples): positions are stored in blocks behind [`Arc`], and a block is copied only
-//!   when one of its sharers writes to it.
-//! - [`KvCache::reuse_prefix`] keeps the part of the cache that a new prompt has in common with
-//!   the tokens already processed, so that only the rest is run through the model.
+//! - A [`KvPool`] is a memory budget cut into blocks of [`CacheConfig::block_positions`]
+//!   positions (16 by default), each holding, for every layer, one key and one value row of
+//!   `kv_heads × head_dim` numbers per position, stored as [`KvType::F32`] (the default, exact),
+//!   [`KvType::F16`] or [`KvType::BF16`]. It is a cheap handle (`Arc` inside) for a scheduler
+//!   to share.
+//! - A [`KvCache`] is one sequence: its token ids and its block table. [`KvPool::new_cache`]
+//!   makes an empty one; [`KvCache::new`] makes one in a private pool without a budget.
+//! - [`KvCache::push_tokens`] makes room for new positions (blocks come from the pool;
+//!   [`Error::OutOfBlocks`] with the numbers when it is spent); [`KvCache::write`] stores a
+//!   layer's key and value row for one of them; [`KvCache::key`] / [`KvCache::value`] read them
+//!   back.
+//! - [`KvCache::truncate`] rolls back to a shorter length (a rejected draft, an edited turn), and
+//!   dropping a cache gives its blocks back.
+//! - [`KvCache::fork`] makes a copy-on-write child that shares every block (for beams and
+//!   parallel samples); a shared block is copied when one of its sharers writes to it.
+//! - **Prefix caching.** [`KvCache::publish_prefix`] puts a sequence's full blocks in the pool's
+//!   prefix cache, keyed by their tokens chained over the tokens before them;
+//!   [`KvPool::cache_for_prompt`] starts a new sequence with the longest cached prefix of its
+//!   prompt. Cached blocks outlive their sequence and are evicted least recently used first,
+//!   only when the pool needs the memory.
+//! - [`KvCache::reuse_prefix`] keeps the part of one cache that a new prompt has in common with
+//!   the tokens it already processed (a chat's next turn).
+//! - **The backend owns the memory.** A pool's numbers live in a [`BlockStorage`] that the
+//!   compute backend provides ([`KvPool::with_storage`]); [`HostStorage`] is host memory, where
+//!   the CPU backend's attention reads each row in place through [`KvCache::host_blocks`].
 //! - [`CacheConfig::bytes_per_token`] is the specification's size formula ("How much memory the
 //!   cache needs"), generalised to grouped-query attention:
-//!   2 × layers × kv heads × head dim × bytes per number.
+//!   2 × layers × kv heads × head dim × bytes per number. A sequence holds
+//!   [`KvCache::allocated_bytes`]: its length rounded up to whole blocks, so under one block is
+//!   wasted per sequence.
 //!
 //! ```
-//! use nextok_kv_cache::{CacheConfig, KvCache, KvType};
+//! use nextok_kv_cache::{CacheConfig, KvPool, KvType};
 //!
 //! // The specification's base model: 6 layers, 8 heads of 64 (d_model 512), 4-byte numbers.
 //! let config = CacheConfig::new(6, 8, 64, KvType::F32);
 //! assert_eq!(config.bytes_per_token(), 24_576);
 //!
-//! let mut cache = KvCache::new(config)?;
-//! let new = cache.push_tokens(&[1, 2, 3]);
-//! assert_eq!(new, 0..3);
-//! let row = vec![0.5f32; 512];
+//! // A pool of 64 blocks of 16 positions.
+//! let pool = KvPool::new(config, 64 * 16 * 24_576)?;
+//! assert_eq!(pool.total_blocks(), 64);
+//!
+//! // A 40-token prompt, its keys and values written for every layer (the model does this).
+//! let prompt: Vec<u32> = (0..40).collect();
+//! let mut cache = pool.new_cache();
+//! let new = cache.push_tokens(&prompt)?;
+//! assert_eq!(new, 0..40);
 //! for layer in 0..6 {
 //!     for pos in new.clone() {
+//!         let row = vec![pos as f32; 512];
 //!         cache.write(layer, pos, &row, &row)?;
 //!     }
 //! }
-//! let mut beam = cache.fork(); // shares all three positions
-//! beam.truncate(2);
-//! assert_eq!((cache.len(), beam.len()), (3, 2));
-//! assert_eq!(cache.key(5, 2)?.get(0), Some(0.5));
-//! assert_eq!(cache.bytes(), 3 * 24_576);
+//! assert_eq!((cache.bytes(), pool.used_blocks()), (40 * 24_576, 3));
+//!
+//! // A beam shares all three blocks until it writes.
+//! let mut beam = cache.fork();
+//! beam.truncate(20);
+//! assert_eq!(cache.key(5, 30)?.get(0), Some(30.0));
+//!
+//! // The two full blocks go to the prefix cache; a second request with the same prompt starts
+//! // with their 32 positions, and runs only the last 8 tokens.
+//! assert_eq!(cache.publish_prefix(), 2);
+//! drop((cache, beam));
+//! assert_eq!((pool.used_blocks(), pool.cached_blocks()), (0, 2));
+//! let second = pool.cache_for_prompt(&prompt);
+//! assert_eq!(second.len(), 32);
+//! assert_eq!(second.value(0, 17)?.get(0), Some(17.0));
 //! # Ok::<(), nextok_kv_cache::Error>(())
 //! ```
 
 use std::ops::Range;
-use std::sync::Arc;
 
 use half::{bf16, f16};
+
+mod cache;
+mod pool;
+mod storage;
+
+pub use cache::KvCache;
+pub use pool::KvPool;
+pub use storage::{BlockId, BlockStorage, HostBlock, HostStorage, RowRef};
 
 /// What can go wrong when using a cache.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -76,6 +116,40 @@ pub enum Error {
         pos: usize,
         /// How many positions the cache holds.
         len: usize,
+    },
+    /// The pool has too few blocks left (free or evictable from the prefix cache).
+    #[error("out of KV blocks: {needed} needed, {available} available")]
+    OutOfBlocks {
+        /// Blocks the operation needed.
+        needed: usize,
+        /// Blocks the pool could still give.
+        available: usize,
+    },
+    /// A pool budget smaller than one block.
+    #[error("a KV budget of {budget_bytes} bytes holds no block of {block_bytes} bytes")]
+    BudgetTooSmall {
+        /// The budget asked for.
+        budget_bytes: u64,
+        /// Bytes of one block.
+        block_bytes: u64,
+    },
+    /// A block number the storage never prepared.
+    #[error("block {block} is not in the storage")]
+    UnknownBlock {
+        /// The block's number.
+        block: usize,
+    },
+    /// Rows asked for in host memory from a pool whose numbers live elsewhere (a device): its
+    /// backend reads them.
+    #[error("the cache's numbers are not in host memory")]
+    NotOnHost,
+    /// A storage (a backend's memory) failed to do what the pool asked.
+    #[error("the KV storage failed to {operation} block {block}")]
+    StorageFailed {
+        /// What it was asked: `"prepare"`, `"write"`, `"copy"` or `"read"`.
+        operation: &'static str,
+        /// The block.
+        block: usize,
     },
     /// A key or value row of the wrong length.
     #[error("a {what} row has {found} numbers, expected {expected} (kv heads × head dim)")]
@@ -131,13 +205,14 @@ pub struct CacheConfig {
     pub head_dim: usize,
     /// How the numbers are stored.
     pub kv_type: KvType,
-    /// Positions per storage block: the unit of sharing between forks.
+    /// Positions per block: the unit of allocation in a pool, of sharing between forks and of
+    /// the prefix cache.
     pub block_positions: usize,
 }
 
 impl CacheConfig {
     /// The default number of positions per block.
-    pub const DEFAULT_BLOCK_POSITIONS: usize = 64;
+    pub const DEFAULT_BLOCK_POSITIONS: usize = 16;
 
     /// A configuration with the default block size.
     pub fn new(layers: usize, kv_heads: usize, head_dim: usize, kv_type: KvType) -> Self {
@@ -175,7 +250,7 @@ impl CacheConfig {
         self.bytes_per_token() * tokens
     }
 
-    fn check(&self) -> Result<(), Error> {
+    pub(crate) fn check(&self) -> Result<(), Error> {
         for (what, v) in [
             ("layers", self.layers),
             ("kv_heads", self.kv_heads),
@@ -190,8 +265,21 @@ impl CacheConfig {
     }
 
     /// Numbers in one block: layers × (key, value) × positions × row.
-    fn block_len(&self) -> usize {
+    pub fn block_numbers(&self) -> usize {
         self.layers * 2 * self.block_positions * self.row_len()
+    }
+
+    /// Bytes of one block: [`CacheConfig::block_numbers`] × bytes per number, which is
+    /// `block_positions` × [`CacheConfig::bytes_per_token`].
+    pub fn block_bytes(&self) -> u64 {
+        self.block_numbers() as u64 * self.kv_type.bytes() as u64
+    }
+
+    /// Where the key (`value == false`) or value row of `layer` at position `slot` of a block
+    /// starts among the block's numbers. The layout is `[layer][key, value][slot][row]`, the
+    /// same in every [`BlockStorage`].
+    pub fn row_offset(&self, layer: usize, slot: usize, value: bool) -> usize {
+        ((layer * 2 + usize::from(value)) * self.block_positions + slot) * self.row_len()
     }
 }
 
@@ -255,215 +343,6 @@ impl Row<'_> {
     }
 }
 
-/// The numbers of one block of positions, for every layer.
-#[derive(Debug, Clone)]
-enum Storage {
-    F32(Vec<f32>),
-    F16(Vec<f16>),
-    BF16(Vec<bf16>),
-}
-
-impl Storage {
-    fn zeros(kv_type: KvType, len: usize) -> Self {
-        match kv_type {
-            KvType::F32 => Storage::F32(vec![0.0; len]),
-            KvType::F16 => Storage::F16(vec![f16::ZERO; len]),
-            KvType::BF16 => Storage::BF16(vec![bf16::ZERO; len]),
-        }
-    }
-
-    fn row(&self, at: usize, len: usize) -> Row<'_> {
-        match self {
-            Storage::F32(v) => Row::F32(&v[at..at + len]),
-            Storage::F16(v) => Row::F16(&v[at..at + len]),
-            Storage::BF16(v) => Row::BF16(&v[at..at + len]),
-        }
-    }
-
-    fn write(&mut self, at: usize, src: &[f32]) {
-        match self {
-            Storage::F32(v) => v[at..at + src.len()].copy_from_slice(src),
-            Storage::F16(v) => v[at..at + src.len()]
-                .iter_mut()
-                .zip(src)
-                .for_each(|(d, &s)| *d = f16::from_f32(s)),
-            Storage::BF16(v) => v[at..at + src.len()]
-                .iter_mut()
-                .zip(src)
-                .for_each(|(d, &s)| *d = bf16::from_f32(s)),
-        }
-    }
-}
-
-/// The keys and values of one sequence. Cloning is [`KvCache::fork`].
-#[derive(Debug, Clone)]
-pub struct KvCache {
-    config: CacheConfig,
-    tokens: Vec<u32>,
-    /// Blocks of `block_positions` positions; block `b` holds positions
-    /// `b · block_positions ..`. Layout inside a block: `[layer][key, value][position][row]`.
-    blocks: Vec<Arc<Storage>>,
-}
-
-impl KvCache {
-    /// An empty cache.
-    pub fn new(config: CacheConfig) -> Result<Self, Error> {
-        config.check()?;
-        Ok(KvCache {
-            config,
-            tokens: Vec::new(),
-            blocks: Vec::new(),
-        })
-    }
-
-    /// The configuration.
-    pub fn config(&self) -> &CacheConfig {
-        &self.config
-    }
-
-    /// Number of positions held.
-    pub fn len(&self) -> usize {
-        self.tokens.len()
-    }
-
-    /// Whether no position is held.
-    pub fn is_empty(&self) -> bool {
-        self.tokens.is_empty()
-    }
-
-    /// The token id at every position held.
-    pub fn tokens(&self) -> &[u32] {
-        &self.tokens
-    }
-
-    /// Bytes of keys and values held: length × [`CacheConfig::bytes_per_token`].
-    pub fn bytes(&self) -> u64 {
-        self.config.bytes_for(self.len() as u64)
-    }
-
-    /// Bytes of the blocks this cache refers to, including the unused tail of its last block and
-    /// blocks shared with forks.
-    pub fn allocated_bytes(&self) -> u64 {
-        (self.blocks.len() * self.config.block_len() * self.config.kv_type.bytes()) as u64
-    }
-
-    /// Appends positions for `tokens` and returns their range. Their keys and values are zero
-    /// until [`KvCache::write`] stores them, which the model does for every layer before it
-    /// reads them.
-    pub fn push_tokens(&mut self, tokens: &[u32]) -> Range<usize> {
-        let start = self.len();
-        self.tokens.extend_from_slice(tokens);
-        let blocks = self.len().div_ceil(self.config.block_positions);
-        while self.blocks.len() < blocks {
-            let len = self.config.block_len();
-            self.blocks
-                .push(Arc::new(Storage::zeros(self.config.kv_type, len)));
-        }
-        start..self.len()
-    }
-
-    /// Where a row starts in its block, after checking the layer and the position.
-    fn locate(&self, layer: usize, pos: usize, value: bool) -> Result<(usize, usize), Error> {
-        if layer >= self.config.layers {
-            return Err(Error::LayerOutOfRange {
-                layer,
-                layers: self.config.layers,
-            });
-        }
-        if pos >= self.len() {
-            return Err(Error::PositionOutOfRange {
-                pos,
-                len: self.len(),
-            });
-        }
-        let bp = self.config.block_positions;
-        let row = self.config.row_len();
-        let at = ((layer * 2 + usize::from(value)) * bp + pos % bp) * row;
-        Ok((pos / bp, at))
-    }
-
-    /// Stores the key and value rows of `layer` at `pos`, rounded to the cache's number type.
-    /// A block shared with a fork is copied first (copy-on-write).
-    pub fn write(
-        &mut self,
-        layer: usize,
-        pos: usize,
-        key: &[f32],
-        value: &[f32],
-    ) -> Result<(), Error> {
-        let expected = self.config.row_len();
-        for (what, row) in [("key", key), ("value", value)] {
-            if row.len() != expected {
-                return Err(Error::RowLength {
-                    what,
-                    expected,
-                    found: row.len(),
-                });
-            }
-        }
-        let (block, k_at) = self.locate(layer, pos, false)?;
-        let (_, v_at) = self.locate(layer, pos, true)?;
-        let storage = Arc::make_mut(&mut self.blocks[block]);
-        storage.write(k_at, key);
-        storage.write(v_at, value);
-        Ok(())
-    }
-
-    /// The key row of `layer` at `pos`.
-    pub fn key(&self, layer: usize, pos: usize) -> Result<Row<'_>, Error> {
-        let (block, at) = self.locate(layer, pos, false)?;
-        Ok(self.blocks[block].row(at, self.config.row_len()))
-    }
-
-    /// The value row of `layer` at `pos`.
-    pub fn value(&self, layer: usize, pos: usize) -> Result<Row<'_>, Error> {
-        let (block, at) = self.locate(layer, pos, true)?;
-        Ok(self.blocks[block].row(at, self.config.row_len()))
-    }
-
-    /// Rolls back to the first `len` positions (no-op if the cache is not longer).
-    pub fn truncate(&mut self, len: usize) {
-        self.tokens.truncate(len);
-        self.blocks
-            .truncate(self.tokens.len().div_ceil(self.config.block_positions));
-    }
-
-    /// A child that shares every position with this cache. Blocks are copied only when one side
-    /// writes to a shared block, so a fork costs a few pointers until the two sequences diverge.
-    pub fn fork(&self) -> KvCache {
-        self.clone()
-    }
-
-    /// How many leading tokens of `tokens` this cache already holds.
-    pub fn common_prefix_len(&self, tokens: &[u32]) -> usize {
-        self.tokens
-            .iter()
-            .zip(tokens)
-            .take_while(|(a, b)| a == b)
-            .count()
-    }
-
-    /// Prepares the cache to process the prompt `tokens`: keeps the positions it has in common
-    /// with it, at most `tokens.len() − 1` of them so that at least one token is left to run and
-    /// give logits, drops the rest, and returns how many were kept. The caller then runs
-    /// `tokens[kept..]` through the model.
-    pub fn reuse_prefix(&mut self, tokens: &[u32]) -> usize {
-        let kept = self
-            .common_prefix_len(tokens)
-            .min(tokens.len().saturating_sub(1));
-        self.truncate(kept);
-        kept
-    }
-
-    /// How many of this cache's blocks are shared with another cache (a fork or its parent).
-    pub fn shared_blocks(&self) -> usize {
-        self.blocks
-            .iter()
-            .filter(|b| Arc::strong_count(b) > 1)
-            .count()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -498,7 +377,7 @@ mod tests {
     fn a_live_cache_reports_its_size() {
         let config = CacheConfig::new(2, 1, 4, KvType::F16).with_block_positions(4);
         let mut cache = KvCache::new(config).unwrap();
-        cache.push_tokens(&[1, 2, 3, 4, 5]);
+        cache.push_tokens(&[1, 2, 3, 4, 5]).unwrap();
         assert_eq!(cache.bytes(), 5 * 2 * 2 * 4 * 2);
         // Two blocks of 4 positions are allocated for 5 positions.
         assert_eq!(cache.allocated_bytes(), 2 * 2 * 2 * 4 * 4 * 2);
@@ -510,7 +389,7 @@ mod tests {
         for kv_type in [KvType::F32, KvType::F16, KvType::BF16] {
             let config = CacheConfig::new(1, 1, 2, kv_type);
             let mut cache = KvCache::new(config).unwrap();
-            cache.push_tokens(&[7]);
+            cache.push_tokens(&[7]).unwrap();
             cache.write(0, 0, &[third, 1.0], &[2.0, -third]).unwrap();
             let k = cache.key(0, 0).unwrap();
             assert_eq!(k.get(0), Some(kv_type.round(third)));
@@ -531,7 +410,7 @@ mod tests {
             Error::ZeroDimension { what: "layers" }
         );
         let mut cache = KvCache::new(CacheConfig::new(2, 1, 2, KvType::F32)).unwrap();
-        cache.push_tokens(&[1]);
+        cache.push_tokens(&[1]).unwrap();
         assert_eq!(
             cache.write(0, 1, &[0.0; 2], &[0.0; 2]),
             Err(Error::PositionOutOfRange { pos: 1, len: 1 })
@@ -558,7 +437,7 @@ mod tests {
     fn forks_share_blocks_until_written() {
         let config = CacheConfig::new(1, 1, 1, KvType::F32).with_block_positions(2);
         let mut parent = KvCache::new(config).unwrap();
-        parent.push_tokens(&[1, 2, 3]);
+        parent.push_tokens(&[1, 2, 3]).unwrap();
         for pos in 0..3 {
             parent.write(0, pos, &[pos as f32], &[0.0]).unwrap();
         }
@@ -566,10 +445,10 @@ mod tests {
         assert_eq!(child.shared_blocks(), 2);
         // The child's next position falls in the shared, half-full second block: writing it copies
         // that block only.
-        child.push_tokens(&[9]);
+        child.push_tokens(&[9]).unwrap();
         child.write(0, 3, &[90.0], &[0.0]).unwrap();
         assert_eq!(child.shared_blocks(), 1);
-        parent.push_tokens(&[4]);
+        parent.push_tokens(&[4]).unwrap();
         parent.write(0, 3, &[40.0], &[0.0]).unwrap();
         assert_eq!(child.key(0, 3).unwrap().get(0), Some(90.0));
         assert_eq!(parent.key(0, 3).unwrap().get(0), Some(40.0));
@@ -579,7 +458,7 @@ mod tests {
     #[test]
     fn prefix_reuse_keeps_the_common_part_and_one_token_to_run() {
         let mut cache = KvCache::new(CacheConfig::new(1, 1, 1, KvType::F32)).unwrap();
-        cache.push_tokens(&[1, 2, 3, 4]);
+        cache.push_tokens(&[1, 2, 3, 4]).unwrap();
         assert_eq!(cache.common_prefix_len(&[1, 2, 9]), 2);
         assert_eq!(cache.reuse_prefix(&[1, 2, 3, 4]), 3);
         assert_eq!(cache.tokens(), [1, 2, 3]);

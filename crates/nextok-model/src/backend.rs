@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use nextok_gguf::GgmlType;
 use nextok_kernels::dequant;
 use nextok_kernels::{Isa, Layout, QMat, ThreadPool};
-use nextok_kv_cache::KvCache;
+use nextok_kv_cache::{CacheConfig, KvCache, KvPool};
 
 use crate::config::RopeOrdering;
 use crate::Error;
@@ -141,9 +141,17 @@ pub trait Backend: Send + Sync {
         swiglu_separately(self, gate, up, x, tokens, gate_out, up_out)
     }
 
+    /// A pool of KV blocks of `config`'s shape under `budget_bytes`, its numbers in this
+    /// backend's memory, where [`Backend::attention`] reads them. By default: host memory
+    /// ([`KvPool::new`]), which the CPU backend reads in place.
+    fn new_pool(&self, config: CacheConfig, budget_bytes: u64) -> Result<KvPool, Error> {
+        Ok(KvPool::new(config, budget_bytes)?)
+    }
+
     /// Attention of one sequence in one layer: query rows `q` (`heads × head_dim` numbers each)
     /// against the keys and values `cache` holds, as `mask` allows, written to `out` in the same
-    /// layout as `q`. The keys and values a row sees must already be in the cache.
+    /// layout as `q`. The keys and values a row sees must already be in the cache. They are read
+    /// where the cache's pool keeps them, block after block of its block table.
     fn attention(
         &self,
         q: &[f32],
@@ -897,10 +905,13 @@ impl Backend for CpuBackend {
             Mask::Causal { first } => first + n_rows,
             Mask::Full => cache.len(),
         };
-        // Gather every key and value row once per call (not once per row, head and key): f32
-        // rows are borrowed from the cache, other types are converted once into a buffer. The
-        // arithmetic per score is unchanged, so the results are the same bits.
+        // Borrow every key and value row once per call (not once per row, head and key), in
+        // place: the blocks of the sequence's block table are locked for reading and f32 rows
+        // are borrowed from them; other types are converted once into a buffer. The arithmetic
+        // per score is unchanged, so the results are the same bits.
         let row_len = config.kv_heads * hd;
+        let bp = config.block_positions;
+        let blocks = cache.host_blocks(keys)?;
         let (mut kbuf, mut vbuf) = (Vec::new(), Vec::new());
         let f32_rows = config.kv_type == nextok_kv_cache::KvType::F32;
         if !f32_rows {
@@ -908,17 +919,21 @@ impl Backend for CpuBackend {
             vbuf = vec![0.0f32; keys * row_len];
             for j in 0..keys {
                 let span = j * row_len..(j + 1) * row_len;
-                cache
-                    .key(layer, j)?
+                let block = &blocks[j / bp];
+                block
+                    .key(layer, j % bp)?
                     .to_f32(0..row_len, &mut kbuf[span.clone()]);
-                cache.value(layer, j)?.to_f32(0..row_len, &mut vbuf[span]);
+                block
+                    .value(layer, j % bp)?
+                    .to_f32(0..row_len, &mut vbuf[span]);
             }
         }
         let mut krows: Vec<&[f32]> = Vec::with_capacity(keys);
         let mut vrows: Vec<&[f32]> = Vec::with_capacity(keys);
         for j in 0..keys {
             if f32_rows {
-                match (cache.key(layer, j)?, cache.value(layer, j)?) {
+                let block = &blocks[j / bp];
+                match (block.key(layer, j % bp)?, block.value(layer, j % bp)?) {
                     (nextok_kv_cache::Row::F32(k), nextok_kv_cache::Row::F32(v)) => {
                         krows.push(k);
                         vrows.push(v);

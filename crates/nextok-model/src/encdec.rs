@@ -462,7 +462,7 @@ impl EncoderDecoder {
             backend.matmul(self.m(layer.attn.wk), &x, n, &mut k)?;
             backend.matmul(self.m(layer.attn.wv), &x, n, &mut v)?;
             let mut scratch = KvCache::new(scratch_config)?;
-            scratch.push_tokens(source);
+            scratch.push_tokens(source)?;
             for p in 0..n {
                 scratch.write(0, p, &k[p * d..(p + 1) * d], &v[p * d..(p + 1) * d])?;
             }
@@ -474,7 +474,7 @@ impl EncoderDecoder {
         }
         // Cross-attention keys and values, once per decoder layer.
         let mut kv = KvCache::new(self.cache_config(KvType::F32))?;
-        kv.push_tokens(source);
+        kv.push_tokens(source)?;
         for (l, layer) in self.decoder.iter().enumerate() {
             backend.matmul(self.m(layer.cross.wk), &x, n, &mut k)?;
             backend.matmul(self.m(layer.cross.wv), &x, n, &mut v)?;
@@ -531,7 +531,7 @@ impl EncoderDecoder {
             self.embed(seq.tokens, firsts[s], &mut x[rows.start * d..rows.end * d])?;
         }
         for seq in batch.iter_mut() {
-            seq.cache.push_tokens(seq.tokens);
+            seq.cache.push_tokens(seq.tokens)?;
         }
         let (mut q, mut k, mut v, mut a, mut o) = (
             vec![0.0; n * d],

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use nextok_gguf::GgufFile;
 use nextok_kernels::dequant;
-use nextok_kv_cache::{CacheConfig, KvCache, KvType};
+use nextok_kv_cache::{CacheConfig, KvCache, KvPool, KvType};
 
 use nextok_kernels::{Layout, QMat};
 
@@ -459,6 +459,18 @@ impl LlamaModel {
         KvCache::new(self.cache_config(kv_type)).unwrap_or_else(|_| unreachable!())
     }
 
+    /// A pool of KV blocks in this model's layout under `budget_bytes`, its numbers where
+    /// `backend` keeps them ([`Backend::new_pool`]): the caches of many sequences, with prefix
+    /// caching, for a scheduler.
+    pub fn new_pool(
+        &self,
+        backend: &dyn Backend,
+        kv_type: KvType,
+        budget_bytes: u64,
+    ) -> Result<KvPool, Error> {
+        backend.new_pool(self.cache_config(kv_type), budget_bytes)
+    }
+
     /// How many token positions have gone through the decoder stack since loading: the
     /// specification's count of processed positions ("The KV cache").
     pub fn positions_processed(&self) -> u64 {
@@ -544,7 +556,7 @@ impl LlamaModel {
         let mut positions = Vec::new();
         let mut tokens = Vec::new();
         for seq in batch.iter_mut() {
-            let range = seq.cache.push_tokens(seq.tokens);
+            let range = seq.cache.push_tokens(seq.tokens)?;
             spans.push(tokens.len()..tokens.len() + seq.tokens.len());
             positions.extend(range.clone());
             ranges.push(range);

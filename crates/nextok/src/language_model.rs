@@ -2,7 +2,7 @@
 //! Llama family on a compute backend as the implementation that ships.
 
 use crate::Error;
-use nextok_kv_cache::{KvCache, KvType};
+use nextok_kv_cache::{KvCache, KvPool, KvType};
 use nextok_model::{Backend, LlamaModel, Sequence};
 
 /// What the facade's loop needs of a model: a forward pass over a batch of sequences, each with
@@ -45,6 +45,15 @@ pub trait LanguageModel: Send + Sync + std::fmt::Debug {
     /// numbers stored as `kv_type`. A model checks its dimensions when it is built, so this
     /// cannot fail.
     fn new_cache(&self, kv_type: KvType) -> KvCache;
+
+    /// A pool of KV blocks in this model's layout under `budget_bytes`, its numbers stored as
+    /// `kv_type` where the model's backend reads them: the caches of many sequences, with
+    /// prefix caching, for a scheduler. By default a host pool of [`LanguageModel::new_cache`]'s
+    /// layout; a budget smaller than one block is an error.
+    fn new_pool(&self, kv_type: KvType, budget_bytes: u64) -> Result<KvPool, Error> {
+        let config = *self.new_cache(kv_type).config();
+        KvPool::new(config, budget_bytes).map_err(|e| nextok_model::Error::from(e).into())
+    }
 
     /// Tokens in the vocabulary: the length of one row of logits.
     fn vocab_size(&self) -> usize;
@@ -92,6 +101,12 @@ impl LanguageModel for LlamaOnBackend {
 
     fn new_cache(&self, kv_type: KvType) -> KvCache {
         self.model.new_cache(kv_type)
+    }
+
+    fn new_pool(&self, kv_type: KvType, budget_bytes: u64) -> Result<KvPool, Error> {
+        Ok(self
+            .model
+            .new_pool(self.backend.as_ref(), kv_type, budget_bytes)?)
     }
 
     fn vocab_size(&self) -> usize {

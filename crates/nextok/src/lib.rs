@@ -74,18 +74,18 @@
 //!
 //! impl LanguageModel for Bigram {
 //!     fn forward(&self, batch: &mut [Sequence<'_>]) -> Result<Vec<Vec<f32>>, Error> {
-//!         Ok(batch
+//!         batch
 //!             .iter_mut()
 //!             .map(|s| {
 //!                 // No keys or values to keep: the cache only records the tokens.
-//!                 s.cache.push_tokens(s.tokens);
-//!                 match s.logits {
+//!                 s.cache.push_tokens(s.tokens).map_err(nextok::model::Error::from)?;
+//!                 Ok(match s.logits {
 //!                     Logits::None => Vec::new(),
 //!                     Logits::Last => s.tokens.last().map_or_else(Vec::new, |&t| Self::row(t)),
 //!                     Logits::All => s.tokens.iter().flat_map(|&t| Self::row(t)).collect(),
-//!                 }
+//!                 })
 //!             })
-//!             .collect())
+//!             .collect()
 //!     }
 //!     fn new_cache(&self, kv_type: KvType) -> KvCache {
 //!         KvCache::new(CacheConfig::new(1, 1, 1, kv_type)).expect("non-zero dimensions")
