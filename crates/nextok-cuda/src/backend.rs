@@ -12,10 +12,13 @@ use cudarc::driver::{
 use nextok_gguf::GgmlType;
 use nextok_kernels::dequant;
 use nextok_kernels::Layout;
-use nextok_kv_cache::KvCache;
-use nextok_model::{Backend, Mask, QMatrix};
+use std::ops::Range;
+
+use nextok_kv_cache::{CacheConfig, KvCache, KvPool};
+use nextok_model::{Backend, Buffer as ModelBuffer, Mask, QMatrix, Rotary};
 
 use crate::kernels;
+use crate::storage::DeviceStorage;
 use crate::Error;
 
 /// Threads per block of the matrix kernels: `ROWS_PER_BLOCK` warps (see `kernels.cu`).
@@ -152,7 +155,7 @@ pub(crate) struct DeviceMatrix {
 
 /// Identifies a host weight matrix: where its bytes are, how many, and its shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct WeightKey {
+pub(crate) struct WeightKey {
     addr: usize,
     len: usize,
     layout: Layout,
@@ -169,14 +172,14 @@ fn fingerprint(data: &[u8]) -> Vec<u8> {
 }
 
 /// A device buffer of f32 that grows (and never shrinks) to what a call needs.
-pub(crate) struct Buffer(pub(crate) CudaSlice<f32>);
+pub(crate) struct Scratch(pub(crate) CudaSlice<f32>);
 
-impl Buffer {
+impl Scratch {
     pub(crate) fn new(stream: &Arc<CudaStream>) -> Result<Self, Error> {
         let b = stream
             .alloc_zeros::<f32>(1)
             .map_err(|e| Error::driver("allocate a buffer", e))?;
-        Ok(Buffer(b))
+        Ok(Scratch(b))
     }
 
     /// Makes room for `len` numbers.
@@ -209,14 +212,17 @@ impl Buffer {
 
 /// Everything a call changes, behind one lock: calls from several threads take turns on the
 /// backend's one stream.
-struct State {
-    weights: HashMap<WeightKey, DeviceMatrix>,
-    weight_bytes: u64,
-    x: Buffer,
-    out: Buffer,
-    keys: Buffer,
-    values: Buffer,
-    scores: Buffer,
+pub(crate) struct State {
+    pub(crate) weights: HashMap<WeightKey, DeviceMatrix>,
+    pub(crate) weight_bytes: u64,
+    /// The model's vectors (norm weights, biases) in device memory, by host address and length,
+    /// with their host numbers to recognise them.
+    pub(crate) vectors: HashMap<(usize, usize), (Vec<f32>, CudaSlice<f32>)>,
+    x: Scratch,
+    out: Scratch,
+    pub(crate) keys: Scratch,
+    pub(crate) values: Scratch,
+    pub(crate) scores: Scratch,
     /// Host staging for the keys and values of one attention call.
     host_keys: Vec<f32>,
     host_values: Vec<f32>,
@@ -232,7 +238,9 @@ pub(crate) struct Kernels {
     f16: CudaFunction,
     bf16: CudaFunction,
     attention: CudaFunction,
+    attention_paged: CudaFunction,
     pub(crate) rms_norm: CudaFunction,
+    pub(crate) rms_norm_rows: CudaFunction,
     pub(crate) add_bias: CudaFunction,
     pub(crate) add: CudaFunction,
     pub(crate) silu_mul: CudaFunction,
@@ -318,7 +326,9 @@ impl CudaBackend {
             f16: f("matmul_f16")?,
             bf16: f("matmul_bf16")?,
             attention: f("attention")?,
+            attention_paged: f("attention_paged")?,
             rms_norm: f("rms_norm")?,
+            rms_norm_rows: f("rms_norm_rows")?,
             add_bias: f("add_bias")?,
             add: f("add")?,
             silu_mul: f("silu_mul")?,
@@ -328,11 +338,12 @@ impl CudaBackend {
         let state = State {
             weights: HashMap::new(),
             weight_bytes: 0,
-            x: Buffer::new(&stream)?,
-            out: Buffer::new(&stream)?,
-            keys: Buffer::new(&stream)?,
-            values: Buffer::new(&stream)?,
-            scores: Buffer::new(&stream)?,
+            vectors: HashMap::new(),
+            x: Scratch::new(&stream)?,
+            out: Scratch::new(&stream)?,
+            keys: Scratch::new(&stream)?,
+            values: Scratch::new(&stream)?,
+            scores: Scratch::new(&stream)?,
             host_keys: Vec::new(),
             host_values: Vec::new(),
         };
@@ -346,9 +357,14 @@ impl CudaBackend {
         })
     }
 
-    /// The stream every call runs on, and the kernels (for the device-resident forward pass).
-    pub(crate) fn parts(&self) -> (&Arc<CudaStream>, &Kernels) {
-        (&self.stream, &self.kernels)
+    /// The stream every call runs on.
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The compiled kernels.
+    pub(crate) fn kernels(&self) -> &Kernels {
+        &self.kernels
     }
 
     /// The device's ordinal.
@@ -375,14 +391,14 @@ impl CudaBackend {
         state.weight_bytes = 0;
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A panic while the lock was held leaves nothing half-done that a later call relies on:
         // buffers are rewritten by each call, and a weight is inserted only once uploaded.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A device failure, as the model crate's error for a backend's own failures.
-    fn model_error(&self, e: Error) -> nextok_model::Error {
+    pub(crate) fn model_error(&self, e: Error) -> nextok_model::Error {
         nextok_model::Error::Backend {
             backend: format!("CUDA device {} ({})", self.ordinal, self.name),
             message: e.to_string(),
@@ -591,7 +607,7 @@ pub(crate) fn launch_attention(
     shape: AttentionShape,
     qkv: [&CudaView<'_, f32>; 3],
     out: &mut CudaViewMut<'_, f32>,
-    scores: &mut Buffer,
+    scores: &mut Scratch,
 ) -> Result<(), Error> {
     let AttentionShape {
         rows,
@@ -668,8 +684,104 @@ pub(crate) fn launch_attention(
     Ok(())
 }
 
+/// Launches attention of `q`'s rows over a paged cache in device memory: `table` holds the
+/// device addresses of the sequence's blocks, in order (its block table), and `at` is the layer
+/// and the positions per block. The rows are read in place, in chunks of query rows whose scores
+/// fit in `scores`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch_paged_attention(
+    stream: &Arc<CudaStream>,
+    kernels: &Kernels,
+    shape: AttentionShape,
+    q: &CudaView<'_, f32>,
+    table: &CudaSlice<u64>,
+    at: (usize, usize),
+    out: &mut CudaViewMut<'_, f32>,
+    scores: &mut Scratch,
+) -> Result<(), Error> {
+    let AttentionShape {
+        rows,
+        heads,
+        kv_heads,
+        head_dim: hd,
+        first,
+        causal,
+        keys,
+    } = shape;
+    let (layer, block_positions) = at;
+    let bad = |reason: String| Error::Driver {
+        call: String::from("launch paged attention"),
+        message: reason,
+    };
+    let last_seen = if causal { first + rows } else { keys };
+    if kv_heads == 0
+        || block_positions == 0
+        || !heads.is_multiple_of(kv_heads)
+        || q.len() < rows * heads * hd
+        || out.len() < rows * heads * hd
+        || table.len() < keys.div_ceil(block_positions)
+        || last_seen > keys
+    {
+        return Err(bad(format!(
+            "inconsistent shapes {shape:?}, {} blocks of {block_positions}",
+            table.len()
+        )));
+    }
+    let int = |v: usize, what: &str| {
+        i32::try_from(v).map_err(|_| bad(format!("{what} = {v} exceeds 32-bit indices")))
+    };
+    let (heads_i, kv_heads_i, hd_i) = (
+        int(heads, "heads")?,
+        int(kv_heads, "kv heads")?,
+        int(hd, "head dim")?,
+    );
+    let (first_i, keys_i) = (int(first, "first position")?, int(keys, "keys")?);
+    let (layer_i, bp_i) = (
+        int(layer, "layer")?,
+        int(block_positions, "block positions")?,
+    );
+    int(rows * heads, "query rows × heads")?;
+    let causal_i = i32::from(causal);
+    let scale = 1.0 / (hd as f32).sqrt();
+    let chunk = (MAX_SCORES / (heads * keys).max(1)).clamp(1, rows.max(1));
+    scores.ensure(stream, chunk * heads * keys)?;
+    let mut row0 = 0;
+    while row0 < rows {
+        let n = chunk.min(rows - row0);
+        let row_base = row0 as i32;
+        let cfg = LaunchConfig {
+            grid_dim: ((n * heads) as u32, 1, 1),
+            block_dim: (ATTENTION_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut args = stream.launch_builder(&kernels.attention_paged);
+        args.arg(q)
+            .arg(table)
+            .arg(&mut *out)
+            .arg(&mut scores.0)
+            .arg(&row_base)
+            .arg(&heads_i)
+            .arg(&kv_heads_i)
+            .arg(&hd_i)
+            .arg(&first_i)
+            .arg(&causal_i)
+            .arg(&keys_i)
+            .arg(&scale)
+            .arg(&layer_i)
+            .arg(&bp_i);
+        // SAFETY: the parameters match the kernel's signature in order and type; the query and
+        // output views hold rows × heads × hd numbers; the table holds the address of every
+        // block that a row's positions fall in, each block a live allocation of the storage's
+        // block_numbers f32 laid out as `row_offset` says, for a layer below the cache's layers
+        // (checked by the caller); the scores hold n × heads × keys numbers.
+        unsafe { args.launch(cfg) }.map_err(|e| Error::driver("launch paged attention", e))?;
+        row0 += n;
+    }
+    Ok(())
+}
+
 /// Uploads `w` unless an identical matrix is already on the device, and returns it.
-fn upload<'m>(
+pub(crate) fn upload<'m>(
     stream: &Arc<CudaStream>,
     weights: &'m mut HashMap<WeightKey, DeviceMatrix>,
     weight_bytes: &mut u64,
@@ -716,13 +828,6 @@ pub(crate) fn upload_matrix(
         cols: w.cols,
         fingerprint,
     })
-}
-
-impl DeviceMatrix {
-    /// Bytes of device memory.
-    pub(crate) fn device_bytes(&self) -> usize {
-        self.bytes.len()
-    }
 }
 
 /// The bytes a matrix has on the device, and their layout: the file's own bytes for the types
@@ -838,6 +943,144 @@ impl Backend for CudaBackend {
         // cache's own error when it is not (as on the CPU).
         cache.key(layer, keys.saturating_sub(1))?;
         self.attention_device(q, cache, layer, first, causal, keys, heads, out)
+    }
+
+    fn new_pool(
+        &self,
+        config: CacheConfig,
+        budget_bytes: u64,
+    ) -> Result<KvPool, nextok_model::Error> {
+        let storage = DeviceStorage::new(self.stream.clone(), config);
+        Ok(KvPool::with_storage(Box::new(storage), budget_bytes)?)
+    }
+
+    fn alloc(&self, len: usize) -> Result<ModelBuffer, nextok_model::Error> {
+        self.alloc_buffer(len)
+    }
+
+    fn upload(&self, numbers: Vec<f32>) -> Result<ModelBuffer, nextok_model::Error> {
+        self.upload_buffer(&numbers)
+    }
+
+    fn download(&self, buffer: ModelBuffer) -> Result<Vec<f32>, nextok_model::Error> {
+        self.download_buffer(&buffer, 0..buffer.len())
+    }
+
+    fn embed(
+        &self,
+        table: QMatrix<'_>,
+        tokens: &[u32],
+        out: &mut ModelBuffer,
+    ) -> Result<(), nextok_model::Error> {
+        self.embed_device(table, tokens, out)
+    }
+
+    fn rms_norm(
+        &self,
+        x: &ModelBuffer,
+        w: &[f32],
+        eps: f32,
+        out: &mut ModelBuffer,
+    ) -> Result<(), nextok_model::Error> {
+        self.rms_norm_device(x, None, w, eps, out)
+    }
+
+    fn rms_norm_rows(
+        &self,
+        x: &ModelBuffer,
+        rows: &[usize],
+        w: &[f32],
+        eps: f32,
+        out: &mut ModelBuffer,
+    ) -> Result<(), nextok_model::Error> {
+        self.rms_norm_device(x, Some(rows), w, eps, out)
+    }
+
+    fn add_bias(&self, x: &mut ModelBuffer, bias: &[f32]) -> Result<(), nextok_model::Error> {
+        self.add_bias_device(x, bias)
+    }
+
+    fn add(&self, x: &mut ModelBuffer, y: &ModelBuffer) -> Result<(), nextok_model::Error> {
+        self.add_device(x, y)
+    }
+
+    fn rope(
+        &self,
+        x: &mut ModelBuffer,
+        table: &ModelBuffer,
+        rotary: Rotary,
+    ) -> Result<(), nextok_model::Error> {
+        self.rope_device(x, table, rotary)
+    }
+
+    fn project(
+        &self,
+        w: QMatrix<'_>,
+        x: &ModelBuffer,
+        tokens: usize,
+        out: &mut ModelBuffer,
+    ) -> Result<(), nextok_model::Error> {
+        self.project_device(w, x, tokens, out)
+    }
+
+    fn project_many(
+        &self,
+        ws: &[QMatrix<'_>],
+        x: &ModelBuffer,
+        tokens: usize,
+        outs: &mut [&mut ModelBuffer],
+    ) -> Result<(), nextok_model::Error> {
+        if ws.len() != outs.len() {
+            return Err(nextok_kernels::Error::BadLength {
+                what: "the list of outputs",
+                found: outs.len(),
+                expected: ws.len(),
+            }
+            .into());
+        }
+        for (w, out) in ws.iter().zip(outs.iter_mut()) {
+            self.project_device(*w, x, tokens, out)?;
+        }
+        Ok(())
+    }
+
+    fn project_swiglu(
+        &self,
+        gate: QMatrix<'_>,
+        up: QMatrix<'_>,
+        x: &ModelBuffer,
+        tokens: usize,
+        gate_out: &mut ModelBuffer,
+        up_out: &mut ModelBuffer,
+    ) -> Result<(), nextok_model::Error> {
+        self.project_device(gate, x, tokens, gate_out)?;
+        self.project_device(up, x, tokens, up_out)?;
+        self.silu_mul_device(gate_out, up_out, tokens * gate.rows)
+    }
+
+    fn write_kv(
+        &self,
+        cache: &mut KvCache,
+        layer: usize,
+        first: usize,
+        keys: &ModelBuffer,
+        values: &ModelBuffer,
+        rows: Range<usize>,
+    ) -> Result<(), nextok_model::Error> {
+        self.write_kv_device(cache, layer, first, keys, values, rows)
+    }
+
+    fn attend(
+        &self,
+        q: &ModelBuffer,
+        rows: Range<usize>,
+        cache: &KvCache,
+        layer: usize,
+        mask: Mask,
+        heads: usize,
+        out: &mut ModelBuffer,
+    ) -> Result<(), nextok_model::Error> {
+        self.attend_device(q, rows, cache, layer, mask, heads, out)
     }
 }
 

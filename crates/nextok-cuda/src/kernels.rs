@@ -4,7 +4,7 @@
 pub(crate) const SOURCE: &str = include_str!("kernels.cu");
 
 /// The entry points the source defines, in the order the backend loads them.
-pub const KERNEL_NAMES: [&str; 12] = [
+pub const KERNEL_NAMES: [&str; 14] = [
     "matmul_q4_0",
     "matmul_q4_1",
     "matmul_q8_0",
@@ -12,7 +12,9 @@ pub const KERNEL_NAMES: [&str; 12] = [
     "matmul_f16",
     "matmul_bf16",
     "attention",
+    "attention_paged",
     "rms_norm",
+    "rms_norm_rows",
     "add_bias",
     "add",
     "silu_mul",

@@ -77,9 +77,10 @@
 mod backend;
 mod error;
 mod kernels;
-mod resident;
+mod ops;
+mod storage;
 
 pub use backend::{compile_ptx, driver_available, nvrtc_available, CudaBackend};
 pub use error::Error;
 pub use kernels::KERNEL_NAMES;
-pub use resident::{DeviceCache, ResidentModel};
+pub use storage::DeviceStorage;

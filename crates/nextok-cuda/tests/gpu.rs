@@ -8,18 +8,20 @@
 //!   kernels use the CPU kernels' operations in the CPU kernels' order;
 //! - attention: 1e-5 absolute (outputs are convex combinations of value rows of magnitude up to
 //!   about 1; the only step allowed to differ is the exponential, by its last bit);
-//! - end-to-end logits: 1e-3 absolute, and greedy continuations identical, for the model's own
-//!   forward pass on the CUDA backend and for the device-resident one (`ResidentModel`).
+//! - end-to-end logits: 1e-3 absolute, and greedy continuations identical, for the model's one
+//!   forward pass on the CUDA backend (activations in device memory), with a host cache and with
+//!   a paged cache in device memory (`DeviceStorage`, read in place), one sequence at a time and
+//!   in a batch; and a sequence's GPU logits are the same bits alone and in a batch.
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use nextok_cuda::{CudaBackend, ResidentModel};
+use nextok_cuda::{CudaBackend, DeviceStorage};
 use nextok_gguf::{GgmlType, GgufFile};
 use nextok_kernels::{Layout, QMat};
-use nextok_kv_cache::{CacheConfig, KvCache, KvType};
+use nextok_kv_cache::{CacheConfig, KvCache, KvPool, KvType};
 use nextok_model::testing::RandomLlama;
 use nextok_model::{Backend, CpuBackend, LlamaModel, LoadOptions, Logits, Mask, QMatrix, Sequence};
 use rand_chacha::ChaCha8Rng;
@@ -145,7 +147,9 @@ fn random_cache(kv_type: KvType, positions: usize, rng: &mut ChaCha8Rng) -> KvCa
     let config = CacheConfig::new(2, 2, 64, kv_type);
     let mut cache = KvCache::new(config).expect("cache");
     let tokens: Vec<u32> = (0..positions as u32).collect();
-    cache.push_tokens(&tokens).expect("an unbounded cache has room");
+    cache
+        .push_tokens(&tokens)
+        .expect("an unbounded cache has room");
     for layer in 0..2 {
         for pos in 0..positions {
             let (k, v) = (random(rng, 128), random(rng, 128));
@@ -305,15 +309,15 @@ fn argmax(l: &[f32]) -> u32 {
         .0 as u32
 }
 
-/// Prefill of `prompt`, then `steps` decode steps of its own greedy choices, through `backend`:
-/// the logits and the choice of every step.
+/// Prefill of `prompt`, then `steps` decode steps of its own greedy choices, through `backend`,
+/// into `cache`: the logits and the choice of every step.
 fn prefill_and_decode(
     model: &LlamaModel,
     backend: &dyn Backend,
+    mut cache: KvCache,
     prompt: &[u32],
     steps: usize,
 ) -> (Vec<Vec<f32>>, Vec<u32>) {
-    let mut cache = model.new_cache(KvType::F32);
     let mut logits = Vec::new();
     let mut chosen = Vec::new();
     let mut next: Vec<u32> = prompt.to_vec();
@@ -337,6 +341,58 @@ fn prefill_and_decode(
     (logits, chosen)
 }
 
+/// A pool of `model`'s caches in `backend`'s memory, with room for a few thousand positions.
+fn pool(model: &LlamaModel, backend: &dyn Backend) -> KvPool {
+    let per_token = model.cache_config(KvType::F32).bytes_per_token();
+    model
+        .new_pool(backend, KvType::F32, 4096 * per_token)
+        .expect("a pool")
+}
+
+/// Three prompts of different lengths decoded together, `steps` steps of given tokens, in one
+/// forward call per step: every sequence's logits of every step, per sequence.
+fn batch_run(
+    model: &LlamaModel,
+    backend: &dyn Backend,
+    pool: &KvPool,
+    steps: usize,
+) -> Vec<Vec<Vec<f32>>> {
+    let prompts: [&[u32]; 3] = [
+        &[1, 5, 9, 2, 7, 30, 4],
+        &[3],
+        &[8, 8, 2, 6, 1, 1, 4, 9, 11, 2, 5, 3, 7, 7, 2, 1, 9, 4],
+    ];
+    let mut caches: Vec<KvCache> = prompts.iter().map(|_| pool.new_cache()).collect();
+    let mut out = vec![Vec::new(); prompts.len()];
+    for step in 0..=steps {
+        let tokens: Vec<Vec<u32>> = prompts
+            .iter()
+            .enumerate()
+            .map(|(s, p)| {
+                if step == 0 {
+                    p.to_vec()
+                } else {
+                    vec![(step * 7 + s * 3) as u32 % 40]
+                }
+            })
+            .collect();
+        let mut batch: Vec<Sequence<'_>> = caches
+            .iter_mut()
+            .zip(&tokens)
+            .map(|(cache, t)| Sequence {
+                cache,
+                tokens: t,
+                logits: Logits::Last,
+            })
+            .collect();
+        let logits = model.forward(backend, &mut batch).expect("batch forward");
+        for (s, l) in logits.into_iter().enumerate() {
+            out[s].push(l);
+        }
+    }
+    out
+}
+
 /// The stage-by-stage comparison, then whole runs on each backend alone.
 fn check_model(gpu: &CudaBackend, model: &LlamaModel, prompt: &[u32], steps: usize, what: &str) {
     let c = model.config();
@@ -347,7 +403,7 @@ fn check_model(gpu: &CudaBackend, model: &LlamaModel, prompt: &[u32], steps: usi
         ffn: c.ffn_dim,
         worst: Mutex::new(BTreeMap::new()),
     };
-    prefill_and_decode(model, &compare, prompt, steps);
+    prefill_and_decode(model, &compare, model.new_cache(KvType::F32), prompt, steps);
     let worst = compare
         .worst
         .into_inner()
@@ -369,43 +425,70 @@ fn check_model(gpu: &CudaBackend, model: &LlamaModel, prompt: &[u32], steps: usi
         "{what}: attention differs by {attention:e}"
     );
 
+    // The whole pass on the GPU, activations in device memory: with a host cache (its rows
+    // copied in for attention), and with a paged cache in device memory read in place.
     let cpu = CpuBackend::new(1);
-    let (gl, gt) = prefill_and_decode(model, gpu, prompt, steps);
-    let (cl, ct) = prefill_and_decode(model, &cpu, prompt, steps);
-    for (step, (g, c)) in gl.iter().zip(&cl).enumerate() {
-        let diff = max_abs_diff(g, c);
-        eprintln!("{what}: step {step} logits max |GPU − CPU| = {diff:e}");
-        assert!(
-            diff <= LOGITS_TOLERANCE,
-            "{what}: logits of step {step} differ by {diff:e}"
-        );
+    let (cl, ct) = prefill_and_decode(model, &cpu, model.new_cache(KvType::F32), prompt, steps);
+    let device_pool = pool(model, gpu);
+    assert!(
+        device_pool
+            .storage()
+            .as_any()
+            .downcast_ref::<DeviceStorage>()
+            .is_some(),
+        "{what}: the CUDA backend's pool is not in device memory"
+    );
+    for (cache, place) in [
+        (model.new_cache(KvType::F32), "host cache"),
+        (device_pool.new_cache(), "device cache"),
+    ] {
+        let (gl, gt) = prefill_and_decode(model, gpu, cache, prompt, steps);
+        for (step, (g, c)) in gl.iter().zip(&cl).enumerate() {
+            let diff = max_abs_diff(g, c);
+            eprintln!("{what}, {place}: step {step} logits max |GPU − CPU| = {diff:e}");
+            assert!(
+                diff <= LOGITS_TOLERANCE,
+                "{what}, {place}: logits of step {step} differ by {diff:e}"
+            );
+        }
+        assert_eq!(gt, ct, "{what}, {place}: greedy continuations differ");
     }
-    assert_eq!(gt, ct, "{what}: greedy continuations differ");
+    assert_eq!(
+        device_pool.used_blocks(),
+        0,
+        "{what}: the caches gave their blocks back"
+    );
 
-    // The device-resident forward pass: the same logits within the tolerance, the same greedy
-    // continuation.
-    let resident = ResidentModel::new(gpu, model).expect("resident model");
-    let mut cache = resident
-        .new_cache(prompt.len() + steps + 1)
-        .expect("device cache");
-    let mut next = prompt.to_vec();
-    let mut chosen = Vec::new();
-    for (step, c) in cl.iter().enumerate() {
-        let l = resident
-            .forward(&mut cache, &next)
-            .expect("resident forward");
-        let diff = max_abs_diff(&l, c);
-        eprintln!("{what}: resident step {step} logits max |GPU − CPU| = {diff:e}");
-        assert!(
-            diff <= LOGITS_TOLERANCE,
-            "{what}: resident logits of step {step} differ by {diff:e}"
-        );
-        // Follow the CPU's choices, so that every step is compared on the same tokens.
-        next = vec![ct[step]];
-        chosen.push(argmax(&l));
+    // A batch of three sequences on the GPU against the CPU; and each sequence alone on the GPU
+    // gives the bits it has in the batch (no output depends on its batch).
+    let on_cpu = batch_run(model, &cpu, &pool(model, &cpu), 4);
+    let on_gpu = batch_run(model, gpu, &device_pool, 4);
+    for (s, (g, c)) in on_gpu.iter().zip(&on_cpu).enumerate() {
+        for (step, (g, c)) in g.iter().zip(c).enumerate() {
+            let diff = max_abs_diff(g, c);
+            assert!(
+                diff <= LOGITS_TOLERANCE,
+                "{what}: batch sequence {s} step {step} differs from the CPU by {diff:e}"
+            );
+        }
     }
-    assert_eq!(chosen, ct, "{what}: resident greedy choices differ");
-    assert_eq!(cache.len(), prompt.len() + steps);
+    let alone = |s: usize| {
+        let cache = device_pool.new_cache();
+        let prompt: &[u32] = match s {
+            0 => &[1, 5, 9, 2, 7, 30, 4],
+            1 => &[3],
+            _ => &[8, 8, 2, 6, 1, 1, 4, 9, 11, 2, 5, 3, 7, 7, 2, 1, 9, 4],
+        };
+        let (l, _) = prefill_and_decode(model, gpu, cache, prompt, 0);
+        l.into_iter().next().expect("one step")
+    };
+    for (s, steps) in on_gpu.iter().enumerate() {
+        assert_eq!(
+            first_difference(&alone(s), &steps[0]),
+            None,
+            "{what}: sequence {s}'s prefill logits change in a batch"
+        );
+    }
 }
 
 #[test]

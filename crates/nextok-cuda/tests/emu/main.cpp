@@ -1,5 +1,5 @@
 // Runs one kernel of src/kernels.cu on the CPU emulation, with the grid the Rust launch code
-// uses (src/backend.rs and src/resident.rs), reading its buffers from files and writing its
+// uses (src/backend.rs and src/ops.rs), reading its buffers from files and writing its
 // output to a file: `emu KERNEL ARGS...`, see main() below.
 #include <cstdio>
 #include <cstdlib>
@@ -69,6 +69,43 @@ int main(int argc, char** argv) {
                       first, causal, keys, scale);
         });
         write(argv[12], out);
+    } else if (k == "attention_paged" && argc == 16) {
+        // attention_paged ROWS HEADS KV_HEADS HD FIRST CAUSAL KEYS LAYER LAYERS BLOCK_POSITIONS
+        //                 Q POOL TABLE OUT
+        // POOL: every block of a pool, one after another (LAYERS x 2 x BLOCK_POSITIONS x
+        // KV_HEADS x HD f32 each, in the storage's layout); TABLE: the sequence's block numbers
+        // (u32), turned here into the block addresses the backend passes.
+        const int rows = arg(argv, 2), heads = arg(argv, 3), kv_heads = arg(argv, 4), hd = arg(argv, 5);
+        const int first = arg(argv, 6), causal = arg(argv, 7), keys = arg(argv, 8);
+        const int layer = arg(argv, 9), layers = arg(argv, 10), bp = arg(argv, 11);
+        auto q = read<float>(argv[12]);
+        auto pool = read<float>(argv[13]);
+        auto ids = read<unsigned>(argv[14]);
+        const size_t per_block = (size_t)layers * 2 * bp * kv_heads * hd;
+        std::vector<unsigned long long> table;
+        for (unsigned id : ids) {
+            if ((size_t)(id + 1) * per_block > pool.size()) { std::fprintf(stderr, "block %u outside the pool\n", id); return 2; }
+            table.push_back((unsigned long long)(pool.data() + (size_t)id * per_block));
+        }
+        std::vector<float> out((size_t)rows * heads * hd, -1.0f);
+        std::vector<float> scores((size_t)rows * heads * keys);
+        const float scale = 1.0f / std::sqrt((float)hd);
+        emu_launch(dim3{(unsigned)(rows * heads), 1, 1}, dim3{ATTENTION_THREADS, 1, 1}, [&] {
+            attention_paged(q.data(), table.data(), out.data(), scores.data(), 0, heads, kv_heads, hd,
+                            first, causal, keys, scale, layer, bp);
+        });
+        write(argv[15], out);
+    } else if (k == "rms_norm_rows" && argc == 8) {
+        // rms_norm_rows ROWS_FILE D EPS X W OUT, ROWS_FILE: i32 row numbers
+        auto rows = read<int>(argv[2]);
+        const int d = arg(argv, 3);
+        const float eps = std::strtof(argv[4], nullptr);
+        auto x = read<float>(argv[5]);
+        auto w = read<float>(argv[6]);
+        std::vector<float> out(rows.size() * (size_t)d);
+        emu_launch(dim3{(unsigned)rows.size(), 1, 1}, dim3{ROW_THREADS, 1, 1},
+                   [&] { rms_norm_rows(x.data(), rows.data(), w.data(), out.data(), d, eps); });
+        write(argv[7], out);
     } else if (k == "rms_norm" && argc == 8) {
         // rms_norm ROWS D EPS X W OUT
         const int rows = arg(argv, 2), d = arg(argv, 3);
