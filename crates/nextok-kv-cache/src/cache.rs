@@ -121,6 +121,25 @@ impl KvCache {
         self.table.len() as u64 * self.pool.block_bytes()
     }
 
+    /// Blocks that [`KvCache::push_tokens`] would take from the pool for `tokens` more
+    /// positions: the new blocks, and a copy of the partial last block when it is shared with a
+    /// fork or the prefix cache. What a scheduler checks against
+    /// [`KvPool::available_blocks`] before it runs a step.
+    pub fn blocks_needed(&self, tokens: usize) -> usize {
+        if tokens == 0 {
+            return 0;
+        }
+        let bp = self.config().block_positions;
+        let new_blocks = (self.len() + tokens).div_ceil(bp) - self.table.len();
+        let shared_last = match self.table.last() {
+            Some(&last) if !self.len().is_multiple_of(bp) => {
+                !self.pool.inner.lock().exclusive(last)
+            }
+            _ => false,
+        };
+        new_blocks + usize::from(shared_last)
+    }
+
     /// Appends positions for `tokens` and returns their range, taking blocks from the pool as
     /// needed (evicting least recently used prefix-cache blocks before giving up). A last block
     /// shared with a fork or the prefix cache is copied now, since the new positions will be

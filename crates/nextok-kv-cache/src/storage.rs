@@ -194,7 +194,10 @@ impl HostStorage {
         segment.get(i)
     }
 
-    /// Block `block`, locked for reading: its rows borrowed in place.
+    /// Block `block`, locked for reading: its rows borrowed in place. Meant for the blocks of a
+    /// cache one holds ([`KvCache::host_blocks`](crate::KvCache::host_blocks) does this): a
+    /// block that no cache holds can be handed out and written meanwhile, and the writer waits
+    /// while the lock is held.
     pub fn block(&self, block: BlockId) -> Result<HostBlock<'_>, Error> {
         let numbers = self
             .slot(block)

@@ -185,6 +185,15 @@ fn running_out_of_blocks_is_a_typed_error_that_changes_nothing() {
     let mut cache = pool.new_cache();
     run(&mut cache, &[1; 40]); // three blocks
     let before = cache.block_table().to_vec();
+    assert_eq!(
+        (
+            cache.blocks_needed(0),
+            cache.blocks_needed(8),
+            cache.blocks_needed(9)
+        ),
+        (0, 0, 1)
+    );
+    assert_eq!(cache.blocks_needed(30), 2);
     // 70 positions need five blocks: two more, and one is left.
     assert_eq!(
         cache.push_tokens(&[2; 30]),
@@ -197,6 +206,7 @@ fn running_out_of_blocks_is_a_typed_error_that_changes_nothing() {
     assert_eq!(pool.used_blocks(), 3);
     // A fork shares the partial last block: its first new token needs a copy of that block too.
     let mut beam = cache.fork();
+    assert_eq!((beam.blocks_needed(8), beam.blocks_needed(9)), (1, 2));
     assert_eq!(
         beam.push_tokens(&[3; 9]),
         Err(Error::OutOfBlocks {

@@ -257,8 +257,15 @@ mod pooled {
                     let needed = pool.blocks_for(reference[s].len() + tokens.len())
                         - caches[s].block_table().len();
                     let available = pool.available_blocks();
+                    let exact = caches[s].blocks_needed(tokens.len());
+                    let used = pool.used_blocks();
                     match caches[s].push_tokens(&tokens) {
                         Ok(range) => {
+                            assert!(exact <= available);
+                            // Every block counted is taken; a copied last block that only
+                            // the prefix cache shared goes back to it.
+                            let now = pool.used_blocks();
+                            assert!(now == used + exact || now + 1 == used + exact);
                             reference[s].extend(&tokens);
                             for pos in range {
                                 for layer in 0..LAYERS {
@@ -275,6 +282,7 @@ mod pooled {
                             // The error's numbers are the pool's; a shared last block adds one.
                             assert_eq!(e_available, available);
                             assert!(e_needed == needed || e_needed == needed + 1);
+                            assert_eq!(e_needed, exact);
                             assert!(e_needed > e_available);
                         }
                         Err(e) => panic!("unexpected error {e}"),
