@@ -237,6 +237,8 @@ pub(crate) struct Kernels {
     f32: CudaFunction,
     f16: CudaFunction,
     bf16: CudaFunction,
+    /// Token embedding rows, one kernel per device layout (see `kernels.cu`).
+    embed: [CudaFunction; 6],
     attention: CudaFunction,
     attention_paged: CudaFunction,
     pub(crate) rms_norm: CudaFunction,
@@ -325,6 +327,14 @@ impl CudaBackend {
             f32: f("matmul_f32")?,
             f16: f("matmul_f16")?,
             bf16: f("matmul_bf16")?,
+            embed: [
+                f("embed_q4_0")?,
+                f("embed_q4_1")?,
+                f("embed_q8_0")?,
+                f("embed_f32")?,
+                f("embed_f16")?,
+                f("embed_bf16")?,
+            ],
             attention: f("attention")?,
             attention_paged: f("attention_paged")?,
             rms_norm: f("rms_norm")?,
@@ -580,6 +590,59 @@ pub(crate) fn launch_matmul(
         unsafe { args.launch(cfg) }.map_err(|e| Error::driver("launch a weight product", e))?;
         tile0 += n;
     }
+    Ok(())
+}
+
+/// Launches the token embedding: row `t` of `out` is row `tokens[t]` of `matrix`, dequantised
+/// as the host's `dequant::dequantize_row` does it, for `n` tokens (each checked below the
+/// matrix's rows by the caller).
+pub(crate) fn launch_embed(
+    stream: &Arc<CudaStream>,
+    kernels: &Kernels,
+    matrix: &DeviceMatrix,
+    tokens: &CudaSlice<i32>,
+    out: &mut CudaSlice<f32>,
+    n: usize,
+) -> Result<(), Error> {
+    let cols = matrix.cols;
+    let bad = |reason: String| Error::Driver {
+        call: String::from("launch the embedding"),
+        message: reason,
+    };
+    if tokens.len() < n || out.len() < n * cols {
+        return Err(bad(format!(
+            "{} token ids and {} numbers out for {n} rows of {cols}",
+            tokens.len(),
+            out.len()
+        )));
+    }
+    let total =
+        i32::try_from(n * cols).map_err(|_| bad(format!("{n} × {cols} exceeds 32-bit indices")))?;
+    let cols_i = cols as i32;
+    let n_i = n as i32;
+    let f = match matrix.layout {
+        DeviceLayout::Q4_0 => &kernels.embed[0],
+        DeviceLayout::Q4_1 => &kernels.embed[1],
+        DeviceLayout::Q8_0 => &kernels.embed[2],
+        DeviceLayout::F32 => &kernels.embed[3],
+        DeviceLayout::F16 => &kernels.embed[4],
+        DeviceLayout::BF16 => &kernels.embed[5],
+    };
+    let cfg = LaunchConfig {
+        grid_dim: ((total as usize).div_ceil(256).clamp(1, 4096) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut args = stream.launch_builder(f);
+    args.arg(&matrix.bytes)
+        .arg(tokens)
+        .arg(&mut *out)
+        .arg(&cols_i)
+        .arg(&n_i);
+    // SAFETY: the kernel's parameters are (u8*, i32*, f32*, int, int) as pushed; the matrix holds
+    // `rows` rows of `cols` numbers in `layout` and every token id is below `rows` (the caller
+    // checks), the ids hold n numbers and the output n × cols (checked above).
+    unsafe { args.launch(cfg) }.map_err(|e| Error::driver("launch the embedding", e))?;
     Ok(())
 }
 

@@ -182,6 +182,70 @@ MATMUL(matmul_f32, matmul_lanes, F32)
 MATMUL(matmul_f16, matmul_lanes, F16)
 MATMUL(matmul_bf16, matmul_lanes, BF16)
 
+// Token embedding rows, dequantised exactly as the host's `dequant::dequantize_row` does it (not
+// as the products expand them: Q4_1's x = q d + m is a product and a sum here, two roundings,
+// where the products fuse them): out[t * cols + k] = W[tokens[t], k]. One thread per number.
+struct EmbedQ4_0 {
+    enum { BYTES = 18 };
+    __device__ static float value(const unsigned char* b, int j) {
+        const unsigned char q = b[2 + (j & 15)];
+        const int v = j < 16 ? (q & 15) : (q >> 4);
+        return (float)(v - 8) * load_f16(b);
+    }
+};
+struct EmbedQ4_1 {
+    enum { BYTES = 20 };
+    __device__ static float value(const unsigned char* b, int j) {
+        const unsigned char q = b[4 + (j & 15)];
+        const int v = j < 16 ? (q & 15) : (q >> 4);
+        return (float)v * load_f16(b) + load_f16(b + 2);
+    }
+};
+struct EmbedQ8_0 {
+    enum { BYTES = 34 };
+    __device__ static float value(const unsigned char* b, int j) {
+        return (float)(signed char)b[2 + j] * load_f16(b);
+    }
+};
+
+template <typename B>
+__device__ void embed_blocks(const unsigned char* __restrict__ w, const int* __restrict__ tokens,
+                             float* __restrict__ out, int cols, int n) {
+    const size_t total = (size_t)n * cols;
+    const size_t row_bytes = (size_t)(cols / 32) * B::BYTES;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t t = i / cols;
+        const int k = (int)(i % cols);
+        const unsigned char* row = w + (size_t)tokens[t] * row_bytes;
+        out[i] = B::value(row + (size_t)(k / 32) * B::BYTES, k % 32);
+    }
+}
+
+template <typename E>
+__device__ void embed_plain(const unsigned char* __restrict__ w, const int* __restrict__ tokens,
+                            float* __restrict__ out, int cols, int n) {
+    const size_t total = (size_t)n * cols;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t t = i / cols;
+        out[i] = E::load(w, (size_t)tokens[t] * cols + i % cols);
+    }
+}
+
+#define EMBED(name, body, T)                                                                     \
+    extern "C" __global__ void name(const unsigned char* w, const int* tokens, float* out,       \
+                                    int cols, int n) {                                          \
+        body<T>(w, tokens, out, cols, n);                                                       \
+    }
+
+EMBED(embed_q4_0, embed_blocks, EmbedQ4_0)
+EMBED(embed_q4_1, embed_blocks, EmbedQ4_1)
+EMBED(embed_q8_0, embed_blocks, EmbedQ8_0)
+EMBED(embed_f32, embed_plain, F32)
+EMBED(embed_f16, embed_plain, F16)
+EMBED(embed_bf16, embed_plain, BF16)
+
 #define ATTENTION_THREADS 128
 
 // Where key and value rows are: `n_keys` rows of kv_heads * hd f32 numbers each, position

@@ -27,8 +27,9 @@
 //! - The backend implements every buffer operation of the trait too (embedding rows, RMSNorm,
 //!   biases, rotary embeddings, residual additions, SwiGLU, writing the KV cache, attention), so
 //!   the model crate's one forward pass keeps its activations in device memory: a call copies in
-//!   the new tokens' embedding rows (dequantised on the host, exactly as the CPU does) and their
-//!   rotary table, and copies out only the logits asked for.
+//!   the new token ids (their embedding rows are read from the matrix on the device, dequantised
+//!   exactly as the host does it) and their rotary table, and copies out only the logits asked
+//!   for.
 //! - The KV cache lives in device memory when it comes from a pool the backend made
 //!   ([`Backend::new_pool`](nextok_model::Backend::new_pool), or
 //!   [`LlamaModel::new_pool`](nextok_model::LlamaModel::new_pool)): a [`DeviceStorage`] holds

@@ -147,19 +147,46 @@ impl CudaBackend {
         tokens: &[u32],
         out: &mut Buffer,
     ) -> ModelResult<()> {
-        // The rows are dequantised on the host exactly as the CPU does it and copied in: a
-        // decode step copies in one row of d_model numbers.
-        let mut rows = vec![0.0f32; tokens.len() * table.cols];
-        for (row, &t) in rows.chunks_exact_mut(table.cols.max(1)).zip(tokens) {
-            table.row(t as usize, row)?;
+        // Only the token ids go in; the rows are read from the matrix on the device (the
+        // output projection's own copy when the embedding is tied) and dequantised as the host
+        // does it.
+        table.kernel_matrix()?;
+        if let Some((index, &token)) = tokens
+            .iter()
+            .enumerate()
+            .find(|(_, &t)| t as usize >= table.rows)
+        {
+            return Err(nextok_model::Error::TokenOutOfRange {
+                seq: 0,
+                index,
+                token,
+                vocab: table.rows,
+            });
         }
-        let d = dev_mut(out, "embed: the output", rows.len())?;
-        if !rows.is_empty() {
-            self.stream()
-                .memcpy_htod(&rows[..], &mut d.slice_mut(0..rows.len()))
-                .map_err(|e| self.model_error(Error::driver("copy the embeddings in", e)))?;
+        let n = tokens.len();
+        let o = dev_mut(out, "embed: the output", n * table.cols)?;
+        if n == 0 || table.cols == 0 {
+            return Ok(());
         }
-        Ok(())
+        let ids: Vec<i32> = tokens
+            .iter()
+            .map(|&t| int(t as usize, "token id"))
+            .collect::<Result<_, _>>()
+            .map_err(|e| self.model_error(e))?;
+        let stream = self.stream().clone();
+        let kernels = self.kernels();
+        self.with_state(|state| {
+            let ids = stream
+                .clone_htod(&ids[..])
+                .map_err(|e| Error::driver("copy the token ids in", e))?;
+            let State {
+                weights,
+                weight_bytes,
+                ..
+            } = state;
+            let matrix = upload(&stream, weights, weight_bytes, &table)?;
+            crate::backend::launch_embed(&stream, kernels, matrix, &ids, o, n)
+        })
     }
 
     pub(crate) fn rms_norm_device(

@@ -506,3 +506,95 @@ fn emulated_paged_attention_reads_the_blocks_in_place_and_matches_the_cpu() {
         }
     }
 }
+
+#[test]
+fn emulated_bias_and_residual_additions_are_the_hosts() {
+    let Some(exe) = emulator() else { return };
+    let mut rng = ChaCha8Rng::seed_from_u64(17);
+    // 3 rows of 192 with a bias of 192, and a residual of 1000 numbers (past one block of 256
+    // threads): each number is one f32 addition, as on the host.
+    let x = random(&mut rng, 3 * 192);
+    let b = random(&mut rng, 192);
+    let emulated = run(
+        exe,
+        &["add_bias", "@x", "@b", "@out"],
+        &[("x", &f32_bytes(&x)), ("b", &f32_bytes(&b))],
+    );
+    let host: Vec<f32> = x.iter().enumerate().map(|(i, v)| v + b[i % 192]).collect();
+    assert_eq!(first_difference(&emulated, &host), None, "bias");
+    let (x, y) = (random(&mut rng, 1000), random(&mut rng, 1000));
+    let emulated = run(
+        exe,
+        &["add", "@x", "@y", "@out"],
+        &[("x", &f32_bytes(&x)), ("y", &f32_bytes(&y))],
+    );
+    let host: Vec<f32> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
+    assert_eq!(first_difference(&emulated, &host), None, "residual");
+}
+
+#[test]
+fn emulated_embedding_rows_are_the_hosts_dequantised_rows() {
+    let Some(exe) = emulator() else { return };
+    let types = [
+        (GgmlType::Q4_0, "q4_0"),
+        (GgmlType::Q4_1, "q4_1"),
+        (GgmlType::Q8_0, "q8_0"),
+        (GgmlType::F32, "f32"),
+        (GgmlType::F16, "f16"),
+        (GgmlType::BF16, "bf16"),
+        // Dequantised to f32 at upload, as for the products.
+        (GgmlType::Q5_1, "f32"),
+        (GgmlType::Q6K, "f32"),
+    ];
+    let tokens: [u32; 5] = [0, 49, 7, 7, 23];
+    for (ty, layout) in types {
+        let spec = RandomLlama {
+            layers: 1,
+            d_model: 256,
+            ffn_dim: 512,
+            vocab: 50,
+            weight_type: ty,
+            ..RandomLlama::default()
+        };
+        let file = GgufFile::from_bytes(spec.to_gguf(4)).expect("random model parses");
+        let info = file
+            .tensors()
+            .iter()
+            .find(|t| t.name == "token_embd.weight")
+            .expect("tensor");
+        let (cols, rows) = (info.dims[0] as usize, info.dims[1] as usize);
+        let data = file.view(info).data;
+        let w = QMatrix {
+            ty: info.ggml_type,
+            rows,
+            cols,
+            layout: Layout::Gguf,
+            data,
+        };
+        // The model crate's embedding: each row dequantised exactly on the host.
+        let mut expected = vec![0.0f32; tokens.len() * cols];
+        for (row, &t) in expected.chunks_exact_mut(cols).zip(&tokens) {
+            w.row(t as usize, row).expect("row");
+        }
+        let device_bytes = if layout == "f32" && w.ty != GgmlType::F32 {
+            let mut numbers = vec![0.0f32; rows * cols];
+            dequant::dequantize_row(w.ty, data, &mut numbers).expect("dequantise");
+            f32_bytes(&numbers)
+        } else {
+            data.to_vec()
+        };
+        let ids: Vec<u8> = tokens
+            .iter()
+            .flat_map(|&t| (t as i32).to_le_bytes())
+            .collect();
+        let c = cols.to_string();
+        let emulated = run(
+            exe,
+            &["embed", layout, &c, "@w", "@ids", "@out"],
+            &[("w", &device_bytes), ("ids", &ids)],
+        );
+        if let Some((i, g, h)) = first_difference(&emulated, &expected) {
+            panic!("{ty:?} embedding: number {i} is {g:e} emulated and {h:e} on the host");
+        }
+    }
+}

@@ -54,6 +54,27 @@ int main(int argc, char** argv) {
         else if (layout == "bf16") run(matmul_bf16);
         else return 2;
         write(argv[8], out);
+    } else if (k == "embed" && argc == 7) {
+        // embed LAYOUT COLS W TOKENS OUT (TOKENS: i32 ids; LAYOUT as for matmul)
+        const std::string layout = argv[2];
+        const int cols = arg(argv, 3);
+        auto w = read<unsigned char>(argv[4]);
+        auto tokens = read<int>(argv[5]);
+        const int n = (int)tokens.size();
+        std::vector<float> out((size_t)n * cols, -1.0f);
+        const unsigned total = (unsigned)(n * cols);
+        auto run = [&](auto f) {
+            emu_launch(dim3{std::min((total + 255) / 256, 4096u), 1, 1}, dim3{256, 1, 1},
+                       [&] { f(w.data(), tokens.data(), out.data(), cols, n); });
+        };
+        if (layout == "q4_0") run(embed_q4_0);
+        else if (layout == "q4_1") run(embed_q4_1);
+        else if (layout == "q8_0") run(embed_q8_0);
+        else if (layout == "f32") run(embed_f32);
+        else if (layout == "f16") run(embed_f16);
+        else if (layout == "bf16") run(embed_bf16);
+        else return 2;
+        write(argv[6], out);
     } else if (k == "attention" && argc == 13) {
         // attention ROWS HEADS KV_HEADS HD FIRST CAUSAL KEYS Q K V OUT
         const int rows = arg(argv, 2), heads = arg(argv, 3), kv_heads = arg(argv, 4), hd = arg(argv, 5);
@@ -126,6 +147,23 @@ int main(int argc, char** argv) {
         emu_launch(dim3{std::min((n + 255) / 256, 4096u), 1, 1}, dim3{256, 1, 1},
                    [&] { rope(x.data(), cs.data(), rows, heads, hd, half, neox); });
         write(argv[8], x);
+    } else if (k == "add_bias" && argc == 5) {
+        // add_bias X B OUT (rows = X / B)
+        auto x = read<float>(argv[2]);
+        auto b = read<float>(argv[3]);
+        const int width = (int)b.size(), rows = (int)(x.size() / b.size());
+        const unsigned n = (unsigned)x.size();
+        emu_launch(dim3{std::min((n + 255) / 256, 4096u), 1, 1}, dim3{256, 1, 1},
+                   [&] { add_bias(x.data(), b.data(), rows, width); });
+        write(argv[4], x);
+    } else if (k == "add" && argc == 5) {
+        // add X Y OUT
+        auto x = read<float>(argv[2]);
+        auto y = read<float>(argv[3]);
+        const int n = (int)x.size();
+        emu_launch(dim3{std::min((unsigned)(n + 255) / 256, 4096u), 1, 1}, dim3{256, 1, 1},
+                   [&] { add(x.data(), y.data(), n); });
+        write(argv[4], x);
     } else if (k == "silu_mul" && argc == 5) {
         // silu_mul G U OUT
         auto g = read<float>(argv[2]);
