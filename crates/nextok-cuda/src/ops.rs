@@ -406,8 +406,21 @@ impl CudaBackend {
     ) -> ModelResult<()> {
         let kvd = cache.config().row_len();
         let span = rows.start * kvd..rows.end * kvd;
-        let k = self.download_buffer(keys, span.clone())?;
-        let v = self.download_buffer(values, span)?;
+        let (dk, dv) = (
+            dev(keys, "write_kv: the keys", span.end)?,
+            dev(values, "write_kv: the values", span.end)?,
+        );
+        // Both copies queued, then one wait.
+        let (mut k, mut v) = (vec![0.0f32; span.len()], vec![0.0f32; span.len()]);
+        if !span.is_empty() {
+            let err = |e| self.model_error(Error::driver("copy the new keys and values out", e));
+            let stream = self.stream();
+            stream
+                .memcpy_dtoh(&dk.slice(span.clone()), &mut k)
+                .map_err(err)?;
+            stream.memcpy_dtoh(&dv.slice(span), &mut v).map_err(err)?;
+            stream.synchronize().map_err(err)?;
+        }
         for (i, (kr, vr)) in k.chunks_exact(kvd).zip(v.chunks_exact(kvd)).enumerate() {
             cache.write(layer, first + i, kr, vr)?;
         }
