@@ -562,3 +562,65 @@ fn real_model_matches_the_cpu_stage_by_stage() {
     ];
     check_model(&gpu, &m, &prompt, 24, "SmolLM2-135M Q4_1");
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test -p nextok-cuda -- --ignored"]
+fn a_device_pool_holds_what_a_host_pool_holds() {
+    let gpu = gpu();
+    let cpu = CpuBackend::new(1);
+    let mut rng = ChaCha8Rng::seed_from_u64(41);
+    for kv_type in [KvType::F32, KvType::F16, KvType::BF16] {
+        let config = CacheConfig::new(2, 2, 16, kv_type);
+        let budget = 32 * config.block_bytes();
+        let pools = [
+            gpu.new_pool(config, budget).expect("device pool"),
+            cpu.new_pool(config, budget).expect("host pool"),
+        ];
+        // The same writes, forks and copies-on-write in both pools.
+        let rows: Vec<(Vec<f32>, Vec<f32>)> = (0..2 * 40)
+            .map(|_| (random(&mut rng, 32), random(&mut rng, 32)))
+            .collect();
+        let mut read_back = Vec::new();
+        for pool in &pools {
+            let mut a = pool.new_cache();
+            a.push_tokens(&(0..40).collect::<Vec<u32>>()).expect("room");
+            for layer in 0..2 {
+                for pos in 0..40 {
+                    let (k, v) = &rows[layer * 40 + pos];
+                    a.write(layer, pos, k, v).expect("write");
+                }
+            }
+            let mut b = a.fork();
+            b.truncate(20);
+            b.push_tokens(&[7, 7, 7]).expect("room");
+            for layer in 0..2 {
+                for pos in 20..23 {
+                    // Other numbers than `a` holds there: key and value swapped.
+                    let (v, k) = &rows[layer * 40 + pos];
+                    b.write(layer, pos, k, v).expect("write");
+                }
+            }
+            let mut numbers = Vec::new();
+            for cache in [&a, &b] {
+                for layer in 0..2 {
+                    for pos in 0..cache.len() {
+                        let id = cache.block_table()[pos / config.block_positions];
+                        for value in [false, true] {
+                            let mut out = vec![0.0f32; 32];
+                            pool.storage()
+                                .read(id, layer, pos % config.block_positions, value, &mut out)
+                                .expect("read");
+                            numbers.extend(out);
+                        }
+                    }
+                }
+            }
+            read_back.push(numbers);
+        }
+        assert_eq!(
+            first_difference(&read_back[0], &read_back[1]),
+            None,
+            "{kv_type:?}: the device pool's numbers differ from the host pool's"
+        );
+    }
+}
