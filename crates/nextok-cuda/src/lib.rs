@@ -17,8 +17,8 @@
 //!   NVRTC. Without them, or without the device, it returns [`Error::NoCuda`] or
 //!   [`Error::NoDevice`]; it never panics ([`driver_available`] and [`nvrtc_available`] only ask
 //!   the loader).
-//! - The backend implements [`Backend`](nextok_model::Backend), so the model's forward pass runs
-//!   on it unchanged: pass `&backend` where a [`CpuBackend`](nextok_model::CpuBackend) would go.
+//! - The backend implements [`Backend`](nextok_model::Backend), so the model's one forward pass
+//!   runs on it: pass `&backend` where a [`CpuBackend`](nextok_model::CpuBackend) would go.
 //! - Weight matrices go to device memory (plain allocations, no managed memory) the first time
 //!   they are used, and stay there ([`CudaBackend::weights_on_device`],
 //!   [`CudaBackend::clear_weights`]). Q4_0, Q4_1 and Q8_0 rows keep the file's blocks and are
@@ -48,8 +48,8 @@
 //! Attention differs from the CPU in one step: the exponential, computed in double precision and
 //! rounded once, may differ from the CPU's f32 exponential in the last bit; SwiGLU's exponential
 //! likewise. RMSNorm sums its squares in double and in order, as the host does, so it gives the
-//! host's bits. Each output still
-//! depends only on its own inputs, never on how many tokens or sequences share a call. The tests
+//! host's bits. Each output still depends only on its own inputs, never on how many tokens or
+//! sequences share a call. The tests
 //! that run on a GPU (`cargo test -p nextok-cuda -- --ignored`) check both claims against the
 //! CPU backend stage by stage; without a GPU, `tests/emulated.rs` compiles the kernels' own
 //! source as C++ against a CPU emulation of the CUDA built-ins (a thread per CUDA thread,
