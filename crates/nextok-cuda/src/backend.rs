@@ -1002,6 +1002,15 @@ impl Backend for CudaBackend {
             Mask::Causal { first } => (first, true, first + n_rows),
             Mask::Full => (0, false, cache.len()),
         };
+        if self.device_storage(cache).is_some() {
+            // A cache in this device's memory: the queries go in, attention reads the blocks
+            // in place, and the output comes out.
+            let q_dev = self.upload_buffer(q)?;
+            let mut out_dev = self.alloc_buffer(out.len())?;
+            self.attend_device(&q_dev, 0..n_rows, cache, layer, mask, heads, &mut out_dev)?;
+            out.copy_from_slice(&self.download_buffer(&out_dev, 0..out.len())?);
+            return Ok(());
+        }
         // Every position a row sees must be in the cache: asking for the last one gives the
         // cache's own error when it is not (as on the CPU).
         cache.key(layer, keys.saturating_sub(1))?;

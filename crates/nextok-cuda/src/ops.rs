@@ -79,6 +79,16 @@ fn dev_mut<'b>(
 }
 
 impl CudaBackend {
+    /// The cache's storage when it is this backend's device memory.
+    pub(crate) fn device_storage<'c>(&self, cache: &'c KvCache) -> Option<&'c DeviceStorage> {
+        cache
+            .pool()
+            .storage()
+            .as_any()
+            .downcast_ref::<DeviceStorage>()
+            .filter(|s| s.on_stream(self.stream()))
+    }
+
     /// Runs `f` with the backend's state locked, turning a device error into the model crate's.
     fn with_state<T>(&self, f: impl FnOnce(&mut State) -> Result<T, Error>) -> ModelResult<T> {
         let mut state = self.lock();
@@ -478,13 +488,7 @@ impl CudaBackend {
         };
         let stream = self.stream().clone();
         let kernels = self.kernels();
-        let device = cache
-            .pool()
-            .storage()
-            .as_any()
-            .downcast_ref::<DeviceStorage>()
-            .filter(|s| s.on_stream(&stream));
-        match device {
+        match self.device_storage(cache) {
             Some(storage) => {
                 // The cache is in this device's memory: attention reads its blocks in place,
                 // through the block table.

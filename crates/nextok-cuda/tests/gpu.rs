@@ -565,7 +565,7 @@ fn real_model_matches_the_cpu_stage_by_stage() {
 
 #[test]
 #[ignore = "needs an NVIDIA GPU: cargo test -p nextok-cuda -- --ignored"]
-fn a_device_pool_holds_what_a_host_pool_holds() {
+fn a_device_pool_holds_what_a_host_pool_holds_and_attention_reads_it() {
     let gpu = gpu();
     let cpu = CpuBackend::new(1);
     let mut rng = ChaCha8Rng::seed_from_u64(41);
@@ -581,7 +581,10 @@ fn a_device_pool_holds_what_a_host_pool_holds() {
             .map(|_| (random(&mut rng, 32), random(&mut rng, 32)))
             .collect();
         let mut read_back = Vec::new();
-        for pool in &pools {
+        let mut attended = Vec::new();
+        let q = random(&mut rng, 5 * 4 * 16);
+        let backends: [&dyn Backend; 2] = [&gpu, &cpu];
+        for (pool, backend) in pools.iter().zip(backends) {
             let mut a = pool.new_cache();
             a.push_tokens(&(0..40).collect::<Vec<u32>>()).expect("room");
             for layer in 0..2 {
@@ -616,7 +619,19 @@ fn a_device_pool_holds_what_a_host_pool_holds() {
                 }
             }
             read_back.push(numbers);
+            // Attention over the fork through the slice API: on the GPU, in place in the
+            // device pool's blocks.
+            let mut out = vec![0.0f32; q.len()];
+            backend
+                .attention(&q, &b, 1, Mask::Causal { first: 18 }, 4, &mut out)
+                .expect("attention");
+            attended.push(out);
         }
+        let diff = max_abs_diff(&attended[0], &attended[1]);
+        assert!(
+            diff <= ATTENTION_TOLERANCE,
+            "{kv_type:?}: attention over the device pool differs by {diff:e}"
+        );
         assert_eq!(
             first_difference(&read_back[0], &read_back[1]),
             None,
