@@ -16,7 +16,8 @@
 //! - A [`KvCache`] is one sequence: its token ids and its block table. [`KvPool::new_cache`]
 //!   makes an empty one; [`KvCache::new`] makes one in a private pool without a budget.
 //! - [`KvCache::push_tokens`] makes room for new positions (blocks come from the pool;
-//!   [`Error::OutOfBlocks`] with the numbers when it is spent); [`KvCache::write`] stores a
+//!   [`Error::OutOfBlocks`] with the numbers when it is spent, and [`KvCache::blocks_needed`]
+//!   says beforehand how many it will take); [`KvCache::write`] stores a
 //!   layer's key and value row for one of them; [`KvCache::key`] / [`KvCache::value`] read them
 //!   back.
 //! - [`KvCache::truncate`] rolls back to a shorter length (a rejected draft, an edited turn), and
