@@ -242,7 +242,7 @@ fn the_cpu_backend_refuses_a_buffer_it_did_not_make() {
     let (k, v) = (cpu.alloc(2).expect("alloc"), cpu.alloc(2).expect("alloc"));
     let model = model(RandomLlama::default(), 1);
     let mut cache = model.new_cache(KvType::F32);
-    cache.push_tokens(&[1]);
+    cache.push_tokens(&[1]).expect("room");
     assert!(matches!(
         cpu.write_kv(&mut cache, 0, 0, &k, &v, 0..1),
         Err(Error::ForeignBuffer { .. })
