@@ -113,7 +113,7 @@ grep -E 'max \|GPU' "$OUT/gpu-tests.log" | sort | uniq | head -40 >> "$summary"
 # shape), and the nextok command's own bench on the real model.
 bench_model=()
 [ -n "$model" ] && bench_model=(--model "$model")
-for flags in "--device cuda --resident" "--device cuda" "--device cpu"; do
+for flags in "--device cuda" "--device cuda --host-cache" "--device cpu"; do
     # shellcheck disable=SC2086 # the flags are words on purpose
     timeout 120 "$BUNDLE/bench" $flags "${bench_model[@]}" >> "$OUT/bench.jsonl" 2>> "$OUT/bench.err"
     say "bench $flags: exit $? $(tail -1 "$OUT/bench.jsonl")"

@@ -3,11 +3,12 @@
 //!
 //! ```text
 //! cargo run --release -p nextok-cuda --example bench -- [--device cpu|cuda] [--model PATH]
-//!     [--threads N] [--bandwidth-gbs 4800] [--decode 128] [--reps 3] [--resident]
+//!     [--threads N] [--bandwidth-gbs 4800] [--decode 128] [--reps 3] [--host-cache]
 //! ```
 //!
-//! `--resident` (CUDA only) runs the device-resident forward pass (`ResidentModel`: KV cache and
-//! every layer on the GPU) instead of the model crate's forward pass over the CUDA backend.
+//! The sequence's KV cache comes from the backend's own pool (`LlamaModel::new_pool`): on CUDA a
+//! paged cache in device memory, so the whole decode step runs on the GPU. `--host-cache` keeps
+//! the cache in host memory instead (on CUDA its rows are then copied in for every attention).
 //!
 //! Without `--model` the model is a seeded random one of SmolLM2-135M's shape and type (30
 //! layers, d_model 576, 9 heads of 64, 3 KV heads, feed-forward 1536, vocabulary 49,152, Q4_1,
@@ -29,7 +30,7 @@ struct Args {
     bandwidth_gbs: f64,
     decode: usize,
     reps: usize,
-    resident: bool,
+    host_cache: bool,
 }
 
 fn parse() -> Result<Args, String> {
@@ -40,7 +41,7 @@ fn parse() -> Result<Args, String> {
         bandwidth_gbs: 4800.0,
         decode: 128,
         reps: 3,
-        resident: false,
+        host_cache: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -52,7 +53,7 @@ fn parse() -> Result<Args, String> {
             "--bandwidth-gbs" => a.bandwidth_gbs = value()?.parse().map_err(|e| format!("{e}"))?,
             "--decode" => a.decode = value()?.parse().map_err(|e| format!("{e}"))?,
             "--reps" => a.reps = value()?.parse().map_err(|e| format!("{e}"))?,
-            "--resident" => a.resident = true,
+            "--host-cache" => a.host_cache = true,
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
@@ -106,43 +107,43 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let tokens =
         |n: usize| -> Vec<u32> { (0..n as u32).map(|i| (i * 7919 + 13) % vocab).collect() };
     // One forward call of the chosen path: a fresh sequence (`None`) or the current one.
-    let mut path: Step<'_> = if a.resident {
-        let gpu = nextok_cuda::CudaBackend::new(0)?;
-        let resident = nextok_cuda::ResidentModel::new(&gpu, &model)?;
-        let capacity = 1024.min(model.config().context);
-        let mut cache = resident.new_cache(capacity)?;
-        Box::new(move |fresh, ids| {
-            if fresh {
-                cache.truncate(0);
-            }
-            Ok(resident.forward(&mut cache, ids)?)
-        })
-    } else {
-        let backend: Box<dyn Backend> = match a.device.as_str() {
-            "cpu" => Box::new(match a.threads {
-                Some(n) => CpuBackend::new(n),
-                None => CpuBackend::all_cores(),
-            }),
-            "cuda" => Box::new(nextok_cuda::CudaBackend::new(0)?),
-            d => return Err(format!("unknown device {d}").into()),
-        };
-        let model = &model;
-        let mut cache = model.new_cache(KvType::F32);
-        Box::new(move |fresh, ids| {
-            if fresh {
-                cache = model.new_cache(KvType::F32);
-            }
-            let out = model.forward(
-                backend.as_ref(),
-                &mut [Sequence {
-                    cache: &mut cache,
-                    tokens: ids,
-                    logits: Logits::Last,
-                }],
-            )?;
-            Ok(out.into_iter().next().unwrap_or_default())
-        })
+    let backend: Box<dyn Backend> = match a.device.as_str() {
+        "cpu" => Box::new(match a.threads {
+            Some(n) => CpuBackend::new(n),
+            None => CpuBackend::all_cores(),
+        }),
+        "cuda" => Box::new(nextok_cuda::CudaBackend::new(0)?),
+        d => return Err(format!("unknown device {d}").into()),
     };
+    // Room for the longest sequence measured (512 positions), in the backend's memory.
+    let budget = 1024 * model.cache_config(KvType::F32).bytes_per_token();
+    let pool = model.new_pool(backend.as_ref(), KvType::F32, budget)?;
+    let host_cache = a.host_cache;
+    let new_cache = || {
+        if host_cache {
+            model.new_cache(KvType::F32)
+        } else {
+            pool.new_cache()
+        }
+    };
+    let model = &model;
+    let mut cache = new_cache();
+    let mut path: Step<'_> = Box::new(move |fresh, ids| {
+        if fresh {
+            // The old cache's blocks go back to the pool first.
+            cache = model.new_cache(KvType::F32);
+            cache = new_cache();
+        }
+        let out = model.forward(
+            backend.as_ref(),
+            &mut [Sequence {
+                cache: &mut cache,
+                tokens: ids,
+                logits: Logits::Last,
+            }],
+        )?;
+        Ok(out.into_iter().next().unwrap_or_default())
+    });
     // Warm-up: on the GPU this uploads every weight matrix once.
     path(true, &tokens(8))?;
 
@@ -176,7 +177,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
          \"ttft_ms\": {:.2}, \"weight_bytes_per_token\": {}, \"bandwidth_gbs\": {}, \
          \"decode_limit_tok_s\": {:.0}}}",
         a.device,
-        if a.resident { " (resident)" } else { "" },
+        if a.host_cache { " (host cache)" } else { "" },
         name,
         prefill.finish(),
         median(decode),

@@ -12,8 +12,10 @@ use cudarc::driver::{
 use nextok_gguf::GgmlType;
 use nextok_kernels::dequant;
 use nextok_kernels::Layout;
-use nextok_kv_cache::{CacheConfig, KvCache, KvPool, KvType};
-use nextok_model::{Backend, Mask, QMatrix};
+use std::ops::Range;
+
+use nextok_kv_cache::{CacheConfig, KvCache, KvPool};
+use nextok_model::{Backend, Buffer as ModelBuffer, Mask, QMatrix, Rotary};
 
 use crate::kernels;
 use crate::storage::DeviceStorage;
@@ -153,7 +155,7 @@ pub(crate) struct DeviceMatrix {
 
 /// Identifies a host weight matrix: where its bytes are, how many, and its shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct WeightKey {
+pub(crate) struct WeightKey {
     addr: usize,
     len: usize,
     layout: Layout,
@@ -170,14 +172,14 @@ fn fingerprint(data: &[u8]) -> Vec<u8> {
 }
 
 /// A device buffer of f32 that grows (and never shrinks) to what a call needs.
-pub(crate) struct Buffer(pub(crate) CudaSlice<f32>);
+pub(crate) struct Scratch(pub(crate) CudaSlice<f32>);
 
-impl Buffer {
+impl Scratch {
     pub(crate) fn new(stream: &Arc<CudaStream>) -> Result<Self, Error> {
         let b = stream
             .alloc_zeros::<f32>(1)
             .map_err(|e| Error::driver("allocate a buffer", e))?;
-        Ok(Buffer(b))
+        Ok(Scratch(b))
     }
 
     /// Makes room for `len` numbers.
@@ -210,14 +212,17 @@ impl Buffer {
 
 /// Everything a call changes, behind one lock: calls from several threads take turns on the
 /// backend's one stream.
-struct State {
-    weights: HashMap<WeightKey, DeviceMatrix>,
-    weight_bytes: u64,
-    x: Buffer,
-    out: Buffer,
-    keys: Buffer,
-    values: Buffer,
-    scores: Buffer,
+pub(crate) struct State {
+    pub(crate) weights: HashMap<WeightKey, DeviceMatrix>,
+    pub(crate) weight_bytes: u64,
+    /// The model's vectors (norm weights, biases) in device memory, by host address and length,
+    /// with their host numbers to recognise them.
+    pub(crate) vectors: HashMap<(usize, usize), (Vec<f32>, CudaSlice<f32>)>,
+    x: Scratch,
+    out: Scratch,
+    pub(crate) keys: Scratch,
+    pub(crate) values: Scratch,
+    pub(crate) scores: Scratch,
     /// Host staging for the keys and values of one attention call.
     host_keys: Vec<f32>,
     host_values: Vec<f32>,
@@ -232,9 +237,12 @@ pub(crate) struct Kernels {
     f32: CudaFunction,
     f16: CudaFunction,
     bf16: CudaFunction,
+    /// Token embedding rows, one kernel per device layout (see `kernels.cu`).
+    embed: [CudaFunction; 6],
     attention: CudaFunction,
     attention_paged: CudaFunction,
     pub(crate) rms_norm: CudaFunction,
+    pub(crate) rms_norm_rows: CudaFunction,
     pub(crate) add_bias: CudaFunction,
     pub(crate) add: CudaFunction,
     pub(crate) silu_mul: CudaFunction,
@@ -319,9 +327,18 @@ impl CudaBackend {
             f32: f("matmul_f32")?,
             f16: f("matmul_f16")?,
             bf16: f("matmul_bf16")?,
+            embed: [
+                f("embed_q4_0")?,
+                f("embed_q4_1")?,
+                f("embed_q8_0")?,
+                f("embed_f32")?,
+                f("embed_f16")?,
+                f("embed_bf16")?,
+            ],
             attention: f("attention")?,
             attention_paged: f("attention_paged")?,
             rms_norm: f("rms_norm")?,
+            rms_norm_rows: f("rms_norm_rows")?,
             add_bias: f("add_bias")?,
             add: f("add")?,
             silu_mul: f("silu_mul")?,
@@ -331,11 +348,12 @@ impl CudaBackend {
         let state = State {
             weights: HashMap::new(),
             weight_bytes: 0,
-            x: Buffer::new(&stream)?,
-            out: Buffer::new(&stream)?,
-            keys: Buffer::new(&stream)?,
-            values: Buffer::new(&stream)?,
-            scores: Buffer::new(&stream)?,
+            vectors: HashMap::new(),
+            x: Scratch::new(&stream)?,
+            out: Scratch::new(&stream)?,
+            keys: Scratch::new(&stream)?,
+            values: Scratch::new(&stream)?,
+            scores: Scratch::new(&stream)?,
             host_keys: Vec::new(),
             host_values: Vec::new(),
         };
@@ -349,9 +367,14 @@ impl CudaBackend {
         })
     }
 
-    /// The stream every call runs on, and the kernels (for the device-resident forward pass).
-    pub(crate) fn parts(&self) -> (&Arc<CudaStream>, &Kernels) {
-        (&self.stream, &self.kernels)
+    /// The stream every call runs on.
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The compiled kernels.
+    pub(crate) fn kernels(&self) -> &Kernels {
+        &self.kernels
     }
 
     /// The device's ordinal.
@@ -378,14 +401,14 @@ impl CudaBackend {
         state.weight_bytes = 0;
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A panic while the lock was held leaves nothing half-done that a later call relies on:
         // buffers are rewritten by each call, and a weight is inserted only once uploaded.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A device failure, as the model crate's error for a backend's own failures.
-    fn model_error(&self, e: Error) -> nextok_model::Error {
+    pub(crate) fn model_error(&self, e: Error) -> nextok_model::Error {
         nextok_model::Error::Backend {
             backend: format!("CUDA device {} ({})", self.ordinal, self.name),
             message: e.to_string(),
@@ -425,89 +448,6 @@ impl CudaBackend {
         stream
             .synchronize()
             .map_err(|e| Error::driver("wait for the weight product", e))?;
-        Ok(())
-    }
-
-    /// Attention of `q`'s rows over the first `keys` positions of `cache`'s layer `layer`, the
-    /// keys and values read in place from the device blocks of `storage` through the cache's
-    /// block table.
-    #[allow(clippy::too_many_arguments)]
-    fn attention_in_pool(
-        &self,
-        q: &[f32],
-        cache: &KvCache,
-        storage: &DeviceStorage,
-        layer: usize,
-        first: usize,
-        causal: bool,
-        keys: usize,
-        heads: usize,
-        out: &mut [f32],
-    ) -> Result<(), nextok_model::Error> {
-        let config = cache.config();
-        let err = |e: Error| self.model_error(e);
-        if !Arc::ptr_eq(&storage.stream, &self.stream) {
-            return Err(err(Error::Driver {
-                call: String::from("paged attention"),
-                message: String::from("the cache's blocks are on another backend's device"),
-            }));
-        }
-        let bp = config.block_positions;
-        let table: Vec<i32> = cache.block_table()[..keys.div_ceil(bp)]
-            .iter()
-            .map(|b| i32::try_from(b.index()))
-            .collect::<Result<_, _>>()
-            .map_err(|_| {
-                err(Error::Driver {
-                    call: String::from("paged attention"),
-                    message: String::from("a block number exceeds 32 bits"),
-                })
-            })?;
-        let stream = &self.stream;
-        let mut guard = self.lock();
-        let State {
-            x: dq,
-            out: dout,
-            scores: dscores,
-            ..
-        } = &mut *guard;
-        dq.fill(stream, q, "queries").map_err(err)?;
-        dout.ensure(stream, out.len()).map_err(err)?;
-        let dtable = stream
-            .clone_htod(&table)
-            .map_err(|e| err(Error::driver("copy the block table in", e)))?;
-        let pool = storage.lock();
-        launch_attention_paged(
-            stream,
-            &self.kernels,
-            AttentionShape {
-                rows: q.len() / (heads * config.head_dim),
-                heads,
-                kv_heads: config.kv_heads,
-                head_dim: config.head_dim,
-                first,
-                causal,
-                keys,
-            },
-            PagedShape {
-                layer,
-                block_positions: bp,
-                block_numbers: config.block_numbers(),
-                blocks: pool.len() / config.block_numbers().max(1),
-            },
-            [&dq.0.as_view(), &pool.as_view()],
-            &dtable,
-            &mut dout.0.as_view_mut(),
-            dscores,
-        )
-        .map_err(err)?;
-        stream
-            .memcpy_dtoh(&dout.0.slice(0..out.len()), out)
-            .map_err(|e| err(Error::driver("copy attention out", e)))?;
-        stream
-            .synchronize()
-            .map_err(|e| err(Error::driver("wait for attention", e)))?;
-        drop(pool);
         Ok(())
     }
 
@@ -653,6 +593,59 @@ pub(crate) fn launch_matmul(
     Ok(())
 }
 
+/// Launches the token embedding: row `t` of `out` is row `tokens[t]` of `matrix`, dequantised
+/// as the host's `dequant::dequantize_row` does it, for `n` tokens (each checked below the
+/// matrix's rows by the caller).
+pub(crate) fn launch_embed(
+    stream: &Arc<CudaStream>,
+    kernels: &Kernels,
+    matrix: &DeviceMatrix,
+    tokens: &CudaSlice<i32>,
+    out: &mut CudaSlice<f32>,
+    n: usize,
+) -> Result<(), Error> {
+    let cols = matrix.cols;
+    let bad = |reason: String| Error::Driver {
+        call: String::from("launch the embedding"),
+        message: reason,
+    };
+    if tokens.len() < n || out.len() < n * cols {
+        return Err(bad(format!(
+            "{} token ids and {} numbers out for {n} rows of {cols}",
+            tokens.len(),
+            out.len()
+        )));
+    }
+    let total =
+        i32::try_from(n * cols).map_err(|_| bad(format!("{n} × {cols} exceeds 32-bit indices")))?;
+    let cols_i = cols as i32;
+    let n_i = n as i32;
+    let f = match matrix.layout {
+        DeviceLayout::Q4_0 => &kernels.embed[0],
+        DeviceLayout::Q4_1 => &kernels.embed[1],
+        DeviceLayout::Q8_0 => &kernels.embed[2],
+        DeviceLayout::F32 => &kernels.embed[3],
+        DeviceLayout::F16 => &kernels.embed[4],
+        DeviceLayout::BF16 => &kernels.embed[5],
+    };
+    let cfg = LaunchConfig {
+        grid_dim: ((total as usize).div_ceil(256).clamp(1, 4096) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut args = stream.launch_builder(f);
+    args.arg(&matrix.bytes)
+        .arg(tokens)
+        .arg(&mut *out)
+        .arg(&cols_i)
+        .arg(&n_i);
+    // SAFETY: the kernel's parameters are (u8*, i32*, f32*, int, int) as pushed; the matrix holds
+    // `rows` rows of `cols` numbers in `layout` and every token id is below `rows` (the caller
+    // checks), the ids hold n numbers and the output n × cols (checked above).
+    unsafe { args.launch(cfg) }.map_err(|e| Error::driver("launch the embedding", e))?;
+    Ok(())
+}
+
 /// The shape of one attention call.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct AttentionShape {
@@ -677,7 +670,7 @@ pub(crate) fn launch_attention(
     shape: AttentionShape,
     qkv: [&CudaView<'_, f32>; 3],
     out: &mut CudaViewMut<'_, f32>,
-    scores: &mut Buffer,
+    scores: &mut Scratch,
 ) -> Result<(), Error> {
     let AttentionShape {
         rows,
@@ -754,31 +747,20 @@ pub(crate) fn launch_attention(
     Ok(())
 }
 
-/// Where a paged attention call finds its layer in a pool's blocks.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct PagedShape {
-    pub(crate) layer: usize,
-    pub(crate) block_positions: usize,
-    /// Numbers per block (every layer's keys and values).
-    pub(crate) block_numbers: usize,
-    /// Blocks in the pool.
-    pub(crate) blocks: usize,
-}
-
-/// Launches attention of `q`'s rows over the keys and values of `paged.layer` read in place
-/// from `pool`'s blocks through `table` (the sequence's block numbers), as
-/// [`launch_attention`] does over contiguous rows: the same chunks of rows, the same kernel
-/// body.
+/// Launches attention of `q`'s rows over a paged cache in device memory: `table` holds the
+/// device addresses of the sequence's blocks, in order (its block table), and `at` is the layer
+/// and the positions per block. The rows are read in place, in chunks of query rows whose scores
+/// fit in `scores`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn launch_attention_paged(
+pub(crate) fn launch_paged_attention(
     stream: &Arc<CudaStream>,
     kernels: &Kernels,
     shape: AttentionShape,
-    paged: PagedShape,
-    q_pool: [&CudaView<'_, f32>; 2],
-    table: &CudaSlice<i32>,
+    q: &CudaView<'_, f32>,
+    table: &CudaSlice<u64>,
+    at: (usize, usize),
     out: &mut CudaViewMut<'_, f32>,
-    scores: &mut Buffer,
+    scores: &mut Scratch,
 ) -> Result<(), Error> {
     let AttentionShape {
         rows,
@@ -789,31 +771,24 @@ pub(crate) fn launch_attention_paged(
         causal,
         keys,
     } = shape;
-    let PagedShape {
-        layer,
-        block_positions: bp,
-        block_numbers,
-        blocks,
-    } = paged;
+    let (layer, block_positions) = at;
     let bad = |reason: String| Error::Driver {
         call: String::from("launch paged attention"),
         message: reason,
     };
-    let [q, pool] = q_pool;
     let last_seen = if causal { first + rows } else { keys };
-    // Every row offset the kernel forms must stay inside its block: the layer and the row.
-    let layer_end = (layer * 2 + 2) * bp * kv_heads * hd;
     if kv_heads == 0
-        || bp == 0
+        || block_positions == 0
         || !heads.is_multiple_of(kv_heads)
         || q.len() < rows * heads * hd
         || out.len() < rows * heads * hd
-        || table.len() < keys.div_ceil(bp)
-        || pool.len() < blocks * block_numbers
-        || layer_end > block_numbers
+        || table.len() < keys.div_ceil(block_positions)
         || last_seen > keys
     {
-        return Err(bad(format!("inconsistent shapes {shape:?} {paged:?}")));
+        return Err(bad(format!(
+            "inconsistent shapes {shape:?}, {} blocks of {block_positions}",
+            table.len()
+        )));
     }
     let int = |v: usize, what: &str| {
         i32::try_from(v).map_err(|_| bad(format!("{what} = {v} exceeds 32-bit indices")))
@@ -824,8 +799,10 @@ pub(crate) fn launch_attention_paged(
         int(hd, "head dim")?,
     );
     let (first_i, keys_i) = (int(first, "first position")?, int(keys, "keys")?);
-    let (layer_i, bp_i) = (int(layer, "layer")?, int(bp, "block positions")?);
-    let block_numbers_i = block_numbers as i64;
+    let (layer_i, bp_i) = (
+        int(layer, "layer")?,
+        int(block_positions, "block positions")?,
+    );
     int(rows * heads, "query rows × heads")?;
     let causal_i = i32::from(causal);
     let scale = 1.0 / (hd as f32).sqrt();
@@ -834,7 +811,6 @@ pub(crate) fn launch_attention_paged(
     let mut row0 = 0;
     while row0 < rows {
         let n = chunk.min(rows - row0);
-        // Below `rows`, which fits in an i32 (checked above).
         let row_base = row0 as i32;
         let cfg = LaunchConfig {
             grid_dim: ((n * heads) as u32, 1, 1),
@@ -843,7 +819,6 @@ pub(crate) fn launch_attention_paged(
         };
         let mut args = stream.launch_builder(&kernels.attention_paged);
         args.arg(q)
-            .arg(pool)
             .arg(table)
             .arg(&mut *out)
             .arg(&mut scores.0)
@@ -856,14 +831,12 @@ pub(crate) fn launch_attention_paged(
             .arg(&keys_i)
             .arg(&scale)
             .arg(&layer_i)
-            .arg(&bp_i)
-            .arg(&block_numbers_i);
-        // SAFETY: the parameters match the kernel's signature in order and type (long long is
-        // i64); the query and output buffers hold rows × heads × hd numbers, the table one block
-        // number per block of `keys` positions, each a block of the pool (the pool's own
-        // numbers), the pool `blocks` blocks of `block_numbers`, the layer's rows inside each
-        // block, the scores n × heads × keys; every row sees at most `keys` positions (all
-        // checked above, the block numbers by the pool that handed them out).
+            .arg(&bp_i);
+        // SAFETY: the parameters match the kernel's signature in order and type; the query and
+        // output views hold rows × heads × hd numbers; the table holds the address of every
+        // block that a row's positions fall in, each block a live allocation of the storage's
+        // block_numbers f32 laid out as `row_offset` says, for a layer below the cache's layers
+        // (checked by the caller); the scores hold n × heads × keys numbers.
         unsafe { args.launch(cfg) }.map_err(|e| Error::driver("launch paged attention", e))?;
         row0 += n;
     }
@@ -871,7 +844,7 @@ pub(crate) fn launch_attention_paged(
 }
 
 /// Uploads `w` unless an identical matrix is already on the device, and returns it.
-fn upload<'m>(
+pub(crate) fn upload<'m>(
     stream: &Arc<CudaStream>,
     weights: &'m mut HashMap<WeightKey, DeviceMatrix>,
     weight_bytes: &mut u64,
@@ -918,13 +891,6 @@ pub(crate) fn upload_matrix(
         cols: w.cols,
         fingerprint,
     })
-}
-
-impl DeviceMatrix {
-    /// Bytes of device memory.
-    pub(crate) fn device_bytes(&self) -> usize {
-        self.bytes.len()
-    }
 }
 
 /// The bytes a matrix has on the device, and their layout: the file's own bytes for the types
@@ -1000,23 +966,6 @@ impl Backend for CudaBackend {
             .map_err(|e| self.model_error(e))
     }
 
-    /// An f32 pool lives in device memory ([`DeviceStorage`]), where attention reads its blocks
-    /// in place; an f16 or bf16 pool stays in host memory (the paged kernel reads f32).
-    fn new_pool(
-        &self,
-        config: CacheConfig,
-        budget_bytes: u64,
-    ) -> Result<KvPool, nextok_model::Error> {
-        let blocks = (budget_bytes / config.block_bytes().max(1)).min(u32::MAX as u64) as usize;
-        if config.kv_type != KvType::F32 || blocks == 0 || config.block_numbers() == 0 {
-            // Host memory, or the pool's own typed error for the budget or the shape.
-            return Ok(KvPool::new(config, budget_bytes)?);
-        }
-        let storage =
-            DeviceStorage::new(&self.stream, config, blocks).map_err(|e| self.model_error(e))?;
-        Ok(KvPool::with_storage(Box::new(storage), budget_bytes)?)
-    }
-
     fn attention(
         &self,
         q: &[f32],
@@ -1053,26 +1002,157 @@ impl Backend for CudaBackend {
             Mask::Causal { first } => (first, true, first + n_rows),
             Mask::Full => (0, false, cache.len()),
         };
-        if let Some(storage) = cache
-            .pool()
-            .storage()
-            .as_any()
-            .downcast_ref::<DeviceStorage>()
-        {
-            if keys > cache.len() {
-                return Err(nextok_kv_cache::Error::PositionOutOfRange {
-                    pos: keys - 1,
-                    len: cache.len(),
-                }
-                .into());
-            }
-            return self
-                .attention_in_pool(q, cache, storage, layer, first, causal, keys, heads, out);
+        if self.device_storage(cache).is_some() {
+            // A cache in this device's memory: the queries go in, attention reads the blocks
+            // in place, and the output comes out.
+            let q_dev = self.upload_buffer(q)?;
+            let mut out_dev = self.alloc_buffer(out.len())?;
+            self.attend_device(&q_dev, 0..n_rows, cache, layer, mask, heads, &mut out_dev)?;
+            out.copy_from_slice(&self.download_buffer(&out_dev, 0..out.len())?);
+            return Ok(());
         }
         // Every position a row sees must be in the cache: asking for the last one gives the
         // cache's own error when it is not (as on the CPU).
         cache.key(layer, keys.saturating_sub(1))?;
         self.attention_device(q, cache, layer, first, causal, keys, heads, out)
+    }
+
+    fn new_pool(
+        &self,
+        config: CacheConfig,
+        budget_bytes: u64,
+    ) -> Result<KvPool, nextok_model::Error> {
+        let storage = DeviceStorage::new(self.stream.clone(), config);
+        Ok(KvPool::with_storage(Box::new(storage), budget_bytes)?)
+    }
+
+    fn alloc(&self, len: usize) -> Result<ModelBuffer, nextok_model::Error> {
+        self.alloc_buffer(len)
+    }
+
+    fn upload(&self, numbers: Vec<f32>) -> Result<ModelBuffer, nextok_model::Error> {
+        self.upload_buffer(&numbers)
+    }
+
+    fn download(&self, buffer: ModelBuffer) -> Result<Vec<f32>, nextok_model::Error> {
+        self.download_buffer(&buffer, 0..buffer.len())
+    }
+
+    fn embed(
+        &self,
+        table: QMatrix<'_>,
+        tokens: &[u32],
+        out: &mut ModelBuffer,
+    ) -> Result<(), nextok_model::Error> {
+        self.embed_device(table, tokens, out)
+    }
+
+    fn rms_norm(
+        &self,
+        x: &ModelBuffer,
+        w: &[f32],
+        eps: f32,
+        out: &mut ModelBuffer,
+    ) -> Result<(), nextok_model::Error> {
+        self.rms_norm_device(x, None, w, eps, out)
+    }
+
+    fn rms_norm_rows(
+        &self,
+        x: &ModelBuffer,
+        rows: &[usize],
+        w: &[f32],
+        eps: f32,
+        out: &mut ModelBuffer,
+    ) -> Result<(), nextok_model::Error> {
+        self.rms_norm_device(x, Some(rows), w, eps, out)
+    }
+
+    fn add_bias(&self, x: &mut ModelBuffer, bias: &[f32]) -> Result<(), nextok_model::Error> {
+        self.add_bias_device(x, bias)
+    }
+
+    fn add(&self, x: &mut ModelBuffer, y: &ModelBuffer) -> Result<(), nextok_model::Error> {
+        self.add_device(x, y)
+    }
+
+    fn rope(
+        &self,
+        x: &mut ModelBuffer,
+        table: &ModelBuffer,
+        rotary: Rotary,
+    ) -> Result<(), nextok_model::Error> {
+        self.rope_device(x, table, rotary)
+    }
+
+    fn project(
+        &self,
+        w: QMatrix<'_>,
+        x: &ModelBuffer,
+        tokens: usize,
+        out: &mut ModelBuffer,
+    ) -> Result<(), nextok_model::Error> {
+        self.project_device(w, x, tokens, out)
+    }
+
+    fn project_many(
+        &self,
+        ws: &[QMatrix<'_>],
+        x: &ModelBuffer,
+        tokens: usize,
+        outs: &mut [&mut ModelBuffer],
+    ) -> Result<(), nextok_model::Error> {
+        if ws.len() != outs.len() {
+            return Err(nextok_kernels::Error::BadLength {
+                what: "the list of outputs",
+                found: outs.len(),
+                expected: ws.len(),
+            }
+            .into());
+        }
+        for (w, out) in ws.iter().zip(outs.iter_mut()) {
+            self.project_device(*w, x, tokens, out)?;
+        }
+        Ok(())
+    }
+
+    fn project_swiglu(
+        &self,
+        gate: QMatrix<'_>,
+        up: QMatrix<'_>,
+        x: &ModelBuffer,
+        tokens: usize,
+        gate_out: &mut ModelBuffer,
+        up_out: &mut ModelBuffer,
+    ) -> Result<(), nextok_model::Error> {
+        self.project_device(gate, x, tokens, gate_out)?;
+        self.project_device(up, x, tokens, up_out)?;
+        self.silu_mul_device(gate_out, up_out, tokens * gate.rows)
+    }
+
+    fn write_kv(
+        &self,
+        cache: &mut KvCache,
+        layer: usize,
+        first: usize,
+        keys: &ModelBuffer,
+        values: &ModelBuffer,
+        rows: Range<usize>,
+    ) -> Result<(), nextok_model::Error> {
+        self.write_kv_device(cache, layer, first, keys, values, rows)
+    }
+
+    fn attend(
+        &self,
+        q: &ModelBuffer,
+        rows: Range<usize>,
+        cache: &KvCache,
+        layer: usize,
+        mask: Mask,
+        heads: usize,
+        out: &mut ModelBuffer,
+    ) -> Result<(), nextok_model::Error> {
+        self.attend_device(q, rows, cache, layer, mask, heads, out)
     }
 }
 

@@ -51,45 +51,6 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
-    /// A tensor the device-resident model needs is not in the model's GGUF file (a safetensors
-    /// checkpoint keeps its weights elsewhere; use [`CudaBackend`](crate::CudaBackend) with the
-    /// model's own forward pass instead).
-    #[error("tensor `{name}` is not in the model's GGUF file")]
-    MissingTensor {
-        /// The tensor's name.
-        name: String,
-    },
-    /// A token id outside the vocabulary.
-    #[error("token {token} is outside the vocabulary of {vocab}")]
-    TokenOutOfRange {
-        /// The id.
-        token: u32,
-        /// The vocabulary size.
-        vocab: usize,
-    },
-    /// A device cache without room for the new tokens.
-    #[error("the device cache holds {capacity} positions, and {needed} are needed")]
-    CacheFull {
-        /// Positions the cache was made for.
-        capacity: usize,
-        /// Positions the call needs.
-        needed: usize,
-    },
-    /// A device cache made for a model of another shape.
-    #[error(
-        "the device cache has {found_layers} layers of {found_row} numbers per position, \
-         the model needs {expected_layers} of {expected_row}"
-    )]
-    IncompatibleCache {
-        /// The model's layers.
-        expected_layers: usize,
-        /// The model's kv_heads × head_dim.
-        expected_row: usize,
-        /// The cache's layers.
-        found_layers: usize,
-        /// The cache's numbers per position and layer.
-        found_row: usize,
-    },
 }
 
 impl Error {

@@ -182,10 +182,75 @@ MATMUL(matmul_f32, matmul_lanes, F32)
 MATMUL(matmul_f16, matmul_lanes, F16)
 MATMUL(matmul_bf16, matmul_lanes, BF16)
 
+// Token embedding rows, dequantised exactly as the host's `dequant::dequantize_row` does it (not
+// as the products expand them: Q4_1's x = q d + m is a product and a sum here, two roundings,
+// where the products fuse them): out[t * cols + k] = W[tokens[t], k]. One thread per number.
+struct EmbedQ4_0 {
+    enum { BYTES = 18 };
+    __device__ static float value(const unsigned char* b, int j) {
+        const unsigned char q = b[2 + (j & 15)];
+        const int v = j < 16 ? (q & 15) : (q >> 4);
+        return (float)(v - 8) * load_f16(b);
+    }
+};
+struct EmbedQ4_1 {
+    enum { BYTES = 20 };
+    __device__ static float value(const unsigned char* b, int j) {
+        const unsigned char q = b[4 + (j & 15)];
+        const int v = j < 16 ? (q & 15) : (q >> 4);
+        return (float)v * load_f16(b) + load_f16(b + 2);
+    }
+};
+struct EmbedQ8_0 {
+    enum { BYTES = 34 };
+    __device__ static float value(const unsigned char* b, int j) {
+        return (float)(signed char)b[2 + j] * load_f16(b);
+    }
+};
+
+template <typename B>
+__device__ void embed_blocks(const unsigned char* __restrict__ w, const int* __restrict__ tokens,
+                             float* __restrict__ out, int cols, int n) {
+    const size_t total = (size_t)n * cols;
+    const size_t row_bytes = (size_t)(cols / 32) * B::BYTES;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t t = i / cols;
+        const int k = (int)(i % cols);
+        const unsigned char* row = w + (size_t)tokens[t] * row_bytes;
+        out[i] = B::value(row + (size_t)(k / 32) * B::BYTES, k % 32);
+    }
+}
+
+template <typename E>
+__device__ void embed_plain(const unsigned char* __restrict__ w, const int* __restrict__ tokens,
+                            float* __restrict__ out, int cols, int n) {
+    const size_t total = (size_t)n * cols;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t t = i / cols;
+        out[i] = E::load(w, (size_t)tokens[t] * cols + i % cols);
+    }
+}
+
+#define EMBED(name, body, T)                                                                     \
+    extern "C" __global__ void name(const unsigned char* w, const int* tokens, float* out,       \
+                                    int cols, int n) {                                          \
+        body<T>(w, tokens, out, cols, n);                                                       \
+    }
+
+EMBED(embed_q4_0, embed_blocks, EmbedQ4_0)
+EMBED(embed_q4_1, embed_blocks, EmbedQ4_1)
+EMBED(embed_q8_0, embed_blocks, EmbedQ8_0)
+EMBED(embed_f32, embed_plain, F32)
+EMBED(embed_f16, embed_plain, F16)
+EMBED(embed_bf16, embed_plain, BF16)
+
 #define ATTENTION_THREADS 128
 
-// Where attention finds key and value row j: one contiguous array of rows each (`attention`).
-struct ContiguousRows {
+// Where key and value rows are: `n_keys` rows of kv_heads * hd f32 numbers each, position
+// after position, in two buffers.
+struct Contiguous {
     const float* k;
     const float* v;
     size_t row_len;
@@ -193,27 +258,25 @@ struct ContiguousRows {
     __device__ const float* value(int j) const { return v + (size_t)j * row_len; }
 };
 
-// Where attention finds key and value row j: in place in a KV pool's blocks (`attention_paged`).
-// Position j is at slot j % block_positions of block table[j / block_positions], whose numbers
-// start at pool + table[...] * block_numbers, laid out [layer][key, value][slot][kv_heads * hd]
-// (nextok_kv_cache::CacheConfig::row_offset).
-struct PagedRows {
-    const float* pool;
-    const int* table;
-    size_t block_numbers;
+// Where key and value rows are in a paged cache: position j is at slot j % bp of block
+// `blocks[j / bp]` of the sequence's block table (device addresses of the blocks), whose
+// numbers are laid out [layer][key, value][slot][kv_heads * hd] (nextok-kv-cache's
+// `CacheConfig::row_offset`). The rows are read where they are: no gather.
+struct Paged {
+    const unsigned long long* blocks;
     int layer;
-    int block_positions;
+    int bp;
     size_t row_len;
     __device__ const float* row(int j, int value) const {
-        const float* block = pool + (size_t)table[j / block_positions] * block_numbers;
-        return block + ((size_t)(layer * 2 + value) * block_positions + j % block_positions) * row_len;
+        const float* block = (const float*)blocks[j / bp];
+        return block + ((size_t)(layer * 2 + value) * bp + j % bp) * row_len;
     }
     __device__ const float* key(int j) const { return row(j, 0); }
     __device__ const float* value(int j) const { return row(j, 1); }
 };
 
 // Attention of query rows `row_base + blockIdx.x / heads`, head `blockIdx.x % heads`, against
-// `n_keys` key and value rows of kv_heads * hd f32 numbers each, found through `rows`.
+// the key and value rows that `kv` addresses.
 //
 // Row i sees positions 0..=first + i when `causal`, every position otherwise. The arithmetic is
 // the CPU backend's, step by step: scores are `dot(q, key)` with 16 lanes and `reduce16`, times
@@ -223,10 +286,11 @@ struct PagedRows {
 // multiply-add per key), times 1 / sum.
 //
 // `scores` holds n_keys numbers for each block of this launch.
-template <typename Rows>
-__device__ void attention_rows(const float* __restrict__ q, Rows rows, float* __restrict__ out,
-                               float* __restrict__ scores, int row_base, int heads, int kv_heads,
-                               int hd, int first, int causal, int n_keys, float scale) {
+template <typename KV>
+__device__ void attention_rows(const float* __restrict__ q, KV kv, float* __restrict__ out,
+                               float* __restrict__ scores, int row_base, int heads,
+                               int kv_heads, int hd, int first, int causal, int n_keys,
+                               float scale) {
     __shared__ float red[ATTENTION_THREADS];
     const int tid = threadIdx.x;
     const int item = blockIdx.x;
@@ -245,7 +309,7 @@ __device__ void attention_rows(const float* __restrict__ q, Rows rows, float* __
     for (int j0 = 0; j0 <= last; j0 += ATTENTION_THREADS / 16) {
         const int j = j0 + half;
         const int jj = j <= last ? j : last;
-        const float* key = rows.key(jj) + (size_t)g * hd;
+        const float* key = kv.key(jj) + (size_t)g * hd;
         float acc = 0.0f;
         for (int d = l; d < hd; d += 16) acc = fmaf(qh[d], key[d], acc);
         acc += __shfl_down_sync(FULL_MASK, acc, 8, 16);
@@ -279,63 +343,72 @@ __device__ void attention_rows(const float* __restrict__ q, Rows rows, float* __
         for (int j = 0; j <= last; ++j) {
             const float p = s[j];
             sum += p;
-            acc = fmaf(p, rows.value(j)[col], acc);
+            acc = fmaf(p, kv.value(j)[col], acc);
         }
         out[((size_t)i * heads + h) * hd + d] = acc * (1.0f / sum);
     }
 }
 
-// Attention against keys `k` and values `v` copied in as n_keys contiguous rows each.
+// Attention over key and value rows in two contiguous buffers (a host cache copied in).
 extern "C" __global__ void attention(const float* __restrict__ q, const float* __restrict__ k,
                                      const float* __restrict__ v, float* __restrict__ out,
                                      float* __restrict__ scores, int row_base, int heads,
                                      int kv_heads, int hd, int first, int causal, int n_keys,
                                      float scale) {
-    const ContiguousRows rows{k, v, (size_t)kv_heads * hd};
-    attention_rows(q, rows, out, scores, row_base, heads, kv_heads, hd, first, causal, n_keys,
+    const Contiguous kv{k, v, (size_t)kv_heads * hd};
+    attention_rows(q, kv, out, scores, row_base, heads, kv_heads, hd, first, causal, n_keys,
                    scale);
 }
 
-// Paged attention: the keys and values of layer `layer` read in place from a pool of f32 blocks
-// of `block_positions` positions (`block_numbers` numbers each) through the sequence's block
-// table, with no gather copy. The same arithmetic as `attention`, so the same bits.
+// Attention over a paged cache in device memory, read in place through the sequence's block
+// table `blocks` (see `Paged`).
 extern "C" __global__ void attention_paged(const float* __restrict__ q,
-                                           const float* __restrict__ pool,
-                                           const int* __restrict__ table, float* __restrict__ out,
-                                           float* __restrict__ scores, int row_base, int heads,
-                                           int kv_heads, int hd, int first, int causal,
-                                           int n_keys, float scale, int layer,
-                                           int block_positions, long long block_numbers) {
-    const PagedRows rows{pool, table, (size_t)block_numbers, layer, block_positions,
-                         (size_t)kv_heads * hd};
-    attention_rows(q, rows, out, scores, row_base, heads, kv_heads, hd, first, causal, n_keys,
+                                           const unsigned long long* __restrict__ blocks,
+                                           float* __restrict__ out, float* __restrict__ scores,
+                                           int row_base, int heads, int kv_heads, int hd,
+                                           int first, int causal, int n_keys, float scale,
+                                           int layer, int block_positions) {
+    const Paged kv{blocks, layer, block_positions, (size_t)kv_heads * hd};
+    attention_rows(q, kv, out, scores, row_base, heads, kv_heads, hd, first, causal, n_keys,
                    scale);
 }
 
 // ---------------------------------------------------------------------------------------------
-// The rest of a decoder block, for the device-resident forward pass (`ResidentModel`): the same
-// formulas as the model crate's host code, one kernel each.
+// The rest of a decoder layer, so that the model crate's forward pass keeps its activations on
+// the device: the same formulas as the model crate's host code, one kernel each.
 
 #define ROW_THREADS 256
 
-// RMSNorm of row blockIdx.x of x (rows of d numbers): x / sqrt(mean(x^2) + eps) * w. The sum of
-// squares is in double, as on the host (there in order; here in a fixed tree, which changes the
-// double sum in its last bits and so the f32 result only in the rarest case of a tie).
+// RMSNorm of row `r` of x (rows of d numbers) into row `dst` of out:
+// x / sqrt(mean(x^2) + eps) * w. The sum of squares is in double and in order, as on the host
+// (one thread adds, so the bits are the host's); the scaling is spread over the block.
+__device__ void rms_norm_row(const float* __restrict__ x, const float* __restrict__ w,
+                             float* __restrict__ out, int d, float eps, size_t r, size_t dst) {
+    __shared__ double scale_shared;
+    const float* row = x + r * d;
+    float* o = out + dst * d;
+    if (threadIdx.x == 0) {
+        double ss = 0.0;
+        for (int i = 0; i < d; ++i) ss += (double)row[i] * (double)row[i];
+        scale_shared = 1.0 / sqrt(ss / (double)d + (double)eps);
+    }
+    __syncthreads();
+    const double scale = scale_shared;
+    for (int i = threadIdx.x; i < d; i += ROW_THREADS) o[i] = (float)((double)row[i] * scale) * w[i];
+}
+
+// RMSNorm of every row: one block per row.
 extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __restrict__ w,
                                     float* __restrict__ out, int d, float eps) {
-    __shared__ double red[ROW_THREADS];
-    const float* row = x + (size_t)blockIdx.x * d;
-    float* dst = out + (size_t)blockIdx.x * d;
-    double ss = 0.0;
-    for (int i = threadIdx.x; i < d; i += ROW_THREADS) ss += (double)row[i] * (double)row[i];
-    red[threadIdx.x] = ss;
-    __syncthreads();
-    for (int width = ROW_THREADS / 2; width > 0; width >>= 1) {
-        if (threadIdx.x < width) red[threadIdx.x] += red[threadIdx.x + width];
-        __syncthreads();
-    }
-    const double scale = 1.0 / sqrt(red[0] / (double)d + (double)eps);
-    for (int i = threadIdx.x; i < d; i += ROW_THREADS) dst[i] = (float)((double)row[i] * scale) * w[i];
+    rms_norm_row(x, w, out, d, eps, blockIdx.x, blockIdx.x);
+}
+
+// RMSNorm of the rows `rows[blockIdx.x]` of x into the rows of out, in order (the rows whose
+// logits are wanted).
+extern "C" __global__ void rms_norm_rows(const float* __restrict__ x, const int* __restrict__ rows,
+                                         const float* __restrict__ w, float* __restrict__ out,
+                                         int d, float eps) {
+    rms_norm_row(x, w, out, d, eps, (size_t)rows[blockIdx.x], blockIdx.x);
 }
 
 // x[r * width + i] += b[i] for every row r.

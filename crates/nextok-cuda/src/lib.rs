@@ -1,5 +1,5 @@
-//! The CUDA backend of nextok: the model crate's [`Backend`](nextok_model::Backend) (weight
-//! products and attention) on one NVIDIA GPU.
+//! The CUDA backend of nextok: the model crate's [`Backend`](nextok_model::Backend) on one
+//! NVIDIA GPU, the whole forward pass with its activations and a paged KV cache in device memory.
 //!
 //! # Should I use this crate?
 //!
@@ -17,22 +17,28 @@
 //!   NVRTC. Without them, or without the device, it returns [`Error::NoCuda`] or
 //!   [`Error::NoDevice`]; it never panics ([`driver_available`] and [`nvrtc_available`] only ask
 //!   the loader).
-//! - The backend implements [`Backend`](nextok_model::Backend), so the model's forward pass runs
-//!   on it unchanged: pass `&backend` where a [`CpuBackend`](nextok_model::CpuBackend) would go.
+//! - The backend implements [`Backend`](nextok_model::Backend), so the model's one forward pass
+//!   runs on it: pass `&backend` where a [`CpuBackend`](nextok_model::CpuBackend) would go.
 //! - Weight matrices go to device memory (plain allocations, no managed memory) the first time
 //!   they are used, and stay there ([`CudaBackend::weights_on_device`],
 //!   [`CudaBackend::clear_weights`]). Q4_0, Q4_1 and Q8_0 rows keep the file's blocks and are
 //!   dequantised in registers; f16, bf16 and f32 keep their numbers; every other type (Q5_0,
 //!   Q5_1, K-quants) is dequantised once, exactly, to f32 at upload.
-//! - Activations, and the keys and values of each attention call, are copied to the device at
-//!   every call and the results copied back: the KV cache stays in host memory, where the model
-//!   crate keeps it. RMSNorm, rotary embeddings and the feed-forward activation run on the host,
-//!   as the model crate does them.
-//! - [`ResidentModel`] is the device-resident alternative for one sequence at a time: every
-//!   weight, the norms and a [`DeviceCache`] live in device memory, the whole layer stack runs
-//!   there, and a call copies in only the new tokens' embeddings and rotary table and copies out
-//!   only the last position's logits. It is not (yet) behind the facade's `--device cuda`, which
-//!   uses [`CudaBackend`] under the model crate's own forward pass.
+//! - The backend implements every buffer operation of the trait too (embedding rows, RMSNorm,
+//!   biases, rotary embeddings, residual additions, SwiGLU, writing the KV cache, attention), so
+//!   the model crate's one forward pass keeps its activations in device memory: a call copies in
+//!   the new token ids (their embedding rows are read from the matrix on the device, dequantised
+//!   exactly as the host does it) and their rotary table, and copies out only the logits asked
+//!   for.
+//! - The KV cache lives in device memory when it comes from a pool the backend made
+//!   ([`Backend::new_pool`](nextok_model::Backend::new_pool), or
+//!   [`LlamaModel::new_pool`](nextok_model::LlamaModel::new_pool)): a [`DeviceStorage`] holds
+//!   each block as one device allocation, and attention reads a sequence's rows where they are,
+//!   block after block of its block table (a kernel argument), with no gather. A cache in host
+//!   memory works too: its rows are copied in for each attention call. New keys and values reach
+//!   a device cache through the cache's own `write` (so that copy-on-write and the prefix
+//!   cache's bookkeeping stay whole): each layer's new rows are copied out and each row copied
+//!   back into its block.
 //!
 //! # Exactness
 //!
@@ -40,8 +46,10 @@
 //! kernels of `nextok-kernels` (the same lanes, fused multiply-adds and reduction trees; NVRTC is
 //! told not to contract anything else), so a weight product is meant to give the CPU's bits.
 //! Attention differs from the CPU in one step: the exponential, computed in double precision and
-//! rounded once, may differ from the CPU's f32 exponential in the last bit. Each output still
-//! depends only on its own inputs, never on how many tokens or sequences share a call. The tests
+//! rounded once, may differ from the CPU's f32 exponential in the last bit; SwiGLU's exponential
+//! likewise. RMSNorm sums its squares in double and in order, as the host does, so it gives the
+//! host's bits. Each output still depends only on its own inputs, never on how many tokens or
+//! sequences share a call. The tests
 //! that run on a GPU (`cargo test -p nextok-cuda -- --ignored`) check both claims against the
 //! CPU backend stage by stage; without a GPU, `tests/emulated.rs` compiles the kernels' own
 //! source as C++ against a CPU emulation of the CUDA built-ins (a thread per CUDA thread,
@@ -59,7 +67,9 @@
 //! match CudaBackend::new(0) {
 //!     Ok(gpu) => {
 //!         let mut run = |backend: &dyn nextok_model::Backend| {
-//!             let mut cache = model.new_cache(KvType::F32);
+//!             // A pool in the backend's memory: device memory on the GPU.
+//!             let pool = model.new_pool(backend, KvType::F32, 1 << 20)?;
+//!             let mut cache = pool.new_cache();
 //!             let seq = Sequence { cache: &mut cache, tokens: &[1, 2, 3], logits: Logits::Last };
 //!             model.forward(backend, &mut [seq])
 //!         };
@@ -77,11 +87,10 @@
 mod backend;
 mod error;
 mod kernels;
-mod resident;
+mod ops;
 mod storage;
 
 pub use backend::{compile_ptx, driver_available, nvrtc_available, CudaBackend};
 pub use error::Error;
 pub use kernels::KERNEL_NAMES;
-pub use resident::{DeviceCache, ResidentModel};
 pub use storage::DeviceStorage;

@@ -1,108 +1,94 @@
-//! KV blocks in device memory: the [`BlockStorage`] of the pools `CudaBackend::new_pool` makes,
-//! read in place by the `attention_paged` kernel.
+//! [`DeviceStorage`]: the blocks of a paged KV cache in device memory, where the CUDA backend's
+//! attention reads them in place.
 
 use std::any::Any;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use cudarc::driver::{CudaSlice, CudaStream};
-use nextok_kv_cache::{BlockId, BlockStorage, CacheConfig, KvType};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+use nextok_kv_cache::{BlockId, BlockStorage, CacheConfig, Error, KvType};
 
-use crate::Error;
-
-/// A pool's f32 blocks, one device allocation for all of them, block after block in the
-/// layout of [`CacheConfig::row_offset`]. Made once for the whole budget, so that a kernel
-/// reaches every block from one base address.
+/// A [`BlockStorage`] in the memory of one GPU: each block one device allocation of
+/// [`CacheConfig::block_numbers`] f32 numbers, laid out as every storage lays a block out
+/// (`[layer][key, value][slot][kv heads × head dim]`), made when the pool first hands the block
+/// out. A cache of f16 or bf16 stores its numbers rounded to that type and kept as f32, so that
+/// attention reads the host storage's very numbers (the device then holds twice the bytes the
+/// pool counts).
+///
+/// [`CudaBackend::new_pool`](nextok_model::Backend::new_pool) makes pools over it; the
+/// backend's attention reads a sequence's rows through its block table, a kernel argument.
 pub struct DeviceStorage {
     config: CacheConfig,
-    blocks: usize,
-    pub(crate) stream: Arc<CudaStream>,
-    numbers: Mutex<CudaSlice<f32>>,
+    stream: Arc<CudaStream>,
+    blocks: Mutex<Vec<Option<CudaSlice<f32>>>>,
 }
 
 impl std::fmt::Debug for DeviceStorage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let prepared = self.lock().iter().filter(|b| b.is_some()).count();
         f.debug_struct("DeviceStorage")
             .field("config", &self.config)
-            .field("blocks", &self.blocks)
-            .finish_non_exhaustive()
+            .field("prepared_blocks", &prepared)
+            .finish()
     }
 }
 
 impl DeviceStorage {
-    /// `blocks` zeroed blocks of `config`'s shape on `stream`'s device. Only f32 blocks: the
-    /// paged kernel reads f32.
-    pub(crate) fn new(
-        stream: &Arc<CudaStream>,
-        config: CacheConfig,
-        blocks: usize,
-    ) -> Result<Self, Error> {
-        if config.kv_type != KvType::F32 {
-            return Err(Error::Driver {
-                call: String::from("allocate KV blocks"),
-                message: format!("device KV blocks are f32, not {:?}", config.kv_type),
-            });
-        }
-        let len = blocks * config.block_numbers();
-        let numbers = stream
-            .alloc_zeros::<f32>(len)
-            .map_err(|e| Error::driver(format!("allocate {blocks} KV blocks ({len} f32)"), e))?;
-        Ok(DeviceStorage {
+    /// An empty storage for blocks of `config`'s shape on `stream`'s device.
+    pub(crate) fn new(stream: Arc<CudaStream>, config: CacheConfig) -> Self {
+        DeviceStorage {
             config,
-            blocks,
-            stream: Arc::clone(stream),
-            numbers: Mutex::new(numbers),
-        })
-    }
-
-    /// The blocks' numbers, locked: held while a kernel reads them.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, CudaSlice<f32>> {
-        self.numbers.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn check_block(&self, block: BlockId) -> Result<usize, nextok_kv_cache::Error> {
-        if block.index() < self.blocks {
-            Ok(block.index() * self.config.block_numbers())
-        } else {
-            Err(nextok_kv_cache::Error::UnknownBlock {
-                block: block.index(),
-            })
+            stream,
+            blocks: Mutex::new(Vec::new()),
         }
     }
 
-    fn check_row(
-        &self,
-        layer: usize,
-        slot: usize,
-        rows: &[(&'static str, usize)],
-    ) -> Result<(), nextok_kv_cache::Error> {
+    fn lock(&self) -> MutexGuard<'_, Vec<Option<CudaSlice<f32>>>> {
+        // Each operation leaves the list whole (a block is set once allocated), so a panic
+        // elsewhere never leaves it half-changed.
+        self.blocks.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether this storage runs on `stream` (the backend's own).
+    pub(crate) fn on_stream(&self, stream: &Arc<CudaStream>) -> bool {
+        Arc::ptr_eq(&self.stream, stream)
+    }
+
+    /// The device addresses of `table`'s blocks, in order: the block table as the attention
+    /// kernel takes it.
+    pub(crate) fn addresses(&self, table: &[BlockId]) -> Result<Vec<u64>, Error> {
+        let blocks = self.lock();
+        table
+            .iter()
+            .map(|id| {
+                let block = blocks
+                    .get(id.index())
+                    .and_then(Option::as_ref)
+                    .ok_or(Error::UnknownBlock { block: id.index() })?;
+                let (ptr, _sync) = block.device_ptr(&self.stream);
+                Ok(ptr)
+            })
+            .collect()
+    }
+
+    fn check(&self, layer: usize, slot: usize) -> Result<(), Error> {
         if layer >= self.config.layers {
-            return Err(nextok_kv_cache::Error::LayerOutOfRange {
+            return Err(Error::LayerOutOfRange {
                 layer,
                 layers: self.config.layers,
             });
         }
         if slot >= self.config.block_positions {
-            return Err(nextok_kv_cache::Error::PositionOutOfRange {
+            return Err(Error::PositionOutOfRange {
                 pos: slot,
                 len: self.config.block_positions,
             });
-        }
-        let expected = self.config.row_len();
-        for &(what, found) in rows {
-            if found != expected {
-                return Err(nextok_kv_cache::Error::RowLength {
-                    what,
-                    expected,
-                    found,
-                });
-            }
         }
         Ok(())
     }
 }
 
-fn failed(operation: &'static str, block: BlockId) -> nextok_kv_cache::Error {
-    nextok_kv_cache::Error::StorageFailed {
+fn failed(operation: &'static str, block: BlockId) -> Error {
+    Error::StorageFailed {
         operation,
         block: block.index(),
     }
@@ -113,9 +99,20 @@ impl BlockStorage for DeviceStorage {
         &self.config
     }
 
-    fn prepare(&self, block: BlockId) -> Result<(), nextok_kv_cache::Error> {
-        // The memory was allocated for every block at once.
-        self.check_block(block).map(|_| ())
+    fn prepare(&self, block: BlockId) -> Result<(), Error> {
+        let mut blocks = self.lock();
+        let i = block.index();
+        if blocks.len() <= i {
+            blocks.resize_with(i + 1, || None);
+        }
+        if blocks[i].is_none() {
+            let fresh = self
+                .stream
+                .alloc_zeros::<f32>(self.config.block_numbers())
+                .map_err(|_| failed("prepare", block))?;
+            blocks[i] = Some(fresh);
+        }
+        Ok(())
     }
 
     fn write(
@@ -125,38 +122,66 @@ impl BlockStorage for DeviceStorage {
         slot: usize,
         key: &[f32],
         value: &[f32],
-    ) -> Result<(), nextok_kv_cache::Error> {
-        let base = self.check_block(block)?;
-        self.check_row(layer, slot, &[("key", key.len()), ("value", value.len())])?;
-        let mut numbers = self.lock();
-        for (row, is_value) in [(key, false), (value, true)] {
-            let at = base + self.config.row_offset(layer, slot, is_value);
-            // From pageable host memory the copy has taken the row when it returns.
+    ) -> Result<(), Error> {
+        self.check(layer, slot)?;
+        let row_len = self.config.row_len();
+        for (what, row) in [("key", key), ("value", value)] {
+            if row.len() != row_len {
+                return Err(Error::RowLength {
+                    what,
+                    expected: row_len,
+                    found: row.len(),
+                });
+            }
+        }
+        let mut blocks = self.lock();
+        let numbers = blocks
+            .get_mut(block.index())
+            .and_then(Option::as_mut)
+            .ok_or(Error::UnknownBlock {
+                block: block.index(),
+            })?;
+        for (row, value_row) in [(key, false), (value, true)] {
+            let at = self.config.row_offset(layer, slot, value_row);
+            let rounded: Vec<f32>;
+            let src = match self.config.kv_type {
+                KvType::F32 => row,
+                t => {
+                    rounded = row.iter().map(|&x| t.round(x)).collect();
+                    &rounded
+                }
+            };
             self.stream
-                .memcpy_htod(row, &mut numbers.slice_mut(at..at + row.len()))
+                .memcpy_htod(src, &mut numbers.slice_mut(at..at + row_len))
                 .map_err(|_| failed("write", block))?;
         }
         Ok(())
     }
 
-    fn copy(&self, from: BlockId, to: BlockId) -> Result<(), nextok_kv_cache::Error> {
-        let (src, dst) = (self.check_block(from)?, self.check_block(to)?);
-        if src == dst {
+    fn copy(&self, from: BlockId, to: BlockId) -> Result<(), Error> {
+        if from == to {
             return Ok(());
         }
-        let n = self.config.block_numbers();
-        let mut numbers = self.lock();
-        // Two views of one allocation: split it between the blocks so that they are disjoint.
-        let result = if src < dst {
-            let (lo, mut hi) = numbers.split_at_mut(dst);
-            self.stream
-                .memcpy_dtod(&lo.slice(src..src + n), &mut hi.slice_mut(0..n))
-        } else {
-            let (mut lo, hi) = numbers.split_at_mut(src);
-            self.stream
-                .memcpy_dtod(&hi.slice(0..n), &mut lo.slice_mut(dst..dst + n))
+        let mut blocks = self.lock();
+        let (f, t) = (from.index(), to.index());
+        let known = |i: usize| blocks.get(i).is_some_and(Option::is_some);
+        if !known(f) {
+            return Err(Error::UnknownBlock { block: f });
+        }
+        if !known(t) {
+            return Err(Error::UnknownBlock { block: t });
+        }
+        // Take the destination out for the copy, so that both are borrowed at once.
+        let mut dst = blocks[t].take().ok_or(Error::UnknownBlock { block: t })?;
+        let result = match &blocks[f] {
+            Some(src) => self
+                .stream
+                .memcpy_dtod(src, &mut dst)
+                .map_err(|_| failed("copy", from)),
+            None => Err(Error::UnknownBlock { block: f }),
         };
-        result.map_err(|_| failed("copy", to))
+        blocks[t] = Some(dst);
+        result
     }
 
     fn read(
@@ -166,14 +191,27 @@ impl BlockStorage for DeviceStorage {
         slot: usize,
         value: bool,
         out: &mut [f32],
-    ) -> Result<(), nextok_kv_cache::Error> {
-        let base = self.check_block(block)?;
-        let what = if value { "value" } else { "key" };
-        self.check_row(layer, slot, &[(what, out.len())])?;
-        let at = base + self.config.row_offset(layer, slot, value);
-        let numbers = self.lock();
+    ) -> Result<(), Error> {
+        self.check(layer, slot)?;
+        let row_len = self.config.row_len();
+        if out.len() != row_len {
+            return Err(Error::RowLength {
+                what: if value { "value" } else { "key" },
+                expected: row_len,
+                found: out.len(),
+            });
+        }
+        let blocks = self.lock();
+        let numbers =
+            blocks
+                .get(block.index())
+                .and_then(Option::as_ref)
+                .ok_or(Error::UnknownBlock {
+                    block: block.index(),
+                })?;
+        let at = self.config.row_offset(layer, slot, value);
         self.stream
-            .memcpy_dtoh(&numbers.slice(at..at + out.len()), out)
+            .memcpy_dtoh(&numbers.slice(at..at + row_len), out)
             .map_err(|_| failed("read", block))?;
         self.stream.synchronize().map_err(|_| failed("read", block))
     }

@@ -8,18 +8,20 @@
 //!   kernels use the CPU kernels' operations in the CPU kernels' order;
 //! - attention: 1e-5 absolute (outputs are convex combinations of value rows of magnitude up to
 //!   about 1; the only step allowed to differ is the exponential, by its last bit);
-//! - end-to-end logits: 1e-3 absolute, and greedy continuations identical, for the model's own
-//!   forward pass on the CUDA backend and for the device-resident one (`ResidentModel`).
+//! - end-to-end logits: 1e-3 absolute, and greedy continuations identical, for the model's one
+//!   forward pass on the CUDA backend (activations in device memory), with a host cache and with
+//!   a paged cache in device memory (`DeviceStorage`, read in place), one sequence at a time and
+//!   in a batch; and a sequence's GPU logits are the same bits alone and in a batch.
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use nextok_cuda::{CudaBackend, ResidentModel};
+use nextok_cuda::{CudaBackend, DeviceStorage};
 use nextok_gguf::{GgmlType, GgufFile};
 use nextok_kernels::{Layout, QMat};
-use nextok_kv_cache::{CacheConfig, KvCache, KvType};
+use nextok_kv_cache::{CacheConfig, KvCache, KvPool, KvType};
 use nextok_model::testing::RandomLlama;
 use nextok_model::{Backend, CpuBackend, LlamaModel, LoadOptions, Logits, Mask, QMatrix, Sequence};
 use rand_chacha::ChaCha8Rng;
@@ -307,15 +309,15 @@ fn argmax(l: &[f32]) -> u32 {
         .0 as u32
 }
 
-/// Prefill of `prompt`, then `steps` decode steps of its own greedy choices, through `backend`:
-/// the logits and the choice of every step.
+/// Prefill of `prompt`, then `steps` decode steps of its own greedy choices, through `backend`,
+/// into `cache`: the logits and the choice of every step.
 fn prefill_and_decode(
     model: &LlamaModel,
     backend: &dyn Backend,
+    mut cache: KvCache,
     prompt: &[u32],
     steps: usize,
 ) -> (Vec<Vec<f32>>, Vec<u32>) {
-    let mut cache = model.new_cache(KvType::F32);
     let mut logits = Vec::new();
     let mut chosen = Vec::new();
     let mut next: Vec<u32> = prompt.to_vec();
@@ -339,6 +341,58 @@ fn prefill_and_decode(
     (logits, chosen)
 }
 
+/// A pool of `model`'s caches in `backend`'s memory, with room for a few thousand positions.
+fn pool(model: &LlamaModel, backend: &dyn Backend) -> KvPool {
+    let per_token = model.cache_config(KvType::F32).bytes_per_token();
+    model
+        .new_pool(backend, KvType::F32, 4096 * per_token)
+        .expect("a pool")
+}
+
+/// Three prompts of different lengths decoded together, `steps` steps of given tokens, in one
+/// forward call per step: every sequence's logits of every step, per sequence.
+fn batch_run(
+    model: &LlamaModel,
+    backend: &dyn Backend,
+    pool: &KvPool,
+    steps: usize,
+) -> Vec<Vec<Vec<f32>>> {
+    let prompts: [&[u32]; 3] = [
+        &[1, 5, 9, 2, 7, 30, 4],
+        &[3],
+        &[8, 8, 2, 6, 1, 1, 4, 9, 11, 2, 5, 3, 7, 7, 2, 1, 9, 4],
+    ];
+    let mut caches: Vec<KvCache> = prompts.iter().map(|_| pool.new_cache()).collect();
+    let mut out = vec![Vec::new(); prompts.len()];
+    for step in 0..=steps {
+        let tokens: Vec<Vec<u32>> = prompts
+            .iter()
+            .enumerate()
+            .map(|(s, p)| {
+                if step == 0 {
+                    p.to_vec()
+                } else {
+                    vec![(step * 7 + s * 3) as u32 % 40]
+                }
+            })
+            .collect();
+        let mut batch: Vec<Sequence<'_>> = caches
+            .iter_mut()
+            .zip(&tokens)
+            .map(|(cache, t)| Sequence {
+                cache,
+                tokens: t,
+                logits: Logits::Last,
+            })
+            .collect();
+        let logits = model.forward(backend, &mut batch).expect("batch forward");
+        for (s, l) in logits.into_iter().enumerate() {
+            out[s].push(l);
+        }
+    }
+    out
+}
+
 /// The stage-by-stage comparison, then whole runs on each backend alone.
 fn check_model(gpu: &CudaBackend, model: &LlamaModel, prompt: &[u32], steps: usize, what: &str) {
     let c = model.config();
@@ -349,7 +403,7 @@ fn check_model(gpu: &CudaBackend, model: &LlamaModel, prompt: &[u32], steps: usi
         ffn: c.ffn_dim,
         worst: Mutex::new(BTreeMap::new()),
     };
-    prefill_and_decode(model, &compare, prompt, steps);
+    prefill_and_decode(model, &compare, model.new_cache(KvType::F32), prompt, steps);
     let worst = compare
         .worst
         .into_inner()
@@ -371,43 +425,70 @@ fn check_model(gpu: &CudaBackend, model: &LlamaModel, prompt: &[u32], steps: usi
         "{what}: attention differs by {attention:e}"
     );
 
+    // The whole pass on the GPU, activations in device memory: with a host cache (its rows
+    // copied in for attention), and with a paged cache in device memory read in place.
     let cpu = CpuBackend::new(1);
-    let (gl, gt) = prefill_and_decode(model, gpu, prompt, steps);
-    let (cl, ct) = prefill_and_decode(model, &cpu, prompt, steps);
-    for (step, (g, c)) in gl.iter().zip(&cl).enumerate() {
-        let diff = max_abs_diff(g, c);
-        eprintln!("{what}: step {step} logits max |GPU − CPU| = {diff:e}");
-        assert!(
-            diff <= LOGITS_TOLERANCE,
-            "{what}: logits of step {step} differ by {diff:e}"
-        );
+    let (cl, ct) = prefill_and_decode(model, &cpu, model.new_cache(KvType::F32), prompt, steps);
+    let device_pool = pool(model, gpu);
+    assert!(
+        device_pool
+            .storage()
+            .as_any()
+            .downcast_ref::<DeviceStorage>()
+            .is_some(),
+        "{what}: the CUDA backend's pool is not in device memory"
+    );
+    for (cache, place) in [
+        (model.new_cache(KvType::F32), "host cache"),
+        (device_pool.new_cache(), "device cache"),
+    ] {
+        let (gl, gt) = prefill_and_decode(model, gpu, cache, prompt, steps);
+        for (step, (g, c)) in gl.iter().zip(&cl).enumerate() {
+            let diff = max_abs_diff(g, c);
+            eprintln!("{what}, {place}: step {step} logits max |GPU − CPU| = {diff:e}");
+            assert!(
+                diff <= LOGITS_TOLERANCE,
+                "{what}, {place}: logits of step {step} differ by {diff:e}"
+            );
+        }
+        assert_eq!(gt, ct, "{what}, {place}: greedy continuations differ");
     }
-    assert_eq!(gt, ct, "{what}: greedy continuations differ");
+    assert_eq!(
+        device_pool.used_blocks(),
+        0,
+        "{what}: the caches gave their blocks back"
+    );
 
-    // The device-resident forward pass: the same logits within the tolerance, the same greedy
-    // continuation.
-    let resident = ResidentModel::new(gpu, model).expect("resident model");
-    let mut cache = resident
-        .new_cache(prompt.len() + steps + 1)
-        .expect("device cache");
-    let mut next = prompt.to_vec();
-    let mut chosen = Vec::new();
-    for (step, c) in cl.iter().enumerate() {
-        let l = resident
-            .forward(&mut cache, &next)
-            .expect("resident forward");
-        let diff = max_abs_diff(&l, c);
-        eprintln!("{what}: resident step {step} logits max |GPU − CPU| = {diff:e}");
-        assert!(
-            diff <= LOGITS_TOLERANCE,
-            "{what}: resident logits of step {step} differ by {diff:e}"
-        );
-        // Follow the CPU's choices, so that every step is compared on the same tokens.
-        next = vec![ct[step]];
-        chosen.push(argmax(&l));
+    // A batch of three sequences on the GPU against the CPU; and each sequence alone on the GPU
+    // gives the bits it has in the batch (no output depends on its batch).
+    let on_cpu = batch_run(model, &cpu, &pool(model, &cpu), 4);
+    let on_gpu = batch_run(model, gpu, &device_pool, 4);
+    for (s, (g, c)) in on_gpu.iter().zip(&on_cpu).enumerate() {
+        for (step, (g, c)) in g.iter().zip(c).enumerate() {
+            let diff = max_abs_diff(g, c);
+            assert!(
+                diff <= LOGITS_TOLERANCE,
+                "{what}: batch sequence {s} step {step} differs from the CPU by {diff:e}"
+            );
+        }
     }
-    assert_eq!(chosen, ct, "{what}: resident greedy choices differ");
-    assert_eq!(cache.len(), prompt.len() + steps);
+    let alone = |s: usize| {
+        let cache = device_pool.new_cache();
+        let prompt: &[u32] = match s {
+            0 => &[1, 5, 9, 2, 7, 30, 4],
+            1 => &[3],
+            _ => &[8, 8, 2, 6, 1, 1, 4, 9, 11, 2, 5, 3, 7, 7, 2, 1, 9, 4],
+        };
+        let (l, _) = prefill_and_decode(model, gpu, cache, prompt, 0);
+        l.into_iter().next().expect("one step")
+    };
+    for (s, steps) in on_gpu.iter().enumerate() {
+        assert_eq!(
+            first_difference(&alone(s), &steps[0]),
+            None,
+            "{what}: sequence {s}'s prefill logits change in a batch"
+        );
+    }
 }
 
 #[test]
@@ -454,87 +535,6 @@ fn random_models_match_the_cpu_stage_by_stage() {
     }
 }
 
-/// A pool from the CUDA backend holds its blocks in device memory, where paged attention reads
-/// them: prefill, prefix-cache hits, forks and decoding on it give the CPU's logits within the
-/// tolerance and its greedy choices, and a write to a shared block copies it on the device.
-#[test]
-#[ignore = "needs an NVIDIA GPU: cargo test -p nextok-cuda -- --ignored"]
-fn device_pools_match_the_cpu() {
-    let gpu = gpu();
-    let cpu = CpuBackend::new(1);
-    let m = model(
-        &RandomLlama {
-            weight_type: GgmlType::Q4_1,
-            ..RandomLlama::default()
-        },
-        77,
-    );
-    let budget = 64 * m.cache_config(KvType::F32).block_bytes();
-    let pool = m
-        .new_pool(&gpu, KvType::F32, budget)
-        .expect("a device pool");
-    assert!(pool.storage().host().is_none(), "the pool is on the device");
-    assert!(pool
-        .storage()
-        .as_any()
-        .downcast_ref::<nextok_cuda::DeviceStorage>()
-        .is_some());
-    let run = |backend: &dyn Backend, cache: &mut KvCache, tokens: &[u32]| -> Vec<f32> {
-        model_forward(&m, backend, cache, tokens)
-    };
-    let prompt: Vec<u32> = (0..37).map(|i| (i * 11 + 3) % 50).collect();
-    let mut on_gpu = pool.new_cache();
-    let mut on_cpu = m.new_cache(KvType::F32);
-    let (g, c) = (
-        run(&gpu, &mut on_gpu, &prompt),
-        run(&cpu, &mut on_cpu, &prompt),
-    );
-    assert!(max_abs_diff(&g, &c) <= LOGITS_TOLERANCE, "prefill");
-    assert_eq!(argmax(&g), argmax(&c));
-    // A second sequence starts from the published blocks; a fork writes into its shared last
-    // block (copied on the device); both decode as the CPU does.
-    assert_eq!(on_gpu.publish_prefix(), 2);
-    let mut hit = pool.cache_for_prompt(&prompt);
-    assert_eq!(hit.len(), 32);
-    let g = run(&gpu, &mut hit, &prompt[32..]);
-    assert!(max_abs_diff(&g, &c) <= LOGITS_TOLERANCE, "prefix hit");
-    let mut fork = on_gpu.fork();
-    let mut cpu_fork = on_cpu.fork();
-    for step in 0..6u32 {
-        let t = [(step * 7 + 1) % 50];
-        for (gc, cc) in [(&mut on_gpu, &mut on_cpu), (&mut fork, &mut cpu_fork)] {
-            let (g, c) = (run(&gpu, gc, &t), run(&cpu, cc, &t));
-            assert!(
-                max_abs_diff(&g, &c) <= LOGITS_TOLERANCE,
-                "decode step {step}"
-            );
-            assert_eq!(argmax(&g), argmax(&c), "decode step {step}");
-        }
-    }
-    assert_ne!(fork.block_table()[2], on_gpu.block_table()[2]);
-    drop((on_gpu, hit, fork));
-    assert_eq!(pool.used_blocks(), 0);
-}
-
-/// The last position's logits of `tokens` run after `cache`.
-fn model_forward(
-    m: &LlamaModel,
-    backend: &dyn Backend,
-    cache: &mut KvCache,
-    tokens: &[u32],
-) -> Vec<f32> {
-    m.forward(
-        backend,
-        &mut [Sequence {
-            cache,
-            tokens,
-            logits: Logits::Last,
-        }],
-    )
-    .expect("forward")
-    .remove(0)
-}
-
 /// The default model of the `nextok` command, if it has been fetched (`NEXTOK_MODEL` overrides).
 fn real_model_path() -> std::path::PathBuf {
     if let Some(p) = std::env::var_os("NEXTOK_MODEL") {
@@ -561,4 +561,81 @@ fn real_model_matches_the_cpu_stage_by_stage() {
         504, 3575, 282, 4649, 314, 7306, 30, 378, 6057, 282, 260, 1345,
     ];
     check_model(&gpu, &m, &prompt, 24, "SmolLM2-135M Q4_1");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test -p nextok-cuda -- --ignored"]
+fn a_device_pool_holds_what_a_host_pool_holds_and_attention_reads_it() {
+    let gpu = gpu();
+    let cpu = CpuBackend::new(1);
+    let mut rng = ChaCha8Rng::seed_from_u64(41);
+    for kv_type in [KvType::F32, KvType::F16, KvType::BF16] {
+        let config = CacheConfig::new(2, 2, 16, kv_type);
+        let budget = 32 * config.block_bytes();
+        let pools = [
+            gpu.new_pool(config, budget).expect("device pool"),
+            cpu.new_pool(config, budget).expect("host pool"),
+        ];
+        // The same writes, forks and copies-on-write in both pools.
+        let rows: Vec<(Vec<f32>, Vec<f32>)> = (0..2 * 40)
+            .map(|_| (random(&mut rng, 32), random(&mut rng, 32)))
+            .collect();
+        let mut read_back = Vec::new();
+        let mut attended = Vec::new();
+        let q = random(&mut rng, 5 * 4 * 16);
+        let backends: [&dyn Backend; 2] = [&gpu, &cpu];
+        for (pool, backend) in pools.iter().zip(backends) {
+            let mut a = pool.new_cache();
+            a.push_tokens(&(0..40).collect::<Vec<u32>>()).expect("room");
+            for layer in 0..2 {
+                for pos in 0..40 {
+                    let (k, v) = &rows[layer * 40 + pos];
+                    a.write(layer, pos, k, v).expect("write");
+                }
+            }
+            let mut b = a.fork();
+            b.truncate(20);
+            b.push_tokens(&[7, 7, 7]).expect("room");
+            for layer in 0..2 {
+                for pos in 20..23 {
+                    // Other numbers than `a` holds there: key and value swapped.
+                    let (v, k) = &rows[layer * 40 + pos];
+                    b.write(layer, pos, k, v).expect("write");
+                }
+            }
+            let mut numbers = Vec::new();
+            for cache in [&a, &b] {
+                for layer in 0..2 {
+                    for pos in 0..cache.len() {
+                        let id = cache.block_table()[pos / config.block_positions];
+                        for value in [false, true] {
+                            let mut out = vec![0.0f32; 32];
+                            pool.storage()
+                                .read(id, layer, pos % config.block_positions, value, &mut out)
+                                .expect("read");
+                            numbers.extend(out);
+                        }
+                    }
+                }
+            }
+            read_back.push(numbers);
+            // Attention over the fork through the slice API: on the GPU, in place in the
+            // device pool's blocks.
+            let mut out = vec![0.0f32; q.len()];
+            backend
+                .attention(&q, &b, 1, Mask::Causal { first: 18 }, 4, &mut out)
+                .expect("attention");
+            attended.push(out);
+        }
+        let diff = max_abs_diff(&attended[0], &attended[1]);
+        assert!(
+            diff <= ATTENTION_TOLERANCE,
+            "{kv_type:?}: attention over the device pool differs by {diff:e}"
+        );
+        assert_eq!(
+            first_difference(&read_back[0], &read_back[1]),
+            None,
+            "{kv_type:?}: the device pool's numbers differ from the host pool's"
+        );
+    }
 }

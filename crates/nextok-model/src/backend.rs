@@ -1,6 +1,14 @@
-//! The compute backend: the two operations that carry the arithmetic of a forward pass (the
-//! products with weight matrices, and attention over the KV cache), behind a trait so that a GPU
-//! backend can provide them; and the CPU implementation.
+//! The compute backend: the operations of a forward pass behind a trait, so that a GPU backend
+//! can provide them; and the CPU implementation.
+//!
+//! Two operations carry the arithmetic (the products with weight matrices, and attention over
+//! the KV cache) and take host slices. The forward pass itself runs on [`Buffer`]s, numbers kept
+//! where the backend computes: [`Backend::alloc`] makes them, and every step of a decoder layer
+//! (embedding rows, RMSNorm, biases, rotary embeddings, the products, SwiGLU, writing the KV
+//! cache, attention, the residual additions) is a method over them, so that on a device the
+//! activations never leave it; [`Backend::download`] brings back only the logits asked for. Each
+//! buffer method has a host default (the host code's formulas, no copy), which is all the CPU
+//! backend needs.
 //!
 //! Exactness contract, which every implementation keeps: each output number is computed by one
 //! fixed sequence of floating-point operations that depends only on its own inputs, never on how
@@ -12,6 +20,7 @@
 //! matrix product blocks its reductions by the shape of the whole problem, so the same row would
 //! be summed in a different order in a batch of 1 and a batch of 40.
 
+use std::any::Any;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
@@ -20,6 +29,7 @@ use nextok_kernels::dequant;
 use nextok_kernels::{Isa, Layout, QMat, ThreadPool};
 use nextok_kv_cache::{CacheConfig, KvCache, KvPool};
 
+use crate::config::RopeOrdering;
 use crate::Error;
 
 /// A weight matrix: `rows` rows of `cols` numbers each, every row a whole number of blocks of
@@ -151,6 +161,340 @@ pub trait Backend: Send + Sync {
         heads: usize,
         out: &mut [f32],
     ) -> Result<(), Error>;
+
+    // The operations of a decoder layer over buffers that the backend keeps where it computes
+    // (see [`Buffer`]): `LlamaModel::forward` is written once against them, so on a device
+    // backend the activations and the KV cache stay in device memory for the whole pass. Each
+    // default works on host buffers with the host code's formulas, so a host backend (the CPU)
+    // needs none of its own and pays no copy.
+
+    /// A buffer of `len` numbers, all zero, where this backend computes.
+    fn alloc(&self, len: usize) -> Result<Buffer, Error> {
+        Ok(Buffer::host(vec![0.0; len]))
+    }
+
+    /// `numbers` where this backend computes (a host backend keeps the vector itself).
+    fn upload(&self, numbers: Vec<f32>) -> Result<Buffer, Error> {
+        Ok(Buffer::host(numbers))
+    }
+
+    /// The numbers of `buffer` in host memory (a host backend returns its vector itself).
+    fn download(&self, buffer: Buffer) -> Result<Vec<f32>, Error> {
+        let len = buffer.len();
+        buffer.into_host().map_err(|_| Error::ForeignBuffer {
+            what: "download",
+            len,
+        })
+    }
+
+    /// Row `t` of `out` (rows of `table.cols` numbers) is row `tokens[t]` of `table`,
+    /// dequantised exactly ([`QMatrix::row`]): the token embedding.
+    fn embed(&self, table: QMatrix<'_>, tokens: &[u32], out: &mut Buffer) -> Result<(), Error> {
+        let out = host_mut(out, "embed: the output", tokens.len() * table.cols)?;
+        for (row, &t) in out.chunks_exact_mut(table.cols.max(1)).zip(tokens) {
+            table.row(t as usize, row)?;
+        }
+        Ok(())
+    }
+
+    /// RMSNorm of every row of `x` (rows of `w.len()` numbers) into `out`, as
+    /// the model crate computes it: `x / sqrt(mean(x²) + ε) · w`, the sum of squares
+    /// in f64, in order.
+    fn rms_norm(&self, x: &Buffer, w: &[f32], eps: f32, out: &mut Buffer) -> Result<(), Error> {
+        let x = host(x, "rms_norm: the input", 0)?;
+        let out = host_mut(out, "rms_norm: the output", x.len())?;
+        crate::llama::rms_norm(x, w, eps, &mut out[..x.len()]);
+        Ok(())
+    }
+
+    /// RMSNorm of the rows `rows` of `x` (in that order) into the rows of `out`: the rows whose
+    /// logits are wanted.
+    fn rms_norm_rows(
+        &self,
+        x: &Buffer,
+        rows: &[usize],
+        w: &[f32],
+        eps: f32,
+        out: &mut Buffer,
+    ) -> Result<(), Error> {
+        let d = w.len();
+        let x = host(x, "rms_norm_rows: the input", 0)?;
+        let out = host_mut(out, "rms_norm_rows: the output", rows.len() * d)?;
+        for (dst, &r) in out.chunks_exact_mut(d.max(1)).zip(rows) {
+            let src = x.get(r * d..(r + 1) * d).ok_or(Error::ForeignBuffer {
+                what: "rms_norm_rows: the input",
+                len: x.len(),
+            })?;
+            crate::llama::rms_norm(src, w, eps, dst);
+        }
+        Ok(())
+    }
+
+    /// `x[r · width + i] += bias[i]` for every row `r` of `x` (`width = bias.len()`).
+    fn add_bias(&self, x: &mut Buffer, bias: &[f32]) -> Result<(), Error> {
+        let x = host_mut(x, "add_bias", 0)?;
+        for row in x.chunks_exact_mut(bias.len().max(1)) {
+            row.iter_mut().zip(bias).for_each(|(a, b)| *a += b);
+        }
+        Ok(())
+    }
+
+    /// `x[i] += y[i]`: the residual connection.
+    fn add(&self, x: &mut Buffer, y: &Buffer) -> Result<(), Error> {
+        let y = host(y, "add: the addend", 0)?;
+        let x = host_mut(x, "add: the sum", y.len())?;
+        x.iter_mut().zip(y).for_each(|(a, b)| *a += b);
+        Ok(())
+    }
+
+    /// Rotary position embeddings of every head of every row of `x`, with `table`'s
+    /// `(cos, sin)` pairs (`rotary.pairs` per row, row after row; see [`Rotary`]).
+    fn rope(&self, x: &mut Buffer, table: &Buffer, rotary: Rotary) -> Result<(), Error> {
+        let table = host(table, "rope: the table", 0)?;
+        let x = host_mut(x, "rope", 0)?;
+        rotary.apply(x, table);
+        Ok(())
+    }
+
+    /// [`Backend::matmul`] over buffers.
+    fn project(
+        &self,
+        w: QMatrix<'_>,
+        x: &Buffer,
+        tokens: usize,
+        out: &mut Buffer,
+    ) -> Result<(), Error> {
+        let x = host(x, "project: the input", 0)?;
+        let out = host_mut(out, "project: the output", 0)?;
+        self.matmul(w, x, tokens, out)
+    }
+
+    /// [`Backend::matmul_many`] over buffers.
+    fn project_many(
+        &self,
+        ws: &[QMatrix<'_>],
+        x: &Buffer,
+        tokens: usize,
+        outs: &mut [&mut Buffer],
+    ) -> Result<(), Error> {
+        let x = host(x, "project_many: the input", 0)?;
+        let mut slices = Vec::with_capacity(outs.len());
+        for out in outs.iter_mut() {
+            slices.push(host_mut(out, "project_many: an output", 0)?);
+        }
+        self.matmul_many(ws, x, tokens, &mut slices)
+    }
+
+    /// [`Backend::swiglu`] over buffers.
+    #[allow(clippy::too_many_arguments)] // as `swiglu`
+    fn project_swiglu(
+        &self,
+        gate: QMatrix<'_>,
+        up: QMatrix<'_>,
+        x: &Buffer,
+        tokens: usize,
+        gate_out: &mut Buffer,
+        up_out: &mut Buffer,
+    ) -> Result<(), Error> {
+        let x = host(x, "project_swiglu: the input", 0)?;
+        let gate_out = host_mut(gate_out, "project_swiglu: the gate", 0)?;
+        let up_out = host_mut(up_out, "project_swiglu: the up product", 0)?;
+        self.swiglu(gate, up, x, tokens, gate_out, up_out)
+    }
+
+    /// Stores the key and value rows `rows` of `keys` and `values` (kv heads × head dim numbers
+    /// each) in `cache`'s layer `layer`, at the positions from `first` on. The positions must
+    /// have been pushed already ([`KvCache::push_tokens`]).
+    fn write_kv(
+        &self,
+        cache: &mut KvCache,
+        layer: usize,
+        first: usize,
+        keys: &Buffer,
+        values: &Buffer,
+        rows: Range<usize>,
+    ) -> Result<(), Error> {
+        let kvd = cache.config().kv_heads * cache.config().head_dim;
+        let need = rows.end * kvd;
+        let keys = host(keys, "write_kv: the keys", need)?;
+        let values = host(values, "write_kv: the values", need)?;
+        for (i, row) in rows.enumerate() {
+            let span = row * kvd..(row + 1) * kvd;
+            cache.write(layer, first + i, &keys[span.clone()], &values[span])?;
+        }
+        Ok(())
+    }
+
+    /// [`Backend::attention`] of the query rows `rows` of `q` (heads × head dim numbers each)
+    /// into the same rows of `out`.
+    #[allow(clippy::too_many_arguments)] // as `attention`, and the rows
+    fn attend(
+        &self,
+        q: &Buffer,
+        rows: Range<usize>,
+        cache: &KvCache,
+        layer: usize,
+        mask: Mask,
+        heads: usize,
+        out: &mut Buffer,
+    ) -> Result<(), Error> {
+        let width = heads * cache.config().head_dim;
+        let span = rows.start * width..rows.end * width;
+        let q = host(q, "attend: the queries", span.end)?;
+        let out = host_mut(out, "attend: the output", span.end)?;
+        self.attention(&q[span.clone()], cache, layer, mask, heads, &mut out[span])
+    }
+}
+
+/// Numbers where a backend computes: the activations of a forward pass, made by
+/// [`Backend::alloc`] or [`Backend::upload`] and read back with [`Backend::download`]. For a host
+/// backend a plain vector; for a device backend whatever handle it keeps (device memory), which
+/// only that backend reads.
+pub struct Buffer {
+    len: usize,
+    data: BufferData,
+}
+
+enum BufferData {
+    Host(Vec<f32>),
+    Device(Box<dyn Any + Send + Sync>),
+}
+
+impl std::fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let place = match self.data {
+            BufferData::Host(_) => "host",
+            BufferData::Device(_) => "device",
+        };
+        f.debug_struct("Buffer")
+            .field("len", &self.len)
+            .field("in", &place)
+            .finish()
+    }
+}
+
+impl Buffer {
+    /// A buffer in host memory.
+    pub fn host(numbers: Vec<f32>) -> Self {
+        Buffer {
+            len: numbers.len(),
+            data: BufferData::Host(numbers),
+        }
+    }
+
+    /// A buffer of `len` numbers that a device backend keeps as `handle` (its own type).
+    pub fn device(len: usize, handle: Box<dyn Any + Send + Sync>) -> Self {
+        Buffer {
+            len,
+            data: BufferData::Device(handle),
+        }
+    }
+
+    /// Numbers in the buffer.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer holds no number.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The numbers, when the buffer is in host memory.
+    pub fn as_host(&self) -> Option<&[f32]> {
+        match &self.data {
+            BufferData::Host(v) => Some(v),
+            BufferData::Device(_) => None,
+        }
+    }
+
+    /// The numbers, when the buffer is in host memory.
+    pub fn as_host_mut(&mut self) -> Option<&mut [f32]> {
+        match &mut self.data {
+            BufferData::Host(v) => Some(v),
+            BufferData::Device(_) => None,
+        }
+    }
+
+    /// The vector of a host buffer, or the buffer itself back.
+    pub fn into_host(self) -> Result<Vec<f32>, Buffer> {
+        match self.data {
+            BufferData::Host(v) => Ok(v),
+            BufferData::Device(_) => Err(self),
+        }
+    }
+
+    /// A device buffer's handle, when it is a `T`.
+    pub fn device_handle<T: Any>(&self) -> Option<&T> {
+        match &self.data {
+            BufferData::Device(h) => h.downcast_ref(),
+            BufferData::Host(_) => None,
+        }
+    }
+
+    /// A device buffer's handle, when it is a `T`.
+    pub fn device_handle_mut<T: Any>(&mut self) -> Option<&mut T> {
+        match &mut self.data {
+            BufferData::Device(h) => h.downcast_mut(),
+            BufferData::Host(_) => None,
+        }
+    }
+}
+
+/// The numbers of a host buffer of at least `min` numbers.
+fn host<'b>(b: &'b Buffer, what: &'static str, min: usize) -> Result<&'b [f32], Error> {
+    match b.as_host() {
+        Some(v) if v.len() >= min => Ok(v),
+        _ => Err(Error::ForeignBuffer { what, len: b.len() }),
+    }
+}
+
+/// The numbers of a host buffer of at least `min` numbers, to write.
+fn host_mut<'b>(b: &'b mut Buffer, what: &'static str, min: usize) -> Result<&'b mut [f32], Error> {
+    let len = b.len();
+    match b.as_host_mut() {
+        Some(v) if v.len() >= min => Ok(v),
+        _ => Err(Error::ForeignBuffer { what, len }),
+    }
+}
+
+/// The shape of one rotary embedding: which numbers of each row turn, and how they pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rotary {
+    /// Heads per row.
+    pub heads: usize,
+    /// Numbers per head.
+    pub head_dim: usize,
+    /// Pairs turned per head (`rope_dims / 2`): the table has this many `(cos, sin)` pairs per
+    /// row.
+    pub pairs: usize,
+    /// Which numbers pair up.
+    pub ordering: RopeOrdering,
+}
+
+impl Rotary {
+    /// Rotates the first `2 · pairs` numbers of every head of every row of `x` by the table's
+    /// angles: `(x0, x1) → (x0·cos − x1·sin, x0·sin + x1·cos)`, each product rounded.
+    pub fn apply(&self, x: &mut [f32], table: &[f32]) {
+        let half = self.pairs;
+        for (row, angles) in x
+            .chunks_exact_mut((self.heads * self.head_dim).max(1))
+            .zip(table.chunks_exact((2 * half).max(1)))
+        {
+            for head in row.chunks_exact_mut(self.head_dim.max(1)) {
+                for (i, cs) in angles.chunks_exact(2).enumerate() {
+                    let (co, s) = (cs[0], cs[1]);
+                    let (a, b) = match self.ordering {
+                        RopeOrdering::Normal => (2 * i, 2 * i + 1),
+                        RopeOrdering::NeoX => (i, i + half),
+                    };
+                    let (x0, x1) = (head[a], head[b]);
+                    head[a] = x0 * co - x1 * s;
+                    head[b] = x0 * s + x1 * co;
+                }
+            }
+        }
+    }
 }
 
 /// `outs[i] = ws[i] · x`, one [`Backend::matmul`] after another: the default of

@@ -121,6 +121,15 @@ pub enum Error {
         /// What failed.
         message: String,
     },
+    /// A [`Buffer`](crate::Buffer) a backend cannot read: made by another backend, or too short
+    /// for the operation.
+    #[error("{what}: a buffer of {len} numbers that this backend cannot use here")]
+    ForeignBuffer {
+        /// Which operand of which operation.
+        what: &'static str,
+        /// The buffer's length.
+        len: usize,
+    },
     /// A safetensors file that does not parse (the parser's message).
     #[error("invalid safetensors file: {message}")]
     Safetensors {

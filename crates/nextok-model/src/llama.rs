@@ -19,7 +19,7 @@ use nextok_kv_cache::{CacheConfig, KvCache, KvPool, KvType};
 
 use nextok_kernels::{Layout, QMat};
 
-use crate::backend::{Backend, Mask, QMatrix};
+use crate::backend::{Backend, Mask, QMatrix, Rotary};
 use crate::config::{LlamaConfig, RopeOrdering};
 use crate::Error;
 
@@ -565,24 +565,30 @@ impl LlamaModel {
         let n = tokens.len();
         self.positions.fetch_add(n as u64, Ordering::Relaxed);
 
+        // Every buffer below is where the backend computes (device memory on a GPU): only the
+        // token ids, the rotary table and the wanted logits cross between host and backend.
         // x: (n × d_model), the residual stream.
-        let mut x = vec![0.0f32; n * d];
-        let embd = self.matrix(&self.token_embd);
-        for (row, &t) in x.chunks_exact_mut(d).zip(&tokens) {
-            embd.row(t as usize, row)?;
-        }
-        let rope = RopeTable::new(c, self.rope_freqs.as_deref(), &positions);
-        let mut xn = vec![0.0f32; n * d];
-        let mut q = vec![0.0f32; n * d];
-        let mut k = vec![0.0f32; n * kvd];
-        let mut v = vec![0.0f32; n * kvd];
-        let mut attn = vec![0.0f32; n * d];
-        let mut proj = vec![0.0f32; n * d];
-        let mut gate = vec![0.0f32; n * ffn];
-        let mut up = vec![0.0f32; n * ffn];
+        let mut x = backend.alloc(n * d)?;
+        backend.embed(self.matrix(&self.token_embd), &tokens, &mut x)?;
+        // (n × rope_dims / 2) (cos, sin) pairs
+        let table = backend.upload(rope_table(c, self.rope_freqs.as_deref(), &positions))?;
+        let rotary = |heads| Rotary {
+            heads,
+            head_dim: hd,
+            pairs: c.rope_dims / 2,
+            ordering: c.rope_ordering,
+        };
+        let mut xn = backend.alloc(n * d)?;
+        let mut q = backend.alloc(n * d)?;
+        let mut k = backend.alloc(n * kvd)?;
+        let mut v = backend.alloc(n * kvd)?;
+        let mut attn = backend.alloc(n * d)?;
+        let mut proj = backend.alloc(n * d)?;
+        let mut gate = backend.alloc(n * ffn)?;
+        let mut up = backend.alloc(n * ffn)?;
         for (li, layer) in self.layers.iter().enumerate() {
-            rms_norm(&x, &layer.attn_norm, c.rms_eps, &mut xn);
-            backend.matmul_many(
+            backend.rms_norm(&x, &layer.attn_norm, c.rms_eps, &mut xn)?;
+            backend.project_many(
                 &[
                     self.matrix(&layer.wq),
                     self.matrix(&layer.wk),
@@ -592,39 +598,38 @@ impl LlamaModel {
                 n,
                 &mut [&mut q, &mut k, &mut v],
             )?;
-            add_bias(&mut q, layer.bq.as_deref());
-            add_bias(&mut k, layer.bk.as_deref());
-            add_bias(&mut v, layer.bv.as_deref());
-            rope.apply(&mut q, c.heads, hd, c.rope_ordering);
-            rope.apply(&mut k, c.kv_heads, hd, c.rope_ordering);
-            for (s, seq) in batch.iter_mut().enumerate() {
-                for (row, pos) in spans[s].clone().zip(ranges[s].clone()) {
-                    seq.cache.write(
-                        li,
-                        pos,
-                        &k[row * kvd..(row + 1) * kvd],
-                        &v[row * kvd..(row + 1) * kvd],
-                    )?;
+            for (buf, bias) in [
+                (&mut q, &layer.bq),
+                (&mut k, &layer.bk),
+                (&mut v, &layer.bv),
+            ] {
+                if let Some(bias) = bias {
+                    backend.add_bias(buf, bias)?;
                 }
             }
+            backend.rope(&mut q, &table, rotary(c.heads))?;
+            backend.rope(&mut k, &table, rotary(c.kv_heads))?;
+            for (s, seq) in batch.iter_mut().enumerate() {
+                backend.write_kv(seq.cache, li, ranges[s].start, &k, &v, spans[s].clone())?;
+            }
             for (s, seq) in batch.iter().enumerate() {
-                let rows = spans[s].clone();
-                backend.attention(
-                    &q[rows.start * d..rows.end * d],
+                let first = ranges[s].start;
+                let mask = Mask::Causal { first };
+                backend.attend(
+                    &q,
+                    spans[s].clone(),
                     seq.cache,
                     li,
-                    Mask::Causal {
-                        first: ranges[s].start,
-                    },
+                    mask,
                     c.heads,
-                    &mut attn[rows.start * d..rows.end * d],
+                    &mut attn,
                 )?;
             }
-            backend.matmul(self.matrix(&layer.wo), &attn, n, &mut proj)?;
-            x.iter_mut().zip(&proj).for_each(|(a, b)| *a += b);
+            backend.project(self.matrix(&layer.wo), &attn, n, &mut proj)?;
+            backend.add(&mut x, &proj)?;
 
-            rms_norm(&x, &layer.ffn_norm, c.rms_eps, &mut xn);
-            backend.swiglu(
+            backend.rms_norm(&x, &layer.ffn_norm, c.rms_eps, &mut xn)?;
+            backend.project_swiglu(
                 self.matrix(&layer.gate),
                 self.matrix(&layer.up),
                 &xn,
@@ -632,8 +637,8 @@ impl LlamaModel {
                 &mut gate,
                 &mut up,
             )?;
-            backend.matmul(self.matrix(&layer.down), &gate, n, &mut proj)?;
-            x.iter_mut().zip(&proj).for_each(|(a, b)| *a += b);
+            backend.project(self.matrix(&layer.down), &gate, n, &mut proj)?;
+            backend.add(&mut x, &proj)?;
         }
 
         // The logits, only for the rows asked for.
@@ -645,19 +650,13 @@ impl LlamaModel {
                 Logits::All => wanted.extend(spans[s].clone()),
             }
         }
-        let mut sel = vec![0.0f32; wanted.len() * d];
-        for (dst, &row) in sel.chunks_exact_mut(d).zip(&wanted) {
-            rms_norm(
-                &x[row * d..(row + 1) * d],
-                &self.output_norm,
-                c.rms_eps,
-                dst,
-            );
-        }
-        let mut logits = vec![0.0f32; wanted.len() * c.vocab];
+        let mut sel = backend.alloc(wanted.len() * d)?;
+        backend.rms_norm_rows(&x, &wanted, &self.output_norm, c.rms_eps, &mut sel)?;
+        let mut logits = backend.alloc(wanted.len() * c.vocab)?;
         if !wanted.is_empty() {
-            backend.matmul(self.matrix(&self.output), &sel, wanted.len(), &mut logits)?;
+            backend.project(self.matrix(&self.output), &sel, wanted.len(), &mut logits)?;
         }
+        let logits = backend.download(logits)?;
         let mut out = Vec::with_capacity(batch.len());
         let mut at = 0;
         for seq in batch.iter() {
@@ -686,61 +685,28 @@ pub(crate) fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     }
 }
 
-fn add_bias(x: &mut [f32], bias: Option<&[f32]>) {
-    if let Some(b) = bias {
-        for row in x.chunks_exact_mut(b.len()) {
-            row.iter_mut().zip(b).for_each(|(a, c)| *a += c);
+/// cos and sin of every rotation angle for every row's position, computed in f64 once per call
+/// and rounded to f32, as `(cos, sin)` pairs (`rope_dims / 2` per row, row after row): angle(p, i)
+/// = (p / scale) · base^(−2i / rope_dims) / divisor(i), the divisors being the optional
+/// `rope_freqs.weight` of Llama 3.1-style checkpoints (1 without it).
+fn rope_table(c: &LlamaConfig, divisors: Option<&[f32]>, positions: &[usize]) -> Vec<f32> {
+    let half = c.rope_dims / 2;
+    let inv_freq: Vec<f64> = (0..half)
+        .map(|i| {
+            let divisor = divisors.map_or(1.0, |d| d[i] as f64);
+            c.rope_base.powf(-(2.0 * i as f64) / c.rope_dims as f64) / divisor
+        })
+        .collect();
+    let mut cos_sin = Vec::with_capacity(positions.len() * half * 2);
+    for &p in positions {
+        let p = p as f64 / c.rope_scale;
+        for f in &inv_freq {
+            let (s, co) = (p * f).sin_cos();
+            cos_sin.push(co as f32);
+            cos_sin.push(s as f32);
         }
     }
-}
-
-/// cos and sin of every rotation angle for every row's position, computed in f64 once per call:
-/// angle(p, i) = (p / scale) · base^(−2i / rope_dims) / divisor(i), the divisors being the
-/// optional `rope_freqs.weight` of Llama 3.1-style checkpoints (1 without it).
-struct RopeTable {
-    half: usize,
-    /// (rows × half) pairs
-    cos_sin: Vec<(f32, f32)>,
-}
-
-impl RopeTable {
-    fn new(c: &LlamaConfig, divisors: Option<&[f32]>, positions: &[usize]) -> Self {
-        let half = c.rope_dims / 2;
-        let inv_freq: Vec<f64> = (0..half)
-            .map(|i| {
-                let divisor = divisors.map_or(1.0, |d| d[i] as f64);
-                c.rope_base.powf(-(2.0 * i as f64) / c.rope_dims as f64) / divisor
-            })
-            .collect();
-        let mut cos_sin = Vec::with_capacity(positions.len() * half);
-        for &p in positions {
-            let p = p as f64 / c.rope_scale;
-            for f in &inv_freq {
-                let (s, co) = (p * f).sin_cos();
-                cos_sin.push((co as f32, s as f32));
-            }
-        }
-        RopeTable { half, cos_sin }
-    }
-
-    /// Rotates the first `rope_dims` numbers of every head of every row.
-    fn apply(&self, x: &mut [f32], heads: usize, hd: usize, ordering: RopeOrdering) {
-        let half = self.half;
-        for (r, row) in x.chunks_exact_mut(heads * hd).enumerate() {
-            let table = &self.cos_sin[r * half..(r + 1) * half];
-            for head in row.chunks_exact_mut(hd) {
-                for (i, &(co, s)) in table.iter().enumerate() {
-                    let (a, b) = match ordering {
-                        RopeOrdering::Normal => (2 * i, 2 * i + 1),
-                        RopeOrdering::NeoX => (i, i + half),
-                    };
-                    let (x0, x1) = (head[a], head[b]);
-                    head[a] = x0 * co - x1 * s;
-                    head[b] = x0 * s + x1 * co;
-                }
-            }
-        }
-    }
+    cos_sin
 }
 
 /// Checks one sequence of a batch before any work: its cache has the model's shape (`heads` names

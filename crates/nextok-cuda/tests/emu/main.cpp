@@ -1,5 +1,5 @@
 // Runs one kernel of src/kernels.cu on the CPU emulation, with the grid the Rust launch code
-// uses (src/backend.rs and src/resident.rs), reading its buffers from files and writing its
+// uses (src/backend.rs and src/ops.rs), reading its buffers from files and writing its
 // output to a file: `emu KERNEL ARGS...`, see main() below.
 #include <cstdio>
 #include <cstdlib>
@@ -54,6 +54,27 @@ int main(int argc, char** argv) {
         else if (layout == "bf16") run(matmul_bf16);
         else return 2;
         write(argv[8], out);
+    } else if (k == "embed" && argc == 7) {
+        // embed LAYOUT COLS W TOKENS OUT (TOKENS: i32 ids; LAYOUT as for matmul)
+        const std::string layout = argv[2];
+        const int cols = arg(argv, 3);
+        auto w = read<unsigned char>(argv[4]);
+        auto tokens = read<int>(argv[5]);
+        const int n = (int)tokens.size();
+        std::vector<float> out((size_t)n * cols, -1.0f);
+        const unsigned total = (unsigned)(n * cols);
+        auto run = [&](auto f) {
+            emu_launch(dim3{std::min((total + 255) / 256, 4096u), 1, 1}, dim3{256, 1, 1},
+                       [&] { f(w.data(), tokens.data(), out.data(), cols, n); });
+        };
+        if (layout == "q4_0") run(embed_q4_0);
+        else if (layout == "q4_1") run(embed_q4_1);
+        else if (layout == "q8_0") run(embed_q8_0);
+        else if (layout == "f32") run(embed_f32);
+        else if (layout == "f16") run(embed_f16);
+        else if (layout == "bf16") run(embed_bf16);
+        else return 2;
+        write(argv[6], out);
     } else if (k == "attention" && argc == 13) {
         // attention ROWS HEADS KV_HEADS HD FIRST CAUSAL KEYS Q K V OUT
         const int rows = arg(argv, 2), heads = arg(argv, 3), kv_heads = arg(argv, 4), hd = arg(argv, 5);
@@ -70,24 +91,42 @@ int main(int argc, char** argv) {
         });
         write(argv[12], out);
     } else if (k == "attention_paged" && argc == 16) {
-        // attention_paged ROWS HEADS KV_HEADS HD FIRST CAUSAL KEYS LAYER BLOCK_POSITIONS
-        // BLOCK_NUMBERS Q POOL TABLE OUT (POOL: the pool's blocks one after another, BLOCK_NUMBERS
-        // numbers each; TABLE: the sequence's block numbers, i32)
+        // attention_paged ROWS HEADS KV_HEADS HD FIRST CAUSAL KEYS LAYER LAYERS BLOCK_POSITIONS
+        //                 Q POOL TABLE OUT
+        // POOL: every block of a pool, one after another (LAYERS x 2 x BLOCK_POSITIONS x
+        // KV_HEADS x HD f32 each, in the storage's layout); TABLE: the sequence's block numbers
+        // (u32), turned here into the block addresses the backend passes.
         const int rows = arg(argv, 2), heads = arg(argv, 3), kv_heads = arg(argv, 4), hd = arg(argv, 5);
         const int first = arg(argv, 6), causal = arg(argv, 7), keys = arg(argv, 8);
-        const int layer = arg(argv, 9), bp = arg(argv, 10);
-        const long long block_numbers = std::atoll(argv[11]);
+        const int layer = arg(argv, 9), layers = arg(argv, 10), bp = arg(argv, 11);
         auto q = read<float>(argv[12]);
         auto pool = read<float>(argv[13]);
-        auto table = read<int>(argv[14]);
+        auto ids = read<unsigned>(argv[14]);
+        const size_t per_block = (size_t)layers * 2 * bp * kv_heads * hd;
+        std::vector<unsigned long long> table;
+        for (unsigned id : ids) {
+            if ((size_t)(id + 1) * per_block > pool.size()) { std::fprintf(stderr, "block %u outside the pool\n", id); return 2; }
+            table.push_back((unsigned long long)(pool.data() + (size_t)id * per_block));
+        }
         std::vector<float> out((size_t)rows * heads * hd, -1.0f);
         std::vector<float> scores((size_t)rows * heads * keys);
         const float scale = 1.0f / std::sqrt((float)hd);
         emu_launch(dim3{(unsigned)(rows * heads), 1, 1}, dim3{ATTENTION_THREADS, 1, 1}, [&] {
-            attention_paged(q.data(), pool.data(), table.data(), out.data(), scores.data(), 0, heads,
-                            kv_heads, hd, first, causal, keys, scale, layer, bp, block_numbers);
+            attention_paged(q.data(), table.data(), out.data(), scores.data(), 0, heads, kv_heads, hd,
+                            first, causal, keys, scale, layer, bp);
         });
         write(argv[15], out);
+    } else if (k == "rms_norm_rows" && argc == 8) {
+        // rms_norm_rows ROWS_FILE D EPS X W OUT, ROWS_FILE: i32 row numbers
+        auto rows = read<int>(argv[2]);
+        const int d = arg(argv, 3);
+        const float eps = std::strtof(argv[4], nullptr);
+        auto x = read<float>(argv[5]);
+        auto w = read<float>(argv[6]);
+        std::vector<float> out(rows.size() * (size_t)d);
+        emu_launch(dim3{(unsigned)rows.size(), 1, 1}, dim3{ROW_THREADS, 1, 1},
+                   [&] { rms_norm_rows(x.data(), rows.data(), w.data(), out.data(), d, eps); });
+        write(argv[7], out);
     } else if (k == "rms_norm" && argc == 8) {
         // rms_norm ROWS D EPS X W OUT
         const int rows = arg(argv, 2), d = arg(argv, 3);
@@ -108,6 +147,23 @@ int main(int argc, char** argv) {
         emu_launch(dim3{std::min((n + 255) / 256, 4096u), 1, 1}, dim3{256, 1, 1},
                    [&] { rope(x.data(), cs.data(), rows, heads, hd, half, neox); });
         write(argv[8], x);
+    } else if (k == "add_bias" && argc == 5) {
+        // add_bias X B OUT (rows = X / B)
+        auto x = read<float>(argv[2]);
+        auto b = read<float>(argv[3]);
+        const int width = (int)b.size(), rows = (int)(x.size() / b.size());
+        const unsigned n = (unsigned)x.size();
+        emu_launch(dim3{std::min((n + 255) / 256, 4096u), 1, 1}, dim3{256, 1, 1},
+                   [&] { add_bias(x.data(), b.data(), rows, width); });
+        write(argv[4], x);
+    } else if (k == "add" && argc == 5) {
+        // add X Y OUT
+        auto x = read<float>(argv[2]);
+        auto y = read<float>(argv[3]);
+        const int n = (int)x.size();
+        emu_launch(dim3{std::min((unsigned)(n + 255) / 256, 4096u), 1, 1}, dim3{256, 1, 1},
+                   [&] { add(x.data(), y.data(), n); });
+        write(argv[4], x);
     } else if (k == "silu_mul" && argc == 5) {
         // silu_mul G U OUT
         auto g = read<float>(argv[2]);
