@@ -99,8 +99,14 @@ impl LanguageModel for LlamaOnBackend {
         Ok(self.model.forward(self.backend.as_ref(), batch)?)
     }
 
+    /// A cache where the backend keeps its numbers: a private pool of the backend's storage
+    /// with no budget to speak of (device memory for a GPU backend, so that attention reads the
+    /// blocks in place), or the model's host cache if the backend makes no pool.
     fn new_cache(&self, kv_type: KvType) -> KvCache {
-        self.model.new_cache(kv_type)
+        self.model
+            .new_pool(self.backend.as_ref(), kv_type, u64::MAX)
+            .map(|pool| pool.new_cache())
+            .unwrap_or_else(|_| self.model.new_cache(kv_type))
     }
 
     fn new_pool(&self, kv_type: KvType, budget_bytes: u64) -> Result<KvPool, Error> {
