@@ -160,6 +160,25 @@ async fn a_greedy_chat_is_the_librarys_answer_with_its_usage() {
             <= prompt.len() as u64
     );
 
+    // The same request again finds its prompt's blocks in the prefix cache, and answers the
+    // same.
+    let (_, again) = post(
+        &format!("{}/v1/chat/completions", s.url),
+        &json!({
+            "messages": [{"role": "user", "content": user}],
+            "temperature": 0,
+            "max_tokens": 24,
+        }),
+    )
+    .await;
+    assert_eq!(again["choices"][0]["message"], choice["message"]);
+    assert!(
+        again["usage"]["prompt_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+
     // One log-probability per token of the answer (the end token is not text), each with its
     // two best alternatives, the first of which is the greedy choice itself.
     let content = choice["logprobs"]["content"].as_array().unwrap();
@@ -189,7 +208,7 @@ async fn a_stream_is_the_whole_answer_in_chunks_then_usage_then_done() {
             "temperature": 0.9,
             "top_p": 0.95,
             "seed": 1234,
-            "max_tokens": 32,
+            "max_tokens": 20,
         });
         let url = if endpoint == "chat" {
             body["messages"] = json!([{"role": "user", "content": "Tell me about the sea."}]);
@@ -224,7 +243,12 @@ async fn a_stream_is_the_whole_answer_in_chunks_then_usage_then_done() {
         // The usage chunk comes last, with empty choices and the whole answer's usage.
         let usage = chunks.last().unwrap();
         assert_eq!(usage["choices"], json!([]));
-        assert_eq!(usage["usage"], whole["usage"]);
+        // (The cached prompt tokens may differ: the stream's prompt was computed once before.)
+        for field in ["prompt_tokens", "completion_tokens", "total_tokens"] {
+            assert_eq!(usage["usage"][field], whole["usage"][field], "{field}");
+        }
+        let cached = &usage["usage"]["prompt_tokens_details"]["cached_tokens"];
+        assert!(cached.as_u64().unwrap() <= usage["usage"]["prompt_tokens"].as_u64().unwrap());
         // One chunk carries the finish reason, the whole answer's.
         let finishing: Vec<&Value> = chunks
             .iter()
