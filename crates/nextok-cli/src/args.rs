@@ -596,8 +596,8 @@ pub struct ServeArgs {
     /// waiting prompts.
     #[arg(long, value_name = "N", default_value_t = nextok::SchedulerOptions::default().max_tokens_per_step, value_parser = count(1, nextok::SchedulerOptions::MAX_TOKENS_PER_STEP as u64))]
     pub max_tokens_per_step: usize,
-    /// Memory for the KV cache (K, M and G suffixes: powers of 1024). Default: the scheduler's
-    /// (enough for --max-running full contexts, capped).
+    /// Memory for the KV cache (K, M and G suffixes: powers of 1024). Default: enough for
+    /// --max-running full context windows, at most 2G.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub kv_memory: Option<u64>,
     /// Requests that may wait for admission; one more is refused with 429 and Retry-After.
