@@ -1052,65 +1052,53 @@ impl<'e> Worker<'_, 'e> {
         // Every planned entry has a cache by construction; one without could not run, and would
         // shift the rows against the entries.
         plan.retain(|item| item.cache.is_some());
-        let result = {
-            let mut batch: Vec<Sequence<'_>> = plan
-                .iter_mut()
-                .filter_map(|item| {
-                    let logits = if item.logits {
-                        Logits::Last
-                    } else {
-                        Logits::None
-                    };
-                    item.cache.as_mut().map(|cache| Sequence {
-                        cache,
-                        tokens: &item.tokens,
-                        logits,
+        let mut results: Vec<Result<Vec<f32>, Error>> = match self.forward(&mut plan) {
+            Ok(rows) => rows.into_iter().map(Ok).collect(),
+            Err(Error::Model(nextok_model::Error::Cache(
+                nextok_kv_cache::Error::OutOfBlocks { .. },
+            ))) if self.running.len() > 1 => {
+                // The plan asked for blocks the pool could not give after all (a copy-on-write
+                // it did not foresee). The caches are as they were: put them back, free memory
+                // by preempting the newest request, and plan again next step.
+                self.stats.steps += 1;
+                self.put_back(plan);
+                self.preempt_newest(None, &mut Vec::new());
+                return;
+            }
+            Err(e) if plan.len() == 1 => vec![Err(e)],
+            Err(_) => {
+                // The model refused the batch; the caches are as they were. Each entry runs
+                // alone (the same bits, by the model's contract), so that only the requests the
+                // model refuses end with its error, not the others beside them.
+                plan.iter_mut()
+                    .map(|item| {
+                        self.forward(std::slice::from_mut(item))
+                            .map(|mut rows| rows.pop().unwrap_or_default())
                     })
-                })
-                .collect();
-            self.engine.model().forward(&mut batch)
+                    .collect()
+            }
         };
         self.stats.steps += 1;
-        // Caches go back where they came from (untouched when the pass failed). Their full
-        // blocks join the prefix cache, for later requests that share a prefix and for this one
-        // should it be preempted.
-        let mut logits = Vec::with_capacity(plan.len());
-        for mut item in plan {
+        for (item, result) in plan.iter_mut().zip(&results) {
+            // The full blocks of every cache that ran join the prefix cache, for later requests
+            // that share a prefix and for this one should it be preempted.
             if result.is_ok() && self.memory.prefix_caching {
                 if let Some(cache) = item.cache.as_mut() {
                     cache.publish_prefix();
                 }
             }
-            let req = &mut self.running[item.req];
-            match item.target {
-                Target::Prompt => req.prompt_cache = item.cache,
-                Target::Seq(s) => req.seqs[s].cache = item.cache,
-            }
-            logits.push((item.req, item.target, item.logits));
         }
-        let rows = match result {
-            Ok(rows) => rows,
-            Err(Error::Model(nextok_model::Error::Cache(
-                nextok_kv_cache::Error::OutOfBlocks { .. },
-            ))) if self.running.len() > 1 => {
-                // The plan asked for blocks the pool could not give after all (a copy-on-write
-                // it did not foresee). The caches are as they were: free memory by preempting the
-                // newest request and plan again next step.
-                self.preempt_newest(None, &mut Vec::new());
-                return;
-            }
-            Err(e) => {
-                // The model failed on this batch: every request in it ends with the error.
-                for (r, _, _) in &logits {
-                    let req = &mut self.running[*r];
-                    req.send(Err(e.clone()));
+        let entries = self.put_back(plan);
+        for ((r, target, wanted), result) in entries.into_iter().zip(results.drain(..)) {
+            let row = match result {
+                Ok(row) => row,
+                Err(e) => {
+                    let req = &mut self.running[r];
+                    req.send(Err(e));
                     req.gone = true;
+                    continue;
                 }
-                self.sweep();
-                return;
-            }
-        };
-        for ((r, target, wanted), row) in logits.into_iter().zip(rows) {
+            };
             if !wanted {
                 continue;
             }
@@ -1120,6 +1108,41 @@ impl<'e> Worker<'_, 'e> {
             }
         }
         self.sweep();
+    }
+
+    /// One forward pass over the planned entries (each holds its cache).
+    fn forward(&self, plan: &mut [Item]) -> Result<Vec<Vec<f32>>, Error> {
+        let mut batch: Vec<Sequence<'_>> = plan
+            .iter_mut()
+            .filter_map(|item| {
+                let logits = if item.logits {
+                    Logits::Last
+                } else {
+                    Logits::None
+                };
+                item.cache.as_mut().map(|cache| Sequence {
+                    cache,
+                    tokens: &item.tokens,
+                    logits,
+                })
+            })
+            .collect();
+        self.engine.model().forward(&mut batch)
+    }
+
+    /// Puts the entries' caches back where they came from, and returns each entry's request,
+    /// target and whether it asked for logits.
+    fn put_back(&mut self, plan: Vec<Item>) -> Vec<(usize, Target, bool)> {
+        let mut entries = Vec::with_capacity(plan.len());
+        for item in plan {
+            let req = &mut self.running[item.req];
+            match item.target {
+                Target::Prompt => req.prompt_cache = item.cache,
+                Target::Seq(s) => req.seqs[s].cache = item.cache,
+            }
+            entries.push((item.req, item.target, item.logits));
+        }
+        entries
     }
 
     /// The prompt of running request `r` has been read: its completions fork its cache, and those

@@ -683,3 +683,90 @@ fn a_shared_prefix_comes_from_the_prefix_cache() {
         assert_eq!(stats.kv_blocks_cached > 0, prefix_caching);
     }
 }
+
+/// The small model, but its forward pass refuses any batch in which a sequence runs token
+/// [`POISON`]: a model that fails on one request.
+#[derive(Debug)]
+struct Refuses(nextok::LlamaOnBackend);
+
+const POISON: u32 = 77;
+
+impl nextok::LanguageModel for Refuses {
+    fn forward(&self, batch: &mut [nextok::model::Sequence<'_>]) -> Result<Vec<Vec<f32>>, Error> {
+        if batch.iter().any(|s| s.tokens.contains(&POISON)) {
+            return Err(Error::InvalidOption {
+                option: "tokens",
+                expected: "no poison",
+            });
+        }
+        self.0.forward(batch)
+    }
+    fn new_cache(&self, kv_type: nextok::kv_cache::KvType) -> nextok::kv_cache::KvCache {
+        self.0.new_cache(kv_type)
+    }
+    fn new_pool(
+        &self,
+        kv_type: nextok::kv_cache::KvType,
+        budget_bytes: u64,
+    ) -> Result<nextok::kv_cache::KvPool, Error> {
+        self.0.new_pool(kv_type, budget_bytes)
+    }
+    fn vocab_size(&self) -> usize {
+        self.0.vocab_size()
+    }
+    fn context_window(&self) -> usize {
+        self.0.context_window()
+    }
+}
+
+/// A request the model fails on ends with the model's error and gives its blocks back; the
+/// requests that ran in the same batch go on and give their tokens alone.
+#[test]
+fn a_failing_request_ends_alone_and_frees_its_blocks() {
+    use nextok::gguf::GgufFile;
+    use nextok::model::{CpuBackend, LlamaModel, LoadOptions};
+    let file = GgufFile::from_bytes(common::gguf(SEED, 256)).unwrap();
+    let tokenizer = nextok::tokenizer::load_from_gguf(&file).unwrap();
+    let model = LlamaModel::from_gguf(file, LoadOptions::default()).unwrap();
+    let model = Refuses(nextok::LlamaOnBackend::new(
+        model,
+        Box::new(CpuBackend::new(1)),
+    ));
+    let engine = Arc::new(
+        Engine::from_parts(
+            Box::new(model),
+            tokenizer,
+            None,
+            nextok::kv_cache::KvType::F32,
+        )
+        .unwrap(),
+    );
+    let scheduler = Scheduler::new(engine, SchedulerOptions::default()).unwrap();
+    let good = Request {
+        prompt: vec![10, 11, 12, 13],
+        options: greedy(12),
+    };
+    // Its prompt is read in a step beside the other request's prompt or first decodes (12 tokens
+    // to go), so the batch the model refuses holds both.
+    let bad = Request {
+        prompt: vec![20, 21, POISON, 22],
+        options: greedy(12),
+    };
+    let hg = scheduler.submit(good.clone()).unwrap();
+    let hb = scheduler.submit(bad).unwrap();
+    let events: Vec<_> = hb.collect();
+    assert_eq!(
+        events,
+        [Err(Error::InvalidOption {
+            option: "tokens",
+            expected: "no poison"
+        })]
+    );
+    let (_, done) = drain(hg);
+    assert_eq!(
+        done.iter().map(key).collect::<Vec<_>>(),
+        alone(&good).iter().map(key).collect::<Vec<_>>()
+    );
+    scheduler.wait_idle();
+    assert_eq!(scheduler.stats().kv_blocks_used, 0);
+}
