@@ -339,6 +339,18 @@ fn no_forbidden_arrow_in_the_dependency_graph() {
             wrong.push(path_to(&graph, lib, "clap"));
         }
     }
+    // Only the server and the command run an async runtime or speak HTTP.
+    assert!(reaches(&graph, "nextok-server").contains("axum"));
+    for lib in ours
+        .iter()
+        .filter(|n| !matches!(n.as_str(), "nextok-cli" | "nextok-server"))
+    {
+        for web in ["tokio", "axum", "hyper"] {
+            if reaches(&graph, lib).contains(web) {
+                wrong.push(path_to(&graph, lib, web));
+            }
+        }
+    }
     // Only the CUDA backend talks to CUDA.
     for (name, deps) in &graph {
         if deps.contains("cudarc") && name != "nextok-cuda" {

@@ -70,6 +70,9 @@ pub enum Command {
     ConstrainBench(ConstrainBenchArgs),
     /// Measure prefill and decode speed and time to first token on this machine.
     Bench(BenchArgs),
+    /// Serve the model over HTTP with the OpenAI API (chat and text completions, streaming),
+    /// batching concurrent requests into one forward pass per step.
+    Serve(ServeArgs),
     /// Fetch the default model if it is not there yet, check its SHA-256 and print its path (what
     /// `cargo xtask fetch-model` runs; the other commands fetch it on first use by themselves).
     #[command(hide = true)]
@@ -561,6 +564,99 @@ pub struct BenchArgs {
     pub json: bool,
 }
 
+/// `nextok serve`'s flags.
+#[derive(Debug, Args, Clone)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// The address to listen on (0.0.0.0 for every interface).
+    #[arg(long, value_name = "HOST", default_value = "127.0.0.1")]
+    pub host: String,
+    /// The port to listen on (0 picks a free one, printed at start).
+    #[arg(long, value_name = "PORT", default_value_t = 8080)]
+    pub port: u16,
+    /// The model's id in /v1/models and in responses (default: the file's name without .gguf).
+    #[arg(long, value_name = "NAME")]
+    pub model_name: Option<String>,
+    /// Require `Authorization: Bearer KEY` on every route but /health (and /metrics, unless
+    /// --protect-metrics). Default: $NEXTOK_API_KEY when set, else no key.
+    #[arg(long, value_name = "KEY")]
+    pub api_key: Option<String>,
+    /// /metrics needs the key too.
+    #[arg(long)]
+    pub protect_metrics: bool,
+    /// The largest request body, in bytes (K, M and G suffixes: powers of 1024); a larger one
+    /// is refused with 413.
+    #[arg(long, value_name = "SIZE", default_value = "8M", value_parser = parse_size)]
+    pub max_body: u64,
+    /// The most tokens one completion may ask for (max_tokens), and the answer's length when a
+    /// request gives none. Default: up to the context window.
+    #[arg(long, value_name = "N", value_parser = count(1, MAX_TOKENS))]
+    pub max_tokens_limit: Option<usize>,
+    /// Sequences decoding at once (the scheduler's running batch).
+    #[arg(long, value_name = "N", default_value_t = nextok::SchedulerOptions::default().max_running, value_parser = count(1, nextok::SchedulerOptions::MAX_REQUESTS as u64))]
+    pub max_running: usize,
+    /// Tokens per forward pass: the running sequences' next tokens first, then chunks of
+    /// waiting prompts.
+    #[arg(long, value_name = "N", default_value_t = nextok::SchedulerOptions::default().max_tokens_per_step, value_parser = count(1, nextok::SchedulerOptions::MAX_TOKENS_PER_STEP as u64))]
+    pub max_tokens_per_step: usize,
+    /// Memory for the KV cache (K, M and G suffixes: powers of 1024). Default: enough for
+    /// --max-running full context windows, at most 2G.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub kv_memory: Option<u64>,
+    /// Requests that may wait for admission; one more is refused with 429 and Retry-After.
+    #[arg(long, value_name = "N", default_value_t = nextok::SchedulerOptions::default().max_waiting, value_parser = count(1, nextok::SchedulerOptions::MAX_REQUESTS as u64))]
+    pub max_waiting: usize,
+    /// Do not reuse the KV cache of prompt prefixes that earlier requests computed.
+    #[arg(long)]
+    pub no_prefix_cache: bool,
+    /// Seconds that SIGINT or SIGTERM leave running requests to finish before they are
+    /// cancelled; the process then exits 0.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = RangedU64ValueParser::<u64>::new().range(0..=3600))]
+    pub shutdown_grace: u64,
+    /// Constraint limit, per request's grammar or JSON Schema (checked as it compiles; the work
+    /// of each mask keeps the library's bound of 1,000,000 units): grammar rules after lowering.
+    #[arg(long, value_name = "N", default_value_t = nextok::constraints::Limits::DEFAULT.max_rules, value_parser = count(1, 1 << 32))]
+    pub max_grammar_rules: usize,
+    /// Constraint limit: grammar items (symbols over all rules, plus one per rule).
+    #[arg(long, value_name = "N", default_value_t = nextok::constraints::Limits::DEFAULT.max_items, value_parser = count(1, 1 << 32))]
+    pub max_grammar_items: usize,
+    /// Constraint limit: distinct terminal automata in one grammar.
+    #[arg(long, value_name = "N", default_value_t = nextok::constraints::Limits::DEFAULT.max_terminals, value_parser = count(1, 1 << 32))]
+    pub max_grammar_terminals: usize,
+    /// Constraint limit: automaton states over all terminals of one grammar.
+    #[arg(long, value_name = "N", default_value_t = nextok::constraints::Limits::DEFAULT.max_terminal_states, value_parser = count(1, 1 << 32))]
+    pub max_grammar_states: usize,
+}
+
+/// A size in bytes: a whole number with an optional K, M or G (powers of 1024; `B`, `iB` and
+/// lower case accepted).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .or_else(|| t.strip_suffix('b'))
+        .unwrap_or(t);
+    let (digits, shift) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 10),
+        Some('m' | 'M') => (&t[..t.len() - 1], 20),
+        Some('g' | 'G') => (&t[..t.len() - 1], 30),
+        _ => (t, 0),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size: give bytes, or a number with K, M or G"))?;
+    let bytes = n
+        .checked_mul(1 << shift)
+        .filter(|&b| b <= 1 << 50)
+        .ok_or_else(|| format!("`{s}` is too large: at most 1024 TiB"))?;
+    if bytes == 0 {
+        return Err(format!("`{s}` is zero: give a size of at least one byte"));
+    }
+    Ok(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -568,5 +664,20 @@ mod tests {
         // clap checks at run time that flag names, groups and requirements fit together; this
         // makes every subcommand's definition go through those checks.
         <super::Cli as clap::CommandFactory>::command().debug_assert();
+    }
+
+    #[test]
+    fn sizes_take_binary_suffixes_and_refuse_zero_and_overflow() {
+        use super::parse_size;
+        assert_eq!(parse_size("8M"), Ok(8 << 20));
+        assert_eq!(parse_size("512k"), Ok(512 << 10));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_size("100"), Ok(100));
+        assert_eq!(parse_size("100B"), Ok(100));
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("1.5G").is_err());
+        assert!(parse_size("G").is_err());
+        assert!(parse_size("18446744073709551615G").is_err());
+        assert!(parse_size("2000000G").is_err());
     }
 }

@@ -1,5 +1,5 @@
 //! The `nextok` command: generate, chat, tokenize, template, logits, score, sample, plan,
-//! classify, bench and constrain-bench, over the `nextok` library. It is also the one place that
+//! classify, bench, constrain-bench and serve, over the `nextok` library. It is also the one place that
 //! fetches the default model (`fetch`): the library starts no process.
 //!
 //! Errors are for a person: one line on stderr that says what to do, and a non-zero exit code

@@ -787,3 +787,116 @@ fn a_chat_message_cannot_forge_a_turn() {
     let v = json_out(&nextok(&args));
     assert_eq!((count(&v, 1), count(&v, 2)), (1, 1), "{v}");
 }
+
+/// One `GET` over a plain socket (HTTP/1.0, so the server closes the connection after its
+/// answer) and the status line of the answer.
+fn http_get_status(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut socket = std::net::TcpStream::connect(addr).expect("the server listens");
+    write!(socket, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    socket.read_to_string(&mut answer).unwrap();
+    answer.lines().next().unwrap_or_default().to_string()
+}
+
+#[test]
+fn serve_prints_its_url_and_a_curl_line_answers_health_and_exits_0_on_sigterm() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let model = model();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nextok"))
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--threads",
+            "1",
+            "--shutdown-grace",
+            "2",
+        ])
+        .args(["--model", &model])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the nextok binary runs");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next = || lines.next().expect("a line").expect("UTF-8");
+    let serving = next();
+    let url = serving
+        .split_whitespace()
+        .find(|w| w.starts_with("http://127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no URL in {serving:?}"))
+        .to_string();
+    assert!(next().contains("ready"));
+    let curl = next();
+    assert!(
+        curl.starts_with(&format!("curl {url}/v1/chat/completions")),
+        "{curl}"
+    );
+    let addr = url.trim_start_matches("http://");
+    let health = http_get_status(addr, "/health");
+    assert!(
+        health.starts_with("HTTP/1.") && health.contains(" 200 "),
+        "{health}"
+    );
+    let nowhere = http_get_status(addr, "/nowhere");
+    assert!(nowhere.contains(" 404 "), "{nowhere}");
+
+    let sent = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success());
+    // A bound on waiting, so that a server that ignores the signal fails the test.
+    let mut status = None;
+    for _ in 0..120 {
+        status = child.try_wait().unwrap();
+        if status.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    let Some(status) = status else {
+        child.kill().unwrap();
+        panic!("nextok serve did not stop within 30 s of SIGTERM");
+    };
+    assert!(status.success(), "exit status {status}");
+}
+
+#[test]
+fn serve_help_documents_every_setting_with_its_default() {
+    let o = Command::new(env!("CARGO_BIN_EXE_nextok"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let help = String::from_utf8(o.stdout).unwrap();
+    for (flag, default) in [
+        ("--host", Some("127.0.0.1")),
+        ("--port", Some("8080")),
+        ("--api-key", None),
+        ("--protect-metrics", None),
+        ("--max-body", Some("8M")),
+        ("--max-running", Some("32")),
+        ("--max-tokens-per-step", Some("512")),
+        ("--kv-memory", None),
+        ("--max-waiting", Some("256")),
+        ("--no-prefix-cache", None),
+        ("--shutdown-grace", Some("10")),
+        ("--max-grammar-rules", Some("1000000")),
+        ("--max-grammar-items", Some("4000000")),
+        ("--max-grammar-terminals", Some("20000")),
+        ("--max-grammar-states", Some("2000000")),
+        ("--threads", None),
+        ("--model", None),
+    ] {
+        assert!(help.contains(flag), "{flag} missing from:\n{help}");
+        if let Some(d) = default {
+            assert!(
+                help.contains(&format!("[default: {d}]")),
+                "{flag}'s default {d} missing from:\n{help}"
+            );
+        }
+    }
+    assert!(help.contains("NEXTOK_API_KEY"));
+}

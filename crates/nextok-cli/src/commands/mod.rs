@@ -4,6 +4,7 @@ mod bench;
 mod generate;
 mod plan;
 mod sample;
+mod serve;
 mod text;
 
 use crate::args::{Command, ModelArgs, RunArgs};
@@ -23,6 +24,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Classify(a) => generate::classify(&a),
         Command::ConstrainBench(a) => text::constrain_bench(&a),
         Command::Bench(a) => bench::run(&a),
+        Command::Serve(a) => serve::run(&a),
         Command::FetchModel => {
             let path = crate::fetch::fetch_and_check(&mut |line| eprintln!("nextok: {line}"))?;
             crate::output::println(&path.display().to_string())

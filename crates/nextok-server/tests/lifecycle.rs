@@ -1,0 +1,219 @@
+//! Servers of their own (so that their figures are theirs alone): disconnects cancel, a full
+//! queue is a 429, keys are checked, and 16 + 16 concurrent requests give each one's tokens.
+
+mod common;
+
+use common::{client, get, metric, metrics_until, post, start, MODEL};
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use nextok::SchedulerOptions;
+use nextok_server::ServerConfig;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// A request that would run for a long time if nothing stopped it.
+fn long(stream: bool) -> Value {
+    json!({
+        "messages": [{"role": "user", "content": "Count from one to ten thousand."}],
+        "max_tokens": 4000,
+        "ignore_eos": true,
+        "temperature": 0,
+        "stream": stream,
+    })
+}
+
+fn idle(text: &str) -> bool {
+    metric(text, "nextok_requests_running") == 0.0 && metric(text, "nextok_requests_waiting") == 0.0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_disconnects_frees_its_request() {
+    let s = start(ServerConfig::new(MODEL), SchedulerOptions::default());
+    let url = format!("{}/v1/chat/completions", s.url);
+
+    // Streaming: read until the first content, then go away.
+    let response = client().post(&url).json(&long(true)).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let mut events = response.bytes_stream().eventsource();
+    let mut contents = 0;
+    while contents < 2 {
+        let e = events.next().await.expect("the stream goes on").unwrap();
+        let v: Value = serde_json::from_str(&e.data).unwrap();
+        if v["choices"][0]["delta"]["content"]
+            .as_str()
+            .is_some_and(|c| !c.is_empty())
+        {
+            contents += 1;
+        }
+    }
+    let text = get(&format!("{}/metrics", s.url)).await.1;
+    assert_eq!(metric(&text, "nextok_requests_running"), 1.0, "{text}");
+    drop(events);
+    let text = metrics_until(&s.url, 120, idle).await;
+    assert!(idle(&text), "the stream's request still runs:\n{text}");
+    let generated = metric(&text, "nextok_generation_tokens_total");
+    assert!(
+        generated < 4000.0,
+        "{generated} tokens: the request ran to its end"
+    );
+
+    // Not streaming: the client gives up after a moment and closes the connection.
+    let quick = reqwest::Client::builder()
+        .timeout(Duration::from_millis(1500))
+        .build()
+        .unwrap();
+    let gave_up = quick.post(&url).json(&long(false)).send().await;
+    assert!(gave_up.is_err(), "4000 tokens do not come in 1.5 s");
+    let text = metrics_until(&s.url, 120, |t| {
+        idle(t) && metric(t, "nextok_generation_tokens_total") > generated
+    })
+    .await;
+    assert!(
+        idle(&text),
+        "the request of the client that left still runs:\n{text}"
+    );
+    let more = metric(&text, "nextok_generation_tokens_total") - generated;
+    assert!(
+        more > 0.0 && more < 4000.0,
+        "{more} tokens for the second request"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_is_a_429_with_retry_after() {
+    let options = SchedulerOptions {
+        max_running: 1,
+        max_waiting: 1,
+        ..SchedulerOptions::default()
+    };
+    let s = start(ServerConfig::new(MODEL), options);
+    let url = format!("{}/v1/chat/completions", s.url);
+    // One request runs (its first chunk has come) ...
+    let response = client().post(&url).json(&long(true)).send().await.unwrap();
+    let mut running = response.bytes_stream().eventsource();
+    running.next().await.unwrap().unwrap();
+    // ... one waits ...
+    let waiting_url = url.clone();
+    let waiting = tokio::spawn(async move {
+        let mut body = long(false);
+        body["max_tokens"] = json!(4);
+        post(&waiting_url, &body).await
+    });
+    let text = metrics_until(&s.url, 120, |t| metric(t, "nextok_requests_waiting") == 1.0).await;
+    assert_eq!(metric(&text, "nextok_requests_waiting"), 1.0, "{text}");
+    // ... and the next one finds the queue full.
+    let response = client()
+        .post(&url)
+        .json(&json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 429);
+    let retry: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(retry >= 1);
+    let v: Value = response.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "queue_full");
+    // The running one leaves; the waiting one then runs and answers.
+    drop(running);
+    let (status, answer) = waiting.await.unwrap();
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["usage"]["completion_tokens"], 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_guard_every_route_but_health_and_optionally_metrics() {
+    for protect in [false, true] {
+        let config = ServerConfig::new(MODEL)
+            .with_api_key(Some("sekret".into()))
+            .with_protect_metrics(protect);
+        let s = start(config, SchedulerOptions::default());
+        let c = client();
+        let models = format!("{}/v1/models", s.url);
+        let chat = format!("{}/v1/chat/completions", s.url);
+        let body = json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1});
+        for key in [None, Some("wrong"), Some("sekre"), Some("sekret2")] {
+            let mut get = c.get(&models);
+            let mut post = c.post(&chat).json(&body);
+            if let Some(k) = key {
+                get = get.bearer_auth(k);
+                post = post.bearer_auth(k);
+            }
+            for request in [get, post] {
+                let r = request.send().await.unwrap();
+                assert_eq!(r.status().as_u16(), 401, "key {key:?}");
+                let v: Value = r.json().await.unwrap();
+                assert_eq!(v["error"]["code"], "invalid_api_key");
+            }
+        }
+        let r = c.get(&models).bearer_auth("sekret").send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+        let r = c
+            .post(&chat)
+            .bearer_auth("sekret")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+        assert_eq!(get(&format!("{}/health", s.url)).await.0, 200);
+        let metrics = format!("{}/metrics", s.url);
+        let open = c.get(&metrics).send().await.unwrap().status().as_u16();
+        assert_eq!(open, if protect { 401 } else { 200 });
+        let keyed = c.get(&metrics).bearer_auth("sekret").send().await.unwrap();
+        assert_eq!(keyed.status().as_u16(), 200);
+    }
+}
+
+/// The tokens and their log-probabilities (bit for bit, through JSON) of each request alone,
+/// then of all at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixteen_greedy_and_sixteen_seeded_concurrent_requests_give_what_each_gives_alone() {
+    let s = start(ServerConfig::new(MODEL), SchedulerOptions::default());
+    let url = format!("{}/v1/chat/completions", s.url);
+    let topics = [
+        "cats", "rivers", "bread", "trains", "music", "snow", "chess", "bees", "maps", "tea",
+        "clocks", "ships", "salt", "owls", "glass", "rain",
+    ];
+    let mut bodies = Vec::new();
+    for (i, topic) in topics.iter().enumerate() {
+        bodies.push(json!({
+            "messages": [{"role": "user", "content": format!("Say something about {topic}.")}],
+            "temperature": 0,
+            "max_tokens": 8,
+            "logprobs": true,
+        }));
+        bodies.push(json!({
+            "messages": [{"role": "user", "content": format!("Tell a story about {topic}.")}],
+            "temperature": 0.9,
+            "seed": 100 + i,
+            "max_tokens": 8,
+            "logprobs": true,
+        }));
+    }
+    let answer = |r: &Value| {
+        (
+            r["choices"][0]["message"]["content"].clone(),
+            r["choices"][0]["logprobs"].clone(),
+            r["usage"]["completion_tokens"].clone(),
+        )
+    };
+    let mut alone = Vec::new();
+    for body in &bodies {
+        let (status, r) = post(&url, body).await;
+        assert_eq!(status, 200, "{r}");
+        alone.push(answer(&r));
+    }
+    let together = futures_util::future::join_all(bodies.iter().map(|b| post(&url, b))).await;
+    for (i, ((status, r), expected)) in together.iter().zip(&alone).enumerate() {
+        assert_eq!(*status, 200, "{r}");
+        assert_eq!(
+            &answer(r),
+            expected,
+            "request {i} changed beside the others"
+        );
+    }
+}
