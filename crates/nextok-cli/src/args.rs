@@ -614,8 +614,8 @@ pub struct ServeArgs {
     /// cancelled; the process then exits 0.
     #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = RangedU64ValueParser::<u64>::new().range(0..=3600))]
     pub shutdown_grace: u64,
-    /// Constraint limit, per request's grammar or JSON Schema (checked as it compiles; the work
-    /// of each mask keeps the library's bound of 1,000,000 units): grammar rules after lowering.
+    /// Constraint limit, per request's grammar or JSON Schema (checked as it compiles): grammar
+    /// rules after lowering.
     #[arg(long, value_name = "N", default_value_t = nextok::constraints::Limits::DEFAULT.max_rules, value_parser = count(1, 1 << 32))]
     pub max_grammar_rules: usize,
     /// Constraint limit: grammar items (symbols over all rules, plus one per rule).
@@ -627,6 +627,11 @@ pub struct ServeArgs {
     /// Constraint limit: automaton states over all terminals of one grammar.
     #[arg(long, value_name = "N", default_value_t = nextok::constraints::Limits::DEFAULT.max_terminal_states, value_parser = count(1, 1 << 32))]
     pub max_grammar_states: usize,
+    /// Constraint limit, checked as each token is chosen: work units (grammar items processed,
+    /// completions, terminal steps) of one mask or one token; a request past it ends with a 400
+    /// before its answer starts, or with its error mid-answer.
+    #[arg(long, value_name = "N", default_value_t = nextok::constraints::Limits::DEFAULT.max_mask_work, value_parser = clap::value_parser!(u64).range(1..=1 << 40))]
+    pub max_mask_work: u64,
 }
 
 /// A size in bytes: a whole number with an optional K, M or G (powers of 1024; `B`, `iB` and

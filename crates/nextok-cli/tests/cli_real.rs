@@ -887,6 +887,7 @@ fn serve_help_documents_every_setting_with_its_default() {
         ("--max-grammar-items", Some("4000000")),
         ("--max-grammar-terminals", Some("20000")),
         ("--max-grammar-states", Some("2000000")),
+        ("--max-mask-work", Some("1000000")),
         ("--threads", None),
         ("--model", None),
     ] {

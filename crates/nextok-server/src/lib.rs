@@ -32,7 +32,7 @@
 //! so `strict` may be either). The extensions llama.cpp and vLLM users send: `top_k`, `min_p`,
 //! `repetition_penalty`, `min_tokens`, `ignore_eos`, `include_stop_str_in_output`, `grammar`
 //! (GBNF), `regex`, `choice`. `user`, `store`, `metadata` and `service_tier` are accepted and
-//! change nothing. A known field nextok does not implement (`tools`, `stop_token_ids`, ...) and
+//! change nothing. A known field nextok does not implement (`tools`, `prompt_logprobs`, ...) and
 //! an unknown field are 400s that name it: never silently ignored. Grammars and schemas are
 //! compiled under [`ServerConfig::constraint_limits`].
 //!

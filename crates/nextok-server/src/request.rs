@@ -44,6 +44,7 @@ const COMMON: &[&str] = &[
     "repetition_penalty",
     "min_tokens",
     "ignore_eos",
+    "stop_token_ids",
     "include_stop_str_in_output",
     "grammar",
     "regex",
@@ -70,10 +71,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ("prediction", ": predicted outputs are not implemented"),
     ("web_search_options", ": there is no web search"),
     ("reasoning_effort", ": the model has no reasoning mode"),
-    (
-        "stop_token_ids",
-        " yet: the library stops on stop texts and the model's end tokens",
-    ),
     (
         "prompt_logprobs",
         " yet: only the answer's log-probabilities are returned",
@@ -115,6 +112,7 @@ struct Fields {
     repetition_penalty: Option<f32>,
     min_tokens: Option<u64>,
     ignore_eos: Option<bool>,
+    stop_token_ids: Option<Vec<u32>>,
     include_stop_str_in_output: Option<bool>,
     grammar: Option<String>,
     regex: Option<String>,
@@ -475,15 +473,30 @@ fn build(endpoint: Endpoint, mut f: Fields, cx: &Context<'_>) -> Result<Plan, Ap
         },
         ..SamplingParams::default()
     };
+    let stop_token_ids = f.stop_token_ids.clone().unwrap_or_default();
+    if let Some(&id) = stop_token_ids
+        .iter()
+        .find(|&&id| id as usize >= engine.vocab_size())
+    {
+        return Err(ApiError::invalid(
+            format!(
+                "`stop_token_ids` names token {id}, outside the vocabulary of {} tokens",
+                engine.vocab_size()
+            ),
+            Some("stop_token_ids"),
+        ));
+    }
     let options = GenerateOptions {
         sampling,
         max_tokens,
         stop,
         ignore_eos: f.ignore_eos.unwrap_or(false),
+        stop_token_ids,
         top_logprobs: top_logprobs as usize,
         n: n as usize,
         beams: None,
         constraint,
+        constraint_limits: *cx.limits,
     };
     options.validate()?;
     Ok(Plan {
@@ -565,10 +578,12 @@ fn constraint(f: &Fields, cx: &Context<'_>) -> Result<Option<ConstraintSpec>, Ap
         // Patterns and choices are automata, bounded in size by the library; built here so that
         // a bad one is refused under its own field's name.
         ConstraintSpec::Regex(_) | ConstraintSpec::Choice(_) => {
-            cx.engine.constraint(&spec).map_err(|e| match e {
-                nextok::Error::Constraint(c) => refused(c),
-                other => ApiError::from(other),
-            })?;
+            cx.engine
+                .constraint_with_limits(&spec, cx.limits)
+                .map_err(|e| match e {
+                    nextok::Error::Constraint(c) => refused(c),
+                    other => ApiError::from(other),
+                })?;
         }
         ConstraintSpec::Json | ConstraintSpec::Lark(_) => {}
     }

@@ -58,7 +58,7 @@ async fn invalid_requests_are_400s_that_name_the_field() {
             "tools",
         ),
         (
-            chat(json!({"stop_token_ids": [2]})),
+            chat(json!({"stop_token_ids": [4000000000u32]})),
             400,
             json!("stop_token_ids"),
             "stop_token_ids",

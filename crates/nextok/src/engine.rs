@@ -2,7 +2,7 @@
 
 use crate::language_model::{LanguageModel, LlamaOnBackend};
 use crate::Error;
-use nextok_constraints::{Constraint, JsonOptions, TokenVocab};
+use nextok_constraints::{Constraint, JsonOptions, Limits, TokenVocab};
 use nextok_gguf::GgufFile;
 use nextok_kv_cache::{KvCache, KvType};
 use nextok_model::{Backend, CpuBackend, LlamaModel, LoadOptions, Logits, Sequence};
@@ -294,22 +294,33 @@ impl Engine {
 
     /// A fresh constraint that follows `spec` from the start of an answer.
     pub fn constraint(&self, spec: &ConstraintSpec) -> Result<Box<dyn Constraint>, Error> {
+        self.constraint_with_limits(spec, &Limits::DEFAULT)
+    }
+
+    /// [`Engine::constraint`] under `limits`: the grammar's size at compile time and the work of
+    /// each mask as it runs (a server's bounds on a stranger's schema).
+    pub fn constraint_with_limits(
+        &self,
+        spec: &ConstraintSpec,
+        limits: &Limits,
+    ) -> Result<Box<dyn Constraint>, Error> {
         use nextok_constraints as c;
         let vocab = self.constraint_vocab()?;
-        let json = JsonOptions::default();
+        let json = JsonOptions::default().with_limits(*limits);
+        let grammar = |g: Arc<c::Grammar>| Box::new(c::GrammarConstraint::new(g, &vocab));
         Ok(match spec {
             ConstraintSpec::Choice(choices) => {
                 Box::new(c::RegexConstraint::from_choices(choices, &vocab)?)
             }
-            ConstraintSpec::Regex(pattern) => {
-                Box::new(c::RegexConstraint::from_regex(pattern, &vocab)?)
-            }
+            ConstraintSpec::Regex(pattern) => Box::new(c::RegexConstraint::from_regex_with_limits(
+                pattern, &vocab, limits,
+            )?),
             ConstraintSpec::Json => Box::new(c::json_any(&vocab, &json)?),
             ConstraintSpec::JsonSchema(schema) => {
                 Box::new(c::from_json_schema(schema, &vocab, &json)?)
             }
-            ConstraintSpec::Gbnf(text) => Box::new(c::from_gbnf(text, &vocab)?),
-            ConstraintSpec::Lark(text) => Box::new(c::from_lark(text, &vocab)?),
+            ConstraintSpec::Gbnf(text) => grammar(c::compile_gbnf_with_limits(text, limits)?),
+            ConstraintSpec::Lark(text) => grammar(c::compile_lark_with_limits(text, limits)?),
         })
     }
 

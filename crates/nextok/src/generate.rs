@@ -3,7 +3,7 @@
 
 use crate::engine::{ConstraintSpec, Engine, Prompt};
 use crate::Error;
-use nextok_constraints::Constraint;
+use nextok_constraints::{Constraint, Limits};
 use nextok_kv_cache::KvCache;
 use nextok_model::Logits;
 use nextok_sampling::{beam_search, log_softmax, BeamConfig, Context, Sampler, SamplingParams};
@@ -24,6 +24,9 @@ pub struct GenerateOptions {
     pub stop: Vec<String>,
     /// Keep going past the model's end tokens.
     pub ignore_eos: bool,
+    /// More tokens that end the answer, as the model's end tokens do (vLLM's
+    /// `stop_token_ids`); they count even with `ignore_eos`.
+    pub stop_token_ids: Vec<u32>,
     /// How many of the most likely alternatives to report with each token.
     pub top_logprobs: usize,
     /// Completions of the prompt. They share the prompt's KV cache (forked, copy-on-write), and
@@ -34,6 +37,9 @@ pub struct GenerateOptions {
     /// A format the answer must follow: at every step the tokens that would break it are
     /// masked before the sampling chain.
     pub constraint: Option<ConstraintSpec>,
+    /// Bounds on the constraint's grammar at compile time and on the work of each mask
+    /// ([`Limits::DEFAULT`] unless a caller such as a server sets its own).
+    pub constraint_limits: Limits,
 }
 
 impl GenerateOptions {
@@ -94,6 +100,8 @@ impl Default for GenerateOptions {
             n: 1,
             beams: None,
             constraint: None,
+            stop_token_ids: Vec::new(),
+            constraint_limits: Limits::DEFAULT,
         }
     }
 }
@@ -235,7 +243,7 @@ impl<'e> Decoding<'e> {
         params.seed = Some(params.seed.unwrap_or(0).wrapping_add(index as u64));
         params.top_logprobs = options.top_logprobs;
         let constraint = match &options.constraint {
-            Some(spec) => Some(engine.constraint(spec)?),
+            Some(spec) => Some(engine.constraint_with_limits(spec, &options.constraint_limits)?),
             None => None,
         };
         let mask = constraint
@@ -475,16 +483,33 @@ impl Engine {
             return Err(Error::TokenOutOfRange { id, vocab });
         }
         options.validate()?;
+        if let Some(&id) = options
+            .stop_token_ids
+            .iter()
+            .find(|&&id| id as usize >= vocab)
+        {
+            return Err(Error::TokenOutOfRange { id, vocab });
+        }
         if let Some(spec) = &options.constraint {
             // Built once here so that a bad pattern, schema or grammar is refused before any time
             // is spent on the model.
-            self.constraint(spec)?;
+            self.constraint_with_limits(spec, &options.constraint_limits)?;
         }
         let conditions = StopConditions {
-            end_tokens: if options.ignore_eos {
-                Vec::new()
-            } else {
-                self.end_tokens()
+            end_tokens: {
+                let mut ends = if options.ignore_eos {
+                    Vec::new()
+                } else {
+                    self.end_tokens()
+                };
+                ends.extend(
+                    options
+                        .stop_token_ids
+                        .iter()
+                        .filter(|id| !ends.contains(id))
+                        .collect::<Vec<_>>(),
+                );
+                ends
             },
             max_new_tokens: options.max_tokens,
             stop_sequences: options.stop.clone(),

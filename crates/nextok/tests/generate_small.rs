@@ -768,3 +768,71 @@ fn generations_on_several_threads_share_one_engine() {
     });
     assert_eq!(together, alone);
 }
+
+/// `stop_token_ids` (vLLM's name): the first time the greedy answer chooses one of them, the
+/// answer ends there, as on an end token, and with `ignore_eos` too; an id outside the
+/// vocabulary is refused before any work.
+#[test]
+fn a_stop_token_id_ends_the_answer_where_it_is_chosen() {
+    let e = engine();
+    let prompt = Prompt::raw(PROMPT);
+    let free = one(e, &prompt, &greedy(12));
+    // The first token of the free answer that did not come earlier in it.
+    let at = (1..free.tokens.len())
+        .find(|&i| !free.tokens[..i].contains(&free.tokens[i]))
+        .expect("a greedy answer of 12 tokens has a second distinct token");
+    let token = free.tokens[at];
+    for ignore_eos in [false, true] {
+        let mut options = greedy(12);
+        options.stop_token_ids = vec![token];
+        options.ignore_eos = ignore_eos;
+        let c = one(e, &prompt, &options);
+        assert_eq!(c.stop, Stop::EndTurn { token });
+        assert_eq!(c.tokens, free.tokens[..=at].to_vec());
+    }
+    let mut options = greedy(4);
+    options.stop_token_ids = vec![u32::MAX];
+    assert!(matches!(
+        e.generate(&prompt, &options),
+        Err(Error::TokenOutOfRange { id: u32::MAX, .. })
+    ));
+}
+
+/// `constraint_limits` reach the grammar: a grammar under a ten-rule bound is refused at
+/// compile time with the typed limit, and a bound of a few work units per mask ends the answer
+/// with the typed error instead of the default bound's answer.
+#[test]
+fn constraint_limits_bound_the_request_grammar() {
+    use nextok::constraints::{Error as CError, Limit, Limits};
+    let e = engine();
+    let prompt = Prompt::raw(PROMPT);
+    let grammar = "root ::= (\"a\" | \"b\" | \"c\")+ \"d\"{2,6}".to_string();
+    let mut options = greedy(6);
+    options.constraint = Some(ConstraintSpec::Gbnf(grammar.clone()));
+    let fine = one(e, &prompt, &options);
+    assert!(!fine.tokens.is_empty());
+
+    options.constraint_limits = Limits::DEFAULT.with_max_rules(1);
+    match e.generate(&prompt, &options) {
+        Err(Error::Constraint(CError::LimitExceeded { limit, .. })) => {
+            assert_eq!(limit, Limit::Rules)
+        }
+        other => panic!("expected the rule limit, got {other:?}"),
+    }
+
+    options.constraint_limits = Limits::DEFAULT.with_max_mask_work(2);
+    let mut generation = e.generate(&prompt, &options).expect("the grammar compiles");
+    let error = generation
+        .find_map(|event| event.err())
+        .expect("a mask past two work units is an error");
+    assert!(
+        matches!(
+            error,
+            Error::Constraint(CError::LimitExceeded {
+                limit: Limit::MaskWork,
+                ..
+            })
+        ),
+        "{error:?}"
+    );
+}

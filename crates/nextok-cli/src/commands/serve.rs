@@ -84,7 +84,8 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         .with_max_rules(args.max_grammar_rules)
         .with_max_items(args.max_grammar_items)
         .with_max_terminals(args.max_grammar_terminals)
-        .with_max_terminal_states(args.max_grammar_states);
+        .with_max_terminal_states(args.max_grammar_states)
+        .with_max_mask_work(args.max_mask_work);
     let name = model_name(args)?;
     let max_body = usize::try_from(args.max_body).context("--max-body is too large")?;
     let config = ServerConfig::new(name.clone())
