@@ -71,19 +71,7 @@ impl DeviceStorage {
     }
 
     fn check(&self, layer: usize, slot: usize) -> Result<(), Error> {
-        if layer >= self.config.layers {
-            return Err(Error::LayerOutOfRange {
-                layer,
-                layers: self.config.layers,
-            });
-        }
-        if slot >= self.config.block_positions {
-            return Err(Error::PositionOutOfRange {
-                pos: slot,
-                len: self.config.block_positions,
-            });
-        }
-        Ok(())
+        self.config.check_slot(layer, slot)
     }
 }
 
@@ -124,16 +112,9 @@ impl BlockStorage for DeviceStorage {
         value: &[f32],
     ) -> Result<(), Error> {
         self.check(layer, slot)?;
+        self.config.check_row("key", key.len())?;
+        self.config.check_row("value", value.len())?;
         let row_len = self.config.row_len();
-        for (what, row) in [("key", key), ("value", value)] {
-            if row.len() != row_len {
-                return Err(Error::RowLength {
-                    what,
-                    expected: row_len,
-                    found: row.len(),
-                });
-            }
-        }
         let mut blocks = self.lock();
         let numbers = blocks
             .get_mut(block.index())
@@ -193,14 +174,9 @@ impl BlockStorage for DeviceStorage {
         out: &mut [f32],
     ) -> Result<(), Error> {
         self.check(layer, slot)?;
+        self.config
+            .check_row(if value { "value" } else { "key" }, out.len())?;
         let row_len = self.config.row_len();
-        if out.len() != row_len {
-            return Err(Error::RowLength {
-                what: if value { "value" } else { "key" },
-                expected: row_len,
-                found: out.len(),
-            });
-        }
         let blocks = self.lock();
         let numbers =
             blocks

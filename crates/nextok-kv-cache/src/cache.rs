@@ -224,16 +224,8 @@ impl KvCache {
         key: &[f32],
         value: &[f32],
     ) -> Result<(), Error> {
-        let expected = self.config().row_len();
-        for (what, row) in [("key", key), ("value", value)] {
-            if row.len() != expected {
-                return Err(Error::RowLength {
-                    what,
-                    expected,
-                    found: row.len(),
-                });
-            }
-        }
+        self.config().check_row("key", key.len())?;
+        self.config().check_row("value", value.len())?;
         let (b, slot) = self.locate(layer, pos)?;
         let inner = &self.pool.inner;
         {

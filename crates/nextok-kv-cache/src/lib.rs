@@ -239,6 +239,37 @@ impl CacheConfig {
         self.kv_heads * self.head_dim
     }
 
+    /// Checks a row's place in a block (`layer` below the layers, `slot` below the block's
+    /// positions): what every [`BlockStorage`] checks before it touches a block.
+    pub fn check_slot(&self, layer: usize, slot: usize) -> Result<(), Error> {
+        if layer >= self.layers {
+            return Err(Error::LayerOutOfRange {
+                layer,
+                layers: self.layers,
+            });
+        }
+        if slot >= self.block_positions {
+            return Err(Error::PositionOutOfRange {
+                pos: slot,
+                len: self.block_positions,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks that a key or value row (`what`) has [`CacheConfig::row_len`] numbers.
+    pub fn check_row(&self, what: &'static str, len: usize) -> Result<(), Error> {
+        let expected = self.row_len();
+        if len != expected {
+            return Err(Error::RowLength {
+                what,
+                expected,
+                found: len,
+            });
+        }
+        Ok(())
+    }
+
     /// Bytes the cache needs per token: 2 × layers × kv heads × head dim × bytes per number (the
     /// specification's "How much memory the cache needs", with kv heads × head dim in place of
     /// d_model, which is what it is under grouped-query attention).

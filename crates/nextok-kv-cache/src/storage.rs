@@ -218,19 +218,7 @@ impl HostStorage {
     }
 
     fn check(&self, layer: usize, slot: usize) -> Result<(), Error> {
-        if layer >= self.config.layers {
-            return Err(Error::LayerOutOfRange {
-                layer,
-                layers: self.config.layers,
-            });
-        }
-        if slot >= self.config.block_positions {
-            return Err(Error::PositionOutOfRange {
-                pos: slot,
-                len: self.config.block_positions,
-            });
-        }
-        Ok(())
+        self.config.check_slot(layer, slot)
     }
 }
 
@@ -257,16 +245,8 @@ impl BlockStorage for HostStorage {
         value: &[f32],
     ) -> Result<(), Error> {
         self.check(layer, slot)?;
-        let expected = self.config.row_len();
-        for (what, row) in [("key", key), ("value", value)] {
-            if row.len() != expected {
-                return Err(Error::RowLength {
-                    what,
-                    expected,
-                    found: row.len(),
-                });
-            }
-        }
+        self.config.check_row("key", key.len())?;
+        self.config.check_row("value", value.len())?;
         let lock = self.slot(block).ok_or(Error::UnknownBlock {
             block: block.index(),
         })?;
