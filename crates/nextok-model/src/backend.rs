@@ -344,6 +344,36 @@ pub trait Backend: Send + Sync {
         let out = host_mut(out, "attend: the output", span.end)?;
         self.attention(&q[span.clone()], cache, layer, mask, heads, &mut out[span])
     }
+
+    /// [`Backend::attend`] for every sequence of a batch in one call: for each entry, the
+    /// query rows `entry.rows` of `q` against `entry.cache` under `entry.mask`, into the same
+    /// rows of `out`. Every row gets the bits `attend` gives it alone (the exactness contract);
+    /// a backend may run all the entries' rows and heads in one dispatch, which a decode step
+    /// of many sequences (one row each) needs. By default: one `attend` after another.
+    fn attend_many(
+        &self,
+        q: &Buffer,
+        entries: &[AttendEntry<'_>],
+        layer: usize,
+        heads: usize,
+        out: &mut Buffer,
+    ) -> Result<(), Error> {
+        for e in entries {
+            self.attend(q, e.rows.clone(), e.cache, layer, e.mask, heads, out)?;
+        }
+        Ok(())
+    }
+}
+
+/// One sequence of a [`Backend::attend_many`] call: its query rows, its cache and its mask.
+#[derive(Debug, Clone)]
+pub struct AttendEntry<'a> {
+    /// The sequence's query rows in the batch's buffer.
+    pub rows: Range<usize>,
+    /// The sequence's cache, holding every key and value its rows see.
+    pub cache: &'a KvCache,
+    /// Which cached positions each row sees.
+    pub mask: Mask,
 }
 
 /// Numbers where a backend computes: the activations of a forward pass, made by
@@ -895,89 +925,198 @@ impl Backend for CpuBackend {
         heads: usize,
         out: &mut [f32],
     ) -> Result<(), Error> {
-        let config = cache.config();
-        let hd = config.head_dim;
-        let group = heads / config.kv_heads;
-        let scale = 1.0 / (hd as f32).sqrt();
-        let n_rows = q.len() / (heads * hd).max(1);
-        // Work items are (row, head) pairs, each computed whole by one thread.
-        let keys = match mask {
-            Mask::Causal { first } => first + n_rows,
-            Mask::Full => cache.len(),
+        let width = heads * cache.config().head_dim;
+        let entry = AttendEntry {
+            rows: 0..q.len() / width.max(1),
+            cache,
+            mask,
         };
-        // Borrow every key and value row once per call (not once per row, head and key), in
-        // place: the blocks of the sequence's block table are locked for reading and f32 rows
-        // are borrowed from them; other types are converted once into a buffer. The arithmetic
-        // per score is unchanged, so the results are the same bits.
+        self.attention_rows(q, &[entry], layer, heads, out)
+    }
+
+    fn attend_many(
+        &self,
+        q: &Buffer,
+        entries: &[AttendEntry<'_>],
+        layer: usize,
+        heads: usize,
+        out: &mut Buffer,
+    ) -> Result<(), Error> {
+        let Some(first) = entries.first() else {
+            return Ok(());
+        };
+        let width = heads * first.cache.config().head_dim;
+        let end = entries.iter().map(|e| e.rows.end).max().unwrap_or(0) * width;
+        let q = host(q, "attend_many: the queries", end)?;
+        let out = host_mut(out, "attend_many: the output", end)?;
+        self.attention_rows(q, entries, layer, heads, out)
+    }
+}
+
+/// One entry of an attention call, ready to run: every key and value row its query rows see,
+/// borrowed in place from the cache's blocks (f32) or converted once (f16, bf16).
+struct Prepared<'c> {
+    blocks: Vec<nextok_kv_cache::HostBlock<'c>>,
+    kbuf: Vec<f32>,
+    vbuf: Vec<f32>,
+    keys: usize,
+}
+
+impl CpuBackend {
+    /// Attention of every entry's query rows (rows of `q` and `out`, `heads × head_dim` numbers
+    /// each) in one split over the threads: the work items are (entry, row, head) triples, each
+    /// computed whole by one thread with the same operations whatever else is in the call, so a
+    /// row's numbers are the same bits alone, in a prefill or beside other sequences.
+    fn attention_rows(
+        &self,
+        q: &[f32],
+        entries: &[AttendEntry<'_>],
+        layer: usize,
+        heads: usize,
+        out: &mut [f32],
+    ) -> Result<(), Error> {
+        let Some(first) = entries.first() else {
+            return Ok(());
+        };
+        let config = *first.cache.config();
+        let hd = config.head_dim;
+        let width = heads * hd;
+        let group = heads / config.kv_heads.max(1);
+        let scale = 1.0 / (hd as f32).sqrt();
         let row_len = config.kv_heads * hd;
         let bp = config.block_positions;
-        let blocks = cache.host_blocks(keys)?;
-        let (mut kbuf, mut vbuf) = (Vec::new(), Vec::new());
         let f32_rows = config.kv_type == nextok_kv_cache::KvType::F32;
-        if !f32_rows {
-            kbuf = vec![0.0f32; keys * row_len];
-            vbuf = vec![0.0f32; keys * row_len];
-            for j in 0..keys {
-                let span = j * row_len..(j + 1) * row_len;
-                let block = &blocks[j / bp];
-                block
-                    .key(layer, j % bp)?
-                    .to_f32(0..row_len, &mut kbuf[span.clone()]);
-                block
-                    .value(layer, j % bp)?
-                    .to_f32(0..row_len, &mut vbuf[span]);
+        // How many keys each entry's rows see at most.
+        let keys_of = |e: &AttendEntry<'_>| match e.mask {
+            Mask::Causal { first } => first + e.rows.len(),
+            Mask::Full => e.cache.len(),
+        };
+        for (seq, e) in entries.iter().enumerate() {
+            let c = e.cache.config();
+            if (c.kv_heads, c.head_dim, c.kv_type) != (config.kv_heads, hd, config.kv_type) {
+                return Err(Error::IncompatibleCache {
+                    seq,
+                    expected: format!("{} kv heads of {hd}", config.kv_heads),
+                    found: format!("{} kv heads of {}", c.kv_heads, c.head_dim),
+                });
+            }
+            if e.rows.end * width > q.len() || e.rows.end * width > out.len() {
+                return Err(Error::ForeignBuffer {
+                    what: "attention: the rows",
+                    len: q.len().min(out.len()),
+                });
             }
         }
-        let mut krows: Vec<&[f32]> = Vec::with_capacity(keys);
-        let mut vrows: Vec<&[f32]> = Vec::with_capacity(keys);
-        for j in 0..keys {
-            if f32_rows {
-                let block = &blocks[j / bp];
-                match (block.key(layer, j % bp)?, block.value(layer, j % bp)?) {
-                    (nextok_kv_cache::Row::F32(k), nextok_kv_cache::Row::F32(v)) => {
-                        krows.push(k);
-                        vrows.push(v);
-                    }
-                    // An f32 cache always has f32 rows; this is unreachable in practice, and an
-                    // error is better than a wrong number.
-                    _ => {
-                        return Err(Error::IncompatibleCache {
-                            seq: 0,
-                            found: String::from("rows that are not f32"),
-                            expected: String::from("an f32 cache"),
-                        })
-                    }
+        // Borrow every key and value row once per call (not once per row, head and key), in
+        // place: the blocks of each sequence's block table are locked for reading and f32 rows
+        // are borrowed from them; other types are converted once into a buffer. The arithmetic
+        // per score is unchanged, so the results are the same bits.
+        let mut prepared = Vec::with_capacity(entries.len());
+        for e in entries {
+            let keys = keys_of(e);
+            let blocks = e.cache.host_blocks(keys)?;
+            let (mut kbuf, mut vbuf) = (Vec::new(), Vec::new());
+            if !f32_rows {
+                kbuf = vec![0.0f32; keys * row_len];
+                vbuf = vec![0.0f32; keys * row_len];
+                for j in 0..keys {
+                    let span = j * row_len..(j + 1) * row_len;
+                    let block = &blocks[j / bp];
+                    block
+                        .key(layer, j % bp)?
+                        .to_f32(0..row_len, &mut kbuf[span.clone()]);
+                    block
+                        .value(layer, j % bp)?
+                        .to_f32(0..row_len, &mut vbuf[span]);
                 }
-            } else {
-                krows.push(&kbuf[j * row_len..(j + 1) * row_len]);
-                vrows.push(&vbuf[j * row_len..(j + 1) * row_len]);
             }
+            prepared.push(Prepared {
+                blocks,
+                kbuf,
+                vbuf,
+                keys,
+            });
         }
-        let (krows, vrows) = (&krows, &vrows);
+        type Rows<'r> = (Vec<&'r [f32]>, Vec<&'r [f32]>);
+        let mut rows: Vec<Rows<'_>> = Vec::with_capacity(entries.len());
+        for p in &prepared {
+            let mut krows: Vec<&[f32]> = Vec::with_capacity(p.keys);
+            let mut vrows: Vec<&[f32]> = Vec::with_capacity(p.keys);
+            for j in 0..p.keys {
+                if f32_rows {
+                    let block = &p.blocks[j / bp];
+                    match (block.key(layer, j % bp)?, block.value(layer, j % bp)?) {
+                        (nextok_kv_cache::Row::F32(k), nextok_kv_cache::Row::F32(v)) => {
+                            krows.push(k);
+                            vrows.push(v);
+                        }
+                        // An f32 cache always has f32 rows; this is unreachable in practice,
+                        // and an error is better than a wrong number.
+                        _ => {
+                            return Err(Error::IncompatibleCache {
+                                seq: 0,
+                                found: String::from("rows that are not f32"),
+                                expected: String::from("an f32 cache"),
+                            })
+                        }
+                    }
+                } else {
+                    krows.push(&p.kbuf[j * row_len..(j + 1) * row_len]);
+                    vrows.push(&p.vbuf[j * row_len..(j + 1) * row_len]);
+                }
+            }
+            rows.push((krows, vrows));
+        }
+        let rows = &rows;
+        // Items are (entry, row, head), entry after entry: `starts[e]` is entry e's first item.
+        let mut starts = Vec::with_capacity(entries.len() + 1);
+        let mut n = 0;
+        for e in entries {
+            starts.push(n);
+            n += e.rows.len() * heads;
+        }
+        starts.push(n);
+        let starts = &starts;
+        // The entry of item `item`, and the item's place in it.
+        let locate = |item: usize| {
+            let e = starts.partition_point(|&s| s <= item) - 1;
+            (e, item - starts[e])
+        };
+        // The last position item's row sees.
+        let last_seen = |e: usize, i: usize| match entries[e].mask {
+            Mask::Causal { first } => first + i,
+            Mask::Full => entries[e].cache.len().saturating_sub(1),
+        };
         // The SIMD dot products and weighted sums of `nextok-kernels`: the same bits on every ISA.
         let isa = self.isa;
         // Attention's parts are cheap to hand out (no weights to stream), so a part is worth a
         // thread at an eighth of a weight product's minimum: a decode step's heads are split
-        // once the context passes a few dozen positions.
+        // once the context passes a few dozen positions. The keys an item reads on average
+        // stand for every item's.
+        let key_items: usize = entries
+            .iter()
+            .zip(&prepared)
+            .map(|(e, p)| p.keys * e.rows.len() * heads)
+            .sum();
+        let keys = key_items / n.max(1);
         let min_items = (self.min_work / 8).div_ceil((2 * keys * hd).max(1));
         // A row sees the keys up to its own position: balance the parts by that count.
-        let keys_seen = |item: usize| match mask {
-            Mask::Causal { first } => first + item / heads + 1,
-            Mask::Full => keys,
+        let keys_seen = |item: usize| {
+            let (e, local) = locate(item);
+            last_seen(e, local / heads) + 1
         };
-        let parts = self.split_by_cost(n_rows * heads, min_items, keys_seen, |items| {
+        let parts = self.split_by_cost(n, min_items, keys_seen, |items| {
             let mut local = vec![0.0f32; items.len() * hd];
             let mut scores = Vec::new();
             for (slot, item) in items.enumerate() {
-                let (i, h) = (item / heads, item % heads);
-                // The last position this row sees.
-                let last = match mask {
-                    Mask::Causal { first } => first + i,
-                    Mask::Full => cache.len().saturating_sub(1),
-                };
+                let (e, local_item) = locate(item);
+                let (i, h) = (local_item / heads, local_item % heads);
+                let (krows, vrows) = &rows[e];
+                let last = last_seen(e, i);
                 let g = h / group;
                 let cols = g * hd..(g + 1) * hd;
-                let qh = &q[(i * heads + h) * hd..(i * heads + h + 1) * hd];
+                let at = (entries[e].rows.start + i) * width + h * hd;
+                let qh = &q[at..at + hd];
                 scores.clear();
                 scores.resize(last + 1, 0.0);
                 nextok_kernels::dots(isa, qh, &krows[..=last], cols.start, &mut scores);
@@ -997,12 +1136,16 @@ impl Backend for CpuBackend {
             }
             Ok(local)
         })?;
-        // Items are (row, head) in order, and each item's output is one head's slot of a row, so
-        // concatenating the parts is the output layout.
-        let mut at = 0;
+        // The parts hold the items in order, one head's slot of a row each.
+        let mut item = 0;
         for part in parts {
-            out[at..at + part.len()].copy_from_slice(&part);
-            at += part.len();
+            for head in part.chunks_exact(hd.max(1)) {
+                let (e, local_item) = locate(item);
+                let (i, h) = (local_item / heads, local_item % heads);
+                let at = (entries[e].rows.start + i) * width + h * hd;
+                out[at..at + hd].copy_from_slice(head);
+                item += 1;
+            }
         }
         Ok(())
     }
@@ -1011,6 +1154,82 @@ impl Backend for CpuBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cache of `len` positions with pseudo-random keys and values in every layer.
+    fn filled_cache(config: CacheConfig, len: usize, seed: u32) -> KvCache {
+        let mut cache = KvCache::new(config).unwrap();
+        let tokens: Vec<u32> = (0..len as u32).collect();
+        cache.push_tokens(&tokens).unwrap();
+        let width = config.kv_heads * config.head_dim;
+        let number = |i: usize| {
+            let h = (i as u32 ^ seed).wrapping_mul(2_654_435_761);
+            (h >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+        };
+        for layer in 0..config.layers {
+            for pos in 0..len {
+                let at = (layer * len + pos) * 2 * width;
+                let k: Vec<f32> = (0..width).map(|i| number(at + i)).collect();
+                let v: Vec<f32> = (0..width).map(|i| number(at + width + i)).collect();
+                cache.write(layer, pos, &k, &v).unwrap();
+            }
+        }
+        cache
+    }
+
+    #[test]
+    fn attend_many_gives_each_sequence_the_bits_it_gets_alone() {
+        // Three sequences of different lengths (one decode row, a chunk of three rows, and one
+        // row that sees the whole cache), 6 query heads over 2 kv heads of 64, in f32 and f16
+        // caches, on 1 to 3 threads with every part split as finely as it goes.
+        let (heads, hd) = (6usize, 64usize);
+        for kv_type in [nextok_kv_cache::KvType::F32, nextok_kv_cache::KvType::F16] {
+            let config = CacheConfig::new(2, 2, hd, kv_type);
+            let caches = [
+                filled_cache(config, 40, 1),
+                filled_cache(config, 19, 2),
+                filled_cache(config, 7, 3),
+            ];
+            let masks = [
+                Mask::Causal { first: 39 },
+                Mask::Causal { first: 16 },
+                Mask::Full,
+            ];
+            let rows = [0..1, 1..4, 4..5];
+            let width = heads * hd;
+            let q: Vec<f32> = (0..5 * width)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+                .collect();
+            for threads in [1, 2, 3] {
+                let backend = CpuBackend::new(threads).with_min_work_per_thread(1);
+                let entries: Vec<AttendEntry<'_>> = (0..3)
+                    .map(|s| AttendEntry {
+                        rows: rows[s].clone(),
+                        cache: &caches[s],
+                        mask: masks[s],
+                    })
+                    .collect();
+                let mut out = Buffer::host(vec![0.0; 5 * width]);
+                backend
+                    .attend_many(&Buffer::host(q.clone()), &entries, 1, heads, &mut out)
+                    .unwrap();
+                let out = out.into_host().unwrap();
+                for s in 0..3 {
+                    let span = rows[s].start * width..rows[s].end * width;
+                    let mut alone = vec![0.0; span.len()];
+                    CpuBackend::new(1)
+                        .attention(&q[span.clone()], &caches[s], 1, masks[s], heads, &mut alone)
+                        .unwrap();
+                    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(
+                        bits(&out[span]),
+                        bits(&alone),
+                        "{kv_type:?}, {threads} threads, sequence {s}"
+                    );
+                    assert!(alone.iter().all(|v| v.is_finite() && *v != 0.0));
+                }
+            }
+        }
+    }
 
     #[test]
     fn matmul_matches_a_plain_product_with_any_split() {

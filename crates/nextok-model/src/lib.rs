@@ -52,7 +52,7 @@ mod llama;
 mod safetensors;
 pub mod testing;
 
-pub use backend::{Backend, Buffer, CpuBackend, Mask, QMatrix, Rotary};
+pub use backend::{AttendEntry, Backend, Buffer, CpuBackend, Mask, QMatrix, Rotary};
 pub use config::{LlamaConfig, RopeOrdering};
 pub use encdec::{CrossAttention, DecoderSequence, EncDecConfig, EncoderDecoder};
 pub use error::Error;

@@ -19,7 +19,7 @@ use nextok_kv_cache::{CacheConfig, KvCache, KvPool, KvType};
 
 use nextok_kernels::{Layout, QMat};
 
-use crate::backend::{Backend, Mask, QMatrix, Rotary};
+use crate::backend::{AttendEntry, Backend, Mask, QMatrix, Rotary};
 use crate::config::{LlamaConfig, RopeOrdering};
 use crate::Error;
 
@@ -612,19 +612,20 @@ impl LlamaModel {
             for (s, seq) in batch.iter_mut().enumerate() {
                 backend.write_kv(seq.cache, li, ranges[s].start, &k, &v, spans[s].clone())?;
             }
-            for (s, seq) in batch.iter().enumerate() {
-                let first = ranges[s].start;
-                let mask = Mask::Causal { first };
-                backend.attend(
-                    &q,
-                    spans[s].clone(),
-                    seq.cache,
-                    li,
-                    mask,
-                    c.heads,
-                    &mut attn,
-                )?;
-            }
+            // Every sequence's attention in one call, so that a backend can run the rows and
+            // heads of a decode step's many one-row sequences in one dispatch.
+            let entries: Vec<AttendEntry<'_>> = batch
+                .iter()
+                .enumerate()
+                .map(|(s, seq)| AttendEntry {
+                    rows: spans[s].clone(),
+                    cache: &*seq.cache,
+                    mask: Mask::Causal {
+                        first: ranges[s].start,
+                    },
+                })
+                .collect();
+            backend.attend_many(&q, &entries, li, c.heads, &mut attn)?;
             backend.project(self.matrix(&layer.wo), &attn, n, &mut proj)?;
             backend.add(&mut x, &proj)?;
 
