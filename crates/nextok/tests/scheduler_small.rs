@@ -14,7 +14,7 @@ use nextok::{
 };
 use proptest::prelude::*;
 use std::sync::mpsc;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// The small model with a context of 256 positions, shared by every test of this binary.
@@ -169,7 +169,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
     /// Random requests arrive while others run (each after a random number of events of the
-    /// earlier ones), under random step budgets, running limits and KV budgets that hold the
+    /// earlier ones), under random step budgets, caps on the prompt tokens beside decodes,
+    /// running limits and KV budgets that hold the
     /// largest request alone and at most 2 blocks more (so that requests wait and are
     /// preempted), and some are cancelled midway. Every
     /// request that runs to the end gives exactly the completions it gives alone; a cancelled one
@@ -180,6 +181,7 @@ proptest! {
         delays in proptest::collection::vec(0usize..6, 6),
         cancel_after in proptest::collection::vec(proptest::option::weighted(0.2, 0usize..8), 6),
         step_budget in 1usize..40,
+        prefill_cap in 1usize..40,
         max_running in 1usize..5,
         spare_blocks in 0u64..3,
     ) {
@@ -188,6 +190,7 @@ proptest! {
         let blocks = requests.iter().map(blocks_needed).max().unwrap_or(1) + spare_blocks;
         let scheduler = Scheduler::new(engine(), SchedulerOptions {
             max_tokens_per_step: step_budget,
+            max_prefill_while_decoding: prefill_cap,
             max_running,
             ..options(blocks)
         }).expect("valid options");
@@ -453,6 +456,10 @@ fn bad_requests_and_options_are_typed_errors() {
         },
         SchedulerOptions {
             max_tokens_per_step: 0,
+            ..SchedulerOptions::default()
+        },
+        SchedulerOptions {
+            max_prefill_while_decoding: 0,
             ..SchedulerOptions::default()
         },
         SchedulerOptions {
@@ -769,4 +776,130 @@ fn a_failing_request_ends_alone_and_frees_its_blocks() {
     );
     scheduler.wait_idle();
     assert_eq!(scheduler.stats().kv_blocks_used, 0);
+}
+
+/// How many tokens a decoding request (`n` completions of a 3-token prompt, `answer` tokens
+/// each) streams before a 200-token prompt submitted beside it gets its first token, with
+/// `max_prefill_while_decoding` set to `cap`; and both requests' completions, which must be
+/// those each gives alone. The decoding request's sink holds the worker at its first token while
+/// the long request is submitted, so the long prompt is admitted in the very next step.
+fn tokens_before_first_long_token(n: usize, answer: usize, cap: usize) -> usize {
+    let short = Request {
+        prompt: vec![40, 41, 42],
+        options: GenerateOptions {
+            n,
+            ..greedy(answer)
+        },
+    };
+    let long = Request {
+        prompt: (0..200).map(|i| (i * 13 + 7) % 250 + 3).collect(),
+        options: greedy(3),
+    };
+    let scheduler = Scheduler::new(
+        engine(),
+        SchedulerOptions {
+            max_prefill_while_decoding: cap,
+            ..SchedulerOptions::default()
+        },
+    )
+    .unwrap();
+    // Which request each token event came from, in the order the worker sent them.
+    let log: Arc<Mutex<Vec<char>>> = Arc::new(Mutex::new(Vec::new()));
+    let (first_tx, first_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (done_tx, done_rx) = mpsc::channel::<(char, Completion)>();
+    let sink = |who: char, gate: Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>| {
+        let log = log.clone();
+        let done = done_tx.clone();
+        let mut gate = gate;
+        let sink: nextok::Sink = Box::new(move |event| {
+            match event.expect("no error") {
+                Event::Token(_) => log.lock().unwrap().push(who),
+                Event::Done(c) => done.send((who, *c)).unwrap(),
+            }
+            if let Some((first, go)) = gate.take() {
+                first.send(()).unwrap();
+                go.recv().unwrap();
+            }
+            true
+        });
+        sink
+    };
+    scheduler
+        .submit_with(short.clone(), sink('s', Some((first_tx, go_rx))))
+        .unwrap();
+    first_rx.recv().unwrap();
+    scheduler
+        .submit_with(long.clone(), sink('l', None))
+        .unwrap();
+    go_tx.send(()).unwrap();
+    drop(done_tx);
+    let mut short_done = Vec::new();
+    let mut long_done = Vec::new();
+    for (who, c) in done_rx {
+        if who == 's' {
+            short_done.push(c);
+        } else {
+            long_done.push(c);
+        }
+    }
+    short_done.sort_by_key(|c| c.index);
+    assert_eq!(
+        short_done.iter().map(key).collect::<Vec<_>>(),
+        alone(&short).iter().map(key).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        long_done.iter().map(key).collect::<Vec<_>>(),
+        alone(&long).iter().map(key).collect::<Vec<_>>()
+    );
+    scheduler.wait_idle();
+    assert_eq!(scheduler.stats().kv_blocks_used, 0);
+    let log = log.lock().unwrap();
+    log.iter()
+        .position(|&who| who == 'l')
+        .expect("the long request streamed")
+}
+
+/// While a request decodes, a step reads at most `max(max_prefill_while_decoding, d)` prompt
+/// tokens beside its `d` decodes, so the decoding request streams one token per completion in
+/// every step that reads part of the long prompt: its first token (step S), then one per
+/// completion in each of the steps S+1 to S+k that read the 200 prompt tokens (k = 200 / cap,
+/// rounded up), before the long request's first token (which comes after those decodes in step
+/// S+k).
+#[test]
+fn prompt_tokens_beside_decodes_are_capped() {
+    // Cap 16: 13 steps read the prompt (12 of 16 tokens, then 8).
+    assert_eq!(tokens_before_first_long_token(1, 40, 16), 1 + 13);
+    // Cap 50: 4 steps.
+    assert_eq!(tokens_before_first_long_token(1, 40, 50), 1 + 4);
+    // A cap above the prompt: one step, as with no cap at all.
+    assert_eq!(tokens_before_first_long_token(1, 40, 512), 1 + 1);
+    // Cap 1 beside two decoding completions: max(1, 2) = 2 prompt tokens a step, 100 steps,
+    // 2 tokens each (and both completions' first tokens in step S).
+    assert_eq!(tokens_before_first_long_token(2, 110, 1), 2 + 2 * 100);
+}
+
+/// With nothing decoding, a step reads up to `max_tokens_per_step` prompt tokens whatever the
+/// cap beside decodes: a 200-token prompt alone takes one step, then one per further token.
+#[test]
+fn a_prompt_alone_is_read_in_one_step_whatever_the_cap() {
+    let scheduler = Scheduler::new(
+        engine(),
+        SchedulerOptions {
+            max_prefill_while_decoding: 1,
+            ..SchedulerOptions::default()
+        },
+    )
+    .unwrap();
+    let request = Request {
+        prompt: (0..200).map(|i| (i * 11 + 5) % 250 + 3).collect(),
+        options: greedy(3),
+    };
+    let (_, done) = drain(scheduler.submit(request.clone()).unwrap());
+    assert_eq!(
+        done.iter().map(key).collect::<Vec<_>>(),
+        alone(&request).iter().map(key).collect::<Vec<_>>()
+    );
+    scheduler.wait_idle();
+    assert_eq!(scheduler.stats().steps, 3);
 }

@@ -68,6 +68,8 @@ fn batch_decode(
             max_running: batch,
             max_waiting: batch,
             max_tokens_per_step: batch * (prompt_tokens + 1),
+            // Every prompt is read in the first step, before anything decodes.
+            max_prefill_while_decoding: batch * (prompt_tokens + 1),
             prefix_caching: false,
             kv_budget_bytes: Some(config.bytes_for(positions as u64)),
         },

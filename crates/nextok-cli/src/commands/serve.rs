@@ -97,6 +97,7 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let scheduler_options = SchedulerOptions {
         max_running: args.max_running,
         max_tokens_per_step: args.max_tokens_per_step,
+        max_prefill_while_decoding: args.max_prefill_while_decoding,
         kv_budget_bytes: args.kv_memory,
         max_waiting: args.max_waiting,
         prefix_caching: !args.no_prefix_cache,
