@@ -604,9 +604,9 @@ pub struct ServeArgs {
     /// max(N, D) prompt tokens, so a long prompt delays the running streams' next tokens
     /// (inter-token latency) by that many tokens' work a step, not by its whole prefill, while
     /// prompts are still read in every step beside the decodes (Sarathi-Serve's and vLLM's
-    /// chunked prefill). The default
-    /// 16 measured an inter-token p99 of 42-48 ms at 4-16 streams where the whole
-    /// --max-tokens-per-step gave 220-874 ms. A step with nothing decoding reads up to
+    /// chunked prefill). Why 16: in the load test a plain 16-token step budget gave an
+    /// inter-token p99 of 42-48 ms at 4-16 streams where 512 gave 220-874 ms; this cap matches
+    /// it while few streams decode, and a step with nothing decoding still reads up to
     /// --max-tokens-per-step.
     #[arg(long, value_name = "N", default_value_t = nextok::SchedulerOptions::default().max_prefill_while_decoding, value_parser = count(1, nextok::SchedulerOptions::MAX_TOKENS_PER_STEP as u64))]
     pub max_prefill_while_decoding: usize,
