@@ -562,6 +562,13 @@ pub struct BenchArgs {
     /// max}.
     #[arg(long)]
     pub json: bool,
+    /// Time the sampler instead, on the logits files DIR/logits_<vocab>.f32 (little-endian f32,
+    /// as llama.cpp's harness llama-sampler-bench.sh DIR writes them): llama.cpp's four chains
+    /// (greedy; default = top-k 40, top-p 0.95, min-p 0.05, temperature 0.8; top_p = top-p 0.95,
+    /// temperature 0.8; min_p = min-p 0.05, temperature 0.8), 101 draws each. With --json:
+    /// {"sampler_us": {CHAIN: {VOCAB: {min, median, max}}}} in µs per token. Loads no model.
+    #[arg(long, value_name = "DIR")]
+    pub sampler: Option<PathBuf>,
 }
 
 /// `nextok serve`'s flags.

@@ -812,3 +812,96 @@ fn a_prompt_from_stdin_is_bounded_and_must_be_text() {
     let err = assert_one_line_error(&o);
     assert!(err.contains("/no/such/model.gguf does not exist"), "{err}");
 }
+
+/// Writes `logits` as `dir/logits_<len>.f32`, little-endian, as llama.cpp's sampler harness does.
+fn write_logits(dir: &std::path::Path, logits: &[f32]) {
+    let bytes: Vec<u8> = logits.iter().flat_map(|z| z.to_le_bytes()).collect();
+    std::fs::write(dir.join(format!("logits_{}.f32", logits.len())), bytes).unwrap();
+}
+
+#[test]
+fn bench_sampler_times_every_chain_at_every_vocabulary() {
+    // Issue #16: `nextok bench --sampler DIR --json` times llama.cpp's four chains on the logits
+    // files of DIR. Two tiny files, so the run takes milliseconds and needs no model.
+    let dir = scratch("sampler-bench");
+    let wave = |n: usize| -> Vec<f32> { (0..n).map(|i| ((i * 37) % 101) as f32 / 10.0).collect() };
+    write_logits(&dir, &wave(100));
+    write_logits(&dir, &wave(1000));
+    std::fs::write(dir.join("notes.txt"), "not a logits file").unwrap();
+    let o = nextok(&["bench", "--sampler", dir.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let chains = v["sampler_us"].as_object().unwrap();
+    let mut names: Vec<&str> = chains.keys().map(String::as_str).collect();
+    names.sort();
+    assert_eq!(names, ["default", "greedy", "min_p", "top_p"]);
+    for (chain, by_vocab) in chains {
+        let by_vocab = by_vocab.as_object().unwrap();
+        let mut vocabs: Vec<&str> = by_vocab.keys().map(String::as_str).collect();
+        vocabs.sort();
+        assert_eq!(vocabs, ["100", "1000"], "{chain}");
+        for (vocab, t) in by_vocab {
+            let (min, median, max) = (
+                t["min"].as_f64().unwrap(),
+                t["median"].as_f64().unwrap(),
+                t["max"].as_f64().unwrap(),
+            );
+            assert!(
+                0.0 < min && min <= median && median <= max,
+                "{chain} {vocab}: {t}"
+            );
+        }
+    }
+    // The table names every chain and vocabulary too.
+    let o = nextok(&["bench", "--sampler", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = stdout(&o);
+    for chain in ["greedy", "default", "top_p", "min_p"] {
+        for vocab in ["100", "1000"] {
+            assert!(
+                table
+                    .lines()
+                    .any(|l| l.split_whitespace().take(2).eq([chain, vocab])),
+                "{chain} {vocab} missing:\n{table}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bench_sampler_refuses_bad_folders() {
+    let dir = scratch("sampler-bench-empty");
+    std::fs::write(dir.join("logits.txt"), "no vocabulary in the name").unwrap();
+    let o = nextok(&["bench", "--sampler", dir.to_str().unwrap(), "--json"]);
+    let err = assert_one_line_error(&o);
+    assert!(err.contains("holds no logits_<vocab>.f32 file"), "{err}");
+    assert!(stdout(&o).is_empty());
+
+    let dir = scratch("sampler-bench-ragged");
+    std::fs::write(dir.join("logits_2.f32"), [0u8; 7]).unwrap();
+    let o = nextok(&["bench", "--sampler", dir.to_str().unwrap()]);
+    let err = assert_one_line_error(&o);
+    assert!(
+        err.contains("is 7 bytes, not a whole number of 4-byte floats"),
+        "{err}"
+    );
+
+    let dir = scratch("sampler-bench-short");
+    std::fs::write(dir.join("logits_3.f32"), [0u8; 8]).unwrap();
+    let o = nextok(&["bench", "--sampler", dir.to_str().unwrap()]);
+    let err = assert_one_line_error(&o);
+    assert!(err.contains("holds 2 logits, but its name says 3"), "{err}");
+
+    let dir = scratch("sampler-bench-nan");
+    write_logits(&dir, &[0.0, f32::NAN, 1.0]);
+    let o = nextok(&["bench", "--sampler", dir.to_str().unwrap()]);
+    let err = assert_one_line_error(&o);
+    assert!(err.contains("logit 1 is NaN"), "{err}");
+
+    let o = nextok(&["bench", "--sampler", "/nonexistent/nextok-logits"]);
+    let err = assert_one_line_error(&o);
+    assert!(
+        err.contains("cannot read /nonexistent/nextok-logits"),
+        "{err}"
+    );
+}

@@ -2,7 +2,8 @@
 
 use std::cmp::Ordering;
 
-use crate::softmax::{dispatch_avx2, exp_lanes, exp_nonpositive, sum_lanes, LANES};
+use crate::softmax::{dispatch_avx2, exp_lanes, exp_nonpositive, sum_exp, sum_lanes, LANES};
+use crate::stages::FirstStage;
 use crate::Error;
 
 /// Size of the first sorted prefix that top-p tries before growing it.
@@ -150,6 +151,146 @@ impl Candidates {
             return Err(Error::NoCandidates { vocab: self.vocab });
         }
         Ok(())
+    }
+
+    /// Fills the buffer and applies `first` in one go, reading the logits where they are rather
+    /// than copying the whole vocabulary into the buffer first. The result, candidates and their
+    /// order, is exactly that of [`Candidates::fill`] followed by the stage, so the draws are the
+    /// same.
+    ///
+    /// The logits must be checked already (no NaN or `+inf`), with no `-inf` among them and no
+    /// mask, and `max` must be their largest. Returns `false`, leaving the buffer in no
+    /// particular state, in the rare cases the fused form does not cover: the caller then fills
+    /// the buffer and runs the stage as usual.
+    ///
+    /// A first top-k needs neither `max` nor the check: it checks as it goes, so a caller may
+    /// skip the separate pass over the logits, and it returns `false` when some logit is not
+    /// finite (NaN, `+inf` or a masked `-inf`), for the ordinary path to report or handle.
+    pub(crate) fn fill_fused(&mut self, logits: &[f32], max: f32, first: FirstStage) -> bool {
+        let n = logits.len();
+        self.vocab = n;
+        self.probs_fresh = false;
+        self.may_have_neg_inf = false;
+        match first {
+            FirstStage::TopK(k) => {
+                if k >= n {
+                    // Top-k keeps every token, and leaves them in id order: the plain fill.
+                    return false;
+                }
+                let finite = best_of_logits(logits, k, &mut self.scratch);
+                std::mem::swap(&mut self.items, &mut self.scratch);
+                self.order = Order::Descending;
+                finite
+            }
+            FirstStage::MinP(p) => {
+                // As `keep_min_p`: `z >= max + ln(min_p)`, in f64.
+                let threshold = max as f64 + (p as f64).ln();
+                self.items.clear();
+                collect_kept(logits, &mut self.items, |z| z as f64 >= threshold);
+                self.order = if self.items.len() == n {
+                    Order::Dense
+                } else {
+                    Order::Ids
+                };
+                true
+            }
+            FirstStage::TopP(p) => self.fill_top_p(logits, max, p),
+        }
+    }
+
+    /// The fused form of [`Candidates::keep_top_p`] on a full vocabulary without `-inf`: the
+    /// same normaliser (`sum_exp` runs the same additions in the same order as the buffer's own
+    /// sum), the same running total over the same sorted prefix, so the same tokens are kept.
+    ///
+    /// The sorted prefix is found in two tries. First the best 64 tokens, found in one pass
+    /// without copying anything, which is enough for a confident model. Otherwise a histogram of
+    /// `max - z` (buckets of 1/32) bounds from below the mass of the tokens down to each bucket;
+    /// every token in the buckets that hold `p` of the mass is collected, and sorted.
+    fn fill_top_p(&mut self, logits: &[f32], max: f32, p: f32) -> bool {
+        let n = logits.len();
+        let inv_z = 1.0 / sum_exp(logits, max);
+        let target = p as f64;
+        let m = FIRST_NUCLEUS.min(n);
+        // The logits were checked, so they are finite.
+        best_of_logits(logits, m, &mut self.scratch);
+        if let Some(len) = nucleus_len(&self.scratch, max, inv_z, target) {
+            self.scratch.truncate(len);
+            std::mem::swap(&mut self.items, &mut self.scratch);
+            self.order = Order::Descending;
+            return true;
+        }
+        if m == n {
+            // Rounding left the total just under p: `keep_top_p` keeps every token, sorted.
+            std::mem::swap(&mut self.items, &mut self.scratch);
+            self.order = Order::Descending;
+            return true;
+        }
+        let mut hist = [0u32; BUCKETS];
+        bucket_counts(logits, max, &mut hist);
+        // The mass of a bucket is at least its count times e^(-its far edge); the last bucket
+        // (everything further than its near edge) counts for nothing.
+        let mut bound = 0.0f64;
+        let mut last = BUCKETS - 1;
+        for (b, &count) in hist.iter().enumerate().take(BUCKETS - 1) {
+            bound += count as f64 * (-((b + 1) as f64) / BUCKET_SCALE as f64).exp() * inv_z;
+            if bound >= target * (1.0 + 1e-4) {
+                last = b;
+                break;
+            }
+        }
+        // Every token above a bar one bucket below those buckets (so that rounding cannot leave
+        // one out) is collected: a prefix of the sorted order, whatever the bar.
+        let bar = if last == BUCKETS - 1 {
+            f32::NEG_INFINITY
+        } else {
+            max - ((last + 2) as f32 / BUCKET_SCALE + max.abs() * f32::EPSILON)
+        };
+        self.items.clear();
+        collect_above(logits, bar, &mut self.items);
+        // Sorted by a counting sort on finer buckets, each bucket then sorted on its own, only
+        // as far as the running total needs.
+        let mut counts = [0u32; FINE_BUCKETS + 1];
+        for c in &self.items {
+            counts[fine_bucket(max, c.logit) + 1] += 1;
+        }
+        for b in 1..=FINE_BUCKETS {
+            counts[b] += counts[b - 1];
+        }
+        self.scratch.clear();
+        self.scratch.resize(
+            self.items.len(),
+            Candidate {
+                id: 0,
+                logit: 0.0,
+                prob: 0.0,
+            },
+        );
+        let mut next = counts;
+        for c in &self.items {
+            let b = fine_bucket(max, c.logit);
+            self.scratch[next[b] as usize] = *c;
+            next[b] += 1;
+        }
+        std::mem::swap(&mut self.items, &mut self.scratch);
+        self.order = Order::Descending;
+        let mut cum = 0.0f64;
+        for b in 0..FINE_BUCKETS {
+            let range = counts[b] as usize..counts[b + 1] as usize;
+            let start = range.start;
+            let bucket = &mut self.items[range];
+            bucket.sort_unstable_by(by_logit_desc);
+            for (j, c) in bucket.iter().enumerate() {
+                cum += exp_nonpositive(c.logit - max) as f64 * inv_z;
+                if cum >= target {
+                    self.items.truncate(start + j + 1);
+                    return true;
+                }
+            }
+        }
+        // Every token and still short of p by rounding: `keep_top_p` keeps them all, sorted.
+        // Otherwise the bound was not enough (it cannot be short by more than rounding): the
+        // caller runs the ordinary top-p.
+        self.items.len() == n
     }
 
     /// Removes the tokens whose logit is `-inf`, if there may be any.
@@ -646,6 +787,301 @@ fn exp_sum_candidates_generic(items: &[Candidate], max: f32) -> f64 {
     sum
 }
 
+/// Number of histogram buckets of [`Candidates::fill_top_p`], and how many there are per unit of
+/// logit: buckets cover `max - z` up to 32, the last one everything further.
+const BUCKETS: usize = 1024;
+const BUCKET_SCALE: f32 = 32.0;
+
+/// Buckets of the counting sort of [`Candidates::fill_top_p`]: 128 per unit of logit, over 32.
+const FINE_BUCKETS: usize = 4096;
+
+/// The counting sort's bucket of `z`: as [`bucket`], four times finer.
+#[inline(always)]
+fn fine_bucket(max: f32, z: f32) -> usize {
+    (((max - z) * 128.0).min((FINE_BUCKETS - 1) as f32)) as usize
+}
+
+/// The histogram bucket of logit `z`: `floor((max - z) * 32)`, at most the last. Never
+/// increases as `z` grows, so the tokens of the first buckets are a prefix of the sorted order.
+#[inline(always)]
+fn bucket(max: f32, z: f32) -> usize {
+    (((max - z) * BUCKET_SCALE).min((BUCKETS - 1) as f32)) as usize
+}
+
+dispatch_avx2! {
+    /// Counts the logits in each bucket of [`bucket`].
+    fn bucket_counts(logits: &[f32], max: f32, hist: &mut [u32; BUCKETS]) -> () = bucket_counts_generic;
+}
+
+#[inline(always)]
+fn bucket_counts_generic(logits: &[f32], max: f32, hist: &mut [u32; BUCKETS]) {
+    let chunks = logits.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for ch in chunks {
+        // The bucket numbers are computed vectorised, the counting one by one.
+        let mut b = [0usize; LANES];
+        for i in 0..LANES {
+            b[i] = bucket(max, ch[i]);
+        }
+        for &i in &b {
+            hist[i] += 1;
+        }
+    }
+    for &z in rest {
+        hist[bucket(max, z)] += 1;
+    }
+}
+
+/// How many tokens of logits processed per block of a fused pass: a block whose largest logit is
+/// below the bar is skipped after one vectorised test.
+const BLOCK: usize = 64;
+
+/// The largest of one block of logits.
+#[inline(always)]
+fn block_max(block: &[f32]) -> f32 {
+    let mut m = [f32::NEG_INFINITY; LANES];
+    let chunks = block.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for ch in chunks {
+        for i in 0..LANES {
+            m[i] = if ch[i] > m[i] { ch[i] } else { m[i] };
+        }
+    }
+    for (i, &z) in rest.iter().enumerate() {
+        m[i] = if z > m[i] { z } else { m[i] };
+    }
+    m.iter()
+        .fold(f32::NEG_INFINITY, |a, &x| if x > a { x } else { a })
+}
+
+/// How a fused pass finds the largest logit of a block: portable code, or AVX2.
+trait BlockMax {
+    fn block_max(block: &[f32]) -> f32;
+    /// Bit `i` set when `block[i] > bar`.
+    fn above(block: &[f32; BLOCK], bar: f32) -> u64;
+    /// [`BlockMax::above`], and whether every logit of the block is finite.
+    fn above_finite(block: &[f32; BLOCK], bar: f32) -> (u64, bool);
+}
+
+struct Portable;
+
+impl BlockMax for Portable {
+    #[inline(always)]
+    fn block_max(block: &[f32]) -> f32 {
+        block_max(block)
+    }
+
+    #[inline(always)]
+    fn above(block: &[f32; BLOCK], bar: f32) -> u64 {
+        block
+            .iter()
+            .enumerate()
+            .fold(0, |bits, (i, &z)| bits | (((z > bar) as u64) << i))
+    }
+
+    #[inline(always)]
+    fn above_finite(block: &[f32; BLOCK], bar: f32) -> (u64, bool) {
+        let finite = block.iter().fold(true, |f, z| f & z.is_finite());
+        (Self::above(block, bar), finite)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+struct Avx2;
+
+#[cfg(target_arch = "x86_64")]
+impl BlockMax for Avx2 {
+    #[inline(always)]
+    fn block_max(block: &[f32]) -> f32 {
+        // SAFETY: `Avx2` is only used inside functions that run on CPUs with AVX2 (see
+        // `collect_kept` and `best_of_logits`).
+        unsafe { crate::x86::block_max(block) }
+    }
+
+    #[inline(always)]
+    fn above(block: &[f32; BLOCK], bar: f32) -> u64 {
+        // SAFETY: as above.
+        unsafe { crate::x86::above(block, bar) }
+    }
+
+    #[inline(always)]
+    fn above_finite(block: &[f32; BLOCK], bar: f32) -> (u64, bool) {
+        // SAFETY: as above.
+        unsafe { crate::x86::above_finite(block, bar) }
+    }
+}
+
+/// Appends to `out`, in id order, every token whose logit passes `keep`, which must be monotone
+/// (true for a logit, true for any higher one): a block whose largest logit fails it is skipped
+/// after one vectorised pass.
+fn collect_kept(logits: &[f32], out: &mut Vec<Candidate>, keep: impl Fn(f32) -> bool) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2")]
+        fn avx2(logits: &[f32], out: &mut Vec<Candidate>, keep: impl Fn(f32) -> bool) {
+            collect_kept_with::<Avx2>(logits, out, keep)
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, as checked on the line above.
+            return unsafe { avx2(logits, out, keep) };
+        }
+    }
+    collect_kept_with::<Portable>(logits, out, keep)
+}
+
+#[inline(always)]
+fn collect_kept_with<B: BlockMax>(
+    logits: &[f32],
+    out: &mut Vec<Candidate>,
+    keep: impl Fn(f32) -> bool,
+) {
+    for (k, block) in logits.chunks(BLOCK).enumerate() {
+        if keep(B::block_max(block)) {
+            for (i, &z) in block.iter().enumerate() {
+                if keep(z) {
+                    out.push(Candidate {
+                        id: (k * BLOCK + i) as u32,
+                        logit: z,
+                        prob: 0.0,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Appends to `out`, in id order, every token whose logit is above `bar`.
+fn collect_above(logits: &[f32], bar: f32, out: &mut Vec<Candidate>) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2")]
+        fn avx2(logits: &[f32], bar: f32, out: &mut Vec<Candidate>) {
+            collect_above_with::<Avx2>(logits, bar, out)
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, as checked on the line above.
+            return unsafe { avx2(logits, bar, out) };
+        }
+    }
+    collect_above_with::<Portable>(logits, bar, out)
+}
+
+#[inline(always)]
+fn collect_above_with<B: BlockMax>(logits: &[f32], bar: f32, out: &mut Vec<Candidate>) {
+    let blocks = logits.chunks_exact(BLOCK);
+    let rest = blocks.remainder();
+    for (k, block) in blocks.enumerate() {
+        let Ok(block) = <&[f32; BLOCK]>::try_from(block) else {
+            continue;
+        };
+        let mut bits = B::above(block, bar);
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            out.push(Candidate {
+                id: (k * BLOCK + i) as u32,
+                logit: block[i],
+                prob: 0.0,
+            });
+        }
+    }
+    let base = logits.len() - rest.len();
+    for (i, &z) in rest.iter().enumerate() {
+        if z > bar {
+            out.push(Candidate {
+                id: (base + i) as u32,
+                logit: z,
+                prob: 0.0,
+            });
+        }
+    }
+}
+
+/// Leaves in `out` the `m` best tokens of `logits` (`1 <= m <= len`), sorted by
+/// [`by_logit_desc`], in one pass that skips whole blocks below a rising bar: the `m`-th best
+/// logit so far (only a strictly higher logit can enter, since a later token loses ties).
+///
+/// Also returns whether every logit is finite; when one is not, `out` means nothing.
+fn best_of_logits(logits: &[f32], m: usize, out: &mut Vec<Candidate>) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2")]
+        fn avx2(logits: &[f32], m: usize, out: &mut Vec<Candidate>) -> bool {
+            best_of_logits_with::<Avx2>(logits, m, out)
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, as checked on the line above.
+            return unsafe { avx2(logits, m, out) };
+        }
+    }
+    best_of_logits_with::<Portable>(logits, m, out)
+}
+
+#[inline(always)]
+fn best_of_logits_with<B: BlockMax>(logits: &[f32], m: usize, out: &mut Vec<Candidate>) -> bool {
+    out.clear();
+    let cap = 4 * m.max(16);
+    let mut bar = f32::NEG_INFINITY;
+    let offer = |out: &mut Vec<Candidate>, bar: &mut f32, id: usize, z: f32| {
+        // The bar may have risen since the block was tested.
+        if z > *bar {
+            out.push(Candidate {
+                id: id as u32,
+                logit: z,
+                prob: 0.0,
+            });
+            if out.len() >= cap {
+                out.select_nth_unstable_by(m - 1, by_logit_desc);
+                out.truncate(m);
+                *bar = out[m - 1].logit;
+            }
+        }
+    };
+    let blocks = logits.chunks_exact(BLOCK);
+    let rest = blocks.remainder();
+    let mut finite = true;
+    for (k, block) in blocks.enumerate() {
+        let Ok(block) = <&[f32; BLOCK]>::try_from(block) else {
+            continue;
+        };
+        // Only the tokens above the bar are looked at one by one.
+        let (mut bits, block_finite) = B::above_finite(block, bar);
+        finite &= block_finite;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            offer(out, &mut bar, k * BLOCK + i, block[i]);
+        }
+    }
+    let base = logits.len() - rest.len();
+    for (i, &z) in rest.iter().enumerate() {
+        finite &= z.is_finite();
+        offer(out, &mut bar, base + i, z);
+    }
+    if !finite {
+        return false;
+    }
+    if m < out.len() {
+        out.select_nth_unstable_by(m - 1, by_logit_desc);
+        out.truncate(m);
+    }
+    out.sort_unstable_by(by_logit_desc);
+    true
+}
+
+/// The length of the shortest prefix of `sorted` whose probabilities `e^(z - max) / Z` add up
+/// (in f64, in order) to at least `target`, as [`Candidates::keep_top_p`] adds them.
+fn nucleus_len(sorted: &[Candidate], max: f32, inv_z: f64, target: f64) -> Option<usize> {
+    let mut cum = 0.0f64;
+    for (i, c) in sorted.iter().enumerate() {
+        cum += exp_nonpositive(c.logit - max) as f64 * inv_z;
+        if cum >= target {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
 /// Clamps `+inf` (from a penalty or bias that overflowed) to the largest finite logit, and turns
 /// NaN (which only a faulty custom stage can produce) into `-inf`, removing the token, so that
 /// softmax never sees either.
@@ -657,5 +1093,104 @@ fn clamp_logit(z: f32) -> f32 {
         f32::NEG_INFINITY
     } else {
         z
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stages::{Context, LogitsProcessor, MinP, TopK, TopP};
+
+    /// Logits from a seed: normal with deviation `sd` (Box-Muller over a xorshift), optionally
+    /// rounded to a grid of 0.5 so that many are tied.
+    fn logits(n: usize, sd: f32, grid: bool, seed: u32) -> Vec<f32> {
+        let mut x = seed | 1;
+        let mut uniform = move || {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (x as f32 + 0.5) / 4_294_967_296.0
+        };
+        (0..n)
+            .map(|_| {
+                let (a, b) = (uniform(), uniform());
+                let z = sd * (-2.0 * a.ln()).sqrt() * (std::f32::consts::TAU * b).cos();
+                if grid {
+                    (z * 2.0).round() / 2.0
+                } else {
+                    z
+                }
+            })
+            .collect()
+    }
+
+    /// The fused fill's candidates, in order, against the plain fill followed by the stage; and
+    /// whether the fused form covered the case.
+    fn check(z: &[f32], first: FirstStage, stage: &dyn LogitsProcessor) -> bool {
+        let max = crate::softmax::checked_max(z).unwrap();
+        let mut fused = Candidates::new();
+        let covered = fused.fill_fused(z, max, first);
+        let mut plain = Candidates::new();
+        plain.fill(z, None).unwrap();
+        stage.apply(&mut plain, &Context::default()).unwrap();
+        if covered {
+            assert_eq!(
+                fused.as_slice(),
+                plain.as_slice(),
+                "{first:?}, {} logits",
+                z.len()
+            );
+            assert_eq!(fused.order, plain.order, "{first:?}");
+            assert_eq!(fused.vocab_size(), plain.vocab_size());
+        }
+        covered
+    }
+
+    #[test]
+    fn fused_first_stages_keep_what_the_stages_keep() {
+        for (n, sd, grid, seed) in [
+            (1, 1.0, false, 1),
+            (50, 3.0, true, 2),
+            (1000, 3.0, false, 3),
+            (5000, 0.3, true, 4),
+            (32_000, 3.0, false, 5),
+            (49_152, 3.0, true, 6),
+            (131_072, 3.0, false, 7),
+        ] {
+            let z = logits(n, sd, grid, seed);
+            for k in [1, 2, 40, 64, 1000] {
+                let covered = check(&z, FirstStage::TopK(k), &TopK::new(k).unwrap());
+                assert_eq!(covered, k < n, "top-k {k} of {n}");
+            }
+            for p in [0.01, 0.5, 0.95, 0.999] {
+                assert!(
+                    check(&z, FirstStage::TopP(p), &TopP::new(p).unwrap()),
+                    "top-p {p}, {n}"
+                );
+            }
+            for p in [0.001, 0.05, 0.5, 1.0] {
+                assert!(
+                    check(&z, FirstStage::MinP(p), &MinP::new(p).unwrap()),
+                    "min-p {p}, {n}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn top_p_of_a_flat_vocabulary_keeps_thousands_sorted() {
+        // Normal logits with deviation 3 over 128k tokens, as llama.cpp's harness draws them:
+        // the nucleus of 0.95 is several thousand tokens, beyond the first 64, so the histogram
+        // route runs.
+        let z = logits(131_072, 3.0, false, 11);
+        let max = crate::softmax::checked_max(&z).unwrap();
+        let mut c = Candidates::new();
+        assert!(c.fill_fused(&z, max, FirstStage::TopP(0.95)));
+        assert!(c.len() > 1000, "{} tokens", c.len());
+        assert!(c
+            .as_slice()
+            .windows(2)
+            .all(|w| by_logit_desc(&w[0], &w[1]) == Ordering::Less));
+        assert!(check(&z, FirstStage::TopP(0.95), &TopP::new(0.95).unwrap()));
     }
 }

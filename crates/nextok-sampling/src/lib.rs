@@ -13,7 +13,8 @@
 //!   serde-serialisable, checked by [`SamplingParams::validate`].
 //! - [`Sampler`]: runs the chain and draws a token with a seeded ChaCha20 generator; returns a
 //!   [`Sampled`] with the token, its log-probability under the final and the raw distribution,
-//!   and the top alternatives when asked.
+//!   and the top alternatives when asked ([`Sampler::choose`]: the same token, without the raw
+//!   distribution). [`sample_batch`] samples many sequences' rows over a thread pool.
 //! - [`Chain`] and the stages ([`Temperature`], [`TopK`], [`TopP`], [`MinP`],
 //!   [`RepetitionPenalty`], [`PresenceFrequencyPenalty`], [`LogitBias`], [`AllowedTokens`],
 //!   [`BannedTokens`], [`MinTokens`]): each implements [`LogitsProcessor`] over a shared
@@ -33,15 +34,30 @@
 //! still in the running, so each filter renormalises what it keeps.
 //!
 //! # Speed
-//! Nothing sorts the whole vocabulary. Top-k finds its `k` tokens in one pass that keeps only
-//! the tokens beating a rising threshold, then sorts those `k`; top-p without top-k computes the
-//! softmax normaliser in one pass, takes the best 64 tokens the same way and, only if they hold
-//! less than `p`, grows a sorted prefix in place; min-p compares logits with
-//! `z_max + ln(min_p)` without exponentiating; greedy is a pass to find the maximum. Besides the
-//! chain, every token costs one exponential pass over the vocabulary for its raw
-//! log-probability. The exponential is vectorised, and compiled for AVX2 as well when the CPU has
-//! it (with bit-identical results). The benches (`cargo bench -p nextok-benches --bench
-//! sampling`) measure vocabularies of 32k to 256k tokens.
+//! Nothing sorts the whole vocabulary, and nothing copies it into the candidates buffer when the
+//! chain starts with top-k, top-p or min-p (without a mask or `-inf` logits): that first stage
+//! runs straight on the logits, fused with the fill, and leaves exactly the candidates, in the
+//! same order, that the fill and the stage would, so the draws are the same.
+//! - The check for NaN and `+inf` and the maximum are one pass (AVX2 where the CPU has it).
+//!   Greedy is that pass and a search for the first logit equal to the maximum.
+//! - Top-k is one pass that tests blocks of 64 logits against a rising bar (the k-th best so
+//!   far) with one vector comparison each and looks at the few tokens above it one by one; it
+//!   checks the logits as it goes, so a first top-k needs no separate check.
+//! - Min-p compares logits with `z_max + ln(min_p)` without exponentiating, skipping whole blocks.
+//! - Top-p computes the normaliser in one exponential pass, then tries the best 64 tokens (a
+//!   confident model's nucleus); otherwise a histogram of `z_max - z` bounds the mass above each
+//!   logit, the tokens above the bound are collected and counting-sorted by buckets of 1/128,
+//!   each bucket sorted only as far as the running total needs.
+//! - Buffers are kept from one token to the next: sampling allocates nothing once warm.
+//! - The raw log-probability costs an exponential pass over the vocabulary: [`Sampler::sample`]
+//!   computes it, [`Sampler::choose`] draws the same token without it.
+//! - [`sample_batch`] and [`choose_batch`] sample many sequences' rows over a thread pool, each
+//!   exactly as alone.
+//!
+//! The vector code computes the same IEEE operations as the portable code (maxima and
+//! comparisons, or the same exponential lane by lane), so results are bit-identical on every
+//! machine. `nextok bench --sampler DIR` times llama.cpp's chains on logits files; the benches
+//! (`cargo bench -p nextok-benches --bench sampling`) measure vocabularies of 32k to 256k tokens.
 //!
 //! # Determinism
 //! Same logits, parameters and seed give the same token on every platform: the generator is
@@ -77,6 +93,7 @@
 //! # Ok::<(), nextok_sampling::Error>(())
 //! ```
 
+mod batch;
 mod beam;
 mod candidates;
 mod error;
@@ -85,12 +102,15 @@ mod sampler;
 mod softmax;
 mod stages;
 mod trace;
+#[cfg(target_arch = "x86_64")]
+mod x86;
 
+pub use batch::{choose_batch, sample_batch, BatchRow};
 pub use beam::{beam_search, BeamConfig, Hypothesis};
 pub use candidates::{Candidate, Candidates};
 pub use error::Error;
 pub use params::{SamplingParams, StageKind};
-pub use sampler::{Sampled, Sampler, TokenLogprob};
+pub use sampler::{Chosen, Sampled, Sampler, TokenLogprob};
 pub use softmax::{exp_nonpositive, log_softmax, log_sum_exp, softmax, softmax_into};
 pub use stages::{
     AllowedTokens, BannedTokens, Chain, Context, LogitBias, LogitsProcessor, MinP, MinTokens,

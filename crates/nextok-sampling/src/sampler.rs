@@ -4,8 +4,8 @@ use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 
 use crate::candidates::{by_logit_desc, Candidate, Candidates};
-use crate::softmax::{scan, sum_exp};
-use crate::stages::{Chain, Context, LogitsProcessor};
+use crate::softmax::{scan, sum_exp, Scan};
+use crate::stages::{Chain, Context, FirstStage, LogitsProcessor};
 use crate::{Error, SamplingParams};
 
 /// One alternative token with its log-probabilities.
@@ -31,6 +31,15 @@ pub struct Sampled {
     /// The most likely tokens under the raw distribution, most likely first (ties to the lowest
     /// id); as many as [`SamplingParams::top_logprobs`] asks for.
     pub top: Vec<TokenLogprob>,
+}
+
+/// A chosen token without the raw distribution: what [`Sampler::choose`] returns.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Chosen {
+    /// The chosen token id.
+    pub token: u32,
+    /// Its log-probability under the final distribution, the one it was drawn from (0 for greedy).
+    pub logprob: f32,
 }
 
 /// Turns logits into a chosen token with a chain of stages and a seeded ChaCha20 generator.
@@ -93,31 +102,20 @@ impl Sampler {
         (self.rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 
-    /// Chooses the next token.
+    /// Chooses the next token, with its log-probabilities under the final and the raw
+    /// distribution and the top alternatives that [`Sampler::set_top_logprobs`] asks for.
+    ///
+    /// The raw log-probability costs an exponential over the whole vocabulary; a caller that
+    /// does not need it calls [`Sampler::choose`], which draws the same token.
     ///
     /// Errors: a NaN or `+inf` logit, a token id in `ctx` outside the vocabulary, a mask that is
     /// too short, or no token left after masking and filtering.
     pub fn sample(&mut self, logits: &[f32], ctx: &Context<'_>) -> Result<Sampled, Error> {
-        let scan = scan(logits)?;
+        let scan = checked_scan(logits)?;
         let max = scan.max;
-        if max == f32::NEG_INFINITY {
-            return Err(Error::NoCandidates {
-                vocab: logits.len(),
-            });
-        }
+        let Chosen { token, logprob } = self.choose_scanned(logits, ctx, scan)?;
         let log_z = max as f64 + sum_exp(logits, max).ln();
         let raw = |z: f32| (z as f64 - log_z) as f32;
-
-        let (token, logprob) = if self.plain_greedy {
-            (greedy(logits, max, ctx.allowed)?, 0.0)
-        } else {
-            self.candidates
-                .fill_checked(logits, ctx.allowed, scan.any_neg_inf)?;
-            self.chain.apply(&mut self.candidates, ctx)?;
-            let u = self.next_uniform();
-            let c = self.candidates.pick(u)?;
-            (c.id, (c.prob as f64).ln() as f32)
-        };
 
         let mut top = Vec::new();
         if self.top_logprobs > 0 {
@@ -160,6 +158,81 @@ impl Sampler {
             top,
         })
     }
+
+    /// Chooses the next token: the same token, and the same random numbers used, as
+    /// [`Sampler::sample`], without the raw log-probabilities (no pass over the vocabulary for
+    /// them) and without alternatives.
+    ///
+    /// Errors as [`Sampler::sample`].
+    pub fn choose(&mut self, logits: &[f32], ctx: &Context<'_>) -> Result<Chosen, Error> {
+        // A first top-k checks the logits as it selects, which saves a pass; it gives up on any
+        // logit that is not finite, and the ordinary path then reports or handles it.
+        if let (false, Some(first @ FirstStage::TopK(_)), None) =
+            (self.plain_greedy, self.chain.first_stage(), ctx.allowed)
+        {
+            if self.candidates.fill_fused(logits, f32::NAN, first) {
+                return self.draw_after_first(ctx);
+            }
+        }
+        let scan = checked_scan(logits)?;
+        self.choose_scanned(logits, ctx, scan)
+    }
+
+    /// Runs the chain after its first stage, which `fill_fused` ran, and draws.
+    fn draw_after_first(&mut self, ctx: &Context<'_>) -> Result<Chosen, Error> {
+        self.chain.apply_from(&mut self.candidates, ctx, 1)?;
+        self.draw()
+    }
+
+    /// Draws from the candidates as the chain left them.
+    fn draw(&mut self) -> Result<Chosen, Error> {
+        let u = self.next_uniform();
+        let c = self.candidates.pick(u)?;
+        Ok(Chosen {
+            token: c.id,
+            logprob: (c.prob as f64).ln() as f32,
+        })
+    }
+
+    fn choose_scanned(
+        &mut self,
+        logits: &[f32],
+        ctx: &Context<'_>,
+        scan: Scan,
+    ) -> Result<Chosen, Error> {
+        if self.plain_greedy {
+            return Ok(Chosen {
+                token: greedy(logits, scan.max, ctx.allowed)?,
+                logprob: 0.0,
+            });
+        }
+        // Without a mask and without `-inf` logits, a first top-k, top-p or min-p runs straight
+        // on the logits; its result, and so every later stage and the draw, is the same.
+        let fused = match self.chain.first_stage() {
+            Some(first) if ctx.allowed.is_none() && !scan.any_neg_inf => {
+                self.candidates.fill_fused(logits, scan.max, first)
+            }
+            _ => false,
+        };
+        if fused {
+            return self.draw_after_first(ctx);
+        }
+        self.candidates
+            .fill_checked(logits, ctx.allowed, scan.any_neg_inf)?;
+        self.chain.apply(&mut self.candidates, ctx)?;
+        self.draw()
+    }
+}
+
+/// Checks the logits and finds their largest; all `-inf` (or none) is [`Error::NoCandidates`].
+fn checked_scan(logits: &[f32]) -> Result<Scan, Error> {
+    let scan = scan(logits)?;
+    if scan.max == f32::NEG_INFINITY {
+        return Err(Error::NoCandidates {
+            vocab: logits.len(),
+        });
+    }
+    Ok(scan)
 }
 
 /// The allowed token with the highest logit, ties to the lowest id. `max` is the largest logit.
@@ -170,6 +243,14 @@ fn greedy(logits: &[f32], max: f32, allowed: Option<&[u64]>) -> Result<u32, Erro
             // Without a mask the answer is the first logit equal to the maximum. Chunks are
             // tested whole (no early exit inside one, so the test vectorises), then the first
             // matching chunk is searched.
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU supports AVX2, as checked on the line above.
+                let first = unsafe { crate::x86::first_equal(logits, max) };
+                return first.map(|i| i as u32).ok_or(Error::NoCandidates {
+                    vocab: logits.len(),
+                });
+            }
             const CHUNK: usize = 64;
             best = logits
                 .chunks(CHUNK)

@@ -79,10 +79,25 @@ pub(crate) struct Scan {
     pub any_neg_inf: bool,
 }
 
+/// Checks that no logit is NaN or `+inf`, and finds the largest one and whether any is `-inf`.
+pub(crate) fn scan(logits: &[f32]) -> Result<Scan, Error> {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, as checked on the line above.
+        let (max, finite) = unsafe { crate::x86::max_and_finite(logits) };
+        if finite {
+            return Ok(Scan {
+                max,
+                any_neg_inf: false,
+            });
+        }
+        // Some logit is not finite: the portable pass says which, and whether it is allowed.
+    }
+    scan_avx2_or_generic(logits)
+}
+
 dispatch_avx2! {
-    /// Checks that no logit is NaN or `+inf`, and finds the largest one and whether any is
-    /// `-inf`.
-    pub(crate) fn scan(logits: &[f32]) -> Result<Scan, Error> = scan_generic;
+    fn scan_avx2_or_generic(logits: &[f32]) -> Result<Scan, Error> = scan_generic;
 }
 
 /// Checks that no logit is NaN or `+inf` and returns the largest one (`-inf` if all are `-inf`).

@@ -66,22 +66,68 @@ pub trait LogitsProcessor: Send + Sync + fmt::Debug {
     }
 }
 
+/// A first stage that the sampler can run straight on the raw logits, fused with filling the
+/// candidates, so that the whole vocabulary is never copied into the buffer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum FirstStage {
+    TopK(usize),
+    TopP(f32),
+    MinP(f32),
+}
+
 /// Stages run one after the other; itself a stage.
 #[derive(Debug, Default)]
 pub struct Chain {
     stages: Vec<Box<dyn LogitsProcessor>>,
+    // What the first stage is, when it is one of this crate's filters that can run fused with
+    // the fill (see `Candidates::fill_fused`).
+    first: Option<FirstStage>,
 }
 
 impl Chain {
     /// An empty chain (samples from the plain softmax of the logits).
     pub fn new() -> Self {
-        Chain { stages: Vec::new() }
+        Chain {
+            stages: Vec::new(),
+            first: None,
+        }
     }
 
     /// Appends a stage.
     pub fn push(mut self, stage: impl LogitsProcessor + 'static) -> Self {
+        if self.stages.is_empty() {
+            let any: &dyn std::any::Any = &stage;
+            self.first = if let Some(s) = any.downcast_ref::<TopK>() {
+                Some(FirstStage::TopK(s.k))
+            } else if let Some(s) = any.downcast_ref::<TopP>() {
+                (s.p < 1.0).then_some(FirstStage::TopP(s.p))
+            } else if let Some(s) = any.downcast_ref::<MinP>() {
+                (s.p > 0.0).then_some(FirstStage::MinP(s.p))
+            } else {
+                None
+            };
+        }
         self.stages.push(Box::new(stage));
         self
+    }
+
+    /// The first stage, when it can run fused with the fill.
+    pub(crate) fn first_stage(&self) -> Option<FirstStage> {
+        self.first
+    }
+
+    /// Applies the stages from `start` on (the ones before it already ran).
+    pub(crate) fn apply_from(
+        &self,
+        candidates: &mut Candidates,
+        ctx: &Context<'_>,
+        start: usize,
+    ) -> Result<(), Error> {
+        for stage in self.stages.iter().skip(start) {
+            stage.apply(candidates, ctx)?;
+            candidates.check_not_empty()?;
+        }
+        Ok(())
     }
 
     /// The chain that `params` describe, in `params.order`, after validating them.
@@ -171,11 +217,7 @@ impl LogitsProcessor for Chain {
     }
 
     fn apply(&self, candidates: &mut Candidates, ctx: &Context<'_>) -> Result<(), Error> {
-        for stage in &self.stages {
-            stage.apply(candidates, ctx)?;
-            candidates.check_not_empty()?;
-        }
-        Ok(())
+        self.apply_from(candidates, ctx, 0)
     }
 
     fn apply_traced(

@@ -132,6 +132,9 @@ fn batch_decode(
 
 /// Runs `nextok bench`.
 pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
+    if let Some(dir) = &a.sampler {
+        return super::bench_sampler::run(dir, a.json);
+    }
     // clap has bounded every length (1 to 2^24) and the repetitions; these checks stand for a
     // caller that builds `BenchArgs` itself.
     if a.repetitions == 0 || a.decode == 0 || a.decode_prompt == 0 {

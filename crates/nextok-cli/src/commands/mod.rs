@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 mod bench;
+mod bench_sampler;
 mod generate;
 mod plan;
 mod sample;
