@@ -384,7 +384,8 @@ impl Constraint for GrammarConstraint {
         let base = self.chart.depth();
         // An end token ends the output, unless the grammar names it in a token reference
         // (GBNF's `<|im_end|>`) where it stands.
-        if vocab.is_eos(token) && !self.chart.expects_token(&self.grammar, token) {
+        let eos = vocab.is_eos(token);
+        if eos && !self.chart.expects_token(&self.grammar, token, true) {
             if !self.is_complete() {
                 return Err(refused);
             }
@@ -393,7 +394,7 @@ impl Constraint for GrammarConstraint {
             return Ok(());
         }
         self.chart.start_work();
-        if !self.chart.push_token(&self.grammar, token, bytes) {
+        if !self.chart.push_token(&self.grammar, token, bytes, eos) {
             self.last_work = self.chart.work();
             let over = self.chart.check_work(&self.grammar);
             self.chart.truncate(base);

@@ -822,35 +822,41 @@ impl Chart {
         self.close(g, k + 1);
     }
 
-    /// The items of the top set past a token reference that token `t` matches.
-    fn token_scans(&self, g: &Grammar, t: u32) -> Vec<(u32, u32)> {
+    /// The items of the top set past a token reference that token `t` matches. An end token
+    /// (`eos`) is matched only by a reference that names it, never by a negated one (as
+    /// `fill_mask` allows it).
+    fn token_scans(&self, g: &Grammar, t: u32, eos: bool) -> Vec<(u32, u32)> {
         if g.token_sets.is_empty() {
             return Vec::new();
         }
         let k = self.depth() - 1;
         self.items[self.item_starts[k] as usize..self.item_starts[k + 1] as usize]
             .iter()
-            .filter(|&&(p, _)| {
-                matches!(g.syms[p as usize], GSym::Tok(j) if g.token_sets[j as usize].matches(t))
+            .filter(|&&(p, _)| match g.syms[p as usize] {
+                GSym::Tok(j) => {
+                    let set = &g.token_sets[j as usize];
+                    set.matches(t) && !(eos && set.negated)
+                }
+                _ => false,
             })
             .map(|&(p, o)| (p + 1, o))
             .collect()
     }
 
-    /// Whether a token reference of the top set matches token `t`.
-    pub(crate) fn expects_token(&self, g: &Grammar, t: u32) -> bool {
-        !self.token_scans(g, t).is_empty()
+    /// Whether a token reference of the top set names token `t` (an end token when `eos`).
+    pub(crate) fn expects_token(&self, g: &Grammar, t: u32, eos: bool) -> bool {
+        !self.token_scans(g, t, eos).is_empty()
     }
 
-    /// Reads token `t` with bytes `bytes`: byte by byte through the terminals, and as a whole
-    /// through the token references that match it; both ways end in one set. Returns false,
-    /// leaving the chart unchanged, when neither way reads it.
-    pub(crate) fn push_token(&mut self, g: &Grammar, t: u32, bytes: &[u8]) -> bool {
+    /// Reads token `t` with bytes `bytes` (an end token when `eos`): byte by byte through the
+    /// terminals, and as a whole through the token references that match it; both ways end in
+    /// one set. Returns false, leaving the chart unchanged, when neither way reads it.
+    pub(crate) fn push_token(&mut self, g: &Grammar, t: u32, bytes: &[u8], eos: bool) -> bool {
         if self.over || self.broken {
             return false;
         }
         let base = self.depth();
-        let scans = self.token_scans(g, t);
+        let scans = self.token_scans(g, t, eos);
         self.work += scans.len() as u64;
         let Some((&last, init)) = bytes.split_last() else {
             if scans.is_empty() {

@@ -266,4 +266,17 @@ fn an_end_token_named_by_the_grammar_is_read_there() {
     c.rollback(3).unwrap();
     assert_eq!(c.num_tokens(), 1);
     assert!(c.advance(2).is_err());
+    // A negated reference never reads an end token: it stays an end, allowed where the
+    // grammar is complete, as llama.cpp has it.
+    let g = compile_gbnf_for_vocab("root ::= \"x\" (!<[2]>)*", "root", &vocab, &Limits::DEFAULT)
+        .expect("compiles");
+    let mut c = GrammarConstraint::new(g, &vocab);
+    c.advance(0).unwrap();
+    let mut mask = vocab.empty_mask();
+    c.fill_mask(&mut mask).unwrap();
+    // `x` by the reference, the end token because the grammar is complete; never `y`.
+    assert_eq!(mask, [0b011]);
+    c.advance(0).unwrap();
+    c.advance(1).unwrap();
+    assert!(c.is_finished());
 }
