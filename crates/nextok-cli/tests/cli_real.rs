@@ -215,7 +215,8 @@ fn constrain_bench_verbose_lists_refusals_and_wrong_answers() {
         "{text}"
     );
     assert!(
-        text.lines().any(|l| l.split_whitespace().eq(["1", "uniqueItems"])),
+        text.lines()
+            .any(|l| l.split_whitespace().eq(["1", "uniqueItems"])),
         "{text}"
     );
     let v = json_out(&nextok(&["constrain-bench", d, "--json", "--verbose"]));
@@ -223,7 +224,10 @@ fn constrain_bench_verbose_lists_refusals_and_wrong_answers() {
     assert_eq!(v["refusals"], serde_json::json!({"uniqueItems": 1}), "{v}");
     assert_eq!(v["refused"][0]["path"], "#/properties/a", "{v}");
     assert_eq!(
-        (v["failures"][0]["test"].clone(), v["failures"][0]["valid"].clone()),
+        (
+            v["failures"][0]["test"].clone(),
+            v["failures"][0]["valid"].clone()
+        ),
         (1.into(), false.into()),
         "{v}"
     );
