@@ -5,7 +5,12 @@
 //! `cargo bench -p nextok-benches --bench llguidance_compare`
 //! (needs the default model for its vocabulary and tokenizer: `cargo xtask fetch-model`; the
 //! JSON-Schema-Test-Suite is read from `conformance/json-schema-test-suite/draft2020-12`
-//! or from `$NEXTOK_SUITE`).
+//! or from `$NEXTOK_SUITE`, which may also name a folder of MaskBench-format files such as
+//! `conformance/real-world/schemastore`).
+//!
+//! It also counts, for each engine on its own, the schemas it compiles and, of their instances,
+//! the valid ones it accepts and the invalid ones it accepts (every token allowed and the end
+//! allowed after the last), on the same files.
 //!
 //! What it measures, for both engines alike:
 //! - compile to first mask: the schema compiled into a fresh constraint (nextok:
@@ -87,8 +92,8 @@ struct Both {
 
 /// Which engines compiled a schema.
 struct Compiled {
-    ours: bool,
-    theirs: bool,
+    ours: Option<Arc<Grammar>>,
+    theirs: Option<Matcher>,
     both: Option<Both>,
 }
 
@@ -133,21 +138,62 @@ fn compile_both(
         })
         .filter(|m| !m.is_error());
     let theirs_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let out = Compiled {
-        ours: grammar.is_some(),
-        theirs: llg.is_some(),
-        both: None,
-    };
-    match (grammar, llg) {
+    let both = match (&grammar, &llg) {
         (Some(grammar), Some(llg)) => {
             ours.compile_ms.push(ours_ms);
             theirs.compile_ms.push(theirs_ms);
-            Compiled {
-                both: Some(Both { grammar, llg }),
-                ..out
-            }
+            Some(Both {
+                grammar: Arc::clone(grammar),
+                llg: llg.deep_clone(),
+            })
         }
-        _ => out,
+        _ => None,
+    };
+    Compiled {
+        ours: grammar,
+        theirs: llg,
+        both,
+    }
+}
+
+/// Whether nextok accepts the whole instance: every token, then the end.
+fn accepted_ours(grammar: &Arc<Grammar>, vocab: &Arc<TokenVocab>, tokens: &[u32]) -> bool {
+    let mut c = GrammarConstraint::new(Arc::clone(grammar), vocab);
+    tokens.iter().all(|&t| c.advance(t).is_ok()) && c.is_complete()
+}
+
+/// Whether llguidance accepts the whole instance: every token, then the end.
+fn accepted_theirs(m: &Matcher, tokens: &[u32]) -> bool {
+    let mut m = m.deep_clone();
+    for &t in tokens {
+        let allowed = m.compute_mask().is_ok_and(|lm| lm.is_allowed(t));
+        if !allowed || m.consume_token(t).is_err() || m.is_error() {
+            return false;
+        }
+    }
+    m.is_accepting().unwrap_or(false)
+}
+
+/// Per engine: schemas compiled, and of their instances, valid ones (accepted) and invalid ones
+/// (accepted).
+#[derive(Default)]
+struct Counts {
+    compiled: usize,
+    valid: usize,
+    valid_accepted: usize,
+    invalid: usize,
+    invalid_accepted: usize,
+}
+
+impl Counts {
+    fn count(&mut self, valid: bool, accepted: bool) {
+        if valid {
+            self.valid += 1;
+            self.valid_accepted += accepted as usize;
+        } else {
+            self.invalid += 1;
+            self.invalid_accepted += accepted as usize;
+        }
     }
 }
 
@@ -261,10 +307,14 @@ fn main() {
     let (mut groups, mut compiled, mut instances, mut walked) = (0, 0, 0, 0);
     let (mut ours_compiled, mut theirs_compiled) = (0, 0);
     let (mut ours_refused, mut theirs_refused) = (0, 0);
+    let (mut ours_counts, mut theirs_counts) = (Counts::default(), Counts::default());
     for f in &files {
         let text = std::fs::read_to_string(f).expect("suite file");
-        let Ok(Value::Array(file_groups)) = serde_json::from_str::<Value>(&text) else {
-            continue;
+        // The suite's array of groups, or MaskBench's one schema per file.
+        let file_groups = match serde_json::from_str::<Value>(&text) {
+            Ok(Value::Array(a)) => a,
+            Ok(v @ Value::Object(_)) => vec![v],
+            _ => continue,
         };
         for g in &file_groups {
             let (Some(schema), Some(Value::Array(tests))) = (g.get("schema"), g.get("tests"))
@@ -273,8 +323,27 @@ fn main() {
             };
             groups += 1;
             let c = compile_both(schema, &vocab, &factory, &mut ours, &mut theirs);
-            ours_compiled += c.ours as usize;
-            theirs_compiled += c.theirs as usize;
+            ours_compiled += c.ours.is_some() as usize;
+            theirs_compiled += c.theirs.is_some() as usize;
+            ours_counts.compiled += c.ours.is_some() as usize;
+            theirs_counts.compiled += c.theirs.is_some() as usize;
+            for t in tests {
+                let (Some(data), Some(Value::Bool(valid))) = (t.get("data"), t.get("valid")) else {
+                    continue;
+                };
+                let Some(tokens) = serde_json::to_string(data)
+                    .ok()
+                    .and_then(|text| encode(&tok, &text))
+                else {
+                    continue;
+                };
+                if let Some(g) = &c.ours {
+                    ours_counts.count(*valid, accepted_ours(g, &vocab, &tokens));
+                }
+                if let Some(m) = &c.theirs {
+                    theirs_counts.count(*valid, accepted_theirs(m, &tokens));
+                }
+            }
             let Some(both) = c.both else {
                 continue;
             };
@@ -299,14 +368,30 @@ fn main() {
         }
     }
     println!(
-        "JSON-Schema-Test-Suite draft 2020-12 ({}): {groups} schemas; nextok compiles \
+        "{}: {groups} schemas; nextok compiles \
          {ours_compiled}, llguidance {theirs_compiled}, both {compiled}; {instances} valid \
          instances of those: nextok refuses {ours_refused}, llguidance {theirs_refused}, \
          {walked} accepted by both and timed",
         dir.display()
     );
+    println!("\nEach engine on its own, over the schemas it compiles");
+    println!("| | nextok | llguidance |");
+    println!("|---|---|---|");
+    let (a, b) = (&ours_counts, &theirs_counts);
+    println!(
+        "| schemas compiled (of {groups}) | {} | {} |",
+        a.compiled, b.compiled
+    );
+    println!(
+        "| valid instances accepted | {} of {} | {} of {} |",
+        a.valid_accepted, a.valid, b.valid_accepted, b.valid
+    );
+    println!(
+        "| invalid instances accepted | {} of {} | {} of {} |",
+        a.invalid_accepted, a.invalid, b.invalid_accepted, b.invalid
+    );
     table(
-        "JSON-Schema-Test-Suite, SmolLM2 49,152 tokens",
+        "Schemas both compile, SmolLM2 49,152 tokens",
         &mut ours,
         &mut theirs,
     );

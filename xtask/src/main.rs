@@ -121,24 +121,48 @@ fn ci() -> Result<()> {
         .args(["test", "--workspace", "--no-fail-fast"])
         .env("NEXTOK_MODEL", &model)
         .env("LD_LIBRARY_PATH", library_path))?;
-    // The constrained-decoding conformance counts (issue 6), printed for the CI log: the
-    // JSON-Schema-Test-Suite through SmolLM2's tokenizer. The test suite asserts them; this shows
-    // them.
-    let suite = root()
-        .join("conformance")
-        .join("json-schema-test-suite")
-        .join("draft2020-12");
-    run(cargo()
-        .args([
-            "run",
-            "--quiet",
-            "--package",
-            "nextok-cli",
-            "--",
-            "constrain-bench",
-        ])
-        .arg(&suite)
-        .env("NEXTOK_MODEL", &model))?;
+    // The constrained-decoding conformance counts (issues 6 and 17), printed for the CI log:
+    // the JSON-Schema-Test-Suite, every draft, and the real-world corpus (JSON Schema Store's
+    // schemas with their instances) through SmolLM2's tokenizer, each with its table of refusals
+    // by keyword. The tests assert the floors; this shows the numbers.
+    let conformance = root().join("conformance");
+    let suites = [
+        (
+            "JSON-Schema-Test-Suite draft4",
+            "json-schema-test-suite/draft4",
+        ),
+        (
+            "JSON-Schema-Test-Suite draft6",
+            "json-schema-test-suite/draft6",
+        ),
+        (
+            "JSON-Schema-Test-Suite draft7",
+            "json-schema-test-suite/draft7",
+        ),
+        (
+            "JSON-Schema-Test-Suite draft2019-09",
+            "json-schema-test-suite/draft2019-09",
+        ),
+        (
+            "JSON-Schema-Test-Suite draft2020-12",
+            "json-schema-test-suite/draft2020-12",
+        ),
+        ("real-world: JSON Schema Store", "real-world/schemastore"),
+    ];
+    for (title, folder) in suites {
+        println!("== constrain-bench: {title} ==");
+        run(cargo()
+            .args([
+                "run",
+                "--quiet",
+                "--package",
+                "nextok-cli",
+                "--",
+                "constrain-bench",
+            ])
+            .arg(conformance.join(folder))
+            .env("NEXTOK_MODEL", &model))?;
+    }
     // A project outside the workspace that uses three crates by path, as a user's would: it
     // must build and run on its own (issue 12).
     run(cargo()

@@ -513,9 +513,14 @@ pub struct ConstrainBenchArgs {
     pub model: ModelArgs,
     /// Print one JSON object instead of a table: schemas, compiled, unsupported, valid_total,
     /// valid_accepted, invalid_total, invalid_rejected, mask_mismatches, and mask_us and
-    /// compile_ms as {median, p99, p999, max}.
+    /// compile_ms as {median, p99, p999, max}, and refusals (keyword: schemas refused).
     #[arg(long)]
     pub json: bool,
+    /// Also list every refused schema (file, keyword, path, reason), every valid instance
+    /// refused and every invalid instance accepted (file, group and test index); with --json,
+    /// as the arrays "refused" and "failures".
+    #[arg(long)]
+    pub verbose: bool,
 }
 
 /// `nextok bench`.

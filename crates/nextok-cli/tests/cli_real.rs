@@ -185,6 +185,56 @@ fn constrain_bench_counts_a_maskbench_file() {
 }
 
 #[test]
+fn constrain_bench_verbose_lists_refusals_and_wrong_answers() {
+    // Issue #17: every refused schema with its keyword and path, every wrong answer with its
+    // file and test index, and the refusals counted by keyword. The second instance is
+    // labelled invalid on purpose, so that the run has a wrong answer to list.
+    let dir = std::env::temp_dir().join(format!("nextok-verbose-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mislabelled = serde_json::json!({
+        "schema": {"type": "integer"},
+        "tests": [{"data": 1, "valid": true}, {"data": 2, "valid": false}]
+    });
+    let refused = serde_json::json!({
+        "schema": {"type": "object", "properties": {"a": {"type": "array", "uniqueItems": true}}},
+        "tests": [{"data": {}, "valid": true}]
+    });
+    std::fs::write(dir.join("a.json"), mislabelled.to_string()).unwrap();
+    std::fs::write(dir.join("b.json"), refused.to_string()).unwrap();
+    let d = dir.to_str().unwrap();
+    let o = nextok(&["constrain-bench", d, "--verbose"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let line = |needle: &str| text.lines().find(|l| l.contains(needle)).unwrap_or("");
+    assert!(
+        line("b.json group 0").contains("keyword uniqueItems at \"#/properties/a\""),
+        "{text}"
+    );
+    assert!(
+        line("a.json group 0").contains("test 1: INVALID INSTANCE ACCEPTED"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.split_whitespace().eq(["1", "uniqueItems"])),
+        "{text}"
+    );
+    let v = json_out(&nextok(&["constrain-bench", d, "--json", "--verbose"]));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(v["refusals"], serde_json::json!({"uniqueItems": 1}), "{v}");
+    assert_eq!(v["refused"][0]["path"], "#/properties/a", "{v}");
+    assert_eq!(
+        (
+            v["failures"][0]["test"].clone(),
+            v["failures"][0]["valid"].clone()
+        ),
+        (1.into(), false.into()),
+        "{v}"
+    );
+    assert_eq!(v["failures"].as_array().map(Vec::len), Some(1), "{v}");
+}
+
+#[test]
 fn generate_with_a_choice_prints_a_choice() {
     let o = nextok(&[
         "generate",

@@ -1,7 +1,15 @@
 //! A runner for schema test files: MaskBench's format (one file per schema, `{schema, tests:
 //! [{data, valid}]}`) and the JSON-Schema-Test-Suite's (an array of `{description, schema,
 //! tests}`). The CLI's `constrain-bench` formats its report.
+//!
+//! Each outcome keeps what a reader needs to find a problem in seconds: the file and the index
+//! of the group in it, the refusal of a schema that did not compile ([`SchemaOutcome::refusal`]:
+//! keyword, path, reason), and every instance handled wrongly with its index in the file's
+//! `tests` ([`Failure`]). [`ConformanceReport::refusal_table`] counts the refused schemas by
+//! keyword.
 
+use std::collections::BTreeMap;
+use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -44,11 +52,88 @@ impl Percentiles {
     }
 }
 
+/// An instance that a compiled schema handled wrongly: a valid one refused or an invalid one
+/// accepted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// The instance's index in its group's `tests`.
+    pub index: usize,
+    /// Whether the file says the instance is valid (so it was refused) or invalid (so it was
+    /// accepted).
+    pub valid: bool,
+    /// The test's `description`, empty when it has none.
+    pub description: String,
+    /// The instance as it was forced, compact JSON.
+    pub data: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = if self.valid {
+            "valid instance refused"
+        } else {
+            "INVALID INSTANCE ACCEPTED"
+        };
+        write!(
+            f,
+            "test {}: {what}: {}: {}",
+            self.index, self.description, self.data
+        )
+    }
+}
+
+/// Why a schema was not compiled: the keyword that was refused, where, and the error's text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// The keyword ([`Error::UnsupportedKeyword`]'s first word: `oneOf` for "oneOf (branches
+    /// that may overlap)", `$ref` for "$ref https://..."), or for other errors a short name of
+    /// the kind of refusal (`invalid schema`, `pattern`, a limit's name, ...).
+    pub keyword: String,
+    /// The JSON pointer of the schema that holds it, empty when the error names none.
+    pub path: String,
+    /// The error, as it displays.
+    pub reason: String,
+}
+
+impl Refusal {
+    /// The refusal that `error` describes.
+    pub fn of(error: &Error) -> Refusal {
+        let (keyword, path) = match error {
+            Error::UnsupportedKeyword { keyword, path } => (
+                keyword
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or(keyword)
+                    .to_string(),
+                path.clone(),
+            ),
+            Error::InvalidSchema { path, .. } => ("invalid schema".to_string(), path.clone()),
+            Error::Regex { .. } | Error::RegexSyntax { .. } => {
+                ("pattern".to_string(), String::new())
+            }
+            Error::TooLarge { .. } => ("automaton size".to_string(), String::new()),
+            Error::LimitExceeded { limit, .. } => (limit.name().to_string(), String::new()),
+            Error::EmptyChoice { .. } => ("empty enum".to_string(), String::new()),
+            _ => ("other".to_string(), String::new()),
+        };
+        Refusal {
+            keyword,
+            path,
+            reason: error.to_string(),
+        }
+    }
+}
+
 /// What happened to one schema.
 #[derive(Clone, Debug)]
 pub struct SchemaOutcome {
     /// File name and, for test-suite files, the group description.
     pub name: String,
+    /// The file it came from, as given to [`ConformanceRun::run_file`] (empty for
+    /// [`ConformanceRun::run_schema`]).
+    pub file: String,
+    /// The index of its group in a test-suite file (0 in a one-schema file).
+    pub group: usize,
     /// `Ok` if it compiled (an empty language counts as compiled: it refuses everything), else
     /// the error (usually an unsupported keyword).
     pub compiled: Result<(), Error>,
@@ -62,10 +147,17 @@ pub struct SchemaOutcome {
     pub invalid_total: usize,
     /// Invalid instances refused.
     pub invalid_rejected: usize,
-    /// One line per instance handled wrongly (with its description when it has one).
-    pub failures: Vec<String>,
+    /// Every instance handled wrongly, in file order.
+    pub failures: Vec<Failure>,
     /// Tokens whose mask bit disagreed with `advance` (always a bug).
     pub mask_mismatches: usize,
+}
+
+impl SchemaOutcome {
+    /// Why the schema was not compiled, or `None` when it was.
+    pub fn refusal(&self) -> Option<Refusal> {
+        self.compiled.as_ref().err().map(Refusal::of)
+    }
 }
 
 /// Totals over a run.
@@ -98,6 +190,23 @@ pub struct ConformanceReport {
     ///
     /// [`Limits::max_mask_work`]: crate::Limits::max_mask_work
     pub max_work: u64,
+}
+
+impl ConformanceReport {
+    /// The refused schemas counted by the keyword of their refusal (a compile stops at its
+    /// first refusal, so each refused schema counts once), in keyword order.
+    pub fn refusal_table(&self) -> BTreeMap<String, usize> {
+        let mut table = BTreeMap::new();
+        for r in self.outcomes.iter().filter_map(SchemaOutcome::refusal) {
+            *table.entry(r.keyword).or_insert(0) += 1;
+        }
+        table
+    }
+
+    /// Invalid instances of compiled schemas that were accepted.
+    pub fn invalid_accepted(&self) -> usize {
+        self.invalid_total - self.invalid_rejected
+    }
 }
 
 /// Runs schemas and their test instances through JSON Schema constraints.
@@ -138,6 +247,8 @@ impl<'a> ConformanceRun<'a> {
         let compiled = compile_json_schema(schema, &self.options);
         let mut out = SchemaOutcome {
             name: name.to_string(),
+            file: String::new(),
+            group: 0,
             compiled: Ok(()),
             compile_ms: 0.0,
             valid_total: 0,
@@ -162,7 +273,7 @@ impl<'a> ConformanceRun<'a> {
         }
         out.compile_ms = t0.elapsed().as_secs_f64() * 1e3;
         self.compile_times.push(out.compile_ms);
-        for (data, valid, desc) in tests {
+        for (index, (data, valid, desc)) in tests.iter().enumerate() {
             let bytes = compact(data).into_bytes();
             let accepted = match &grammar {
                 None => false,
@@ -179,17 +290,30 @@ impl<'a> ConformanceRun<'a> {
                 out.invalid_rejected += !accepted as usize;
             }
             if accepted != *valid {
-                let what = if *valid {
-                    "valid instance refused"
-                } else {
-                    "INVALID INSTANCE ACCEPTED"
-                };
-                out.failures.push(format!(
-                    "{what}: {desc}: {}",
-                    String::from_utf8_lossy(&bytes)
-                ));
+                out.failures.push(Failure {
+                    index,
+                    valid: *valid,
+                    description: desc.clone(),
+                    data: String::from_utf8_lossy(&bytes).into_owned(),
+                });
             }
         }
+        out
+    }
+
+    /// Runs one schema against `(instance, valid, description)` cases, recording the file and
+    /// group it came from.
+    fn run_group(
+        &mut self,
+        file: &str,
+        group: usize,
+        name: &str,
+        schema: &Value,
+        tests: &[(Value, bool, String)],
+    ) -> SchemaOutcome {
+        let mut out = self.run_schema(name, schema, tests);
+        out.file = file.to_string();
+        out.group = group;
         out
     }
 
@@ -255,7 +379,7 @@ impl<'a> ConformanceRun<'a> {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         let mut outs = Vec::new();
-        for g in groups {
+        for (group, g) in groups.into_iter().enumerate() {
             let (Some(schema), Some(Value::Array(tests))) = (g.get("schema"), g.get("tests"))
             else {
                 return Err(Error::Io {
@@ -282,7 +406,7 @@ impl<'a> ConformanceRun<'a> {
                 Some(d) => format!("{stem}: {d}"),
                 None => stem.clone(),
             };
-            outs.push(self.run_schema(&name, schema, &cases));
+            outs.push(self.run_group(&file, group, &name, schema, &cases));
         }
         Ok(outs)
     }

@@ -382,7 +382,10 @@ impl Constraint for GrammarConstraint {
             position: self.depths.len(),
         };
         let base = self.chart.depth();
-        if vocab.is_eos(token) {
+        // An end token ends the output, unless the grammar names it in a token reference
+        // (GBNF's `<|im_end|>`) where it stands.
+        let eos = vocab.is_eos(token);
+        if eos && !self.chart.expects_token(&self.grammar, token, true) {
             if !self.is_complete() {
                 return Err(refused);
             }
@@ -390,18 +393,13 @@ impl Constraint for GrammarConstraint {
             self.depths.push(base);
             return Ok(());
         }
-        if bytes.is_empty() {
-            return Err(refused);
-        }
         self.chart.start_work();
-        for &b in bytes {
-            if !self.chart.push_byte(&self.grammar, b) {
-                self.last_work = self.chart.work();
-                let over = self.chart.check_work(&self.grammar);
-                self.chart.truncate(base);
-                over?;
-                return Err(refused);
-            }
+        if !self.chart.push_token(&self.grammar, token, bytes, eos) {
+            self.last_work = self.chart.work();
+            let over = self.chart.check_work(&self.grammar);
+            self.chart.truncate(base);
+            over?;
+            return Err(refused);
         }
         self.last_work = self.chart.work();
         if let Err(e) = self.chart.check_work(&self.grammar) {

@@ -139,6 +139,13 @@ pub enum Error {
         /// The rule name.
         name: String,
     },
+    /// A grammar names a token by its text (GBNF's `<|im_end|>`) that the vocabulary does not
+    /// have, or that was compiled without a vocabulary.
+    #[error("no token {text:?} in the vocabulary (a grammar's token texts need one)")]
+    UnknownToken {
+        /// The text, with its angle brackets.
+        text: String,
+    },
     /// A grammar has no start rule.
     #[error("grammar has no start rule {name:?}")]
     MissingStart {

@@ -4,6 +4,13 @@
 //! Both formats describe the same thing, a context-free grammar whose terminals are literals,
 //! character classes and (in Lark) regular expressions. The semantics are scannerless: a
 //! terminal is just a sub-language, so there is no lexer priority or longest match to emulate.
+//!
+//! GBNF also names whole tokens, as llama.cpp's grammars do: `<[1000]>` is the token of id 1000,
+//! `<|im_end|>` (any text between `<` and `>`) the one token with that text (a special token of
+//! the vocabulary, or a token whose bytes are exactly the text), and `!<[1000]>` or
+//! `!<|im_end|>` any one token but that one. A token reference matches one whole token, never
+//! bytes inside one, so a grammar's sentences are then sequences of tokens; token texts are
+//! resolved against a [`TokenVocab`] ([`compile_gbnf_for_vocab`], [`from_gbnf`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -34,6 +41,18 @@ pub(crate) enum Expr {
     Alt(Vec<Expr>),
     /// Between `min` and `max` (None: unbounded) repetitions.
     Repeat(Box<Expr>, u32, Option<u32>),
+    /// One whole token (GBNF's `<[id]>` or `<text>`), or with the flag any one token but it
+    /// (`!<[id]>`).
+    Token(TokenRef, bool),
+}
+
+/// How a GBNF grammar names a token.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum TokenRef {
+    /// `<[id]>`.
+    Id(u32),
+    /// `<text>`: the token with that text, found in the vocabulary at compile time.
+    Text(String),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -57,6 +76,7 @@ enum Tok {
     Num(u32),
     Brace(u32, Option<u32>),
     Directive(String, String),
+    Token(TokenRef),
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -255,6 +275,36 @@ impl<'a> Lexer<'a> {
                     Tok::DotDot
                 }
                 '.' => Tok::Dot,
+                // llama.cpp's token references: `<[id]>` or `<text>`.
+                '<' if self.dialect == Dialect::Gbnf => {
+                    if self.peek() == Some('[') {
+                        self.bump();
+                        let mut id: u32 = 0;
+                        let mut digits = 0;
+                        while let Some(d) = self.peek().and_then(|c| c.to_digit(10)) {
+                            self.bump();
+                            digits += 1;
+                            id = id
+                                .checked_mul(10)
+                                .and_then(|v| v.checked_add(d))
+                                .ok_or_else(|| syntax(line, col, "token id too large"))?;
+                        }
+                        if digits == 0 || self.bump() != Some(']') || self.bump() != Some('>') {
+                            return Err(syntax(line, col, "expected a token id as <[123]>"));
+                        }
+                        Tok::Token(TokenRef::Id(id))
+                    } else {
+                        let mut text = String::new();
+                        loop {
+                            match self.bump() {
+                                None => return Err(syntax(line, col, "unterminated token <...>")),
+                                Some('>') => break,
+                                Some(c) => text.push(c),
+                            }
+                        }
+                        Tok::Token(TokenRef::Text(format!("<{text}>")))
+                    }
+                }
                 '(' => Tok::LParen,
                 ')' => Tok::RParen,
                 '[' => Tok::LBracket,
@@ -357,7 +407,12 @@ impl Parser {
     /// Whether a rule definition starts at token `i` (`name ::=`, or Lark's `?name:`,
     /// `NAME.2:`).
     fn def_at(&self, mut i: usize) -> bool {
-        while matches!(self.toks.get(i).map(|t| &t.0), Some(Tok::Quest | Tok::Bang)) {
+        // Lark's `?rule:` and `!rule:` prefixes. GBNF has none: there a `?` ending a line is
+        // the postfix of the rule above (`a ::= "s"?` then `b ::= ...`), which was once read as
+        // a prefix of `b` and dropped.
+        while self.dialect == Dialect::Lark
+            && matches!(self.toks.get(i).map(|t| &t.0), Some(Tok::Quest | Tok::Bang))
+        {
             i += 1;
         }
         if !matches!(self.toks.get(i).map(|t| &t.0), Some(Tok::Name(_))) {
@@ -520,6 +575,14 @@ impl Parser {
             Tok::Str(s, ci) => Expr::Lit(s, ci),
             Tok::Regex(r) => Expr::Regex(r),
             Tok::Dot if self.dialect == Dialect::Gbnf => Expr::Regex("(?s:.)".into()),
+            Tok::Token(r) => Expr::Token(r, false),
+            Tok::Bang if self.dialect == Dialect::Gbnf => match self.peek().cloned() {
+                Some(Tok::Token(r)) => {
+                    self.i += 1;
+                    Expr::Token(r, true)
+                }
+                _ => return Err(syntax(line, col, "expected a token after !")),
+            },
             Tok::Name(n) => Expr::Ref(n),
             Tok::LParen => {
                 let e = self.alts()?;
@@ -640,19 +703,26 @@ fn collapse(inner: &Expr, min: u32, max: Option<u32>) -> (&Expr, u32, Option<u32
     }
 }
 
-/// Compiles a parsed grammar with start rule `start` under the default limits.
-pub(crate) fn compile(ast: &Ast, start: &str) -> Result<Grammar, Error> {
-    compile_with(ast, start, &Limits::DEFAULT)
+/// Compiles a parsed grammar with start rule `start`, checking its size against `limits`
+/// (rules first, as they are made, so that a huge grammar stops early). Token texts
+/// (`<|im_end|>`) need a vocabulary: [`compile_for_vocab`].
+pub(crate) fn compile_with(ast: &Ast, start: &str, limits: &Limits) -> Result<Grammar, Error> {
+    compile_for_vocab(ast, start, limits, None)
 }
 
-/// Compiles a parsed grammar with start rule `start`, checking its size against `limits`
-/// (rules first, as they are made, so that a huge grammar stops early).
-pub(crate) fn compile_with(ast: &Ast, start: &str, limits: &Limits) -> Result<Grammar, Error> {
+/// [`compile_with`], with token texts found in `vocab` and token ids checked against it.
+pub(crate) fn compile_for_vocab(
+    ast: &Ast,
+    start: &str,
+    limits: &Limits,
+    vocab: Option<&TokenVocab>,
+) -> Result<Grammar, Error> {
     crate::limits::check(Limit::Rules, ast.rules.len(), limits.max_rules)?;
     let mut c = Compile {
         b: GrammarBuilder::default(),
         names: HashMap::new(),
         ignore: None,
+        vocab,
     };
     for (name, _) in &ast.rules {
         let nt = c.b.nt(name.clone());
@@ -687,15 +757,35 @@ pub(crate) fn compile_with(ast: &Ast, start: &str, limits: &Limits) -> Result<Gr
     c.b.build_with(top, limits)
 }
 
-struct Compile {
+struct Compile<'v> {
     b: GrammarBuilder,
     names: HashMap<String, u32>,
     ignore: Option<Sym>,
+    vocab: Option<&'v TokenVocab>,
 }
 
-impl Compile {
+impl Compile<'_> {
+    /// The id a token reference names.
+    fn token_id(&self, r: &TokenRef) -> Result<u32, Error> {
+        match (r, self.vocab) {
+            (TokenRef::Id(id), None) => Ok(*id),
+            (TokenRef::Id(id), Some(v)) if (*id as usize) < v.len() => Ok(*id),
+            (TokenRef::Id(id), Some(v)) => Err(Error::TokenOutOfRange {
+                token: *id,
+                vocab_size: v.len(),
+            }),
+            (TokenRef::Text(text), v) => v
+                .and_then(|v| v.token_for_text(text))
+                .ok_or_else(|| Error::UnknownToken { text: text.clone() }),
+        }
+    }
+
     fn expr(&mut self, e: &Expr, in_rule: bool) -> Result<Sym, Error> {
         Ok(match e {
+            Expr::Token(r, negated) => {
+                let id = self.token_id(r)?;
+                self.b.token(vec![id], *negated)
+            }
             Expr::Lit(bytes, false) => self.b.literal(bytes),
             Expr::Lit(bytes, true) => {
                 let text = String::from_utf8_lossy(bytes);
@@ -779,15 +869,53 @@ impl Compile {
     }
 }
 
-/// A constraint for a GBNF grammar (llama.cpp's format); the start rule is `root`.
+/// A constraint for a GBNF grammar (llama.cpp's format); the start rule is `root`, and token
+/// texts (`<|im_end|>`) are tokens of `vocab`.
 pub fn from_gbnf(text: &str, vocab: &Arc<TokenVocab>) -> Result<GrammarConstraint, Error> {
     Ok(GrammarConstraint::new(
-        Arc::new(compile(&parse_gbnf(text)?, "root")?),
+        compile_gbnf_for_vocab(text, "root", vocab, &Limits::DEFAULT)?,
         vocab,
     ))
 }
 
-/// Compiles GBNF text to a grammar (start rule `root`).
+/// Compiles GBNF text with start rule `root`, under `limits`, for one vocabulary: token texts
+/// (`<|im_end|>`, `<think>`) become the vocabulary's token of that text
+/// ([`TokenVocab::token_for_text`]; [`Error::UnknownToken`] when there is none) and token ids
+/// (`<[1000]>`) must lie in it ([`Error::TokenOutOfRange`]).
+///
+/// ```
+/// use std::sync::Arc;
+/// use nextok_constraints::{compile_gbnf_for_vocab, Constraint, GrammarConstraint, Limits, TokenVocab};
+///
+/// // Token 0 ends the output; token 1 is a special token `<|im_end|>` without bytes.
+/// let mut tokens = vec![b"<eos>".to_vec(), Vec::new()];
+/// tokens.extend((b'a'..=b'z').map(|b| vec![b]));
+/// let vocab = Arc::new(TokenVocab::new(tokens, &[0])?.with_special_tokens([("<|im_end|>", 1)])?);
+/// let g = compile_gbnf_for_vocab("root ::= (!<|im_end|>)+ <|im_end|>", "root", &vocab, &Limits::DEFAULT)?;
+/// let mut c = GrammarConstraint::new(g, &vocab);
+/// for t in [2, 3, 1] {
+///     c.advance(t)?; // "a", "b", then the special token
+/// }
+/// assert!(c.is_complete());
+/// # Ok::<(), nextok_constraints::Error>(())
+/// ```
+pub fn compile_gbnf_for_vocab(
+    text: &str,
+    root: &str,
+    vocab: &TokenVocab,
+    limits: &Limits,
+) -> Result<Arc<Grammar>, Error> {
+    Ok(Arc::new(compile_for_vocab(
+        &parse_gbnf(text)?,
+        root,
+        limits,
+        Some(vocab),
+    )?))
+}
+
+/// Compiles GBNF text to a grammar (start rule `root`). Token ids (`<[1000]>`) are kept as
+/// they are; token texts (`<|im_end|>`) need a vocabulary ([`compile_gbnf_for_vocab`]) and are
+/// [`Error::UnknownToken`] here.
 pub fn compile_gbnf(text: &str) -> Result<Arc<Grammar>, Error> {
     compile_gbnf_with_limits(text, &Limits::DEFAULT)
 }
@@ -851,6 +979,14 @@ mod tests {
         // Lark keeps its range.
         let g = compile_lark("start: \"a\" ~ 2..3").unwrap();
         assert!(g.recognizes(b"aa") && g.recognizes(b"aaa") && !g.recognizes(b"a"));
+    }
+
+    #[test]
+    fn gbnf_optional_at_the_end_of_a_line() {
+        // A `?` ending a rule's line was taken for a Lark prefix of the next rule and dropped,
+        // so `rest` was required (llama.cpp's JSON Schema grammars end lines so).
+        let g = compile_gbnf("root ::= num rest \"}\"\nrest ::= \"s\"?\nnum ::= [0-9]+").unwrap();
+        assert!(g.recognizes(b"1}") && g.recognizes(b"12s}") && !g.recognizes(b"1ss}"));
     }
 
     #[test]

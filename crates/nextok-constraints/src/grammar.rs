@@ -21,6 +21,24 @@ pub(crate) enum Sym {
     Nt(u32),
     /// A terminal automaton.
     T(u32),
+    /// A token reference: one whole token whose id is (or, negated, is not) in a set.
+    Tok(u32),
+}
+
+/// The ids a token reference matches: one token whose id is in `ids`, or with `negated`, one
+/// token whose id is not (llama.cpp's `<[id]>` and `!<[id]>`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct TokenSet {
+    /// Sorted, without repeats.
+    pub(crate) ids: Vec<u32>,
+    pub(crate) negated: bool,
+}
+
+impl TokenSet {
+    /// Whether token `t` matches.
+    pub(crate) fn matches(&self, t: u32) -> bool {
+        self.ids.binary_search(&t).is_ok() != self.negated
+    }
 }
 
 /// Builds a [`Grammar`]: nonterminals, rules and terminal automata.
@@ -31,6 +49,7 @@ pub(crate) struct GrammarBuilder {
     terminals: Vec<Dfa>,
     terminal_ids: FxMap<Dfa, u32>,
     regex_cache: HashMap<String, Sym>,
+    token_sets: Vec<TokenSet>,
 }
 
 impl GrammarBuilder {
@@ -84,6 +103,18 @@ impl GrammarBuilder {
         Sym::T(id)
     }
 
+    /// A token reference: one whole token whose id is in `ids` (or, `negated`, is not).
+    pub(crate) fn token(&mut self, mut ids: Vec<u32>, negated: bool) -> Sym {
+        ids.sort_unstable();
+        ids.dedup();
+        let set = TokenSet { ids, negated };
+        if let Some(j) = self.token_sets.iter().position(|s| *s == set) {
+            return Sym::Tok(j as u32);
+        }
+        self.token_sets.push(set);
+        Sym::Tok(self.token_sets.len() as u32 - 1)
+    }
+
     /// The literal bytes (a nullable nonterminal for the empty literal).
     pub(crate) fn literal(&mut self, bytes: &[u8]) -> Sym {
         if bytes.is_empty() {
@@ -115,6 +146,7 @@ impl GrammarBuilder {
             mut names,
             mut rules,
             terminals,
+            token_sets,
             ..
         } = self;
         // Augmented start rule S' -> start, so that completion is one item.
@@ -130,7 +162,8 @@ impl GrammarBuilder {
         rules.retain(|(lhs, rhs)| {
             productive[*lhs as usize]
                 && rhs.iter().all(|s| {
-                    matches!(s, Sym::T(_)) || matches!(s, Sym::Nt(m) if productive[*m as usize])
+                    matches!(s, Sym::T(_) | Sym::Tok(_))
+                        || matches!(s, Sym::Nt(m) if productive[*m as usize])
                 })
         });
         // Nullable nonterminals: rules of nullable nonterminals only.
@@ -146,6 +179,7 @@ impl GrammarBuilder {
                 syms.push(match *s {
                     Sym::Nt(m) => GSym::Nt(m),
                     Sym::T(t) => GSym::T(t),
+                    Sym::Tok(j) => GSym::Tok(j),
                 });
             }
             syms.push(GSym::End(*lhs));
@@ -166,6 +200,7 @@ impl GrammarBuilder {
             accept_pos,
             max_work: limits.max_mask_work,
             cache: Mutex::new((0, HashMap::new())),
+            token_sets,
         })
     }
 }
@@ -214,6 +249,7 @@ fn derives(n: usize, rules: &[(u32, Vec<Sym>)], usable: impl Fn(&Sym) -> bool) -
 pub(crate) enum GSym {
     Nt(u32),
     T(u32),
+    Tok(u32),
     End(u32),
 }
 
@@ -232,6 +268,9 @@ pub struct Grammar {
     /// Per terminal, its number in the vocabulary's shared mask cache (the vocabulary is
     /// identified by its serial number).
     cache: Mutex<TerminalCache>,
+    /// The sets of the token references (`GSym::Tok`); empty when the grammar has none, as
+    /// every grammar but GBNF's.
+    token_sets: Vec<TokenSet>,
 }
 
 /// The vocabulary's serial number and, per terminal, its automaton's number in that vocabulary's
@@ -517,6 +556,12 @@ impl Grammar {
         (self.syms.len(), self.terminals.len())
     }
 
+    /// Whether the grammar refers to tokens by id (GBNF's `<[id]>`, `!<[id]>` and special-token
+    /// literals): its sentences are then sequences of tokens, not only bytes.
+    pub fn uses_tokens(&self) -> bool {
+        !self.token_sets.is_empty()
+    }
+
     /// Number of automaton states over all terminals.
     pub fn terminal_states(&self) -> usize {
         self.terminals.iter().map(|d| d.num_states()).sum()
@@ -665,6 +710,8 @@ impl Chart {
                     }
                 }
                 GSym::T(t) => self.add_infl(pos, origin, g.terminal_starts[t as usize]),
+                // Waits in the set for a whole token (`push_token`, `fill_mask`).
+                GSym::Tok(_) => {}
                 GSym::End(a) => {
                     if origin != k && self.indexed[origin as usize] {
                         let (s, e) = (
@@ -734,32 +781,102 @@ impl Chart {
         if self.over || self.broken || !self.may_read(b) {
             return false;
         }
+        self.step(g, Some(b), &[]);
+        true
+    }
+
+    /// Builds the next set from the in-flight terminals of the top set that read `b` (when
+    /// given) and the items `extra` (already past their symbol), then closes it.
+    fn step(&mut self, g: &Grammar, b: Option<u8>, extra: &[(u32, u32)]) {
         let k = self.depth() as u32 - 1;
-        let (s, e) = (
-            self.infl_starts[k as usize] as usize,
-            self.infl_starts[k as usize + 1] as usize,
-        );
         self.seen.clear();
-        self.work += (e - s) as u64;
-        for i in s..e {
-            let (pos, origin, st) = self.infl[i];
-            let GSym::T(t) = g.syms[pos as usize] else {
-                continue;
-            };
-            let d = &g.terminals[t as usize];
-            let st2 = d.next(st, b);
-            if st2 == DEAD {
-                continue;
-            }
-            if d.can_continue(st2) {
-                self.add_infl(pos, origin, st2);
-            }
-            if d.is_accept(st2) {
-                self.add_item(pos + 1, origin);
+        if let Some(b) = b {
+            let (s, e) = (
+                self.infl_starts[k as usize] as usize,
+                self.infl_starts[k as usize + 1] as usize,
+            );
+            self.work += (e - s) as u64;
+            for i in s..e {
+                let (pos, origin, st) = self.infl[i];
+                let GSym::T(t) = g.syms[pos as usize] else {
+                    continue;
+                };
+                let d = &g.terminals[t as usize];
+                let st2 = d.next(st, b);
+                if st2 == DEAD {
+                    continue;
+                }
+                if d.can_continue(st2) {
+                    self.add_infl(pos, origin, st2);
+                }
+                if d.is_accept(st2) {
+                    self.add_item(pos + 1, origin);
+                }
             }
         }
-        // `may_read` guarantees at least one live transition, so the new set is not empty.
+        for &(pos, origin) in extra {
+            self.add_item(pos, origin);
+        }
+        // `may_read` or a matching token reference guarantees an item, so the new set is not
+        // empty.
         self.close(g, k + 1);
+    }
+
+    /// The items of the top set past a token reference that token `t` matches. An end token
+    /// (`eos`) is matched only by a reference that names it, never by a negated one (as
+    /// `fill_mask` allows it).
+    fn token_scans(&self, g: &Grammar, t: u32, eos: bool) -> Vec<(u32, u32)> {
+        if g.token_sets.is_empty() {
+            return Vec::new();
+        }
+        let k = self.depth() - 1;
+        self.items[self.item_starts[k] as usize..self.item_starts[k + 1] as usize]
+            .iter()
+            .filter(|&&(p, _)| match g.syms[p as usize] {
+                GSym::Tok(j) => {
+                    let set = &g.token_sets[j as usize];
+                    set.matches(t) && !(eos && set.negated)
+                }
+                _ => false,
+            })
+            .map(|&(p, o)| (p + 1, o))
+            .collect()
+    }
+
+    /// Whether a token reference of the top set names token `t` (an end token when `eos`).
+    pub(crate) fn expects_token(&self, g: &Grammar, t: u32, eos: bool) -> bool {
+        !self.token_scans(g, t, eos).is_empty()
+    }
+
+    /// Reads token `t` with bytes `bytes` (an end token when `eos`): byte by byte through the
+    /// terminals, and as a whole through the token references that match it; both ways end in
+    /// one set. Returns false, leaving the chart unchanged, when neither way reads it.
+    pub(crate) fn push_token(&mut self, g: &Grammar, t: u32, bytes: &[u8], eos: bool) -> bool {
+        if self.over || self.broken {
+            return false;
+        }
+        let base = self.depth();
+        let scans = self.token_scans(g, t, eos);
+        self.work += scans.len() as u64;
+        let Some((&last, init)) = bytes.split_last() else {
+            if scans.is_empty() {
+                return false;
+            }
+            self.step(g, None, &scans);
+            return true;
+        };
+        let through_bytes =
+            init.iter().all(|&b| self.push_byte(g, b)) && !self.over && self.may_read(last);
+        if through_bytes {
+            self.step(g, Some(last), &scans);
+            return true;
+        }
+        self.truncate(base);
+        if scans.is_empty() || self.over {
+            return false;
+        }
+        // Only the token references read it: one set for the whole token.
+        self.step(g, None, &scans);
         true
     }
 
@@ -842,7 +959,55 @@ impl Chart {
             self.pop();
             self.check_work(g)?;
         }
+        if !g.token_sets.is_empty() {
+            self.mask_token_refs(g, vocab, mask);
+        }
         Ok(())
+    }
+
+    /// Adds to `mask` the tokens that the token references waiting in the top set match: the
+    /// ids of a reference, or for a negated one every token but its ids and the end tokens
+    /// (those are allowed only where the output is complete, as llama.cpp does).
+    fn mask_token_refs(&mut self, g: &Grammar, vocab: &TokenVocab, mask: &mut [u64]) {
+        let k = self.depth() - 1;
+        let (s, e) = (
+            self.item_starts[k] as usize,
+            self.item_starts[k + 1] as usize,
+        );
+        let mut negated: Vec<&TokenSet> = Vec::new();
+        for i in s..e {
+            self.work += 1;
+            let GSym::Tok(j) = g.syms[self.items[i].0 as usize] else {
+                continue;
+            };
+            let set = &g.token_sets[j as usize];
+            if set.negated {
+                if !negated.contains(&set) {
+                    negated.push(set);
+                }
+            } else {
+                for &t in set.ids.iter().filter(|&&t| (t as usize) < vocab.len()) {
+                    mask[(t >> 6) as usize] |= 1 << (t & 63);
+                }
+            }
+        }
+        for set in negated {
+            self.work += mask.len() as u64;
+            let mut all = vec![!0u64; mask.len()];
+            if !vocab.len().is_multiple_of(64) {
+                if let Some(w) = all.last_mut() {
+                    *w = (1u64 << (vocab.len() % 64)) - 1;
+                }
+            }
+            for &t in set.ids.iter().chain(vocab.eos_tokens()) {
+                if (t as usize) < vocab.len() {
+                    all[(t >> 6) as usize] &= !(1 << (t & 63));
+                }
+            }
+            for (m, a) in mask.iter_mut().zip(&all) {
+                *m |= a;
+            }
+        }
     }
 
     /// Adds the tokens below trie node `p` (not `p` itself) whose remaining bytes can be read

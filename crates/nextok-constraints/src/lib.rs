@@ -133,11 +133,13 @@ pub use limits::{Limit, Limits};
 pub use json::{compile_json_schema, from_json_schema, json_any, JsonOptions};
 pub use vocab::{decode_gpt2_byte_level, TokenVocab};
 mod conformance;
-pub use conformance::{ConformanceReport, ConformanceRun, Percentiles, SchemaOutcome};
+pub use conformance::{
+    ConformanceReport, ConformanceRun, Failure, Percentiles, Refusal, SchemaOutcome,
+};
 mod gbnf;
 pub use gbnf::{
-    compile_gbnf, compile_gbnf_with_limits, compile_lark, compile_lark_with_limits, from_gbnf,
-    from_lark,
+    compile_gbnf, compile_gbnf_for_vocab, compile_gbnf_with_limits, compile_lark,
+    compile_lark_with_limits, from_gbnf, from_lark,
 };
 
 /// The README's example, compiled and run as a doctest.

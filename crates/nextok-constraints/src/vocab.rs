@@ -104,7 +104,8 @@ impl PlainTokens {
 /// A vocabulary: token id to bytes, plus the end-of-generation tokens.
 ///
 /// Build it once per model and share it through an `Arc` between all constraints. Tokens with no
-/// bytes (special tokens other than the end tokens) are never allowed by any constraint.
+/// bytes (special tokens other than the end tokens) are allowed only by a grammar's token
+/// references (GBNF's `<[id]>`, `!<[id]>`, `<|im_end|>`), never by bytes.
 #[derive(Clone, Debug)]
 pub struct TokenVocab {
     tokens: Vec<Vec<u8>>,
@@ -122,6 +123,9 @@ pub struct TokenVocab {
     shared: Arc<Mutex<SharedMasks>>,
     /// Identifies this vocabulary (and its clones, which share the cache) to grammars.
     serial: u64,
+    /// Special tokens by their text (`<|im_end|>`), which grammars may name
+    /// ([`TokenVocab::token_for_text`]).
+    special: HashMap<String, u32>,
 }
 
 static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
@@ -202,13 +206,48 @@ impl TokenVocab {
             plain,
             shared: Arc::default(),
             serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
+            special: HashMap::new(),
         })
+    }
+
+    /// The same vocabulary, with the texts of its special tokens (`("<|im_end|>", 2)`), so that
+    /// a grammar can name them ([`TokenVocab::token_for_text`]). A text given twice keeps its
+    /// last id.
+    pub fn with_special_tokens<S: Into<String>>(
+        mut self,
+        special: impl IntoIterator<Item = (S, u32)>,
+    ) -> Result<TokenVocab, Error> {
+        for (text, id) in special {
+            if id as usize >= self.tokens.len() {
+                return Err(Error::TokenOutOfRange {
+                    token: id,
+                    vocab_size: self.tokens.len(),
+                });
+            }
+            self.special.insert(text.into(), id);
+        }
+        Ok(self)
+    }
+
+    /// The token a grammar means by `text` (GBNF's `<|im_end|>` or `<think>`): the special token
+    /// of that text, else the token whose bytes are exactly the text (the lowest id if several
+    /// are), else none. llama.cpp takes the text's tokenization when it is one token, which is
+    /// that token.
+    pub fn token_for_text(&self, text: &str) -> Option<u32> {
+        if let Some(&id) = self.special.get(text) {
+            return Some(id);
+        }
+        self.tokens
+            .iter()
+            .position(|t| !text.is_empty() && t.as_slice() == text.as_bytes())
+            .map(|i| i as u32)
     }
 
     /// The vocabulary of a tokenizer, as constraints need it: every token's exact bytes
     /// ([`Tokenizer::token_bytes`](nextok_tokenizer::Tokenizer::token_bytes)), except that
     /// control tokens (`<|im_start|>`, BOS) and the unknown token get no bytes, so no constraint
-    /// ever allows them; the end tokens are
+    /// allows them unless a grammar names them (GBNF's `<|im_start|>`: their texts are kept as
+    /// [`TokenVocab::with_special_tokens`] keeps them); the end tokens are
     /// [`SpecialTokens::end_of_generation`](nextok_tokenizer::SpecialTokens::end_of_generation),
     /// which a constraint allows exactly when the output is complete.
     ///
@@ -250,6 +289,7 @@ impl TokenVocab {
             token: u32::MAX,
             vocab_size,
         })?;
+        let mut special = Vec::new();
         for id in 0..n {
             let refused = Error::TokenizerInconsistent {
                 token: id,
@@ -257,11 +297,20 @@ impl TokenVocab {
             };
             let kind = tokenizer.token_kind(id).map_err(|_| refused.clone())?;
             bytes.push(match kind {
-                TokenKind::Control | TokenKind::Unknown => Vec::new(),
+                TokenKind::Control | TokenKind::Unknown => {
+                    // Its text, for grammars that name it (`<|im_end|>`).
+                    if let Ok(text) = tokenizer.token_bytes(id) {
+                        if let Ok(text) = std::str::from_utf8(text) {
+                            special.push((text.to_string(), id));
+                        }
+                    }
+                    Vec::new()
+                }
                 _ => tokenizer.token_bytes(id).map_err(|_| refused)?.to_vec(),
             });
         }
-        TokenVocab::new(bytes, &tokenizer.special_tokens().end_of_generation)
+        TokenVocab::new(bytes, &tokenizer.special_tokens().end_of_generation)?
+            .with_special_tokens(special)
     }
 
     /// Number of tokens.

@@ -53,6 +53,84 @@ fn maskbench_directory_counts() {
     );
     assert!(report.mask_us.median > 0.0 && report.mask_us.max >= report.mask_us.p99);
     assert!(report.compile_ms.max > 0.0);
+    // Each outcome names its file; the refusal names its keyword and path, and the table
+    // counts it once (issue #17).
+    assert!(report.outcomes[1].file.ends_with("b_unsupported.json"));
+    let refusal = report.outcomes[1].refusal().expect("refused");
+    assert_eq!(
+        (refusal.keyword.as_str(), refusal.path.as_str()),
+        ("uniqueItems", "#")
+    );
+    assert!(refusal.reason.contains("uniqueItems"), "{}", refusal.reason);
+    assert!(report.outcomes[0].refusal().is_none());
+    assert_eq!(
+        report.refusal_table().into_iter().collect::<Vec<_>>(),
+        [("uniqueItems".to_string(), 1)]
+    );
+    assert_eq!(report.invalid_accepted(), 0);
+}
+
+#[test]
+fn failures_carry_their_test_index() {
+    // A file whose labels are wrong on purpose: the runner must report each wrong answer with
+    // the index of its test, its label and its data.
+    let vocab = common::synthetic_vocab();
+    let v2 = vocab.clone();
+    let tokenize = move |b: &[u8]| v2.greedy_tokenize(b).unwrap();
+    let mut run = ConformanceRun::new(vocab, JsonOptions::default(), &tokenize);
+    let schema = serde_json::json!({"type": "integer", "minimum": 0});
+    let tests = [
+        (serde_json::json!(1), true, "fine".to_string()),
+        (serde_json::json!(2), false, "labelled invalid".to_string()),
+        (serde_json::json!(-3), true, "labelled valid".to_string()),
+    ];
+    let o = run.run_schema("x", &schema, &tests);
+    assert_eq!(o.failures.len(), 2);
+    assert_eq!(
+        (
+            o.failures[0].index,
+            o.failures[0].valid,
+            o.failures[0].data.as_str()
+        ),
+        (1, false, "2")
+    );
+    assert_eq!(
+        (
+            o.failures[1].index,
+            o.failures[1].valid,
+            o.failures[1].data.as_str()
+        ),
+        (2, true, "-3")
+    );
+    assert!(o.failures[0]
+        .to_string()
+        .contains("INVALID INSTANCE ACCEPTED"));
+    let report = run.report(vec![o]);
+    assert_eq!(report.invalid_accepted(), 1);
+}
+
+#[test]
+fn test_suite_groups_are_numbered() {
+    let dir = std::env::temp_dir().join(format!("nextok-groups-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("suite.json");
+    let groups = serde_json::json!([
+        {"description": "a", "schema": {"type": "string"}, "tests": [{"data": "x", "valid": true}]},
+        {"description": "b", "schema": {"type": "array", "uniqueItems": true}, "tests": []}
+    ]);
+    std::fs::write(&file, serde_json::to_vec(&groups).unwrap()).unwrap();
+    let vocab = common::synthetic_vocab();
+    let v2 = vocab.clone();
+    let tokenize = move |b: &[u8]| v2.greedy_tokenize(b).unwrap();
+    let mut run = ConformanceRun::new(vocab, JsonOptions::default(), &tokenize);
+    let outs = run.run_file(&file).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(outs.iter().map(|o| o.group).collect::<Vec<_>>(), [0, 1]);
+    assert_eq!(outs[1].name, "suite.json: b");
+    assert_eq!(
+        outs[1].refusal().map(|r| r.keyword),
+        Some("uniqueItems".into())
+    );
 }
 
 #[test]

@@ -573,7 +573,10 @@ fn constraint(f: &Fields, cx: &Context<'_>) -> Result<Option<ConstraintSpec>, Ap
             nextok::constraints::compile_json_schema(schema, &options).map_err(refused)?;
         }
         ConstraintSpec::Gbnf(text) => {
-            nextok::constraints::compile_gbnf_with_limits(text, cx.limits).map_err(refused)?;
+            // With the model's vocabulary, so that `<|im_end|>` names its token (issue #17).
+            let vocab = cx.engine.constraint_vocab().map_err(ApiError::from)?;
+            nextok::constraints::compile_gbnf_for_vocab(text, "root", &vocab, cx.limits)
+                .map_err(refused)?;
         }
         // Patterns and choices are automata, bounded in size by the library; built here so that
         // a bad one is refused under its own field's name.

@@ -319,7 +319,10 @@ impl Engine {
             ConstraintSpec::JsonSchema(schema) => {
                 Box::new(c::from_json_schema(schema, &vocab, &json)?)
             }
-            ConstraintSpec::Gbnf(text) => grammar(c::compile_gbnf_with_limits(text, limits)?),
+            // Token texts such as `<|im_end|>` are the tokenizer's special tokens.
+            ConstraintSpec::Gbnf(text) => {
+                grammar(c::compile_gbnf_for_vocab(text, "root", &vocab, limits)?)
+            }
             ConstraintSpec::Lark(text) => grammar(c::compile_lark_with_limits(text, limits)?),
         })
     }

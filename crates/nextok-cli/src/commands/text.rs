@@ -243,8 +243,9 @@ pub fn constrain_bench(a: &ConstrainBenchArgs) -> anyhow::Result<()> {
     let report = run.report(outcomes);
     let p =
         |x: &Percentiles| json!({"median": x.median, "p99": x.p99, "p999": x.p999, "max": x.max});
+    let refusals = report.refusal_table();
     if a.json {
-        let v = json!({
+        let mut v = json!({
             "schemas": report.schemas,
             "compiled": report.compiled,
             "unsupported": report.unsupported,
@@ -255,8 +256,54 @@ pub fn constrain_bench(a: &ConstrainBenchArgs) -> anyhow::Result<()> {
             "mask_mismatches": report.mask_mismatches,
             "mask_us": p(&report.mask_us),
             "compile_ms": p(&report.compile_ms),
+            "refusals": refusals,
         });
+        if a.verbose {
+            let refused: Vec<_> = report
+                .outcomes
+                .iter()
+                .filter_map(|o| {
+                    let r = o.refusal()?;
+                    Some(
+                        json!({"file": o.file, "group": o.group, "keyword": r.keyword,
+                                "path": r.path, "reason": r.reason}),
+                    )
+                })
+                .collect();
+            let failures: Vec<_> = report
+                .outcomes
+                .iter()
+                .filter(|o| o.compiled.is_ok())
+                .flat_map(|o| {
+                    o.failures.iter().map(move |f| {
+                        json!({"file": o.file, "group": o.group, "test": f.index,
+                               "valid": f.valid, "description": f.description, "data": f.data})
+                    })
+                })
+                .collect();
+            v["refused"] = json!(refused);
+            v["failures"] = json!(failures);
+        }
         return println(&v.to_string());
+    }
+    let mut out = String::new();
+    if a.verbose {
+        // Every refusal and every wrong answer, one line each, so a regression is found by
+        // its file and index.
+        for o in &report.outcomes {
+            let place = format!("{} group {}", o.file, o.group);
+            match o.refusal() {
+                Some(r) => out.push_str(&format!(
+                    "refused   {place}: keyword {} at {:?}: {}\n",
+                    r.keyword, r.path, r.reason
+                )),
+                None => {
+                    for f in &o.failures {
+                        out.push_str(&format!("failure   {place} {f}\n"));
+                    }
+                }
+            }
+        }
     }
     let row = |x: &Percentiles| {
         format!(
@@ -267,7 +314,7 @@ pub fn constrain_bench(a: &ConstrainBenchArgs) -> anyhow::Result<()> {
             significant(x.max)
         )
     };
-    let out = format!(
+    out.push_str(&format!(
         "schemas            {}\n\
          compiled           {}\n\
          unsupported        {}\n\
@@ -286,6 +333,16 @@ pub fn constrain_bench(a: &ConstrainBenchArgs) -> anyhow::Result<()> {
         report.mask_mismatches,
         row(&report.mask_us),
         row(&report.compile_ms),
-    );
+    ));
+    if !refusals.is_empty() {
+        // The refusal table: each refused schema counted once, by the keyword of its first
+        // refusal, most frequent first.
+        let mut rows: Vec<_> = refusals.iter().collect();
+        rows.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        out.push_str("\nrefusals by keyword");
+        for (keyword, count) in rows {
+            out.push_str(&format!("\n  {count:>5}  {keyword}"));
+        }
+    }
     println(&out)
 }
