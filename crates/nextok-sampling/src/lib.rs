@@ -81,6 +81,19 @@
 //! [`Sampler`]), learning each chosen token from the next step's `Context::generated`; running
 //! a step again gives the same result.
 //!
+//! ```
+//! use nextok_sampling::{Context, SamplingParams, Trace};
+//!
+//! // DRY: after the text 1 2 3 4 1 2 3, token 4 would repeat "1 2 3 4", a match of 3 tokens,
+//! // so it loses 0.8 · 1.75^(3 − 2) = 1.4 (llama.cpp's default base and allowed length).
+//! let params = SamplingParams { dry_multiplier: 0.8, ..SamplingParams::default() };
+//! let ctx = Context { prompt: &[1, 2, 3, 4], generated: &[1, 2, 3], allowed: None };
+//! let trace = Trace::new(&params, &[0.0; 6], &ctx)?;
+//! assert!((trace.final_probs[4] - 0.0470).abs() < 1e-4);
+//! assert!((trace.final_probs[0] - 0.1906).abs() < 1e-4);
+//! # Ok::<(), nextok_sampling::Error>(())
+//! ```
+//!
 //! # Example
 //! The specification's worked example: T = 2, top-k 3, top-p 0.9 on the CAT/DOG/IS/LOVELY logits
 //! leaves CAT 0.657 and DOG 0.343.
