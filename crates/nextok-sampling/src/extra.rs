@@ -468,8 +468,11 @@ impl Dry {
         })
     }
 
-    /// The penalty for a match of length `m >= allowed_length`.
+    /// The penalty for a match of length `m` (0 below `allowed_length`).
     pub fn penalty(&self, m: usize) -> f32 {
+        if m < self.allowed_length {
+            return 0.0;
+        }
         let mut exp = (m - self.allowed_length) as f64;
         if self.base > 1.000001 {
             exp = exp.min((88.722_839_1f64 / (self.base as f64).ln()).floor());
