@@ -7,4 +7,5 @@
 //! that the fast crates agree with the references on random inputs.
 
 pub mod sampling;
+pub mod sampling_extra;
 pub mod stopping;

@@ -176,6 +176,132 @@ pub struct SamplingArgs {
     /// that --seed with that number gives the same answer again.
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
+    /// The stages beyond these (issue #16).
+    #[command(flatten)]
+    pub more: MoreSamplingArgs,
+}
+
+/// The sampling stages transformers and llama.cpp users reach for, under their names (each flag
+/// is the field of `SamplingParams` with dashes; the defaults turn the stage off).
+#[derive(Debug, Args, Clone)]
+pub struct MoreSamplingArgs {
+    /// The fewest tokens top-p, min-p, typical-p and the epsilon and eta cutoffs leave.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub min_tokens_to_keep: usize,
+    /// Locally typical sampling: keep the most typical tokens up to this mass (1 is off).
+    #[arg(
+        long,
+        alias = "typical",
+        value_name = "P",
+        default_value_t = 1.0,
+        allow_negative_numbers = true
+    )]
+    pub typical_p: f32,
+    /// Keep tokens at least this likely (0 is off; 3e-4 is usual).
+    #[arg(
+        long,
+        value_name = "E",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub epsilon_cutoff: f32,
+    /// Eta sampling's epsilon: the cutoff falls with the entropy (0 is off; 3e-4 is usual).
+    #[arg(
+        long,
+        value_name = "E",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub eta_cutoff: f32,
+    /// Never repeat an n-gram of this size from the prompt and the answer (0 is off).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub no_repeat_ngram_size: usize,
+    /// Never repeat in the answer an n-gram of this size from the prompt (0 is off).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub encoder_no_repeat_ngram_size: usize,
+    /// DRY: penalise tokens that extend a repetition (0 is off; 0.8 is usual).
+    #[arg(
+        long,
+        value_name = "X",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub dry_multiplier: f32,
+    /// DRY: growth of the penalty per repeated token.
+    #[arg(
+        long,
+        value_name = "X",
+        default_value_t = 1.75,
+        allow_negative_numbers = true
+    )]
+    pub dry_base: f32,
+    /// DRY: the longest repetition left alone.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub dry_allowed_length: usize,
+    /// DRY: how many of the last tokens to look at (-1 all, 0 off).
+    #[arg(long, value_name = "N", default_value_t = -1, allow_negative_numbers = true)]
+    pub dry_penalty_last_n: i64,
+    /// DRY: a text that ends a repetition (repeatable; default "\n", ":", "\"" and "*").
+    #[arg(long = "dry-sequence-breaker", value_name = "TEXT")]
+    pub dry_sequence_breakers: Vec<String>,
+    /// XTC: the chance, at each token, of removing the top choices (0 is off).
+    #[arg(
+        long,
+        value_name = "P",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub xtc_probability: f32,
+    /// XTC: the probability a choice needs to be removed (above 0.5 is off).
+    #[arg(
+        long,
+        value_name = "P",
+        default_value_t = 0.1,
+        allow_negative_numbers = true
+    )]
+    pub xtc_threshold: f32,
+    /// Keep tokens within N standard deviations of the top logit (<= 0 is off).
+    #[arg(long, value_name = "N", default_value_t = -1.0, allow_negative_numbers = true)]
+    pub top_n_sigma: f32,
+    /// Mirostat version: 0 off, 1 or 2.
+    #[arg(long, value_name = "V", default_value_t = 0)]
+    pub mirostat: u8,
+    /// Mirostat's target surprise, in bits.
+    #[arg(
+        long,
+        alias = "mirostat-ent",
+        value_name = "TAU",
+        default_value_t = 5.0,
+        allow_negative_numbers = true
+    )]
+    pub mirostat_tau: f32,
+    /// Mirostat's learning rate.
+    #[arg(
+        long,
+        alias = "mirostat-lr",
+        value_name = "ETA",
+        default_value_t = 0.1,
+        allow_negative_numbers = true
+    )]
+    pub mirostat_eta: f32,
+    /// Dynamic temperature: the temperature moves within T +- this range with the entropy
+    /// (0 is off).
+    #[arg(
+        long,
+        value_name = "R",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub dynatemp_range: f32,
+    /// Dynamic temperature's exponent.
+    #[arg(
+        long,
+        alias = "dynatemp-exp",
+        value_name = "X",
+        default_value_t = 1.0,
+        allow_negative_numbers = true
+    )]
+    pub dynatemp_exponent: f32,
 }
 
 /// Settings shared by `generate` and `chat`.

@@ -263,6 +263,24 @@ fn an_invalid_temperature_is_one_line() {
 }
 
 #[test]
+fn the_stages_of_other_libraries_are_checked_before_the_model_loads() {
+    // Issue #16: each flag is the library's field with dashes, llama.cpp's spellings are
+    // aliases, and a bad value is one line naming the flag (before any model is read).
+    for (flag, value, named) in [
+        ("--typical-p", "0", "--typical-p"),
+        ("--mirostat", "3", "--mirostat"),
+        ("--dry-base", "0.5", "--dry-base"),
+        ("--xtc-probability", "2", "--xtc-probability"),
+        ("--dynatemp-exp", "-1", "--dynatemp-exponent"),
+        ("--min-tokens-to-keep", "0", "--min-tokens-to-keep"),
+    ] {
+        let o = nextok(&["generate", "hi", flag, value]);
+        let err = assert_one_line_error(&o);
+        assert!(err.contains(named), "{flag}: {err}");
+    }
+}
+
+#[test]
 fn a_missing_model_file_is_one_line() {
     let o = nextok(&["plan", "--model", "/no/such/model.gguf"]);
     let err = assert_one_line_error(&o);

@@ -22,6 +22,14 @@
 //!   Each stage's documentation says exactly what it computes. After any stage,
 //!   [`Candidates::dense_logits`] and [`Candidates::dense_probs`] give the logits and the
 //!   distribution over the whole vocabulary (`-inf` and 0 for the tokens filtered out).
+//! - The stages users of other libraries reach for, under their names there (in `extra.rs`):
+//!   [`TypicalP`] (`typical_p`), [`EpsilonCutoff`] and [`EtaCutoff`] (`epsilon_cutoff`,
+//!   `eta_cutoff`), [`NoRepeatNGram`] and [`EncoderNoRepeatNGram`] (`no_repeat_ngram_size`,
+//!   `encoder_no_repeat_ngram_size`), [`Dry`] (`dry_*`), [`Xtc`] (`xtc_*`), [`TopNSigma`]
+//!   (`top_n_sigma`), [`Mirostat`] 1 and 2 (`mirostat`, `mirostat_tau`, `mirostat_eta`),
+//!   [`DynamicTemperature`] (`dynatemp_range`, `dynatemp_exponent`) and [`MinKeep`]
+//!   (`min_tokens_to_keep` for top-p, min-p, typical-p and the cutoffs). Each says which paper or
+//!   library it follows; `spec-tests` checks each against a textbook reference.
 //! - [`Trace`]: the distribution after each stage, for debugging (what `nextok sample` prints).
 //! - [`beam_search`]: beam search over a callback that scores next tokens, with a length penalty.
 //!
@@ -32,6 +40,23 @@
 //! [`SamplingParams::order`] (for example llama.cpp applies temperature after top-k and top-p).
 //! Softmax is not a stage: probabilities are computed when a stage needs them, over the tokens
 //! still in the running, so each filter renormalises what it keeps.
+//!
+//! The other stages sit around these six where llama.cpp's default order
+//! (`penalties, dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature`) puts them, and
+//! move with them when [`SamplingParams::order`] reorders:
+//! 1. the no-repeat n-gram filters, with the other filters, first;
+//! 2. DRY right after the penalties;
+//! 3. top-n-sigma right before top-k, typical-p right after it;
+//! 4. the epsilon and eta cutoffs (transformers' order, after min-p) and then XTC, after min-p;
+//! 5. dynamic temperature in temperature's place (when `dynatemp_range > 0`), and
+//!    `min_tokens_to_keep > 1` wraps top-p and min-p in their places;
+//! 6. mirostat last: it reads the chosen token's probability from what it leaves.
+//!
+//! So the specification's order gives `no-repeat, penalties, DRY, logit bias, temperature,
+//! top-n-sigma, top-k, typical-p, top-p, min-p, epsilon, eta, XTC, mirostat`, and the order
+//! `[penalties, logit_bias, top_k, top_p, min_p, temperature]` gives llama.cpp's. Top-n-sigma
+//! keeps the same tokens before or after a temperature; the others do not. llama.cpp runs
+//! mirostat with temperature alone; here the other stages stay in the chain if they are set.
 //!
 //! # Speed
 //! Nothing sorts the whole vocabulary, and nothing copies it into the candidates buffer when the
@@ -65,6 +90,26 @@
 //! the exponential is our own polynomial rather than the C library's, and every stage leaves the
 //! candidates in an order fixed by the input (ties between equal logits go to the lowest id).
 //!
+//! Two stages look beyond the logits. [`Xtc`] draws its own number, from ChaCha20 stream
+//! [`XTC_STREAM`] of the same seed at a place fixed by the step (`Context::generated`'s length),
+//! so it never moves the sampler's draws and gives the same tokens for the same seed whatever
+//! else runs. [`Mirostat`] keeps its `μ` from step to step inside the stage (so inside the
+//! [`Sampler`]), learning each chosen token from the next step's `Context::generated`; running
+//! a step again gives the same result.
+//!
+//! ```
+//! use nextok_sampling::{Context, SamplingParams, Trace};
+//!
+//! // DRY: after the text 1 2 3 4 1 2 3, token 4 would repeat "1 2 3 4", a match of 3 tokens,
+//! // so it loses 0.8 · 1.75^(3 − 2) = 1.4 (llama.cpp's default base and allowed length).
+//! let params = SamplingParams { dry_multiplier: 0.8, ..SamplingParams::default() };
+//! let ctx = Context { prompt: &[1, 2, 3, 4], generated: &[1, 2, 3], allowed: None };
+//! let trace = Trace::new(&params, &[0.0; 6], &ctx)?;
+//! assert!((trace.final_probs[4] - 0.0470).abs() < 1e-4);
+//! assert!((trace.final_probs[0] - 0.1906).abs() < 1e-4);
+//! # Ok::<(), nextok_sampling::Error>(())
+//! ```
+//!
 //! # Example
 //! The specification's worked example: T = 2, top-k 3, top-p 0.9 on the CAT/DOG/IS/LOVELY logits
 //! leaves CAT 0.657 and DOG 0.343.
@@ -97,6 +142,7 @@ mod batch;
 mod beam;
 mod candidates;
 mod error;
+mod extra;
 mod params;
 mod sampler;
 mod softmax;
@@ -109,6 +155,10 @@ pub use batch::{choose_batch, sample_batch, BatchRow};
 pub use beam::{beam_search, BeamConfig, Hypothesis};
 pub use candidates::{Candidate, Candidates};
 pub use error::Error;
+pub use extra::{
+    dry_breaker_ids, Dry, DynamicTemperature, EncoderNoRepeatNGram, EpsilonCutoff, EtaCutoff,
+    MinKeep, Mirostat, MirostatVersion, NoRepeatNGram, TopNSigma, TypicalP, Xtc, XTC_STREAM,
+};
 pub use params::{SamplingParams, StageKind};
 pub use sampler::{Chosen, Sampled, Sampler, TokenLogprob};
 pub use softmax::{exp_nonpositive, log_softmax, log_sum_exp, softmax, softmax_into};

@@ -101,6 +101,57 @@ pub struct SamplingParams {
     /// (allowed and banned ids, min-tokens, the constraint mask) always run first. Default:
     /// [`StageKind::DEFAULT_ORDER`].
     pub order: Vec<StageKind>,
+    /// The fewest tokens top-p, min-p, typical-p and the epsilon and eta cutoffs leave
+    /// (transformers' `min_tokens_to_keep`). `>= 1`; default 1.
+    pub min_tokens_to_keep: usize,
+    /// Locally typical sampling's mass (transformers' `typical_p`). In `(0, 1]`; default 1 (off).
+    pub typical_p: f32,
+    /// Keep tokens at least this likely (transformers' `epsilon_cutoff`). In `[0, 1)`; default 0
+    /// (off); 3e-4 is usual.
+    pub epsilon_cutoff: f32,
+    /// Eta sampling's ε (transformers' `eta_cutoff`). In `[0, 1)`; default 0 (off); 3e-4 is usual.
+    pub eta_cutoff: f32,
+    /// Never repeat an n-gram of the prompt and the answer (transformers'
+    /// `no_repeat_ngram_size`). Default 0 (off).
+    pub no_repeat_ngram_size: usize,
+    /// Never repeat in the answer an n-gram of the prompt (transformers'
+    /// `encoder_no_repeat_ngram_size`). Default 0 (off).
+    pub encoder_no_repeat_ngram_size: usize,
+    /// DRY's strength (llama.cpp's `dry_multiplier`). Finite and `>= 0`; default 0 (off); 0.8 is
+    /// usual.
+    pub dry_multiplier: f32,
+    /// DRY's growth per repeated token (`dry_base`). Finite and `>= 1`; default 1.75.
+    pub dry_base: f32,
+    /// The longest repetition DRY leaves alone (`dry_allowed_length`). `>= 1`; default 2.
+    pub dry_allowed_length: usize,
+    /// How many of the last tokens DRY looks at (`dry_penalty_last_n`): -1 all of them, 0 off.
+    /// `>= -1`; default -1.
+    pub dry_penalty_last_n: i64,
+    /// Texts that end a repetition for DRY (`dry_sequence_breakers`). Default `["\n", ":",
+    /// "\"", "*"]`. The chain reads [`SamplingParams::dry_sequence_breaker_ids`]; the caller fills
+    /// those from these texts and the vocabulary ([`dry_breaker_ids`](crate::dry_breaker_ids)).
+    pub dry_sequence_breakers: Vec<String>,
+    /// The token ids of the DRY sequence breakers (the caller fills them from the tokenizer, as
+    /// it fills `end_token_ids`). Default empty.
+    pub dry_sequence_breaker_ids: Vec<u32>,
+    /// The chance that XTC acts at a step (`xtc_probability`). In `[0, 1]`; default 0 (off).
+    pub xtc_probability: f32,
+    /// XTC's threshold (`xtc_threshold`). In `[0, 1]`, above 0.5 off; default 0.1.
+    pub xtc_threshold: f32,
+    /// Keep tokens within `n` standard deviations of the top logit (llama.cpp's `top_n_sigma`).
+    /// Finite; `<= 0` is off; default -1 (off).
+    pub top_n_sigma: f32,
+    /// Mirostat version (llama.cpp's `mirostat`): 0 off, 1 or 2. Default 0.
+    pub mirostat: u8,
+    /// Mirostat's target surprise in bits (`mirostat_tau`). Finite and `>= 0`; default 5.
+    pub mirostat_tau: f32,
+    /// Mirostat's learning rate (`mirostat_eta`). Finite and `>= 0`; default 0.1.
+    pub mirostat_eta: f32,
+    /// Dynamic temperature's range (llama.cpp's `dynatemp_range`): the temperature moves within
+    /// `temperature ± range` with the entropy. Finite and `>= 0`; default 0 (off).
+    pub dynatemp_range: f32,
+    /// Dynamic temperature's exponent (`dynatemp_exponent`). Finite and `>= 0`; default 1.
+    pub dynatemp_exponent: f32,
 }
 
 impl Default for SamplingParams {
@@ -121,6 +172,26 @@ impl Default for SamplingParams {
             banned_token_ids: Vec::new(),
             top_logprobs: 0,
             order: StageKind::DEFAULT_ORDER.to_vec(),
+            min_tokens_to_keep: 1,
+            typical_p: 1.0,
+            epsilon_cutoff: 0.0,
+            eta_cutoff: 0.0,
+            no_repeat_ngram_size: 0,
+            encoder_no_repeat_ngram_size: 0,
+            dry_multiplier: 0.0,
+            dry_base: 1.75,
+            dry_allowed_length: 2,
+            dry_penalty_last_n: -1,
+            dry_sequence_breakers: ["\n", ":", "\"", "*"].map(String::from).to_vec(),
+            dry_sequence_breaker_ids: Vec::new(),
+            xtc_probability: 0.0,
+            xtc_threshold: 0.1,
+            top_n_sigma: -1.0,
+            mirostat: 0,
+            mirostat_tau: 5.0,
+            mirostat_eta: 0.1,
+            dynatemp_range: 0.0,
+            dynatemp_exponent: 1.0,
         }
     }
 }
@@ -147,6 +218,7 @@ impl SamplingParams {
             self.presence_penalty,
             self.frequency_penalty,
         )?;
+        crate::extra::validate(self)?;
         if let Some((&token, &value)) = self.logit_bias.iter().find(|(_, b)| !b.is_finite()) {
             return Err(Error::InvalidLogitBias { token, value });
         }

@@ -63,7 +63,8 @@ impl Sampler {
     /// A sampler for `params`, after validating them.
     pub fn new(params: &SamplingParams) -> Result<Self, Error> {
         let chain = Chain::from_params(params)?;
-        let plain_greedy = params.temperature == 0.0 && chain.len() == 1;
+        // Dynamic temperature may replace the temperature stage: greedy only if it is the plain one.
+        let plain_greedy = params.temperature == 0.0 && chain.names() == ["temperature"];
         let mut s = Sampler::from_chain(chain, params.seed.unwrap_or(0));
         s.plain_greedy = plain_greedy;
         s.top_logprobs = params.top_logprobs;

@@ -150,7 +150,16 @@ impl Chain {
                 params.end_token_ids.clone(),
             ));
         }
+        chain = crate::extra::push_filters(chain, params);
         for kind in &params.order {
+            // The stages of `extra` sit around the plain ones in llama.cpp's order.
+            chain = crate::extra::push_slot(chain, *kind, params, true)?;
+            let replaced;
+            (chain, replaced) = crate::extra::replace_slot(chain, *kind, params)?;
+            if replaced {
+                chain = crate::extra::push_slot(chain, *kind, params, false)?;
+                continue;
+            }
             match kind {
                 StageKind::Penalties => {
                     if params.repetition_penalty != 1.0 {
@@ -191,8 +200,9 @@ impl Chain {
                     }
                 }
             }
+            chain = crate::extra::push_slot(chain, *kind, params, false)?;
         }
-        Ok(chain)
+        crate::extra::push_last(chain, params)
     }
 
     /// Number of stages (a nested chain counts as one).

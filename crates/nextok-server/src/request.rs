@@ -50,6 +50,26 @@ const COMMON: &[&str] = &[
     "regex",
     "choice",
     "logprobs",
+    // The stages of issue #16, under transformers', llama.cpp's and vLLM's names.
+    "min_tokens_to_keep",
+    "typical_p",
+    "epsilon_cutoff",
+    "eta_cutoff",
+    "no_repeat_ngram_size",
+    "encoder_no_repeat_ngram_size",
+    "dry_multiplier",
+    "dry_base",
+    "dry_allowed_length",
+    "dry_penalty_last_n",
+    "dry_sequence_breakers",
+    "xtc_probability",
+    "xtc_threshold",
+    "top_n_sigma",
+    "mirostat",
+    "mirostat_tau",
+    "mirostat_eta",
+    "dynatemp_range",
+    "dynatemp_exponent",
 ];
 /// Fields only the chat endpoint takes.
 const CHAT_ONLY: &[&str] = &["messages", "max_completion_tokens", "top_logprobs"];
@@ -119,6 +139,25 @@ struct Fields {
     choice: Option<Vec<String>>,
     logprobs: Option<Value>,
     top_logprobs: Option<u64>,
+    min_tokens_to_keep: Option<usize>,
+    typical_p: Option<f32>,
+    epsilon_cutoff: Option<f32>,
+    eta_cutoff: Option<f32>,
+    no_repeat_ngram_size: Option<usize>,
+    encoder_no_repeat_ngram_size: Option<usize>,
+    dry_multiplier: Option<f32>,
+    dry_base: Option<f32>,
+    dry_allowed_length: Option<usize>,
+    dry_penalty_last_n: Option<i64>,
+    dry_sequence_breakers: Option<Vec<String>>,
+    xtc_probability: Option<f32>,
+    xtc_threshold: Option<f32>,
+    top_n_sigma: Option<f32>,
+    mirostat: Option<u8>,
+    mirostat_tau: Option<f32>,
+    mirostat_eta: Option<f32>,
+    dynatemp_range: Option<f32>,
+    dynatemp_exponent: Option<f32>,
 }
 
 /// `stop`: one text or a list.
@@ -471,7 +510,7 @@ fn build(endpoint: Endpoint, mut f: Fields, cx: &Context<'_>) -> Result<Plan, Ap
         } else {
             Vec::new()
         },
-        ..SamplingParams::default()
+        ..more_sampling(&f)
     };
     let stop_token_ids = f.stop_token_ids.clone().unwrap_or_default();
     if let Some(&id) = stop_token_ids
@@ -513,6 +552,37 @@ fn build(endpoint: Endpoint, mut f: Fields, cx: &Context<'_>) -> Result<Plan, Ap
         logprobs,
         include_stop_str: f.include_stop_str_in_output.unwrap_or(false),
     })
+}
+
+/// The stages of issue #16 over the defaults (the library checks their ranges, and a bad one is
+/// a 400 that names its field).
+fn more_sampling(f: &Fields) -> SamplingParams {
+    let d = SamplingParams::default();
+    SamplingParams {
+        min_tokens_to_keep: f.min_tokens_to_keep.unwrap_or(d.min_tokens_to_keep),
+        typical_p: f.typical_p.unwrap_or(d.typical_p),
+        epsilon_cutoff: f.epsilon_cutoff.unwrap_or(d.epsilon_cutoff),
+        eta_cutoff: f.eta_cutoff.unwrap_or(d.eta_cutoff),
+        no_repeat_ngram_size: f.no_repeat_ngram_size.unwrap_or(0),
+        encoder_no_repeat_ngram_size: f.encoder_no_repeat_ngram_size.unwrap_or(0),
+        dry_multiplier: f.dry_multiplier.unwrap_or(d.dry_multiplier),
+        dry_base: f.dry_base.unwrap_or(d.dry_base),
+        dry_allowed_length: f.dry_allowed_length.unwrap_or(d.dry_allowed_length),
+        dry_penalty_last_n: f.dry_penalty_last_n.unwrap_or(d.dry_penalty_last_n),
+        dry_sequence_breakers: f
+            .dry_sequence_breakers
+            .clone()
+            .unwrap_or_else(|| d.dry_sequence_breakers.clone()),
+        xtc_probability: f.xtc_probability.unwrap_or(d.xtc_probability),
+        xtc_threshold: f.xtc_threshold.unwrap_or(d.xtc_threshold),
+        top_n_sigma: f.top_n_sigma.unwrap_or(d.top_n_sigma),
+        mirostat: f.mirostat.unwrap_or(0),
+        mirostat_tau: f.mirostat_tau.unwrap_or(d.mirostat_tau),
+        mirostat_eta: f.mirostat_eta.unwrap_or(d.mirostat_eta),
+        dynatemp_range: f.dynatemp_range.unwrap_or(d.dynatemp_range),
+        dynatemp_exponent: f.dynatemp_exponent.unwrap_or(d.dynatemp_exponent),
+        ..d
+    }
 }
 
 /// The one format the answer must follow, if any, checked against the server's [`Limits`] (the

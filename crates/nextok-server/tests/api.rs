@@ -444,3 +444,38 @@ async fn seeds_are_reported_and_reproduce_and_n_draws_seed_plus_i() {
         both["usage"]["prompt_tokens"].as_u64().unwrap() + generated
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stages_of_other_libraries_are_accepted_and_reproduce_by_seed() {
+    // transformers', llama.cpp's and vLLM's field names (issue #16); the same seed gives the
+    // same answer with the stateful (mirostat) and drawing (XTC) stages on.
+    let s = shared();
+    let url = format!("{}/v1/chat/completions", s.url);
+    let body = json!({
+        "messages": [{"role": "user", "content": "Count: one two one two"}],
+        "max_tokens": 8,
+        "seed": 5,
+        "temperature": 0.9,
+        "typical_p": 0.95,
+        "min_tokens_to_keep": 2,
+        "epsilon_cutoff": 3e-4,
+        "eta_cutoff": 3e-4,
+        "no_repeat_ngram_size": 4,
+        "dry_multiplier": 0.8,
+        "dry_sequence_breakers": ["\n"],
+        "xtc_probability": 0.5,
+        "xtc_threshold": 0.1,
+        "top_n_sigma": 2.0,
+        "mirostat": 2,
+        "mirostat_tau": 4.0,
+        "dynatemp_range": 0.2,
+    });
+    let (status, a) = post(&url, &body).await;
+    assert_eq!(status, 200, "{a}");
+    assert!(
+        a["usage"]["completion_tokens"].as_u64().unwrap() >= 1,
+        "{a}"
+    );
+    let (_, b) = post(&url, &body).await;
+    assert_eq!(a["choices"], b["choices"]);
+}

@@ -51,6 +51,31 @@ async fn invalid_requests_are_400s_that_name_the_field() {
             "temperature",
         ),
         (chat(json!({"top_p": -1})), 400, json!("top_p"), "top_p"),
+        // The stages of issue #16: the library's range checks, under the field's name.
+        (
+            chat(json!({"typical_p": 0})),
+            400,
+            json!("typical_p"),
+            "typical_p",
+        ),
+        (
+            chat(json!({"mirostat": 3})),
+            400,
+            json!("mirostat"),
+            "mirostat",
+        ),
+        (
+            chat(json!({"dry_base": 0.5})),
+            400,
+            json!("dry_base"),
+            "dry_base",
+        ),
+        (
+            chat(json!({"xtc_probability": "often"})),
+            400,
+            json!("xtc_probability"),
+            "xtc_probability",
+        ),
         (
             chat(json!({"tools": [{"type": "function"}]})),
             400,

@@ -357,6 +357,15 @@ impl Engine {
         self.tokenizer.special_tokens().end_of_generation.clone()
     }
 
+    /// The token ids that count as DRY sequence breakers for these texts: every token of the
+    /// vocabulary whose bytes hold one of them ([`nextok_sampling::dry_breaker_ids`]).
+    pub fn dry_breaker_ids(&self, breakers: &[String]) -> Vec<u32> {
+        let t = self.tokenizer();
+        let tokens =
+            (0..t.vocab_size() as u32).filter_map(|id| t.token_bytes(id).ok().map(|b| (id, b)));
+        nextok_sampling::dry_breaker_ids(breakers, tokens)
+    }
+
     /// An empty KV cache for this model.
     pub fn new_cache(&self) -> KvCache {
         self.model.new_cache(self.kv_type)

@@ -242,6 +242,9 @@ impl<'e> Decoding<'e> {
         let mut params = options.sampling.clone();
         params.seed = Some(params.seed.unwrap_or(0).wrapping_add(index as u64));
         params.top_logprobs = options.top_logprobs;
+        if params.dry_multiplier > 0.0 && params.dry_sequence_breaker_ids.is_empty() {
+            params.dry_sequence_breaker_ids = engine.dry_breaker_ids(&params.dry_sequence_breakers);
+        }
         let constraint = match &options.constraint {
             Some(spec) => Some(engine.constraint_with_limits(spec, &options.constraint_limits)?),
             None => None,

@@ -2,7 +2,10 @@
 //! stderr.
 
 use super::{load_engine, text_or_stdin, validate_sampling};
-use crate::args::{AnswerArgs, ChatArgs, ClassifyArgs, ConstraintArgs, GenerateArgs, SamplingArgs};
+use crate::args::{
+    AnswerArgs, ChatArgs, ClassifyArgs, ConstraintArgs, GenerateArgs, MoreSamplingArgs,
+    SamplingArgs,
+};
 use crate::output::{print, println, significant};
 use anyhow::{bail, Context};
 use nextok::sampling::SamplingParams;
@@ -31,10 +34,41 @@ fn sampling(a: &SamplingArgs, seed: u64) -> anyhow::Result<SamplingParams> {
         presence_penalty: a.presence_penalty,
         frequency_penalty: a.frequency_penalty,
         seed: Some(seed),
-        ..SamplingParams::default()
+        ..more_sampling(&a.more)
     };
     validate_sampling(&params)?;
     Ok(params)
+}
+
+/// The stages of issue #16, over the defaults.
+fn more_sampling(m: &MoreSamplingArgs) -> SamplingParams {
+    let defaults = SamplingParams::default();
+    SamplingParams {
+        min_tokens_to_keep: m.min_tokens_to_keep,
+        typical_p: m.typical_p,
+        epsilon_cutoff: m.epsilon_cutoff,
+        eta_cutoff: m.eta_cutoff,
+        no_repeat_ngram_size: m.no_repeat_ngram_size,
+        encoder_no_repeat_ngram_size: m.encoder_no_repeat_ngram_size,
+        dry_multiplier: m.dry_multiplier,
+        dry_base: m.dry_base,
+        dry_allowed_length: m.dry_allowed_length,
+        dry_penalty_last_n: m.dry_penalty_last_n,
+        dry_sequence_breakers: if m.dry_sequence_breakers.is_empty() {
+            defaults.dry_sequence_breakers.clone()
+        } else {
+            m.dry_sequence_breakers.clone()
+        },
+        xtc_probability: m.xtc_probability,
+        xtc_threshold: m.xtc_threshold,
+        top_n_sigma: m.top_n_sigma,
+        mirostat: m.mirostat,
+        mirostat_tau: m.mirostat_tau,
+        mirostat_eta: m.mirostat_eta,
+        dynatemp_range: m.dynatemp_range,
+        dynatemp_exponent: m.dynatemp_exponent,
+        ..defaults
+    }
 }
 
 fn options(s: &SamplingArgs, a: &AnswerArgs, seed: u64) -> anyhow::Result<GenerateOptions> {
