@@ -320,6 +320,11 @@ pub struct AnswerArgs {
     /// Keep going past the model's end tokens (until --max-tokens or a stop sequence).
     #[arg(long)]
     pub ignore_eos: bool,
+    /// Decode one token per pass: no speculative decoding (which drafts from the prompt and the
+    /// answer so far and keeps only the tokens plain decoding chooses, so the answer is the same
+    /// either way).
+    #[arg(long)]
+    pub no_speculative: bool,
 }
 
 /// `nextok generate`.
@@ -689,8 +694,9 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = 128, value_parser = count(1, MAX_TOKENS))]
     pub batch_prompt: usize,
     /// Print one JSON object: device, threads, prefill_tok_s (per prompt length), decode_tok_s,
-    /// ttft_ms and, with --batch, batch_decode_tok_s (per batch size), each as {min, median,
-    /// max}.
+    /// constrained_decode_tok_s (the same decode under a JSON schema), ttft_ms and, with
+    /// --batch, batch_decode_tok_s (per batch size), each as {min, median, max}; with
+    /// --speculative, {"speculative": {TASK: {"plain", "speculative"}}} instead.
     #[arg(long)]
     pub json: bool,
     /// Time the sampler instead, on the logits files DIR/logits_<vocab>.f32 (little-endian f32,
@@ -700,6 +706,11 @@ pub struct BenchArgs {
     /// {"sampler_us": {CHAIN: {VOCAB: {min, median, max}}}} in µs per token. Loads no model.
     #[arg(long, value_name = "DIR")]
     pub sampler: Option<PathBuf>,
+    /// Time speculative decoding against plain decoding instead (decode tokens/s, median of
+    /// --repetitions runs, the two alternating): on a repetitive task (rewriting a text given in
+    /// the prompt) and a free one.
+    #[arg(long)]
+    pub speculative: bool,
 }
 
 /// `nextok serve`'s flags.

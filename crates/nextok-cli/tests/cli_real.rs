@@ -461,19 +461,22 @@ fn bench_json_has_the_issue_7_fields() {
     ]);
     let v = json_out(&o);
     assert_eq!(v["threads"], 1);
-    // Progress on stderr, one line per measurement: 2 prefill lengths and the decode, once each.
+    // Progress on stderr, one line per measurement: 2 prefill lengths, the decode and the decode
+    // under a JSON schema, once each.
     let progress: Vec<&str> = std::str::from_utf8(&o.stderr)
         .unwrap()
         .lines()
         .filter(|l| l.starts_with("nextok: bench "))
         .collect();
-    assert_eq!(progress.len(), 3, "{progress:?}");
-    assert!(progress[0].starts_with("nextok: bench 1/3: prefill 4 tokens: "));
-    assert!(progress[2].starts_with("nextok: bench 3/3: decode 2 tokens after 4: "));
+    assert_eq!(progress.len(), 4, "{progress:?}");
+    assert!(progress[0].starts_with("nextok: bench 1/4: prefill 4 tokens: "));
+    assert!(progress[2].starts_with("nextok: bench 3/4: decode 2 tokens after 4: "));
+    assert!(progress[3].contains("under a JSON schema"), "{progress:?}");
     for stats in [
         &v["prefill_tok_s"]["4"],
         &v["prefill_tok_s"]["8"],
         &v["decode_tok_s"],
+        &v["constrained_decode_tok_s"],
         &v["ttft_ms"],
     ] {
         let (min, median, max) = (
@@ -512,9 +515,9 @@ fn bench_batch_json_has_batch_decode_tok_s() {
         .lines()
         .filter(|l| l.starts_with("nextok: bench "))
         .collect();
-    assert_eq!(progress.len(), 4, "{progress:?}");
+    assert_eq!(progress.len(), 5, "{progress:?}");
     assert!(
-        progress[3].starts_with("nextok: bench 4/4: decode 3 tokens in a batch of 3: "),
+        progress[4].starts_with("nextok: bench 5/5: decode 3 tokens in a batch of 3: "),
         "{progress:?}"
     );
     let batches = v["batch_decode_tok_s"]
@@ -950,4 +953,27 @@ fn serve_help_documents_every_setting_with_its_default() {
         }
     }
     assert!(help.contains("NEXTOK_API_KEY"));
+}
+
+#[test]
+fn bench_speculative_json_has_plain_and_speculative_rates() {
+    // Issue 16's shape: decode tokens/s, plain and speculative, on a repetitive and a free task.
+    let o = nextok(&[
+        "bench",
+        "--speculative",
+        "--decode",
+        "6",
+        "--repetitions",
+        "1",
+        "--threads",
+        "1",
+        "--json",
+    ]);
+    let v = json_out(&o);
+    for task in ["repetitive", "free"] {
+        for mode in ["plain", "speculative"] {
+            let rate = v["speculative"][task][mode].as_f64();
+            assert!(rate.is_some_and(|r| r > 0.0), "{task} {mode}: {v}");
+        }
+    }
 }

@@ -536,6 +536,7 @@ fn build(endpoint: Endpoint, mut f: Fields, cx: &Context<'_>) -> Result<Plan, Ap
         beams: None,
         constraint,
         constraint_limits: *cx.limits,
+        speculative: true,
     };
     options.validate()?;
     Ok(Plan {

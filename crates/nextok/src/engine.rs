@@ -304,6 +304,16 @@ impl Engine {
         spec: &ConstraintSpec,
         limits: &Limits,
     ) -> Result<Box<dyn Constraint>, Error> {
+        Ok(self.sendable_constraint(spec, limits)?)
+    }
+
+    /// [`Engine::constraint_with_limits`] as a constraint that may move to another thread: the
+    /// generation loop computes the next mask on a worker thread while the forward pass runs.
+    pub(crate) fn sendable_constraint(
+        &self,
+        spec: &ConstraintSpec,
+        limits: &Limits,
+    ) -> Result<Box<dyn Constraint + Send>, Error> {
         use nextok_constraints as c;
         let vocab = self.constraint_vocab()?;
         let json = JsonOptions::default().with_limits(*limits);

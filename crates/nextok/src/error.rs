@@ -198,4 +198,13 @@ pub enum Error {
         /// What happened.
         reason: String,
     },
+    /// A [`LanguageModel`](crate::LanguageModel) returned another number of logits than the
+    /// positions asked for (a model that breaks the trait's contract).
+    #[error("the model returned {got} logits where {expected} were asked for")]
+    ModelOutput {
+        /// Numbers asked for.
+        expected: usize,
+        /// Numbers returned.
+        got: usize,
+    },
 }

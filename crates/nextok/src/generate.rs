@@ -2,6 +2,7 @@
 //! sampling chain, checked by the stop conditions and turned into text as it comes.
 
 use crate::engine::{ConstraintSpec, Engine, Prompt};
+use crate::speculative::{Speculation, SpeculativeStats};
 use crate::Error;
 use nextok_constraints::{Constraint, Limits};
 use nextok_kv_cache::KvCache;
@@ -40,6 +41,11 @@ pub struct GenerateOptions {
     /// Bounds on the constraint's grammar at compile time and on the work of each mask
     /// ([`Limits::DEFAULT`] unless a caller such as a server sets its own).
     pub constraint_limits: Limits,
+    /// Exact speculative decoding (prompt lookup) for a single completion: drafts copied from
+    /// the prompt and the answer so far are checked in one forward pass, and a drafted token is
+    /// kept only where the ordinary loop chooses it, so the tokens are the same with it or
+    /// without it. On by default; beam search and `n > 1` decode without it.
+    pub speculative: bool,
 }
 
 impl GenerateOptions {
@@ -102,6 +108,7 @@ impl Default for GenerateOptions {
             constraint: None,
             stop_token_ids: Vec::new(),
             constraint_limits: Limits::DEFAULT,
+            speculative: true,
         }
     }
 }
@@ -225,8 +232,63 @@ pub(crate) struct Decoding<'e> {
     logprob: f64,
     pub(crate) first_token: Option<Instant>,
     pub(crate) last_token: Option<Instant>,
-    constraint: Option<Box<dyn Constraint>>,
+    masking: Option<Masking>,
+}
+
+/// A completion's constraint and the mask of its next choice. The mask depends only on the
+/// tokens chosen so far, so it can be computed on another thread while the forward pass that
+/// scores the next position runs ([`overlapping_masks`]); [`Decoding::choose`] computes it
+/// itself when nobody did.
+pub(crate) struct Masking {
+    constraint: Box<dyn Constraint + Send>,
     mask: Vec<u64>,
+    /// How computing `mask` for the next choice ended; `None` while it is still to be computed.
+    ready: Option<Result<(), nextok_constraints::Error>>,
+}
+
+impl Masking {
+    /// Computes the mask of the next choice, unless it is computed already.
+    fn prepare(&mut self) {
+        if self.ready.is_none() {
+            self.ready = Some(self.constraint.fill_mask(&mut self.mask));
+        }
+    }
+
+    /// The mask of the next choice (computed now if it is not yet), or why it could not be
+    /// computed. Once taken it is stale: the next choice needs a new one.
+    fn take(&mut self) -> Result<&[u64], Error> {
+        self.prepare();
+        match self.ready.take() {
+            Some(Err(e)) => Err(e.into()),
+            _ => Ok(&self.mask),
+        }
+    }
+}
+
+/// Runs `forward` while a worker thread computes `masks` (the masks of the choices its logits
+/// are for), so that a constraint costs the loop no time of its own. The masks are the same
+/// bits as when [`Decoding::choose`] computes them, and an error computing one is reported by
+/// the choice that needs it, as it would be without the worker. If no thread can be started,
+/// the choices compute their masks themselves.
+pub(crate) fn overlapping_masks<T>(masks: Vec<&mut Masking>, forward: impl FnOnce() -> T) -> T {
+    if masks.is_empty() {
+        return forward();
+    }
+    std::thread::scope(|s| {
+        let worker = std::thread::Builder::new()
+            .name("nextok-mask".into())
+            .spawn_scoped(s, move || {
+                for m in masks {
+                    m.prepare();
+                }
+            });
+        let out = forward();
+        if let Ok(worker) = worker {
+            // `prepare` does not panic; if it did, the choice computes its mask again.
+            let _ = worker.join();
+        }
+        out
+    })
 }
 
 impl<'e> Decoding<'e> {
@@ -245,14 +307,17 @@ impl<'e> Decoding<'e> {
         if params.dry_multiplier > 0.0 && params.dry_sequence_breaker_ids.is_empty() {
             params.dry_sequence_breaker_ids = engine.dry_breaker_ids(&params.dry_sequence_breakers);
         }
-        let constraint = match &options.constraint {
-            Some(spec) => Some(engine.constraint_with_limits(spec, &options.constraint_limits)?),
+        let masking = match &options.constraint {
+            Some(spec) => {
+                let constraint = engine.sendable_constraint(spec, &options.constraint_limits)?;
+                Some(Masking {
+                    mask: constraint.vocab().empty_mask(),
+                    constraint,
+                    ready: None,
+                })
+            }
             None => None,
         };
-        let mask = constraint
-            .as_ref()
-            .map(|c| c.vocab().empty_mask())
-            .unwrap_or_default();
         Ok(Decoding {
             index,
             sampler: Sampler::new(&params)?,
@@ -263,8 +328,7 @@ impl<'e> Decoding<'e> {
             logprob: 0.0,
             first_token: None,
             last_token: None,
-            constraint,
-            mask,
+            masking,
         })
     }
 
@@ -277,11 +341,8 @@ impl<'e> Decoding<'e> {
         prompt: &[u32],
         logits: &[f32],
     ) -> Result<(TokenEvent, Option<Stop>), Error> {
-        let allowed = match self.constraint.as_mut() {
-            Some(c) => {
-                c.fill_mask(&mut self.mask)?;
-                Some(&self.mask[..])
-            }
+        let allowed = match self.masking.as_mut() {
+            Some(m) => Some(m.take()?),
             None => None,
         };
         let ctx = Context {
@@ -291,9 +352,9 @@ impl<'e> Decoding<'e> {
         };
         let sampled = self.sampler.sample(logits, &ctx)?;
         let mut constraint_done = false;
-        if let Some(c) = self.constraint.as_mut() {
-            c.advance(sampled.token)?;
-            constraint_done = c.is_finished();
+        if let Some(m) = self.masking.as_mut() {
+            m.constraint.advance(sampled.token)?;
+            constraint_done = m.constraint.is_finished();
         }
         let now = Instant::now();
         self.first_token.get_or_insert(now);
@@ -404,6 +465,8 @@ pub struct Generation<'e> {
     first_logits: Vec<f32>,
     /// The completions still running; they decode side by side, one batched pass per round.
     runs: Vec<Run<'e>>,
+    /// Drafting for exact speculative decoding, when it is on (one completion, no beams).
+    speculation: Option<Speculation>,
     pending: VecDeque<Event>,
     last_cache: Option<KvCache>,
     failed: bool,
@@ -455,7 +518,6 @@ impl Engine {
             engine: self,
             options: options.clone(),
             conditions,
-            prompt,
             started,
             cache: Some(cache),
             cached_prompt_tokens,
@@ -463,6 +525,9 @@ impl Engine {
             prefill_s: 0.0,
             first_logits: Vec::new(),
             runs: Vec::new(),
+            speculation: (options.speculative && options.n == 1 && options.beams.is_none())
+                .then(|| Speculation::new(&prompt)),
+            prompt,
             pending: VecDeque::new(),
             last_cache: None,
             failed: false,
@@ -547,6 +612,15 @@ impl<'e> Generation<'e> {
         self.last_cache
     }
 
+    /// How speculative decoding went so far: drafts checked, tokens drafted and kept (all zero
+    /// when it is off, or did not pay and was never tried).
+    pub fn speculative_stats(&self) -> SpeculativeStats {
+        self.speculation
+            .as_ref()
+            .map(Speculation::stats)
+            .unwrap_or_default()
+    }
+
     /// Runs the generation to the end and returns its completions, in index order.
     pub fn collect_completions(&mut self) -> Result<Vec<Completion>, Error> {
         let mut out = Vec::new();
@@ -625,12 +699,100 @@ impl<'e> Generation<'e> {
             .iter()
             .filter_map(|r| r.decoding.tokens.last().copied())
             .collect();
-        let mut caches: Vec<&mut KvCache> = going.iter_mut().map(|r| &mut r.cache).collect();
-        let logits = self.engine.forward_batch(&mut caches, &tokens)?;
+        let mut caches: Vec<&mut KvCache> = Vec::with_capacity(going.len());
+        let mut masks = Vec::new();
+        for run in going.iter_mut() {
+            caches.push(&mut run.cache);
+            masks.extend(run.decoding.masking.as_mut());
+        }
+        let engine = self.engine;
+        let logits = overlapping_masks(masks, || engine.forward_batch(&mut caches, &tokens))?;
         for (run, logits) in going.iter_mut().zip(logits) {
             run.logits = logits;
         }
         self.runs = going;
+        Ok(())
+    }
+
+    /// One round of exact speculative decoding for the one running completion. Its last chosen
+    /// token (not yet in its cache) and a draft to follow it run through the model in one pass
+    /// that returns the logits of every position; then the ordinary choice runs at each
+    /// position in turn, and a drafted token is kept exactly when it is the chosen one. The
+    /// first choice that differs from the draft (or the one after a draft kept whole) ends the
+    /// round; the rest of the draft is dropped from the cache. The choices are those of the
+    /// plain loop (one per emitted token, with its mask, random draw and stop check), and no
+    /// choice is made for a dropped position.
+    fn speculative_round(&mut self) -> Result<(), Error> {
+        let Some(mut run) = self.runs.pop() else {
+            return Ok(());
+        };
+        let Some(&last) = run.decoding.tokens.last() else {
+            // The first token comes from the prefill's logits.
+            let (event, next) = self.step(run)?;
+            self.pending.push_back(Event::Token(event));
+            match next {
+                Ok(run) => self.runs.push(run),
+                Err(done) => self.pending.push_back(Event::Done(Box::new(done))),
+            }
+            return Ok(());
+        };
+        let engine = self.engine;
+        let base = run.cache.len();
+        // A round chooses at most one token more than it drafts: the draft stays within the
+        // tokens the answer may still take and the positions the context window has left.
+        let chosen = run.decoding.tokens.len();
+        let answer_room = self
+            .options
+            .max_tokens
+            .map_or(usize::MAX, |m| m.saturating_sub(chosen));
+        let context_room = engine.context_window().saturating_sub(base);
+        let limit = answer_room.min(context_room).saturating_sub(1);
+        let mut input = vec![last];
+        if let Some(s) = self.speculation.as_mut() {
+            s.draft(&run.decoding.tokens, limit, &mut input);
+        }
+        let drafted = input.len() - 1;
+        let positions = if drafted == 0 {
+            Logits::Last
+        } else {
+            Logits::All
+        };
+        let rows = {
+            let masks = run.decoding.masking.as_mut().into_iter().collect();
+            let cache = &mut run.cache;
+            overlapping_masks(masks, || engine.forward(cache, &input, positions))?
+        };
+        let vocab = engine.vocab_size();
+        if rows.len() != input.len() * vocab {
+            return Err(Error::ModelOutput {
+                expected: input.len() * vocab,
+                got: rows.len(),
+            });
+        }
+        let mut accepted = 0;
+        let mut stop = None;
+        for (j, row) in rows.chunks_exact(vocab).enumerate() {
+            let (event, end) = run.decoding.choose(engine, &self.prompt, row)?;
+            let id = event.id;
+            self.pending.push_back(Event::Token(event));
+            // The cache keeps the positions before the token just chosen.
+            if end.is_some() || input.get(j + 1) != Some(&id) {
+                run.cache.truncate(base + 1 + j);
+                stop = end;
+                break;
+            }
+            accepted += 1;
+        }
+        if let Some(s) = self.speculation.as_mut() {
+            s.record(drafted, accepted);
+        }
+        match stop {
+            Some(stop) => {
+                let done = self.finish(run, stop);
+                self.pending.push_back(Event::Done(Box::new(done)));
+            }
+            None => self.runs.push(run),
+        }
         Ok(())
     }
 
@@ -801,7 +963,11 @@ impl<'e> Generation<'e> {
         if self.runs.is_empty() {
             return Ok(None);
         }
-        self.round()?;
+        if self.speculation.is_some() {
+            self.speculative_round()?;
+        } else {
+            self.round()?;
+        }
         Ok(self.pending.pop_front())
     }
 }

@@ -222,6 +222,7 @@ mod model_path;
 pub mod plan;
 pub mod scheduler;
 pub mod seq2seq;
+mod speculative;
 
 pub use chat::Chat;
 pub use engine::{ConstraintSpec, Device, Engine, EngineOptions, LabelScore, Prompt, Score};
@@ -238,6 +239,7 @@ pub use nextok_tokenizer as tokenizer;
 pub use scheduler::{
     Request, RequestHandle, RequestId, Scheduler, SchedulerOptions, SchedulerStats, Sink,
 };
+pub use speculative::SpeculativeStats;
 
 pub use default_model::{DEFAULT_MODEL_FILE, DEFAULT_MODEL_PACKAGE, DEFAULT_MODEL_SHA256};
 pub use error::Error;

@@ -5,7 +5,9 @@ use crate::args::BenchArgs;
 use crate::output::{println, significant};
 use anyhow::bail;
 use nextok::sampling::SamplingParams;
-use nextok::{Engine, Event, GenerateOptions, Prompt, Request, Scheduler, SchedulerOptions};
+use nextok::{
+    ConstraintSpec, Engine, Event, GenerateOptions, Prompt, Request, Scheduler, SchedulerOptions,
+};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -13,6 +15,100 @@ use std::time::Instant;
 /// Ordinary English text, repeated to make prompts of any length without special tokens.
 const TEXT: &str = "The river ran quietly past the old mill, where the miller's children played \
                     among the sacks of flour and listened to the wheel turning in the water. ";
+
+/// The repetitive task of `--speculative`: a text given in the prompt, to be written out again.
+const PASSAGE: &str =
+    "Mara kept the lighthouse on Gull Point for thirty-one years. Every evening she \
+                       climbed the hundred and twelve steps, trimmed the wick, polished the great \
+                       lens and wrote the weather in a blue notebook. Ships passed in the night \
+                       without knowing her name, and she liked it that way. When the keepers' \
+                       cottage was sold, she moved to the village, but she still walked to the \
+                       point each evening to watch the light come on by itself.";
+
+/// The free task of `--speculative`: nothing to copy from.
+const FREE_TASK: &str = "Write a short story about a fox who learns to swim.";
+
+/// The JSON schema of the constrained decode figure: an object whose one string is long enough
+/// that the answer does not end before the decode does.
+fn decode_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"story": {"type": "string", "minLength": 400}},
+        "required": ["story"],
+        "additionalProperties": false
+    })
+}
+
+/// Decode tokens per second of one greedy answer to `prompt`, with speculative decoding on or
+/// off.
+fn decode_rate(
+    engine: &Engine,
+    prompt: &Prompt,
+    max_tokens: usize,
+    speculative: bool,
+) -> anyhow::Result<f64> {
+    let options = GenerateOptions {
+        sampling: SamplingParams::greedy(),
+        max_tokens: Some(max_tokens),
+        speculative,
+        ..GenerateOptions::default()
+    };
+    let c = engine.generate(prompt, &options)?.collect_completions()?;
+    let Some(c) = c.first() else {
+        bail!("the generation produced no completion");
+    };
+    Ok(c.timings.decode_tokens_per_s)
+}
+
+/// `nextok bench --speculative`: plain and speculative decoding of the same answers,
+/// alternating, `repetitions` times each, on a repetitive task and a free one.
+fn speculative(engine: &Engine, a: &BenchArgs) -> anyhow::Result<()> {
+    let tasks = [
+        (
+            "repetitive",
+            Prompt::chat(
+                None,
+                &format!("Write out this text again, exactly as it is:\n\n{PASSAGE}"),
+            ),
+        ),
+        ("free", Prompt::chat(None, FREE_TASK)),
+    ];
+    let mut results = serde_json::Map::new();
+    let mut table = String::new();
+    for (name, prompt) in &tasks {
+        let (mut plain, mut spec) = (Vec::new(), Vec::new());
+        for _ in 0..a.repetitions {
+            let p = decode_rate(engine, prompt, a.decode, false)?;
+            let s = decode_rate(engine, prompt, a.decode, true)?;
+            eprintln!(
+                "nextok: bench {name}: plain {} tokens/s, speculative {} tokens/s",
+                significant(p),
+                significant(s)
+            );
+            plain.push(p);
+            spec.push(s);
+        }
+        let (_, plain, _) = summary(&mut plain);
+        let (_, spec, _) = summary(&mut spec);
+        results.insert(
+            name.to_string(),
+            json!({"plain": plain, "speculative": spec}),
+        );
+        table.push_str(&format!(
+            "{name:<12} {:>10} {:>12} {:>8}\n",
+            significant(plain),
+            significant(spec),
+            format!("{}x", significant(spec / plain))
+        ));
+    }
+    if a.json {
+        return println(&json!({ "speculative": results }).to_string());
+    }
+    crate::output::print(&format!(
+        "decode tokens/s, median of {} run(s)\n{:<12} {:>10} {:>12} {:>8}\n{table}",
+        a.repetitions, "task", "plain", "speculative", "ratio"
+    ))
+}
 
 /// Minimum, median and maximum.
 fn summary(values: &mut [f64]) -> (f64, f64, f64) {
@@ -178,11 +274,14 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
             a.decode
         );
     }
+    if a.speculative {
+        return speculative(&engine, a);
+    }
     let engine = Arc::new(engine);
     let Some(runs) = a
         .prefill
         .len()
-        .checked_add(1)
+        .checked_add(2)
         .and_then(|n| n.checked_add(a.batch.len()))
         .and_then(|n| n.checked_mul(a.repetitions))
     else {
@@ -215,15 +314,23 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
         prefill.push((n, summary(&mut rates)));
     }
     // Decode as `generate` does: greedy, one pass per token with the cache; the first token comes
-    // from the prefill, so `decode` tokens after it are timed.
+    // from the prefill, so `decode` tokens after it are timed. Speculative decoding is off: this
+    // is the speed of one pass per token (`--speculative` times it).
     let options = GenerateOptions {
         sampling: SamplingParams::greedy(),
         max_tokens: Some(max_tokens),
         ignore_eos: true,
+        speculative: false,
         ..GenerateOptions::default()
     };
+    // The same decode under a JSON schema: the masks are computed while the forward passes run,
+    // so this should be the plain figure. Unconstrained and constrained runs alternate.
+    let constrained_options = GenerateOptions {
+        constraint: Some(ConstraintSpec::JsonSchema(decode_schema())),
+        ..options.clone()
+    };
     let ids = prompt(&engine, a.decode_prompt)?;
-    let (mut decode, mut ttft) = (Vec::new(), Vec::new());
+    let (mut decode, mut ttft, mut constrained) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..a.repetitions {
         let c = engine
             .generate(&Prompt::Ids(ids.clone()), &options)?
@@ -237,8 +344,20 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
         ));
         decode.push(t.decode_tokens_per_s);
         ttft.push(t.time_to_first_token_s * 1e3);
+        let c = engine
+            .generate(&Prompt::Ids(ids.clone()), &constrained_options)?
+            .collect_completions()?;
+        let t = &c[0].timings;
+        step(format!(
+            "decode {} tokens after {} under a JSON schema: {} tokens/s",
+            c[0].usage.completion_tokens.saturating_sub(1),
+            a.decode_prompt,
+            significant(t.decode_tokens_per_s)
+        ));
+        constrained.push(t.decode_tokens_per_s);
     }
     let decode = summary(&mut decode);
+    let constrained = summary(&mut constrained);
     let ttft = summary(&mut ttft);
     let mut batch = Vec::new();
     for &b in &a.batch {
@@ -264,6 +383,7 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
             "threads": threads,
             "prefill_tok_s": p,
             "decode_tok_s": as_json(decode),
+            "constrained_decode_tok_s": as_json(constrained),
             "ttft_ms": as_json(ttft),
         });
         if !batch.is_empty() {
@@ -300,6 +420,10 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
             a.decode, a.decode_prompt
         ),
         decode,
+    ));
+    out.push_str(&row(
+        "decode under a JSON schema (tokens/s)".to_string(),
+        constrained,
     ));
     out.push_str(&row(
         format!("time to first token, {} (ms)", a.decode_prompt),

@@ -83,6 +83,7 @@ fn options(s: &SamplingArgs, a: &AnswerArgs, seed: u64) -> anyhow::Result<Genera
         max_tokens: Some(a.max_tokens),
         stop: a.stop.clone(),
         ignore_eos: a.ignore_eos,
+        speculative: !a.no_speculative,
         ..GenerateOptions::default()
     })
 }

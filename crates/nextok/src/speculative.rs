@@ -1,0 +1,214 @@
+//! Drafts for exact speculative decoding: prompt lookup (n-gram matching over the prompt and the
+//! answer so far), and the policy that decides how long a draft may be and when to stop
+//! drafting.
+//!
+//! A draft only proposes. [`Generation`](crate::Generation) runs the pending token and the draft
+//! through the model in one forward pass, then chooses at each position with the ordinary rule
+//! (the same mask, chain, random draws and stop checks) and keeps a drafted token exactly when it
+//! is the chosen one. A position's logits are the same bits however many positions a pass
+//! computes, so the answer is the answer of plain decoding, token for token; a good draft only
+//! makes it come sooner.
+
+use serde::Serialize;
+
+/// The longest n-gram matched against the text so far.
+const NGRAM_MAX: usize = 3;
+/// The shortest: a single token matches too often in ordinary text to be worth a pass.
+const NGRAM_MIN: usize = 2;
+/// The length of the first draft.
+const FIRST_DRAFT: usize = 4;
+/// The longest draft.
+const MAX_DRAFT: usize = 16;
+/// The most rounds that decode without drafting after drafts that failed at their first token.
+const MAX_PAUSE: usize = 64;
+
+/// How speculative decoding went for one completion.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SpeculativeStats {
+    /// Forward passes that checked a draft.
+    pub drafts: usize,
+    /// Tokens drafted, in all.
+    pub drafted_tokens: usize,
+    /// Drafted tokens that were the chosen ones, and so were kept.
+    pub accepted_tokens: usize,
+}
+
+/// The drafting state of one completion.
+#[derive(Debug, Clone)]
+pub(crate) struct Speculation {
+    /// The prompt and the tokens chosen so far, the pending one included.
+    history: Vec<u32>,
+    /// How many of the completion's tokens `history` holds.
+    seen: usize,
+    /// The most tokens the next draft may hold: two more after a draft kept whole, one fewer
+    /// after one that failed.
+    max_draft: usize,
+    /// Rounds still to decode without drafting.
+    pause: usize,
+    /// Drafts in a row that failed at their first token: each doubles the pause after it, so on
+    /// text that does not repeat itself drafting soon costs nothing.
+    misses: u32,
+    stats: SpeculativeStats,
+}
+
+impl Speculation {
+    pub(crate) fn new(prompt: &[u32]) -> Self {
+        Speculation {
+            history: prompt.to_vec(),
+            seen: 0,
+            max_draft: FIRST_DRAFT,
+            pause: 0,
+            misses: 0,
+            stats: SpeculativeStats::default(),
+        }
+    }
+
+    pub(crate) fn stats(&self) -> SpeculativeStats {
+        self.stats
+    }
+
+    /// Appends to `out` a draft of at most `limit` tokens to follow `tokens` (the completion's
+    /// tokens so far, which only ever grow), or nothing while drafting pauses or when the text
+    /// so far has no match.
+    pub(crate) fn draft(&mut self, tokens: &[u32], limit: usize, out: &mut Vec<u32>) {
+        if let Some(new) = tokens.get(self.seen..) {
+            self.history.extend_from_slice(new);
+            self.seen = tokens.len();
+        }
+        if self.pause > 0 {
+            self.pause -= 1;
+            return;
+        }
+        lookup(&self.history, self.max_draft.min(limit), out);
+    }
+
+    /// Records how a draft of `drafted` tokens went: its first `accepted` were kept.
+    pub(crate) fn record(&mut self, drafted: usize, accepted: usize) {
+        if drafted == 0 {
+            return;
+        }
+        self.stats.drafts += 1;
+        self.stats.drafted_tokens += drafted;
+        self.stats.accepted_tokens += accepted;
+        if accepted == drafted {
+            self.max_draft = (self.max_draft + 2).min(MAX_DRAFT);
+        } else {
+            self.max_draft = self.max_draft.saturating_sub(1).max(1);
+        }
+        if accepted == 0 {
+            self.misses = self.misses.saturating_add(1);
+            self.pause = 1usize
+                .checked_shl(self.misses)
+                .map_or(MAX_PAUSE, |p| p.min(MAX_PAUSE));
+        } else {
+            self.misses = 0;
+        }
+    }
+}
+
+/// Prompt lookup: finds the latest earlier occurrence of the last `n` tokens of `history` (the
+/// longest `n` from [`NGRAM_MAX`] down to [`NGRAM_MIN`] that occurs) and appends to `out` the
+/// `k` tokens that followed it. Where the copy reaches the end of `history` it goes on copying
+/// its own draft, so a text that repeats with a short period gets a full draft.
+pub(crate) fn lookup(history: &[u32], k: usize, out: &mut Vec<u32>) {
+    let len = history.len();
+    if k == 0 {
+        return;
+    }
+    for n in (NGRAM_MIN..=NGRAM_MAX).rev() {
+        if len <= n {
+            continue;
+        }
+        let tail = &history[len - n..];
+        let Some(start) = (0..len - n).rev().find(|&s| history[s..s + n] == *tail) else {
+            continue;
+        };
+        // `start + n < len`: the match ends before the tail does.
+        let from = start + n;
+        let first = out.len();
+        for i in 0..k {
+            let src = from + i;
+            let token = if src < len {
+                history[src]
+            } else {
+                out[first + src - len]
+            };
+            out.push(token);
+        }
+        return;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn draft(history: &[u32], k: usize) -> Vec<u32> {
+        let mut out = Vec::new();
+        lookup(history, k, &mut out);
+        out
+    }
+
+    #[test]
+    fn the_latest_longest_match_is_copied() {
+        // "5 6" occurs twice before the end; the later one is followed by 9.
+        assert_eq!(draft(&[5, 6, 7, 8, 5, 6, 9, 1, 5, 6], 3), vec![9, 1, 5]);
+        // The trigram "1 2 3" wins over the later bigram "2 3".
+        assert_eq!(draft(&[1, 2, 3, 4, 0, 2, 3, 7, 1, 2, 3], 2), vec![4, 0]);
+    }
+
+    #[test]
+    fn a_short_period_is_copied_past_the_end() {
+        assert_eq!(draft(&[1, 2, 1, 2], 5), vec![1, 2, 1, 2, 1]);
+    }
+
+    #[test]
+    fn no_match_no_draft() {
+        assert_eq!(draft(&[1, 2, 3, 4, 5], 4), Vec::<u32>::new());
+        assert_eq!(draft(&[1, 2], 4), Vec::<u32>::new());
+        assert_eq!(draft(&[1, 2, 1, 2], 0), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn failed_drafts_pause_drafting_and_a_kept_one_resumes_it() {
+        let mut s = Speculation::new(&[1, 2, 1, 2]);
+        let mut out = Vec::new();
+        s.draft(&[], 8, &mut out);
+        assert_eq!(out.len(), FIRST_DRAFT);
+        s.record(out.len(), 0);
+        // One miss: two rounds without a draft, then drafts again, one token shorter.
+        out.clear();
+        for _ in 0..2 {
+            s.draft(&[], 8, &mut out);
+        }
+        assert!(out.is_empty());
+        s.draft(&[], 8, &mut out);
+        assert_eq!(out.len(), FIRST_DRAFT - 1);
+        s.record(out.len(), 0);
+        // Two misses in a row: four rounds without.
+        out.clear();
+        for _ in 0..4 {
+            s.draft(&[], 8, &mut out);
+        }
+        assert!(out.is_empty());
+        s.draft(&[], 8, &mut out);
+        assert_eq!(out.len(), FIRST_DRAFT - 2);
+        // Kept whole: no pause, and the next draft may be two tokens longer.
+        s.record(out.len(), out.len());
+        out.clear();
+        s.draft(&[], 8, &mut out);
+        assert_eq!(out.len(), FIRST_DRAFT);
+        // The limit caps a draft.
+        out.clear();
+        s.draft(&[], 1, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            s.stats(),
+            SpeculativeStats {
+                drafts: 3,
+                drafted_tokens: 3 * FIRST_DRAFT - 3,
+                accepted_tokens: FIRST_DRAFT - 2,
+            }
+        );
+    }
+}
