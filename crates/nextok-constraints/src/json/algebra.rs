@@ -45,8 +45,9 @@ pub(super) fn normalize(
         return Err(unsupported("unevaluatedItems", path));
     }
     let mut acc = Schema::Any;
-    // `if` without a complement to build: it matters only when its outcome is fixed, or when
-    // both outcomes demand the same thing. `then`/`else` without `if` have no effect.
+    // `if`: a fixed outcome, or both outcomes alike, need no complement; otherwise the
+    // condition with `then` or its complement with `else`. `then`/`else` without `if` have
+    // no effect.
     let (cond, then, otherwise) = (m.cond.take(), m.then.take(), m.otherwise.take());
     if let Some(cond) = cond {
         let applied = match (
@@ -58,7 +59,34 @@ pub(super) fn normalize(
             (Schema::Any, t, _) => t,
             (Schema::Never, _, e) => e,
             (_, Some(t), Some(e)) if t == e => Some(t),
-            _ => return Err(unsupported("if", path)),
+            // Otherwise: the condition and `then`, or the condition's complement and `else`
+            // (two disjoint branches), when the complement is exact.
+            (c, t, e) => {
+                let nc = match complement(table, &c, &format!("{path}/if"), depth + 1) {
+                    Ok(nc) => nc,
+                    Err(Error::UnsupportedKeyword { .. }) => return Err(unsupported("if", path)),
+                    Err(e) => return Err(e),
+                };
+                let outcome = |x: Option<Schema>, at: &str| match x {
+                    Some(x) => normalize(table, &x, &format!("{path}/{at}"), depth + 1),
+                    None => Ok(Schema::Any),
+                };
+                let (t, e) = (outcome(t, "then")?, outcome(e, "else")?);
+                let branches: Vec<Schema> = [merge(&c, &t, path)?, merge(&nc, &e, path)?]
+                    .into_iter()
+                    .filter(|b| *b != Schema::Never)
+                    .collect();
+                let either = match branches.len() {
+                    0 => Schema::Never,
+                    1 => branches[0].clone(),
+                    _ => Schema::node(Node {
+                        any_of: Some(branches),
+                        ..Node::default()
+                    }),
+                };
+                acc = merge(&acc, &either, path)?;
+                None
+            }
         };
         if let Some(a) = applied {
             let a = normalize(table, &a, &format!("{path}/then"), depth + 1)?;
@@ -911,7 +939,7 @@ mod tests {
                 "allOf (two different format)",
             ),
             (
-                json!({"if": {"type": "string"}, "then": {"minLength": 1}}),
+                json!({"if": {"multipleOf": 2}, "then": {"minimum": 1}}),
                 "if",
             ),
         ] {

@@ -465,6 +465,22 @@ fn one_of_with_overlapping_branches_counts_matches() {
 }
 
 #[test]
+fn if_then_else_through_the_complement_of_the_condition() {
+    check(
+        json!({"if": {"type": "string"}, "then": {"minLength": 2}, "else": {"type": "integer"}}),
+        &[r#""ab""#, "3"],
+        &[r#""a""#, "1.5", "null"],
+    );
+    check(
+        json!({"type": "object",
+               "if": {"properties": {"kind": {"const": "a"}}, "required": ["kind"]},
+               "then": {"required": ["x"]}}),
+        &[r#"{"kind":"a","x":1}"#, r#"{"kind":"b"}"#, "{}"],
+        &[r#"{"kind":"a"}"#],
+    );
+}
+
+#[test]
 fn unique_items_over_small_finite_domains() {
     check(
         json!({"type": "array", "items": {"enum": ["a", "b", 1, 1.0]}, "uniqueItems": true}),

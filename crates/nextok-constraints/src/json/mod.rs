@@ -9,11 +9,14 @@
 //! A schema goes through four stages, one module each:
 //!
 //! 1. `resolve`: `$ref`s through `$id` and `$anchor` become JSON pointers from the root.
-//! 2. `schema`: the document is parsed once into typed [`schema::Schema`] values (refusing
-//!    keywords nextok cannot enforce, with their path); references become indices into a
+//! 2. `schema`: the document is parsed once into typed [`schema::Schema`] values, each draft's
+//!    forms into the same fields (refusing known keywords nextok cannot enforce, with their
+//!    path; listing unknown ones, which are annotations); references become indices into a
 //!    table of targets.
 //! 3. `algebra`: `allOf`, `$ref` beside other keywords, `not`, `if` and `unevaluated*` are
-//!    normalised away by intersecting typed schemas exactly, or refused.
+//!    normalised away by intersecting typed schemas exactly and by exact complements (`not`
+//!    pushed down to the keywords), or refused; `oneOf` branches that may overlap each exclude
+//!    the others through the same complements.
 //! 4. `compile` (scalars, combinators), `containers` (arrays, objects), `string` and `number`
 //!    (automata for the terminals) build the grammar.
 
