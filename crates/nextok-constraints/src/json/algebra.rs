@@ -208,10 +208,26 @@ pub(super) fn complement(
         branches.push(complement(table, &target, path, depth + 1)?);
     }
     if let Some(t) = n.types {
+        let mut rest = t.complement();
         if t.has(TypeSet::INTEGER) && !t.has(TypeSet::NUMBER) {
-            return refuse("type integer");
+            // Numbers that are not integers are outside too.
+            rest = TypeSet::NULL
+                .union(TypeSet::BOOLEAN)
+                .union(TypeSet::STRING)
+                .union(TypeSet::ARRAY)
+                .union(TypeSet::OBJECT)
+                .intersect(rest);
+            branches.push(typed(
+                TypeSet::NUMBER,
+                Node {
+                    number: super::schema::NumberFacets {
+                        not_integer: true,
+                        ..Default::default()
+                    },
+                    ..Node::default()
+                },
+            ));
         }
-        let rest = t.complement();
         if !rest.is_empty() {
             branches.push(typed(rest, Node::default()));
         }
@@ -315,6 +331,9 @@ pub(super) fn complement(
         )
     };
     type Nf = super::schema::NumberFacets;
+    if nu.not_integer {
+        branches.push(typed(TypeSet::INTEGER, Node::default()));
+    }
     if let Some(x) = &nu.minimum {
         branches.push(number(Nf {
             exclusive_maximum: Some(x.clone()),
@@ -657,6 +676,7 @@ pub(super) fn merge(a: &Schema, b: &Schema, path: &str) -> Result<Schema, Error>
                 maximum: upper(&na.maximum, &nb.maximum),
                 exclusive_minimum: lower(&na.exclusive_minimum, &nb.exclusive_minimum),
                 exclusive_maximum: upper(&na.exclusive_maximum, &nb.exclusive_maximum),
+                not_integer: na.not_integer || nb.not_integer,
                 multiple_of: match (&na.multiple_of, &nb.multiple_of) {
                     (Some(x), Some(y)) if x != y => Some(x.lcm(y).ok_or_else(|| {
                         unsupported("allOf (multipleOf with too many digits)", path)
@@ -932,7 +952,7 @@ mod tests {
             [true, true, true, false, false, false]
         );
         for (schema, keyword) in [
-            (json!({"not": {"type": "integer"}}), "not (type integer)"),
+            (json!({"not": {"uniqueItems": true}}), "not (uniqueItems)"),
             (json!({"not": {"multipleOf": 2}}), "not (multipleOf)"),
             (
                 json!({"allOf": [{"format": "date"}, {"format": "uuid"}]}),

@@ -413,9 +413,11 @@ fn not_over_values_required_patterns_and_bounds() {
         refused_keyword(json!({"not": {"multipleOf": 2}})).0,
         "not (multipleOf)"
     );
-    assert_eq!(
-        refused_keyword(json!({"not": {"type": "integer"}})).0,
-        "not (type integer)"
+    // Not an integer: other types, or numbers with a fraction (written without exponent).
+    check(
+        json!({"not": {"type": "integer"}}),
+        &["1.5", "-0.25", r#""1""#, "null"],
+        &["1", "1.0", "-3", "0"],
     );
 }
 
@@ -427,6 +429,11 @@ fn one_of_with_overlapping_branches_counts_matches() {
         json!({"type": "number", "oneOf": [{"maximum": 5}, {"minimum": 2}]}),
         &["1.5", "-3", "5.5", "100"],
         &["2", "3.5", "5", r#""s""#],
+    );
+    check(
+        json!({"oneOf": [{"type": "integer"}, {"type": "number"}]}),
+        &["1.5"],
+        &["1", "2.0", r#""x""#],
     );
     check(
         json!({"oneOf": [{"type": "string", "minLength": 2}, {"type": "string", "maxLength": 3}]}),

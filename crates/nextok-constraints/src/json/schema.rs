@@ -239,6 +239,8 @@ pub(super) struct NumberFacets {
     pub exclusive_minimum: Option<Decimal>,
     pub exclusive_maximum: Option<Decimal>,
     pub multiple_of: Option<Decimal>,
+    /// Numbers that are not integers (what `not` of `type: integer` leaves among numbers).
+    pub not_integer: bool,
 }
 
 /// The keywords that apply to arrays.
@@ -306,6 +308,7 @@ impl Node {
             (n.exclusive_minimum.is_some(), "exclusiveMinimum"),
             (n.exclusive_maximum.is_some(), "exclusiveMaximum"),
             (n.multiple_of.is_some(), "multipleOf"),
+            (n.not_integer, "not integer"),
             (a.prefix_items.is_some(), "prefixItems"),
             (a.items.is_some(), "items"),
             (a.min_items.is_some(), "minItems"),
