@@ -579,6 +579,16 @@ impl Dfa {
 
     /// [`Dfa::json_string`] with at most `limit` states instead of the default.
     pub(crate) fn json_string_limited(&self, limit: usize) -> Result<Dfa, Error> {
+        self.json_encoded(limit, true)
+    }
+
+    /// The JSON encodings of the contents `self` accepts, without the quotes: a piece of a
+    /// JSON string that ends between characters (never inside an escape).
+    pub(crate) fn json_content(&self) -> Result<Dfa, Error> {
+        self.json_encoded(STATE_LIMIT, false)
+    }
+
+    fn json_encoded(&self, limit: usize, quoted: bool) -> Result<Dfa, Error> {
         // Bytes that play a part in quoting and escapes each get a class; control bytes share
         // one (never allowed raw); the others only go through `self`.
         let class_of = refine(&self.classes, &{
@@ -651,7 +661,7 @@ impl Dfa {
             for q in 1..m as u32 {
                 let (r, e) = rows[q as usize];
                 raw[r as usize * k + c] = match b {
-                    b'"' if self.is_accept(q) => 2,
+                    b'"' if quoted && self.is_accept(q) => 2,
                     b'"' | 0..=0x1f => 0,
                     b'\\' => e,
                     _ => feed(q, b),
@@ -684,8 +694,21 @@ impl Dfa {
             }
         }
         let mut acc = vec![false; n];
-        acc[2] = true;
-        Ok(Dfa::from_raw(&raw, k, &class_of, &acc, n, 1))
+        if quoted {
+            acc[2] = true;
+            return Ok(Dfa::from_raw(&raw, k, &class_of, &acc, n, 1));
+        }
+        for q in 1..m {
+            acc[rows[q].0 as usize] = self.is_accept(q as u32);
+        }
+        Ok(Dfa::from_raw(
+            &raw,
+            k,
+            &class_of,
+            &acc,
+            n,
+            rows[self.start as usize].0,
+        ))
     }
 
     /// Per state, the bytes on which it stays where it is (a 256-bit set; the dead state's is
@@ -745,6 +768,49 @@ impl Dfa {
 
     /// Whether any byte can follow state `s`.
     #[inline(always)]
+    /// The length in bytes of the longest accepted input, or `None` when the language is
+    /// infinite (a cycle among the states, all of which can still reach a match).
+    pub(crate) fn longest_match(&self) -> Option<usize> {
+        if self.start == DEAD {
+            return Some(0);
+        }
+        let n = self.num_states();
+        // Longest path from each state, by depth-first search; 1 = on the stack.
+        let mut longest: Vec<Option<usize>> = vec![None; n];
+        let mut color = vec![0u8; n];
+        let mut stack: Vec<(u32, usize)> = vec![(self.start, 0)];
+        color[self.start as usize] = 1;
+        while let Some(&mut (s, ref mut c)) = stack.last_mut() {
+            if *c < self.stride {
+                let t = self.trans[s as usize * self.stride + *c];
+                *c += 1;
+                if t == DEAD {
+                    continue;
+                }
+                match color[t as usize] {
+                    0 => {
+                        color[t as usize] = 1;
+                        stack.push((t, 0));
+                    }
+                    1 => return None,
+                    _ => {}
+                }
+                continue;
+            }
+            stack.pop();
+            color[s as usize] = 2;
+            let row = &self.trans[s as usize * self.stride..(s as usize + 1) * self.stride];
+            let best = row
+                .iter()
+                .filter(|&&t| t != DEAD)
+                .filter_map(|&t| longest[t as usize].map(|l| l + 1))
+                .max()
+                .unwrap_or(0);
+            longest[s as usize] = Some(best);
+        }
+        longest[self.start as usize]
+    }
+
     pub(crate) fn can_continue(&self, s: u32) -> bool {
         self.live[s as usize] != [0; 4]
     }

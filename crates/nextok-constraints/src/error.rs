@@ -115,6 +115,17 @@ pub enum Error {
         /// JSON pointer of the schema holding it.
         path: String,
     },
+    /// A keyword JSON Schema does not define, refused because [`JsonOptions::strict`] asked
+    /// for it (otherwise it is an annotation).
+    ///
+    /// [`JsonOptions::strict`]: crate::JsonOptions::strict
+    #[error("unknown JSON Schema keyword {keyword:?} at {path} (strict mode)")]
+    UnknownKeyword {
+        /// The keyword.
+        keyword: String,
+        /// JSON pointer of the schema holding it.
+        path: String,
+    },
     /// A JSON Schema that is malformed.
     #[error("invalid JSON Schema at {path}: {reason}")]
     InvalidSchema {

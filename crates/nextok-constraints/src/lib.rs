@@ -81,8 +81,11 @@
 //!
 //! # Untrusted input
 //! Schemas, grammars and patterns may come from users: bad ones are typed errors, automata are
-//! limited in size, and a JSON Schema keyword this crate does not enforce is an error naming it
-//! and its path ([`Error::UnsupportedKeyword`]) rather than silently ignored.
+//! limited in size, and a known JSON Schema keyword this crate cannot enforce exactly is an
+//! error naming it and its path ([`Error::UnsupportedKeyword`]) rather than silently ignored.
+//! Unknown keywords are annotations, as JSON Schema says: [`compile_json_schema_report`] lists
+//! them with their paths, and [`JsonOptions::strict`] refuses them
+//! ([`Error::UnknownKeyword`]).
 //!
 //! Every grammar constraint is bounded by [`Limits`], set through [`JsonOptions::limits`],
 //! [`compile_gbnf_with_limits`] and [`compile_lark_with_limits`] (the functions without
@@ -130,7 +133,10 @@ pub use error::Error;
 pub use grammar::Grammar;
 pub use limits::{Limit, Limits};
 
-pub use json::{compile_json_schema, from_json_schema, json_any, JsonOptions};
+pub use json::{
+    compile_json_schema, compile_json_schema_report, from_json_schema, json_any, CompiledSchema,
+    Draft, FormatMode, IgnoredKeyword, IgnoredReason, JsonOptions,
+};
 pub use vocab::{decode_gpt2_byte_level, TokenVocab};
 mod conformance;
 pub use conformance::{

@@ -22,29 +22,10 @@ pub(super) fn normalize(
     };
     let mut m = (**node).clone();
     if let Some(inner) = m.not.take() {
-        match normalize(table, &inner, &format!("{path}/not"), depth + 1)? {
-            Schema::Never => {}
-            Schema::Any => return Ok(Schema::Never),
-            Schema::Node(n) if n.only(&["type"]) => {
-                // The complement of a set of types, when it is one: "not integer" would leave
-                // the non-integer numbers, which no type names.
-                let t = n.types.unwrap_or(TypeSet::ALL);
-                if t.has(TypeSet::INTEGER) && !t.has(TypeSet::NUMBER) {
-                    return Err(unsupported("not (type integer)", path));
-                }
-                let rest = t.complement();
-                if rest.is_empty() {
-                    return Ok(Schema::Never);
-                }
-                let types = Schema::node(Node {
-                    types: Some(rest),
-                    ..Node::default()
-                });
-                let others = normalize(table, &Schema::node(m), path, depth + 1)?;
-                return merge(&types, &others, path);
-            }
-            _ => return Err(unsupported("not", path)),
-        }
+        let inner = normalize(table, &inner, &format!("{path}/not"), depth + 1)?;
+        let comp = complement(table, &inner, path, depth + 1)?;
+        let others = normalize(table, &Schema::node(m), path, depth + 1)?;
+        return merge(&comp, &others, path);
     }
     // `unevaluatedProperties`/`unevaluatedItems` see what this schema and its `allOf` and
     // `$ref` subschemas evaluate: once those are merged in, they reduce to
@@ -64,8 +45,9 @@ pub(super) fn normalize(
         return Err(unsupported("unevaluatedItems", path));
     }
     let mut acc = Schema::Any;
-    // `if` without a complement to build: it matters only when its outcome is fixed, or when
-    // both outcomes demand the same thing. `then`/`else` without `if` have no effect.
+    // `if`: a fixed outcome, or both outcomes alike, need no complement; otherwise the
+    // condition with `then` or its complement with `else`. `then`/`else` without `if` have
+    // no effect.
     let (cond, then, otherwise) = (m.cond.take(), m.then.take(), m.otherwise.take());
     if let Some(cond) = cond {
         let applied = match (
@@ -77,7 +59,34 @@ pub(super) fn normalize(
             (Schema::Any, t, _) => t,
             (Schema::Never, _, e) => e,
             (_, Some(t), Some(e)) if t == e => Some(t),
-            _ => return Err(unsupported("if", path)),
+            // Otherwise: the condition and `then`, or the condition's complement and `else`
+            // (two disjoint branches), when the complement is exact.
+            (c, t, e) => {
+                let nc = match complement(table, &c, &format!("{path}/if"), depth + 1) {
+                    Ok(nc) => nc,
+                    Err(Error::UnsupportedKeyword { .. }) => return Err(unsupported("if", path)),
+                    Err(e) => return Err(e),
+                };
+                let outcome = |x: Option<Schema>, at: &str| match x {
+                    Some(x) => normalize(table, &x, &format!("{path}/{at}"), depth + 1),
+                    None => Ok(Schema::Any),
+                };
+                let (t, e) = (outcome(t, "then")?, outcome(e, "else")?);
+                let branches: Vec<Schema> = [merge(&c, &t, path)?, merge(&nc, &e, path)?]
+                    .into_iter()
+                    .filter(|b| *b != Schema::Never)
+                    .collect();
+                let either = match branches.len() {
+                    0 => Schema::Never,
+                    1 => branches[0].clone(),
+                    _ => Schema::node(Node {
+                        any_of: Some(branches),
+                        ..Node::default()
+                    }),
+                };
+                acc = merge(&acc, &either, path)?;
+                None
+            }
         };
         if let Some(a) = applied {
             let a = normalize(table, &a, &format!("{path}/then"), depth + 1)?;
@@ -165,6 +174,330 @@ pub(super) fn normalize(
         }
     }
     Ok(Schema::node(o))
+}
+
+/// The values a normalised schema does not match, as a schema: `not` pushed down to the
+/// keywords (De Morgan: the complement of a conjunction is the union of each keyword's
+/// complement, and a keyword that applies to one type is broken only by values of that type).
+/// A keyword whose complement no schema here expresses exactly is refused as `not (keyword)`.
+pub(super) fn complement(
+    table: &[Schema],
+    s: &Schema,
+    path: &str,
+    depth: usize,
+) -> Result<Schema, Error> {
+    if depth > 32 {
+        return Err(unsupported("not", path));
+    }
+    let n = match s {
+        Schema::Any => return Ok(Schema::Never),
+        Schema::Never => return Ok(Schema::Any),
+        Schema::Node(n) => n,
+    };
+    let refuse = |k: &str| Err(unsupported(format!("not ({k})"), path));
+    let typed = |t: TypeSet, mut node: Node| {
+        node.types = Some(t);
+        Schema::node(node)
+    };
+    let mut branches: Vec<Schema> = Vec::new();
+    if let Some(r) = &n.reference {
+        let target = table
+            .get(r.target)
+            .ok_or_else(|| invalid(path, "$ref target not found"))?;
+        let target = normalize(table, target, &r.uri, depth + 1)?;
+        branches.push(complement(table, &target, path, depth + 1)?);
+    }
+    if let Some(t) = n.types {
+        let mut rest = t.complement();
+        if t.has(TypeSet::INTEGER) && !t.has(TypeSet::NUMBER) {
+            // Numbers that are not integers are outside too.
+            rest = TypeSet::NULL
+                .union(TypeSet::BOOLEAN)
+                .union(TypeSet::STRING)
+                .union(TypeSet::ARRAY)
+                .union(TypeSet::OBJECT)
+                .intersect(rest);
+            branches.push(typed(
+                TypeSet::NUMBER,
+                Node {
+                    number: super::schema::NumberFacets {
+                        not_integer: true,
+                        ..Default::default()
+                    },
+                    ..Node::default()
+                },
+            ));
+        }
+        if !rest.is_empty() {
+            branches.push(typed(rest, Node::default()));
+        }
+    }
+    if let Some(vs) = &n.values {
+        branches.push(Schema::node(Node {
+            excluded: Some(vs.clone()),
+            ..Node::default()
+        }));
+    }
+    if let Some(vs) = &n.excluded {
+        if !vs.is_empty() {
+            branches.push(Schema::node(Node {
+                values: Some(vs.clone()),
+                ..Node::default()
+            }));
+        }
+    }
+    if let Some(bs) = &n.any_of {
+        // Matching none of the branches.
+        let mut acc = Schema::Any;
+        for (i, b) in bs.iter().enumerate() {
+            let bp = format!("{path}/anyOf/{i}");
+            let b = normalize(table, b, &bp, depth + 1)?;
+            acc = merge(&acc, &complement(table, &b, &bp, depth + 1)?, path)?;
+        }
+        branches.push(acc);
+    }
+    for (present, k) in [
+        (n.one_of.is_some(), "oneOf"),
+        (n.all_of.is_some(), "allOf"),
+        (n.not.is_some(), "not"),
+        (n.cond.is_some(), "if"),
+        (n.dependent_schemas.is_some(), "dependentSchemas"),
+        (n.unevaluated_properties.is_some(), "unevaluatedProperties"),
+        (n.unevaluated_items.is_some(), "unevaluatedItems"),
+        (n.string.format.is_some(), "format"),
+        (n.number.multiple_of.is_some(), "multipleOf"),
+        (n.array.prefix_items.is_some(), "prefixItems"),
+        (n.array.min_contains.is_some(), "minContains"),
+        (n.array.max_contains.is_some(), "maxContains"),
+        (n.array.unique_items, "uniqueItems"),
+        (n.object.pattern_properties.is_some(), "patternProperties"),
+        (
+            n.object.additional_properties.is_some(),
+            "additionalProperties",
+        ),
+        (n.object.dependent_required.is_some(), "dependentRequired"),
+        (n.object.property_names.is_some(), "propertyNames"),
+    ] {
+        if present {
+            return refuse(k);
+        }
+    }
+    // Strings.
+    let st = &n.string;
+    let string = |f: super::schema::StringFacets| {
+        typed(
+            TypeSet::STRING,
+            Node {
+                string: f,
+                ..Node::default()
+            },
+        )
+    };
+    if let Some(m) = st.min_length {
+        if m > 0 {
+            branches.push(string(super::schema::StringFacets {
+                max_length: Some(m - 1),
+                ..Default::default()
+            }));
+        }
+    }
+    if let Some(m) = st.max_length {
+        branches.push(string(super::schema::StringFacets {
+            min_length: Some(m.saturating_add(1)),
+            ..Default::default()
+        }));
+    }
+    for p in &st.patterns {
+        branches.push(string(super::schema::StringFacets {
+            not_patterns: vec![p.clone()],
+            ..Default::default()
+        }));
+    }
+    for p in &st.not_patterns {
+        branches.push(string(super::schema::StringFacets {
+            patterns: vec![p.clone()],
+            ..Default::default()
+        }));
+    }
+    // Numbers: each bound's complement is the opposite bound.
+    let nu = &n.number;
+    let number = |f: super::schema::NumberFacets| {
+        typed(
+            TypeSet::NUMBER,
+            Node {
+                number: f,
+                ..Node::default()
+            },
+        )
+    };
+    type Nf = super::schema::NumberFacets;
+    if nu.not_integer {
+        branches.push(typed(TypeSet::INTEGER, Node::default()));
+    }
+    if let Some(x) = &nu.minimum {
+        branches.push(number(Nf {
+            exclusive_maximum: Some(x.clone()),
+            ..Nf::default()
+        }));
+    }
+    if let Some(x) = &nu.exclusive_minimum {
+        branches.push(number(Nf {
+            maximum: Some(x.clone()),
+            ..Nf::default()
+        }));
+    }
+    if let Some(x) = &nu.maximum {
+        branches.push(number(Nf {
+            exclusive_minimum: Some(x.clone()),
+            ..Nf::default()
+        }));
+    }
+    if let Some(x) = &nu.exclusive_maximum {
+        branches.push(number(Nf {
+            minimum: Some(x.clone()),
+            ..Nf::default()
+        }));
+    }
+    // Arrays.
+    let ar = &n.array;
+    let array = |f: super::schema::ArrayFacets| {
+        typed(
+            TypeSet::ARRAY,
+            Node {
+                array: f,
+                ..Node::default()
+            },
+        )
+    };
+    type Af = super::schema::ArrayFacets;
+    if let Some(m) = ar.min_items {
+        if m > 0 {
+            branches.push(array(Af {
+                max_items: Some(m - 1),
+                ..Af::default()
+            }));
+        }
+    }
+    if let Some(m) = ar.max_items {
+        branches.push(array(Af {
+            min_items: Some(m.saturating_add(1)),
+            ..Af::default()
+        }));
+    }
+    if let Some(items) = &ar.items {
+        // Some item breaks `items`: it matches the complement.
+        let ip = format!("{path}/items");
+        let items = normalize(table, items, &ip, depth + 1)?;
+        let c = complement(table, &items, &ip, depth + 1)?;
+        if c != Schema::Never {
+            branches.push(array(Af {
+                contains: Some(c),
+                ..Af::default()
+            }));
+        }
+    }
+    if let Some(c) = &ar.contains {
+        // No item matches `contains`.
+        let cp = format!("{path}/contains");
+        let c = normalize(table, c, &cp, depth + 1)?;
+        branches.push(array(Af {
+            items: Some(complement(table, &c, &cp, depth + 1)?),
+            ..Af::default()
+        }));
+    }
+    // Objects.
+    let ob = &n.object;
+    let object = |f: ObjectFacets| typed(TypeSet::OBJECT, object_node_facets(f));
+    if let Some(m) = ob.min_properties {
+        if m > 0 {
+            branches.push(object(ObjectFacets {
+                max_properties: Some(m - 1),
+                ..ObjectFacets::default()
+            }));
+        }
+    }
+    if let Some(m) = ob.max_properties {
+        branches.push(object(ObjectFacets {
+            min_properties: Some(m.saturating_add(1)),
+            ..ObjectFacets::default()
+        }));
+    }
+    if let Some(req) = &ob.required {
+        // Some required name is missing.
+        for k in req {
+            branches.push(object(ObjectFacets {
+                properties: Some(vec![(k.clone(), Schema::Never)]),
+                ..ObjectFacets::default()
+            }));
+        }
+    }
+    if let Some(props) = &ob.properties {
+        // Some named property is present and breaks its schema.
+        for (k, v) in props {
+            let kp = format!("{path}/properties/{}", super::resolve::escape_pointer(k));
+            let v = normalize(table, v, &kp, depth + 1)?;
+            let c = complement(table, &v, &kp, depth + 1)?;
+            if c != Schema::Never {
+                branches.push(object(ObjectFacets {
+                    properties: Some(vec![(k.clone(), c)]),
+                    required: Some(vec![k.clone()]),
+                    ..ObjectFacets::default()
+                }));
+            }
+        }
+    }
+    Ok(match branches.len() {
+        0 => Schema::Never,
+        1 => branches.swap_remove(0),
+        _ => Schema::node(Node {
+            any_of: Some(branches),
+            ..Node::default()
+        }),
+    })
+}
+
+/// Exactly one of `branches` (normalised, none `false`): each branch with the complements of
+/// the branches it may overlap, so that an instance matching two matches no alternative.
+/// `None` when some complement cannot be built exactly.
+pub(super) fn exactly_one(
+    table: &[Schema],
+    branches: &[Schema],
+    path: &str,
+) -> Result<Option<Vec<Schema>>, Error> {
+    let mut complements: Vec<Option<Schema>> = vec![None; branches.len()];
+    let mut out = Vec::with_capacity(branches.len());
+    for i in 0..branches.len() {
+        let mut b = branches[i].clone();
+        for j in 0..branches.len() {
+            if i == j || disjoint(&branches[i], &branches[j]) {
+                continue;
+            }
+            if complements[j].is_none() {
+                match complement(table, &branches[j], path, 1) {
+                    Ok(c) => complements[j] = Some(c),
+                    Err(Error::UnsupportedKeyword { .. }) => return Ok(None),
+                    Err(e) => return Err(e),
+                }
+            }
+            let Some(c) = &complements[j] else {
+                return Ok(None);
+            };
+            b = match merge(&b, c, path) {
+                Ok(m) => m,
+                Err(Error::UnsupportedKeyword { .. }) => return Ok(None),
+                Err(e) => return Err(e),
+            };
+        }
+        out.push(b);
+    }
+    Ok(Some(out))
+}
+
+fn object_node_facets(object: ObjectFacets) -> Node {
+    Node {
+        object,
+        ..Node::default()
+    }
 }
 
 fn object_node(object: ObjectFacets) -> Schema {
@@ -293,9 +626,31 @@ pub(super) fn merge(a: &Schema, b: &Schema, path: &str) -> Result<Schema, Error>
         Node {
             types,
             values,
+            excluded: match (&ma.excluded, &mb.excluded) {
+                (Some(x), Some(y)) => Some(union(x, y)),
+                (x, y) => x.clone().or_else(|| y.clone()),
+            },
             reference: same(&ma.reference, &mb.reference, "$ref", path)?,
             all_of: same(&ma.all_of, &mb.all_of, "allOf", path)?,
-            any_of: same(&ma.any_of, &mb.any_of, "anyOf", path)?,
+            any_of: match (&ma.any_of, &mb.any_of) {
+                // Both hold: one branch of each, every pair of them.
+                (Some(x), Some(y)) if x != y => {
+                    if x.len() * y.len() > 64 {
+                        return Err(unsupported(
+                            "allOf (two anyOf with more than 64 combinations)",
+                            path,
+                        ));
+                    }
+                    let mut pairs = Vec::new();
+                    for p in x {
+                        for q in y {
+                            pairs.push(both_of(p.clone(), q.clone()));
+                        }
+                    }
+                    Some(pairs)
+                }
+                (x, y) => x.clone().or_else(|| y.clone()),
+            },
             one_of: same(&ma.one_of, &mb.one_of, "oneOf", path)?,
             not: same(&ma.not, &mb.not, "not", path)?,
             cond: same(&ma.cond, &mb.cond, "if", path)?,
@@ -313,6 +668,7 @@ pub(super) fn merge(a: &Schema, b: &Schema, path: &str) -> Result<Schema, Error>
                 min_length: lower(&sa.min_length, &sb.min_length),
                 max_length: upper(&sa.max_length, &sb.max_length),
                 patterns: union(&sa.patterns, &sb.patterns),
+                not_patterns: union(&sa.not_patterns, &sb.not_patterns),
                 format: same(&sa.format, &sb.format, "format", path)?,
             },
             number: super::schema::NumberFacets {
@@ -320,6 +676,7 @@ pub(super) fn merge(a: &Schema, b: &Schema, path: &str) -> Result<Schema, Error>
                 maximum: upper(&na.maximum, &nb.maximum),
                 exclusive_minimum: lower(&na.exclusive_minimum, &nb.exclusive_minimum),
                 exclusive_maximum: upper(&na.exclusive_maximum, &nb.exclusive_maximum),
+                not_integer: na.not_integer || nb.not_integer,
                 multiple_of: match (&na.multiple_of, &nb.multiple_of) {
                     (Some(x), Some(y)) if x != y => Some(x.lcm(y).ok_or_else(|| {
                         unsupported("allOf (multipleOf with too many digits)", path)
@@ -364,6 +721,7 @@ fn merge_arrays(ma: &Node, mb: &Node, out: &mut Node, path: &str) -> Result<(), 
             Some(it)
         };
     }
+    o.unique_items = a.unique_items || b.unique_items;
     o.min_items = lower(&a.min_items, &b.min_items);
     o.max_items = upper(&a.max_items, &b.max_items);
     o.contains = same(&a.contains, &b.contains, "contains", path)?;
@@ -484,16 +842,15 @@ pub(super) fn disjoint(a: &Schema, b: &Schema) -> bool {
     if let (Some(x), Some(y)) = (&na.values, &nb.values) {
         return !x.iter().any(|p| y.iter().any(|q| json_eq(p, q)));
     }
-    // Discriminated unions: a property required by both with disjoint values.
+    // Objects: a property one side requires whose value the two sides' schemas cannot both
+    // accept (a discriminator), or that the other side forbids.
     if ta == TypeSet::OBJECT && tb == TypeSet::OBJECT {
-        let (ra, rb) = (
-            na.object.required.as_deref().unwrap_or(&[]),
-            nb.object.required.as_deref().unwrap_or(&[]),
-        );
-        for k in ra {
-            if rb.contains(k) {
-                if let (Some(pa), Some(pb)) = (property(na, k), property(nb, k)) {
-                    if disjoint(pa, pb) {
+        for (x, y) in [(na, nb), (nb, na)] {
+            for k in x.object.required.as_deref().unwrap_or(&[]) {
+                let px = value_schema(x, k);
+                let py = value_schema(y, k);
+                if let (Some(px), Some(py)) = (px, py) {
+                    if disjoint(&px, &py) {
                         return true;
                     }
                 }
@@ -501,6 +858,23 @@ pub(super) fn disjoint(a: &Schema, b: &Schema) -> bool {
         }
     }
     false
+}
+
+/// The schema a (normalised) object node gives the value of property `name`, when it is
+/// known without patterns: its `properties` entry, or else `additionalProperties`.
+fn value_schema(n: &Node, name: &str) -> Option<Schema> {
+    if let Some(p) = property(n, name) {
+        return Some(p.clone());
+    }
+    if n.object.pattern_properties.is_some() {
+        return None;
+    }
+    Some(
+        n.object
+            .additional_properties
+            .clone()
+            .unwrap_or(Schema::Any),
+    )
 }
 
 /// The `properties` entry of `name`.
@@ -578,14 +952,14 @@ mod tests {
             [true, true, true, false, false, false]
         );
         for (schema, keyword) in [
-            (json!({"not": {"type": "integer"}}), "not (type integer)"),
-            (json!({"not": {"minimum": 1}}), "not"),
+            (json!({"not": {"uniqueItems": true}}), "not (uniqueItems)"),
+            (json!({"not": {"multipleOf": 2}}), "not (multipleOf)"),
             (
                 json!({"allOf": [{"format": "date"}, {"format": "uuid"}]}),
                 "allOf (two different format)",
             ),
             (
-                json!({"if": {"type": "string"}, "then": {"minLength": 1}}),
+                json!({"if": {"multipleOf": 2}, "then": {"minimum": 1}}),
                 "if",
             ),
         ] {

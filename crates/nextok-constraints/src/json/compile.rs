@@ -5,10 +5,11 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::algebra::{disjoint, merge, normalize};
+use super::algebra::{exactly_one, merge, normalize};
 use super::number::Decimal;
-use super::schema::{compact, invalid, unsupported, Node, ObjectFacets, Schema, TypeSet};
-use super::string::string_content;
+use super::schema::StringFacets;
+use super::schema::{compact, invalid, json_eq, unsupported, Node, ObjectFacets, Schema, TypeSet};
+use super::string::{is_long, string_content};
 use super::JsonOptions;
 use crate::dfa::Dfa;
 use crate::grammar::{GrammarBuilder, Sym};
@@ -202,13 +203,10 @@ impl<'a> Compiler<'a> {
                     return Ok(Sym::Nt(self.b.nt("oneOf of overlapping true schemas")));
                 }
                 merged.retain(|b| *b != Schema::Never);
-                for i in 0..merged.len() {
-                    for j in i + 1..merged.len() {
-                        if !disjoint(&merged[i], &merged[j]) {
-                            return Err(unsupported("oneOf (branches that may overlap)", path));
-                        }
-                    }
-                }
+                // Branches that may overlap each exclude the others (nothing changes for
+                // branches proven disjoint).
+                merged = exactly_one(table, &merged, path)?
+                    .ok_or_else(|| unsupported("oneOf (branches that may overlap)", path))?;
             }
             let mut alts = Vec::new();
             for (i, br) in merged.iter().enumerate() {
@@ -220,22 +218,43 @@ impl<'a> Compiler<'a> {
             return self.enumeration(m, path);
         }
         let types = m.types.unwrap_or(TypeSet::ALL);
+        // Values excluded by `not` of `enum`/`const`: scalars are taken out of their type's
+        // language; arrays and objects are not.
+        let excluded: &[Value] = m.excluded.as_deref().unwrap_or(&[]);
+        if excluded
+            .iter()
+            .any(|v| matches!(v, Value::Array(_) | Value::Object(_)))
+        {
+            return Err(unsupported("not (enum of arrays or objects)", path));
+        }
+        let is_out = |v: &Value| excluded.iter().any(|x| json_eq(x, v));
         let mut alts = Vec::new();
-        if types.has(TypeSet::NULL) {
+        if types.has(TypeSet::NULL) && !is_out(&Value::Null) {
             alts.push(vec![self.lit("null")]);
         }
         if types.has(TypeSet::BOOLEAN) {
-            alts.push(vec![self.lit("true")]);
-            alts.push(vec![self.lit("false")]);
+            for b in [true, false] {
+                if !is_out(&Value::Bool(b)) {
+                    alts.push(vec![self.lit(if b { "true" } else { "false" })]);
+                }
+            }
         }
         if types.has(TypeSet::NUMBER) || types.has(TypeSet::INTEGER) {
             let integer = !types.has(TypeSet::NUMBER);
-            let d = super::number::number_dfa(&m.number, integer, path)?;
+            let mut d = super::number::number_dfa(&m.number, integer, path)?;
+            let numbers: Vec<&Value> = excluded.iter().filter(|v| v.is_number()).collect();
+            if !numbers.is_empty() {
+                // Values equal to an excluded number in exponent notation would escape the
+                // difference, so the other numbers are written without exponent.
+                d = d.intersect(&Dfa::from_regex(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")?)?;
+                for v in numbers {
+                    d = d.minus(&Dfa::from_regex(&Decimal::parse(v, path)?.equal_regex())?)?;
+                }
+            }
             alts.push(vec![self.b.terminal(d)?]);
         }
         if types.has(TypeSet::STRING) {
-            let d = string_content(&m.string, path)?;
-            alts.push(vec![self.string_terminal(&d)?]);
+            alts.push(vec![self.string_value(&m.string, excluded, path)?]);
         }
         if types.has(TypeSet::ARRAY) {
             alts.push(vec![self.array(m, path)?]);
@@ -244,6 +263,76 @@ impl<'a> Compiler<'a> {
             alts.push(vec![self.object(m, path)?]);
         }
         Ok(self.b.alts(path, alts))
+    }
+
+    /// The strings of `f`, less the `excluded` ones.
+    fn string_value(
+        &mut self,
+        f: &StringFacets,
+        excluded: &[Value],
+        path: &str,
+    ) -> Result<Sym, Error> {
+        let plain = f.patterns.is_empty() && f.not_patterns.is_empty() && f.format.is_none();
+        if is_long(f) && plain && !excluded.iter().any(Value::is_string) {
+            return self.long_string(f.min_length.unwrap_or(0), f.max_length, path);
+        }
+        let mut d = string_content(f, path)?;
+        for v in excluded {
+            if let Value::String(x) = v {
+                d = d.minus(&Dfa::literal(x.as_bytes()))?;
+            }
+        }
+        self.string_terminal(&d)
+    }
+
+    /// Strings of `min` to `max` characters with a bound above [`LONG`](super::string::LONG),
+    /// without an automaton that counts to it: the content is written as chunks of exactly
+    /// `CHUNK` characters (one terminal, reused) and a last piece of fewer, and one rule per
+    /// chunk count keeps the total within the bounds. Exact, with `max / CHUNK` rules.
+    fn long_string(&mut self, min: usize, max: Option<usize>, path: &str) -> Result<Sym, Error> {
+        const CHUNK: usize = 1000;
+        if max.is_some_and(|x| x < min) {
+            return Ok(Sym::Nt(self.b.nt("impossible string")));
+        }
+        let q = max.unwrap_or(min) / CHUNK;
+        if q > 4096 {
+            return Err(unsupported("minLength/maxLength above 4096000", path));
+        }
+        let quote = self.lit("\"");
+        let chunk = self
+            .b
+            .terminal(Dfa::char_count(CHUNK, Some(CHUNK))?.json_content()?)?;
+        let mut pieces: HashMap<(usize, Option<usize>), Sym> = HashMap::new();
+        // after[i]: the content left after i chunks, then the closing quote.
+        let after: Vec<u32> = (0..=q)
+            .map(|i| self.b.nt(format!("{path} string after {i} chunks")))
+            .collect();
+        for (i, &nt) in after.iter().enumerate() {
+            let done = i * CHUNK;
+            let lo = min.saturating_sub(done);
+            let hi = match max {
+                Some(m) => Some((m - done).min(CHUNK - 1)),
+                None if i == q => None,
+                None => Some(CHUNK - 1),
+            };
+            if hi.is_none_or(|h| lo <= h) {
+                let piece = match pieces.get(&(lo, hi)) {
+                    Some(&p) => p,
+                    None => {
+                        let p = self.b.terminal(Dfa::char_count(lo, hi)?.json_content()?)?;
+                        pieces.insert((lo, hi), p);
+                        p
+                    }
+                };
+                self.b.rule(nt, vec![piece, quote]);
+            }
+            if i < q {
+                self.b.rule(nt, vec![chunk, Sym::Nt(after[i + 1])]);
+            }
+        }
+        Ok(self
+            .b
+            .alts("long string", vec![vec![quote, Sym::Nt(after[0])]]))
     }
 
     /// The values of `enum`/`const` that the node's other keywords accept.

@@ -18,6 +18,9 @@ impl Compiler<'_> {
     /// The rule for the arrays a (normalised) node allows.
     pub(super) fn array(&mut self, m: &Node, path: &str) -> Result<Sym, Error> {
         let a = &m.array;
+        if a.unique_items && a.max_items.is_none_or(|x| x > 1) {
+            return self.unique_array(m, path);
+        }
         let prefix: &[Schema] = a.prefix_items.as_deref().unwrap_or(&[]);
         let min = a.min_items.unwrap_or(0);
         let max = a.max_items;
@@ -170,6 +173,103 @@ impl Compiler<'_> {
         Ok(Sym::Nt(arr))
     }
 
+    /// Arrays of distinct items (`uniqueItems`) whose items come from a small finite set (an
+    /// `enum`, or `null` and booleans): one rule per subset of the values used so far, so
+    /// at most 2^12 subsets.
+    fn unique_array(&mut self, m: &Node, path: &str) -> Result<Sym, Error> {
+        let a = &m.array;
+        let refuse = || unsupported("uniqueItems", path);
+        if a.prefix_items.is_some() || a.contains.is_some() {
+            return Err(refuse());
+        }
+        let ip = format!("{path}/items");
+        let items = normalize(self.table, a.items.as_ref().unwrap_or(&Schema::Any), &ip, 0)?;
+        let mut values: Vec<Value> = Vec::new();
+        match &items {
+            Schema::Never => {}
+            Schema::Node(n) if n.only(&["enum", "type"]) && n.values.is_some() => {
+                let t = n.types.unwrap_or(TypeSet::ALL);
+                for v in n.values.iter().flatten() {
+                    let ok = match v {
+                        Value::Number(x) => {
+                            t.has(TypeSet::NUMBER)
+                                || (t.has(TypeSet::INTEGER)
+                                    && x.as_f64().is_some_and(|f| f.fract() == 0.0))
+                        }
+                        _ => t.has(TypeSet::of(v)),
+                    };
+                    if ok && !values.iter().any(|w| super::schema::json_eq(v, w)) {
+                        values.push(v.clone());
+                    }
+                }
+            }
+            Schema::Node(n) if n.only(&["type"]) => {
+                let t = n.types.unwrap_or(TypeSet::ALL);
+                let others = [TypeSet::INTEGER, TypeSet::NUMBER, TypeSet::STRING];
+                if others
+                    .into_iter()
+                    .chain([TypeSet::ARRAY, TypeSet::OBJECT])
+                    .any(|x| t.has(x))
+                {
+                    return Err(refuse());
+                }
+                if t.has(TypeSet::NULL) {
+                    values.push(Value::Null);
+                }
+                if t.has(TypeSet::BOOLEAN) {
+                    values.extend([Value::Bool(true), Value::Bool(false)]);
+                }
+            }
+            _ => return Err(refuse()),
+        }
+        if values.len() > 12 {
+            return Err(refuse());
+        }
+        let k = values.len();
+        let min = a.min_items.unwrap_or(0);
+        let max = a.max_items.unwrap_or(usize::MAX).min(k);
+        if min > max {
+            return Ok(Sym::Nt(self.b.nt("impossible array")));
+        }
+        let mut syms = Vec::with_capacity(k);
+        for v in &values {
+            syms.push(self.const_value(v, &ip)?);
+        }
+        let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
+        // after[S]: inside the array, the values of S written.
+        let after: Vec<u32> = (0..1u32 << k)
+            .map(|set| self.b.nt(format!("{path} unique {set:b}")))
+            .collect();
+        let arr = self.b.nt(format!("{path} unique array"));
+        if min == 0 {
+            let r = self.seq(&[lb, rb]);
+            self.b.rule(arr, r);
+        }
+        if max >= 1 {
+            for (i, &v) in syms.iter().enumerate() {
+                let r = self.seq(&[lb, v, Sym::Nt(after[1 << i])]);
+                self.b.rule(arr, r);
+            }
+        }
+        for set in 1..1u32 << k {
+            let used = set.count_ones() as usize;
+            let nt = after[set as usize];
+            if used >= min {
+                let r = self.seq(&[rb]);
+                self.b.rule(nt, r);
+            }
+            if used < max {
+                for (i, &v) in syms.iter().enumerate() {
+                    if set >> i & 1 == 0 {
+                        let r = self.seq(&[comma, v, Sym::Nt(after[(set | 1 << i) as usize])]);
+                        self.b.rule(nt, r);
+                    }
+                }
+            }
+        }
+        Ok(Sym::Nt(arr))
+    }
+
     /// The decoded keys a `propertyNames` schema accepts (keys are strings, so only string
     /// keywords and string values matter).
     fn key_filter(&self, pn: &Schema, path: &str) -> Result<Dfa, Error> {
@@ -243,43 +343,35 @@ impl Compiler<'_> {
             }
             acc
         };
-        // Every name the object must track, once each; past 64 the keyword that added the
-        // 65th is refused at once (a set keeps this linear, whatever the lists' lengths).
+        // Every name the object must track, once each; past `MAX_NAMES` the keyword that
+        // added the next is refused at once (a set keeps this linear, whatever the lists'
+        // lengths).
+        const MAX_NAMES: usize = 1000;
         let mut names: Vec<String> = Vec::new();
         let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
         let dep_pairs: &[(String, Vec<String>)] = o.dependent_required.as_deref().unwrap_or(&[]);
         let listed = props
             .iter()
-            .map(|(k, _)| (k, "properties (more than 64 named)"))
+            .map(|(k, _)| (k, "properties (more than 1000 named)"))
             .chain(
                 required
                     .iter()
-                    .map(|r| (r, "required (more than 64 names)")),
+                    .map(|r| (r, "required (more than 1000 names)")),
             )
             .chain(
                 dep_pairs
                     .iter()
                     .flat_map(|(k, v)| std::iter::once(k).chain(v))
-                    .map(|r| (r, "dependentRequired (more than 64 names)")),
+                    .map(|r| (r, "dependentRequired (more than 1000 names)")),
             );
         for (r, keyword) in listed {
             if seen.insert(r.as_str()) {
-                if names.len() == 64 {
+                if names.len() == MAX_NAMES {
                     return Err(unsupported(keyword, path));
                 }
                 names.push(r.clone());
             }
         }
-        let index = |name: &String| names.iter().position(|x| x == name).unwrap_or(0) as u64;
-        let deps: Vec<(u64, u64)> = dep_pairs
-            .iter()
-            .map(|(k, v)| {
-                (
-                    index(k),
-                    v.iter().map(|x| 1u64 << index(x)).fold(0, |a, b| a | b),
-                )
-            })
-            .collect();
         // propertyNames: a filter on the decoded key of every member.
         let key_filter = match &o.property_names {
             None | Some(Schema::Any) => None,
@@ -312,8 +404,10 @@ impl Compiler<'_> {
                 Some(f) => f.clone(),
                 None => Dfa::any_string().clone(),
             };
-            for name in &names {
-                others = others.minus(&Dfa::literal(name.as_bytes()))?;
+            if !names.is_empty() {
+                let words: Vec<&[u8]> = names.iter().map(|x| x.as_bytes()).collect();
+                let trie = Dfa::literals(&words, self.opts.limits.max_terminal_states)?;
+                others = others.minus(&trie)?;
             }
         }
         for subset in 0..subsets {
@@ -350,23 +444,22 @@ impl Compiler<'_> {
         } else {
             Some(self.b.alts(&format!("{path} additional"), add_alts))
         };
-        let req_mask: u64 = names
+        let required_set: std::collections::HashSet<&str> =
+            required.iter().map(String::as_str).collect();
+        let is_required: Vec<bool> = names
             .iter()
-            .enumerate()
-            .filter(|(_, n)| required.contains(n))
-            .map(|(i, _)| 1u64 << i)
-            .sum();
+            .map(|x| required_set.contains(x.as_str()))
+            .collect();
         let (open, close, comma) = (self.lit("{"), self.lit("}"), self.lit(","));
         let obj = self.b.nt(format!("{path} object"));
         let n = names.len();
         let min_props = o.min_properties.unwrap_or(0);
         let max_props = o.max_properties;
-        let counting = min_props > 0 || max_props.is_some();
         let free =
             !self.opts.fixed_property_order && n <= self.opts.max_free_order_properties.min(16);
-        if !free && (counting || !deps.is_empty()) {
+        if !free && !dep_pairs.is_empty() {
             return Err(unsupported(
-                "minProperties/maxProperties/dependentRequired (with more named properties than any-order tracking allows)",
+                "dependentRequired (with more named properties than any-order tracking allows)",
                 path,
             ));
         }
@@ -376,11 +469,28 @@ impl Compiler<'_> {
         // Counts saturate here: at maxProperties when there is one, else at minProperties.
         let cap = max_props.filter(|&x| x <= 64).unwrap_or(min_props) as u32;
         let may_add = |c: u32| max_props.is_none_or(|x| (c as usize) < x);
-        let deps_ok = |s: u64| {
-            deps.iter()
-                .all(|&(p, need)| s >> p & 1 == 0 || s & need == need)
-        };
         if free {
+            // Any order: sets of named properties as bit masks (at most 16 names here).
+            let index = |name: &String| names.iter().position(|x| x == name).unwrap_or(0) as u64;
+            let deps: Vec<(u64, u64)> = dep_pairs
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        index(k),
+                        v.iter().map(|x| 1u64 << index(x)).fold(0, |a, b| a | b),
+                    )
+                })
+                .collect();
+            let deps_ok = |s: u64| {
+                deps.iter()
+                    .all(|&(p, need)| s >> p & 1 == 0 || s & need == need)
+            };
+            let req_mask: u64 = is_required
+                .iter()
+                .enumerate()
+                .filter(|(_, &r)| r)
+                .map(|(i, _)| 1u64 << i)
+                .sum();
             // rest[(S, c)]: after at least one member, with named set S used and c members
             // written (saturated at `cap`).
             let mut rest: HashMap<(u64, u32), u32> = HashMap::new();
@@ -432,39 +542,48 @@ impl Compiler<'_> {
                 }
             }
         } else {
-            // Schema order: f[i][e] considers named property i, e = whether a member was written.
-            let f: Vec<[u32; 2]> = (0..=n)
+            // Schema order: f[i][c] considers named property i after c members (saturated
+            // at `cap`, at least 1 so that c > 0 says a comma comes first); the additional
+            // members come after the named ones, in `tail[c]`. (n + 1) * (cap + 1) rules, not
+            // 2^n.
+            let cap = cap.max(1);
+            let next = |c: u32| (c + 1).min(cap);
+            let f: Vec<Vec<u32>> = (0..=n)
                 .map(|i| {
-                    [
-                        self.b.nt(format!("{path} ord {i}")),
-                        self.b.nt(format!("{path} ord {i}+")),
-                    ]
+                    (0..=cap)
+                        .map(|c| self.b.nt(format!("{path} ord {i} after {c}")))
+                        .collect()
                 })
                 .collect();
-            let tail = [
-                self.b.nt(format!("{path} tail")),
-                self.b.nt(format!("{path} tail+")),
-            ];
+            let tail: Vec<u32> = (0..=cap)
+                .map(|c| self.b.nt(format!("{path} tail after {c}")))
+                .collect();
             for i in 0..n {
-                for e in 0..2 {
-                    let mut r = if e == 1 { vec![comma] } else { vec![] };
-                    r.extend([members[i], Sym::Nt(f[i + 1][1])]);
-                    let r = self.seq(&r);
-                    self.b.rule(f[i][e], r);
-                    if req_mask >> i & 1 == 0 {
-                        self.b.rule(f[i][e], vec![Sym::Nt(f[i + 1][e])]);
+                for c in 0..=cap {
+                    let fc = f[i][c as usize];
+                    if may_add(c) {
+                        let mut r = if c > 0 { vec![comma] } else { vec![] };
+                        r.extend([members[i], Sym::Nt(f[i + 1][next(c) as usize])]);
+                        let r = self.seq(&r);
+                        self.b.rule(fc, r);
+                    }
+                    if !is_required[i] {
+                        self.b.rule(fc, vec![Sym::Nt(f[i + 1][c as usize])]);
                     }
                 }
             }
-            for e in 0..2 {
-                self.b.rule(f[n][e], vec![Sym::Nt(tail[e])]);
-                let r = self.seq(&[close]);
-                self.b.rule(tail[e], r);
-                if let Some(a) = add {
-                    let mut r = if e == 1 { vec![comma] } else { vec![] };
-                    r.extend([a, Sym::Nt(tail[1])]);
+            for c in 0..=cap {
+                self.b
+                    .rule(f[n][c as usize], vec![Sym::Nt(tail[c as usize])]);
+                if c as usize >= min_props {
+                    let r = self.seq(&[close]);
+                    self.b.rule(tail[c as usize], r);
+                }
+                if let Some(a) = add.filter(|_| may_add(c)) {
+                    let mut r = if c > 0 { vec![comma] } else { vec![] };
+                    r.extend([a, Sym::Nt(tail[next(c) as usize])]);
                     let r = self.seq(&r);
-                    self.b.rule(tail[e], r);
+                    self.b.rule(tail[c as usize], r);
                 }
             }
             let r = self.seq(&[open, Sym::Nt(f[0][0])]);

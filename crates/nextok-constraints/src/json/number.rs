@@ -360,6 +360,14 @@ pub(super) fn number_dfa(f: &NumberFacets, integer: bool, path: &str) -> Result<
     } else {
         Dfa::from_regex(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")?
     };
+    if f.not_integer {
+        if integer {
+            return Ok(Dfa::empty());
+        }
+        // Non-integers written without exponent (an exponent could make any spelling an
+        // integer: refusing them is stricter, never looser).
+        d = d.intersect(&Dfa::from_regex(r"-?(0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*")?)?;
+    }
     for (bound, lower, strict) in [
         (&f.minimum, true, false),
         (&f.maximum, false, false),

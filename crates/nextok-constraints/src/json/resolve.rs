@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use super::schema::{invalid, unsupported};
+use super::Draft;
 use crate::Error;
 
 /// The base URI of a schema without `$id`: a name no reference outside the document can mean.
@@ -13,6 +14,21 @@ const DEFAULT_BASE: &str = "https://nextok.invalid/schema.json";
 
 /// Keywords whose values are data, not schemas: identifiers inside them mean nothing.
 const DATA_KEYWORDS: &[&str] = &["const", "enum", "default", "examples"];
+
+/// Keywords that only drafts 2019-09 and later define.
+const MODERN: &[&str] = &[
+    "$defs",
+    "$anchor",
+    "$dynamicAnchor",
+    "$recursiveAnchor",
+    "prefixItems",
+    "dependentRequired",
+    "dependentSchemas",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "minContains",
+    "maxContains",
+];
 
 /// Keywords whose values map names to schemas.
 const NAME_MAPS: &[&str] = &[
@@ -23,15 +39,44 @@ const NAME_MAPS: &[&str] = &[
     "dependentSchemas",
 ];
 
+/// The identifier keyword of a schema object and its value: `$id`, or draft-04's `id` (read
+/// when the draft is 4, or unknown and the object has no `$id`).
+pub(super) fn identifier(
+    m: &Map<String, Value>,
+    draft: Option<Draft>,
+) -> Option<(&'static str, &str)> {
+    let get = |k: &'static str| match m.get(k) {
+        Some(Value::String(s)) => Some((k, s.as_str())),
+        _ => None,
+    };
+    match draft {
+        Some(Draft::Draft4) => get("id"),
+        Some(_) => get("$id"),
+        None => get("$id").or_else(|| match m.get("$id") {
+            Some(_) => None,
+            None => get("id"),
+        }),
+    }
+}
+
 /// Resolves `$ref`s that go through `$id` and `$anchor` (embedded schema resources, base URI
 /// changes, anchors, absolute URIs naming the document itself) into plain JSON pointers from
 /// the root, and drops the identifiers they needed. `None` when the document has no embedded
-/// identifier to resolve (the schema is then compiled as it is).
+/// identifier to resolve (the schema is then compiled as it is). The identifier keyword is
+/// draft-04's `id` or later drafts' `$id` (see [`identifier`]); an identifier whose fragment
+/// is a plain name (`"#foo"`, drafts 4 to 7) is an anchor.
 ///
 /// A `$ref` that names nothing in the document is left as it is, so that compiling it reports
 /// it as unsupported. `$dynamicAnchor` counts as an anchor for `$ref`; when the document has a
 /// `$dynamicRef`, nothing is rewritten (the compiler refuses it).
-pub(super) fn resolve_identifiers(root: &Value) -> Option<Value> {
+pub(super) fn resolve_identifiers(root: &Value, draft: Option<Draft>) -> Option<Value> {
+    /// A schema object, its JSON pointer, its base URI and its parent's.
+    struct Visited<'v> {
+        pointer: String,
+        base: String,
+        parent: String,
+        m: &'v Map<String, Value>,
+    }
     /// Every schema position of the document, with its JSON pointer and base URI. Keywords
     /// whose values map names to schemas are told apart from those whose values are schemas
     /// (or arrays of them), so that a property named `$id` or `const` is read as a name.
@@ -39,16 +84,25 @@ pub(super) fn resolve_identifiers(root: &Value) -> Option<Value> {
         v: &'v Value,
         pointer: &str,
         base: &str,
-        out: &mut Vec<(String, String, &'v Map<String, Value>)>,
+        draft: Option<Draft>,
+        out: &mut Vec<Visited<'v>>,
     ) {
         let Value::Object(m) = v else {
             return;
         };
-        let base = match m.get("$id") {
-            Some(Value::String(id)) => strip_fragment(&resolve_uri(base, id)).to_string(),
-            _ => base.to_string(),
+        let parent = base;
+        let base = match identifier(m, draft) {
+            // Drafts 4 to 7: `$ref` overrides its siblings, the identifier included.
+            Some(_) if m.contains_key("$ref") && is_draft_4_to_7(draft) => parent.to_string(),
+            Some((_, id)) => strip_fragment(&resolve_uri(parent, id)).to_string(),
+            _ => parent.to_string(),
         };
-        out.push((pointer.to_string(), base.clone(), m));
+        out.push(Visited {
+            pointer: pointer.to_string(),
+            base: base.clone(),
+            parent: parent.to_string(),
+            m,
+        });
         let token = |k: &str| escape_pointer(k).replace('%', "%25");
         for (k, sub) in m {
             if DATA_KEYWORDS.contains(&k.as_str()) {
@@ -58,36 +112,55 @@ pub(super) fn resolve_identifiers(root: &Value) -> Option<Value> {
             match sub {
                 Value::Object(named) if NAME_MAPS.contains(&k.as_str()) => {
                     for (name, s) in named {
-                        visit(s, &format!("{p}/{}", token(name)), &base, out);
+                        visit(s, &format!("{p}/{}", token(name)), &base, draft, out);
                     }
                 }
                 Value::Array(a) => {
                     for (i, s) in a.iter().enumerate() {
-                        visit(s, &format!("{p}/{i}"), &base, out);
+                        visit(s, &format!("{p}/{i}"), &base, draft, out);
                     }
                 }
-                _ => visit(sub, &p, &base, out),
+                _ => visit(sub, &p, &base, draft, out),
             }
         }
     }
     let mut nodes = Vec::new();
-    visit(root, "", DEFAULT_BASE, &mut nodes);
+    visit(root, "", DEFAULT_BASE, draft, &mut nodes);
     let is_str = |m: &Map<String, Value>, k: &str| matches!(m.get(k), Some(Value::String(_)));
-    let needed = nodes.iter().skip(1).any(|(_, _, m)| is_str(m, "$id"))
+    let needed = nodes
+        .iter()
+        .skip(1)
+        .any(|n| identifier(n.m, draft).is_some())
         || nodes
             .iter()
-            .any(|(_, _, m)| is_str(m, "$anchor") || is_str(m, "$dynamicAnchor"))
-        || nodes.iter().any(
-            |(_, _, m)| matches!(m.get("$ref"), Some(Value::String(r)) if !r.starts_with('#')),
-        );
-    if !needed || nodes.iter().any(|(_, _, m)| m.contains_key("$dynamicRef")) {
+            .any(|n| is_str(n.m, "$anchor") || is_str(n.m, "$dynamicAnchor"))
+        || nodes
+            .iter()
+            .any(|n| matches!(n.m.get("$ref"), Some(Value::String(r)) if !r.starts_with('#')));
+    if !needed || nodes.iter().any(|n| n.m.contains_key("$dynamicRef")) {
         return None;
     }
     // Resources (documents) and anchors, by absolute URI, to JSON pointers from the root.
     let mut resources: HashMap<String, String> = HashMap::new();
     let mut anchors: HashMap<String, String> = HashMap::new();
-    for (pointer, base, m) in &nodes {
-        if pointer.is_empty() || is_str(m, "$id") {
+    for Visited {
+        pointer, base, m, ..
+    } in &nodes
+    {
+        let id =
+            identifier(m, draft).filter(|_| !(m.contains_key("$ref") && is_draft_4_to_7(draft)));
+        if let Some((_, id)) = id {
+            // `"#foo"` or `"other.json#foo"`: a plain-name fragment names this schema.
+            if let Some((_, frag)) = id.split_once('#') {
+                if !frag.is_empty() && !frag.starts_with('/') {
+                    anchors
+                        .entry(format!("{base}#{frag}"))
+                        .or_insert_with(|| pointer.clone());
+                }
+            }
+        }
+        let new_resource = id.is_some_and(|(_, id)| !id.starts_with('#'));
+        if pointer.is_empty() || new_resource {
             resources
                 .entry(base.clone())
                 .or_insert_with(|| pointer.clone());
@@ -110,21 +183,42 @@ pub(super) fn resolve_identifiers(root: &Value) -> Option<Value> {
             anchors.get(&uri).map(|p| format!("#{p}"))
         }
     };
-    let mut rewrites: Vec<(String, Option<String>)> = Vec::new();
-    for (pointer, base, m) in &nodes {
-        let new_ref = match m.get("$ref") {
-            Some(Value::String(r)) => target(base, r),
+    // A document without `$schema` that uses a keyword of 2019-09 or later is read as such
+    // where the drafts disagree.
+    let modern = nodes
+        .iter()
+        .any(|n| MODERN.iter().any(|k| n.m.contains_key(*k)));
+    let mut rewrites: Vec<(String, Option<String>, Option<&'static str>)> = Vec::new();
+    for n in &nodes {
+        let new_ref = match n.m.get("$ref") {
+            // Without a draft, an identifier beside `$ref` changes the base in 2019-09 and
+            // later and not before: unless the document uses a later draft's keywords, a
+            // reference is resolved only when both agree (otherwise it is refused).
+            Some(Value::String(r)) if draft.is_none() && !modern && n.base != n.parent => {
+                let (a, b) = (target(&n.base, r), target(&n.parent, r));
+                if a == b {
+                    a
+                } else {
+                    // Not a same-document pointer: the parser refuses it by name.
+                    Some(format!("(base URI beside $ref differs across drafts) {r}"))
+                }
+            }
+            Some(Value::String(r)) => target(&n.base, r),
             _ => None,
         };
-        rewrites.push((pointer.clone(), new_ref));
+        rewrites.push((
+            n.pointer.clone(),
+            new_ref,
+            identifier(n.m, draft).map(|(k, _)| k),
+        ));
     }
     let mut out = root.clone();
-    for (pointer, new_ref) in rewrites {
+    for (pointer, new_ref, id_key) in rewrites {
         let Some(Value::Object(m)) = out.pointer_mut(&pointer_path(&pointer)) else {
             continue;
         };
-        if !pointer.is_empty() {
-            m.remove("$id");
+        if let Some(k) = id_key.filter(|_| !pointer.is_empty()) {
+            m.remove(k);
         }
         m.remove("$anchor");
         m.remove("$dynamicAnchor");
@@ -133,6 +227,10 @@ pub(super) fn resolve_identifiers(root: &Value) -> Option<Value> {
         }
     }
     Some(out)
+}
+
+fn is_draft_4_to_7(draft: Option<Draft>) -> bool {
+    matches!(draft, Some(Draft::Draft4 | Draft::Draft6 | Draft::Draft7))
 }
 
 /// A pointer built by `resolve_identifiers` (tokens percent-encoded for [`lookup`]) as

@@ -2,16 +2,22 @@
 //! nextok enforces in a typed field. A `$ref` is an index into the document's table of
 //! reference targets, so a recursive schema is a cycle of indices, not of values.
 //!
-//! Parsing refuses what the compiler cannot enforce: an unknown keyword, or one of the
-//! dynamic-scope keywords, is an [`Error::UnsupportedKeyword`] naming the keyword and its path.
-//! Annotations (`title`, `description`, `$defs`...) are dropped.
+//! Parsing reads each draft's forms (draft-04's `id` and boolean exclusive bounds, `items` as an
+//! array with `additionalItems`, `dependencies`) into the same typed fields, and refuses what
+//! the compiler cannot enforce: a known keyword it cannot follow (the dynamic-scope keywords,
+//! draft-03's) is an [`Error::UnsupportedKeyword`] naming the keyword and its path. Unknown
+//! keywords are annotations, as JSON Schema says: dropped, and listed with their path (or
+//! refused, in strict mode). Known annotations (`title`, `description`, `$defs`...) are dropped
+//! silently.
 
 use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
 use super::number::Decimal;
-use super::resolve::{escape_pointer, lookup};
+use super::resolve::{escape_pointer, identifier, lookup};
+use super::string::{format_kind, FormatKind};
+use super::{Draft, FormatMode, IgnoredKeyword, IgnoredReason, JsonOptions};
 use crate::Error;
 
 pub(super) fn unsupported(keyword: impl Into<String>, path: &str) -> Error {
@@ -44,6 +50,20 @@ const ANNOTATIONS: &[&str] = &[
     "contentSchema",
     "$defs",
     "definitions",
+    "$vocabulary",
+];
+
+/// Known keywords that change validity in ways nextok does not follow: refused by name, never
+/// read as annotations (draft-03's `disallow`, `extends` and `divisibleBy` among them).
+const UNENFORCED: &[&str] = &[
+    "$anchor",
+    "$dynamicRef",
+    "$dynamicAnchor",
+    "$recursiveRef",
+    "$recursiveAnchor",
+    "disallow",
+    "extends",
+    "divisibleBy",
 ];
 
 /// A set of JSON Schema type names; `integer` (integer-valued numbers) is a member of its own.
@@ -180,6 +200,8 @@ pub(super) struct Node {
     pub types: Option<TypeSet>,
     /// `enum` and `const` together: the values allowed, in the `enum`'s order.
     pub values: Option<Vec<Value>>,
+    /// Values excluded (what `not` of `enum`/`const` leaves).
+    pub excluded: Option<Vec<Value>>,
     pub reference: Option<Ref>,
     pub all_of: Option<Vec<Schema>>,
     pub any_of: Option<Vec<Schema>>,
@@ -204,6 +226,8 @@ pub(super) struct StringFacets {
     pub max_length: Option<usize>,
     /// `pattern`, and the patterns of schemas merged into this one: all must match.
     pub patterns: Vec<String>,
+    /// Patterns that must not match (what `not` of `pattern` leaves).
+    pub not_patterns: Vec<String>,
     pub format: Option<String>,
 }
 
@@ -215,6 +239,8 @@ pub(super) struct NumberFacets {
     pub exclusive_minimum: Option<Decimal>,
     pub exclusive_maximum: Option<Decimal>,
     pub multiple_of: Option<Decimal>,
+    /// Numbers that are not integers (what `not` of `type: integer` leaves among numbers).
+    pub not_integer: bool,
 }
 
 /// The keywords that apply to arrays.
@@ -227,6 +253,8 @@ pub(super) struct ArrayFacets {
     pub contains: Option<Schema>,
     pub min_contains: Option<usize>,
     pub max_contains: Option<usize>,
+    /// `uniqueItems: true`.
+    pub unique_items: bool,
 }
 
 /// The keywords that apply to objects. Named schemas keep the document's order.
@@ -255,6 +283,7 @@ impl Node {
         [
             (self.types.is_some(), "type"),
             (self.values.is_some(), "enum"),
+            (self.excluded.is_some(), "not enum"),
             (self.reference.is_some(), "$ref"),
             (self.all_of.is_some(), "allOf"),
             (self.any_of.is_some(), "anyOf"),
@@ -272,12 +301,14 @@ impl Node {
             (s.min_length.is_some(), "minLength"),
             (s.max_length.is_some(), "maxLength"),
             (!s.patterns.is_empty(), "pattern"),
+            (!s.not_patterns.is_empty(), "not pattern"),
             (s.format.is_some(), "format"),
             (n.minimum.is_some(), "minimum"),
             (n.maximum.is_some(), "maximum"),
             (n.exclusive_minimum.is_some(), "exclusiveMinimum"),
             (n.exclusive_maximum.is_some(), "exclusiveMaximum"),
             (n.multiple_of.is_some(), "multipleOf"),
+            (n.not_integer, "not integer"),
             (a.prefix_items.is_some(), "prefixItems"),
             (a.items.is_some(), "items"),
             (a.min_items.is_some(), "minItems"),
@@ -285,6 +316,7 @@ impl Node {
             (a.contains.is_some(), "contains"),
             (a.min_contains.is_some(), "minContains"),
             (a.max_contains.is_some(), "maxContains"),
+            (a.unique_items, "uniqueItems"),
             (o.properties.is_some(), "properties"),
             (o.pattern_properties.is_some(), "patternProperties"),
             (o.additional_properties.is_some(), "additionalProperties"),
@@ -311,22 +343,39 @@ pub(super) struct Document {
     pub root: Schema,
     /// Reference targets, indexed by [`Ref::target`].
     pub table: Vec<Schema>,
+    /// Keywords read as annotations, in the order met.
+    pub ignored: Vec<IgnoredKeyword>,
 }
 
 impl Document {
-    /// Parses `root` (whose references are same-document JSON pointers, see
-    /// [`super::resolve::resolve_identifiers`]).
+    /// Parses `root` with the default options, every draft's forms.
+    #[cfg(test)]
     pub(super) fn parse(root: &Value) -> Result<Document, Error> {
+        Self::parse_with(root, None, &JsonOptions::default())
+    }
+
+    /// Parses `root` (whose references are same-document JSON pointers, see
+    /// [`super::resolve::resolve_identifiers`]) as `draft` (`None`: every draft's forms).
+    pub(super) fn parse_with(
+        root: &Value,
+        draft: Option<Draft>,
+        opts: &JsonOptions,
+    ) -> Result<Document, Error> {
         let mut p = Parser {
             root,
             index: HashMap::new(),
             table: Vec::new(),
             depth: 0,
+            draft,
+            strict: opts.strict,
+            format: opts.format,
+            ignored: Vec::new(),
         };
         let s = p.schema(root, "#")?;
         Ok(Document {
             root: s,
             table: p.table,
+            ignored: p.ignored,
         })
     }
 }
@@ -337,6 +386,10 @@ struct Parser<'v> {
     index: HashMap<String, usize>,
     table: Vec<Schema>,
     depth: usize,
+    draft: Option<Draft>,
+    strict: bool,
+    format: FormatMode,
+    ignored: Vec<IgnoredKeyword>,
 }
 
 fn usize_of(v: &Value, path: &str) -> Result<usize, Error> {
@@ -435,13 +488,34 @@ impl<'v> Parser<'v> {
         };
         let mut n = Node::default();
         let (mut enumerated, mut constant) = (None, None);
+        // Read once every keyword is seen: their meaning depends on their neighbours.
+        let (mut items, mut additional_items) = (None, None);
+        let (mut exclusive_min_flag, mut exclusive_max_flag) = (false, false);
+        let id_key = identifier(m, self.draft).map(|(k, _)| k);
+        // Drafts 4 to 7: `$ref` overrides every keyword beside it.
+        let ref_only = m.contains_key("$ref")
+            && matches!(
+                self.draft,
+                Some(Draft::Draft4 | Draft::Draft6 | Draft::Draft7)
+            );
         for (k, x) in m {
             let at = |sub: &str| format!("{path}/{sub}");
+            if ref_only && k != "$ref" {
+                let silent = ANNOTATIONS.contains(&k.as_str()) || Some(k.as_str()) == id_key;
+                if !silent {
+                    self.ignore(k, path, IgnoredReason::BesideRef);
+                }
+                continue;
+            }
             match k.as_str() {
+                "$id" if self.draft == Some(Draft::Draft4) => {
+                    self.unknown(k, path)?;
+                }
                 "$id" if std::ptr::eq(v, self.root) => {}
                 "$id" => return Err(unsupported(format!("$id {x}"), path)),
-                "$anchor" | "$dynamicRef" | "$dynamicAnchor" | "$recursiveRef"
-                | "$recursiveAnchor" => return Err(unsupported(k.clone(), path)),
+                // Draft-04's identifier (resolved before parsing).
+                "id" if id_key == Some("id") => {}
+                k if UNENFORCED.contains(&k) => return Err(unsupported(k, path)),
                 "type" => n.types = Some(TypeSet::parse(x, path)?),
                 "enum" => match x {
                     Value::Array(e) => enumerated = Some(e.clone()),
@@ -489,11 +563,33 @@ impl<'v> Parser<'v> {
                     _ => return Err(invalid(path, "pattern must be a string")),
                 },
                 "format" => match x {
-                    Value::String(f) => n.string.format = Some(f.clone()),
+                    Value::String(f) if self.format == FormatMode::Annotation => self.ignore(
+                        &format!("format {f:?}"),
+                        path,
+                        IgnoredReason::FormatAnnotation,
+                    ),
+                    Value::String(f) => match format_kind(f) {
+                        FormatKind::Regular => n.string.format = Some(f.clone()),
+                        FormatKind::Unenforced => {
+                            return Err(unsupported(format!("format {f:?}"), path))
+                        }
+                        FormatKind::Unknown => self.ignore(
+                            &format!("format {f:?}"),
+                            path,
+                            IgnoredReason::UnknownFormat,
+                        ),
+                    },
                     _ => return Err(invalid(path, "format must be a string")),
                 },
                 "minimum" => n.number.minimum = Some(Decimal::parse(x, path)?),
                 "maximum" => n.number.maximum = Some(Decimal::parse(x, path)?),
+                // Draft-04: a boolean that makes `minimum`/`maximum` exclusive.
+                "exclusiveMinimum" if x.is_boolean() => {
+                    exclusive_min_flag = *x == Value::Bool(true)
+                }
+                "exclusiveMaximum" if x.is_boolean() => {
+                    exclusive_max_flag = *x == Value::Bool(true)
+                }
                 "exclusiveMinimum" => n.number.exclusive_minimum = Some(Decimal::parse(x, path)?),
                 "exclusiveMaximum" => n.number.exclusive_maximum = Some(Decimal::parse(x, path)?),
                 "multipleOf" => {
@@ -509,14 +605,17 @@ impl<'v> Parser<'v> {
                     }
                     _ => return Err(invalid(path, "prefixItems must be an array")),
                 },
-                "items" => n.array.items = Some(self.schema(x, &at("items"))?),
+                "items" => items = Some(x),
+                "additionalItems" => additional_items = Some(x),
                 "minItems" => n.array.min_items = Some(usize_of(x, path)?),
                 "maxItems" => n.array.max_items = Some(usize_of(x, path)?),
                 "contains" => n.array.contains = Some(self.schema(x, &at("contains"))?),
                 "minContains" => n.array.min_contains = Some(usize_of(x, path)?),
                 "maxContains" => n.array.max_contains = Some(usize_of(x, path)?),
-                // `uniqueItems: false` asserts nothing; a grammar cannot compare items.
-                "uniqueItems" if *x == Value::Bool(false) => {}
+                "uniqueItems" => match x {
+                    Value::Bool(b) => n.array.unique_items = *b,
+                    _ => return Err(invalid(path, "uniqueItems must be a boolean")),
+                },
                 "properties" => {
                     let p = name_map(x, path, "properties must be an object")?;
                     n.object.properties = Some(self.names(p, &at("properties"))?);
@@ -555,13 +654,71 @@ impl<'v> Parser<'v> {
                         let Value::Array(v) = v else {
                             return Err(invalid(path, "dependentRequired values must be arrays"));
                         };
-                        let need = v.iter().filter_map(|x| x.as_str().map(String::from));
-                        pairs.push((k.clone(), need.collect()));
+                        pairs.push((k.clone(), names_of(v, path)?));
                     }
-                    n.object.dependent_required = Some(pairs);
+                    n.object
+                        .dependent_required
+                        .get_or_insert_with(Vec::new)
+                        .extend(pairs);
+                }
+                // Drafts 4 to 7: each value is the names the property needs (like
+                // `dependentRequired`) or a schema the object must match (`dependentSchemas`).
+                "dependencies" if self.draft >= Some(Draft::Draft2019_09) => {
+                    self.ignore(k, path, IgnoredReason::OtherDraft)
+                }
+                "dependencies" => {
+                    let d = name_map(x, path, "dependencies must be an object")?;
+                    for (name, v) in d {
+                        if let Value::Array(v) = v {
+                            let need = names_of(v, path)?;
+                            n.object
+                                .dependent_required
+                                .get_or_insert_with(Vec::new)
+                                .push((name.clone(), need));
+                        } else {
+                            let sp = format!("{path}/dependencies/{}", escape_pointer(name));
+                            let sub = self.schema(v, &sp)?;
+                            n.dependent_schemas
+                                .get_or_insert_with(Vec::new)
+                                .push((name.clone(), sub));
+                        }
+                    }
                 }
                 k if ANNOTATIONS.contains(&k) => {}
-                _ => return Err(unsupported(k.clone(), path)),
+                _ => self.unknown(k, path)?,
+            }
+        }
+        // `items` as an array is the tuple form (drafts 4 to 2019-09; not valid in 2020-12,
+        // where `prefixItems` says it, so it can only mean that): `additionalItems` is then
+        // the schema of the items after the tuple. Beside a single `items` schema, or alone,
+        // `additionalItems` has no effect.
+        match items {
+            Some(Value::Array(tuple)) => {
+                if n.array.prefix_items.is_some() {
+                    return Err(invalid(path, "prefixItems beside an array of items"));
+                }
+                n.array.prefix_items = Some(self.list(tuple, &format!("{path}/items"))?);
+                if let Some(x) = additional_items {
+                    n.array.items = Some(self.schema(x, &format!("{path}/additionalItems"))?);
+                }
+            }
+            Some(x) => n.array.items = Some(self.schema(x, &format!("{path}/items"))?),
+            None => {}
+        }
+        if exclusive_min_flag {
+            if let Some(d) = n.number.minimum.take() {
+                n.number.exclusive_minimum = Some(match n.number.exclusive_minimum.take() {
+                    Some(e) if e > d => e,
+                    _ => d,
+                });
+            }
+        }
+        if exclusive_max_flag {
+            if let Some(d) = n.number.maximum.take() {
+                n.number.exclusive_maximum = Some(match n.number.exclusive_maximum.take() {
+                    Some(e) if e < d => e,
+                    _ => d,
+                });
             }
         }
         n.values = match (enumerated, constant) {
@@ -572,6 +729,39 @@ impl<'v> Parser<'v> {
         };
         Ok(Schema::node(n))
     }
+}
+
+impl Parser<'_> {
+    fn ignore(&mut self, keyword: &str, path: &str, reason: IgnoredReason) {
+        self.ignored.push(IgnoredKeyword {
+            keyword: keyword.to_string(),
+            path: path.to_string(),
+            reason,
+        });
+    }
+
+    /// A keyword JSON Schema does not define: an annotation, or refused in strict mode.
+    fn unknown(&mut self, keyword: &str, path: &str) -> Result<(), Error> {
+        if self.strict {
+            return Err(Error::UnknownKeyword {
+                keyword: keyword.to_string(),
+                path: path.to_string(),
+            });
+        }
+        self.ignore(keyword, path, IgnoredReason::Unknown);
+        Ok(())
+    }
+}
+
+/// The property names of a `dependentRequired` (or `dependencies`) entry.
+fn names_of(v: &[Value], path: &str) -> Result<Vec<String>, Error> {
+    v.iter()
+        .map(|x| {
+            x.as_str()
+                .map(String::from)
+                .ok_or_else(|| invalid(path, "dependentRequired values must hold strings"))
+        })
+        .collect()
 }
 
 /// Compact serialisation (serde_json's, which keeps key order with `preserve_order`).
@@ -601,20 +791,31 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn unknown_keywords_are_refused_at_parse_time_with_their_path() {
-        let e = Document::parse(&json!({"properties": {"a/b": {"uniqueItems": true}}}));
+    fn unenforced_and_strict_unknown_keywords_are_refused_at_parse_time_with_their_path() {
+        let e = Document::parse(&json!({"properties": {"a/b": {"disallow": "string"}}}));
         assert!(
             matches!(&e, Err(Error::UnsupportedKeyword { keyword, path })
-                if keyword == "uniqueItems" && path == "#/properties/a~1b"),
+                if keyword == "disallow" && path == "#/properties/a~1b"),
             "{e:?}"
         );
-        // Definitions are annotations until something refers to them.
+        // Definitions are annotations until something refers to them; an unknown keyword is
+        // an annotation, listed, unless strict mode refuses it.
+        let strict = JsonOptions::default().with_strict(true);
         let defs = json!({"$defs": {"x": {"bogus": 1}}, "type": "string"});
-        assert!(Document::parse(&defs).is_ok());
+        assert!(Document::parse_with(&defs, None, &strict).is_ok());
         let referred = json!({"$defs": {"x": {"bogus": 1}}, "$ref": "#/$defs/x"});
         assert!(
-            matches!(Document::parse(&referred), Err(Error::UnsupportedKeyword { keyword, path })
+            matches!(Document::parse_with(&referred, None, &strict), Err(Error::UnknownKeyword { keyword, path })
                 if keyword == "bogus" && path == "#/$defs/x")
+        );
+        let doc = Document::parse(&referred).unwrap();
+        assert_eq!(doc.ignored.len(), 1);
+        assert_eq!(
+            (
+                doc.ignored[0].keyword.as_str(),
+                doc.ignored[0].path.as_str()
+            ),
+            ("bogus", "#/$defs/x")
         );
         // Malformed values of known keywords are invalid, not unsupported.
         for bad in [

@@ -63,47 +63,169 @@ fn ecma_to_rust(p: &str) -> String {
     out
 }
 
-fn format_regex(f: &str) -> Option<&'static str> {
+/// What nextok makes of a `format` name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum FormatKind {
+    /// A regular language, enforced exactly.
+    Regular,
+    /// A format JSON Schema defines that no automaton here enforces exactly: refused by name.
+    Unenforced,
+    /// A name JSON Schema does not define: an annotation.
+    Unknown,
+}
+
+/// The kind of format `name` is.
+pub(super) fn format_kind(name: &str) -> FormatKind {
+    if format_regex(name).is_some() {
+        FormatKind::Regular
+    } else if [
+        "regex",
+        "idn-email",
+        "idn-hostname",
+        "iri",
+        "iri-reference",
+        "uri-template",
+        "relative-json-pointer",
+    ]
+    .contains(&name)
+    {
+        FormatKind::Unenforced
+    } else {
+        FormatKind::Unknown
+    }
+}
+
+/// RFC 3339 `full-date`: months of 28 to 31 days, and 29 February only in leap years (years
+/// divisible by 4, except centuries not divisible by 400).
+const DATE: &str = concat!(
+    "(",
+    "[0-9]{4}-(0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])",
+    "|[0-9]{4}-(0[469]|11)-(0[1-9]|[12][0-9]|30)",
+    "|[0-9]{4}-02-(0[1-9]|1[0-9]|2[0-8])",
+    // Leap years: the last two digits a non-zero multiple of 4, or 00 after a multiple of 4.
+    "|([0-9]{2}(0[48]|[2468][048]|[13579][26])|([02468][048]|[13579][26])00)-02-29",
+    ")"
+);
+
+/// RFC 3339 `full-time` (`T`, `Z` in either case). A leap second (`:60`) is only allowed at
+/// 23:59 UTC; nextok allows it as `23:59:60` with offset zero and refuses the equal leap
+/// seconds written in other offsets (stricter than RFC 3339, never looser).
+const TIME: &str = concat!(
+    "(",
+    "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?([zZ]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])",
+    "|23:59:60(\\.[0-9]+)?([zZ]|[+-]00:00)",
+    ")"
+);
+
+/// RFC 3986 `URI` (scheme, optional authority, path, query, fragment), percent-encodings
+/// checked; IP literals in brackets are taken as a bracketed run of hex digits, `:` and `.`.
+const URI_TAIL: &str = concat!(
+    "(//(([A-Za-z0-9._~!$&'()*+,;=:-]|%[0-9A-Fa-f]{2})*@)?",
+    "(\\[[0-9A-Fa-f:.]+\\]|([A-Za-z0-9._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*)",
+    "(:[0-9]*)?",
+    "(/([A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})*)*",
+    "|/?(([A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})+(/([A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})*)*)?",
+    ")",
+    "(\\?([A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})*)?",
+    "(#([A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})*)?"
+);
+
+/// The regular expression of a format nextok enforces.
+fn format_regex(f: &str) -> Option<String> {
+    let hex4 = "[0-9a-fA-F]{1,4}";
     Some(match f {
-        "date" => r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])",
-        "time" => {
-            r"([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?([zZ]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
-        }
-        "date-time" => {
-            r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[tT]([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?([zZ]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
-        }
+        "date" => DATE.to_string(),
+        "time" => TIME.to_string(),
+        "date-time" => format!("{DATE}[tT]{TIME}"),
+        // ISO 8601 durations as RFC 3339's appendix A writes them.
+        "duration" => concat!(
+            "P(([0-9]+D|([0-9]+M([0-9]+D)?)|([0-9]+Y([0-9]+M([0-9]+D)?)?))",
+            "(T([0-9]+H([0-9]+M([0-9]+S)?)?|[0-9]+M([0-9]+S)?|[0-9]+S))?",
+            "|T([0-9]+H([0-9]+M([0-9]+S)?)?|[0-9]+M([0-9]+S)?|[0-9]+S)",
+            "|[0-9]+W)"
+        )
+        .to_string(),
         "email" => {
-            r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*"
+            r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*".to_string()
         }
-        "uri" => r"[A-Za-z][A-Za-z0-9+.-]*:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]*",
-        "uuid" => r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
+        // RFC 1123 labels of 1 to 63 characters, no hyphen at either end. The name's total
+        // is capped at 63 characters, stricter than RFC 1034's 253, which would multiply the
+        // automaton's states by the label's.
+        "hostname" => {
+            r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*".to_string()
+        }
+        "uri" => format!("[A-Za-z][A-Za-z0-9+.-]*:{URI_TAIL}"),
+        "uri-reference" => format!("([A-Za-z][A-Za-z0-9+.-]*:)?{URI_TAIL}"),
+        "uuid" => {
+            r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}".to_string()
+        }
         "ipv4" => {
-            r"((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+            r"((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])".to_string()
         }
-        "ipv6" => concat!(
-            r"(([0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}",
-            r"|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}",
-            r"|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}",
-            r"|[0-9a-fA-F]{1,4}:(:[0-9a-fA-F]{1,4}){1,6}|:((:[0-9a-fA-F]{1,4}){1,7}|:))"
-        ),
+        "ipv6" => [
+            format!("({hex4}:){{7}}{hex4}"),
+            format!("({hex4}:){{1,7}}:"),
+            format!("({hex4}:){{1,6}}:{hex4}"),
+            format!("({hex4}:){{1,5}}(:{hex4}){{1,2}}"),
+            format!("({hex4}:){{1,4}}(:{hex4}){{1,3}}"),
+            format!("({hex4}:){{1,3}}(:{hex4}){{1,4}}"),
+            format!("({hex4}:){{1,2}}(:{hex4}){{1,5}}"),
+            format!("{hex4}:(:{hex4}){{1,6}}"),
+            format!(":((:{hex4}){{1,7}}|:)"),
+        ]
+        .join("|"),
+        // RFC 6901.
+        "json-pointer" => "(/([^/~]|~[01])*)*".to_string(),
         _ => return None,
     })
 }
 
+/// Length bounds above this are not unrolled into one automaton.
+pub(super) const LONG: usize = 10_000;
+
+/// Whether a length bound is above [`LONG`].
+pub(super) fn is_long(f: &StringFacets) -> bool {
+    f.min_length.unwrap_or(0) > LONG || f.max_length.is_some_and(|x| x > LONG)
+}
+
 /// The decoded-content automaton of a string schema.
+///
+/// Length bounds above [`LONG`] are kept only when the other keywords already bound the
+/// length (`format: date` under `maxLength: 65536`, say); otherwise they are refused here
+/// (the compiler writes such strings as chunks instead, when no pattern or format goes with
+/// them).
 pub(super) fn string_content(f: &StringFacets, path: &str) -> Result<Dfa, Error> {
-    let min = f.min_length.unwrap_or(0);
-    if min > 10_000 || f.max_length.is_some_and(|x| x > 10_000) {
-        return Err(unsupported("minLength/maxLength above 10000", path));
-    }
-    let mut d = Dfa::char_count(min, f.max_length)?;
+    let mut d = Dfa::any_string().clone();
     for p in &f.patterns {
         d = d.intersect(&Dfa::from_regex(&search_regex(p))?)?;
+    }
+    for p in &f.not_patterns {
+        d = d.minus(&Dfa::from_regex(&search_regex(p))?)?;
     }
     if let Some(format) = &f.format {
         let re =
             format_regex(format).ok_or_else(|| unsupported(format!("format {format:?}"), path))?;
-        d = d.intersect(&Dfa::from_regex(re)?)?;
+        d = d.intersect(&Dfa::from_regex(&format!("(?:{re})"))?)?;
+        if format == "hostname" {
+            d = d.intersect(&Dfa::char_count(1, Some(63))?)?;
+        }
+    }
+    let (mut min, mut max) = (f.min_length.unwrap_or(0), f.max_length);
+    if is_long(f) {
+        // Every string left is at most `longest` bytes, so at most that many characters.
+        match d.longest_match() {
+            Some(longest) if longest <= LONG => {
+                if min > longest {
+                    return Ok(Dfa::empty());
+                }
+                max = Some(max.map_or(longest, |x| x.min(longest)));
+                min = min.min(longest);
+            }
+            _ => return Err(unsupported("minLength/maxLength above 10000", path)),
+        }
+    }
+    if min > 0 || max.is_some() {
+        d = d.intersect(&Dfa::char_count(min, max)?)?;
     }
     Ok(d)
 }

@@ -1,0 +1,576 @@
+//! Issue #17's features, each with valid and invalid instances. Every instance goes through
+//! a [`GrammarConstraint`] byte by byte (each byte must be in the mask before it is
+//! accepted, and the end token at the end), so an invalid instance is rejected by the
+//! constraint itself, not only by a parser; the grammar's own recogniser must agree.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::*;
+use crate::constraint::Constraint;
+
+/// 256 one-byte tokens and an end token (256).
+fn byte_vocab() -> Arc<TokenVocab> {
+    let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    tokens.push(Vec::new());
+    Arc::new(TokenVocab::new(tokens, &[256]).expect("vocabulary"))
+}
+
+/// Whether the constraint of `grammar` lets `text` through, byte by byte, and then ends.
+fn constraint_accepts(grammar: &Arc<Grammar>, vocab: &Arc<TokenVocab>, text: &str) -> bool {
+    let mut c = GrammarConstraint::new(grammar.clone(), vocab);
+    let mut mask = vocab.empty_mask();
+    let allowed = |m: &[u64], t: u32| m[t as usize / 64] >> (t % 64) & 1 == 1;
+    for &b in text.as_bytes() {
+        c.fill_mask(&mut mask).expect("mask");
+        if !allowed(&mask, b as u32) {
+            return false;
+        }
+        c.advance(b as u32).expect("an allowed byte advances");
+    }
+    c.fill_mask(&mut mask).expect("mask");
+    allowed(&mask, 256)
+}
+
+/// Compiles `schema` with `opts` and checks each instance: `valid` ones accepted, `invalid`
+/// ones rejected, by the constraint and by the grammar alike.
+fn check_with(schema: &Value, opts: &JsonOptions, valid: &[&str], invalid: &[&str]) {
+    let g = compile_json_schema(schema, opts)
+        .unwrap_or_else(|e| panic!("{schema} does not compile: {e}"));
+    let vocab = byte_vocab();
+    for (texts, want) in [(valid, true), (invalid, false)] {
+        for t in texts {
+            assert!(
+                serde_json::from_str::<Value>(t).is_ok(),
+                "test instance {t} is not JSON"
+            );
+            assert_eq!(
+                constraint_accepts(&g, &vocab, t),
+                want,
+                "{schema}: the constraint {} {t}",
+                if want { "rejects" } else { "accepts" }
+            );
+            assert_eq!(g.recognizes(t.as_bytes()), want, "{schema}: grammar on {t}");
+        }
+    }
+}
+
+fn check(schema: Value, valid: &[&str], invalid: &[&str]) {
+    check_with(&schema, &JsonOptions::default(), valid, invalid);
+}
+
+fn refused(schema: Value) -> Error {
+    match compile_json_schema(&schema, &JsonOptions::default()) {
+        Err(e) => e,
+        Ok(_) => panic!("{schema} compiled"),
+    }
+}
+
+fn refused_keyword(schema: Value) -> (String, String) {
+    match refused(schema.clone()) {
+        Error::UnsupportedKeyword { keyword, path } => (keyword, path),
+        e => panic!("{schema}: expected an unsupported keyword, got {e:?}"),
+    }
+}
+
+#[test]
+fn unknown_keywords_are_listed_annotations_and_strict_mode_refuses_them() {
+    let schema = json!({
+        "type": "object",
+        "self": {"href": "x"},
+        "links": [{"rel": "self"}],
+        "properties": {
+            "a": {"type": "integer", "readonly": true, "example": 3, "x-order": 1},
+            "b": {"type": "string", "javaType": "String", "_format": "text"}
+        },
+        "required": ["a"]
+    });
+    check(
+        schema.clone(),
+        &[r#"{"a":1}"#, r#"{"a":1,"b":"x"}"#],
+        &[r#"{"b":"x"}"#, r#"{"a":"1"}"#, r#"{"a":1,"b":2}"#],
+    );
+    let report = compile_json_schema_report(&schema, &JsonOptions::default()).unwrap();
+    let listed: Vec<(&str, &str)> = report
+        .ignored
+        .iter()
+        .map(|i| (i.keyword.as_str(), i.path.as_str()))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("self", "#"),
+            ("links", "#"),
+            ("readonly", "#/properties/a"),
+            ("example", "#/properties/a"),
+            ("x-order", "#/properties/a"),
+            ("javaType", "#/properties/b"),
+            ("_format", "#/properties/b"),
+        ]
+    );
+    let strict = JsonOptions::default().with_strict(true);
+    match compile_json_schema(&schema, &strict) {
+        Err(Error::UnknownKeyword { keyword, path }) => {
+            assert_eq!((keyword.as_str(), path.as_str()), ("self", "#"))
+        }
+        other => panic!("strict mode: {other:?}"),
+    }
+    // Known keywords that change validity in ways nextok does not follow stay refused by
+    // name, in either mode (draft-03's `disallow`, the dynamic references).
+    for (s, k) in [
+        (json!({"items": {"disallow": "string"}}), "disallow"),
+        (json!({"$dynamicRef": "#meta"}), "$dynamicRef"),
+        (json!({"properties": {"x": {"extends": {}}}}), "extends"),
+    ] {
+        let (keyword, _) = refused_keyword(s);
+        assert_eq!(keyword, k);
+    }
+    assert_eq!(
+        refused_keyword(json!({"$schema": "http://json-schema.org/draft-03/schema#"})).0,
+        "$schema http://json-schema.org/draft-03/schema#"
+    );
+}
+
+#[test]
+fn dates_have_real_month_lengths_and_leap_years() {
+    let date = json!({"type": "string", "format": "date"});
+    check(
+        date,
+        &[
+            r#""2024-02-29""#,
+            r#""2000-02-29""#,
+            r#""2022-02-28""#,
+            r#""2022-04-30""#,
+            r#""2022-12-31""#,
+            r#""1600-02-29""#,
+        ],
+        &[
+            r#""2022-02-30""#,
+            r#""2023-02-29""#,
+            r#""2022-04-31""#,
+            r#""1900-02-29""#,
+            r#""2100-02-29""#,
+            r#""2022-06-31""#,
+            r#""2022-13-01""#,
+            r#""2022-00-10""#,
+            r#""2022-01-00""#,
+            r#""2022-1-10""#,
+        ],
+    );
+    let date_time = json!({"type": "string", "format": "date-time"});
+    check(
+        date_time,
+        &[
+            r#""2024-02-29T12:30:00Z""#,
+            r#""2022-04-30t23:59:59.123+05:30""#,
+            r#""1998-12-31T23:59:60Z""#,
+        ],
+        &[
+            r#""2022-02-30T12:00:00Z""#,
+            r#""2023-02-29T00:00:00Z""#,
+            r#""2022-04-31T00:00:00Z""#,
+            r#""2022-04-30T24:00:00Z""#,
+            r#""2022-04-30T12:00:00""#,
+            r#""1998-12-31T22:59:60Z""#,
+        ],
+    );
+    let time = json!({"type": "string", "format": "time"});
+    check(
+        time,
+        &[
+            r#""08:30:06Z""#,
+            r#""23:59:60+00:00""#,
+            r#""08:30:06.5-08:00""#,
+        ],
+        &[
+            r#""8:30:06Z""#,
+            r#""08:60:00Z""#,
+            r#""12:00:60Z""#,
+            r#""08:30:06+24:00""#,
+        ],
+    );
+}
+
+#[test]
+fn known_formats_are_exact_and_unknown_ones_are_annotations() {
+    check(
+        json!({"format": "ipv4"}),
+        &[r#""192.168.0.1""#, "12"],
+        &[r#""256.1.1.1""#, r#""1.2.3""#],
+    );
+    check(
+        json!({"format": "uuid"}),
+        &[r#""2eb8aa08-aa98-11ea-b4aa-73b441d16380""#],
+        &[r#""2eb8aa08-aa98-11ea-b4aa-73b441d1638""#],
+    );
+    check(
+        json!({"format": "hostname"}),
+        &[r#""example.com""#, r#""a-b.c""#],
+        &[r#""-a.com""#, r#""a..b""#, r#""a_b.com""#],
+    );
+    check(
+        json!({"format": "uri"}),
+        &[
+            r#""https://example.com/a?b=c#d""#,
+            r#""urn:isbn:0451450523""#,
+        ],
+        &[r#""//example.com""#, r#""http://a b""#, r#""http://x/%zz""#],
+    );
+    check(
+        json!({"format": "duration"}),
+        &[r#""P1Y2M3DT4H5M6S""#, r#""PT1M""#, r#""P2W""#],
+        &[r#""P""#, r#""PT""#, r#""P1H""#, r#""1D""#],
+    );
+    check(
+        json!({"format": "json-pointer"}),
+        &[r#""""#, r#""/a~1b/0""#],
+        &[r#""a""#, r#""/a~2""#],
+    );
+    // Unknown names are annotations, listed; `format` can be an annotation altogether.
+    let s = json!({"type": "string", "format": "url"});
+    check(s.clone(), &[r#""not a url""#], &["1"]);
+    let r = compile_json_schema_report(&s, &JsonOptions::default()).unwrap();
+    assert_eq!(r.ignored.len(), 1);
+    assert_eq!(r.ignored[0].keyword, "format \"url\"");
+    assert_eq!(r.ignored[0].reason, IgnoredReason::UnknownFormat);
+    let annotation = JsonOptions::default().with_format(FormatMode::Annotation);
+    check_with(
+        &json!({"type": "string", "format": "date"}),
+        &annotation,
+        &[r#""2022-02-30""#, r#""yesterday""#],
+        &["1"],
+    );
+    // A known format with no exact automaton is refused by name.
+    assert_eq!(
+        refused_keyword(json!({"format": "regex"})).0,
+        "format \"regex\""
+    );
+}
+
+#[test]
+fn draft_04_forms_are_read() {
+    let d4 = "http://json-schema.org/draft-04/schema#";
+    // Boolean exclusive bounds.
+    check(
+        json!({"$schema": d4, "minimum": 1, "exclusiveMinimum": true, "maximum": 3, "exclusiveMaximum": false}),
+        &["1.5", "3", "\"x\""],
+        &["1", "0", "3.5"],
+    );
+    // Without `$schema`, a boolean bound is still draft-04's form.
+    check(
+        json!({"maximum": 3, "exclusiveMaximum": true}),
+        &["2.9"],
+        &["3"],
+    );
+    // `id` is the identifier: a `$ref` through it reaches the right resource.
+    check(
+        json!({
+            "$schema": d4,
+            "id": "http://example.com/root.json",
+            "definitions": {
+                "a": {"id": "http://example.com/other.json", "type": "integer"},
+                "b": {"id": "#bee", "type": "boolean"}
+            },
+            "properties": {
+                "x": {"$ref": "other.json"},
+                "y": {"$ref": "#bee"}
+            }
+        }),
+        &[r#"{"x":1,"y":true}"#],
+        &[r#"{"x":"1"}"#, r#"{"y":1}"#],
+    );
+    // Keywords beside `$ref` are ignored up to draft-07 (and listed), applied otherwise.
+    let beside = |schema: &str| {
+        json!({
+            "$schema": schema,
+            "definitions": {"n": {"type": "number"}},
+            "$ref": "#/definitions/n",
+            "maximum": 3
+        })
+    };
+    check(
+        beside("http://json-schema.org/draft-07/schema#"),
+        &["5"],
+        &["\"x\""],
+    );
+    let r = compile_json_schema_report(
+        &beside("http://json-schema.org/draft-07/schema#"),
+        &JsonOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(r.draft, Some(Draft::Draft7));
+    assert_eq!(r.ignored[0].keyword, "maximum");
+    assert_eq!(r.ignored[0].reason, IgnoredReason::BesideRef);
+    check(
+        beside("https://json-schema.org/draft/2020-12/schema"),
+        &["3"],
+        &["5"],
+    );
+}
+
+#[test]
+fn dependencies_in_both_forms_and_their_successors() {
+    let s = json!({
+        "type": "object",
+        "dependencies": {
+            "card": ["billing"],
+            "name": {"required": ["age"], "properties": {"age": {"type": "integer"}}}
+        }
+    });
+    check(
+        s,
+        &[
+            "{}",
+            r#"{"billing":1}"#,
+            r#"{"card":1,"billing":2}"#,
+            r#"{"name":"a","age":3}"#,
+        ],
+        &[
+            r#"{"card":1}"#,
+            r#"{"name":"a"}"#,
+            r#"{"name":"a","age":"3"}"#,
+        ],
+    );
+    check(
+        json!({"dependentRequired": {"a": ["b", "c"]}, "dependentSchemas": {"b": {"maxProperties": 2}}}),
+        &[r#"{"b":1}"#, r#"{"b":1,"c":2}"#],
+        &[r#"{"a":1,"b":2}"#, r#"{"a":1,"b":2,"c":3}"#],
+    );
+    // Under 2020-12, `dependencies` is not a keyword: an annotation, listed.
+    let s = json!({"$schema": "https://json-schema.org/draft/2020-12/schema",
+                   "dependencies": {"a": ["b"]}});
+    check(s.clone(), &[r#"{"a":1}"#], &[]);
+    let r = compile_json_schema_report(&s, &JsonOptions::default()).unwrap();
+    assert_eq!(r.ignored[0].reason, IgnoredReason::OtherDraft);
+}
+
+#[test]
+fn items_arrays_with_additional_items_and_prefix_items() {
+    check(
+        json!({"items": [{"type": "integer"}, {"type": "string"}], "additionalItems": false}),
+        &["[]", "[1]", r#"[1,"a"]"#],
+        &[r#"[1,"a",2]"#, r#"["a"]"#],
+    );
+    check(
+        json!({"items": [{"type": "integer"}], "additionalItems": {"type": "boolean"}}),
+        &["[1,true,false]"],
+        &["[1,2]"],
+    );
+    // `additionalItems` beside a single `items` schema has no effect.
+    check(
+        json!({"items": {"type": "integer"}, "additionalItems": false}),
+        &["[1,2,3]"],
+        &["[1,\"a\"]"],
+    );
+    check(
+        json!({"prefixItems": [{"const": "a"}], "items": {"type": "integer"}}),
+        &[r#"["a",1,2]"#],
+        &[r#"["a","b"]"#, "[1]"],
+    );
+}
+
+#[test]
+fn not_over_values_required_patterns_and_bounds() {
+    check(
+        json!({"not": {"enum": ["a", 1, null]}}),
+        &[r#""b""#, "2", "1.5", "true", "[]", "{}"],
+        &[r#""a""#, "1", "1.0", "null"],
+    );
+    check(
+        json!({"type": "object", "not": {"required": ["a", "b"]}}),
+        &["{}", r#"{"a":1}"#, r#"{"b":1}"#],
+        &[r#"{"a":1,"b":2}"#, r#"{"b":1,"a":2,"c":3}"#],
+    );
+    check(
+        json!({"type": "string", "not": {"pattern": "^x"}}),
+        &[r#""ax""#, r#""""#],
+        &[r#""x""#, r#""xy""#],
+    );
+    // `minimum` holds for every non-number, so its complement holds for no non-number.
+    check(
+        json!({"not": {"minimum": 2}}),
+        &["1.99", "-5"],
+        &["2", "3", r#""s""#, "null"],
+    );
+    check(
+        json!({"type": "string", "not": {"minLength": 3}}),
+        &[r#""ab""#],
+        &[r#""abc""#],
+    );
+    check(
+        json!({"type": "object", "not": {"properties": {"k": {"type": "string"}}}}),
+        &[r#"{"k":1}"#],
+        &["{}", r#"{"k":"v"}"#, r#"{"j":1}"#],
+    );
+    check(
+        json!({"not": {"anyOf": [{"type": "string"}, {"const": 1}]}}),
+        &["2", "null"],
+        &[r#""a""#, "1"],
+    );
+    // `not` over what has no exact complement here is refused by name.
+    assert_eq!(
+        refused_keyword(json!({"not": {"multipleOf": 2}})).0,
+        "not (multipleOf)"
+    );
+    // Not an integer: other types, or numbers with a fraction (written without exponent).
+    check(
+        json!({"not": {"type": "integer"}}),
+        &["1.5", "-0.25", r#""1""#, "null"],
+        &["1", "1.0", "-3", "0"],
+    );
+}
+
+#[test]
+fn one_of_with_overlapping_branches_counts_matches() {
+    // Numbers up to 5 match the first branch, from 2 the second: from 2 to 5 both match, so
+    // those are invalid.
+    check(
+        json!({"type": "number", "oneOf": [{"maximum": 5}, {"minimum": 2}]}),
+        &["1.5", "-3", "5.5", "100"],
+        &["2", "3.5", "5", r#""s""#],
+    );
+    check(
+        json!({"oneOf": [{"type": "integer"}, {"type": "number"}]}),
+        &["1.5"],
+        &["1", "2.0", r#""x""#],
+    );
+    check(
+        json!({"oneOf": [{"type": "string", "minLength": 2}, {"type": "string", "maxLength": 3}]}),
+        &[r#""a""#, r#""abcd""#],
+        &[r#""ab""#, r#""abc""#, "1"],
+    );
+    // Disjoint by a key one branch requires and the other forbids.
+    check(
+        json!({"type": "object", "oneOf": [
+            {"required": ["a"]},
+            {"properties": {"a": false}, "required": ["b"]}
+        ]}),
+        &[r#"{"a":1}"#, r#"{"a":1,"b":2}"#, r#"{"b":2}"#],
+        &["{}", r#"{"c":1}"#],
+    );
+    // Overlapping required keys: exactly one of them.
+    check(
+        json!({"type": "object", "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}),
+        &[r#"{"a":1}"#, r#"{"b":1}"#],
+        &[r#"{"a":1,"b":2}"#, "{}"],
+    );
+    // A discriminator property (non-objects would match both branches: the type keeps them
+    // out).
+    check(
+        json!({"type": "object", "oneOf": [
+            {"properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind"]},
+            {"properties": {"kind": {"const": "b"}}, "required": ["kind"]}
+        ]}),
+        &[r#"{"kind":"a","x":1}"#, r#"{"kind":"b","x":"s"}"#],
+        &[r#"{"kind":"c"}"#, r#"{"kind":"a","x":"s"}"#],
+    );
+    assert_eq!(
+        refused_keyword(json!({"oneOf": [{"multipleOf": 2}, {"multipleOf": 3}]})).0,
+        "oneOf (branches that may overlap)"
+    );
+}
+
+#[test]
+fn if_then_else_through_the_complement_of_the_condition() {
+    check(
+        json!({"if": {"type": "string"}, "then": {"minLength": 2}, "else": {"type": "integer"}}),
+        &[r#""ab""#, "3"],
+        &[r#""a""#, "1.5", "null"],
+    );
+    check(
+        json!({"type": "object",
+               "if": {"properties": {"kind": {"const": "a"}}, "required": ["kind"]},
+               "then": {"required": ["x"]}}),
+        &[r#"{"kind":"a","x":1}"#, r#"{"kind":"b"}"#, "{}"],
+        &[r#"{"kind":"a"}"#],
+    );
+}
+
+#[test]
+fn unique_items_over_small_finite_domains() {
+    check(
+        json!({"type": "array", "items": {"enum": ["a", "b", 1, 1.0]}, "uniqueItems": true}),
+        &["[]", r#"["a"]"#, r#"["b","a",1]"#, r#"[1.0,"a"]"#],
+        &[r#"["a","a"]"#, r#"[1,"b",1]"#, r#"[1,1.0]"#, r#"["c"]"#],
+    );
+    check(
+        json!({"items": {"type": "boolean"}, "uniqueItems": true, "minItems": 2}),
+        &["[true,false]", "[false,true]"],
+        &["[true]", "[true,true]", "[true,false,true]"],
+    );
+    // `uniqueItems` over one item at most asserts nothing.
+    check(
+        json!({"uniqueItems": true, "maxItems": 1}),
+        &["[]", "[{}]"],
+        &["[1,2]"],
+    );
+    assert_eq!(
+        refused_keyword(json!({"type": "array", "uniqueItems": true})).0,
+        "uniqueItems"
+    );
+}
+
+#[test]
+fn long_length_bounds_compile_without_unrolling() {
+    let s = |n: usize| format!("\"{}\"", "é".repeat(n));
+    let max = json!({"type": "string", "maxLength": 20_000});
+    check(
+        max,
+        &[&s(0), &s(999), &s(1000), &s(1001), &s(20_000)],
+        &[&s(20_001)],
+    );
+    let min = json!({"type": "string", "minLength": 12_345, "maxLength": 13_000});
+    check(min, &[&s(12_345), &s(13_000)], &[&s(12_344), &s(13_001)]);
+    let unbounded = json!({"type": "string", "minLength": 10_500});
+    check(unbounded, &[&s(10_500), &s(12_001)], &[&s(10_499)]);
+    // Escapes count as one character each, and a chunk never ends inside one.
+    let escaped = format!("\"{}\"", "\\n".repeat(10_001));
+    check(
+        json!({"type": "string", "maxLength": 10_001}),
+        &[&escaped],
+        &[&format!("\"{}\"", "\\n".repeat(10_002))],
+    );
+    // A format that bounds the length makes a long bound vacuous.
+    check(
+        json!({"type": "string", "format": "date", "maxLength": 65_536}),
+        &[r#""2024-02-29""#],
+        &[r#""2023-02-29""#],
+    );
+    assert_eq!(
+        refused_keyword(json!({"type": "string", "pattern": "^a+$", "maxLength": 20_000})).0,
+        "minLength/maxLength above 10000"
+    );
+}
+
+#[test]
+fn many_named_properties_and_counts_without_blowup() {
+    let mut props = serde_json::Map::new();
+    for i in 0..100 {
+        props.insert(format!("p{i}"), json!({"type": "integer"}));
+    }
+    let s = json!({"type": "object", "properties": props, "required": ["p7", "p70"],
+                   "additionalProperties": false, "minProperties": 3, "maxProperties": 5});
+    check(
+        s,
+        &[
+            r#"{"p7":1,"p8":2,"p70":3}"#,
+            r#"{"p1":1,"p7":1,"p8":2,"p9":2,"p70":3}"#,
+        ],
+        &[
+            r#"{"p7":1,"p70":3}"#,
+            r#"{"p1":1,"p2":1,"p7":1,"p8":2,"p9":2,"p70":3}"#,
+            r#"{"p7":1,"p8":2,"p71":"x"}"#,
+            r#"{"p7":1,"p8":2,"p70":3,"q":1}"#,
+        ],
+    );
+    // Additional members are counted too.
+    let s = json!({"properties": {"a": {}, "b": {}, "c": {}, "d": {}, "e": {}, "f": {}, "g": {},
+                                  "h": {}, "i": {}},
+                   "maxProperties": 2});
+    check(
+        s,
+        &["{}", r#"{"a":1,"z":2}"#, r#"{"y":1,"z":2}"#],
+        &[r#"{"a":1,"b":2,"z":3}"#, r#"{"x":1,"y":1,"z":2}"#],
+    );
+}
