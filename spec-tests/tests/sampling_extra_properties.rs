@@ -2,6 +2,9 @@
 //! (`nextok_spec_tests::sampling_extra`) on random logits (vocabularies of 1 to 256k tokens) and
 //! random parameters, and the determinism of the one stage that draws (XTC).
 
+mod common;
+
+use common::LogitsSpec;
 use nextok_sampling::{
     Candidates, Chain, Context, Dry, DynamicTemperature, EncoderNoRepeatNGram, EpsilonCutoff,
     EtaCutoff, LogitsProcessor, MinKeep, Mirostat, MirostatVersion, NoRepeatNGram, Sampler,
@@ -12,40 +15,6 @@ use nextok_spec_tests::sampling_extra as reference;
 use proptest::prelude::*;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
-
-/// How a case's logits are made (as in `sampling_properties.rs`): drawn from a seed, uniform in
-/// `[-scale, scale]`, optionally on a grid of 0.25 (many exact ties) and with about a tenth of
-/// the tokens `-inf` (token 0 always finite).
-#[derive(Debug, Clone)]
-struct LogitsSpec {
-    vocab: usize,
-    seed: u64,
-    scale: f32,
-    grid: bool,
-    masked: bool,
-}
-
-impl LogitsSpec {
-    fn logits(&self) -> Vec<f32> {
-        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
-        (0..self.vocab)
-            .map(|i| {
-                let u = (rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
-                let z = self.scale * (2.0 * u - 1.0);
-                let z = if self.grid {
-                    (z * 4.0).round() / 4.0
-                } else {
-                    z
-                };
-                if self.masked && i > 0 && rng.next_u64() % 10 == 0 {
-                    f32::NEG_INFINITY
-                } else {
-                    z
-                }
-            })
-            .collect()
-    }
-}
 
 fn logits_spec() -> impl Strategy<Value = LogitsSpec> {
     (

@@ -8,7 +8,6 @@ mod common;
 use std::path::PathBuf;
 
 use nextok_constraints::{ConformanceRun, JsonOptions, Limits};
-use nextok_tokenizer::{EncodeOptions, Tokenizer};
 
 fn suite_dir() -> PathBuf {
     PathBuf::from(concat!(
@@ -19,13 +18,7 @@ fn suite_dir() -> PathBuf {
 
 #[test]
 fn json_schema_test_suite() {
-    let (vocab, tok) = common::smollm2();
-    // The model's own tokenization of each compact instance (all of it is UTF-8 text).
-    let tokenize = move |b: &[u8]| {
-        let text = std::str::from_utf8(b).expect("serde_json writes UTF-8");
-        tok.encode(text, EncodeOptions::plain())
-            .expect("tokenizable")
-    };
+    let (vocab, tokenize) = common::smollm2_instances();
     let mut run = ConformanceRun::new(vocab, JsonOptions::default(), &tokenize);
     let report = run.run_dir(&suite_dir()).expect("suite readable");
     let mut unsupported: std::collections::BTreeMap<String, usize> = Default::default();
@@ -101,12 +94,7 @@ fn json_schema_test_suite() {
 /// be accepted (issue #17).
 #[test]
 fn every_draft_of_the_suite() {
-    let (vocab, tok) = common::smollm2();
-    let tokenize = move |b: &[u8]| {
-        let text = std::str::from_utf8(b).expect("serde_json writes UTF-8");
-        tok.encode(text, EncodeOptions::plain())
-            .expect("tokenizable")
-    };
+    let (vocab, tokenize) = common::smollm2_instances();
     let root = PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../conformance/json-schema-test-suite"

@@ -15,7 +15,6 @@ mod common;
 use std::path::PathBuf;
 
 use nextok_constraints::{ConformanceRun, JsonOptions};
-use nextok_tokenizer::{EncodeOptions, Tokenizer};
 
 /// Schemas compiled, at least (132 of 341 when the corpus was imported, 180 once unknown
 /// keywords became annotations and `not`, `oneOf`, drafts and formats were compiled). Raise it
@@ -54,12 +53,7 @@ fn corpus_dir() -> PathBuf {
 
 #[test]
 fn real_world_corpus_floors() {
-    let (vocab, tok) = common::smollm2();
-    let tokenize = move |b: &[u8]| {
-        let text = std::str::from_utf8(b).expect("serde_json writes UTF-8");
-        tok.encode(text, EncodeOptions::plain())
-            .expect("tokenizable")
-    };
+    let (vocab, tokenize) = common::smollm2_instances();
     let mut run = ConformanceRun::new(vocab, JsonOptions::default(), &tokenize);
     let report = run.run_dir(&corpus_dir()).expect("corpus readable");
     for o in &report.outcomes {

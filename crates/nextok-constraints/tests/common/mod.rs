@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use nextok_constraints::{decode_gpt2_byte_level, TokenVocab};
-use nextok_tokenizer::{BpeTokenizer, TokenKind, Tokenizer};
+use nextok_tokenizer::{BpeTokenizer, EncodeOptions, TokenKind, Tokenizer};
 
 /// The default model's path: `$NEXTOK_MODEL` or the cache used by `cargo xtask fetch-model`.
 pub fn model_path() -> PathBuf {
@@ -40,6 +40,18 @@ pub fn smollm2() -> (Arc<TokenVocab>, BpeTokenizer) {
     let eos = tok.special_tokens().end_of_generation.clone();
     assert_eq!(eos, vec![0, 2, 4], "end tokens as llama.cpp sees them");
     (Arc::new(TokenVocab::new(bytes, &eos).expect("vocab")), tok)
+}
+
+/// SmolLM2's vocabulary and the model's own tokenization of instance text, as the conformance
+/// runs need them (`ConformanceRun::new`): each compact instance is UTF-8, as serde_json writes it.
+pub fn smollm2_instances() -> (Arc<TokenVocab>, impl Fn(&[u8]) -> Vec<u32>) {
+    let (vocab, tok) = smollm2();
+    let tokenize = move |b: &[u8]| {
+        let text = std::str::from_utf8(b).expect("serde_json writes UTF-8");
+        tok.encode(text, EncodeOptions::plain())
+            .expect("tokenizable")
+    };
+    (vocab, tokenize)
 }
 
 /// SmolLM2's vocabulary read straight from the GGUF metadata (GPT-2 byte-level strings), as a
