@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 mod common;
 
+use common::greedy;
 use common::real_engine as engine;
 
 struct GreedyCase {
@@ -51,16 +52,6 @@ fn greedy_cases() -> Vec<GreedyCase> {
                 .collect(),
         })
         .collect()
-}
-
-fn greedy(max_tokens: usize) -> GenerateOptions {
-    GenerateOptions {
-        sampling: SamplingParams::greedy(),
-        max_tokens: Some(max_tokens),
-        // The reference does not stop at end tokens.
-        ignore_eos: true,
-        ..GenerateOptions::default()
-    }
 }
 
 fn one(prompt: &Prompt, options: &GenerateOptions) -> Completion {

@@ -9,12 +9,12 @@
 
 mod common;
 
-use common::{engine, engine_with, IM_END, SEED};
+use common::{engine, engine_with, greedy, sampled, IM_END, SEED};
 use nextok::gguf::GgufFile;
 use nextok::kv_cache::KvType;
 use nextok::model::testing::RandomLlama;
 use nextok::model::{CpuBackend, LlamaModel, LoadOptions, Logits};
-use nextok::sampling::{beam_search, log_softmax, BeamConfig, SamplingParams};
+use nextok::sampling::{beam_search, log_softmax, BeamConfig};
 use nextok::tokenizer::{ChatTemplate, EncodeOptions, Message, TokenKind};
 use nextok::{
     BeamOptions, Chat, Completion, ConstraintSpec, Engine, EngineOptions, Error, Event,
@@ -22,28 +22,6 @@ use nextok::{
 };
 
 const PROMPT: &str = "hello the user in the system";
-
-fn greedy(max_tokens: usize) -> GenerateOptions {
-    GenerateOptions {
-        sampling: SamplingParams::greedy(),
-        max_tokens: Some(max_tokens),
-        ignore_eos: true,
-        ..GenerateOptions::default()
-    }
-}
-
-fn sampled(seed: u64, max_tokens: usize) -> GenerateOptions {
-    GenerateOptions {
-        sampling: SamplingParams {
-            temperature: 1.0,
-            seed: Some(seed),
-            ..SamplingParams::default()
-        },
-        max_tokens: Some(max_tokens),
-        ignore_eos: true,
-        ..GenerateOptions::default()
-    }
-}
 
 fn all(engine: &Engine, prompt: &Prompt, options: &GenerateOptions) -> Vec<Completion> {
     engine

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{engine_with, SEED};
+use common::{engine_with, greedy, SEED};
 use nextok::sampling::SamplingParams;
 use nextok::{
     BeamOptions, Completion, ConstraintSpec, Engine, Error, Event, GenerateOptions, Request,
@@ -34,15 +34,6 @@ fn options(blocks: u64) -> SchedulerOptions {
     SchedulerOptions {
         kv_budget_bytes: Some(blocks * block_bytes()),
         ..SchedulerOptions::default()
-    }
-}
-
-fn greedy(max_tokens: usize) -> GenerateOptions {
-    GenerateOptions {
-        sampling: SamplingParams::greedy(),
-        max_tokens: Some(max_tokens),
-        ignore_eos: true,
-        ..GenerateOptions::default()
     }
 }
 

@@ -9,11 +9,10 @@
 
 mod common;
 
-use common::{engine, SEED};
+use common::{engine, greedy, sampled, SEED};
 use nextok::gguf::GgufFile;
 use nextok::kv_cache::{KvCache, KvPool, KvType};
 use nextok::model::{CpuBackend, LlamaModel, LoadOptions, Sequence};
-use nextok::sampling::SamplingParams;
 use nextok::tokenizer::ChatTemplate;
 use nextok::{
     BeamOptions, ConstraintSpec, Engine, Error, Event, GenerateOptions, LanguageModel,
@@ -91,28 +90,6 @@ const REPETITIVE: &str =
 /// Letters, one token each: the copier goes on with the alphabet, so every token of its answer
 /// is new for 25 tokens (a stop token then ends the answer where it stands in a draft).
 const ALPHABET: &str = "abcdefghijklmnopqrstuvwxyza";
-
-fn greedy(max_tokens: usize) -> GenerateOptions {
-    GenerateOptions {
-        sampling: SamplingParams::greedy(),
-        max_tokens: Some(max_tokens),
-        ignore_eos: true,
-        ..GenerateOptions::default()
-    }
-}
-
-fn sampled(seed: u64, max_tokens: usize) -> GenerateOptions {
-    GenerateOptions {
-        sampling: SamplingParams {
-            temperature: 1.0,
-            seed: Some(seed),
-            ..SamplingParams::default()
-        },
-        max_tokens: Some(max_tokens),
-        ignore_eos: true,
-        ..GenerateOptions::default()
-    }
-}
 
 /// Everything a generation gave: its events, how drafting went, the cache it leaves.
 struct Outcome {

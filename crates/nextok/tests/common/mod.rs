@@ -13,8 +13,9 @@ use nextok::gguf::{Array, GgmlType, GgufFile, Value};
 use nextok::kv_cache::KvType;
 use nextok::model::testing::RandomLlama;
 use nextok::model::{CpuBackend, LlamaModel, LoadOptions};
+use nextok::sampling::SamplingParams;
 use nextok::tokenizer::ChatTemplate;
-use nextok::{Engine, LlamaOnBackend};
+use nextok::{Engine, GenerateOptions, LlamaOnBackend};
 
 /// The seed of the weights every test uses unless it says otherwise.
 pub const SEED: u64 = 12;
@@ -163,4 +164,30 @@ pub fn real_engine() -> &'static Engine {
         );
         Engine::load(&path, &nextok::EngineOptions::default()).expect("the default model loads")
     })
+}
+
+/// Greedy decoding of `max_tokens` tokens, not stopping at end tokens (the references run to the
+/// length asked).
+pub fn greedy(max_tokens: usize) -> GenerateOptions {
+    GenerateOptions {
+        sampling: SamplingParams::greedy(),
+        max_tokens: Some(max_tokens),
+        ignore_eos: true,
+        ..GenerateOptions::default()
+    }
+}
+
+/// Plain sampling (temperature 1, no filter) with `seed`, `max_tokens` tokens, not stopping at
+/// end tokens.
+pub fn sampled(seed: u64, max_tokens: usize) -> GenerateOptions {
+    GenerateOptions {
+        sampling: SamplingParams {
+            temperature: 1.0,
+            seed: Some(seed),
+            ..SamplingParams::default()
+        },
+        max_tokens: Some(max_tokens),
+        ignore_eos: true,
+        ..GenerateOptions::default()
+    }
 }
