@@ -109,7 +109,13 @@ def instances(folder, name):
         d = os.path.join(folder, kind, name)
         if not os.path.isdir(d):
             continue
-        for f in sorted(os.listdir(d)):
+        # A few schemas keep instances in subfolders (`clang-format/GNU/.clang-format.yml`).
+        files = sorted(
+            os.path.relpath(os.path.join(root, f), d).replace(os.sep, "/")
+            for root, _, names in os.walk(d)
+            for f in names
+        )
+        for f in files:
             p = os.path.join(d, f)
             if os.path.getsize(p) > MAX_INSTANCE_BYTES:
                 continue
