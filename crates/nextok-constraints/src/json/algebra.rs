@@ -86,13 +86,13 @@ pub(super) fn normalize(
                         ..Node::default()
                     }),
                 };
-                acc = merge(&acc, &either, path)?;
+                acc = meet(table, &acc, &either, path, depth)?;
                 None
             }
         };
         if let Some(a) = applied {
             let a = normalize(table, &a, &format!("{path}/then"), depth + 1)?;
-            acc = merge(&acc, &a, path)?;
+            acc = meet(table, &acc, &a, path, depth)?;
         }
     }
     // dependentSchemas: for each combination of the trigger properties, either the property
@@ -137,7 +137,7 @@ pub(super) fn normalize(
     if let Some(all) = m.all_of.take() {
         for (i, sub) in all.iter().enumerate() {
             let sub = normalize(table, sub, &format!("{path}/allOf/{i}"), depth + 1)?;
-            acc = merge(&acc, &sub, path)?;
+            acc = meet(table, &acc, &sub, path, depth)?;
         }
     }
     if let Some(r) = m.reference.clone() {
@@ -148,10 +148,10 @@ pub(super) fn normalize(
                 .ok_or_else(|| invalid(path, "$ref target not found"))?;
             let target = normalize(table, target, &r.uri, depth + 1)?;
             m.reference = None;
-            acc = merge(&acc, &target, path)?;
+            acc = meet(table, &acc, &target, path, depth)?;
         }
     }
-    let out = merge(&acc, &Schema::node(m), path)?;
+    let out = meet(table, &acc, &Schema::node(m), path, depth)?;
     if unevaluated_properties.is_none() && unevaluated_items.is_none() {
         return Ok(out);
     }
@@ -176,6 +176,52 @@ pub(super) fn normalize(
         }
     }
     Ok(Schema::node(o))
+}
+
+/// [`merge`] of two normalised schemas, where two different `$ref`s (which one node cannot
+/// hold) are first replaced by their targets, normalised and merged with the keywords beside
+/// them. Only a conflict inlines a reference, so a recursive target is expanded once per
+/// conflict, not without end.
+fn meet(
+    table: &[Schema],
+    a: &Schema,
+    b: &Schema,
+    path: &str,
+    depth: usize,
+) -> Result<Schema, Error> {
+    let reference = |s: &Schema| match s {
+        Schema::Node(n) => n.reference.clone(),
+        _ => None,
+    };
+    match (reference(a), reference(b)) {
+        (Some(x), Some(y)) if x != y => {
+            let a = inline(table, a, path, depth + 1)?;
+            let b = inline(table, b, path, depth + 1)?;
+            meet(table, &a, &b, path, depth + 1)
+        }
+        _ => merge(a, b, path),
+    }
+}
+
+/// `s` with its top-level `$ref` replaced by the normalised target merged with the keywords
+/// beside it.
+fn inline(table: &[Schema], s: &Schema, path: &str, depth: usize) -> Result<Schema, Error> {
+    if depth > 32 {
+        return Err(unsupported("$ref", path));
+    }
+    let Schema::Node(n) = s else {
+        return Ok(s.clone());
+    };
+    let Some(r) = &n.reference else {
+        return Ok(s.clone());
+    };
+    let target = table
+        .get(r.target)
+        .ok_or_else(|| invalid(path, "$ref target not found"))?;
+    let target = normalize(table, target, &r.uri, depth + 1)?;
+    let mut rest = (**n).clone();
+    rest.reference = None;
+    meet(table, &target, &Schema::node(rest), path, depth + 1)
 }
 
 /// The values a normalised schema does not match, as a schema: `not` pushed down to the
@@ -1195,6 +1241,49 @@ mod tests {
                 &[r#"{"a":1,"b":2}"#, r#"{"a":1,"b":2,"c":3}"#, r#"{"b":2}"#]
             ),
             [false, true, true]
+        );
+    }
+
+    #[test]
+    fn all_of_two_references_merges_their_targets() {
+        let s = json!({
+            "$defs": {
+                "a": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]},
+                "b": {"properties": {"y": {"type": "string"}}, "required": ["y"]}
+            },
+            "allOf": [{"$ref": "#/$defs/a"}, {"$ref": "#/$defs/b"}]
+        });
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#"{"x":1,"y":"s"}"#,
+                    r#"{"x":1}"#,
+                    r#"{"y":"s"}"#,
+                    r#"{"x":"s","y":"s"}"#
+                ]
+            ),
+            [true, false, false, false]
+        );
+        // A recursive target is inlined once at the top; its own references stay rules.
+        let s = json!({
+            "$defs": {
+                "node": {"type": "object",
+                         "properties": {"next": {"$ref": "#/$defs/node"}, "v": {"type": "integer"}}},
+                "named": {"required": ["name"]}
+            },
+            "allOf": [{"$ref": "#/$defs/node"}, {"$ref": "#/$defs/named"}]
+        });
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#"{"name":1,"next":{"next":{"v":2}}}"#,
+                    r#"{"name":1,"next":{"next":{"v":"x"}}}"#,
+                    r#"{"next":{}}"#
+                ]
+            ),
+            [true, false, false]
         );
     }
 
