@@ -14,7 +14,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use nextok_constraints::{ConformanceRun, JsonOptions, SchemaResources};
+use nextok_constraints::{ConformanceRun, JsonOptions};
 
 /// Schemas compiled, at least (132 of 341 when the corpus was imported, 180 once unknown
 /// keywords became annotations and `not`, `oneOf`, drafts and formats were compiled, 194 once
@@ -58,37 +58,13 @@ fn corpus_dir() -> PathBuf {
     ))
 }
 
-/// Every schema of the corpus as a document that `$ref`s may name, as SchemaStore's own
-/// validator and the labels' check (the corpus README) resolve them: under its identifier and
-/// under the URLs SchemaStore publishes it at (`https://json.schemastore.org/<name>.json`,
-/// also served without `.json`).
-fn corpus_resources() -> SchemaResources {
-    let mut resources = SchemaResources::new();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_dir())
-        .expect("corpus readable")
-        .map(|e| e.expect("corpus entry").path())
-        .collect();
-    files.sort();
-    for f in files {
-        let text = std::fs::read_to_string(&f).expect("corpus file readable");
-        let v: serde_json::Value = serde_json::from_str(&text).expect("corpus file is JSON");
-        let schema = v["schema"].clone();
-        let stem = f.file_stem().and_then(|s| s.to_str()).expect("file name");
-        for uri in [
-            format!("https://json.schemastore.org/{stem}.json"),
-            format!("https://json.schemastore.org/{stem}"),
-        ] {
-            resources.insert(&uri, schema.clone());
-        }
-        resources.insert_document(schema);
-    }
-    resources
-}
-
 #[test]
 fn real_world_corpus_floors() {
     let (vocab, tokenize) = common::smollm2_instances();
-    let options = JsonOptions::default().with_resources(corpus_resources());
+    // The corpus's schemas refer to each other by SchemaStore URL.
+    let resources = ConformanceRun::resources_in_dir(&corpus_dir()).expect("corpus readable");
+    assert!(resources.len() >= 341, "{} documents", resources.len());
+    let options = JsonOptions::default().with_resources(resources);
     let mut run = ConformanceRun::new(vocab, options, &tokenize);
     let report = run.run_dir(&corpus_dir()).expect("corpus readable");
     for o in &report.outcomes {
