@@ -181,7 +181,7 @@ impl<'a> Compiler<'a> {
             for (i, br) in branches.iter().enumerate() {
                 let bp = format!("{path}/{comb}/{i}");
                 let br = normalize(table, br, &bp, 0)?;
-                if comb == "oneOf" {
+                if comb == "oneOf" && kept.0.is_none() && kept.1.is_none() {
                     own.push(br.clone());
                 }
                 let mb = match merge(&base, &br, &bp)? {
@@ -198,6 +198,11 @@ impl<'a> Compiler<'a> {
                         Schema::Node(o)
                     }
                 };
+                // With `unevaluated*` kept, a branch's evaluations depend on the keywords
+                // beside it, so the whole merged branch is complemented (which refuses).
+                if comb == "oneOf" && (kept.0.is_some() || kept.1.is_some()) {
+                    own.push(mb.clone());
+                }
                 merged.push(mb);
             }
             if comb == "oneOf" {
