@@ -411,6 +411,52 @@ impl<'a> ConformanceRun<'a> {
         Ok(outs)
     }
 
+    /// The schemas of a folder of MaskBench-format files as documents that `$ref`s may name
+    /// ([`crate::SchemaResources`]), so that a corpus whose schemas refer to each other (JSON
+    /// Schema Store's) compiles as its publisher resolves it: each file's `schema` under its
+    /// identifier (`$id`, or draft-04's `id`) and, when the file's `source` names the URL it
+    /// was published at (`"... schema https://json.schemastore.org/x.json ..."`, as
+    /// `conformance/real-world` writes it), under that URL and the URL without `.json` (JSON
+    /// Schema Store serves both). Files of another shape are skipped. Nothing is fetched.
+    pub fn resources_in_dir(dir: &Path) -> Result<crate::SchemaResources, Error> {
+        let d = dir.display().to_string();
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .map_err(|e| Error::Io {
+                path: d.clone(),
+                reason: e.to_string(),
+            })?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        files.sort();
+        let mut resources = crate::SchemaResources::new();
+        for f in files {
+            let text = std::fs::read_to_string(&f).map_err(|e| Error::Io {
+                path: f.display().to_string(),
+                reason: e.to_string(),
+            })?;
+            let Ok(Value::Object(file)) = serde_json::from_str::<Value>(&text) else {
+                continue;
+            };
+            let Some(schema) = file.get("schema") else {
+                continue;
+            };
+            let url = file
+                .get("source")
+                .and_then(|s| s.as_str())
+                .and_then(|s| s.split_whitespace().skip_while(|w| *w != "schema").nth(1))
+                .filter(|u| u.starts_with("https://") || u.starts_with("http://"));
+            if let Some(url) = url {
+                resources.insert(url, schema.clone());
+                if let Some(short) = url.strip_suffix(".json") {
+                    resources.insert(short, schema.clone());
+                }
+            }
+            resources.insert_document(schema.clone());
+        }
+        Ok(resources)
+    }
+
     /// Runs every `*.json` file of a directory (sorted by name) and totals the results.
     pub fn run_dir(&mut self, dir: &Path) -> Result<ConformanceReport, Error> {
         let d = dir.display().to_string();

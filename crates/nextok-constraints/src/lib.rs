@@ -135,7 +135,7 @@ pub use limits::{Limit, Limits};
 
 pub use json::{
     compile_json_schema, compile_json_schema_report, from_json_schema, json_any, CompiledSchema,
-    Draft, FormatMode, IgnoredKeyword, IgnoredReason, JsonOptions,
+    Draft, FormatMode, IgnoredKeyword, IgnoredReason, JsonOptions, SchemaResources,
 };
 pub use vocab::{decode_gpt2_byte_level, TokenVocab};
 mod conformance;

@@ -229,7 +229,10 @@ pub fn constrain_bench(a: &ConstrainBenchArgs) -> anyhow::Result<()> {
             .encode(&String::from_utf8_lossy(bytes), EncodeOptions::plain())
             .unwrap_or_default()
     };
-    let mut run = ConformanceRun::new(vocab, JsonOptions::default(), &tokenize);
+    // Schemas of the folder may refer to each other (JSON Schema Store's do).
+    let resources = ConformanceRun::resources_in_dir(&a.dir).map_err(nextok::Error::from)?;
+    let options = JsonOptions::default().with_resources(resources);
+    let mut run = ConformanceRun::new(vocab, options, &tokenize);
     let mut outcomes = Vec::new();
     for f in &files {
         outcomes.extend(run.run_file(f).map_err(nextok::Error::from)?);

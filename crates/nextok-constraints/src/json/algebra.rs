@@ -3,6 +3,8 @@
 //! exactly or refusing, and a sufficient test for disjointness (for `oneOf`).
 
 use super::schema::{invalid, json_eq, named, unsupported, Node, ObjectFacets, Schema, TypeSet};
+use super::string::search_regex;
+use crate::dfa::Dfa;
 use crate::Error;
 
 /// Rewrites `s` so that what is left has no `allOf`, no `not`, no `if`/`then`/`else`, no
@@ -84,13 +86,13 @@ pub(super) fn normalize(
                         ..Node::default()
                     }),
                 };
-                acc = merge(&acc, &either, path)?;
+                acc = meet(table, &acc, &either, path, depth)?;
                 None
             }
         };
         if let Some(a) = applied {
             let a = normalize(table, &a, &format!("{path}/then"), depth + 1)?;
-            acc = merge(&acc, &a, path)?;
+            acc = meet(table, &acc, &a, path, depth)?;
         }
     }
     // dependentSchemas: for each combination of the trigger properties, either the property
@@ -135,7 +137,7 @@ pub(super) fn normalize(
     if let Some(all) = m.all_of.take() {
         for (i, sub) in all.iter().enumerate() {
             let sub = normalize(table, sub, &format!("{path}/allOf/{i}"), depth + 1)?;
-            acc = merge(&acc, &sub, path)?;
+            acc = meet(table, &acc, &sub, path, depth)?;
         }
     }
     if let Some(r) = m.reference.clone() {
@@ -146,10 +148,10 @@ pub(super) fn normalize(
                 .ok_or_else(|| invalid(path, "$ref target not found"))?;
             let target = normalize(table, target, &r.uri, depth + 1)?;
             m.reference = None;
-            acc = merge(&acc, &target, path)?;
+            acc = meet(table, &acc, &target, path, depth)?;
         }
     }
-    let out = merge(&acc, &Schema::node(m), path)?;
+    let out = meet(table, &acc, &Schema::node(m), path, depth)?;
     if unevaluated_properties.is_none() && unevaluated_items.is_none() {
         return Ok(out);
     }
@@ -176,6 +178,52 @@ pub(super) fn normalize(
     Ok(Schema::node(o))
 }
 
+/// [`merge`] of two normalised schemas, where two different `$ref`s (which one node cannot
+/// hold) are first replaced by their targets, normalised and merged with the keywords beside
+/// them. Only a conflict inlines a reference, so a recursive target is expanded once per
+/// conflict, not without end.
+fn meet(
+    table: &[Schema],
+    a: &Schema,
+    b: &Schema,
+    path: &str,
+    depth: usize,
+) -> Result<Schema, Error> {
+    let reference = |s: &Schema| match s {
+        Schema::Node(n) => n.reference.clone(),
+        _ => None,
+    };
+    match (reference(a), reference(b)) {
+        (Some(x), Some(y)) if x != y => {
+            let a = inline(table, a, path, depth + 1)?;
+            let b = inline(table, b, path, depth + 1)?;
+            meet(table, &a, &b, path, depth + 1)
+        }
+        _ => merge(a, b, path),
+    }
+}
+
+/// `s` with its top-level `$ref` replaced by the normalised target merged with the keywords
+/// beside it.
+fn inline(table: &[Schema], s: &Schema, path: &str, depth: usize) -> Result<Schema, Error> {
+    if depth > 32 {
+        return Err(unsupported("$ref", path));
+    }
+    let Schema::Node(n) = s else {
+        return Ok(s.clone());
+    };
+    let Some(r) = &n.reference else {
+        return Ok(s.clone());
+    };
+    let target = table
+        .get(r.target)
+        .ok_or_else(|| invalid(path, "$ref target not found"))?;
+    let target = normalize(table, target, &r.uri, depth + 1)?;
+    let mut rest = (**n).clone();
+    rest.reference = None;
+    meet(table, &target, &Schema::node(rest), path, depth + 1)
+}
+
 /// The values a normalised schema does not match, as a schema: `not` pushed down to the
 /// keywords (De Morgan: the complement of a conjunction is the union of each keyword's
 /// complement, and a keyword that applies to one type is broken only by values of that type).
@@ -185,6 +233,22 @@ pub(super) fn complement(
     s: &Schema,
     path: &str,
     depth: usize,
+) -> Result<Schema, Error> {
+    complement_in(table, s, path, depth, None)
+}
+
+/// The complement of `s` among the values of `ctx`: a schema that agrees with the complement
+/// of `s` on every value `ctx` matches (and may differ elsewhere). The context lets keywords
+/// without a general complement be complemented where `ctx` bounds the values: a keyword of a
+/// type `ctx` excludes is never broken by a value of `ctx`, and in an object closed by
+/// `additionalProperties: false` without patterns, "some property breaks
+/// `additionalProperties`/`patternProperties`" is a choice among finitely many named keys.
+pub(super) fn complement_in(
+    table: &[Schema],
+    s: &Schema,
+    path: &str,
+    depth: usize,
+    ctx: Option<&Schema>,
 ) -> Result<Schema, Error> {
     if depth > 32 {
         return Err(unsupported("not", path));
@@ -205,7 +269,7 @@ pub(super) fn complement(
             .get(r.target)
             .ok_or_else(|| invalid(path, "$ref target not found"))?;
         let target = normalize(table, target, &r.uri, depth + 1)?;
-        branches.push(complement(table, &target, path, depth + 1)?);
+        branches.push(complement_in(table, &target, path, depth + 1, ctx)?);
     }
     if let Some(t) = n.types {
         let mut rest = t.complement();
@@ -246,39 +310,155 @@ pub(super) fn complement(
             }));
         }
     }
-    if let Some(bs) = &n.any_of {
-        // Matching none of the branches.
+    // Matching none of the branches (of `oneOf` too when its branches are pairwise
+    // disjoint: exactly one is then the same as at least one).
+    for (comb, bs) in [("anyOf", &n.any_of), ("oneOf", &n.one_of)] {
+        let Some(bs) = bs else {
+            continue;
+        };
+        let bs = bs
+            .iter()
+            .enumerate()
+            .map(|(i, b)| normalize(table, b, &format!("{path}/{comb}/{i}"), depth + 1))
+            .collect::<Result<Vec<_>, Error>>()?;
+        if comb == "oneOf"
+            && !(0..bs.len()).all(|i| (i + 1..bs.len()).all(|j| disjoint(table, &bs[i], &bs[j])))
+        {
+            return refuse("oneOf");
+        }
         let mut acc = Schema::Any;
         for (i, b) in bs.iter().enumerate() {
-            let bp = format!("{path}/anyOf/{i}");
-            let b = normalize(table, b, &bp, depth + 1)?;
-            acc = merge(&acc, &complement(table, &b, &bp, depth + 1)?, path)?;
+            let bp = format!("{path}/{comb}/{i}");
+            acc = merge(&acc, &complement_in(table, b, &bp, depth + 1, ctx)?, path)?;
         }
         branches.push(acc);
     }
-    for (present, k) in [
-        (n.one_of.is_some(), "oneOf"),
-        (n.all_of.is_some(), "allOf"),
-        (n.not.is_some(), "not"),
-        (n.cond.is_some(), "if"),
-        (n.dependent_schemas.is_some(), "dependentSchemas"),
-        (n.unevaluated_properties.is_some(), "unevaluatedProperties"),
-        (n.unevaluated_items.is_some(), "unevaluatedItems"),
-        (n.string.format.is_some(), "format"),
-        (n.number.multiple_of.is_some(), "multipleOf"),
-        (n.array.prefix_items.is_some(), "prefixItems"),
-        (n.array.min_contains.is_some(), "minContains"),
-        (n.array.max_contains.is_some(), "maxContains"),
-        (n.array.unique_items, "uniqueItems"),
-        (n.object.pattern_properties.is_some(), "patternProperties"),
+    // The types the context's values can have: a keyword of another type is never broken
+    // by them, so its complement is not needed.
+    let ctx = ctx.map(|c| deref(table, c));
+    let ctx_types = ctx.map_or(TypeSet::ALL, possible_types);
+    let ctx_has = |t: TypeSet| !ctx_types.intersect(t).is_empty();
+    let ctx_keys = ctx.and_then(closed_keys);
+    // Some property breaks `additionalProperties` or `patternProperties`: exact in a context
+    // whose objects can only hold finitely many named keys.
+    let ob = &n.object;
+    let open_ended = ob.pattern_properties.is_some()
+        || ob
+            .additional_properties
+            .as_ref()
+            .is_some_and(|a| *a != Schema::Any);
+    if open_ended && ctx_has(TypeSet::OBJECT) {
+        let Some(keys) = &ctx_keys else {
+            let k = if ob.pattern_properties.is_some() {
+                "patternProperties"
+            } else {
+                "additionalProperties"
+            };
+            return refuse(k);
+        };
+        let patterns: Vec<(String, Dfa, Schema)> = ob
+            .pattern_properties
+            .iter()
+            .flatten()
+            .map(|(p, v)| Ok((p.clone(), Dfa::from_regex(&search_regex(p))?, v.clone())))
+            .collect::<Result<_, Error>>()?;
+        let named = |k: &str| ob.properties.as_deref().and_then(|p| named(p, k)).is_some();
+        for k in keys {
+            let mut applies: Vec<(String, &Schema)> = patterns
+                .iter()
+                .filter(|(_, d, _)| d.matches(k.as_bytes()))
+                .map(|(p, _, v)| {
+                    (
+                        format!("patternProperties/{}", super::resolve::escape_pointer(p)),
+                        v,
+                    )
+                })
+                .collect();
+            if !named(k) && applies.is_empty() {
+                if let Some(a) = &ob.additional_properties {
+                    applies.push(("additionalProperties".to_string(), a));
+                }
+            }
+            for (at, v) in applies {
+                let vp = format!("{path}/{at}");
+                let v = normalize(table, v, &vp, depth + 1)?;
+                let c = complement(table, &v, &vp, depth + 1)?;
+                if c != Schema::Never {
+                    branches.push(typed(
+                        TypeSet::OBJECT,
+                        object_node_facets(ObjectFacets {
+                            properties: Some(vec![(k.clone(), c)]),
+                            required: Some(vec![k.clone()]),
+                            ..ObjectFacets::default()
+                        }),
+                    ));
+                }
+            }
+        }
+    }
+    // Some present property's dependency is missing.
+    if let Some(deps) = &ob.dependent_required {
+        for (k, needed) in deps {
+            for d in needed {
+                branches.push(typed(
+                    TypeSet::OBJECT,
+                    object_node_facets(ObjectFacets {
+                        properties: Some(vec![(d.clone(), Schema::Never)]),
+                        required: Some(vec![k.clone()]),
+                        ..ObjectFacets::default()
+                    }),
+                ));
+            }
+        }
+    }
+    for (present, k, t) in [
+        (n.all_of.is_some(), "allOf", TypeSet::ALL),
+        (n.not.is_some(), "not", TypeSet::ALL),
+        (n.cond.is_some(), "if", TypeSet::ALL),
         (
-            n.object.additional_properties.is_some(),
-            "additionalProperties",
+            n.dependent_schemas.is_some(),
+            "dependentSchemas",
+            TypeSet::ALL,
         ),
-        (n.object.dependent_required.is_some(), "dependentRequired"),
-        (n.object.property_names.is_some(), "propertyNames"),
+        (
+            n.unevaluated_properties.is_some(),
+            "unevaluatedProperties",
+            TypeSet::ALL,
+        ),
+        (
+            n.unevaluated_items.is_some(),
+            "unevaluatedItems",
+            TypeSet::ALL,
+        ),
+        (n.string.format.is_some(), "format", TypeSet::STRING),
+        (
+            n.number.multiple_of.is_some(),
+            "multipleOf",
+            TypeSet::NUMBER,
+        ),
+        (
+            n.array.prefix_items.is_some(),
+            "prefixItems",
+            TypeSet::ARRAY,
+        ),
+        (
+            n.array.min_contains.is_some(),
+            "minContains",
+            TypeSet::ARRAY,
+        ),
+        (
+            n.array.max_contains.is_some(),
+            "maxContains",
+            TypeSet::ARRAY,
+        ),
+        (n.array.unique_items, "uniqueItems", TypeSet::ARRAY),
+        (
+            n.object.property_names.is_some(),
+            "propertyNames",
+            TypeSet::OBJECT,
+        ),
     ] {
-        if present {
+        if present && ctx_has(t) {
             return refuse(k);
         }
     }
@@ -388,7 +568,12 @@ pub(super) fn complement(
         // Some item breaks `items`: it matches the complement.
         let ip = format!("{path}/items");
         let items = normalize(table, items, &ip, depth + 1)?;
-        let c = complement(table, &items, &ip, depth + 1)?;
+        // Every item of the context's arrays matches the context's `items`.
+        let item_ctx = ctx.map(|c| deref(table, c)).and_then(|c| match c {
+            Schema::Node(cn) if cn.array.prefix_items.is_none() => cn.array.items.as_ref(),
+            _ => None,
+        });
+        let c = complement_in(table, &items, &ip, depth + 1, item_ctx)?;
         if c != Schema::Never {
             branches.push(array(Af {
                 contains: Some(c),
@@ -406,7 +591,6 @@ pub(super) fn complement(
         }));
     }
     // Objects.
-    let ob = &n.object;
     let object = |f: ObjectFacets| typed(TypeSet::OBJECT, object_node_facets(f));
     if let Some(m) = ob.min_properties {
         if m > 0 {
@@ -436,7 +620,12 @@ pub(super) fn complement(
         for (k, v) in props {
             let kp = format!("{path}/properties/{}", super::resolve::escape_pointer(k));
             let v = normalize(table, v, &kp, depth + 1)?;
-            let c = complement(table, &v, &kp, depth + 1)?;
+            // The value of `k` in the context's objects matches the context's schema for it.
+            let value_ctx = ctx.map(|c| deref(table, c)).and_then(|c| match c {
+                Schema::Node(cn) => value_schema(cn, k),
+                _ => None,
+            });
+            let c = complement_in(table, &v, &kp, depth + 1, value_ctx.as_ref())?;
             if c != Schema::Never {
                 branches.push(object(ObjectFacets {
                     properties: Some(vec![(k.clone(), c)]),
@@ -446,6 +635,8 @@ pub(super) fn complement(
             }
         }
     }
+    // Branches of types the context excludes hold no value of the context.
+    branches.retain(|b| !possible_types(b).intersect(ctx_types).is_empty());
     Ok(match branches.len() {
         0 => Schema::Never,
         1 => branches.swap_remove(0),
@@ -458,39 +649,52 @@ pub(super) fn complement(
 
 /// Exactly one of `branches` (normalised, none `false`): each branch with the complements of
 /// the branches it may overlap, so that an instance matching two matches no alternative.
-/// `None` when some complement cannot be built exactly.
+/// `own[i]` is branch `i` as written, before the keywords beside `oneOf` were merged into
+/// it (`branches[i]` is `own[i]` and those keywords): among the values of branch `i`, which
+/// all match those keywords, branch `j` fails exactly where `own[j]` does, so only `own[j]`
+/// is complemented. `Ok(Err(why))` when some complement cannot be built exactly: the keyword
+/// and path that stopped it.
 pub(super) fn exactly_one(
     table: &[Schema],
     branches: &[Schema],
+    own: &[Schema],
     path: &str,
-) -> Result<Option<Vec<Schema>>, Error> {
-    let mut complements: Vec<Option<Schema>> = vec![None; branches.len()];
+) -> Result<Result<Vec<Schema>, String>, Error> {
+    // Bare references are read through, so that branches are compared by what they say.
+    let read = |b: &Schema| match deref(table, b) {
+        t @ Schema::Node(n) if n.reference.is_none() && !std::ptr::eq(t, b) => {
+            normalize(table, t, path, 1).unwrap_or_else(|_| b.clone())
+        }
+        _ => b.clone(),
+    };
+    let resolved: Vec<Schema> = branches.iter().map(read).collect();
+    let own: Vec<Schema> = own.iter().map(read).collect();
     let mut out = Vec::with_capacity(branches.len());
     for i in 0..branches.len() {
         let mut b = branches[i].clone();
         for j in 0..branches.len() {
-            if i == j || disjoint(&branches[i], &branches[j]) {
+            if i == j || disjoint(table, &resolved[i], &resolved[j]) {
                 continue;
             }
-            if complements[j].is_none() {
-                match complement(table, &branches[j], path, 1) {
-                    Ok(c) => complements[j] = Some(c),
-                    Err(Error::UnsupportedKeyword { .. }) => return Ok(None),
-                    Err(e) => return Err(e),
+            // The complement of branch j among branch i's values is all that branch i needs.
+            let c = match complement_in(table, &own[j], path, 1, Some(&resolved[i])) {
+                Ok(c) => c,
+                Err(Error::UnsupportedKeyword { keyword, path }) => {
+                    return Ok(Err(format!("{keyword} at {path}")))
                 }
-            }
-            let Some(c) = &complements[j] else {
-                return Ok(None);
+                Err(e) => return Err(e),
             };
-            b = match merge(&b, c, path) {
+            b = match merge(&b, &c, path) {
                 Ok(m) => m,
-                Err(Error::UnsupportedKeyword { .. }) => return Ok(None),
+                Err(Error::UnsupportedKeyword { keyword, path }) => {
+                    return Ok(Err(format!("{keyword} at {path}")))
+                }
                 Err(e) => return Err(e),
             };
         }
         out.push(b);
     }
-    Ok(Some(out))
+    Ok(Ok(out))
 }
 
 fn object_node_facets(object: ObjectFacets) -> Node {
@@ -753,7 +957,46 @@ fn merge_objects(
         n
     };
     let add = |x: &ObjectFacets| x.additional_properties.clone().unwrap_or(Schema::Any);
-    if has_add && !has_pat {
+    let shut = |x: &ObjectFacets| {
+        x.additional_properties == Some(Schema::Never) && x.pattern_properties.is_none()
+    };
+    if has_pat && (shut(a) || shut(b)) {
+        // One side admits only its named keys, so every key of the conjunction is one of
+        // them: each gets that side's schema and every schema the other side applies to it
+        // (its `properties` entry and the patterns that match it, or else its
+        // `additionalProperties`). No pattern is left.
+        let (c, x) = if shut(a) { (a, b) } else { (b, a) };
+        let patterns: Vec<(Dfa, &Schema)> = x
+            .pattern_properties
+            .iter()
+            .flatten()
+            .map(|(p, v)| Ok((Dfa::from_regex(&search_regex(p))?, v)))
+            .collect::<Result<_, Error>>()?;
+        let props = c
+            .properties
+            .iter()
+            .flatten()
+            .map(|(k, v)| {
+                let mut s = v.clone();
+                let own = x.properties.as_deref().and_then(|p| named(p, k));
+                let matching: Vec<&Schema> = patterns
+                    .iter()
+                    .filter(|(d, _)| d.matches(k.as_bytes()))
+                    .map(|(_, v)| *v)
+                    .collect();
+                for o in own.into_iter().chain(matching.iter().copied()) {
+                    s = both_of(s, o.clone());
+                }
+                if own.is_none() && matching.is_empty() {
+                    s = both_of(s, add(x));
+                }
+                (k.clone(), s)
+            })
+            .collect();
+        o.properties = Some(props);
+        o.pattern_properties = None;
+        o.additional_properties = Some(Schema::Never);
+    } else if has_add && !has_pat {
         // Without patterns, each key's schema on each side is its `properties` entry or else
         // that side's `additionalProperties`, so the conjunction is exact key by key.
         let side = |x: &ObjectFacets, k: &str| {
@@ -825,19 +1068,76 @@ fn possible_types(s: &Schema) -> TypeSet {
     }
 }
 
-/// Whether two normalised schemas can never both match one value (a sufficient test only).
-pub(super) fn disjoint(a: &Schema, b: &Schema) -> bool {
+/// The schema a chain of bare `$ref`s leads to (`s` itself when it is not a bare reference;
+/// a chain longer than 32 stops where it is).
+fn deref<'s>(table: &'s [Schema], s: &'s Schema) -> &'s Schema {
+    let mut s = s;
+    for _ in 0..32 {
+        match s {
+            Schema::Node(n) if n.only(&["$ref"]) => {
+                match n.reference.as_ref().and_then(|r| table.get(r.target)) {
+                    Some(t) => s = t,
+                    None => return s,
+                }
+            }
+            _ => return s,
+        }
+    }
+    s
+}
+
+/// The names an object valid under `s` can hold, when they are finitely many: `s` closes its
+/// objects (`additionalProperties: false`, no `patternProperties`), so only its named
+/// properties whose schema is not `false` can be present.
+fn closed_keys(s: &Schema) -> Option<Vec<String>> {
+    let Schema::Node(n) = s else {
+        return None;
+    };
+    let o = &n.object;
+    if o.additional_properties != Some(Schema::Never) || o.pattern_properties.is_some() {
+        return None;
+    }
+    Some(
+        o.properties
+            .iter()
+            .flatten()
+            .filter(|(_, v)| *v != Schema::Never)
+            .map(|(k, _)| k.clone())
+            .collect(),
+    )
+}
+
+/// Whether two schemas can never both match one value (a sufficient test only). Every
+/// keyword of a schema is a conjunct, so a test on some of them holds for the whole; bare
+/// references are read through, and a schema under `anyOf`/`oneOf` is disjoint from another
+/// when each of its branches is.
+pub(super) fn disjoint(table: &[Schema], a: &Schema, b: &Schema) -> bool {
+    disjoint_at(table, a, b, 0)
+}
+
+fn disjoint_at(table: &[Schema], a: &Schema, b: &Schema, depth: usize) -> bool {
+    if depth > 16 {
+        return false;
+    }
+    let (a, b) = (deref(table, a), deref(table, b));
     let (na, nb) = match (a, b) {
         (Schema::Never, _) | (_, Schema::Never) => return true,
         (Schema::Node(x), Schema::Node(y)) => (x, y),
         _ => return false,
     };
-    if na.any_of.is_some() || nb.any_of.is_some() || na.one_of.is_some() || nb.one_of.is_some() {
-        return false;
-    }
     let (ta, tb) = (possible_types(a), possible_types(b));
     if ta.intersect(tb).is_empty() {
         return true;
+    }
+    for (x, other) in [(na, b), (nb, a)] {
+        for bs in [&x.any_of, &x.one_of].into_iter().flatten() {
+            if bs.iter().all(|br| disjoint_at(table, br, other, depth + 1)) {
+                return true;
+            }
+        }
+    }
+    if na.any_of.is_some() || nb.any_of.is_some() || na.one_of.is_some() || nb.one_of.is_some() {
+        return false;
     }
     if let (Some(x), Some(y)) = (&na.values, &nb.values) {
         return !x.iter().any(|p| y.iter().any(|q| json_eq(p, q)));
@@ -850,7 +1150,7 @@ pub(super) fn disjoint(a: &Schema, b: &Schema) -> bool {
                 let px = value_schema(x, k);
                 let py = value_schema(y, k);
                 if let (Some(px), Some(py)) = (px, py) {
-                    if disjoint(&px, &py) {
+                    if disjoint_at(table, &px, &py, depth + 1) {
                         return true;
                     }
                 }
@@ -941,6 +1241,177 @@ mod tests {
                 &[r#"{"a":1,"b":2}"#, r#"{"a":1,"b":2,"c":3}"#, r#"{"b":2}"#]
             ),
             [false, true, true]
+        );
+    }
+
+    #[test]
+    fn all_of_two_references_merges_their_targets() {
+        let s = json!({
+            "$defs": {
+                "a": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]},
+                "b": {"properties": {"y": {"type": "string"}}, "required": ["y"]}
+            },
+            "allOf": [{"$ref": "#/$defs/a"}, {"$ref": "#/$defs/b"}]
+        });
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#"{"x":1,"y":"s"}"#,
+                    r#"{"x":1}"#,
+                    r#"{"y":"s"}"#,
+                    r#"{"x":"s","y":"s"}"#
+                ]
+            ),
+            [true, false, false, false]
+        );
+        // A recursive target is inlined once at the top; its own references stay rules.
+        let s = json!({
+            "$defs": {
+                "node": {"type": "object",
+                         "properties": {"next": {"$ref": "#/$defs/node"}, "v": {"type": "integer"}}},
+                "named": {"required": ["name"]}
+            },
+            "allOf": [{"$ref": "#/$defs/node"}, {"$ref": "#/$defs/named"}]
+        });
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#"{"name":1,"next":{"next":{"v":2}}}"#,
+                    r#"{"name":1,"next":{"next":{"v":"x"}}}"#,
+                    r#"{"next":{}}"#
+                ]
+            ),
+            [true, false, false]
+        );
+    }
+
+    #[test]
+    fn one_of_branches_behind_references_are_compared_by_their_targets() {
+        // Disjoint by type once the references are read through.
+        let s = json!({
+            "$defs": {
+                "name": {"type": "string", "minLength": 1},
+                "names": {"type": "array", "items": {"$ref": "#/$defs/name"}}
+            },
+            "oneOf": [{"$ref": "#/$defs/name"}, {"$ref": "#/$defs/names"}]
+        });
+        assert_eq!(
+            accepted(s, &[r#""a""#, r#"["a"]"#, "[]", r#""""#, "1", r#"[""]"#]),
+            [true, true, true, false, false, false]
+        );
+    }
+
+    #[test]
+    fn one_of_closed_objects_overlap_on_their_shared_keys_only() {
+        // `{}` matches both closed branches, so exactly-one refuses it; a key only one branch
+        // names picks that branch.
+        let s = json!({"oneOf": [
+            {"type": "object", "additionalProperties": false,
+             "properties": {"except": {"type": "array"}}},
+            {"type": "object", "additionalProperties": false,
+             "properties": {"only": {"type": "array"}}}
+        ]});
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#"{"except":[]}"#,
+                    r#"{"only":[]}"#,
+                    "{}",
+                    r#"{"except":[],"only":[]}"#,
+                    r#"{"other":[]}"#,
+                    r#"{"only":1}"#
+                ]
+            ),
+            [true, true, false, false, false, false]
+        );
+    }
+
+    #[test]
+    fn one_of_complements_only_the_branch_not_the_keywords_beside_it() {
+        // Each branch is complemented among the other's values, which already match the
+        // properties beside `oneOf` (an open map of strings, whose complement has no exact
+        // schema of its own).
+        let s = json!({
+            "type": "object",
+            "properties": {"headers": {"type": "object", "additionalProperties": {"type": "string"}}},
+            "oneOf": [{"required": ["src"]}, {"required": ["handle"]}]
+        });
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#"{"src":"a"}"#,
+                    r#"{"handle":"a","headers":{"x":"y"}}"#,
+                    r#"{"src":"a","handle":"b"}"#,
+                    "{}",
+                    r#"{"src":"a","headers":{"x":1}}"#
+                ]
+            ),
+            [true, true, false, false, false]
+        );
+    }
+
+    #[test]
+    fn one_of_pattern_properties_inside_a_closed_object() {
+        // The object is closed to `x-a` and `b`, so "some key breaks patternProperties" is
+        // "`x-a` is present and not a string".
+        let s = json!({
+            "type": "object",
+            "properties": {"x-a": {}, "b": {}},
+            "additionalProperties": false,
+            "oneOf": [
+                {"properties": {"b": {"type": "integer"}}},
+                {"patternProperties": {"^x-": {"type": "string"}}}
+            ]
+        });
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#"{"b":"s"}"#,
+                    r#"{"x-a":1}"#,
+                    r#"{"x-a":"s","b":"t"}"#,
+                    r#"{"x-a":1,"b":1}"#,
+                    "{}",
+                    r#"{"b":1}"#,
+                    r#"{"x-a":"s","b":1}"#,
+                    r#"{"c":1}"#
+                ]
+            ),
+            [true, true, true, true, false, false, false, false]
+        );
+        // An open object may hold any other key: its complement has no exact schema here.
+        let open = json!({"oneOf": [
+            {"type": "object", "additionalProperties": false, "properties": {"a": {}}},
+            {"type": "object", "patternProperties": {"^x-": {"type": "string"}}}
+        ]});
+        let e = compile_json_schema(&open, &JsonOptions::default());
+        assert!(
+            matches!(&e, Err(Error::UnsupportedKeyword { keyword, .. })
+                if keyword == "oneOf (branches that may overlap: not (additionalProperties) at #)"),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn complements_of_dependencies_and_of_disjoint_one_of() {
+        // Not `dependentRequired`: an object where `a` is present and `b` missing.
+        let s = json!({"not": {"dependentRequired": {"a": ["b"]}}});
+        assert_eq!(
+            accepted(s, &[r#"{"a":1}"#, r#"{"a":1,"b":2}"#, "{}", "1"]),
+            [true, false, false, false]
+        );
+        // A `oneOf` whose branches are disjoint is an `anyOf`, whose complement is exact.
+        let s = json!({"oneOf": [
+            {"oneOf": [{"type": "string"}, {"type": "null"}]},
+            {"type": ["string", "integer"]}
+        ]});
+        assert_eq!(
+            accepted(s, &["null", "1", r#""x""#, "true", "1.5"]),
+            [true, true, false, false, false]
         );
     }
 

@@ -176,9 +176,14 @@ impl<'a> Compiler<'a> {
             );
             let base = Schema::node(base);
             let mut merged = Vec::new();
+            // The branches as written (normalised), for `oneOf`'s complements.
+            let mut own = Vec::new();
             for (i, br) in branches.iter().enumerate() {
                 let bp = format!("{path}/{comb}/{i}");
                 let br = normalize(table, br, &bp, 0)?;
+                if comb == "oneOf" && kept.0.is_none() && kept.1.is_none() {
+                    own.push(br.clone());
+                }
                 let mb = match merge(&base, &br, &bp)? {
                     Schema::Never => Schema::Never,
                     mb if kept.0.is_none() && kept.1.is_none() => mb,
@@ -193,6 +198,11 @@ impl<'a> Compiler<'a> {
                         Schema::Node(o)
                     }
                 };
+                // With `unevaluated*` kept, a branch's evaluations depend on the keywords
+                // beside it, so the whole merged branch is complemented (which refuses).
+                if comb == "oneOf" && (kept.0.is_some() || kept.1.is_some()) {
+                    own.push(mb.clone());
+                }
                 merged.push(mb);
             }
             if comb == "oneOf" {
@@ -202,11 +212,16 @@ impl<'a> Compiler<'a> {
                 if trues >= 2 {
                     return Ok(Sym::Nt(self.b.nt("oneOf of overlapping true schemas")));
                 }
-                merged.retain(|b| *b != Schema::Never);
+                let (merged_kept, own_kept): (Vec<Schema>, Vec<Schema>) = merged
+                    .into_iter()
+                    .zip(own)
+                    .filter(|(m, _)| *m != Schema::Never)
+                    .unzip();
                 // Branches that may overlap each exclude the others (nothing changes for
                 // branches proven disjoint).
-                merged = exactly_one(table, &merged, path)?
-                    .ok_or_else(|| unsupported("oneOf (branches that may overlap)", path))?;
+                merged = exactly_one(table, &merged_kept, &own_kept, path)?.map_err(|why| {
+                    unsupported(format!("oneOf (branches that may overlap: {why})"), path)
+                })?;
             }
             let mut alts = Vec::new();
             for (i, br) in merged.iter().enumerate() {

@@ -467,7 +467,7 @@ fn one_of_with_overlapping_branches_counts_matches() {
     );
     assert_eq!(
         refused_keyword(json!({"oneOf": [{"multipleOf": 2}, {"multipleOf": 3}]})).0,
-        "oneOf (branches that may overlap)"
+        "oneOf (branches that may overlap: not (multipleOf) at #)"
     );
 }
 

@@ -30,9 +30,10 @@ mod resolve;
 mod schema;
 mod string;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::constraint::GrammarConstraint;
 use crate::grammar::Grammar;
@@ -70,6 +71,170 @@ pub struct JsonOptions {
     /// Whether `format` is enforced (the default, for the formats nextok knows) or only an
     /// annotation, as draft 2020-12 does by default.
     pub format: FormatMode,
+    /// Documents that `$ref`s may name by absolute URI (default: none; nextok never fetches
+    /// a URI, so a reference to a document not given here is refused by name).
+    pub resources: SchemaResources,
+}
+
+/// Schema documents by absolute URI, for `$ref`s that name other documents. A referenced
+/// document is bundled into the schema as an embedded resource (as JSON Schema 2020-12's
+/// bundling does: under `$defs` or `definitions`, with its URI as identifier), so it is read
+/// like any part of the schema. A document whose `$schema` names another draft than the
+/// referring schema's is refused (its keywords could mean something else); one without
+/// `$schema` is read as the referring schema's draft.
+///
+/// ```
+/// use nextok_constraints::{compile_json_schema, JsonOptions, SchemaResources};
+///
+/// let mut resources = SchemaResources::new();
+/// resources.insert(
+///     "https://example.com/defs.json",
+///     serde_json::json!({"definitions": {"port": {"type": "integer", "minimum": 1}}}),
+/// );
+/// let schema = serde_json::json!({"$ref": "https://example.com/defs.json#/definitions/port"});
+/// // Without the document the reference is refused...
+/// assert!(compile_json_schema(&schema, &JsonOptions::default()).is_err());
+/// // ...with it, it is compiled.
+/// let options = JsonOptions::default().with_resources(resources);
+/// let g = compile_json_schema(&schema, &options)?;
+/// assert!(g.recognizes(b"8080") && !g.recognizes(b"0"));
+/// # Ok::<(), nextok_constraints::Error>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SchemaResources {
+    docs: Arc<BTreeMap<String, Value>>,
+}
+
+impl SchemaResources {
+    /// No documents.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `schema` as the document at `uri` (its fragment, if any, is dropped).
+    pub fn insert(&mut self, uri: &str, schema: Value) {
+        let uri = uri.split_once('#').map_or(uri, |(u, _)| u);
+        Arc::make_mut(&mut self.docs).insert(uri.to_string(), schema);
+    }
+
+    /// Adds `schema` under its own identifier (`$id`, or draft-04's `id`); `false` when it
+    /// has none that is an absolute URI.
+    pub fn insert_document(&mut self, schema: Value) -> bool {
+        let id = ["$id", "id"].iter().find_map(|k| match schema.get(*k) {
+            Some(Value::String(s)) if s.contains(':') => Some(s.clone()),
+            _ => None,
+        });
+        match id {
+            Some(id) => {
+                self.insert(&id, schema);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The document at `uri` (without fragment).
+    pub fn get(&self, uri: &str) -> Option<&Value> {
+        self.docs.get(uri)
+    }
+
+    /// How many documents there are.
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+}
+
+/// Most documents bundled into one schema.
+const MAX_BUNDLED: usize = 64;
+
+/// `root` with every document that its `$ref`s name and `resources` holds (and those that
+/// these name, in turn) embedded as resources with their URIs as identifiers; `None` when
+/// nothing was embedded.
+fn bundle(
+    root: &Value,
+    draft: Option<Draft>,
+    resources: &SchemaResources,
+) -> Result<Option<Value>, Error> {
+    if resources.is_empty() || !root.is_object() {
+        return Ok(None);
+    }
+    let holder = match draft {
+        Some(Draft::Draft2019_09 | Draft::Draft2020_12) => "$defs",
+        _ => "definitions",
+    };
+    let id_key = if draft == Some(Draft::Draft4) {
+        "id"
+    } else {
+        "$id"
+    };
+    if root.get(holder).is_some_and(|h| !h.is_object()) {
+        return Ok(None);
+    }
+    let mut out = root.clone();
+    let mut embedded: Vec<String> = Vec::new();
+    loop {
+        let wanted: Vec<String> = resolve::external_documents(&out, draft)
+            .into_iter()
+            .filter(|u| resources.get(u).is_some() && !embedded.contains(u))
+            .collect();
+        if wanted.is_empty() {
+            break;
+        }
+        for uri in wanted {
+            if embedded.len() >= MAX_BUNDLED {
+                return Err(schema::unsupported(
+                    format!("$ref {uri} (more than {MAX_BUNDLED} documents)"),
+                    "#",
+                ));
+            }
+            let Some(doc) = resources.get(&uri) else {
+                continue;
+            };
+            if let (Some(d), Some(Value::String(s))) = (draft, doc.get("$schema")) {
+                if Draft::from_uri(s).is_some_and(|dd| dd != d) {
+                    return Err(schema::unsupported(
+                        format!("$ref {uri} (a document of another draft)"),
+                        "#",
+                    ));
+                }
+            }
+            // The document under its URI. A document whose root has `$ref` goes under an
+            // `allOf`, so that drafts 4 to 7, where `$ref` overrides its siblings, still see
+            // the identifier.
+            let mut body = match doc {
+                Value::Bool(true) => Value::Object(Map::new()),
+                Value::Bool(false) => serde_json::json!({"not": {}}),
+                d => d.clone(),
+            };
+            if let Value::Object(m) = &mut body {
+                m.remove("$id");
+                m.remove("id");
+                m.remove("$schema");
+                if m.contains_key("$ref") {
+                    body = serde_json::json!({"allOf": [body]});
+                }
+            }
+            if let Value::Object(m) = &mut body {
+                m.insert(id_key.to_string(), Value::String(uri.clone()));
+            }
+            let name = format!("nextok-bundled-{}", embedded.len());
+            if let Value::Object(o) = &mut out {
+                let h = o
+                    .entry(holder.to_string())
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if let Value::Object(h) = h {
+                    h.insert(name, body);
+                }
+            }
+            embedded.push(uri);
+        }
+    }
+    Ok((!embedded.is_empty()).then_some(out))
 }
 
 /// A JSON Schema draft, as `$schema` names it.
@@ -175,6 +340,7 @@ impl Default for JsonOptions {
             draft: None,
             strict: false,
             format: FormatMode::Assert,
+            resources: SchemaResources::default(),
         }
     }
 }
@@ -213,6 +379,12 @@ impl JsonOptions {
     /// Sets [`JsonOptions::format`].
     pub fn with_format(mut self, mode: FormatMode) -> Self {
         self.format = mode;
+        self
+    }
+
+    /// Sets [`JsonOptions::resources`].
+    pub fn with_resources(mut self, resources: SchemaResources) -> Self {
+        self.resources = resources;
         self
     }
 }
@@ -289,6 +461,8 @@ pub fn compile_json_schema_report(
         },
         _ => options.draft,
     };
+    let bundled = bundle(schema, draft, &options.resources)?;
+    let schema = bundled.as_ref().unwrap_or(schema);
     let rewritten = resolve::resolve_identifiers(schema, draft);
     let schema = rewritten.as_ref().unwrap_or(schema);
     let doc = schema::Document::parse_with(schema, draft, options)?;
@@ -310,6 +484,74 @@ mod tests {
         compile_json_schema(schema, &JsonOptions::default())
             .unwrap()
             .recognizes(text.as_bytes())
+    }
+
+    #[test]
+    fn references_to_other_documents_are_bundled_from_resources() {
+        let mut resources = SchemaResources::new();
+        // A document that refers to its own definitions and to a second document by a
+        // relative URI, which resolves against its own URI.
+        resources.insert(
+            "https://example.com/schemas/a.json",
+            json!({"definitions": {
+                "pair": {"type": "array", "items": {"$ref": "#/definitions/id"}, "maxItems": 2},
+                "id": {"$ref": "b.json#/definitions/id"}
+            }}),
+        );
+        resources.insert(
+            "https://example.com/schemas/b.json",
+            json!({"definitions": {"id": {"type": "string", "pattern": "^[a-z]+$"}}}),
+        );
+        let options = JsonOptions::default().with_resources(resources.clone());
+        let s = json!({
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "type": "object",
+            "properties": {"ids": {"$ref": "https://example.com/schemas/a.json#/definitions/pair"}}
+        });
+        let g = compile_json_schema(&s, &options).unwrap();
+        for (text, ok) in [
+            (r#"{"ids":["ab","c"]}"#, true),
+            (r#"{"ids":[]}"#, true),
+            (r#"{"ids":["ab","c","d"]}"#, false),
+            (r#"{"ids":["A"]}"#, false),
+            (r#"{"ids":[1]}"#, false),
+        ] {
+            assert_eq!(g.recognizes(text.as_bytes()), ok, "{text}");
+        }
+        // A document whose root is a `$ref` keeps its identifier in drafts 4 to 7.
+        resources.insert(
+            "https://example.com/schemas/alias.json",
+            json!({"$ref": "b.json#/definitions/id"}),
+        );
+        let options = JsonOptions::default().with_resources(resources.clone());
+        let s = json!({"$schema": "http://json-schema.org/draft-04/schema#",
+                       "$ref": "https://example.com/schemas/alias.json"});
+        let g = compile_json_schema(&s, &options).unwrap();
+        assert!(g.recognizes(br#""abc""#) && !g.recognizes(br#""Abc""#));
+        // A document of another draft is refused by name; one nextok does not hold stays an
+        // unsupported reference.
+        resources.insert(
+            "https://example.com/schemas/new.json",
+            json!({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "integer"}),
+        );
+        let options = JsonOptions::default().with_resources(resources);
+        for (uri, keyword) in [
+            (
+                "https://example.com/schemas/new.json",
+                "$ref https://example.com/schemas/new.json (a document of another draft)",
+            ),
+            (
+                "https://example.com/schemas/none.json",
+                "$ref https://example.com/schemas/none.json",
+            ),
+        ] {
+            let s = json!({"$schema": "http://json-schema.org/draft-07/schema#", "$ref": uri});
+            let e = compile_json_schema(&s, &options);
+            assert!(
+                matches!(&e, Err(Error::UnsupportedKeyword { keyword: k, .. }) if k == keyword),
+                "{e:?}"
+            );
+        }
     }
 
     #[test]

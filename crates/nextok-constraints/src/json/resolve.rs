@@ -59,6 +59,61 @@ pub(super) fn identifier(
     }
 }
 
+/// A schema object, its JSON pointer, its base URI and its parent's.
+struct Visited<'v> {
+    pointer: String,
+    base: String,
+    parent: String,
+    m: &'v Map<String, Value>,
+}
+
+/// Every schema position of the document, with its JSON pointer and base URI. Keywords
+/// whose values map names to schemas are told apart from those whose values are schemas
+/// (or arrays of them), so that a property named `$id` or `const` is read as a name.
+fn visit<'v>(
+    v: &'v Value,
+    pointer: &str,
+    base: &str,
+    draft: Option<Draft>,
+    out: &mut Vec<Visited<'v>>,
+) {
+    let Value::Object(m) = v else {
+        return;
+    };
+    let parent = base;
+    let base = match identifier(m, draft) {
+        // Drafts 4 to 7: `$ref` overrides its siblings, the identifier included.
+        Some(_) if m.contains_key("$ref") && is_draft_4_to_7(draft) => parent.to_string(),
+        Some((_, id)) => strip_fragment(&resolve_uri(parent, id)).to_string(),
+        _ => parent.to_string(),
+    };
+    out.push(Visited {
+        pointer: pointer.to_string(),
+        base: base.clone(),
+        parent: parent.to_string(),
+        m,
+    });
+    let token = |k: &str| escape_pointer(k).replace('%', "%25");
+    for (k, sub) in m {
+        if DATA_KEYWORDS.contains(&k.as_str()) {
+            continue;
+        }
+        let p = format!("{pointer}/{}", token(k));
+        match sub {
+            Value::Object(named) if NAME_MAPS.contains(&k.as_str()) => {
+                for (name, s) in named {
+                    visit(s, &format!("{p}/{}", token(name)), &base, draft, out);
+                }
+            }
+            Value::Array(a) => {
+                for (i, s) in a.iter().enumerate() {
+                    visit(s, &format!("{p}/{i}"), &base, draft, out);
+                }
+            }
+            _ => visit(sub, &p, &base, draft, out),
+        }
+    }
+}
 /// Resolves `$ref`s that go through `$id` and `$anchor` (embedded schema resources, base URI
 /// changes, anchors, absolute URIs naming the document itself) into plain JSON pointers from
 /// the root, and drops the identifiers they needed. `None` when the document has no embedded
@@ -70,60 +125,6 @@ pub(super) fn identifier(
 /// it as unsupported. `$dynamicAnchor` counts as an anchor for `$ref`; when the document has a
 /// `$dynamicRef`, nothing is rewritten (the compiler refuses it).
 pub(super) fn resolve_identifiers(root: &Value, draft: Option<Draft>) -> Option<Value> {
-    /// A schema object, its JSON pointer, its base URI and its parent's.
-    struct Visited<'v> {
-        pointer: String,
-        base: String,
-        parent: String,
-        m: &'v Map<String, Value>,
-    }
-    /// Every schema position of the document, with its JSON pointer and base URI. Keywords
-    /// whose values map names to schemas are told apart from those whose values are schemas
-    /// (or arrays of them), so that a property named `$id` or `const` is read as a name.
-    fn visit<'v>(
-        v: &'v Value,
-        pointer: &str,
-        base: &str,
-        draft: Option<Draft>,
-        out: &mut Vec<Visited<'v>>,
-    ) {
-        let Value::Object(m) = v else {
-            return;
-        };
-        let parent = base;
-        let base = match identifier(m, draft) {
-            // Drafts 4 to 7: `$ref` overrides its siblings, the identifier included.
-            Some(_) if m.contains_key("$ref") && is_draft_4_to_7(draft) => parent.to_string(),
-            Some((_, id)) => strip_fragment(&resolve_uri(parent, id)).to_string(),
-            _ => parent.to_string(),
-        };
-        out.push(Visited {
-            pointer: pointer.to_string(),
-            base: base.clone(),
-            parent: parent.to_string(),
-            m,
-        });
-        let token = |k: &str| escape_pointer(k).replace('%', "%25");
-        for (k, sub) in m {
-            if DATA_KEYWORDS.contains(&k.as_str()) {
-                continue;
-            }
-            let p = format!("{pointer}/{}", token(k));
-            match sub {
-                Value::Object(named) if NAME_MAPS.contains(&k.as_str()) => {
-                    for (name, s) in named {
-                        visit(s, &format!("{p}/{}", token(name)), &base, draft, out);
-                    }
-                }
-                Value::Array(a) => {
-                    for (i, s) in a.iter().enumerate() {
-                        visit(s, &format!("{p}/{i}"), &base, draft, out);
-                    }
-                }
-                _ => visit(sub, &p, &base, draft, out),
-            }
-        }
-    }
     let mut nodes = Vec::new();
     visit(root, "", DEFAULT_BASE, draft, &mut nodes);
     let is_str = |m: &Map<String, Value>, k: &str| matches!(m.get(k), Some(Value::String(_)));
@@ -140,39 +141,7 @@ pub(super) fn resolve_identifiers(root: &Value, draft: Option<Draft>) -> Option<
     if !needed || nodes.iter().any(|n| n.m.contains_key("$dynamicRef")) {
         return None;
     }
-    // Resources (documents) and anchors, by absolute URI, to JSON pointers from the root.
-    let mut resources: HashMap<String, String> = HashMap::new();
-    let mut anchors: HashMap<String, String> = HashMap::new();
-    for Visited {
-        pointer, base, m, ..
-    } in &nodes
-    {
-        let id =
-            identifier(m, draft).filter(|_| !(m.contains_key("$ref") && is_draft_4_to_7(draft)));
-        if let Some((_, id)) = id {
-            // `"#foo"` or `"other.json#foo"`: a plain-name fragment names this schema.
-            if let Some((_, frag)) = id.split_once('#') {
-                if !frag.is_empty() && !frag.starts_with('/') {
-                    anchors
-                        .entry(format!("{base}#{frag}"))
-                        .or_insert_with(|| pointer.clone());
-                }
-            }
-        }
-        let new_resource = id.is_some_and(|(_, id)| !id.starts_with('#'));
-        if pointer.is_empty() || new_resource {
-            resources
-                .entry(base.clone())
-                .or_insert_with(|| pointer.clone());
-        }
-        for k in ["$anchor", "$dynamicAnchor"] {
-            if let Some(Value::String(a)) = m.get(k) {
-                anchors
-                    .entry(format!("{base}#{a}"))
-                    .or_insert_with(|| pointer.clone());
-            }
-        }
-    }
+    let (resources, anchors) = resources_and_anchors(&nodes, draft);
     let target = |base: &str, reference: &str| -> Option<String> {
         let uri = resolve_uri(base, reference);
         let (doc, fragment) = uri.split_once('#').unwrap_or((&uri, ""));
@@ -227,6 +196,65 @@ pub(super) fn resolve_identifiers(root: &Value, draft: Option<Draft>) -> Option<
         }
     }
     Some(out)
+}
+
+/// Resources (documents) and anchors of the document, by absolute URI, to JSON pointers
+/// from the root.
+type Located = HashMap<String, String>;
+
+fn resources_and_anchors(nodes: &[Visited<'_>], draft: Option<Draft>) -> (Located, Located) {
+    let mut resources: Located = HashMap::new();
+    let mut anchors: Located = HashMap::new();
+    for Visited {
+        pointer, base, m, ..
+    } in nodes
+    {
+        let id =
+            identifier(m, draft).filter(|_| !(m.contains_key("$ref") && is_draft_4_to_7(draft)));
+        if let Some((_, id)) = id {
+            // `"#foo"` or `"other.json#foo"`: a plain-name fragment names this schema.
+            if let Some((_, frag)) = id.split_once('#') {
+                if !frag.is_empty() && !frag.starts_with('/') {
+                    anchors
+                        .entry(format!("{base}#{frag}"))
+                        .or_insert_with(|| pointer.clone());
+                }
+            }
+        }
+        let new_resource = id.is_some_and(|(_, id)| !id.starts_with('#'));
+        if pointer.is_empty() || new_resource {
+            resources
+                .entry(base.clone())
+                .or_insert_with(|| pointer.clone());
+        }
+        for k in ["$anchor", "$dynamicAnchor"] {
+            if let Some(Value::String(a)) = m.get(k) {
+                anchors
+                    .entry(format!("{base}#{a}"))
+                    .or_insert_with(|| pointer.clone());
+            }
+        }
+    }
+    (resources, anchors)
+}
+
+/// The absolute URIs (without fragment) of the documents that `$ref`s of `root` name and
+/// that are not resources inside it: what must be bundled in before it compiles.
+pub(super) fn external_documents(root: &Value, draft: Option<Draft>) -> Vec<String> {
+    let mut nodes = Vec::new();
+    visit(root, "", DEFAULT_BASE, draft, &mut nodes);
+    let (resources, _) = resources_and_anchors(&nodes, draft);
+    let mut out: Vec<String> = Vec::new();
+    for n in &nodes {
+        if let Some(Value::String(r)) = n.m.get("$ref") {
+            let uri = resolve_uri(&n.base, r);
+            let doc = strip_fragment(&uri);
+            if !resources.contains_key(doc) && !out.iter().any(|d| d == doc) {
+                out.push(doc.to_string());
+            }
+        }
+    }
+    out
 }
 
 fn is_draft_4_to_7(draft: Option<Draft>) -> bool {
