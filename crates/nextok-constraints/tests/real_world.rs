@@ -17,12 +17,13 @@ use std::path::PathBuf;
 use nextok_constraints::{ConformanceRun, JsonOptions};
 
 /// Schemas compiled, at least (132 of 341 when the corpus was imported, 180 once unknown
-/// keywords became annotations and `not`, `oneOf`, drafts and formats were compiled). Raise it
-/// as the compiler learns more; never lower it.
-const COMPILED_FLOOR: usize = 180;
-/// Valid instances of compiled schemas accepted, at least (7 of 12 when imported, 12 of 19
-/// now).
-const VALID_FLOOR: usize = 12;
+/// keywords became annotations and `not`, `oneOf`, drafts and formats were compiled, 204 once
+/// `uniqueItems` held over unbounded string domains). Raise it as the compiler learns more;
+/// never lower it.
+const COMPILED_FLOOR: usize = 204;
+/// Valid instances of compiled schemas accepted, at least (7 of 12 when imported, 12 of 19,
+/// then 14 of 22).
+const VALID_FLOOR: usize = 14;
 /// Invalid instances of compiled schemas refused, at least (11 of 11 when imported, 20 of 20
 /// now), so the corpus keeps testing refusals.
 const INVALID_FLOOR: usize = 20;
@@ -33,11 +34,14 @@ const INVALID_FLOOR: usize = 20;
 /// `JsonOptions::max_free_order_properties` (8), so they are compiled in the schema's property
 /// order, and these instances list their keys in another order (`ava` and `jshintrc` compiled
 /// once `oneOf` and unknown keywords did); `stale`'s instance is refused at its second key (not
-/// traced further). Issue #17 asks for keys in any order there.
+/// traced further). `esmrc` (compiled once `uniqueItems` held over strings) has the same
+/// property-order reason: its `cjs` object names 9 properties. Issue #17 asks for keys in any
+/// order there.
 const KNOWN_VALID_REFUSED: &[(&str, usize)] = &[
     ("ava.json", 0),
     ("bower.json", 0),
     ("bower.json", 1),
+    ("esmrc.json", 0),
     ("jshintrc.json", 0),
     ("mocharc.json", 0),
     ("nycrc.json", 0),
