@@ -34,6 +34,9 @@ pub(crate) enum Guard {
     UniqueStrings,
 }
 
+/// Most (array, item) positions whose earlier values are kept.
+const CACHE_ENTRIES: usize = 32;
+
 /// The earlier items of one array, for one item position.
 #[derive(Clone, Debug)]
 struct Earlier {
@@ -318,6 +321,11 @@ impl Chart {
             .get(array as usize..item as usize)
             .and_then(earlier_strings)
             .map(Arc::new);
+        // Only a cache: the oldest entry goes when it is full, so that a long array's
+        // positions do not each keep a copy of the values before them.
+        if self.guard.cache.len() == CACHE_ENTRIES {
+            self.guard.cache.remove(0);
+        }
         self.guard.cache.push(Earlier {
             array,
             item,
