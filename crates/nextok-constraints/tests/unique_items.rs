@@ -245,8 +245,10 @@ fn random_walks_have_exact_masks_and_end_unique() {
             let mut rng = ChaCha8Rng::seed_from_u64(seed * 31 + i as u64);
             let mut c = from_json_schema(schema, &vocab, &JsonOptions::default()).unwrap();
             let mut out = Vec::new();
+            let mut history = Vec::new();
             for _ in 0..40 {
                 let mask = check_mask(&mut c, &out);
+                history.push(mask.clone());
                 let allowed: Vec<u32> =
                     (0..vocab.len() as u32).filter(|&t| bit(&mask, t)).collect();
                 let liked: Vec<u32> = preferred
@@ -280,6 +282,12 @@ fn random_walks_have_exact_masks_and_end_unique() {
                 }
                 out.extend_from_slice(vocab.token_bytes(t).unwrap());
             }
+            // Rolling back (the earlier values the chart keeps included) restores the masks.
+            let back = history.len().min(4);
+            c.rollback(back).unwrap();
+            let mut mask = vocab.empty_mask();
+            c.fill_mask(&mut mask).unwrap();
+            assert_eq!(mask, history[history.len() - back]);
         }
     }
     assert!(finished >= 10, "only {finished} walks finished");

@@ -519,20 +519,27 @@ impl Chart {
         out: &mut Vec<(usize, Vec<u8>)>,
     ) {
         let trie = &vocab.trie;
-        // (subtree end, decoder, decoded length) of the nodes on the path.
-        let mut stack: Vec<(u32, Decoder, usize)> = vec![(trie[0].end, dec, decoded.len())];
+        // (subtree end, decoder, decoded length, bytes that may come next) of the nodes on the
+        // path: the children on no spelling are skipped with one bit test.
+        let first = next_bytes(values, &dec, &decoded);
+        let mut stack: Vec<(u32, Decoder, usize, [u64; 4])> =
+            vec![(trie[0].end, dec, decoded.len(), first)];
         let mut path: Vec<u8> = Vec::new();
         let mut i = 1usize;
         while i < trie.len() {
-            while stack.last().is_some_and(|&(e, _, _)| e as usize <= i) {
+            while stack.last().is_some_and(|&(e, _, _, _)| e as usize <= i) {
                 stack.pop();
                 path.pop();
             }
-            let Some(&(_, d0, len)) = stack.last() else {
+            let Some(&(_, d0, len, next)) = stack.last() else {
                 break;
             };
-            self.work += 1;
             let node = trie[i];
+            if next[(node.byte >> 6) as usize] >> (node.byte & 63) & 1 == 0 {
+                i = node.end as usize;
+                continue;
+            }
+            self.work += 1;
             decoded.truncate(len);
             let mut d = d0;
             d.feed(node.byte, &mut decoded);
@@ -551,7 +558,8 @@ impl Chart {
                 _ => !d.settled() || has_prefix(values, &decoded),
             };
             if alive {
-                stack.push((node.end, d, decoded.len()));
+                let next = next_bytes(values, &d, &decoded);
+                stack.push((node.end, d, decoded.len(), next));
                 path.push(node.byte);
                 i += 1;
             } else {
@@ -559,6 +567,31 @@ impl Chart {
             }
         }
     }
+}
+
+/// The bytes that may follow the string read so far (decoder `d`, decoded `decoded`) on some
+/// spelling of one of the sorted `values`: the opening quote first; then, between characters,
+/// the next byte of each value that continues `decoded`, the closing quote if `decoded` is
+/// one, and a backslash (any character may be escaped); every byte inside an escape.
+fn next_bytes(values: &[Vec<u8>], d: &Decoder, decoded: &[u8]) -> [u64; 4] {
+    let mut set = [0u64; 4];
+    let mut add = |b: u8| set[(b >> 6) as usize] |= 1 << (b & 63);
+    match d.mode {
+        Mode::Start => add(b'"'),
+        Mode::Content if d.high.is_none() => {
+            add(b'\\');
+            let lo = values.partition_point(|v| v.as_slice() < decoded);
+            for v in values[lo..].iter().take_while(|v| v.starts_with(decoded)) {
+                match v.get(decoded.len()) {
+                    Some(&b) => add(b),
+                    None => add(b'"'),
+                }
+            }
+        }
+        Mode::Closed | Mode::Bad => {}
+        _ => set = [!0; 4],
+    }
+    set
 }
 
 /// Clears the bits of the tokens `trie_tokens[from..to]`.
