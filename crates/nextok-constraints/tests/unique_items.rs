@@ -374,3 +374,38 @@ proptest! {
         prop_assert_eq!(refused || !c.is_complete(), !unique, "{}", text);
     }
 }
+
+#[test]
+fn reading_earlier_items_counts_as_work() {
+    // One work unit per byte of the array read back: a long array under a small work limit
+    // ends in the typed error, and the constraint stays where it was.
+    let vocab = vocab();
+    let limits = nextok_constraints::Limits::default().with_max_mask_work(3000);
+    let opts = JsonOptions::default().with_limits(limits);
+    let mut c = from_json_schema(&strings(), &vocab, &opts).unwrap();
+    let text: String = format!(
+        "[{}]",
+        (0..1000)
+            .map(|i| format!("\"x{i}\""))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let mut stopped = None;
+    for (i, b) in text.bytes().enumerate() {
+        match c.advance(b as u32 + 1) {
+            Ok(()) => {}
+            Err(Error::LimitExceeded { .. }) => {
+                stopped = Some(i);
+                break;
+            }
+            Err(e) => panic!("{e} at byte {i}"),
+        }
+    }
+    let at = stopped.expect("the work limit is reached");
+    // Past 3000 bytes of array text, and not before.
+    assert!((2900..3100).contains(&at), "stopped at byte {at}");
+    assert_eq!(c.num_tokens(), at);
+    // The same array with a default limit goes through.
+    let mut c = from_json_schema(&strings(), &vocab, &JsonOptions::default()).unwrap();
+    assert!(text.bytes().all(|b| c.advance(b as u32 + 1).is_ok()) && c.is_complete());
+}

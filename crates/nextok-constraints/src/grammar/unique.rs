@@ -7,7 +7,9 @@
 //! item's origin is where the array's `[` was read (the compiler writes the array's rules
 //! left-recursively, `A -> A "," G`, so that it is), and the chart keeps the bytes it read, so
 //! the earlier items are the strings of `input[origin..start of G]`; their decoded values are
-//! kept per (array, item) position until the chart is truncated below them.
+//! kept per (array, item) position until the chart is truncated below them. Reading them back
+//! costs one work unit per byte of the array, so [`Limits::max_mask_work`](crate::Limits)
+//! bounds it (a million by default: arrays up to about a megabyte of text).
 //!
 //! Masks stay exact. The mask computation reads a token through a terminal and, where the
 //! terminal may end, continues from one set computed once for all the places it ends: that set
@@ -316,6 +318,8 @@ impl Chart {
         {
             return e.values.clone();
         }
+        // One work unit per byte read, so that `Limits::max_mask_work` bounds this too.
+        self.work += u64::from(item.saturating_sub(array));
         let values = self
             .input
             .get(array as usize..item as usize)
