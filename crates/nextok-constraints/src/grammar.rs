@@ -14,6 +14,9 @@ use crate::limits::{check, Limit, Limits};
 use crate::vocab::{TokenVocab, CATEGORIES};
 use crate::Error;
 
+mod unique;
+pub(crate) use unique::Guard;
+
 /// A grammar symbol while building.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Sym {
@@ -50,6 +53,8 @@ pub(crate) struct GrammarBuilder {
     terminal_ids: FxMap<Dfa, u32>,
     regex_cache: HashMap<String, Sym>,
     token_sets: Vec<TokenSet>,
+    /// Nonterminals whose completions are checked at run time (`unique`), with their check.
+    guards: Vec<(u32, Guard)>,
 }
 
 impl GrammarBuilder {
@@ -115,6 +120,18 @@ impl GrammarBuilder {
         Sym::Tok(self.token_sets.len() as u32 - 1)
     }
 
+    /// A nonterminal deriving exactly the terminal `t`, whose completions are checked at run
+    /// time by `guard` against the text before it (see `unique`). Anything but a terminal gives
+    /// an unproductive nonterminal.
+    pub(crate) fn guarded(&mut self, name: &str, t: Sym, guard: Guard) -> Sym {
+        let n = self.nt(name);
+        if let Sym::T(_) = t {
+            self.rule(n, vec![t]);
+            self.guards.push((n, guard));
+        }
+        Sym::Nt(n)
+    }
+
     /// The literal bytes (a nullable nonterminal for the empty literal).
     pub(crate) fn literal(&mut self, bytes: &[u8]) -> Sym {
         if bytes.is_empty() {
@@ -147,6 +164,7 @@ impl GrammarBuilder {
             mut rules,
             terminals,
             token_sets,
+            guards: guard_list,
             ..
         } = self;
         // Augmented start rule S' -> start, so that completion is one item.
@@ -188,6 +206,24 @@ impl GrammarBuilder {
                 accept_pos = syms.len() as u32 - 1;
             }
         }
+        // Per nonterminal its guard, and per position whether it is the terminal of a guarded
+        // rule (both empty when the grammar has no guard, as every grammar but a JSON Schema
+        // with `uniqueItems` over an unbounded domain).
+        let mut guards = Vec::new();
+        let mut guarded_pos = Vec::new();
+        if !guard_list.is_empty() {
+            guards = vec![None; n];
+            for &(nt, guard) in &guard_list {
+                guards[nt as usize] = Some(guard);
+            }
+            guarded_pos = vec![false; syms.len()];
+            for (p, s) in syms.iter().enumerate() {
+                if let (GSym::T(_), Some(GSym::End(a))) = (s, syms.get(p + 1)) {
+                    let first = p == 0 || matches!(syms[p - 1], GSym::End(_));
+                    guarded_pos[p] = first && guards[*a as usize].is_some();
+                }
+            }
+        }
         let terminal_starts = terminals.iter().map(|d| d.start()).collect();
         let terminals = terminals.into_iter().map(Arc::new).collect();
         Ok(Grammar {
@@ -201,6 +237,8 @@ impl GrammarBuilder {
             max_work: limits.max_mask_work,
             cache: Mutex::new((0, HashMap::new())),
             token_sets,
+            guards,
+            guarded_pos,
         })
     }
 }
@@ -271,6 +309,11 @@ pub struct Grammar {
     /// The sets of the token references (`GSym::Tok`); empty when the grammar has none, as
     /// every grammar but GBNF's.
     token_sets: Vec<TokenSet>,
+    /// Per nonterminal, the run-time check of its completions (`unique`); empty when the
+    /// grammar has none.
+    guards: Vec<Option<Guard>>,
+    /// Per position, whether it is the terminal of a guarded rule; empty without guards.
+    guarded_pos: Vec<bool>,
 }
 
 /// The vocabulary's serial number and, per terminal, its automaton's number in that vocabulary's
@@ -615,6 +658,12 @@ pub(crate) struct Chart {
     over: bool,
     /// Whether the initial set itself went past the limit (the chart is unusable).
     broken: bool,
+    /// The byte read into each set after the first: `input[j]` leads from set `j` to set
+    /// `j + 1` (0 where no byte was read: a whole token through a token reference, or the set
+    /// a mask computation assumes after a terminal ends). Guards read the text from it.
+    input: Vec<u8>,
+    /// The run-time checks' state (`unique`).
+    guard: unique::GuardState,
 }
 
 impl Chart {
@@ -633,6 +682,8 @@ impl Chart {
             work: 0,
             over: false,
             broken: false,
+            input: Vec::new(),
+            guard: unique::GuardState::default(),
         };
         c.seen.clear();
         c.add_item(g.start_pos, 0);
@@ -721,7 +772,9 @@ impl Chart {
                         let mut j = s + self.waits[s..e].partition_point(|&(n, _)| n < a);
                         while j < e && self.waits[j].0 == a {
                             let (p2, o2) = self.items[self.waits[j].1 as usize];
-                            self.add_item(p2 + 1, o2);
+                            if self.completes(g, a, o2, origin, k) {
+                                self.add_item(p2 + 1, o2);
+                            }
                             self.work += 1;
                             j += 1;
                         }
@@ -733,7 +786,9 @@ impl Chart {
                         self.work += (e - s) as u64;
                         for j in s..e {
                             let (p2, o2) = self.items[j as usize];
-                            if g.syms[p2 as usize] == GSym::Nt(a) {
+                            if g.syms[p2 as usize] == GSym::Nt(a)
+                                && self.completes(g, a, o2, origin, k)
+                            {
                                 self.add_item(p2 + 1, o2);
                             }
                         }
@@ -782,7 +837,24 @@ impl Chart {
             return false;
         }
         self.step(g, Some(b), &[]);
+        // Only a guard can leave the new set empty (every item read `b` otherwise).
+        if !g.guards.is_empty() && !self.over && self.top_is_empty(g) {
+            self.pop();
+            return false;
+        }
         true
+    }
+
+    /// Whether the top set leads nowhere: nothing in flight and every item completed, none the
+    /// accepting one (what a guard that refuses the only completion leaves).
+    fn top_is_empty(&self, g: &Grammar) -> bool {
+        let k = self.depth() - 1;
+        self.infl_starts[k] == self.infl_starts[k + 1]
+            && self.items[self.item_starts[k] as usize..self.item_starts[k + 1] as usize]
+                .iter()
+                .all(|&(p, o)| {
+                    matches!(g.syms[p as usize], GSym::End(_)) && !(p == g.accept_pos && o == 0)
+                })
     }
 
     /// Builds the next set from the in-flight terminals of the top set that read `b` (when
@@ -790,6 +862,7 @@ impl Chart {
     fn step(&mut self, g: &Grammar, b: Option<u8>, extra: &[(u32, u32)]) {
         let k = self.depth() as u32 - 1;
         self.seen.clear();
+        self.input.push(b.unwrap_or(0));
         if let Some(b) = b {
             let (s, e) = (
                 self.infl_starts[k as usize] as usize,
@@ -869,7 +942,9 @@ impl Chart {
             init.iter().all(|&b| self.push_byte(g, b)) && !self.over && self.may_read(last);
         if through_bytes {
             self.step(g, Some(last), &scans);
-            return true;
+            if g.guards.is_empty() || self.over || !self.top_is_empty(g) {
+                return true;
+            }
         }
         self.truncate(base);
         if scans.is_empty() || self.over {
@@ -882,6 +957,7 @@ impl Chart {
 
     /// Removes the top set.
     pub(crate) fn pop(&mut self) {
+        self.input.truncate(self.depth().saturating_sub(2));
         self.item_starts.pop();
         self.infl_starts.pop();
         self.wait_starts.pop();
@@ -893,6 +969,7 @@ impl Chart {
             .truncate(*self.item_starts.last().unwrap_or(&0) as usize);
         self.infl
             .truncate(*self.infl_starts.last().unwrap_or(&0) as usize);
+        self.guard.forget_above(self.depth());
     }
 
     /// Pops sets until `depth` remain.
@@ -927,6 +1004,9 @@ impl Chart {
         mask: &mut [u64],
     ) -> Result<(), Error> {
         self.check_work(g)?;
+        if !g.guards.is_empty() {
+            return self.fill_mask_guarded(g, vocab, mask);
+        }
         let k = self.depth() - 1;
         let (s, e) = (
             self.infl_starts[k] as usize,
@@ -949,6 +1029,7 @@ impl Chart {
             // origin of anything, so this set can sit directly above the current one.
             self.seen.clear();
             self.add_item(pos + 1, origin);
+            self.input.push(0);
             self.close(g, k as u32 + 1);
             for &p in &tm.exits {
                 if self.over {

@@ -355,7 +355,7 @@ fn unsupported_keyword_is_named() {
     )
     .unwrap_err();
     assert!(
-        matches!(e, nextok_constraints::Error::UnsupportedKeyword { ref keyword, .. } if keyword == "uniqueItems"),
+        matches!(e, nextok_constraints::Error::UnsupportedKeyword { ref keyword, .. } if keyword == "uniqueItems (items of any type)"),
         "{e}"
     );
 }

@@ -211,7 +211,7 @@ impl Compiler<'_> {
                     .chain([TypeSet::ARRAY, TypeSet::OBJECT])
                     .any(|x| t.has(x))
                 {
-                    return Err(refuse());
+                    return self.unique_unbounded(m, &items, path);
                 }
                 if t.has(TypeSet::NULL) {
                     values.push(Value::Null);
@@ -220,10 +220,10 @@ impl Compiler<'_> {
                     values.extend([Value::Bool(true), Value::Bool(false)]);
                 }
             }
-            _ => return Err(refuse()),
+            _ => return self.unique_unbounded(m, &items, path),
         }
         if values.len() > 12 {
-            return Err(refuse());
+            return self.unique_unbounded(m, &items, path);
         }
         let k = values.len();
         let min = a.min_items.unwrap_or(0);

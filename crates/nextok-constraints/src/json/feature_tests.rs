@@ -505,9 +505,10 @@ fn unique_items_over_small_finite_domains() {
         &["[]", "[{}]"],
         &["[1,2]"],
     );
+    // Items of any type (objects and arrays among them) are refused, naming the keyword.
     assert_eq!(
         refused_keyword(json!({"type": "array", "uniqueItems": true})).0,
-        "uniqueItems"
+        "uniqueItems (items of any type)"
     );
 }
 

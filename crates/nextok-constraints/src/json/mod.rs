@@ -29,6 +29,7 @@ mod number;
 mod resolve;
 mod schema;
 mod string;
+mod unique;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,0 +1,650 @@
+//! Run-time checks on completions: what a context-free grammar cannot say, such as JSON
+//! Schema's `uniqueItems` over an unbounded item domain.
+//!
+//! A guarded nonterminal `G -> T` (one terminal) is completed into a waiting item only when its
+//! [`Guard`] accepts the text: for [`Guard::UniqueStrings`], the string `T` read must differ,
+//! as a decoded JSON string, from every item written before it in the same array. The waiting
+//! item's origin is where the array's `[` was read (the compiler writes the array's rules
+//! left-recursively, `A -> A "," G`, so that it is), and the chart keeps the bytes it read, so
+//! the earlier items are the strings of `input[origin..start of G]`; their decoded values are
+//! kept per (array, item) position until the chart is truncated below them. Reading them back
+//! costs one work unit per byte of the array, so [`Limits::max_mask_work`](crate::Limits)
+//! bounds it (a million by default: arrays up to about a megabyte of text).
+//!
+//! Masks stay exact. The mask computation reads a token through a terminal and, where the
+//! terminal may end, continues from one set computed once for all the places it ends: that set
+//! does not depend on the terminal's text, which a guard does. So for a guarded terminal the
+//! places where it ends with a value that some guard refuses (`q_nodes`: found by walking the
+//! token trie along the spellings of the earlier values) are read again with their real bytes,
+//! and a set past an assumed terminal end (`GuardState::synthetic`) that a guard would read is
+//! marked uncertain, and the place is read again with real bytes. Reading real bytes is
+//! exactly what `advance` does, so the mask agrees with it. The compiler guards only terminals
+//! whose every state inside the string can still reach infinitely many values, so a finite set
+//! of earlier items never leaves a prefix without a valid completion.
+
+use std::sync::Arc;
+
+use super::{Chart, GSym, Grammar};
+use crate::vocab::TokenVocab;
+use crate::Error;
+
+/// A check on the completions of a guarded nonterminal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Guard {
+    /// A JSON string item of an array whose items are all strings: its decoded value must
+    /// differ from every earlier item's.
+    UniqueStrings,
+}
+
+/// Most (array, item) positions whose earlier values are kept.
+const CACHE_ENTRIES: usize = 32;
+
+/// The earlier items of one array, for one item position.
+#[derive(Clone, Debug)]
+struct Earlier {
+    /// Set where the array's `[` was read.
+    array: u32,
+    /// Set where the item starts.
+    item: u32,
+    /// Decoded values, sorted, without repeats; `None` when the text is not a list of strings
+    /// (which the grammar never lets happen).
+    values: Option<Arc<Vec<Vec<u8>>>>,
+}
+
+/// The chart's state for guards.
+#[derive(Clone, Debug, Default)]
+pub(super) struct GuardState {
+    /// The set that a mask computation assumes after a terminal ends (its byte is unknown).
+    synthetic: Option<u32>,
+    /// Whether the terminal assumed to end there is guarded: its own completion is taken as
+    /// passing, and the places where it would not are read again (`q_nodes`).
+    own: bool,
+    /// Set when a guard read text across the synthetic set's unknown byte (it then passes):
+    /// the place being walked must be read again with real bytes.
+    uncertain: bool,
+    /// Earlier values per (array, item) position, valid while the chart is deeper than the
+    /// item's set.
+    cache: Vec<Earlier>,
+    /// Highest item set in `cache`.
+    max_item: u32,
+    /// A mask buffer, kept to avoid an allocation per mask.
+    scratch: Vec<u64>,
+}
+
+impl GuardState {
+    /// Forgets what was read from sets that are gone (`depth` sets remain).
+    #[inline]
+    pub(super) fn forget_above(&mut self, depth: usize) {
+        if !self.cache.is_empty() && self.max_item as usize >= depth {
+            self.cache.retain(|e| (e.item as usize) < depth);
+            self.max_item = self.cache.iter().map(|e| e.item).max().unwrap_or(0);
+        }
+    }
+}
+
+/// An incremental decoder of one JSON string literal (its opening quote first), byte by byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Before the opening quote.
+    Start,
+    /// Inside the string, between characters.
+    Content,
+    /// After a backslash.
+    Escape,
+    /// After `\u` and `n` hex digits of value `v`.
+    Hex(u8, u16),
+    /// After the closing quote.
+    Closed,
+    /// Not a JSON string.
+    Bad,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Decoder {
+    mode: Mode,
+    /// A high surrogate waiting for its low half.
+    high: Option<u16>,
+}
+
+impl Decoder {
+    fn new() -> Decoder {
+        Decoder {
+            mode: Mode::Start,
+            high: None,
+        }
+    }
+
+    /// Whether the decoded text so far is final (no surrogate half pending).
+    fn settled(&self) -> bool {
+        self.high.is_none() && matches!(self.mode, Mode::Content | Mode::Closed)
+    }
+
+    fn push_char(&mut self, c: char, out: &mut Vec<u8>) {
+        if self.high.take().is_some() {
+            // A high surrogate not followed by a low one: a lone surrogate.
+            out.extend_from_slice("\u{fffd}".as_bytes());
+        }
+        let mut buf = [0u8; 4];
+        out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+    }
+
+    /// Reads byte `b`, appending decoded bytes to `out`.
+    fn feed(&mut self, b: u8, out: &mut Vec<u8>) {
+        self.mode = match (self.mode, b) {
+            (Mode::Start, b'"') => Mode::Content,
+            (Mode::Content, b'"') => {
+                if self.high.take().is_some() {
+                    out.extend_from_slice("\u{fffd}".as_bytes());
+                }
+                Mode::Closed
+            }
+            (Mode::Content, b'\\') => Mode::Escape,
+            (Mode::Content, b) if b >= 0x20 => {
+                if self.high.take().is_some() {
+                    out.extend_from_slice("\u{fffd}".as_bytes());
+                }
+                out.push(b);
+                Mode::Content
+            }
+            (Mode::Escape, b'u') => Mode::Hex(0, 0),
+            (Mode::Escape, b) => {
+                let c = match b {
+                    b'"' => '"',
+                    b'\\' => '\\',
+                    b'/' => '/',
+                    b'b' => '\u{8}',
+                    b'f' => '\u{c}',
+                    b'n' => '\n',
+                    b'r' => '\r',
+                    b't' => '\t',
+                    _ => {
+                        self.mode = Mode::Bad;
+                        return;
+                    }
+                };
+                self.push_char(c, out);
+                Mode::Content
+            }
+            (Mode::Hex(n, v), b) => {
+                let Some(d) = (b as char).to_digit(16) else {
+                    self.mode = Mode::Bad;
+                    return;
+                };
+                let v = v << 4 | d as u16;
+                if n < 3 {
+                    Mode::Hex(n + 1, v)
+                } else {
+                    match v {
+                        0xd800..=0xdbff => {
+                            if self.high.take().is_some() {
+                                out.extend_from_slice("\u{fffd}".as_bytes());
+                            }
+                            self.high = Some(v);
+                        }
+                        0xdc00..=0xdfff => {
+                            let c = match self.high.take() {
+                                Some(h) => char::from_u32(
+                                    0x10000 + ((h as u32 - 0xd800) << 10) + (v as u32 - 0xdc00),
+                                ),
+                                None => None,
+                            };
+                            self.push_char(c.unwrap_or('\u{fffd}'), out);
+                        }
+                        _ => {
+                            let c = char::from_u32(v as u32).unwrap_or('\u{fffd}');
+                            self.push_char(c, out);
+                        }
+                    }
+                    Mode::Content
+                }
+            }
+            _ => Mode::Bad,
+        };
+    }
+}
+
+/// The decoded value of the JSON string literal `text` (quotes included), or `None` when
+/// `text` is not exactly one.
+pub(crate) fn decode_string(text: &[u8]) -> Option<Vec<u8>> {
+    let mut d = Decoder::new();
+    let mut out = Vec::with_capacity(text.len());
+    for &b in text {
+        if d.mode == Mode::Closed {
+            return None;
+        }
+        d.feed(b, &mut out);
+        if d.mode == Mode::Bad {
+            return None;
+        }
+    }
+    (d.mode == Mode::Closed).then_some(out)
+}
+
+/// The decoded string items of the array text `text` (its `[`, then items each followed by a
+/// comma, with JSON whitespace around them), sorted and without repeats.
+fn earlier_strings(text: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let ws = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+    let mut i = 1;
+    if text.first() != Some(&b'[') {
+        return None;
+    }
+    let mut values = Vec::new();
+    loop {
+        while i < text.len() && ws(text[i]) {
+            i += 1;
+        }
+        if i == text.len() {
+            break;
+        }
+        let mut d = Decoder::new();
+        let mut v = Vec::new();
+        while i < text.len() && d.mode != Mode::Closed {
+            d.feed(text[i], &mut v);
+            if d.mode == Mode::Bad {
+                return None;
+            }
+            i += 1;
+        }
+        if d.mode != Mode::Closed {
+            return None;
+        }
+        values.push(v);
+        while i < text.len() && ws(text[i]) {
+            i += 1;
+        }
+        if text.get(i) != Some(&b',') {
+            return None;
+        }
+        i += 1;
+    }
+    values.sort_unstable();
+    values.dedup();
+    Some(values)
+}
+
+/// Whether some value of the sorted `values` starts with `prefix`.
+fn has_prefix(values: &[Vec<u8>], prefix: &[u8]) -> bool {
+    let i = values.partition_point(|v| v.as_slice() < prefix);
+    values.get(i).is_some_and(|v| v.starts_with(prefix))
+}
+
+impl Chart {
+    /// Whether completing nonterminal `a` (started at set `o`, ending at set `k`) into an item
+    /// whose origin is `parent` is allowed: always for unguarded nonterminals.
+    #[inline]
+    pub(super) fn completes(&mut self, g: &Grammar, a: u32, parent: u32, o: u32, k: u32) -> bool {
+        match g.guards.get(a as usize) {
+            Some(Some(guard)) => self.guard_passes(*guard, parent, o, k),
+            _ => true,
+        }
+    }
+
+    fn guard_passes(&mut self, guard: Guard, array: u32, o: u32, k: u32) -> bool {
+        if let Some(s) = self.guard.synthetic {
+            // The byte into set `s` is unknown: a text across it cannot be read.
+            if array < s && s <= k {
+                if !(k == s && self.guard.own) {
+                    self.guard.uncertain = true;
+                }
+                return true;
+            }
+        }
+        match guard {
+            Guard::UniqueStrings => {
+                let Some(value) = self
+                    .input
+                    .get(o as usize..k as usize)
+                    .and_then(decode_string)
+                else {
+                    debug_assert!(false, "a guarded item that is not a JSON string");
+                    return false;
+                };
+                match self.earlier(array, o) {
+                    Some(values) => values.binary_search(&value).is_err(),
+                    None => false,
+                }
+            }
+        }
+    }
+
+    /// The decoded values of the items of the array started at set `array`, before the item
+    /// that starts at set `item` (cached until the chart is truncated below `item`).
+    fn earlier(&mut self, array: u32, item: u32) -> Option<Arc<Vec<Vec<u8>>>> {
+        if let Some(e) = self
+            .guard
+            .cache
+            .iter()
+            .find(|e| e.array == array && e.item == item)
+        {
+            return e.values.clone();
+        }
+        // One work unit per byte read, so that `Limits::max_mask_work` bounds this too.
+        self.work += u64::from(item.saturating_sub(array));
+        let values = self
+            .input
+            .get(array as usize..item as usize)
+            .and_then(earlier_strings)
+            .map(Arc::new);
+        // Only a cache: the oldest entry goes when it is full, so that a long array's
+        // positions do not each keep a copy of the values before them.
+        if self.guard.cache.len() == CACHE_ENTRIES {
+            self.guard.cache.remove(0);
+        }
+        self.guard.cache.push(Earlier {
+            array,
+            item,
+            values: values.clone(),
+        });
+        self.guard.max_item = self.guard.max_item.max(item);
+        values
+    }
+
+    /// [`Chart::fill_mask`] for a grammar with guards (see the module's documentation).
+    pub(super) fn fill_mask_guarded(
+        &mut self,
+        g: &Grammar,
+        vocab: &TokenVocab,
+        mask: &mut [u64],
+    ) -> Result<(), Error> {
+        let mut item = std::mem::take(&mut self.guard.scratch);
+        item.clear();
+        item.resize(mask.len(), 0);
+        let r = self.guarded_items(g, vocab, mask, &mut item);
+        self.guard.scratch = item;
+        r?;
+        if !g.token_sets.is_empty() {
+            self.mask_token_refs(g, vocab, mask);
+        }
+        Ok(())
+    }
+
+    fn guarded_items(
+        &mut self,
+        g: &Grammar,
+        vocab: &TokenVocab,
+        mask: &mut [u64],
+        item: &mut [u64],
+    ) -> Result<(), Error> {
+        let k = self.depth() - 1;
+        let (s, e) = (
+            self.infl_starts[k] as usize,
+            self.infl_starts[k + 1] as usize,
+        );
+        for i in s..e {
+            self.work += 1;
+            let (pos, origin, st) = self.infl[i];
+            let GSym::T(t) = g.syms[pos as usize] else {
+                continue;
+            };
+            let tm = g.terminal_mask(vocab, t, st);
+            let guarded = g.guarded_pos.get(pos as usize).copied().unwrap_or(false);
+            if !guarded && tm.exits.is_empty() {
+                // Tokens inside one terminal: no completion, so no guard, decides them.
+                for (m, w) in mask.iter_mut().zip(&tm.inside) {
+                    *m |= w;
+                }
+                continue;
+            }
+            item.copy_from_slice(&tm.inside);
+            if !tm.exits.is_empty() {
+                // As in `fill_mask`: one set after the terminal ends, for every place it ends.
+                self.seen.clear();
+                self.add_item(pos + 1, origin);
+                self.input.push(0);
+                self.guard.synthetic = Some(k as u32 + 1);
+                self.guard.own = guarded;
+                self.guard.uncertain = false;
+                self.close(g, k as u32 + 1);
+                let all = self.guard.uncertain;
+                let mut again = Vec::new();
+                for &p in &tm.exits {
+                    if self.over {
+                        break;
+                    }
+                    self.guard.uncertain = false;
+                    self.walk_subtrie(g, vocab, p as usize, item);
+                    if all || self.guard.uncertain {
+                        again.push(p);
+                    }
+                }
+                self.guard.synthetic = None;
+                self.guard.uncertain = false;
+                self.pop();
+                self.check_work(g)?;
+                for p in again {
+                    let node = &vocab.trie[p as usize];
+                    clear(
+                        vocab,
+                        node.tok_end as usize,
+                        vocab.subtree_tokens_end(p as usize),
+                        item,
+                    );
+                    let path = trie_path(vocab, p as usize);
+                    self.exact_walk(g, vocab, p as usize, &path, false, item);
+                }
+            }
+            if guarded {
+                for (q, path) in self.q_nodes(g, vocab, pos, origin) {
+                    let node = &vocab.trie[q];
+                    clear(
+                        vocab,
+                        node.tok_start as usize,
+                        vocab.subtree_tokens_end(q),
+                        item,
+                    );
+                    self.exact_walk(g, vocab, q, &path, true, item);
+                }
+            }
+            self.check_work(g)?;
+            for (m, w) in mask.iter_mut().zip(item.iter()) {
+                *m |= w;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads `path` (the bytes of trie node `p`) with real bytes from the top set and adds the
+    /// tokens below `p` (and at `p` itself with `with_node`) that the parser accepts.
+    fn exact_walk(
+        &mut self,
+        g: &Grammar,
+        vocab: &TokenVocab,
+        p: usize,
+        path: &[u8],
+        with_node: bool,
+        mask: &mut [u64],
+    ) {
+        let base = self.depth();
+        if path.iter().all(|&b| self.push_byte(g, b)) {
+            if with_node {
+                vocab.mark_node(p, mask);
+            }
+            self.walk_subtrie(g, vocab, p, mask);
+        }
+        self.truncate(base);
+    }
+
+    /// The trie nodes (with their bytes) where the guarded terminal in flight at `pos`, started
+    /// at set `origin`, would end with a value that the guard of some array waiting for it
+    /// refuses.
+    fn q_nodes(
+        &mut self,
+        g: &Grammar,
+        vocab: &TokenVocab,
+        pos: u32,
+        origin: u32,
+    ) -> Vec<(usize, Vec<u8>)> {
+        let Some(&GSym::End(a)) = g.syms.get(pos as usize + 1) else {
+            return Vec::new();
+        };
+        let (s, e) = (
+            self.item_starts[origin as usize] as usize,
+            self.item_starts[origin as usize + 1] as usize,
+        );
+        let arrays: Vec<u32> = self.items[s..e]
+            .iter()
+            .filter(|&&(p, _)| g.syms[p as usize] == GSym::Nt(a))
+            .map(|&(_, o)| o)
+            .collect();
+        let k = self.depth() - 1;
+        let mut out: Vec<(usize, Vec<u8>)> = Vec::new();
+        for array in arrays {
+            let Some(values) = self.earlier(array, origin) else {
+                continue;
+            };
+            if values.is_empty() {
+                continue;
+            }
+            let mut dec = Decoder::new();
+            let mut decoded = Vec::new();
+            for &b in &self.input[origin as usize..k] {
+                dec.feed(b, &mut decoded);
+            }
+            self.work += (k - origin as usize) as u64;
+            if dec.mode == Mode::Bad
+                || dec.mode == Mode::Closed
+                || (dec.settled() && !has_prefix(&values, &decoded))
+            {
+                continue;
+            }
+            self.spelling_walk(vocab, &values, dec, decoded, &mut out);
+        }
+        out
+    }
+
+    /// Walks the token trie along the spellings of `values` that continue the string decoded so
+    /// far (`dec`, `decoded`), adding to `out` the nodes where one ends.
+    fn spelling_walk(
+        &mut self,
+        vocab: &TokenVocab,
+        values: &[Vec<u8>],
+        dec: Decoder,
+        mut decoded: Vec<u8>,
+        out: &mut Vec<(usize, Vec<u8>)>,
+    ) {
+        let trie = &vocab.trie;
+        // (subtree end, decoder, decoded length, bytes that may come next) of the nodes on the
+        // path: the children on no spelling are skipped with one bit test.
+        let first = next_bytes(values, &dec, &decoded);
+        let mut stack: Vec<(u32, Decoder, usize, [u64; 4])> =
+            vec![(trie[0].end, dec, decoded.len(), first)];
+        let mut path: Vec<u8> = Vec::new();
+        let mut i = 1usize;
+        while i < trie.len() {
+            while stack.last().is_some_and(|&(e, _, _, _)| e as usize <= i) {
+                stack.pop();
+                path.pop();
+            }
+            let Some(&(_, d0, len, next)) = stack.last() else {
+                break;
+            };
+            let node = trie[i];
+            if next[(node.byte >> 6) as usize] >> (node.byte & 63) & 1 == 0 {
+                i = node.end as usize;
+                continue;
+            }
+            self.work += 1;
+            decoded.truncate(len);
+            let mut d = d0;
+            d.feed(node.byte, &mut decoded);
+            let alive = match d.mode {
+                Mode::Bad | Mode::Start => false,
+                Mode::Closed => {
+                    if values.binary_search(&decoded).is_ok() {
+                        let mut p = path.clone();
+                        p.push(node.byte);
+                        if !out.iter().any(|(q, _)| *q == i) {
+                            out.push((i, p));
+                        }
+                    }
+                    false
+                }
+                _ => !d.settled() || has_prefix(values, &decoded),
+            };
+            if alive {
+                let next = next_bytes(values, &d, &decoded);
+                stack.push((node.end, d, decoded.len(), next));
+                path.push(node.byte);
+                i += 1;
+            } else {
+                i = node.end as usize;
+            }
+        }
+    }
+}
+
+/// The bytes that may follow the string read so far (decoder `d`, decoded `decoded`) on some
+/// spelling of one of the sorted `values`: the opening quote first; then, between characters,
+/// the next byte of each value that continues `decoded`, the closing quote if `decoded` is
+/// one, and a backslash (any character may be escaped); every byte inside an escape.
+fn next_bytes(values: &[Vec<u8>], d: &Decoder, decoded: &[u8]) -> [u64; 4] {
+    let mut set = [0u64; 4];
+    let mut add = |b: u8| set[(b >> 6) as usize] |= 1 << (b & 63);
+    match d.mode {
+        Mode::Start => add(b'"'),
+        Mode::Content if d.high.is_none() => {
+            add(b'\\');
+            let lo = values.partition_point(|v| v.as_slice() < decoded);
+            for v in values[lo..].iter().take_while(|v| v.starts_with(decoded)) {
+                match v.get(decoded.len()) {
+                    Some(&b) => add(b),
+                    None => add(b'"'),
+                }
+            }
+        }
+        Mode::Closed | Mode::Bad => {}
+        _ => set = [!0; 4],
+    }
+    set
+}
+
+/// Clears the bits of the tokens `trie_tokens[from..to]`.
+fn clear(vocab: &TokenVocab, from: usize, to: usize, mask: &mut [u64]) {
+    for &t in &vocab.trie_tokens[from..to] {
+        mask[(t >> 6) as usize] &= !(1 << (t & 63));
+    }
+}
+
+/// The bytes on the path from the trie's root to node `p`.
+fn trie_path(vocab: &TokenVocab, p: usize) -> Vec<u8> {
+    let trie = &vocab.trie;
+    let mut path = Vec::new();
+    let mut n = 0usize;
+    while n != p {
+        // The child of `n` whose subtree holds `p`.
+        let mut c = n + 1;
+        while (trie[c].end as usize) <= p {
+            c = trie[c].end as usize;
+        }
+        path.push(trie[c].byte);
+        n = c;
+    }
+    path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_decode_by_json_rules() {
+        let d = |s: &str| decode_string(s.as_bytes());
+        assert_eq!(d(r#""a""#), d(r#""\u0061""#));
+        assert_eq!(d(r#""/""#), d(r#""\/""#));
+        assert_eq!(d(r#""😀""#), d(r#""\ud83d\ude00""#));
+        assert_eq!(d(r#""\n\t""#), Some(b"\n\t".to_vec()));
+        assert_ne!(d(r#""a""#), d(r#""A""#));
+        assert_eq!(d(r#""a"#), None);
+        assert_eq!(d(r#""a"b"#), None);
+        assert_eq!(d(r#""\x""#), None);
+    }
+
+    #[test]
+    fn earlier_items_are_read_from_the_array_text() {
+        let v = earlier_strings(br#"[ "b" ,"a","\u0062", "#).unwrap();
+        assert_eq!(v, vec![b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(earlier_strings(b"[").unwrap(), Vec::<Vec<u8>>::new());
+        assert_eq!(earlier_strings(br#"["a""#), None);
+        assert_eq!(earlier_strings(br#"[1,"#), None);
+    }
+}
