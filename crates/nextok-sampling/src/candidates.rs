@@ -166,7 +166,8 @@ impl Candidates {
     /// particular state, in the rare cases the fused form does not cover: the caller then fills
     /// the buffer and runs the stage as usual.
     ///
-    /// A first top-k needs neither `max` nor the check: it checks as it goes, so a caller may
+    /// A first top-k (after a temperature or not) needs neither `max` nor the check: it checks
+    /// as it goes, so a caller may
     /// skip the separate pass over the logits, and it returns `false` when some logit is not
     /// finite (NaN, `+inf` or a masked `-inf`), for the ordinary path to report or handle.
     pub(crate) fn fill_fused(&mut self, logits: &[f32], max: f32, first: FirstStage) -> bool {
@@ -198,7 +199,68 @@ impl Candidates {
                 true
             }
             FirstStage::TopP(p) => self.fill_top_p(logits, max, p),
+            FirstStage::ScaledTopK(t, k) => {
+                if k >= n {
+                    return false;
+                }
+                self.fill_scaled_top_k(logits, t, k)
+            }
+            FirstStage::ScaledMinP(t, p) => {
+                // As `divide_logits` then `keep_min_p`: the largest scaled logit is
+                // `(max - max) / t = 0`, so the bar is `ln(min_p)`, in f64, on `(z - max) / t`.
+                let threshold = (p as f64).ln();
+                self.items.clear();
+                collect_kept(logits, &mut self.items, |z| {
+                    ((z - max) / t) as f64 >= threshold
+                });
+                for c in &mut self.items {
+                    c.logit = (c.logit - max) / t;
+                }
+                self.order = if self.items.len() == n {
+                    Order::Dense
+                } else {
+                    Order::Ids
+                };
+                // As after the temperature stage.
+                self.may_have_neg_inf = true;
+                true
+            }
         }
+    }
+
+    /// The fused form of a temperature `t` then top-k: the best `k` tokens by the scaled
+    /// logits `s(z) = (z - max) / t` (as [`Candidates::divide_logits`] computes them), ties to
+    /// the lowest id, sorted, holding their scaled logits.
+    ///
+    /// `s` never decreases as `z` grows, but rounding may give two logits the same `s`, which
+    /// changes the order of ties; so the best `k` raw logits only give the bar `s_k`, their
+    /// lowest scaled logit. At least `k` tokens reach it, so the best `k` by scaled logit are
+    /// among the tokens whose `s` reaches it: those are collected (a monotone test, so whole
+    /// blocks are skipped), scaled, sorted and cut to `k`.
+    fn fill_scaled_top_k(&mut self, logits: &[f32], t: f32, k: usize) -> bool {
+        if !best_of_logits(logits, k, &mut self.scratch, &mut self.maxima) {
+            return false;
+        }
+        let (Some(top), Some(kth)) = (self.scratch.first(), self.scratch.last()) else {
+            return false;
+        };
+        let max = top.logit;
+        let scaled = |z: f32| (z - max) / t;
+        let bar = scaled(kth.logit);
+        self.items.clear();
+        collect_kept(logits, &mut self.items, |z| scaled(z) >= bar);
+        for c in &mut self.items {
+            c.logit = scaled(c.logit);
+        }
+        if k < self.items.len() {
+            self.items.select_nth_unstable_by(k - 1, by_logit_desc);
+            self.items.truncate(k);
+        }
+        self.items.sort_unstable_by(by_logit_desc);
+        self.order = Order::Descending;
+        // As after the temperature stage: a tiny `t` may have sent some to -inf.
+        self.may_have_neg_inf = true;
+        true
     }
 
     /// The fused form of [`Candidates::keep_top_p`] on a full vocabulary without `-inf`: the
@@ -1444,6 +1506,64 @@ mod tests {
             .unwrap();
         assert!(plain.get(chosen.token).is_some());
         assert_eq!(chosen.token % 2, 0);
+    }
+
+    #[test]
+    fn a_temperature_then_top_k_or_min_p_fused_keeps_the_same_bits() {
+        // Temperature first (transformers' order): the fused form must leave exactly the
+        // candidates, scaled logits bit for bit, order and flags, that the fill, the temperature
+        // and the stage leave. Coarse grids and tiny temperatures make rounding tie scaled
+        // logits that the raw ones order.
+        use crate::stages::Temperature;
+        for (n, sd, grid, seed) in [
+            (50, 3.0, true, 21),
+            (5000, 0.3, true, 22),
+            (32_000, 3.0, false, 23),
+            (49_152, 3.0, true, 24),
+            (131_072, 3.0, false, 25),
+        ] {
+            let mut z = logits(n, sd, grid, seed);
+            // Neighbouring floats that a division by a large t may merge.
+            for i in (0..n).step_by(97) {
+                z[i] = z[0].next_down();
+            }
+            let max = crate::softmax::checked_max(&z).unwrap();
+            for t in [0.8f32, 1e-3, 3.0, 1e-30, 1e-38, 1e30] {
+                let plain = |stage: &dyn LogitsProcessor| {
+                    let mut c = Candidates::new();
+                    c.fill(&z, None).unwrap();
+                    let ctx = Context::default();
+                    Temperature::new(t).unwrap().apply(&mut c, &ctx).unwrap();
+                    stage.apply(&mut c, &ctx).unwrap();
+                    c
+                };
+                let same = |fused: &Candidates, plain: &Candidates, what: &str| {
+                    let bits = |c: &Candidates| -> Vec<(u32, u32)> {
+                        c.as_slice()
+                            .iter()
+                            .map(|c| (c.id, c.logit.to_bits()))
+                            .collect()
+                    };
+                    assert_eq!(bits(fused), bits(plain), "{what}, t {t}, {n} logits");
+                    assert_eq!(fused.order, plain.order, "{what}, t {t}");
+                    assert_eq!(fused.may_have_neg_inf, plain.may_have_neg_inf);
+                    assert_eq!(fused.vocab_size(), plain.vocab_size());
+                };
+                for k in [1, 2, 40, 64, 1000] {
+                    if k >= n {
+                        continue;
+                    }
+                    let mut fused = Candidates::new();
+                    assert!(fused.fill_fused(&z, f32::NAN, FirstStage::ScaledTopK(t, k)));
+                    same(&fused, &plain(&TopK::new(k).unwrap()), "top-k");
+                }
+                for p in [0.001, 0.05, 0.5, 1.0] {
+                    let mut fused = Candidates::new();
+                    assert!(fused.fill_fused(&z, max, FirstStage::ScaledMinP(t, p)));
+                    same(&fused, &plain(&MinP::new(p).unwrap()), "min-p");
+                }
+            }
+        }
     }
 
     #[test]
