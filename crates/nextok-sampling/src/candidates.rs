@@ -52,6 +52,8 @@ pub struct Candidates {
     may_have_neg_inf: bool,
     // Scratch for the top-m selection, kept to avoid allocating on every token.
     scratch: Vec<Candidate>,
+    // Scratch for the largest logit of each block of the fused top-k.
+    maxima: Vec<f32>,
 }
 
 impl Default for Candidates {
@@ -82,6 +84,7 @@ impl Candidates {
             order: Order::Dense,
             may_have_neg_inf: false,
             scratch: Vec::new(),
+            maxima: Vec::new(),
         }
     }
 
@@ -163,7 +166,8 @@ impl Candidates {
     /// particular state, in the rare cases the fused form does not cover: the caller then fills
     /// the buffer and runs the stage as usual.
     ///
-    /// A first top-k needs neither `max` nor the check: it checks as it goes, so a caller may
+    /// A first top-k (after a temperature or not) needs neither `max` nor the check: it checks
+    /// as it goes, so a caller may
     /// skip the separate pass over the logits, and it returns `false` when some logit is not
     /// finite (NaN, `+inf` or a masked `-inf`), for the ordinary path to report or handle.
     pub(crate) fn fill_fused(&mut self, logits: &[f32], max: f32, first: FirstStage) -> bool {
@@ -177,7 +181,7 @@ impl Candidates {
                     // Top-k keeps every token, and leaves them in id order: the plain fill.
                     return false;
                 }
-                let finite = best_of_logits(logits, k, &mut self.scratch);
+                let finite = best_of_logits(logits, k, &mut self.scratch, &mut self.maxima);
                 std::mem::swap(&mut self.items, &mut self.scratch);
                 self.order = Order::Descending;
                 finite
@@ -195,7 +199,68 @@ impl Candidates {
                 true
             }
             FirstStage::TopP(p) => self.fill_top_p(logits, max, p),
+            FirstStage::ScaledTopK(t, k) => {
+                if k >= n {
+                    return false;
+                }
+                self.fill_scaled_top_k(logits, t, k)
+            }
+            FirstStage::ScaledMinP(t, p) => {
+                // As `divide_logits` then `keep_min_p`: the largest scaled logit is
+                // `(max - max) / t = 0`, so the bar is `ln(min_p)`, in f64, on `(z - max) / t`.
+                let threshold = (p as f64).ln();
+                self.items.clear();
+                collect_kept(logits, &mut self.items, |z| {
+                    ((z - max) / t) as f64 >= threshold
+                });
+                for c in &mut self.items {
+                    c.logit = (c.logit - max) / t;
+                }
+                self.order = if self.items.len() == n {
+                    Order::Dense
+                } else {
+                    Order::Ids
+                };
+                // As after the temperature stage.
+                self.may_have_neg_inf = true;
+                true
+            }
         }
+    }
+
+    /// The fused form of a temperature `t` then top-k: the best `k` tokens by the scaled
+    /// logits `s(z) = (z - max) / t` (as [`Candidates::divide_logits`] computes them), ties to
+    /// the lowest id, sorted, holding their scaled logits.
+    ///
+    /// `s` never decreases as `z` grows, but rounding may give two logits the same `s`, which
+    /// changes the order of ties; so the best `k` raw logits only give the bar `s_k`, their
+    /// lowest scaled logit. At least `k` tokens reach it, so the best `k` by scaled logit are
+    /// among the tokens whose `s` reaches it: those are collected (a monotone test, so whole
+    /// blocks are skipped), scaled, sorted and cut to `k`.
+    fn fill_scaled_top_k(&mut self, logits: &[f32], t: f32, k: usize) -> bool {
+        if !best_of_logits(logits, k, &mut self.scratch, &mut self.maxima) {
+            return false;
+        }
+        let (Some(top), Some(kth)) = (self.scratch.first(), self.scratch.last()) else {
+            return false;
+        };
+        let max = top.logit;
+        let scaled = |z: f32| (z - max) / t;
+        let bar = scaled(kth.logit);
+        self.items.clear();
+        collect_kept(logits, &mut self.items, |z| scaled(z) >= bar);
+        for c in &mut self.items {
+            c.logit = scaled(c.logit);
+        }
+        if k < self.items.len() {
+            self.items.select_nth_unstable_by(k - 1, by_logit_desc);
+            self.items.truncate(k);
+        }
+        self.items.sort_unstable_by(by_logit_desc);
+        self.order = Order::Descending;
+        // As after the temperature stage: a tiny `t` may have sent some to -inf.
+        self.may_have_neg_inf = true;
+        true
     }
 
     /// The fused form of [`Candidates::keep_top_p`] on a full vocabulary without `-inf`: the
@@ -212,7 +277,7 @@ impl Candidates {
         let target = p as f64;
         let m = FIRST_NUCLEUS.min(n);
         // The logits were checked, so they are finite.
-        best_of_logits(logits, m, &mut self.scratch);
+        best_of_logits(logits, m, &mut self.scratch, &mut self.maxima);
         if let Some(len) = nucleus_len(&self.scratch, max, inv_z, target) {
             self.scratch.truncate(len);
             std::mem::swap(&mut self.items, &mut self.scratch);
@@ -861,6 +926,11 @@ trait BlockMax {
     fn above(block: &[f32; BLOCK], bar: f32) -> u64;
     /// [`BlockMax::above`], and whether every logit of the block is finite.
     fn above_finite(block: &[f32; BLOCK], bar: f32) -> (u64, bool);
+    /// Writes the largest logit of each block of `size` (a multiple of [`BLOCK`]; the last
+    /// block may be shorter) to `out` (one per block), and says whether the logits are finite.
+    /// It may say `false` for finite logits whose sum overflows, never `true` for a NaN or an
+    /// infinite one.
+    fn block_maxima(logits: &[f32], size: usize, out: &mut [f32]) -> bool;
 }
 
 struct Portable;
@@ -883,6 +953,16 @@ impl BlockMax for Portable {
     fn above_finite(block: &[f32; BLOCK], bar: f32) -> (u64, bool) {
         let finite = block.iter().fold(true, |f, z| f & z.is_finite());
         (Self::above(block, bar), finite)
+    }
+
+    #[inline(always)]
+    fn block_maxima(logits: &[f32], size: usize, out: &mut [f32]) -> bool {
+        let mut finite = true;
+        for (o, block) in out.iter_mut().zip(logits.chunks(size)) {
+            finite &= block.iter().fold(true, |f, z| f & z.is_finite());
+            *o = block_max(block);
+        }
+        finite
     }
 }
 
@@ -908,6 +988,12 @@ impl BlockMax for Avx2 {
     fn above_finite(block: &[f32; BLOCK], bar: f32) -> (u64, bool) {
         // SAFETY: as above.
         unsafe { crate::x86::above_finite(block, bar) }
+    }
+
+    #[inline(always)]
+    fn block_maxima(logits: &[f32], size: usize, out: &mut [f32]) -> bool {
+        // SAFETY: as above.
+        unsafe { crate::x86::block_maxima(logits, size, out) }
     }
 }
 
@@ -998,68 +1084,143 @@ fn collect_above_with<B: BlockMax>(logits: &[f32], bar: f32, out: &mut Vec<Candi
 }
 
 /// Leaves in `out` the `m` best tokens of `logits` (`1 <= m <= len`), sorted by
-/// [`by_logit_desc`], in one pass that skips whole blocks below a rising bar: the `m`-th best
-/// logit so far (only a strictly higher logit can enter, since a later token loses ties).
+/// [`by_logit_desc`]. `maxima` is scratch.
 ///
-/// Also returns whether every logit is finite; when one is not, `out` means nothing.
-fn best_of_logits(logits: &[f32], m: usize, out: &mut Vec<Candidate>) -> bool {
+/// When the vocabulary is large against `m`, two passes: the first finds the largest logit of
+/// each block (one vector maximum per 8 logits, nothing else; blocks of 64 logits or more, so
+/// that there are at most 8 per wanted token), which gives a bar that at least `m` logits
+/// reach ([`bar_of_maxima`]); the second looks only at the few blocks whose largest logit
+/// reaches it. Otherwise one pass that skips whole blocks of 64 below a rising bar. Either way
+/// a logit is offered to the list of the best when it is above the bar ([`offer`]): the
+/// result is the same.
+///
+/// Also returns whether every logit is finite; when one is not, `out` means nothing. (The
+/// two-pass form judges by the logits' sum, so finite logits so large that their sum
+/// overflows also give `false`: the caller's ordinary path then handles them, with the same
+/// result.)
+fn best_of_logits(
+    logits: &[f32],
+    m: usize,
+    out: &mut Vec<Candidate>,
+    maxima: &mut Vec<f32>,
+) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx2")]
-        fn avx2(logits: &[f32], m: usize, out: &mut Vec<Candidate>) -> bool {
-            best_of_logits_with::<Avx2>(logits, m, out)
+        fn avx2(logits: &[f32], m: usize, out: &mut Vec<Candidate>, maxima: &mut Vec<f32>) -> bool {
+            best_of_logits_with::<Avx2>(logits, m, out, maxima)
         }
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2, as checked on the line above.
-            return unsafe { avx2(logits, m, out) };
+            return unsafe { avx2(logits, m, out, maxima) };
         }
     }
-    best_of_logits_with::<Portable>(logits, m, out)
+    best_of_logits_with::<Portable>(logits, m, out, maxima)
+}
+
+/// The block size of the first pass of [`best_of_logits`] for `n` logits and the best `m`: the
+/// smallest multiple of 64 by a power of two that leaves at most `8 m` blocks (fewer, larger
+/// blocks cost fewer horizontal maxima; more, smaller ones a shorter second pass). `None` when
+/// that leaves fewer than `2 m` blocks: the second pass would look at too large a share of the
+/// vocabulary, and one pass does better.
+fn two_pass_block(n: usize, m: usize) -> Option<usize> {
+    let mut size = BLOCK;
+    while n.div_ceil(size) > 8 * m {
+        size *= 2;
+    }
+    (n.div_ceil(size) >= 2 * m).then_some(size)
+}
+
+/// Offers token `id` with logit `z` to the list of the best `m` so far: it enters when above
+/// `bar`, and when the list reaches `cap` it is cut to its best `m` and the bar rises to the
+/// `m`-th of them. A later token equal to the bar cannot be among the best `m`: the `m` tokens
+/// kept are at least as high and lose no tie to it.
+#[inline(always)]
+fn offer(out: &mut Vec<Candidate>, bar: &mut f32, m: usize, cap: usize, id: usize, z: f32) {
+    // The bar may have risen since the block was tested.
+    if z > *bar {
+        out.push(Candidate {
+            id: id as u32,
+            logit: z,
+            prob: 0.0,
+        });
+        if out.len() >= cap {
+            out.select_nth_unstable_by(m - 1, by_logit_desc);
+            out.truncate(m);
+            *bar = out[m - 1].logit;
+        }
+    }
 }
 
 #[inline(always)]
-fn best_of_logits_with<B: BlockMax>(logits: &[f32], m: usize, out: &mut Vec<Candidate>) -> bool {
+fn best_of_logits_with<B: BlockMax>(
+    logits: &[f32],
+    m: usize,
+    out: &mut Vec<Candidate>,
+    maxima: &mut Vec<f32>,
+) -> bool {
     out.clear();
     let cap = 4 * m.max(16);
     let mut bar = f32::NEG_INFINITY;
-    let offer = |out: &mut Vec<Candidate>, bar: &mut f32, id: usize, z: f32| {
-        // The bar may have risen since the block was tested.
-        if z > *bar {
-            out.push(Candidate {
-                id: id as u32,
-                logit: z,
-                prob: 0.0,
-            });
-            if out.len() >= cap {
-                out.select_nth_unstable_by(m - 1, by_logit_desc);
-                out.truncate(m);
-                *bar = out[m - 1].logit;
+    if let Some(size) = two_pass_block(logits.len(), m) {
+        maxima.clear();
+        maxima.resize(logits.len().div_ceil(size), 0.0);
+        if !B::block_maxima(logits, size, maxima) {
+            return false;
+        }
+        // At least `m` logits (the largest of `m` blocks) reach the bar, so the `m`-th best
+        // logit does too, and so does each of the best `m`: every one of them is above the
+        // float just below the bar, and lies in a block whose largest logit is.
+        bar = bar_of_maxima(maxima, m).next_down();
+        for (k, &block_max) in maxima.iter().enumerate() {
+            if block_max <= bar {
+                continue;
+            }
+            let start = k * size;
+            let block = &logits[start..logits.len().min(start + size)];
+            let chunks = block.chunks_exact(BLOCK);
+            let rest = chunks.remainder();
+            for (j, chunk) in chunks.enumerate() {
+                let Ok(chunk) = <&[f32; BLOCK]>::try_from(chunk) else {
+                    continue;
+                };
+                let mut bits = B::above(chunk, bar);
+                while bits != 0 {
+                    let i = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    offer(out, &mut bar, m, cap, start + j * BLOCK + i, chunk[i]);
+                }
+            }
+            let base = start + block.len() - rest.len();
+            for (i, &z) in rest.iter().enumerate() {
+                offer(out, &mut bar, m, cap, base + i, z);
             }
         }
-    };
-    let blocks = logits.chunks_exact(BLOCK);
-    let rest = blocks.remainder();
-    let mut finite = true;
-    for (k, block) in blocks.enumerate() {
-        let Ok(block) = <&[f32; BLOCK]>::try_from(block) else {
-            continue;
-        };
-        // Only the tokens above the bar are looked at one by one.
-        let (mut bits, block_finite) = B::above_finite(block, bar);
-        finite &= block_finite;
-        while bits != 0 {
-            let i = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            offer(out, &mut bar, k * BLOCK + i, block[i]);
+    } else {
+        let blocks = logits.chunks_exact(BLOCK);
+        let rest = blocks.remainder();
+        let mut finite = true;
+        for (k, block) in blocks.enumerate() {
+            let Ok(block) = <&[f32; BLOCK]>::try_from(block) else {
+                continue;
+            };
+            // Only the tokens above the bar are looked at one by one.
+            let (mut bits, block_finite) = B::above_finite(block, bar);
+            finite &= block_finite;
+            while bits != 0 {
+                let i = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                offer(out, &mut bar, m, cap, k * BLOCK + i, block[i]);
+            }
         }
-    }
-    let base = logits.len() - rest.len();
-    for (i, &z) in rest.iter().enumerate() {
-        finite &= z.is_finite();
-        offer(out, &mut bar, base + i, z);
-    }
-    if !finite {
-        return false;
+        let base = logits.len() - rest.len();
+        for (i, &z) in rest.iter().enumerate() {
+            finite &= z.is_finite();
+            offer(out, &mut bar, m, cap, base + i, z);
+        }
+        if !finite {
+            return false;
+        }
     }
     if m < out.len() {
         out.select_nth_unstable_by(m - 1, by_logit_desc);
@@ -1067,6 +1228,75 @@ fn best_of_logits_with<B: BlockMax>(logits: &[f32], m: usize, out: &mut Vec<Cand
     }
     out.sort_unstable_by(by_logit_desc);
     true
+}
+
+/// A value that at least `m` of `maxima` reach (`1 <= m <= maxima.len()`, all finite): the
+/// highest of 257 steps from their largest down to their least at which at least `m` of them
+/// are, found by bisection (each count one vectorised pass over the maxima).
+#[inline(always)]
+fn bar_of_maxima(maxima: &[f32], m: usize) -> f32 {
+    // Lanes of running extremes and counts, so that the loops vectorise.
+    let mut lo = [f32::INFINITY; LANES];
+    let mut hi = [f32::NEG_INFINITY; LANES];
+    let chunks = maxima.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for ch in chunks {
+        for i in 0..LANES {
+            lo[i] = if ch[i] < lo[i] { ch[i] } else { lo[i] };
+            hi[i] = if ch[i] > hi[i] { ch[i] } else { hi[i] };
+        }
+    }
+    for (i, &x) in rest.iter().enumerate() {
+        lo[i] = if x < lo[i] { x } else { lo[i] };
+        hi[i] = if x > hi[i] { x } else { hi[i] };
+    }
+    let lo = lo
+        .iter()
+        .fold(f32::INFINITY, |a, &x| if x < a { x } else { a });
+    let hi = hi
+        .iter()
+        .fold(f32::NEG_INFINITY, |a, &x| if x > a { x } else { a });
+    const STEPS: u32 = 256;
+    let step = (hi - lo) / STEPS as f32;
+    // Never increases with `j` (each operation rounds monotonically); the last step is the
+    // least maximum itself, which all of them reach.
+    let at = |j: u32| {
+        if j == STEPS {
+            lo
+        } else {
+            hi - j as f32 * step
+        }
+    };
+    let reach = |t: f32| reaching(maxima, t);
+    // The first step at which `m` maxima are reached lies in `(low, high]`.
+    let (mut low, mut high) = (0u32, STEPS);
+    if reach(at(0)) >= m {
+        return at(0);
+    }
+    while high - low > 1 {
+        let mid = (low + high) / 2;
+        if reach(at(mid)) >= m {
+            high = mid;
+        } else {
+            low = mid;
+        }
+    }
+    at(high)
+}
+
+/// How many of `maxima` are at least `t`.
+#[inline(always)]
+fn reaching(maxima: &[f32], t: f32) -> usize {
+    let mut n = [0u32; LANES];
+    let chunks = maxima.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for ch in chunks {
+        for i in 0..LANES {
+            n[i] += (ch[i] >= t) as u32;
+        }
+    }
+    let n = n.iter().map(|&c| c as usize).sum::<usize>();
+    n + rest.iter().filter(|&&x| x >= t).count()
 }
 
 /// The length of the shortest prefix of `sorted` whose probabilities `e^(z - max) / Z` add up
@@ -1173,6 +1403,165 @@ mod tests {
                     check(&z, FirstStage::MinP(p), &MinP::new(p).unwrap()),
                     "min-p {p}, {n}"
                 );
+            }
+        }
+    }
+
+    /// The best `m` by a full sort, the definition.
+    fn best_by_sort(z: &[f32], m: usize) -> Vec<Candidate> {
+        let mut all: Vec<Candidate> = z
+            .iter()
+            .enumerate()
+            .map(|(i, &logit)| Candidate {
+                id: i as u32,
+                logit,
+                prob: 0.0,
+            })
+            .collect();
+        all.sort_by(by_logit_desc);
+        all.truncate(m);
+        all
+    }
+
+    #[test]
+    fn both_forms_of_the_fused_top_k_agree_with_a_full_sort() {
+        // Sizes and `m` on both sides of the two-pass threshold, ties (the grid), blocks of one
+        // value, a ragged last block; the portable code and the AVX2 code (where the CPU has
+        // it) must both give the sorted best `m`, ties to the lowest id.
+        let mut maxima = Vec::new();
+        let mut out = Vec::new();
+        for (n, sd, grid, seed) in [
+            (100, 1.0, true, 1),
+            (4_099, 3.0, false, 2),
+            (32_000, 3.0, false, 3),
+            (32_000, 0.2, true, 4),
+            (49_152, 3.0, true, 5),
+            (70_001, 3.0, false, 6),
+        ] {
+            let z = logits(n, sd, grid, seed);
+            for m in [1, 2, 40, 64, 257, 1000] {
+                if m > n {
+                    continue;
+                }
+                let want = best_by_sort(&z, m);
+                assert!(best_of_logits_with::<Portable>(
+                    &z,
+                    m,
+                    &mut out,
+                    &mut maxima
+                ));
+                assert_eq!(out, want, "portable, {n} logits, m {m}");
+                assert!(best_of_logits(&z, m, &mut out, &mut maxima));
+                assert_eq!(out, want, "dispatched, {n} logits, m {m}");
+            }
+        }
+        // Every logit equal: the lowest ids win.
+        let flat = vec![0.5f32; 10_000];
+        assert!(best_of_logits(&flat, 40, &mut out, &mut maxima));
+        assert_eq!(out, best_by_sort(&flat, 40));
+    }
+
+    #[test]
+    fn the_fused_top_k_refuses_logits_that_are_not_finite() {
+        let mut maxima = Vec::new();
+        let mut out = Vec::new();
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            for at in [0, 777, 31_999] {
+                let mut z = logits(32_000, 3.0, false, 9);
+                z[at] = bad;
+                // Both forms (two passes at m = 40, one pass at m = 4000).
+                for m in [40, 4000] {
+                    assert!(
+                        !best_of_logits(&z, m, &mut out, &mut maxima),
+                        "{bad} at {at}"
+                    );
+                    assert!(!best_of_logits_with::<Portable>(
+                        &z,
+                        m,
+                        &mut out,
+                        &mut maxima
+                    ));
+                }
+            }
+        }
+        // Finite logits whose sum overflows are refused by the two-pass form (the caller's
+        // ordinary path handles them); the sampler still draws what the plain chain draws.
+        let huge: Vec<f32> = (0..32_000)
+            .map(|i| if i % 2 == 0 { 3e38 } else { 2e38 })
+            .collect();
+        let params = crate::SamplingParams {
+            top_k: Some(40),
+            seed: Some(3),
+            ..crate::SamplingParams::default()
+        };
+        let chosen = crate::Sampler::new(&params)
+            .unwrap()
+            .choose(&huge, &Context::default())
+            .unwrap();
+        let mut plain = crate::Candidates::new();
+        plain.fill(&huge, None).unwrap();
+        TopK::new(40)
+            .unwrap()
+            .apply(&mut plain, &Context::default())
+            .unwrap();
+        assert!(plain.get(chosen.token).is_some());
+        assert_eq!(chosen.token % 2, 0);
+    }
+
+    #[test]
+    fn a_temperature_then_top_k_or_min_p_fused_keeps_the_same_bits() {
+        // Temperature first (transformers' order): the fused form must leave exactly the
+        // candidates, scaled logits bit for bit, order and flags, that the fill, the temperature
+        // and the stage leave. Coarse grids and tiny temperatures make rounding tie scaled
+        // logits that the raw ones order.
+        use crate::stages::Temperature;
+        for (n, sd, grid, seed) in [
+            (50, 3.0, true, 21),
+            (5000, 0.3, true, 22),
+            (32_000, 3.0, false, 23),
+            (49_152, 3.0, true, 24),
+            (131_072, 3.0, false, 25),
+        ] {
+            let mut z = logits(n, sd, grid, seed);
+            // Neighbouring floats that a division by a large t may merge.
+            for i in (0..n).step_by(97) {
+                z[i] = z[0].next_down();
+            }
+            let max = crate::softmax::checked_max(&z).unwrap();
+            for t in [0.8f32, 1e-3, 3.0, 1e-30, 1e-38, 1e30] {
+                let plain = |stage: &dyn LogitsProcessor| {
+                    let mut c = Candidates::new();
+                    c.fill(&z, None).unwrap();
+                    let ctx = Context::default();
+                    Temperature::new(t).unwrap().apply(&mut c, &ctx).unwrap();
+                    stage.apply(&mut c, &ctx).unwrap();
+                    c
+                };
+                let same = |fused: &Candidates, plain: &Candidates, what: &str| {
+                    let bits = |c: &Candidates| -> Vec<(u32, u32)> {
+                        c.as_slice()
+                            .iter()
+                            .map(|c| (c.id, c.logit.to_bits()))
+                            .collect()
+                    };
+                    assert_eq!(bits(fused), bits(plain), "{what}, t {t}, {n} logits");
+                    assert_eq!(fused.order, plain.order, "{what}, t {t}");
+                    assert_eq!(fused.may_have_neg_inf, plain.may_have_neg_inf);
+                    assert_eq!(fused.vocab_size(), plain.vocab_size());
+                };
+                for k in [1, 2, 40, 64, 1000] {
+                    if k >= n {
+                        continue;
+                    }
+                    let mut fused = Candidates::new();
+                    assert!(fused.fill_fused(&z, f32::NAN, FirstStage::ScaledTopK(t, k)));
+                    same(&fused, &plain(&TopK::new(k).unwrap()), "top-k");
+                }
+                for p in [0.001, 0.05, 0.5, 1.0] {
+                    let mut fused = Candidates::new();
+                    assert!(fused.fill_fused(&z, max, FirstStage::ScaledMinP(t, p)));
+                    same(&fused, &plain(&MinP::new(p).unwrap()), "min-p");
+                }
             }
         }
     }

@@ -65,9 +65,16 @@
 //! same order, that the fill and the stage would, so the draws are the same.
 //! - The check for NaN and `+inf` and the maximum are one pass (AVX2 where the CPU has it).
 //!   Greedy is that pass and a search for the first logit equal to the maximum.
-//! - Top-k is one pass that tests blocks of 64 logits against a rising bar (the k-th best so
-//!   far) with one vector comparison each and looks at the few tokens above it one by one; it
-//!   checks the logits as it goes, so a first top-k needs no separate check.
+//! - Top-k of a large vocabulary is two passes: the largest logit of each block (a vector
+//!   maximum per 8 logits), which gives a bar that at least k logits reach, then only the blocks
+//!   above it; of a small one, one pass that tests blocks of 64 logits against a rising bar (the
+//!   k-th best so far). Both check the logits as they go, so a first top-k needs no separate
+//!   check.
+//! - A temperature followed by top-k or min-p (the specification's order) is fused too: the
+//!   thresholds apply to the scaled logits `(z - max) / T`, computed as the temperature stage
+//!   computes them, so the candidates are the same bits.
+//! - Greedy under a constraint's mask first checks whether the mask allows the overall
+//!   favourite, which it usually does.
 //! - Min-p compares logits with `z_max + ln(min_p)` without exponentiating, skipping whole blocks.
 //! - Top-p computes the normaliser in one exponential pass, then tries the best 64 tokens (a
 //!   confident model's nucleus); otherwise a histogram of `z_max - z` bounds the mass above each

@@ -166,22 +166,24 @@ impl Sampler {
     ///
     /// Errors as [`Sampler::sample`].
     pub fn choose(&mut self, logits: &[f32], ctx: &Context<'_>) -> Result<Chosen, Error> {
-        // A first top-k checks the logits as it selects, which saves a pass; it gives up on any
+        // A first top-k (after a temperature or not) checks the logits as it selects, which
+        // saves a pass; it gives up on any
         // logit that is not finite, and the ordinary path then reports or handles it.
-        if let (false, Some(first @ FirstStage::TopK(_)), None) =
+        if let (false, Some(first @ (FirstStage::TopK(_) | FirstStage::ScaledTopK(..))), None) =
             (self.plain_greedy, self.chain.first_stage(), ctx.allowed)
         {
             if self.candidates.fill_fused(logits, f32::NAN, first) {
-                return self.draw_after_first(ctx);
+                return self.draw_after_first(ctx, first);
             }
         }
         let scan = checked_scan(logits)?;
         self.choose_scanned(logits, ctx, scan)
     }
 
-    /// Runs the chain after its first stage, which `fill_fused` ran, and draws.
-    fn draw_after_first(&mut self, ctx: &Context<'_>) -> Result<Chosen, Error> {
-        self.chain.apply_from(&mut self.candidates, ctx, 1)?;
+    /// Runs the chain after the stages that `fill_fused` ran as `first`, and draws.
+    fn draw_after_first(&mut self, ctx: &Context<'_>, first: FirstStage) -> Result<Chosen, Error> {
+        self.chain
+            .apply_from(&mut self.candidates, ctx, first.stages())?;
         self.draw()
     }
 
@@ -209,14 +211,12 @@ impl Sampler {
         }
         // Without a mask and without `-inf` logits, a first top-k, top-p or min-p runs straight
         // on the logits; its result, and so every later stage and the draw, is the same.
-        let fused = match self.chain.first_stage() {
-            Some(first) if ctx.allowed.is_none() && !scan.any_neg_inf => {
-                self.candidates.fill_fused(logits, scan.max, first)
+        if let (Some(first), None, false) =
+            (self.chain.first_stage(), ctx.allowed, scan.any_neg_inf)
+        {
+            if self.candidates.fill_fused(logits, scan.max, first) {
+                return self.draw_after_first(ctx, first);
             }
-            _ => false,
-        };
-        if fused {
-            return self.draw_after_first(ctx);
         }
         self.candidates
             .fill_checked(logits, ctx.allowed, scan.any_neg_inf)?;
@@ -238,48 +238,130 @@ fn checked_scan(logits: &[f32]) -> Result<Scan, Error> {
 
 /// The allowed token with the highest logit, ties to the lowest id. `max` is the largest logit.
 fn greedy(logits: &[f32], max: f32, allowed: Option<&[u64]>) -> Result<u32, Error> {
-    let mut best: Option<(usize, f32)> = None;
-    match allowed {
-        None => {
-            // Without a mask the answer is the first logit equal to the maximum. Chunks are
-            // tested whole (no early exit inside one, so the test vectorises), then the first
-            // matching chunk is searched.
-            #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx2") {
-                // SAFETY: the CPU supports AVX2, as checked on the line above.
-                let first = unsafe { crate::x86::first_equal(logits, max) };
-                return first.map(|i| i as u32).ok_or(Error::NoCandidates {
-                    vocab: logits.len(),
-                });
-            }
-            const CHUNK: usize = 64;
-            best = logits
-                .chunks(CHUNK)
-                .position(|c| c.iter().fold(false, |hit, &z| hit | (z == max)))
-                .and_then(|k| {
-                    let start = k * CHUNK;
-                    logits[start..]
-                        .iter()
-                        .position(|&z| z == max)
-                        .map(|i| (start + i, max))
-                });
+    let none = Error::NoCandidates {
+        vocab: logits.len(),
+    };
+    let Some(words) = allowed else {
+        // Without a mask the answer is the first logit equal to the maximum.
+        return first_equal(logits, max).map(|i| i as u32).ok_or(none);
+    };
+    if words.len() * 64 < logits.len() {
+        return Err(Error::MaskTooShort {
+            words: words.len(),
+            vocab: logits.len(),
+        });
+    }
+    let is_allowed = |i: usize| words[i / 64] >> (i % 64) & 1 == 1;
+    // The first logit equal to the maximum, when the mask allows it, is the answer: no allowed
+    // logit is higher and no equal one comes before it. A constraint usually allows the
+    // model's favourite, so this is two vectorised passes.
+    if let Some(i) = first_equal(logits, max) {
+        if is_allowed(i) {
+            return Ok(i as u32);
         }
-        Some(words) => {
-            if words.len() * 64 < logits.len() {
-                return Err(Error::MaskTooShort {
-                    words: words.len(),
-                    vocab: logits.len(),
-                });
+    }
+    // Otherwise the largest allowed logit, lane by lane so that the loop vectorises, then the
+    // first allowed token that has it.
+    let mut lanes = [f32::NEG_INFINITY; 16];
+    for (w, chunk) in logits.chunks(64).enumerate() {
+        let word = words[w];
+        if word == 0 {
+            continue;
+        }
+        for (j, &z) in chunk.iter().enumerate() {
+            let ok = word >> j & 1 == 1;
+            let l = &mut lanes[j % 16];
+            *l = if ok && z > *l { z } else { *l };
+        }
+    }
+    let best = lanes
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, &z| if z > m { z } else { m });
+    if best == f32::NEG_INFINITY {
+        return Err(none);
+    }
+    logits
+        .iter()
+        .enumerate()
+        .position(|(i, &z)| z == best && is_allowed(i))
+        .map(|i| i as u32)
+        .ok_or(none)
+}
+
+/// The first index whose logit equals `x` (`==`, so -0.0 equals 0.0).
+fn first_equal(logits: &[f32], x: f32) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, as checked on the line above.
+        return unsafe { crate::x86::first_equal(logits, x) };
+    }
+    // Chunks are tested whole (no early exit inside one, so the test vectorises), then the
+    // first matching chunk is searched.
+    const CHUNK: usize = 64;
+    logits
+        .chunks(CHUNK)
+        .position(|c| c.iter().fold(false, |hit, &z| hit | (z == x)))
+        .and_then(|k| {
+            let start = k * CHUNK;
+            logits[start..]
+                .iter()
+                .position(|&z| z == x)
+                .map(|i| start + i)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The definition: the allowed finite logit that is highest, ties to the lowest id.
+    fn naive(logits: &[f32], words: &[u64]) -> Option<u32> {
+        let mut best: Option<(usize, f32)> = None;
+        for (i, &z) in logits.iter().enumerate() {
+            let ok = words[i / 64] >> (i % 64) & 1 == 1;
+            if ok && z != f32::NEG_INFINITY && best.is_none_or(|(_, b)| z > b) {
+                best = Some((i, z));
             }
-            for (i, &z) in logits.iter().enumerate() {
-                let ok = words[i / 64] >> (i % 64) & 1 == 1;
-                if ok && z != f32::NEG_INFINITY && best.is_none_or(|(_, b)| z > b) {
-                    best = Some((i, z));
+        }
+        best.map(|(i, _)| i as u32)
+    }
+
+    #[test]
+    fn masked_greedy_is_the_best_allowed_token() {
+        // Logits on a coarse grid (many ties), masks from dense to sparse, with and without the
+        // overall favourite allowed, and some -inf logits.
+        let mut x = 0x9e37_79b9_u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for n in [1usize, 63, 64, 65, 1000, 4099] {
+            for density in [0u64, 1, 2, 4, 8] {
+                let logits: Vec<f32> = (0..n)
+                    .map(|_| match next() % 50 {
+                        0 => f32::NEG_INFINITY,
+                        r => (r % 7) as f32 - 3.0,
+                    })
+                    .collect();
+                let words: Vec<u64> = (0..n.div_ceil(64))
+                    .map(|_| {
+                        // Each bit set with probability 1 - 2^-density (0: every bit clear).
+                        if density == 0 {
+                            0
+                        } else {
+                            (0..density).fold(0, |w, _| w | next())
+                        }
+                    })
+                    .collect();
+                let scan = crate::softmax::scan(&logits).unwrap();
+                if scan.max == f32::NEG_INFINITY {
+                    continue;
                 }
+                let got = greedy(&logits, scan.max, Some(&words)).ok();
+                assert_eq!(got, naive(&logits, &words), "{n} logits, density {density}");
             }
         }
     }
-    best.map(|(i, _)| i as u32).ok_or(Error::NoCandidates {
-        vocab: logits.len(),
-    })
 }

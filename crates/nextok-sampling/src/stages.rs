@@ -73,6 +73,21 @@ pub(crate) enum FirstStage {
     TopK(usize),
     TopP(f32),
     MinP(f32),
+    /// Temperature `t` (neither 0 nor 1), then top-k: the candidates are the best `k` by the
+    /// scaled logits, as [`Temperature`] computes them.
+    ScaledTopK(f32, usize),
+    /// Temperature `t` (neither 0 nor 1), then min-p on the scaled logits.
+    ScaledMinP(f32, f32),
+}
+
+impl FirstStage {
+    /// How many stages of the chain the fused form runs.
+    pub(crate) fn stages(self) -> usize {
+        match self {
+            FirstStage::TopK(_) | FirstStage::TopP(_) | FirstStage::MinP(_) => 1,
+            FirstStage::ScaledTopK(..) | FirstStage::ScaledMinP(..) => 2,
+        }
+    }
 }
 
 /// Stages run one after the other; itself a stage.
@@ -80,8 +95,10 @@ pub(crate) enum FirstStage {
 pub struct Chain {
     stages: Vec<Box<dyn LogitsProcessor>>,
     // What the first stage is, when it is one of this crate's filters that can run fused with
-    // the fill (see `Candidates::fill_fused`).
+    // the fill (see `Candidates::fill_fused`), or a temperature followed by one.
     first: Option<FirstStage>,
+    // The temperature of a first stage that is one (neither 0 nor 1), while it is alone.
+    first_temperature: Option<f32>,
 }
 
 impl Chain {
@@ -90,13 +107,27 @@ impl Chain {
         Chain {
             stages: Vec::new(),
             first: None,
+            first_temperature: None,
         }
     }
 
     /// Appends a stage.
     pub fn push(mut self, stage: impl LogitsProcessor + 'static) -> Self {
+        let any: &dyn std::any::Any = &stage;
+        if let (1, Some(t)) = (self.stages.len(), self.first_temperature) {
+            // A temperature then top-k or min-p: both run on the scaled logits, in one go.
+            self.first = if let Some(s) = any.downcast_ref::<TopK>() {
+                Some(FirstStage::ScaledTopK(t, s.k))
+            } else if let Some(s) = any.downcast_ref::<MinP>() {
+                (s.p > 0.0).then_some(FirstStage::ScaledMinP(t, s.p))
+            } else {
+                None
+            };
+        }
         if self.stages.is_empty() {
-            let any: &dyn std::any::Any = &stage;
+            self.first_temperature = any
+                .downcast_ref::<Temperature>()
+                .and_then(|s| (s.t != 0.0 && s.t != 1.0).then_some(s.t));
             self.first = if let Some(s) = any.downcast_ref::<TopK>() {
                 Some(FirstStage::TopK(s.k))
             } else if let Some(s) = any.downcast_ref::<TopP>() {

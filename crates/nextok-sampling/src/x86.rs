@@ -147,3 +147,52 @@ pub(crate) unsafe fn above_finite(block: &[f32; 64], bar: f32) -> (u64, bool) {
     let finite = _mm256_movemask_ps(_mm256_cmp_ps(nan, nan, _CMP_UNORD_Q)) == 0;
     (bits, finite)
 }
+
+/// The largest logit of each block of `size` (a multiple of 64; the last block may be shorter),
+/// written to `out` (one per block), and whether the logits are finite, judged by their sum: a
+/// NaN or an infinity makes it NaN or infinite, so `true` means every logit is finite (finite
+/// logits whose sum overflows give `false`).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn block_maxima(a: &[f32], size: usize, out: &mut [f32]) -> bool {
+    let mut sum = [_mm256_setzero_ps(); 2];
+    let mut finite = true;
+    for (o, b) in out.iter_mut().zip(a.chunks(size)) {
+        let mut m = [_mm256_set1_ps(f32::NEG_INFINITY); 2];
+        let chunks = b.chunks_exact(8 * W);
+        let rest = chunks.remainder();
+        for c in chunks {
+            let p = c.as_ptr();
+            // SAFETY: the chunk holds 64 floats, so `j * W .. j * W + W` is in bounds, j < 8.
+            let v: [__m256; 8] = std::array::from_fn(|j| unsafe { _mm256_loadu_ps(p.add(j * W)) });
+            m[0] = _mm256_max_ps(
+                m[0],
+                _mm256_max_ps(_mm256_max_ps(v[0], v[1]), _mm256_max_ps(v[2], v[3])),
+            );
+            m[1] = _mm256_max_ps(
+                m[1],
+                _mm256_max_ps(_mm256_max_ps(v[4], v[5]), _mm256_max_ps(v[6], v[7])),
+            );
+            sum[0] = _mm256_add_ps(
+                sum[0],
+                _mm256_add_ps(_mm256_add_ps(v[0], v[1]), _mm256_add_ps(v[2], v[3])),
+            );
+            sum[1] = _mm256_add_ps(
+                sum[1],
+                _mm256_add_ps(_mm256_add_ps(v[4], v[5]), _mm256_add_ps(v[6], v[7])),
+            );
+        }
+        let mut max = hmax(_mm256_max_ps(m[0], m[1]));
+        for &z in rest {
+            finite &= z.is_finite();
+            max = if z > max { z } else { max };
+        }
+        *o = max;
+    }
+    let s = _mm256_add_ps(sum[0], sum[1]);
+    // s - s is 0 in a finite lane and NaN otherwise.
+    let d = _mm256_sub_ps(s, s);
+    finite && _mm256_movemask_ps(_mm256_cmp_ps(d, d, _CMP_UNORD_Q)) == 0
+}

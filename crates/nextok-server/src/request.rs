@@ -531,6 +531,7 @@ fn build(endpoint: Endpoint, mut f: Fields, cx: &Context<'_>) -> Result<Plan, Ap
         stop,
         ignore_eos: f.ignore_eos.unwrap_or(false),
         stop_token_ids,
+        logprobs,
         top_logprobs: top_logprobs as usize,
         n: n as usize,
         beams: None,

@@ -28,7 +28,13 @@ pub struct GenerateOptions {
     /// More tokens that end the answer, as the model's end tokens do (vLLM's
     /// `stop_token_ids`); they count even with `ignore_eos`.
     pub stop_token_ids: Vec<u32>,
-    /// How many of the most likely alternatives to report with each token.
+    /// Report each token's log-probability under the model's own distribution
+    /// ([`TokenEvent::raw_logprob`]). It costs an exponential pass over the whole vocabulary
+    /// per token, so it is off by default; `top_logprobs > 0` turns it on too. The tokens are
+    /// the same either way.
+    pub logprobs: bool,
+    /// How many of the most likely alternatives to report with each token (their
+    /// log-probabilities under the model's own distribution, as [`Self::logprobs`]).
     pub top_logprobs: usize,
     /// Completions of the prompt. They share the prompt's KV cache (forked, copy-on-write), and
     /// completion `i` samples with seed `seed + i`.
@@ -102,6 +108,7 @@ impl Default for GenerateOptions {
             max_tokens: Some(256),
             stop: Vec::new(),
             ignore_eos: false,
+            logprobs: false,
             top_logprobs: 0,
             n: 1,
             beams: None,
@@ -147,8 +154,10 @@ pub struct TokenEvent {
     /// Natural log-probability of the token in the distribution it was drawn from (after the
     /// chain; 0 for greedy).
     pub logprob: f32,
-    /// Its log-probability under the model's own distribution.
-    pub raw_logprob: f32,
+    /// Its log-probability under the model's own distribution: `None` unless
+    /// [`GenerateOptions::logprobs`] (or `top_logprobs`) asked for it, since it costs a pass
+    /// over the vocabulary. Beam search, which computes it anyway, always gives it.
+    pub raw_logprob: Option<f32>,
     /// The most likely alternatives under the model's own distribution, when asked for.
     pub top: Vec<Alternative>,
 }
@@ -233,6 +242,8 @@ pub(crate) struct Decoding<'e> {
     pub(crate) first_token: Option<Instant>,
     pub(crate) last_token: Option<Instant>,
     masking: Option<Masking>,
+    /// Whether the caller asked for log-probabilities under the model's own distribution.
+    raw_logprobs: bool,
 }
 
 /// A completion's constraint and the mask of its next choice. The mask depends only on the
@@ -329,6 +340,7 @@ impl<'e> Decoding<'e> {
             first_token: None,
             last_token: None,
             masking,
+            raw_logprobs: options.logprobs || options.top_logprobs > 0,
         })
     }
 
@@ -350,7 +362,25 @@ impl<'e> Decoding<'e> {
             generated: &self.tokens,
             allowed,
         };
-        let sampled = self.sampler.sample(logits, &ctx)?;
+        // The same token and the same random numbers either way; `choose` skips the pass over
+        // the vocabulary that the model's own log-probabilities cost.
+        let sampled = if self.raw_logprobs {
+            let s = self.sampler.sample(logits, &ctx)?;
+            Sampled {
+                token: s.token,
+                logprob: s.logprob,
+                raw_logprob: Some(s.raw_logprob),
+                top: s.top,
+            }
+        } else {
+            let c = self.sampler.choose(logits, &ctx)?;
+            Sampled {
+                token: c.token,
+                logprob: c.logprob,
+                raw_logprob: None,
+                top: Vec::new(),
+            }
+        };
         let mut constraint_done = false;
         if let Some(m) = self.masking.as_mut() {
             m.constraint.advance(sampled.token)?;
@@ -418,6 +448,15 @@ impl<'e> Decoding<'e> {
             timings,
         }
     }
+}
+
+/// What one choice gives [`Decoding::choose`]: the sampler's answer, with the model's own
+/// log-probabilities only when they were asked for.
+struct Sampled {
+    token: u32,
+    logprob: f32,
+    raw_logprob: Option<f32>,
+    top: Vec<nextok_sampling::TokenLogprob>,
 }
 
 /// The alternatives' ids, texts and log-probabilities.
@@ -905,7 +944,7 @@ impl<'e> Generation<'e> {
                     id,
                     text: piece_text,
                     logprob: lp,
-                    raw_logprob: lp,
+                    raw_logprob: Some(lp),
                     top: Vec::new(),
                 }));
                 if step.stop.is_some() {

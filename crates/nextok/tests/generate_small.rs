@@ -370,7 +370,10 @@ fn greedy_is_the_argmax_of_a_fresh_prefill_at_every_step() {
                 lp[alt.id as usize]
             );
         }
-        assert!((event.raw_logprob - lp[token as usize]).abs() < 1e-5);
+        let raw = event
+            .raw_logprob
+            .expect("top_logprobs asks for log-probabilities");
+        assert!((raw - lp[token as usize]).abs() < 1e-5);
         assert_eq!(
             event.logprob, 0.0,
             "greedy draws from a one-point distribution"
@@ -813,4 +816,52 @@ fn constraint_limits_bound_the_request_grammar() {
         ),
         "{error:?}"
     );
+}
+
+#[test]
+fn raw_logprobs_come_only_when_asked_and_change_no_token() {
+    // Sampled with a filter (top-k 5 after temperature 0.9) and plain greedy: without
+    // `logprobs` every event lacks the model's own log-probability, with it every event has
+    // the one a fresh log-softmax of the step's logits gives; tokens, texts and final
+    // log-probabilities are the same bits either way.
+    let prompt = prompt_ids();
+    let mut filtered = sampled(5, 12);
+    filtered.sampling.temperature = 0.9;
+    filtered.sampling.top_k = Some(5);
+    for base in [filtered, greedy(12)] {
+        let run = |logprobs: bool| {
+            let options = GenerateOptions {
+                logprobs,
+                ..base.clone()
+            };
+            let mut tokens = Vec::new();
+            for event in engine()
+                .generate(&Prompt::Ids(prompt.clone()), &options)
+                .unwrap()
+            {
+                if let Event::Token(t) = event.unwrap() {
+                    tokens.push(t);
+                }
+            }
+            tokens
+        };
+        let (without, with) = (run(false), run(true));
+        assert_eq!(without.len(), 12);
+        assert_eq!(with.len(), 12);
+        let mut ids = Vec::new();
+        for (a, b) in without.iter().zip(&with) {
+            assert_eq!((a.id, &a.text), (b.id, &b.text));
+            assert_eq!(a.logprob.to_bits(), b.logprob.to_bits());
+            assert_eq!(a.raw_logprob, None);
+            let row = fresh(&concat(&prompt, &ids));
+            let lp = log_softmax(&row).unwrap();
+            let raw = b.raw_logprob.expect("asked for");
+            assert!(
+                (raw - lp[b.id as usize]).abs() < 1e-5,
+                "{raw} vs {}",
+                lp[b.id as usize]
+            );
+            ids.push(b.id);
+        }
+    }
 }

@@ -157,7 +157,14 @@ fn same_answer(engine: &Engine, prompt: &Prompt, options: &GenerateOptions) -> O
 
 /// A token event's index, id, text, log-probabilities as bits and alternatives (id, text,
 /// log-probability as bits).
-type EventBits<'a> = (usize, u32, &'a str, u32, u32, Vec<(u32, &'a str, u32)>);
+type EventBits<'a> = (
+    usize,
+    u32,
+    &'a str,
+    u32,
+    Option<u32>,
+    Vec<(u32, &'a str, u32)>,
+);
 
 /// A token event with its numbers as bits, so that two events compare exactly (NaN too).
 fn bits(e: &TokenEvent) -> EventBits<'_> {
@@ -171,7 +178,7 @@ fn bits(e: &TokenEvent) -> EventBits<'_> {
         e.id,
         &e.text,
         e.logprob.to_bits(),
-        e.raw_logprob.to_bits(),
+        e.raw_logprob.map(f32::to_bits),
         top,
     )
 }

@@ -225,6 +225,7 @@ pub fn run(a: &GenerateArgs) -> anyhow::Result<()> {
     let seed = seed(&a.sampling)?;
     let mut options = options(&a.sampling, &a.answer, seed)?;
     options.n = a.n;
+    options.logprobs = a.logprobs.is_some();
     options.top_logprobs = a.logprobs.unwrap_or(0);
     options.beams = a.beams.map(|width| BeamOptions {
         width,
