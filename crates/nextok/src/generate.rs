@@ -7,7 +7,9 @@ use crate::Error;
 use nextok_constraints::{Constraint, Limits};
 use nextok_kv_cache::KvCache;
 use nextok_model::Logits;
-use nextok_sampling::{beam_search, log_softmax, BeamConfig, Context, Sampler, SamplingParams};
+use nextok_sampling::{
+    beam_search, log_softmax, BatchRow, BeamConfig, Context, Sampled, Sampler, SamplingParams,
+};
 use nextok_stopping::{Stop, StopConditions, StopState};
 use nextok_tokenizer::{StreamDecoder, Tokenizer};
 use serde::Serialize;
@@ -232,7 +234,7 @@ pub(crate) struct Decoding<'e> {
     logprob: f64,
     pub(crate) first_token: Option<Instant>,
     pub(crate) last_token: Option<Instant>,
-    masking: Option<Masking>,
+    pub(crate) masking: Option<Masking>,
 }
 
 /// A completion's constraint and the mask of its next choice. The mask depends only on the
@@ -341,16 +343,43 @@ impl<'e> Decoding<'e> {
         prompt: &[u32],
         logits: &[f32],
     ) -> Result<(TokenEvent, Option<Stop>), Error> {
+        let row = self.batch_row(prompt, logits)?;
+        let sampled = row.sampler.sample(row.logits, &row.ctx)?;
+        self.accept(engine, sampled)
+    }
+
+    /// The first half of [`Decoding::choose`]: the sampler, logits and context (with the
+    /// constraint's mask, computed now unless it is ready) of the next choice, as
+    /// [`nextok_sampling::sample_batch`] takes them, so that many completions draw in one call.
+    /// The choice is completed by [`Decoding::accept`] with what the sampler drew.
+    pub(crate) fn batch_row<'a>(
+        &'a mut self,
+        prompt: &'a [u32],
+        logits: &'a [f32],
+    ) -> Result<BatchRow<'a>, Error> {
         let allowed = match self.masking.as_mut() {
             Some(m) => Some(m.take()?),
             None => None,
         };
-        let ctx = Context {
-            prompt,
-            generated: &self.tokens,
-            allowed,
-        };
-        let sampled = self.sampler.sample(logits, &ctx)?;
+        Ok(BatchRow {
+            sampler: &mut self.sampler,
+            logits,
+            ctx: Context {
+                prompt,
+                generated: &self.tokens,
+                allowed,
+            },
+        })
+    }
+
+    /// The second half of [`Decoding::choose`]: the token `sampled` from the row of
+    /// [`Decoding::batch_row`] goes to the constraint, the stream decoder and the stop
+    /// conditions. Returns its event and, when the answer ends with it, why.
+    pub(crate) fn accept(
+        &mut self,
+        engine: &Engine,
+        sampled: Sampled,
+    ) -> Result<(TokenEvent, Option<Stop>), Error> {
         let mut constraint_done = false;
         if let Some(m) = self.masking.as_mut() {
             m.constraint.advance(sampled.token)?;
