@@ -1090,7 +1090,9 @@ impl<'e> Worker<'_, 'e> {
             // draft stays within the tokens the answer may still take and the positions left.
             let base = cache.len();
             let chosen = seq.decoding.tokens.len();
-            let answer_room = req.max_tokens.map_or(usize::MAX, |m| m.saturating_sub(chosen));
+            let answer_room = req
+                .max_tokens
+                .map_or(usize::MAX, |m| m.saturating_sub(chosen));
             let limit = answer_room
                 .min(context.saturating_sub(base))
                 .saturating_sub(1)
@@ -1442,8 +1444,7 @@ impl<'e> Worker<'_, 'e> {
         }
         let model = engine.model();
         let parts = model.host_parts();
-        let sampled: Vec<Result<Sampled, nextok_sampling::Error>> = if rows.len() > 1 && parts > 1
-        {
+        let sampled: Vec<Result<Sampled, nextok_sampling::Error>> = if rows.len() > 1 && parts > 1 {
             sample_batch(&mut rows, parts, |job| model.run_host_parts(job))
         } else {
             rows.iter_mut()
@@ -1502,12 +1503,9 @@ impl<'e> Worker<'_, 'e> {
             prefilled,
             cache.as_ref().map_or(0, KvCache::bytes),
         );
-        let completion = seq.decoding.finish(
-            &req.prompt,
-            req.cached_prompt_tokens.unwrap_or(0),
-            stop,
-            t,
-        );
+        let completion =
+            seq.decoding
+                .finish(&req.prompt, req.cached_prompt_tokens.unwrap_or(0), stop, t);
         req.send(Ok(Event::Done(Box::new(completion))));
     }
 }
