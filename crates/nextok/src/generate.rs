@@ -46,7 +46,9 @@ pub struct GenerateOptions {
     /// Exact speculative decoding (prompt lookup) for a single completion: drafts copied from
     /// the prompt and the answer so far are checked in one forward pass, and a drafted token is
     /// kept only where the ordinary loop chooses it, so the tokens are the same with it or
-    /// without it. On by default; beam search and `n > 1` decode without it.
+    /// without it. On by default; [`Engine::generate`] drafts for one completion without beam
+    /// search, the [`Scheduler`](crate::Scheduler) for each completion (unless its
+    /// [`SchedulerOptions::speculative`](crate::SchedulerOptions::speculative) is off).
     pub speculative: bool,
 }
 

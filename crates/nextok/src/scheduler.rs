@@ -25,8 +25,28 @@
 //! 4. **Admission.** While fewer than [`SchedulerOptions::max_running`] run and budget is left,
 //!    the head of the waiting queue is admitted when its prompt's blocks and one more are free
 //!    (never skipped for a later one, so no request starves).
-//! 5. **The pass**, then every completion that got logits chooses its token, and every cache
-//!    that ran publishes its full blocks to the pool's prefix cache.
+//! 5. **Drafts.** With [`SchedulerOptions::speculative`], each decode may bring a draft (see
+//!    below) within what the step's token budget and the free blocks have left.
+//! 6. **The pass**, while a worker thread computes the constraint masks of the choices it
+//!    scores; then every completion that got logits chooses its token (all of the step's
+//!    choices drawn in one [`sample_batch`] over the backend's threads), and every cache that
+//!    ran publishes its full blocks to the pool's prefix cache.
+//!
+//! # Speculative decoding
+//!
+//! As in [`Generation`](crate::Generation), exactly: a decoding completion whose text so far
+//! repeats itself or its prompt (prompt lookup: the same drafts as `Generation`'s, with their
+//! adaptive length and pauses, one drafting state per completion) runs its pending token and a
+//! draft in the step's pass and gets every position's logits. Its ordinary choice then runs at
+//! each position in turn (mask, chain, seeded draw, stop check: one draw per emitted token), a
+//! drafted token is kept exactly when it is the chosen one, and each kept token is its own
+//! event. At the first difference the cache is cut back to the tokens chosen, and only then
+//! publishes its full blocks, so no block of the prefix cache ever holds a token that was not
+//! chosen. Drafts come last in a step: they take only the token budget that decodes, prompt
+//! chunks and admissions left, and only blocks that are free after those (a draft is cut to
+//! what fits and never preempts anyone). Since a position's logits are the same bits however a
+//! pass is split, every answer is the one plain decoding gives, token for token;
+//! [`SchedulerStats::accepted_tokens`] counts what drafting saved.
 //!
 //! # Inter-token latency
 //!
