@@ -769,6 +769,11 @@ pub struct ServeArgs {
     /// Do not reuse the KV cache of prompt prefixes that earlier requests computed.
     #[arg(long)]
     pub no_prefix_cache: bool,
+    /// Decode one token per step for every request: no speculative decoding (which drafts from
+    /// each request's prompt and answer so far and keeps only the tokens plain decoding
+    /// chooses, so every answer is the same either way).
+    #[arg(long)]
+    pub no_speculative: bool,
     /// Seconds that SIGINT or SIGTERM leave running requests to finish before they are
     /// cancelled; the process then exits 0.
     #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = RangedU64ValueParser::<u64>::new().range(0..=3600))]

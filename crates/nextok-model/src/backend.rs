@@ -363,6 +363,22 @@ pub trait Backend: Send + Sync {
         }
         Ok(())
     }
+
+    /// Host threads that [`Backend::run_host_parts`] runs a job's parts on; 1 by default.
+    fn host_parts(&self) -> usize {
+        1
+    }
+
+    /// Runs `job(part)` once for every `part < host_parts()` on the host threads the backend
+    /// keeps between passes (the CPU backend's persistent pool), and returns when all are done:
+    /// for host work beside the forward pass, such as sampling many sequences' rows, that
+    /// should start no thread and not compete with spinning workers. By default on the calling
+    /// thread, one part after another.
+    fn run_host_parts(&self, job: &(dyn Fn(usize) + Sync)) {
+        for part in 0..self.host_parts() {
+            job(part);
+        }
+    }
 }
 
 /// One sequence of a [`Backend::attend_many`] call: its query rows, its cache and its mask.
@@ -950,6 +966,14 @@ impl Backend for CpuBackend {
         let q = host(q, "attend_many: the queries", end)?;
         let out = host_mut(out, "attend_many: the output", end)?;
         self.attention_rows(q, entries, layer, heads, out)
+    }
+
+    fn host_parts(&self) -> usize {
+        self.pool.threads()
+    }
+
+    fn run_host_parts(&self, job: &(dyn Fn(usize) + Sync)) {
+        self.pool.run(job);
     }
 }
 

@@ -7,7 +7,9 @@ use crate::Error;
 use nextok_constraints::{Constraint, Limits};
 use nextok_kv_cache::KvCache;
 use nextok_model::Logits;
-use nextok_sampling::{beam_search, log_softmax, BeamConfig, Context, Sampler, SamplingParams};
+use nextok_sampling::{
+    beam_search, log_softmax, BatchRow, BeamConfig, Context, Sampled, Sampler, SamplingParams,
+};
 use nextok_stopping::{Stop, StopConditions, StopState};
 use nextok_tokenizer::{StreamDecoder, Tokenizer};
 use serde::Serialize;
@@ -50,7 +52,9 @@ pub struct GenerateOptions {
     /// Exact speculative decoding (prompt lookup) for a single completion: drafts copied from
     /// the prompt and the answer so far are checked in one forward pass, and a drafted token is
     /// kept only where the ordinary loop chooses it, so the tokens are the same with it or
-    /// without it. On by default; beam search and `n > 1` decode without it.
+    /// without it. On by default; [`Engine::generate`] drafts for one completion without beam
+    /// search, the [`Scheduler`](crate::Scheduler) for each completion (unless its
+    /// [`SchedulerOptions::speculative`](crate::SchedulerOptions::speculative) is off).
     pub speculative: bool,
 }
 
@@ -241,7 +245,7 @@ pub(crate) struct Decoding<'e> {
     logprob: f64,
     pub(crate) first_token: Option<Instant>,
     pub(crate) last_token: Option<Instant>,
-    masking: Option<Masking>,
+    pub(crate) masking: Option<Masking>,
     /// Whether the caller asked for log-probabilities under the model's own distribution.
     raw_logprobs: bool,
 }
@@ -353,34 +357,63 @@ impl<'e> Decoding<'e> {
         prompt: &[u32],
         logits: &[f32],
     ) -> Result<(TokenEvent, Option<Stop>), Error> {
-        let allowed = match self.masking.as_mut() {
-            Some(m) => Some(m.take()?),
-            None => None,
-        };
-        let ctx = Context {
-            prompt,
-            generated: &self.tokens,
-            allowed,
-        };
+        let raw_logprobs = self.raw_logprobs;
+        let row = self.batch_row(prompt, logits)?;
         // The same token and the same random numbers either way; `choose` skips the pass over
         // the vocabulary that the model's own log-probabilities cost.
-        let sampled = if self.raw_logprobs {
-            let s = self.sampler.sample(logits, &ctx)?;
-            Sampled {
-                token: s.token,
-                logprob: s.logprob,
-                raw_logprob: Some(s.raw_logprob),
-                top: s.top,
-            }
+        let chosen = if raw_logprobs {
+            Chosen::from_sampled(row.sampler.sample(row.logits, &row.ctx)?, true)
         } else {
-            let c = self.sampler.choose(logits, &ctx)?;
-            Sampled {
+            let c = row.sampler.choose(row.logits, &row.ctx)?;
+            Chosen {
                 token: c.token,
                 logprob: c.logprob,
                 raw_logprob: None,
                 top: Vec::new(),
             }
         };
+        self.accept(engine, chosen)
+    }
+
+    /// What the sampler drew for this completion (by [`nextok_sampling::sample_batch`], which
+    /// always computes the model's own log-probability), kept as [`Decoding::accept`] takes
+    /// it: the raw log-probability only when the caller asked for it.
+    pub(crate) fn chosen(&self, sampled: Sampled) -> Chosen {
+        Chosen::from_sampled(sampled, self.raw_logprobs)
+    }
+
+    /// The first half of [`Decoding::choose`]: the sampler, logits and context (with the
+    /// constraint's mask, computed now unless it is ready) of the next choice, as
+    /// [`nextok_sampling::sample_batch`] takes them, so that many completions draw in one call.
+    /// The choice is completed by [`Decoding::accept`] with what the sampler drew.
+    pub(crate) fn batch_row<'a>(
+        &'a mut self,
+        prompt: &'a [u32],
+        logits: &'a [f32],
+    ) -> Result<BatchRow<'a>, Error> {
+        let allowed = match self.masking.as_mut() {
+            Some(m) => Some(m.take()?),
+            None => None,
+        };
+        Ok(BatchRow {
+            sampler: &mut self.sampler,
+            logits,
+            ctx: Context {
+                prompt,
+                generated: &self.tokens,
+                allowed,
+            },
+        })
+    }
+
+    /// The second half of [`Decoding::choose`]: the token `sampled` from the row of
+    /// [`Decoding::batch_row`] goes to the constraint, the stream decoder and the stop
+    /// conditions. Returns its event and, when the answer ends with it, why.
+    pub(crate) fn accept(
+        &mut self,
+        engine: &Engine,
+        sampled: Chosen,
+    ) -> Result<(TokenEvent, Option<Stop>), Error> {
         let mut constraint_done = false;
         if let Some(m) = self.masking.as_mut() {
             m.constraint.advance(sampled.token)?;
@@ -450,13 +483,24 @@ impl<'e> Decoding<'e> {
     }
 }
 
-/// What one choice gives [`Decoding::choose`]: the sampler's answer, with the model's own
+/// What one choice gives [`Decoding::accept`]: the sampler's answer, with the model's own
 /// log-probabilities only when they were asked for.
-struct Sampled {
+pub(crate) struct Chosen {
     token: u32,
     logprob: f32,
     raw_logprob: Option<f32>,
     top: Vec<nextok_sampling::TokenLogprob>,
+}
+
+impl Chosen {
+    fn from_sampled(s: Sampled, raw_logprobs: bool) -> Self {
+        Chosen {
+            token: s.token,
+            logprob: s.logprob,
+            raw_logprob: raw_logprobs.then_some(s.raw_logprob),
+            top: s.top,
+        }
+    }
 }
 
 /// The alternatives' ids, texts and log-probabilities.

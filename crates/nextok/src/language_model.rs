@@ -60,6 +60,21 @@ pub trait LanguageModel: Send + Sync + std::fmt::Debug {
 
     /// Tokens the model can see at once, prompt and answer together.
     fn context_window(&self) -> usize;
+
+    /// Host threads that [`LanguageModel::run_host_parts`] splits a job over; 1 by default.
+    fn host_parts(&self) -> usize {
+        1
+    }
+
+    /// Runs `job(part)` once for every `part < host_parts()` and returns when all are done, on
+    /// the threads the model's backend keeps between passes where it has them (the CPU
+    /// backend's pool): the scheduler samples a step's sequences this way. By default on the
+    /// calling thread, one part after another.
+    fn run_host_parts(&self, job: &(dyn Fn(usize) + Sync)) {
+        for part in 0..self.host_parts() {
+            job(part);
+        }
+    }
 }
 
 /// A Llama-family model ([`LlamaModel`]) and the compute backend its forward pass runs on: the
@@ -121,5 +136,13 @@ impl LanguageModel for LlamaOnBackend {
 
     fn context_window(&self) -> usize {
         self.model.config().context
+    }
+
+    fn host_parts(&self) -> usize {
+        self.backend.host_parts()
+    }
+
+    fn run_host_parts(&self, job: &(dyn Fn(usize) + Sync)) {
+        self.backend.run_host_parts(job);
     }
 }

@@ -25,8 +25,28 @@
 //! 4. **Admission.** While fewer than [`SchedulerOptions::max_running`] run and budget is left,
 //!    the head of the waiting queue is admitted when its prompt's blocks and one more are free
 //!    (never skipped for a later one, so no request starves).
-//! 5. **The pass**, then every completion that got logits chooses its token, and every cache
-//!    that ran publishes its full blocks to the pool's prefix cache.
+//! 5. **Drafts.** With [`SchedulerOptions::speculative`], each decode may bring a draft (see
+//!    below) within what the step's token budget and the free blocks have left.
+//! 6. **The pass**, while a worker thread computes the constraint masks of the choices it
+//!    scores; then every completion that got logits chooses its token (all of the step's
+//!    choices drawn in one [`sample_batch`] over the backend's threads), and every cache that
+//!    ran publishes its full blocks to the pool's prefix cache.
+//!
+//! # Speculative decoding
+//!
+//! As in [`Generation`](crate::Generation), exactly: a decoding completion whose text so far
+//! repeats itself or its prompt (prompt lookup: the same drafts as `Generation`'s, with their
+//! adaptive length and pauses, one drafting state per completion) runs its pending token and a
+//! draft in the step's pass and gets every position's logits. Its ordinary choice then runs at
+//! each position in turn (mask, chain, seeded draw, stop check: one draw per emitted token), a
+//! drafted token is kept exactly when it is the chosen one, and each kept token is its own
+//! event. At the first difference the cache is cut back to the tokens chosen, and only then
+//! publishes its full blocks, so no block of the prefix cache ever holds a token that was not
+//! chosen. Drafts come last in a step: they take only the token budget that decodes, prompt
+//! chunks and admissions left, and only blocks that are free after those (a draft is cut to
+//! what fits and never preempts anyone). Since a position's logits are the same bits however a
+//! pass is split, every answer is the one plain decoding gives, token for token;
+//! [`SchedulerStats::accepted_tokens`] counts what drafting saved.
 //!
 //! # Inter-token latency
 //!
@@ -68,12 +88,15 @@
 //! Beam search does not run on the scheduler: a request with [`GenerateOptions::beams`] is refused
 //! with [`Error::InvalidOption`] (use [`Engine::generate`]).
 
-use crate::generate::{timings, Decoding};
+use crate::generate::{overlapping_masks, timings, Decoding};
+use crate::speculative::Speculation;
 use crate::{Engine, Error, Event, GenerateOptions};
 use nextok_kv_cache::{KvCache, KvPool};
 use nextok_model::{Logits, Sequence};
-use nextok_stopping::StopConditions;
-use std::collections::VecDeque;
+use nextok_sampling::{sample_batch, Sampled};
+use nextok_stopping::{Stop, StopConditions};
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -98,6 +121,12 @@ pub struct SchedulerOptions {
     pub max_waiting: usize,
     /// Reuse the KV blocks of prompt prefixes that earlier requests computed; default on.
     pub prefix_caching: bool,
+    /// Exact speculative decoding for the completions of requests that ask for it
+    /// ([`GenerateOptions::speculative`]): a decoding completion brings a prompt-lookup draft
+    /// to the step's pass when budget and memory are left, and keeps the drafted tokens that
+    /// its ordinary choices confirm (see "Speculative decoding" in the [module](self)
+    /// documentation). Default on; the tokens are the same either way.
+    pub speculative: bool,
 }
 
 impl SchedulerOptions {
@@ -147,6 +176,7 @@ impl Default for SchedulerOptions {
             kv_budget_bytes: None,
             max_waiting: 256,
             prefix_caching: true,
+            speculative: true,
         }
     }
 }
@@ -201,6 +231,13 @@ pub struct SchedulerStats {
     pub cached_prompt_tokens_total: u64,
     /// Times a running request was preempted to free KV memory.
     pub preemptions: u64,
+    /// Drafts checked by speculative decoding (a completion's draft in one step's pass).
+    pub drafts: u64,
+    /// Tokens drafted, in all.
+    pub drafted_tokens: u64,
+    /// Drafted tokens that were the chosen ones, and so were kept (each is also counted in
+    /// `generation_tokens_total`).
+    pub accepted_tokens: u64,
 }
 
 /// Runs many requests at once on one [`Engine`] (see the [module](self) documentation).
@@ -613,6 +650,8 @@ impl Memory {
 /// A completion of a running or waiting request.
 struct Seq<'e> {
     decoding: Decoding<'e>,
+    /// Its drafting state, when speculative decoding is on for it.
+    speculation: Option<Speculation>,
     /// Its cache once the prompt has been read (`None` while waiting or reading the prompt,
     /// and after it ended).
     cache: Option<KvCache>,
@@ -623,6 +662,8 @@ struct Seq<'e> {
 struct Active<'e> {
     id: RequestId,
     prompt: Vec<u32>,
+    /// Its `max_tokens`: a draft never runs past it.
+    max_tokens: Option<usize>,
     /// The most KV blocks it can need.
     max_blocks: usize,
     sink: Sink,
@@ -669,9 +710,34 @@ struct Item {
     /// Index into the running requests.
     req: usize,
     target: Target,
+    /// The tokens to run: a decode's last chosen token followed by its draft, or a chunk.
     tokens: Vec<u32>,
     logits: bool,
+    /// Drafted tokens at the end of `tokens` (every position's logits then come back).
+    drafted: usize,
     cache: Option<KvCache>,
+}
+
+/// One entry of a step after its pass: which request and cache it ran for, and what.
+struct Entry {
+    req: usize,
+    target: Target,
+    tokens: Vec<u32>,
+    logits: bool,
+    drafted: usize,
+}
+
+/// A completion choosing tokens from a step's logits: `rows` holds one row per position of
+/// its entry, and `at` is the row of the next choice. A choice that confirms the drafted token
+/// after it goes on to the next row; any other ends the completion's choices in this step.
+struct Choice {
+    req: usize,
+    seq: usize,
+    rows: Rc<Vec<f32>>,
+    at: usize,
+    /// The tokens its entry ran (the pending token, then the draft); empty after a prompt.
+    input: Vec<u32>,
+    drafted: usize,
 }
 
 /// The worker's state: the running requests (in arrival order) and the waiting queue (ordered by
@@ -791,6 +857,8 @@ impl<'e> Worker<'_, 'e> {
             ) {
                 Ok(decoding) => seqs.push(Seq {
                     decoding,
+                    speculation: (self.options.speculative && s.request.options.speculative)
+                        .then(|| Speculation::new(&s.request.prompt)),
                     cache: None,
                     done: false,
                 }),
@@ -803,6 +871,7 @@ impl<'e> Worker<'_, 'e> {
         }
         self.waiting.push_back(Active {
             id: s.id,
+            max_tokens: s.request.options.max_tokens,
             prompt: s.request.prompt,
             max_blocks: s.max_blocks,
             sink: s.sink,
@@ -930,6 +999,7 @@ impl<'e> Worker<'_, 'e> {
                     target: Target::Seq(s),
                     tokens: vec![token],
                     logits: true,
+                    drafted: 0,
                     cache: None,
                 });
                 s += 1;
@@ -1006,7 +1076,63 @@ impl<'e> Worker<'_, 'e> {
             }
             return;
         }
+        if self.options.speculative {
+            self.plan_drafts(&mut plan, reserved);
+        }
         self.run(plan);
+    }
+
+    /// Drafts for the step's decodes, oldest request first: each decoding completion that
+    /// drafts appends a prompt-lookup draft to its token, within what the step's token budget
+    /// has left after everything else and the blocks that are free after everything else (a
+    /// draft never preempts anyone: it is cut to what fits), and never past its `max_tokens`
+    /// or the context window.
+    fn plan_drafts(&mut self, plan: &mut [Item], mut reserved: usize) {
+        let planned: usize = plan.iter().map(|i| i.tokens.len()).sum();
+        let mut left = self.options.max_tokens_per_step.saturating_sub(planned);
+        let available = self.available();
+        let context = self.engine.context_window();
+        let mut draft = Vec::new();
+        for item in plan.iter_mut() {
+            let Target::Seq(s) = item.target else {
+                continue;
+            };
+            if item.tokens.len() != 1 || !item.logits {
+                continue;
+            }
+            let req = &mut self.running[item.req];
+            let seq = &mut req.seqs[s];
+            let (Some(speculation), Some(cache)) = (seq.speculation.as_mut(), seq.cache.as_ref())
+            else {
+                continue;
+            };
+            // As in `Generation`: a round chooses at most one token more than it drafts, so the
+            // draft stays within the tokens the answer may still take and the positions left.
+            let base = cache.len();
+            let chosen = seq.decoding.tokens.len();
+            let answer_room = req
+                .max_tokens
+                .map_or(usize::MAX, |m| m.saturating_sub(chosen));
+            let limit = answer_room
+                .min(context.saturating_sub(base))
+                .saturating_sub(1)
+                .min(left);
+            draft.clear();
+            speculation.draft(&seq.decoding.tokens, limit, &mut draft);
+            let one = cache.blocks_needed(1);
+            let free = available.saturating_sub(reserved);
+            let mut k = draft.len();
+            while k > 0 && cache.blocks_needed(1 + k) - one > free {
+                k -= 1;
+            }
+            if k == 0 {
+                continue;
+            }
+            reserved += cache.blocks_needed(1 + k) - one;
+            left -= k;
+            item.tokens.extend_from_slice(&draft[..k]);
+            item.drafted = k;
+        }
     }
 
     /// Plans the chunks of running request `r`: its prompt, or its completions catching up.
@@ -1073,13 +1199,15 @@ impl<'e> Worker<'_, 'e> {
                 target,
                 logits: take == todo.len(),
                 tokens: todo[..take].to_vec(),
+                drafted: 0,
                 cache: None,
             });
         }
     }
 
-    /// Runs the planned batch in one forward pass, then lets every completion that got logits
-    /// choose its token.
+    /// Runs the planned batch in one forward pass, while a worker thread computes the
+    /// constraint masks of the choices the pass's logits are for, then lets every completion
+    /// that got logits choose its tokens.
     fn run(&mut self, mut plan: Vec<Item>) {
         for item in &mut plan {
             let req = &mut self.running[item.req];
@@ -1091,7 +1219,36 @@ impl<'e> Worker<'_, 'e> {
         // Every planned entry has a cache by construction; one without could not run, and would
         // shift the rows against the entries.
         plan.retain(|item| item.cache.is_some());
-        let mut results: Vec<Result<Vec<f32>, Error>> = match self.forward(&mut plan) {
+        let engine = self.engine;
+        let outcome = {
+            // The completions that choose from this pass: a decode's own, and after a prompt's
+            // last chunk those of its request that have no token yet.
+            let choosers: Vec<(usize, Option<usize>)> = plan
+                .iter()
+                .filter(|i| i.logits)
+                .map(|i| match i.target {
+                    Target::Prompt => (i.req, None),
+                    Target::Seq(s) => (i.req, Some(s)),
+                })
+                .collect();
+            let mut masks = Vec::new();
+            for (r, req) in self.running.iter_mut().enumerate() {
+                for (s, seq) in req.seqs.iter_mut().enumerate() {
+                    let chooses = choosers.iter().any(|&(cr, cs)| {
+                        cr == r
+                            && match cs {
+                                Some(cs) => cs == s,
+                                None => !seq.done && seq.decoding.tokens.is_empty(),
+                            }
+                    });
+                    if chooses {
+                        masks.extend(seq.decoding.masking.as_mut());
+                    }
+                }
+            }
+            overlapping_masks(masks, || forward(engine, &mut plan))
+        };
+        let mut results: Vec<Result<Vec<f32>, Error>> = match outcome {
             Ok(rows) => rows.into_iter().map(Ok).collect(),
             Err(Error::Model(nextok_model::Error::Cache(
                 nextok_kv_cache::Error::OutOfBlocks { .. },
@@ -1111,7 +1268,7 @@ impl<'e> Worker<'_, 'e> {
                 // model refuses end with its error, not the others beside them.
                 plan.iter_mut()
                     .map(|item| {
-                        self.forward(std::slice::from_mut(item))
+                        forward(engine, std::slice::from_mut(item))
                             .map(|mut rows| rows.pop().unwrap_or_default())
                     })
                     .collect()
@@ -1120,17 +1277,31 @@ impl<'e> Worker<'_, 'e> {
         self.stats.steps += 1;
         for (item, result) in plan.iter_mut().zip(&results) {
             // The full blocks of every cache that ran join the prefix cache, for later requests
-            // that share a prefix and for this one should it be preempted.
-            if result.is_ok() && self.memory.prefix_caching {
+            // that share a prefix and for this one should it be preempted. A cache that ran a
+            // draft publishes once the draft's rejected tokens are cut off (`end_choices`), so
+            // that no block of the prefix cache ever holds a token that was not chosen.
+            if result.is_ok() && self.memory.prefix_caching && item.drafted == 0 {
                 if let Some(cache) = item.cache.as_mut() {
                     cache.publish_prefix();
                 }
             }
         }
         let entries = self.put_back(plan);
-        for ((r, target, wanted), result) in entries.into_iter().zip(results.drain(..)) {
-            let row = match result {
-                Ok(row) => row,
+        let vocab = engine.vocab_size();
+        let mut choices = Vec::new();
+        for (entry, result) in entries.into_iter().zip(results.drain(..)) {
+            let r = entry.req;
+            let rows = match result {
+                Ok(rows) if entry.drafted > 0 && rows.len() != entry.tokens.len() * vocab => {
+                    Err(Error::ModelOutput {
+                        expected: entry.tokens.len() * vocab,
+                        got: rows.len(),
+                    })
+                }
+                other => other,
+            };
+            let rows = match rows {
+                Ok(rows) => rows,
                 Err(e) => {
                     let req = &mut self.running[r];
                     req.send(Err(e));
@@ -1138,40 +1309,39 @@ impl<'e> Worker<'_, 'e> {
                     continue;
                 }
             };
-            if !wanted {
+            if !entry.logits {
                 continue;
             }
-            match target {
-                Target::Prompt => self.prompt_read(r, row),
-                Target::Seq(s) => self.choose(r, s, &row),
+            let rows = Rc::new(rows);
+            match entry.target {
+                Target::Prompt => {
+                    for s in self.prompt_read(r) {
+                        choices.push(Choice {
+                            req: r,
+                            seq: s,
+                            rows: rows.clone(),
+                            at: 0,
+                            input: Vec::new(),
+                            drafted: 0,
+                        });
+                    }
+                }
+                Target::Seq(s) => choices.push(Choice {
+                    req: r,
+                    seq: s,
+                    rows,
+                    at: 0,
+                    input: entry.tokens,
+                    drafted: entry.drafted,
+                }),
             }
         }
+        self.choose(choices);
         self.sweep();
     }
 
-    /// One forward pass over the planned entries (each holds its cache).
-    fn forward(&self, plan: &mut [Item]) -> Result<Vec<Vec<f32>>, Error> {
-        let mut batch: Vec<Sequence<'_>> = plan
-            .iter_mut()
-            .filter_map(|item| {
-                let logits = if item.logits {
-                    Logits::Last
-                } else {
-                    Logits::None
-                };
-                item.cache.as_mut().map(|cache| Sequence {
-                    cache,
-                    tokens: &item.tokens,
-                    logits,
-                })
-            })
-            .collect();
-        self.engine.model().forward(&mut batch)
-    }
-
-    /// Puts the entries' caches back where they came from, and returns each entry's request,
-    /// target and whether it asked for logits.
-    fn put_back(&mut self, plan: Vec<Item>) -> Vec<(usize, Target, bool)> {
+    /// Puts the entries' caches back where they came from, and returns what each entry ran.
+    fn put_back(&mut self, plan: Vec<Item>) -> Vec<Entry> {
         let mut entries = Vec::with_capacity(plan.len());
         for item in plan {
             let req = &mut self.running[item.req];
@@ -1179,17 +1349,23 @@ impl<'e> Worker<'_, 'e> {
                 Target::Prompt => req.prompt_cache = item.cache,
                 Target::Seq(s) => req.seqs[s].cache = item.cache,
             }
-            entries.push((item.req, item.target, item.logits));
+            entries.push(Entry {
+                req: item.req,
+                target: item.target,
+                tokens: item.tokens,
+                logits: item.logits,
+                drafted: item.drafted,
+            });
         }
         entries
     }
 
-    /// The prompt of running request `r` has been read: its completions fork its cache, and those
-    /// that have not chosen a token yet choose one from `row`.
-    fn prompt_read(&mut self, r: usize, row: Vec<f32>) {
+    /// The prompt of running request `r` has been read: its completions fork its cache. Returns
+    /// those that have not chosen a token yet, which choose one from the prompt's logits.
+    fn prompt_read(&mut self, r: usize) -> Vec<usize> {
         let req = &mut self.running[r];
         let Some(cache) = req.prompt_cache.take() else {
-            return;
+            return Vec::new();
         };
         if req.admitted.is_some() && req.prefill_s == 0.0 {
             req.prefill_s = req.admitted.map_or(0.0, |a| a.elapsed().as_secs_f64());
@@ -1203,52 +1379,180 @@ impl<'e> Worker<'_, 'e> {
                 cache.as_ref().map(KvCache::fork)
             };
         }
-        for s in live {
-            if self.running[r].seqs[s].decoding.tokens.is_empty() {
-                self.choose(r, s, &row);
+        live.into_iter()
+            .filter(|&s| req.seqs[s].decoding.tokens.is_empty())
+            .collect()
+    }
+
+    /// The step's choices. Every completion that got logits chooses from its first row, all of
+    /// them in one batched draw; those whose choice confirms their draft's next token choose
+    /// again from their next row, in the next batched draw, and so on. Each choice is the one
+    /// plain decoding makes at that position ([`Decoding::choose`]'s mask, chain, draw and stop
+    /// check, split into [`Decoding::batch_row`] and [`Decoding::accept`]), and each chosen token
+    /// is its own event.
+    fn choose(&mut self, mut choices: Vec<Choice>) {
+        while !choices.is_empty() {
+            choices.retain(|c| !self.running[c.req].gone);
+            let sampled = self.sample(&choices);
+            let mut again = Vec::new();
+            for (mut c, sampled) in choices.into_iter().zip(sampled) {
+                let engine = self.engine;
+                let req = &mut self.running[c.req];
+                if req.gone {
+                    continue;
+                }
+                let chosen = sampled.and_then(|s| {
+                    let decoding = &mut req.seqs[c.seq].decoding;
+                    let chosen = decoding.chosen(s);
+                    decoding.accept(engine, chosen)
+                });
+                let (event, stop) = match chosen {
+                    Ok(chosen) => chosen,
+                    Err(e) => {
+                        req.send(Err(e));
+                        req.gone = true;
+                        continue;
+                    }
+                };
+                let id = event.id;
+                self.stats.generation_tokens_total += 1;
+                req.send(Ok(Event::Token(event)));
+                if stop.is_none() && c.input.get(c.at + 1) == Some(&id) {
+                    // The drafted token is the chosen one: its logits are already computed.
+                    c.at += 1;
+                    again.push(c);
+                } else {
+                    self.end_choices(&c, stop);
+                }
             }
+            choices = again;
         }
     }
 
-    /// Completion `s` of running request `r` chooses its next token from `row`.
-    fn choose(&mut self, r: usize, s: usize, row: &[f32]) {
+    /// Draws the next token of every choice in one call: [`sample_batch`] over the model's host
+    /// threads, each row exactly as its own [`Sampler::sample`](nextok_sampling::Sampler::sample)
+    /// would draw it. Results are in the order of `choices`.
+    fn sample(&mut self, choices: &[Choice]) -> Vec<Result<Sampled, Error>> {
         let engine = self.engine;
-        let req = &mut self.running[r];
-        if req.gone {
-            return;
-        }
-        let seq = &mut req.seqs[s];
-        let result = seq.decoding.choose(engine, &req.prompt, row);
-        match result {
-            Err(e) => {
-                req.send(Err(e));
-                req.gone = true;
-            }
-            Ok((event, stop)) => {
-                self.stats.generation_tokens_total += 1;
-                req.send(Ok(Event::Token(event)));
-                if let Some(stop) = stop {
-                    let seq = &mut req.seqs[s];
-                    seq.done = true;
-                    let cache = seq.cache.take();
-                    let prefilled = req.prompt.len() - req.cached_prompt_tokens.unwrap_or(0);
-                    let t = timings(
-                        req.arrived,
-                        seq.decoding.first_token,
-                        seq.decoding.last_token,
-                        req.prefill_s,
-                        prefilled,
-                        cache.as_ref().map_or(0, KvCache::bytes),
-                    );
-                    let completion = seq.decoding.finish(
-                        &req.prompt,
-                        req.cached_prompt_tokens.unwrap_or(0),
-                        stop,
-                        t,
-                    );
-                    req.send(Ok(Event::Done(Box::new(completion))));
+        let vocab = engine.vocab_size();
+        let index: HashMap<(usize, usize), usize> = choices
+            .iter()
+            .enumerate()
+            .map(|(i, c)| ((c.req, c.seq), i))
+            .collect();
+        let mut out: Vec<Option<Result<Sampled, Error>>> = choices.iter().map(|_| None).collect();
+        let mut rows = Vec::with_capacity(choices.len());
+        let mut row_of = Vec::with_capacity(choices.len());
+        for (r, req) in self.running.iter_mut().enumerate() {
+            let prompt = &req.prompt;
+            for (s, seq) in req.seqs.iter_mut().enumerate() {
+                let Some(&i) = index.get(&(r, s)) else {
+                    continue;
+                };
+                let c = &choices[i];
+                let Some(logits) = c.rows.get(c.at * vocab..(c.at + 1) * vocab) else {
+                    out[i] = Some(Err(Error::ModelOutput {
+                        expected: (c.at + 1) * vocab,
+                        got: c.rows.len(),
+                    }));
+                    continue;
+                };
+                match seq.decoding.batch_row(prompt, logits) {
+                    Ok(row) => {
+                        rows.push(row);
+                        row_of.push(i);
+                    }
+                    Err(e) => out[i] = Some(Err(e)),
                 }
             }
         }
+        let model = engine.model();
+        let parts = model.host_parts();
+        let sampled: Vec<Result<Sampled, nextok_sampling::Error>> = if rows.len() > 1 && parts > 1 {
+            sample_batch(&mut rows, parts, |job| model.run_host_parts(job))
+        } else {
+            rows.iter_mut()
+                .map(|row| row.sampler.sample(row.logits, &row.ctx))
+                .collect()
+        };
+        for (i, result) in row_of.into_iter().zip(sampled) {
+            out[i] = Some(result.map_err(Error::from));
+        }
+        out.into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| {
+                    Err(Error::SchedulerFailed {
+                        reason: "a completion to choose for was not running".into(),
+                    })
+                })
+            })
+            .collect()
     }
+
+    /// A completion's choices in this step have ended with `c`'s last one. After a draft its
+    /// cache is cut back to the positions before the token just chosen (the rest of the draft
+    /// was not chosen), then publishes its full blocks, and its drafting state learns how the
+    /// draft went; when the answer has ended, the completion is finished.
+    fn end_choices(&mut self, c: &Choice, stop: Option<Stop>) {
+        let prefix_caching = self.memory.prefix_caching;
+        let req = &mut self.running[c.req];
+        let seq = &mut req.seqs[c.seq];
+        if c.drafted > 0 {
+            if let Some(cache) = seq.cache.as_mut() {
+                // The pass appended the pending token and the draft after `base`.
+                let base = cache.len().saturating_sub(c.input.len());
+                cache.truncate(base + 1 + c.at);
+                if prefix_caching {
+                    cache.publish_prefix();
+                }
+            }
+            if let Some(speculation) = seq.speculation.as_mut() {
+                speculation.record(c.drafted, c.at);
+            }
+            self.stats.drafts += 1;
+            self.stats.drafted_tokens += c.drafted as u64;
+            self.stats.accepted_tokens += c.at as u64;
+        }
+        let Some(stop) = stop else {
+            return;
+        };
+        seq.done = true;
+        let cache = seq.cache.take();
+        let prefilled = req.prompt.len() - req.cached_prompt_tokens.unwrap_or(0);
+        let t = timings(
+            req.arrived,
+            seq.decoding.first_token,
+            seq.decoding.last_token,
+            req.prefill_s,
+            prefilled,
+            cache.as_ref().map_or(0, KvCache::bytes),
+        );
+        let completion =
+            seq.decoding
+                .finish(&req.prompt, req.cached_prompt_tokens.unwrap_or(0), stop, t);
+        req.send(Ok(Event::Done(Box::new(completion))));
+    }
+}
+
+/// One forward pass over the planned entries (each holds its cache): a decode with a draft asks
+/// for every position's logits, any other entry that chooses for its last one.
+fn forward(engine: &Engine, plan: &mut [Item]) -> Result<Vec<Vec<f32>>, Error> {
+    let mut batch: Vec<Sequence<'_>> = plan
+        .iter_mut()
+        .filter_map(|item| {
+            let logits = if item.drafted > 0 {
+                Logits::All
+            } else if item.logits {
+                Logits::Last
+            } else {
+                Logits::None
+            };
+            item.cache.as_mut().map(|cache| Sequence {
+                cache,
+                tokens: &item.tokens,
+                logits,
+            })
+        })
+        .collect();
+    engine.model().forward(&mut batch)
 }

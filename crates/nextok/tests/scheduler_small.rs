@@ -790,6 +790,8 @@ fn tokens_before_first_long_token(n: usize, answer: usize, cap: usize) -> usize 
         engine(),
         SchedulerOptions {
             max_prefill_while_decoding: cap,
+            // One token per completion per step, so that the count of tokens measures steps.
+            speculative: false,
             ..SchedulerOptions::default()
         },
     )

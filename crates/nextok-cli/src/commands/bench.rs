@@ -168,6 +168,8 @@ fn batch_decode(
             max_prefill_while_decoding: batch * (prompt_tokens + 1),
             prefix_caching: false,
             kv_budget_bytes: Some(config.bytes_for(positions as u64)),
+            // One token per request per step: the figure is plain batched decoding.
+            speculative: false,
         },
     )?;
     let options = GenerateOptions {

@@ -101,6 +101,7 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         kv_budget_bytes: args.kv_memory,
         max_waiting: args.max_waiting,
         prefix_caching: !args.no_prefix_cache,
+        speculative: !args.no_speculative,
     };
     scheduler_options.validate()?;
     let server = Server::new(config)?;

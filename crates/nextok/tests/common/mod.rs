@@ -8,6 +8,8 @@
 
 #![allow(dead_code)]
 
+pub mod copier;
+
 use nextok::gguf::write::GgufWriter;
 use nextok::gguf::{Array, GgmlType, GgufFile, Value};
 use nextok::kv_cache::KvType;
