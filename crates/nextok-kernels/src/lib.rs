@@ -10,14 +10,26 @@
 //!
 //! # The arithmetic, and why it is fixed
 //!
-//! Each output number is one dot product computed by one thread in one fixed order: 16 lane
-//! accumulators, lane `l` of a 32-element block taking elements `l` and `l + 16`, fused
-//! multiply-adds, then a fixed reduction tree. Each block is expanded once into f32 weights in
-//! registers (`d · q + m` for Q4_1, one fused multiply-add) and used for a tile of up to 8 token
-//! rows, which is what makes prefill cheaper per token than decode. The AVX-512, AVX2 and
-//! portable versions perform exactly these operations, so they agree
-//! to the last bit, and so does a product of one token, of many, split over any number of threads.
-//! Weights are never stored dequantised: each block is expanded in registers.
+//! Each output number is one dot product computed by one thread in one fixed order, and the
+//! AVX-512, AVX2 and portable versions perform exactly the same operations, so they agree to the
+//! last bit, and so does a product of one token, of many, split over any number of threads.
+//! Weights are never stored dequantised.
+//!
+//! - **Q4_1** (most weights of the default model): `Σ_b Σ_i (d_b · q_i + m_b) · x_i` is computed
+//!   as `Σ_b d_b · S_b + Σ_b m_b · X_b`, where `S_b` sums the products of the 4-bit integers
+//!   `q_i` with the activations (fused multiply-adds in element order; each product is exact)
+//!   and `X_b` is the block's activation sum, computed once per token row and shared by every
+//!   weight row. [`portable::q4_1_row`] is the definition. The kernels keep 16 weight rows in
+//!   the lanes of a register ([`packed`] stores Q4_1 matrices in tiles of 16 rows): per 16
+//!   weights, one shift, one 16-entry table lookup and one fused multiply-add per token row,
+//!   where expanding every weight to `d · q + m` first cost about half as much again.
+//! - **Q4_0, Q8_0**: 32 lane accumulators, lane `l` taking element `l` of every block, each
+//!   block expanded once into f32 weights in registers (`d · (q − 8)`, `d · q`) and used for a
+//!   tile of up to 8 token rows with fused multiply-adds, then a fixed reduction tree.
+//! - Other types: 16 lanes over dequantised numbers, then a fixed tree.
+//!
+//! Token rows are processed in tiles of up to 8 against each weight block, which is what makes
+//! prefill cheaper per token than decode.
 //!
 //! # Example
 //!
@@ -707,10 +719,16 @@ unsafe fn q4_1_rows(
         &mut heap
     };
     for (i, t) in tokens.clone().enumerate() {
-        portable::block_sums(
+        let (xt, st) = (
             &x[t * cols..(t + 1) * cols],
             &mut sums[i * blocks..(i + 1) * blocks],
         );
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the ISA is available (checked in `check`); `xt` has `32 · blocks` numbers.
+            Isa::Avx512 => unsafe { x86::block_sums_avx512(xt, st) },
+            _ => portable::block_sums(xt, st),
+        }
     }
     let sums = &*sums;
     let xrow = |t: usize| &x[t * cols..(t + 1) * cols];
@@ -726,7 +744,39 @@ unsafe fn q4_1_rows(
         }
         return;
     }
+    // Decode on AVX-512: the thread's whole tiles in one call, written straight to the output.
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 && w.layout == Layout::Packed && n == 1 {
+        let whole = rows.start.div_ceil(TR)..rows.end / TR;
+        if whole.start < whole.end {
+            let tb = blocks * packed::Q4_1_TILE_BLOCK_BYTES;
+            let t = tokens.start;
+            let first = whole.start * TR;
+            let len = (whole.end - whole.start) * TR;
+            // SAFETY: these rows belong to this thread (the function's contract) and lie in
+            // token row `t` of `out`; the ISA is available and the lengths fit.
+            unsafe {
+                let dst = std::slice::from_raw_parts_mut(out.0.add(t * w.rows + first), len);
+                x86::q4_1_tiles_decode_avx512(
+                    &w.data[whole.start * tb..whole.end * tb],
+                    blocks,
+                    xrow(t),
+                    srow(t),
+                    dst,
+                );
+            }
+        }
+    }
     for tile_index in rows.start / TR..rows.end.div_ceil(TR) {
+        #[cfg(target_arch = "x86_64")]
+        if isa == Isa::Avx512
+            && w.layout == Layout::Packed
+            && n == 1
+            && tile_index * TR >= rows.start
+            && (tile_index + 1) * TR <= rows.end
+        {
+            continue; // a whole tile, done above
+        }
         let first = tile_index * TR;
         let tile: &[u8] = if w.layout == Layout::Packed {
             w.q4_1_tile(tile_index)

@@ -612,6 +612,78 @@ unsafe fn q4_1_tile_blocks_avx512<const T: usize, const G: usize>(
     }
 }
 
+/// One token row against one packed Q4_1 tile of `blocks` blocks at `p`, AVX-512: the 16 rows'
+/// `D + M` of `portable::q4_1_row`. Blocks go four at a time, so that four chains of fused
+/// multiply-adds are in flight, and the last four to seven blocks as one group.
+#[inline(always)]
+unsafe fn q4_1_decode_tile_avx512(
+    p: *const u8,
+    blocks: usize,
+    x: &[f32],
+    xs: &[f32],
+    table: __m512,
+) -> __m512 {
+    // SAFETY: the caller guarantees a tile of `blocks` blocks at `p`, `32 · blocks` numbers in
+    // `x`, `blocks` sums in `xs`, and the features.
+    unsafe {
+        let (x1, xs1) = ([x], [xs]);
+        let (mut dsum, mut msum) = ([_mm512_setzero_ps()], [_mm512_setzero_ps()]);
+        let mut b = 0;
+        macro_rules! group {
+            ($g:literal) => {
+                q4_1_tile_blocks_avx512::<1, $g>(p, b, &x1, &xs1, table, &mut dsum, &mut msum)
+            };
+        }
+        while blocks - b >= 8 {
+            // Decode streams every weight from memory once per token: ask for the tile a few
+            // blocks ahead (a prefetch past the end is a hint, never a fault).
+            for line in 0..4 * TILE_BLOCK / 64 {
+                _mm_prefetch::<_MM_HINT_T0>(
+                    p.wrapping_add(b * TILE_BLOCK + TILE_PREFETCH_BYTES + 64 * line) as *const i8,
+                );
+            }
+            group!(4);
+            b += 4;
+        }
+        match blocks - b {
+            0 => {}
+            1 => group!(1),
+            2 => group!(2),
+            3 => group!(3),
+            4 => group!(4),
+            5 => group!(5),
+            6 => group!(6),
+            _ => group!(7),
+        }
+        _mm512_add_ps(dsum[0], msum[0])
+    }
+}
+
+/// Consecutive packed Q4_1 tiles of `blocks` blocks (`tiles`) against one token row, AVX-512:
+/// `out[16 · i + r]` is row `r` of tile `i`, the bits of `q4_1_tile_avx512`. Decode's path: one
+/// call for all of a thread's tiles.
+#[target_feature(enable = "avx512f,f16c,fma")]
+pub unsafe fn q4_1_tiles_decode_avx512(
+    tiles: &[u8],
+    blocks: usize,
+    x: &[f32],
+    xs: &[f32],
+    out: &mut [f32],
+) {
+    // SAFETY: the caller guarantees `out.len() / 16` tiles of `blocks` blocks in `tiles`,
+    // `32 · blocks` numbers in `x` and `blocks` sums in `xs`.
+    unsafe {
+        let table = _mm512_loadu_ps(NIBBLES.as_ptr());
+        for (i, o) in out.chunks_exact_mut(TILE_ROWS).enumerate() {
+            let p = tiles.as_ptr().add(i * blocks * TILE_BLOCK);
+            _mm512_storeu_ps(
+                o.as_mut_ptr(),
+                q4_1_decode_tile_avx512(p, blocks, x, xs, table),
+            );
+        }
+    }
+}
+
 /// One packed Q4_1 tile (`crate::packed`) against `T` token rows, AVX-512: `out[t][r]` for the
 /// tile's 16 rows, with the operations of `portable::q4_1_row`, so the same bits.
 #[target_feature(enable = "avx512f,f16c,fma")]
@@ -627,31 +699,20 @@ pub unsafe fn q4_1_tile_avx512<const T: usize>(
     unsafe {
         let table = _mm512_loadu_ps(NIBBLES.as_ptr());
         let p = tile.as_ptr();
+        if T == 1 {
+            let v = q4_1_decode_tile_avx512(p, blocks, x[0], xs[0], table);
+            _mm512_storeu_ps(out[0].as_mut_ptr(), v);
+            return;
+        }
         let mut dsum = [_mm512_setzero_ps(); T];
         let mut msum = [_mm512_setzero_ps(); T];
         let mut b = 0;
-        // Enough blocks at once that at least four chains of fused multiply-adds are in flight.
-        let step = if T == 1 {
-            4
-        } else if T == 2 {
-            2
-        } else {
-            1
-        };
-        while b + step <= blocks {
-            // Decode streams every weight from memory once per token: ask for the tile a few
-            // blocks ahead (a prefetch past the end is a hint, never a fault).
-            for line in 0..step * TILE_BLOCK / 64 {
-                _mm_prefetch::<_MM_HINT_T0>(
-                    p.wrapping_add(b * TILE_BLOCK + TILE_PREFETCH_BYTES + 64 * line) as *const i8,
-                );
+        // Two tokens: two blocks at a time, so that four chains are in flight.
+        if T == 2 {
+            while b + 2 <= blocks {
+                q4_1_tile_blocks_avx512::<T, 2>(p, b, &x, &xs, table, &mut dsum, &mut msum);
+                b += 2;
             }
-            match step {
-                4 => q4_1_tile_blocks_avx512::<T, 4>(p, b, &x, &xs, table, &mut dsum, &mut msum),
-                2 => q4_1_tile_blocks_avx512::<T, 2>(p, b, &x, &xs, table, &mut dsum, &mut msum),
-                _ => q4_1_tile_blocks_avx512::<T, 1>(p, b, &x, &xs, table, &mut dsum, &mut msum),
-            }
-            b += step;
         }
         while b < blocks {
             q4_1_tile_blocks_avx512::<T, 1>(p, b, &x, &xs, table, &mut dsum, &mut msum);
@@ -761,6 +822,18 @@ pub unsafe fn q4_1_tile_avx2<const T: usize>(
                     _mm256_add_ps(dsum[t][h], msum[t][h]),
                 );
             }
+        }
+    }
+}
+
+/// `portable::block_sums`, AVX-512: each block's `reduce32` tree in registers.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn block_sums_avx512(x: &[f32], out: &mut [f32]) {
+    // SAFETY: the caller guarantees `x` holds `32 · out.len()` numbers.
+    unsafe {
+        for (b, o) in out.iter_mut().enumerate() {
+            let p = x.as_ptr().add(32 * b);
+            *o = reduce32_avx512((_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16))));
         }
     }
 }
