@@ -42,27 +42,31 @@ pub(crate) fn pack_q4_1_tile(rows: &[&[u8]], blocks: usize, out: &mut [u8]) {
             let at = b * Q4_1_TILE_BLOCK_BYTES;
             out[at + 2 * r..at + 2 * r + 2].copy_from_slice(&blk[0..2]);
             out[at + 32 + 2 * r..at + 32 + 2 * r + 2].copy_from_slice(&blk[2..4]);
-            for k in 0..4 {
-                let mut lane = 0u32;
-                for j in 0..8 {
-                    lane |= u32::from(nibble(blk, 8 * k + j)) << (4 * j);
-                }
+            // Elements 0–7 are the low nibbles of bytes 0–7, 8–15 those of bytes 8–15, 16–23
+            // the high nibbles of bytes 0–7 and 24–31 those of bytes 8–15.
+            let lo = u64::from_le_bytes([
+                blk[4], blk[5], blk[6], blk[7], blk[8], blk[9], blk[10], blk[11],
+            ]);
+            let hi = u64::from_le_bytes([
+                blk[12], blk[13], blk[14], blk[15], blk[16], blk[17], blk[18], blk[19],
+            ]);
+            const LOW: u64 = 0x0f0f_0f0f_0f0f_0f0f;
+            let lanes = [lo & LOW, hi & LOW, (lo >> 4) & LOW, (hi >> 4) & LOW];
+            for (k, &v) in lanes.iter().enumerate() {
                 let o = at + 64 + 64 * k + 4 * r;
-                out[o..o + 4].copy_from_slice(&lane.to_le_bytes());
+                out[o..o + 4].copy_from_slice(&squeeze_nibbles(v).to_le_bytes());
             }
         }
     }
 }
 
-/// Element `i` (0..32) of a GGUF Q4_1 block.
+/// Eight bytes that each hold a nibble in their low half, as eight nibbles in 32 bits (byte `j`
+/// to bits `4j .. 4j + 4`).
 #[inline(always)]
-fn nibble(blk: &[u8], i: usize) -> u8 {
-    let byte = blk[4 + (i & 15)];
-    if i < 16 {
-        byte & 15
-    } else {
-        byte >> 4
-    }
+fn squeeze_nibbles(v: u64) -> u32 {
+    let v = (v | (v >> 4)) & 0x00ff_00ff_00ff_00ff;
+    let v = (v | (v >> 8)) & 0x0000_ffff_0000_ffff;
+    (v | (v >> 16)) as u32
 }
 
 /// Restores the GGUF bytes of row `r` (0..16) of one packed Q4_1 tile of `blocks` blocks into
