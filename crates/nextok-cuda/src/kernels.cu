@@ -39,18 +39,6 @@ struct Q4_0 {
     }
 };
 
-// `block_q4_1`: f16 d, f16 m, 16 bytes of nibbles; x = d q + m (one fused multiply-add).
-struct Q4_1 {
-    enum { BYTES = 20 };
-    __device__ static float expand(const unsigned char* b, int lane) {
-        const float d = load_f16(b);
-        const float m = load_f16(b + 2);
-        const unsigned char q = b[4 + (lane & 15)];
-        const int v = lane < 16 ? (q & 15) : (q >> 4);
-        return fmaf(d, (float)v, m);
-    }
-};
-
 // `block_q8_0`: f16 d, 32 signed bytes; x = d q.
 struct Q8_0 {
     enum { BYTES = 34 };
@@ -169,6 +157,60 @@ __device__ void matmul_lanes(const unsigned char* __restrict__ w, const float* _
     }
 }
 
+// out[t * rows + r] = sum_k W[r, k] x[t * cols + k] for Q4_1 rows (`block_q4_1`: f16 d, f16 m,
+// 16 bytes of nibbles, element j low and element j + 16 high), by the CPU's Q4_1 arithmetic
+// (`nextok_kernels::portable::q4_1_row`): per block b, S_b = the nibbles times the activations,
+// fused multiply-adds in element order from 0, and X_b = the activations' sum in the `reduce32`
+// tree; then D = fmaf(d_b, S_b, D) and M = fmaf(m_b, X_b, M) in block order from 0, and D + M.
+//
+// One warp per weight row: lane l computes S_b and X_b of the blocks b = l (mod 32), and every
+// lane then runs the two chains over the blocks in order, taking each block's sums from its
+// lane by a shuffle. Grid: as `matmul_blocks`.
+__device__ void matmul_q4_1_blocks(const unsigned char* __restrict__ w,
+                                   const float* __restrict__ x, float* __restrict__ out,
+                                   int rows, int cols, int tokens, int t_base) {
+    const int lane = threadIdx.x & 31;
+    const int r = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
+    // The whole warp leaves together, so the shuffles below always have 32 lanes.
+    if (r >= rows) return;
+    const int t0 = t_base + blockIdx.y * TILE;
+    if (t0 >= tokens) return;
+    const int nt = min(TILE, tokens - t0);
+    const int nblocks = cols / 32;
+    const unsigned char* row = w + (size_t)r * nblocks * 20;
+    for (int t = 0; t < nt; ++t) {
+        const float* xt = x + (size_t)(t0 + t) * cols;
+        float dsum = 0.0f, msum = 0.0f;
+        for (int c = 0; c < nblocks; c += 32) {
+            const int b = c + lane;
+            float s = 0.0f, xsum = 0.0f;
+            if (b < nblocks) {
+                const unsigned char* blk = row + (size_t)b * 20;
+                const float* xb = xt + (size_t)b * 32;
+                for (int i = 0; i < 32; ++i) {
+                    const unsigned char q = blk[4 + (i & 15)];
+                    const int v = i < 16 ? (q & 15) : (q >> 4);
+                    s = fmaf((float)v, xb[i], s);
+                }
+                float a[16];
+                for (int i = 0; i < 16; ++i) a[i] = xb[i] + xb[i + 16];
+                for (int width = 8; width >= 1; width /= 2)
+                    for (int i = 0; i < width; ++i) a[i] = a[i] + a[i + width];
+                xsum = a[0];
+            }
+            const int n = min(32, nblocks - c);
+            for (int j = 0; j < n; ++j) {
+                const float sj = __shfl_sync(FULL_MASK, s, j);
+                const float xj = __shfl_sync(FULL_MASK, xsum, j);
+                const unsigned char* blk = row + (size_t)(c + j) * 20;
+                dsum = fmaf(load_f16(blk), sj, dsum);
+                msum = fmaf(load_f16(blk + 2), xj, msum);
+            }
+        }
+        if (lane == 0) out[(size_t)(t0 + t) * rows + r] = dsum + msum;
+    }
+}
+
 #define MATMUL(name, body, T)                                                                    \
     extern "C" __global__ void name(const unsigned char* w, const float* x, float* out, int rows, \
                                     int cols, int tokens, int t_base) {                          \
@@ -176,7 +218,10 @@ __device__ void matmul_lanes(const unsigned char* __restrict__ w, const float* _
     }
 
 MATMUL(matmul_q4_0, matmul_blocks, Q4_0)
-MATMUL(matmul_q4_1, matmul_blocks, Q4_1)
+extern "C" __global__ void matmul_q4_1(const unsigned char* w, const float* x, float* out,
+                                       int rows, int cols, int tokens, int t_base) {
+    matmul_q4_1_blocks(w, x, out, rows, cols, tokens, t_base);
+}
 MATMUL(matmul_q8_0, matmul_blocks, Q8_0)
 MATMUL(matmul_f32, matmul_lanes, F32)
 MATMUL(matmul_f16, matmul_lanes, F16)

@@ -10,14 +10,26 @@
 //!
 //! # The arithmetic, and why it is fixed
 //!
-//! Each output number is one dot product computed by one thread in one fixed order: 16 lane
-//! accumulators, lane `l` of a 32-element block taking elements `l` and `l + 16`, fused
-//! multiply-adds, then a fixed reduction tree. Each block is expanded once into f32 weights in
-//! registers (`d · q + m` for Q4_1, one fused multiply-add) and used for a tile of up to 8 token
-//! rows, which is what makes prefill cheaper per token than decode. The AVX-512, AVX2 and
-//! portable versions perform exactly these operations, so they agree
-//! to the last bit, and so does a product of one token, of many, split over any number of threads.
-//! Weights are never stored dequantised: each block is expanded in registers.
+//! Each output number is one dot product computed by one thread in one fixed order, and the
+//! AVX-512, AVX2 and portable versions perform exactly the same operations, so they agree to the
+//! last bit, and so does a product of one token, of many, split over any number of threads.
+//! Weights are never stored dequantised.
+//!
+//! - **Q4_1** (most weights of the default model): `Σ_b Σ_i (d_b · q_i + m_b) · x_i` is computed
+//!   as `Σ_b d_b · S_b + Σ_b m_b · X_b`, where `S_b` sums the products of the 4-bit integers
+//!   `q_i` with the activations (fused multiply-adds in element order; each product is exact)
+//!   and `X_b` is the block's activation sum, computed once per token row and shared by every
+//!   weight row. [`portable::q4_1_row`] is the definition. The kernels keep 16 weight rows in
+//!   the lanes of a register ([`packed`] stores Q4_1 matrices in tiles of 16 rows): per 16
+//!   weights, one shift, one 16-entry table lookup and one fused multiply-add per token row,
+//!   where expanding every weight to `d · q + m` first cost about half as much again.
+//! - **Q4_0, Q8_0**: 32 lane accumulators, lane `l` taking element `l` of every block, each
+//!   block expanded once into f32 weights in registers (`d · (q − 8)`, `d · q`) and used for a
+//!   tile of up to 8 token rows with fused multiply-adds, then a fixed reduction tree.
+//! - Other types: 16 lanes over dequantised numbers, then a fixed tree.
+//!
+//! Token rows are processed in tiles of up to 8 against each weight block, which is what makes
+//! prefill cheaper per token than decode.
 //!
 //! # Example
 //!
@@ -226,7 +238,8 @@ impl<'a> QMat<'a> {
     }
 
     /// Checks that `data` holds exactly `rows` packed rows of `cols` numbers (as [`QMat::pack`]
-    /// makes them: per block of 32, 24 bytes for Q4_1 and 36 for Q8_0).
+    /// makes them: for Q4_1, tiles of 16 rows (the last one padded) of 320 bytes per block of
+    /// 32; for Q8_0, 36 bytes per block of 32).
     pub fn new_packed(
         ty: GgmlType,
         rows: usize,
@@ -236,7 +249,7 @@ impl<'a> QMat<'a> {
         if !Self::packable(ty) {
             return Err(Error::UnsupportedType { ty });
         }
-        let expected = cols / 32 * packed_block_bytes(ty) * rows;
+        let expected = packed_bytes(ty, rows, cols);
         let fail = |reason| Error::BadMatrix {
             ty,
             rows,
@@ -276,7 +289,7 @@ impl<'a> QMat<'a> {
 
     /// Bytes of the matrix in the [`packed`] layout (whether or not its type has one).
     pub fn packed_len(&self) -> usize {
-        self.rows * (self.cols / 32) * packed_block_bytes(self.ty)
+        packed_bytes(self.ty, self.rows, self.cols)
     }
 
     /// [`QMat::pack`] into `out`, which must hold exactly [`QMat::packed_len`] bytes.
@@ -291,11 +304,19 @@ impl<'a> QMat<'a> {
                 expected: self.packed_len(),
             });
         }
-        let pb = self.cols / 32 * packed_block_bytes(self.ty);
-        for (r, dst) in out.chunks_exact_mut(pb.max(1)).enumerate() {
-            if self.ty == GgmlType::Q4_1 {
-                packed::pack_q4_1_row(self.row(r), dst);
-            } else {
+        let blocks = self.cols / 32;
+        if self.ty == GgmlType::Q4_1 {
+            let tile = blocks * packed::Q4_1_TILE_BLOCK_BYTES;
+            for (t, dst) in out.chunks_exact_mut(tile.max(1)).enumerate() {
+                let first = t * packed::Q4_1_TILE_ROWS;
+                let n = (self.rows - first).min(packed::Q4_1_TILE_ROWS);
+                let rows: [&[u8]; packed::Q4_1_TILE_ROWS] =
+                    std::array::from_fn(|i| if i < n { self.row(first + i) } else { &[] });
+                packed::pack_q4_1_tile(&rows[..n], blocks, dst);
+            }
+        } else {
+            let pb = blocks * packed::Q8_0_PACKED_BYTES;
+            for (r, dst) in out.chunks_exact_mut(pb.max(1)).enumerate() {
                 packed::pack_q8_0_row(self.row(r), dst);
             }
         }
@@ -316,7 +337,7 @@ impl<'a> QMat<'a> {
         match self.layout {
             Layout::Gguf => out.copy_from_slice(self.row(r)),
             Layout::Packed if self.ty == GgmlType::Q4_1 => {
-                packed::unpack_q4_1_row(self.row(r), out)
+                packed::unpack_q4_1_row(self.q4_1_tile(r / packed::Q4_1_TILE_ROWS), r % 16, out)
             }
             Layout::Packed => packed::unpack_q8_0_row(self.row(r), out),
         }
@@ -337,13 +358,20 @@ impl<'a> QMat<'a> {
         self.cols
     }
 
+    /// Bytes of one row, in every layout but packed Q4_1 (whose rows are tiles).
     fn row_bytes(&self) -> usize {
         match self.layout {
             Layout::Gguf => {
                 self.cols / self.ty.block_elements() as usize * self.ty.block_bytes() as usize
             }
-            Layout::Packed => self.cols / 32 * packed_block_bytes(self.ty),
+            Layout::Packed => self.cols / 32 * packed::Q8_0_PACKED_BYTES,
         }
+    }
+
+    /// Tile `t` of a packed Q4_1 matrix.
+    fn q4_1_tile(&self, t: usize) -> &'a [u8] {
+        let tb = self.cols / 32 * packed::Q4_1_TILE_BLOCK_BYTES;
+        &self.data[t * tb..(t + 1) * tb]
     }
 
     fn row(&self, r: usize) -> &'a [u8] {
@@ -352,12 +380,23 @@ impl<'a> QMat<'a> {
     }
 }
 
-/// Bytes per block of 32 in the packed layout of a packable type.
-fn packed_block_bytes(ty: GgmlType) -> usize {
+/// Bytes of a `rows` × `cols` matrix in the packed layout of its type (Q4_1: whole tiles of 16
+/// rows; any other type: as Q8_0, 36 bytes per block).
+fn packed_bytes(ty: GgmlType, rows: usize, cols: usize) -> usize {
     if ty == GgmlType::Q4_1 {
-        packed::Q4_1_PACKED_BYTES
+        rows.div_ceil(packed::Q4_1_TILE_ROWS) * (cols / 32) * packed::Q4_1_TILE_BLOCK_BYTES
     } else {
-        packed::Q8_0_PACKED_BYTES
+        rows * (cols / 32) * packed::Q8_0_PACKED_BYTES
+    }
+}
+
+/// The row count each thread's share of a product is rounded up to: whole Q4_1 tiles, so that
+/// no tile is computed by two threads, and whole token tiles otherwise.
+fn share_align(w: &QMat<'_>) -> usize {
+    if w.ty == GgmlType::Q4_1 {
+        packed::Q4_1_TILE_ROWS
+    } else {
+        TILE
     }
 }
 
@@ -379,7 +418,7 @@ pub fn matmul(
 ) -> Result<(), Error> {
     check(isa, &w, x, tokens, out)?;
     let parts = pool.threads();
-    let per = w.rows.div_ceil(parts).next_multiple_of(TILE);
+    let per = w.rows.div_ceil(parts).next_multiple_of(share_align(&w));
     let out_ptr = SyncPtr(out.as_mut_ptr());
     pool.run(|part| {
         let start = (part * per).min(w.rows);
@@ -428,7 +467,7 @@ pub fn matmul_many(
     }
     pool.run(|part| {
         for (w, &out) in ws.iter().zip(&ptrs) {
-            let per = w.rows.div_ceil(parts).next_multiple_of(TILE);
+            let per = w.rows.div_ceil(parts).next_multiple_of(share_align(w));
             let start = (part * per).min(w.rows);
             let end = ((part + 1) * per).min(w.rows);
             // SAFETY: `check` validated every length; each part writes only the output elements
@@ -468,7 +507,7 @@ pub fn matmul_swiglu(
     }
     let rows = gate.rows;
     let parts = pool.threads();
-    let per = rows.div_ceil(parts).next_multiple_of(TILE);
+    let per = rows.div_ceil(parts).next_multiple_of(share_align(&gate));
     let (g_ptr, u_ptr) = (SyncPtr(gate_out.as_mut_ptr()), SyncPtr(up_out.as_mut_ptr()));
     pool.run(|part| {
         let start = (part * per).min(rows);
@@ -551,13 +590,19 @@ unsafe fn rows_kernel(
 ) {
     let cols = w.cols;
     let mut scratch = Vec::new();
+    let mut tile_scratch = Vec::new();
     for t0 in (0..tokens).step_by(TOKEN_BLOCK) {
         let t1 = (t0 + TOKEN_BLOCK).min(tokens);
+        if w.ty == GgmlType::Q4_1 {
+            // SAFETY: the function's contract.
+            unsafe { q4_1_rows(isa, w, x, t0..t1, rows.clone(), out, &mut tile_scratch) };
+            continue;
+        }
         let mut r = rows.start;
-        // AVX-512 Q4_1 and Q8_0 (the weights of most products of a Llama model): two rows at a
-        // time, tiles of 4 tokens, so that every activation load serves two rows.
+        // AVX-512 Q8_0: two rows at a time, tiles of 4 tokens, so that every activation load
+        // serves two rows.
         #[cfg(target_arch = "x86_64")]
-        if isa == Isa::Avx512 && matches!(w.ty, GgmlType::Q4_1 | GgmlType::Q8_0) {
+        if isa == Isa::Avx512 && w.ty == GgmlType::Q8_0 {
             let packed = w.layout == Layout::Packed;
             while r + 2 <= rows.end {
                 let pair = [w.row(r), w.row(r + 1)];
@@ -572,12 +617,8 @@ unsafe fn rows_kernel(
                             // SAFETY: the ISA is available (checked in `check`) and the lengths
                             // fit (validated matrix, activations of `cols` numbers).
                             unsafe {
-                                if packed && w.ty == GgmlType::Q4_1 {
-                                    x86::q4_1_packed_avx512_x2(pair, xs, &mut res)
-                                } else if packed {
+                                if packed {
                                     x86::q8_0_packed_avx512_x2(pair, xs, &mut res)
-                                } else if w.ty == GgmlType::Q4_1 {
-                                    x86::q4_1_avx512_x2(pair, xs, &mut res)
                                 } else {
                                     x86::q8_0_avx512_x2(pair, xs, &mut res)
                                 }
@@ -647,6 +688,149 @@ unsafe fn rows_kernel(
     }
 }
 
+/// Activation block sums kept on the stack: 8 token rows of up to 2,048 numbers.
+const STACK_SUMS: usize = TOKEN_BLOCK * 64;
+
+/// Q4_1 rows `rows` against token rows `tokens`, by `portable::q4_1_row`'s arithmetic: the
+/// packed layout's tiles of 16 rows (the file's rows are packed into `scratch` one tile at a
+/// time first), each against up to 8 token rows; the portable code takes the file's rows one by
+/// one. Writes `out[t · w.rows + r]`.
+///
+/// # Safety
+/// As for `rows_kernel`.
+unsafe fn q4_1_rows(
+    isa: Isa,
+    w: &QMat<'_>,
+    x: &[f32],
+    tokens: std::ops::Range<usize>,
+    rows: std::ops::Range<usize>,
+    out: SyncPtr,
+    scratch: &mut Vec<u8>,
+) {
+    const TR: usize = packed::Q4_1_TILE_ROWS;
+    let (cols, blocks) = (w.cols, w.cols / 32);
+    let n = tokens.len();
+    let mut stack = [0.0f32; STACK_SUMS];
+    let mut heap = Vec::new();
+    let sums: &mut [f32] = if n * blocks <= STACK_SUMS {
+        &mut stack[..n * blocks]
+    } else {
+        heap.resize(n * blocks, 0.0);
+        &mut heap
+    };
+    for (i, t) in tokens.clone().enumerate() {
+        let (xt, st) = (
+            &x[t * cols..(t + 1) * cols],
+            &mut sums[i * blocks..(i + 1) * blocks],
+        );
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the ISA is available (checked in `check`); `xt` has `32 · blocks` numbers.
+            Isa::Avx512 => unsafe { x86::block_sums_avx512(xt, st) },
+            _ => portable::block_sums(xt, st),
+        }
+    }
+    let sums = &*sums;
+    let xrow = |t: usize| &x[t * cols..(t + 1) * cols];
+    let srow = |t: usize| &sums[(t - tokens.start) * blocks..(t - tokens.start + 1) * blocks];
+    if isa == Isa::Portable && w.layout == Layout::Gguf {
+        for r in rows {
+            let row = w.row(r);
+            for t in tokens.clone() {
+                let [v] = portable::q4_1::<1>(row, [xrow(t)], [srow(t)]);
+                // SAFETY: in bounds by the function's contract; this thread owns row `r`.
+                unsafe { *out.0.add(t * w.rows + r) = v };
+            }
+        }
+        return;
+    }
+    // Decode on AVX-512: the thread's whole tiles in one call, written straight to the output.
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 && w.layout == Layout::Packed && n == 1 {
+        let whole = rows.start.div_ceil(TR)..rows.end / TR;
+        if whole.start < whole.end {
+            let tb = blocks * packed::Q4_1_TILE_BLOCK_BYTES;
+            let t = tokens.start;
+            let first = whole.start * TR;
+            let len = (whole.end - whole.start) * TR;
+            // SAFETY: these rows belong to this thread (the function's contract) and lie in
+            // token row `t` of `out`; the ISA is available and the lengths fit.
+            unsafe {
+                let dst = std::slice::from_raw_parts_mut(out.0.add(t * w.rows + first), len);
+                x86::q4_1_tiles_decode_avx512(
+                    &w.data[whole.start * tb..whole.end * tb],
+                    blocks,
+                    xrow(t),
+                    srow(t),
+                    dst,
+                );
+            }
+        }
+    }
+    for tile_index in rows.start / TR..rows.end.div_ceil(TR) {
+        #[cfg(target_arch = "x86_64")]
+        if isa == Isa::Avx512
+            && w.layout == Layout::Packed
+            && n == 1
+            && tile_index * TR >= rows.start
+            && (tile_index + 1) * TR <= rows.end
+        {
+            continue; // a whole tile, done above
+        }
+        let first = tile_index * TR;
+        let tile: &[u8] = if w.layout == Layout::Packed {
+            w.q4_1_tile(tile_index)
+        } else {
+            let count = (w.rows - first).min(TR);
+            let file_rows: [&[u8]; TR] =
+                std::array::from_fn(|i| if i < count { w.row(first + i) } else { &[] });
+            scratch.resize(blocks * packed::Q4_1_TILE_BLOCK_BYTES, 0);
+            packed::pack_q4_1_tile(&file_rows[..count], blocks, scratch);
+            scratch
+        };
+        let live = rows.start.max(first)..rows.end.min(first + TR);
+        let mut t = tokens.start;
+        while t < tokens.end {
+            let n = (tokens.end - t).min(TOKEN_BLOCK);
+            macro_rules! tile {
+                ($n:literal) => {{
+                    let xs: [&[f32]; $n] = std::array::from_fn(|i| xrow(t + i));
+                    let ss: [&[f32]; $n] = std::array::from_fn(|i| srow(t + i));
+                    let mut res = [[0.0f32; TR]; $n];
+                    match isa {
+                        #[cfg(target_arch = "x86_64")]
+                        // SAFETY: the ISA is available (checked in `check`), the tile holds
+                        // `blocks` blocks, and every row `blocks` blocks' numbers and sums.
+                        Isa::Avx512 => unsafe { x86::q4_1_tile_avx512(tile, xs, ss, &mut res) },
+                        #[cfg(target_arch = "x86_64")]
+                        // SAFETY: as above.
+                        Isa::Avx2 => unsafe { x86::q4_1_tile_avx2(tile, xs, ss, &mut res) },
+                        _ => packed::q4_1_tile(tile, xs, ss, &mut res),
+                    }
+                    for (i, row_res) in res.iter().enumerate() {
+                        for r in live.clone() {
+                            // SAFETY: in bounds by the function's contract; this thread owns
+                            // the rows of `rows`.
+                            unsafe { *out.0.add((t + i) * w.rows + r) = row_res[r - first] };
+                        }
+                    }
+                }};
+            }
+            match n {
+                8 => tile!(8),
+                7 => tile!(7),
+                6 => tile!(6),
+                5 => tile!(5),
+                4 => tile!(4),
+                3 => tile!(3),
+                2 => tile!(2),
+                _ => tile!(1),
+            }
+            t += n;
+        }
+    }
+}
+
 /// One weight row against `T` token rows.
 fn row_dot<const T: usize>(
     isa: Isa,
@@ -657,7 +841,8 @@ fn row_dot<const T: usize>(
     scratch: &mut Vec<f32>,
 ) -> [f32; T] {
     let mut acc = [[0.0f32; BLOCK_LANES]; T];
-    // Packed rows are Q4_1 or Q8_0 only (`QMat::new_packed` checks it).
+    // Packed rows here are Q8_0 only (`QMat::new_packed` admits Q4_1 and Q8_0, and Q4_1 goes
+    // through `q4_1_rows`).
     match (layout, ty, isa) {
         #[cfg(target_arch = "x86_64")]
         (Layout::Packed, GgmlType::Q8_0, Isa::Avx512) => {
@@ -669,29 +854,7 @@ fn row_dot<const T: usize>(
             // SAFETY: as above.
             unsafe { x86::q8_0_packed_avx2(row, x, &mut acc) }
         }
-        (Layout::Packed, GgmlType::Q8_0, _) => packed::q8_0_packed(row, x, &mut acc),
-        #[cfg(target_arch = "x86_64")]
-        (Layout::Packed, _, Isa::Avx512) => {
-            // SAFETY: as above.
-            unsafe { x86::q4_1_packed_avx512(row, x, &mut acc) }
-        }
-        #[cfg(target_arch = "x86_64")]
-        (Layout::Packed, _, Isa::Avx2) => {
-            // SAFETY: as above.
-            unsafe { x86::q4_1_packed_avx2(row, x, &mut acc) }
-        }
-        (Layout::Packed, _, _) => packed::q4_1_packed(row, x, &mut acc),
-        #[cfg(target_arch = "x86_64")]
-        (Layout::Gguf, GgmlType::Q4_1, Isa::Avx512) => {
-            // SAFETY: the ISA is available (checked in `check`) and the lengths fit.
-            unsafe { x86::q4_1_avx512(row, x, &mut acc) }
-        }
-        #[cfg(target_arch = "x86_64")]
-        (Layout::Gguf, GgmlType::Q4_1, Isa::Avx2) => {
-            // SAFETY: as above.
-            unsafe { x86::q4_1_avx2(row, x, &mut acc) }
-        }
-        (Layout::Gguf, GgmlType::Q4_1, _) => portable::q4_1(row, x, &mut acc),
+        (Layout::Packed, _, _) => packed::q8_0_packed(row, x, &mut acc),
         #[cfg(target_arch = "x86_64")]
         (Layout::Gguf, GgmlType::Q4_0, Isa::Avx512) => {
             // SAFETY: as above.

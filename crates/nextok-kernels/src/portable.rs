@@ -1,6 +1,7 @@
 //! The portable kernels. They define the arithmetic that every instruction set reproduces bit
-//! for bit: each block is expanded to f32 weights (`d · q + m` with one fused multiply-add for
-//! Q4_1, `d · (q − 8)` for Q4_0, `d · q` for Q8_0), then 32 lanes accumulate, lane `l` taking
+//! for bit. Q4_1 has its own ([`q4_1_row`]: the nibbles times the activations block by block,
+//! then each block's scale and minimum). For Q4_0 and Q8_0 each block is expanded to f32 weights
+//! (`d · (q − 8)` for Q4_0, `d · q` for Q8_0), then 32 lanes accumulate, lane `l` taking
 //! element `l` of every block, with fused multiply-adds (`f32::mul_add`, exact whether or not the
 //! CPU has an FMA unit), and the fixed lane reduction of [`reduce32`]. Types without a block
 //! kernel use 16 lanes over dequantised numbers ([`dot_lanes`], [`reduce16`]).
@@ -60,20 +61,72 @@ fn block_into<const T: usize>(
     }
 }
 
-/// Q4_1 rows against `T` token rows. Each weight is expanded as `d · q + m` (one fused
-/// multiply-add) and then used for every token of the tile.
-pub fn q4_1<const T: usize>(row: &[u8], x: [&[f32]; T], acc: &mut [[f32; BLOCK_LANES]; T]) {
-    let mut w = [0.0f32; 32];
-    for (b, blk) in row.chunks_exact(20).enumerate() {
-        let d = f16_at(blk, 0);
-        let m = f16_at(blk, 2);
-        for l in 0..LANES {
-            let q = blk[4 + l];
-            w[l] = d.mul_add(f32::from(q & 15), m);
-            w[16 + l] = d.mul_add(f32::from(q >> 4), m);
-        }
-        block_into(&w, &x, 32 * b, acc);
+/// The sums of the 32-number blocks of `x` (`out[b]` = [`reduce32`] of `x[32b..32b + 32]`), which
+/// Q4_1's arithmetic multiplies by each block's minimum. A product computes them once per token
+/// row and shares them among all its weight rows.
+pub fn block_sums(x: &[f32], out: &mut [f32]) {
+    for (o, xb) in out.iter_mut().zip(x.chunks_exact(BLOCK_LANES)) {
+        let mut a = [0.0f32; BLOCK_LANES];
+        a.copy_from_slice(xb);
+        *o = reduce32(a);
     }
+}
+
+/// Q4_1's arithmetic for one weight row against one token row: the definition that every Q4_1
+/// kernel, on every layout and instruction set, reproduces bit for bit. With the nibbles `q` of
+/// block `b` given by `nib(b, i)`, its scale and minimum by `dm(b)`, and `xs[b]` from
+/// [`block_sums`]:
+///
+/// ```text
+/// S_b = fma(q_31, x_31, … fma(q_1, x_1, fma(q_0, x_0, 0)))      (in element order)
+/// D   = fma(d_{n-1}, S_{n-1}, … fma(d_0, S_0, 0))                 (in block order)
+/// M   = fma(m_{n-1}, xs_{n-1}, … fma(m_0, xs_0, 0))
+/// out = D + M
+/// ```
+///
+/// This is `Σ_b Σ_i (d_b · q_i + m_b) · x_i` with the products of 4-bit integers and activations
+/// summed first: a kernel keeps 16 rows in the lanes of a register and needs, per 16 weights, one
+/// shift, one table lookup and one fused multiply-add.
+#[inline]
+pub fn q4_1_row(
+    blocks: usize,
+    dm: impl Fn(usize) -> (f32, f32),
+    nib: impl Fn(usize, usize) -> u8,
+    x: &[f32],
+    xs: &[f32],
+) -> f32 {
+    let (mut dsum, mut msum) = (0.0f32, 0.0f32);
+    for b in 0..blocks {
+        let mut s = 0.0f32;
+        for i in 0..BLOCK_LANES {
+            s = f32::from(nib(b, i)).mul_add(x[BLOCK_LANES * b + i], s);
+        }
+        let (d, m) = dm(b);
+        dsum = d.mul_add(s, dsum);
+        msum = m.mul_add(xs[b], msum);
+    }
+    dsum + msum
+}
+
+/// Q4_1 rows (the file's 20-byte blocks) against `T` token rows, by [`q4_1_row`].
+pub fn q4_1<const T: usize>(row: &[u8], x: [&[f32]; T], xs: [&[f32]; T]) -> [f32; T] {
+    let blocks = row.len() / 20;
+    std::array::from_fn(|t| {
+        q4_1_row(
+            blocks,
+            |b| (f16_at(row, 20 * b), f16_at(row, 20 * b + 2)),
+            |b, i| {
+                let byte = row[20 * b + 4 + (i & 15)];
+                if i < 16 {
+                    byte & 15
+                } else {
+                    byte >> 4
+                }
+            },
+            x[t],
+            xs[t],
+        )
+    })
 }
 
 /// Q4_0 rows against `T` token rows; each weight is `d · (q − 8)`.

@@ -15,17 +15,6 @@ use std::arch::x86_64::*;
 use crate::portable::{BLOCK_LANES, LANES};
 
 #[inline(always)]
-unsafe fn f16_pair(ptr: *const u8) -> (f32, f32) {
-    // SAFETY: the caller guarantees 4 readable bytes and the f16c feature.
-    unsafe {
-        let v = _mm_cvtph_ps(_mm_cvtsi32_si128(std::ptr::read_unaligned(
-            ptr as *const i32,
-        )));
-        (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_shuffle_ps(v, v, 1)))
-    }
-}
-
-#[inline(always)]
 unsafe fn f16_one(ptr: *const u8) -> f32 {
     // SAFETY: the caller guarantees 2 readable bytes and the f16c feature.
     unsafe {
@@ -106,23 +95,6 @@ macro_rules! avx512_rows {
     };
 }
 
-/// Expands one Q4_1 block to f32 weights (elements 0–15, 16–31): the block's 16 possible weights
-/// `d · q + m` (one fused multiply-add, for q = 0..15 in `nibbles`), permuted into place. Every
-/// AVX-512 Q4_1 kernel expands through here, so one-row and two-row products agree.
-#[inline(always)]
-unsafe fn expand_q4_1_avx512(blk: *const u8, nibbles: __m512) -> (__m512, __m512) {
-    // SAFETY: the caller guarantees a whole block at `blk` and the features.
-    unsafe {
-        let (d, m) = f16_pair(blk);
-        let weights = _mm512_fmadd_ps(_mm512_set1_ps(d), nibbles, _mm512_set1_ps(m));
-        let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(blk.add(4) as *const __m128i));
-        (
-            _mm512_permutexvar_ps(q, weights),
-            _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), weights),
-        )
-    }
-}
-
 /// Expands one Q4_0 block: `d · (q − 8)`, with `q − 8` looked up in `centred`.
 #[inline(always)]
 unsafe fn expand_q4_0_avx512(blk: *const u8, centred: __m512) -> (__m512, __m512) {
@@ -174,14 +146,6 @@ avx512_rows!(
     36,
     |blk, table| { expand_q8_0_packed_avx512(blk) },
     _mm512_setzero_ps()
-);
-
-avx512_rows!(
-    q4_1_avx512,
-    "Q4_1, AVX-512: see `portable::q4_1`.",
-    20,
-    |blk, table| { expand_q4_1_avx512(blk, table) },
-    _mm512_loadu_ps(NIBBLES.as_ptr())
 );
 
 avx512_rows!(
@@ -289,21 +253,6 @@ macro_rules! avx2_rows {
         }
     };
 }
-
-avx2_rows!(q4_1_avx2, "Q4_1, AVX2: see `portable::q4_1`.", 20, |blk| {
-    let (d, m) = f16_pair(blk);
-    let (dv, mv) = (_mm256_set1_ps(d), _mm256_set1_ps(m));
-    let mask = _mm256_set1_epi32(15);
-    let q0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(blk.add(4) as *const __m128i));
-    let q1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(blk.add(12) as *const __m128i));
-    let f = |q: __m256i| _mm256_fmadd_ps(dv, _mm256_cvtepi32_ps(q), mv);
-    [
-        f(_mm256_and_si256(q0, mask)),
-        f(_mm256_and_si256(q1, mask)),
-        f(_mm256_srli_epi32(q0, 4)),
-        f(_mm256_srli_epi32(q1, 4)),
-    ]
-});
 
 avx2_rows!(q4_0_avx2, "Q4_0, AVX2: see `portable::q4_0`.", 18, |blk| {
     let dv = _mm256_set1_ps(f16_one(blk));
@@ -491,20 +440,6 @@ unsafe fn rows2_avx512<const T: usize, const B: usize>(
     }
 }
 
-/// Q4_1, AVX-512, two rows at once: see `rows2_avx512`.
-#[target_feature(enable = "avx512f,f16c,fma")]
-pub unsafe fn q4_1_avx512_x2<const T: usize>(
-    rows: [&[u8]; 2],
-    x: [&[f32]; T],
-    out: &mut [[f32; T]; 2],
-) {
-    // SAFETY: the caller's guarantees are those of `rows2_avx512`; the features are enabled.
-    unsafe {
-        let table = _mm512_loadu_ps(NIBBLES.as_ptr());
-        rows2_avx512::<T, 20>(rows, x, out, |blk| expand_q4_1_avx512(blk, table))
-    }
-}
-
 /// Q8_0, AVX-512, two rows at once: see `rows2_avx512`.
 #[target_feature(enable = "avx512f,f16c,fma")]
 pub unsafe fn q8_0_avx512_x2<const T: usize>(
@@ -606,21 +541,6 @@ pub unsafe fn weighted_sum64_avx512(
     }
 }
 
-/// The nibbles of element `l` (in `lo`) and `l + 16` (in `hi`) of block `k` of a packed Q4_1
-/// group, each in the low 4 bits of dword lane `l` (`permutexvar` reads only those bits).
-#[inline(always)]
-unsafe fn packed_indices_avx512(nib: __m512i, k: usize) -> (__m512i, __m512i) {
-    // SAFETY: register operations only; the caller has AVX-512F.
-    unsafe {
-        match k {
-            0 => (nib, _mm512_srli_epi32::<4>(nib)),
-            1 => (_mm512_srli_epi32::<8>(nib), _mm512_srli_epi32::<12>(nib)),
-            2 => (_mm512_srli_epi32::<16>(nib), _mm512_srli_epi32::<20>(nib)),
-            _ => (_mm512_srli_epi32::<24>(nib), _mm512_srli_epi32::<28>(nib)),
-        }
-    }
-}
-
 /// Reads `f32` number `i` of a packed group's scales.
 #[inline(always)]
 unsafe fn scale_at(group: *const u8, i: usize) -> f32 {
@@ -628,179 +548,292 @@ unsafe fn scale_at(group: *const u8, i: usize) -> f32 {
     unsafe { std::ptr::read_unaligned((group as *const f32).add(i)) }
 }
 
-/// Walks `R` packed Q4_1 rows of `blocks` blocks together (see `crate::packed`), calling
-/// `visit(block, weights)` with each block of every row expanded to f32 weights (elements 0–15,
-/// 16–31): `d · q + m` by one fused multiply-add, as `expand_q4_1_avx512` does for GGUF rows.
-#[inline]
-#[target_feature(enable = "avx512f,fma")]
-#[allow(unused_assignments)] // the last group's position updates are not read
-unsafe fn walk_q4_1_packed_avx512<const R: usize>(
-    rows: [*const u8; R],
-    blocks: usize,
-    mut visit: impl FnMut(usize, &[(__m512, __m512); R]),
+use crate::packed::{Q4_1_TILE_BLOCK_BYTES as TILE_BLOCK, Q4_1_TILE_ROWS as TILE_ROWS};
+
+/// How far ahead of the current block the Q4_1 tile kernels prefetch, in bytes of the tile.
+const TILE_PREFETCH_BYTES: usize = 8 * TILE_BLOCK;
+
+/// Adds `G` blocks of a packed Q4_1 tile, from block `b`, to the sums `D` and `M` of
+/// `portable::q4_1_row` for `T` token rows, 16 weight rows in the lanes: per element, one shift
+/// and one table lookup give the nibbles of the 16 rows as f32, and one fused multiply-add per
+/// token adds them times the broadcast activation to the block's sum `S_b`.
+#[inline(always)]
+unsafe fn q4_1_tile_blocks_avx512<const T: usize, const G: usize>(
+    tile: *const u8,
+    b: usize,
+    x: &[&[f32]; T],
+    xs: &[&[f32]; T],
+    table: __m512,
+    dsum: &mut [__m512; T],
+    msum: &mut [__m512; T],
 ) {
-    // SAFETY: the caller guarantees `R` rows of `blocks` packed blocks and the features.
+    // SAFETY: the caller guarantees `G` whole blocks from `b` in the tile, `32 · (b + G)`
+    // numbers in every `x[t]`, `b + G` block sums in every `xs[t]`, and the features.
+    unsafe {
+        let mut s = [[_mm512_setzero_ps(); T]; G];
+        for k in 0..4 {
+            let nib: [__m512i; G] = std::array::from_fn(|g| {
+                _mm512_loadu_si512(tile.add((b + g) * TILE_BLOCK + 64 + 64 * k) as *const _)
+            });
+            macro_rules! element {
+                ($j:literal) => {
+                    for g in 0..G {
+                        let q =
+                            _mm512_permutexvar_ps(_mm512_srli_epi32::<{ 4 * $j }>(nib[g]), table);
+                        let at = 32 * (b + g) + 8 * k + $j;
+                        for t in 0..T {
+                            s[g][t] = _mm512_fmadd_ps(
+                                q,
+                                _mm512_set1_ps(*x[t].get_unchecked(at)),
+                                s[g][t],
+                            );
+                        }
+                    }
+                };
+            }
+            element!(0);
+            element!(1);
+            element!(2);
+            element!(3);
+            element!(4);
+            element!(5);
+            element!(6);
+            element!(7);
+        }
+        for g in 0..G {
+            let blk = tile.add((b + g) * TILE_BLOCK);
+            let d = _mm512_cvtph_ps(_mm256_loadu_si256(blk as *const __m256i));
+            let m = _mm512_cvtph_ps(_mm256_loadu_si256(blk.add(32) as *const __m256i));
+            for t in 0..T {
+                dsum[t] = _mm512_fmadd_ps(d, s[g][t], dsum[t]);
+                msum[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(*xs[t].get_unchecked(b + g)), msum[t]);
+            }
+        }
+    }
+}
+
+/// One token row against one packed Q4_1 tile of `blocks` blocks at `p`, AVX-512: the 16 rows'
+/// `D + M` of `portable::q4_1_row`. Blocks go four at a time, so that four chains of fused
+/// multiply-adds are in flight, and the last four to seven blocks as one group.
+#[inline(always)]
+unsafe fn q4_1_decode_tile_avx512(
+    p: *const u8,
+    blocks: usize,
+    x: &[f32],
+    xs: &[f32],
+    table: __m512,
+) -> __m512 {
+    // SAFETY: the caller guarantees a tile of `blocks` blocks at `p`, `32 · blocks` numbers in
+    // `x`, `blocks` sums in `xs`, and the features.
+    unsafe {
+        let (x1, xs1) = ([x], [xs]);
+        let (mut dsum, mut msum) = ([_mm512_setzero_ps()], [_mm512_setzero_ps()]);
+        let mut b = 0;
+        macro_rules! group {
+            ($g:literal) => {
+                q4_1_tile_blocks_avx512::<1, $g>(p, b, &x1, &xs1, table, &mut dsum, &mut msum)
+            };
+        }
+        while blocks - b >= 8 {
+            // Decode streams every weight from memory once per token: ask for the tile a few
+            // blocks ahead (a prefetch past the end is a hint, never a fault).
+            for line in 0..4 * TILE_BLOCK / 64 {
+                _mm_prefetch::<_MM_HINT_T0>(
+                    p.wrapping_add(b * TILE_BLOCK + TILE_PREFETCH_BYTES + 64 * line) as *const i8,
+                );
+            }
+            group!(4);
+            b += 4;
+        }
+        match blocks - b {
+            0 => {}
+            1 => group!(1),
+            2 => group!(2),
+            3 => group!(3),
+            4 => group!(4),
+            5 => group!(5),
+            6 => group!(6),
+            _ => group!(7),
+        }
+        _mm512_add_ps(dsum[0], msum[0])
+    }
+}
+
+/// Consecutive packed Q4_1 tiles of `blocks` blocks (`tiles`) against one token row, AVX-512:
+/// `out[16 · i + r]` is row `r` of tile `i`, the bits of `q4_1_tile_avx512`. Decode's path: one
+/// call for all of a thread's tiles.
+#[target_feature(enable = "avx512f,f16c,fma")]
+pub unsafe fn q4_1_tiles_decode_avx512(
+    tiles: &[u8],
+    blocks: usize,
+    x: &[f32],
+    xs: &[f32],
+    out: &mut [f32],
+) {
+    // SAFETY: the caller guarantees `out.len() / 16` tiles of `blocks` blocks in `tiles`,
+    // `32 · blocks` numbers in `x` and `blocks` sums in `xs`.
     unsafe {
         let table = _mm512_loadu_ps(NIBBLES.as_ptr());
-        let (mut b, mut at) = (0usize, 0usize);
-        macro_rules! group {
-            ($g:literal, $load:expr) => {{
-                let nib: [__m512i; R] = std::array::from_fn(|r| $load(rows[r].add(at + 8 * $g)));
-                for k in 0..$g {
-                    let w: [(__m512, __m512); R] = std::array::from_fn(|r| {
-                        let g = rows[r].add(at);
-                        let weights = _mm512_fmadd_ps(
-                            _mm512_set1_ps(scale_at(g, k)),
-                            table,
-                            _mm512_set1_ps(scale_at(g, $g + k)),
-                        );
-                        let (lo, hi) = packed_indices_avx512(nib[r], k);
-                        (
-                            _mm512_permutexvar_ps(lo, weights),
-                            _mm512_permutexvar_ps(hi, weights),
-                        )
-                    });
-                    visit(b + k, &w);
-                }
-                b += $g;
-                at += $g * crate::packed::Q4_1_PACKED_BYTES;
-            }};
-        }
-        while b + 4 <= blocks {
-            // Ask for the weights a few groups ahead: decode streams every weight from memory
-            // once per token. A prefetch past the end is only a hint, never a fault.
-            for r in 0..R {
-                let ahead = rows[r].wrapping_add(at + PACKED_PREFETCH_BYTES);
-                _mm_prefetch::<_MM_HINT_T0>(ahead as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64) as *const i8);
-            }
-            group!(4, |p: *const u8| _mm512_loadu_si512(p as *const _));
-        }
-        if blocks - b >= 2 {
-            group!(2, |p: *const u8| _mm512_cvtepu16_epi32(_mm256_loadu_si256(
-                p as *const __m256i
-            )));
-        }
-        if blocks - b == 1 {
-            group!(1, |p: *const u8| _mm512_cvtepu8_epi32(_mm_loadu_si128(
-                p as *const __m128i
-            )));
-        }
-    }
-}
-
-/// How far ahead of the current group the packed kernels prefetch, in bytes of a row.
-const PACKED_PREFETCH_BYTES: usize = 4096;
-
-/// Packed Q4_1, AVX-512, one row against `T` token rows: see `crate::packed::q4_1_packed`.
-#[target_feature(enable = "avx512f,fma")]
-pub unsafe fn q4_1_packed_avx512<const T: usize>(
-    row: &[u8],
-    x: [&[f32]; T],
-    acc: &mut [[f32; BLOCK_LANES]; T],
-) {
-    let blocks = row.len() / crate::packed::Q4_1_PACKED_BYTES;
-    // SAFETY: lengths checked by the caller: `row` holds `blocks` packed blocks and each `x[t]`
-    // 32·blocks numbers.
-    unsafe {
-        let mut a: [(__m512, __m512); T] = [(_mm512_setzero_ps(), _mm512_setzero_ps()); T];
-        for t in 0..T {
-            a[t] = (
-                _mm512_loadu_ps(acc[t].as_ptr()),
-                _mm512_loadu_ps(acc[t].as_ptr().add(16)),
+        for (i, o) in out.chunks_exact_mut(TILE_ROWS).enumerate() {
+            let p = tiles.as_ptr().add(i * blocks * TILE_BLOCK);
+            _mm512_storeu_ps(
+                o.as_mut_ptr(),
+                q4_1_decode_tile_avx512(p, blocks, x, xs, table),
             );
         }
-        walk_q4_1_packed_avx512([row.as_ptr()], blocks, |b, w| {
-            block_avx512(w[0].0, w[0].1, &x, 32 * b, &mut a)
-        });
-        for t in 0..T {
-            _mm512_storeu_ps(acc[t].as_mut_ptr(), a[t].0);
-            _mm512_storeu_ps(acc[t].as_mut_ptr().add(16), a[t].1);
+    }
+}
+
+/// One packed Q4_1 tile (`crate::packed`) against `T` token rows, AVX-512: `out[t][r]` for the
+/// tile's 16 rows, with the operations of `portable::q4_1_row`, so the same bits.
+#[target_feature(enable = "avx512f,f16c,fma")]
+pub unsafe fn q4_1_tile_avx512<const T: usize>(
+    tile: &[u8],
+    x: [&[f32]; T],
+    xs: [&[f32]; T],
+    out: &mut [[f32; TILE_ROWS]; T],
+) {
+    let blocks = tile.len() / TILE_BLOCK;
+    // SAFETY: the caller guarantees a tile of `blocks` blocks, `32 · blocks` numbers in every
+    // `x[t]` and `blocks` block sums in every `xs[t]`.
+    unsafe {
+        let table = _mm512_loadu_ps(NIBBLES.as_ptr());
+        let p = tile.as_ptr();
+        if T == 1 {
+            let v = q4_1_decode_tile_avx512(p, blocks, x[0], xs[0], table);
+            _mm512_storeu_ps(out[0].as_mut_ptr(), v);
+            return;
         }
-    }
-}
-
-/// Packed Q4_1, AVX-512, two rows at once: every activation load serves both rows, and each
-/// output gets exactly the operations of the one-row kernels.
-#[target_feature(enable = "avx512f,fma")]
-pub unsafe fn q4_1_packed_avx512_x2<const T: usize>(
-    rows: [&[u8]; 2],
-    x: [&[f32]; T],
-    out: &mut [[f32; T]; 2],
-) {
-    let blocks = rows[0].len() / crate::packed::Q4_1_PACKED_BYTES;
-    // SAFETY: lengths checked by the caller: both rows hold `blocks` packed blocks and each
-    // `x[t]` 32·blocks numbers.
-    unsafe {
-        let mut a: [[(__m512, __m512); T]; 2] =
-            [[(_mm512_setzero_ps(), _mm512_setzero_ps()); T]; 2];
-        walk_q4_1_packed_avx512([rows[0].as_ptr(), rows[1].as_ptr()], blocks, |b, w| {
-            block_x2_avx512(w, &x, 32 * b, &mut a)
-        });
-        reduce_x2_avx512(&a, out);
-    }
-}
-
-/// Packed Q4_1, AVX2, one row against `T` token rows: the weights of each block in four
-/// registers of 8, as `q4_1_avx2` forms them, so the same bits.
-#[target_feature(enable = "avx2,fma")]
-pub unsafe fn q4_1_packed_avx2<const T: usize>(
-    row: &[u8],
-    x: [&[f32]; T],
-    acc: &mut [[f32; BLOCK_LANES]; T],
-) {
-    let blocks = row.len() / crate::packed::Q4_1_PACKED_BYTES;
-    // SAFETY: lengths checked by the caller.
-    unsafe {
-        let mut a: [[__m256; 4]; T] = [[_mm256_setzero_ps(); 4]; T];
-        for t in 0..T {
-            for i in 0..4 {
-                a[t][i] = _mm256_loadu_ps(acc[t].as_ptr().add(8 * i));
+        let mut dsum = [_mm512_setzero_ps(); T];
+        let mut msum = [_mm512_setzero_ps(); T];
+        let mut b = 0;
+        // Two tokens: two blocks at a time, so that four chains are in flight.
+        if T == 2 {
+            while b + 2 <= blocks {
+                q4_1_tile_blocks_avx512::<T, 2>(p, b, &x, &xs, table, &mut dsum, &mut msum);
+                b += 2;
             }
         }
+        while b < blocks {
+            q4_1_tile_blocks_avx512::<T, 1>(p, b, &x, &xs, table, &mut dsum, &mut msum);
+            b += 1;
+        }
+        for t in 0..T {
+            _mm512_storeu_ps(out[t].as_mut_ptr(), _mm512_add_ps(dsum[t], msum[t]));
+        }
+    }
+}
+
+/// `q4_1_tile_blocks_avx512` with AVX2: the 16 rows in two registers of 8, the nibbles turned
+/// into f32 by a mask and a conversion.
+#[inline(always)]
+unsafe fn q4_1_tile_blocks_avx2<const T: usize, const G: usize>(
+    tile: *const u8,
+    b: usize,
+    x: &[&[f32]; T],
+    xs: &[&[f32]; T],
+    dsum: &mut [[__m256; 2]; T],
+    msum: &mut [[__m256; 2]; T],
+) {
+    // SAFETY: as for `q4_1_tile_blocks_avx512`.
+    unsafe {
         let mask = _mm256_set1_epi32(15);
-        let p = row.as_ptr();
-        let (mut b, mut at) = (0usize, 0usize);
-        for g in crate::packed::groups(blocks) {
-            // Lanes 0–7 and 8–15 of the group's nibbles, widened to 32 bits.
-            let nib = p.add(at + 8 * g);
-            let (n0, n1) = match g {
-                4 => (
-                    _mm256_loadu_si256(nib as *const __m256i),
-                    _mm256_loadu_si256(nib.add(32) as *const __m256i),
-                ),
-                2 => (
-                    _mm256_cvtepu16_epi32(_mm_loadu_si128(nib as *const __m128i)),
-                    _mm256_cvtepu16_epi32(_mm_loadu_si128(nib.add(16) as *const __m128i)),
-                ),
-                _ => (
-                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(nib as *const __m128i)),
-                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(nib.add(8) as *const __m128i)),
-                ),
-            };
-            for k in 0..g {
-                let group = p.add(at);
-                let dv = _mm256_set1_ps(scale_at(group, k));
-                let mv = _mm256_set1_ps(scale_at(group, g + k));
-                let shift = _mm_cvtsi32_si128(8 * k as i32);
-                let shift_hi = _mm_cvtsi32_si128(8 * k as i32 + 4);
-                let f = |q: __m256i, s: __m128i| {
-                    _mm256_fmadd_ps(
-                        dv,
-                        _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srl_epi32(q, s), mask)),
-                        mv,
-                    )
+        let mut s = [[[_mm256_setzero_ps(); 2]; T]; G];
+        for k in 0..4 {
+            let nib: [[__m256i; 2]; G] = std::array::from_fn(|g| {
+                let at = tile.add((b + g) * TILE_BLOCK + 64 + 64 * k);
+                [
+                    _mm256_loadu_si256(at as *const __m256i),
+                    _mm256_loadu_si256(at.add(32) as *const __m256i),
+                ]
+            });
+            macro_rules! element {
+                ($j:literal) => {
+                    for g in 0..G {
+                        let q: [__m256; 2] = std::array::from_fn(|h| {
+                            _mm256_cvtepi32_ps(_mm256_and_si256(
+                                _mm256_srli_epi32::<{ 4 * $j }>(nib[g][h]),
+                                mask,
+                            ))
+                        });
+                        let at = 32 * (b + g) + 8 * k + $j;
+                        for t in 0..T {
+                            let xv = _mm256_set1_ps(*x[t].get_unchecked(at));
+                            for h in 0..2 {
+                                s[g][t][h] = _mm256_fmadd_ps(q[h], xv, s[g][t][h]);
+                            }
+                        }
+                    }
                 };
-                let w = [f(n0, shift), f(n1, shift), f(n0, shift_hi), f(n1, shift_hi)];
-                block_avx2(w, &x, 32 * (b + k), &mut a);
             }
-            b += g;
-            at += g * crate::packed::Q4_1_PACKED_BYTES;
+            element!(0);
+            element!(1);
+            element!(2);
+            element!(3);
+            element!(4);
+            element!(5);
+            element!(6);
+            element!(7);
+        }
+        for g in 0..G {
+            let blk = tile.add((b + g) * TILE_BLOCK);
+            for h in 0..2 {
+                let d = _mm256_cvtph_ps(_mm_loadu_si128(blk.add(16 * h) as *const __m128i));
+                let m = _mm256_cvtph_ps(_mm_loadu_si128(blk.add(32 + 16 * h) as *const __m128i));
+                for t in 0..T {
+                    dsum[t][h] = _mm256_fmadd_ps(d, s[g][t][h], dsum[t][h]);
+                    msum[t][h] =
+                        _mm256_fmadd_ps(m, _mm256_set1_ps(*xs[t].get_unchecked(b + g)), msum[t][h]);
+                }
+            }
+        }
+    }
+}
+
+/// One packed Q4_1 tile against `T` token rows, AVX2: see `q4_1_tile_avx512`.
+#[target_feature(enable = "avx2,f16c,fma")]
+pub unsafe fn q4_1_tile_avx2<const T: usize>(
+    tile: &[u8],
+    x: [&[f32]; T],
+    xs: [&[f32]; T],
+    out: &mut [[f32; TILE_ROWS]; T],
+) {
+    let blocks = tile.len() / TILE_BLOCK;
+    // SAFETY: as for `q4_1_tile_avx512`.
+    unsafe {
+        let p = tile.as_ptr();
+        let mut dsum = [[_mm256_setzero_ps(); 2]; T];
+        let mut msum = [[_mm256_setzero_ps(); 2]; T];
+        let mut b = 0;
+        if T == 1 {
+            while b + 2 <= blocks {
+                q4_1_tile_blocks_avx2::<T, 2>(p, b, &x, &xs, &mut dsum, &mut msum);
+                b += 2;
+            }
+        }
+        while b < blocks {
+            q4_1_tile_blocks_avx2::<T, 1>(p, b, &x, &xs, &mut dsum, &mut msum);
+            b += 1;
         }
         for t in 0..T {
-            for i in 0..4 {
-                _mm256_storeu_ps(acc[t].as_mut_ptr().add(8 * i), a[t][i]);
+            for h in 0..2 {
+                _mm256_storeu_ps(
+                    out[t].as_mut_ptr().add(8 * h),
+                    _mm256_add_ps(dsum[t][h], msum[t][h]),
+                );
             }
+        }
+    }
+}
+
+/// `portable::block_sums`, AVX-512: each block's `reduce32` tree in registers.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn block_sums_avx512(x: &[f32], out: &mut [f32]) {
+    // SAFETY: the caller guarantees `x` holds `32 · out.len()` numbers.
+    unsafe {
+        for (b, o) in out.iter_mut().enumerate() {
+            let p = x.as_ptr().add(32 * b);
+            *o = reduce32_avx512((_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16))));
         }
     }
 }

@@ -195,6 +195,41 @@ proptest! {
 }
 
 #[test]
+fn q4_1_rows_beyond_one_tile_and_split_over_threads_give_the_portable_bits() {
+    // 37 rows: two whole packed tiles of 16 and one padded one; 2 and 3 threads split them at
+    // tile boundaries, and 5 blocks exercise the kernels' groups of 4, 2 and 1 blocks.
+    case(GgmlType::Q4_1, 37, 5, 9, 11);
+    case(GgmlType::Q4_1, 16, 7, 1, 12);
+}
+
+#[test]
+fn q4_1_applies_scale_and_minimum_once_per_block() {
+    // One block with every nibble 3, d = 0.5 (f16 0x3800) and m = -1 (f16 0xbc00); x_i = i.
+    // Weights are 0.5 · 3 − 1 = 0.5, so the product is 0.5 · Σ i = 248: the definition's
+    // D = 0.5 · (3 · 496) = 744 and M = −1 · 496, all exact.
+    let mut block = vec![0x00u8, 0x38, 0x00, 0xbc];
+    block.extend_from_slice(&[0x33u8; 16]);
+    let x: Vec<f32> = (0..32).map(|i| i as f32).collect();
+    let mut xs = [0.0f32; 1];
+    nextok_kernels::portable::block_sums(&x, &mut xs);
+    assert_eq!(xs, [496.0]);
+    assert_eq!(
+        nextok_kernels::portable::q4_1::<1>(&block, [&x], [&xs]),
+        [248.0]
+    );
+    let w = QMat::new(GgmlType::Q4_1, 1, 32, &block).unwrap();
+    let packed = w.pack().unwrap();
+    assert_eq!(packed.len(), 320);
+    for isa in Isa::available() {
+        for m in [w, QMat::new_packed(GgmlType::Q4_1, 1, 32, &packed).unwrap()] {
+            let mut out = [0.0f32];
+            matmul_serial(isa, m, &x, 1, &mut out).unwrap();
+            assert_eq!(out, [248.0], "{isa:?} {:?}", m.layout());
+        }
+    }
+}
+
+#[test]
 fn a_long_row_and_many_tokens_cross_the_token_blocks() {
     // 70 tokens cross the 32-token blocks and every tile size; 1,536 columns is SmolLM2's
     // feed-forward width.
@@ -245,9 +280,13 @@ fn bad_shapes_are_errors() {
         &mut outs[..1]
     )
     .is_err());
-    // Packed rows: 24 bytes per block for Q4_1, 36 for Q8_0, no other type, never packed twice.
+    // Packed rows: Q4_1 in tiles of 16 rows, 320 bytes per block (the last tile padded), Q8_0
+    // 36 bytes per block, no other type, never packed twice.
     assert!(QMat::new_packed(GgmlType::Q4_1, 1, 32, &[0u8; 20]).is_err());
-    assert!(QMat::new_packed(GgmlType::Q4_1, 1, 32, &[0u8; 24]).is_ok());
+    assert!(QMat::new_packed(GgmlType::Q4_1, 1, 32, &[0u8; 320]).is_ok());
+    assert!(QMat::new_packed(GgmlType::Q4_1, 16, 64, &[0u8; 640]).is_ok());
+    assert!(QMat::new_packed(GgmlType::Q4_1, 17, 32, &[0u8; 320]).is_err());
+    assert!(QMat::new_packed(GgmlType::Q4_1, 17, 32, &[0u8; 640]).is_ok());
     assert!(QMat::new_packed(GgmlType::Q8_0, 1, 32, &[0u8; 24]).is_err());
     assert!(QMat::new_packed(GgmlType::Q8_0, 1, 32, &[0u8; 36]).is_ok());
     assert!(QMat::new_packed(GgmlType::Q4_0, 1, 32, &[0u8; 18]).is_err());

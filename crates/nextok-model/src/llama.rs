@@ -30,10 +30,11 @@ pub struct LoadOptions {
     /// without llama.cpp's permutation of the Q and K rows).
     pub rope_ordering: Option<RopeOrdering>,
     /// Keeps every weight matrix in the file's layout. By default the Q4_1 and Q8_0 matrices are
-    /// packed once at load into the layouts of `nextok_kernels::packed` (per block of 32, 24 bytes
-    /// instead of 20 for Q4_1 and 36 instead of 34 for Q8_0, in memory advised for huge pages
-    /// rather than mapped from the file), which the CPU kernels multiply faster with the same
-    /// bits. A backend that wants the file's bytes can either set
+    /// packed once at load into the layouts of `nextok_kernels::packed` (Q4_1 in tiles of 16
+    /// rows, 20 bytes per block of 32 as in the file; Q8_0 36 bytes per block instead of 34; in
+    /// memory advised for huge pages rather than mapped from the file), which the CPU kernels
+    /// multiply faster with the same bits (Q4_1 rows in the file's layout are packed a tile at
+    /// a time on every product). A backend that wants the file's bytes can either set
     /// this or read them back exactly with [`QMatrix::file_row`](crate::QMatrix::file_row).
     pub keep_file_layout: bool,
 }

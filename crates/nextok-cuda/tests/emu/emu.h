@@ -62,6 +62,18 @@ T __shfl_down_sync(unsigned, T v, int delta, int width = 32) {
     return r;
 }
 
+template <typename T>
+T __shfl_sync(unsigned, T v, int src_lane) {
+    static_assert(sizeof(T) <= sizeof(uint64_t), "shuffle of a wide type");
+    const int lane = threadIdx.x & 31;
+    std::memcpy(&emu_warp->slot[lane], &v, sizeof(T));
+    emu_warp->bar->arrive_and_wait();
+    T r;
+    std::memcpy(&r, &emu_warp->slot[src_lane & 31], sizeof(T));
+    emu_warp->bar->arrive_and_wait();
+    return r;
+}
+
 template <typename I>
 inline float __int_as_float(I i) {
     const int32_t v = (int32_t)i;
