@@ -1,8 +1,10 @@
 //! AVX-512 attention kernels for the query heads that share one key/value head (grouped-query
 //! attention): every key and value row is loaded once for all of them, and the scores of many
-//! keys are reduced together. Each number gets exactly the operations of [`crate::dots`] and
-//! [`crate::weighted_sum`] for one head: the same lanes, the same fused multiply-adds in the same
-//! order, and the same pairs in the reduction tree, so the same bits.
+//! keys are reduced together. The rows a few positions ahead are prefetched: a batched decode
+//! step reads every sequence's cache from memory, block after block. Each number gets exactly
+//! the operations of [`crate::dots`] and [`crate::weighted_sum`] for one head: the same lanes,
+//! the same fused multiply-adds in the same order, and the same pairs in the reduction tree, so
+//! the same bits.
 
 // Register arrays are indexed by head, key and chunk together; iterators would hide the shape.
 #![allow(clippy::needless_range_loop)]
@@ -15,6 +17,25 @@ pub const HEAD: usize = 64;
 pub const MAX_HEADS: usize = 3;
 /// Keys scored together per head.
 const KEYS: usize = 4;
+/// How many rows ahead the kernels ask for the key and value rows: a decode step reads every
+/// sequence's cache from memory once, row after row, across blocks that the hardware
+/// prefetcher cannot follow (each block is its own allocation).
+const PREFETCH_ROWS: usize = 16;
+
+/// Asks for the 64 numbers of `rows[at]` from `offset` on (256 bytes), if there is such a row.
+#[inline(always)]
+unsafe fn prefetch_row(rows: &[&[f32]], at: usize, offset: usize) {
+    if let Some(row) = rows.get(at) {
+        let p = row.as_ptr().wrapping_add(offset) as *const i8;
+        // SAFETY: a prefetch is a hint and never faults; the caller has SSE.
+        unsafe {
+            // Four lines, and a fifth when the row's part does not start on a line.
+            for at in [0, 64, 128, 192, 255] {
+                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(at));
+            }
+        }
+    }
+}
 
 /// `portable::reduce16` of 16 registers at once: lane `i` of the result is the sum of the lanes
 /// of `a[i]`, with the additions of the one-register tree (lanes `l` and `l + 8`, then `l + 4`,
@@ -80,6 +101,9 @@ pub unsafe fn dots_heads<const H: usize>(
         let mut j = 0;
         while j + KEYS <= m {
             let kp: [*const f32; KEYS] = std::array::from_fn(|k| keys[j + k].as_ptr().add(offset));
+            for k in 0..KEYS {
+                prefetch_row(keys, j + k + PREFETCH_ROWS, offset);
+            }
             // Accumulator 4h + k: head h against key j + k; the unused ones stay zero.
             let mut a = [_mm512_setzero_ps(); 16];
             for c in 0..4 {
@@ -138,6 +162,7 @@ pub unsafe fn weighted_sum_heads<const H: usize>(
             std::array::from_fn(|c| _mm512_loadu_ps(acc.as_ptr().add(HEAD * h + 16 * c)))
         });
         for (j, v) in values.iter().enumerate() {
+            prefetch_row(values, j + PREFETCH_ROWS, offset);
             let vp = v.as_ptr().add(offset);
             let vv: [__m512; 4] = std::array::from_fn(|c| _mm512_loadu_ps(vp.add(16 * c)));
             for h in 0..H {
