@@ -1080,13 +1080,21 @@ impl CpuBackend {
         let rows = &rows;
         // Items are (entry, row, key/value head), entry after entry: `starts[e]` is entry e's
         // first item. An item computes the `group` query heads that read that key/value head, so
-        // each key and value row is loaded once for all of them.
-        let kv_heads = config.kv_heads;
+        // each key and value row is loaded once for all of them. A call with too few such items
+        // to keep the threads busy (one sequence's decode row) splits by query head instead:
+        // `per_item` heads an item, the same bits either way.
+        let rows_in_call: usize = entries.iter().map(|e| e.rows.len()).sum();
+        let per_item = if rows_in_call * config.kv_heads >= 2 * self.threads {
+            group
+        } else {
+            1
+        };
+        let chunks = heads / per_item;
         let mut starts = Vec::with_capacity(entries.len() + 1);
         let mut n = 0;
         for e in entries {
             starts.push(n);
-            n += e.rows.len() * kv_heads;
+            n += e.rows.len() * chunks;
         }
         starts.push(n);
         let starts = &starts;
@@ -1111,36 +1119,45 @@ impl CpuBackend {
             .zip(&prepared)
             .map(|(e, p)| p.keys * e.rows.len() * heads)
             .sum();
-        let keys = key_items / (n * group).max(1);
-        let min_items = (self.min_work / 8).div_ceil((2 * keys * hd * group).max(1));
+        let keys = key_items / (n * per_item).max(1);
+        let min_items = (self.min_work / 8).div_ceil((2 * keys * hd * per_item).max(1));
         // A row sees the keys up to its own position: balance the parts by that count.
         let keys_seen = |item: usize| {
             let (e, local) = locate(item);
-            last_seen(e, local / kv_heads) + 1
+            last_seen(e, local / chunks) + 1
         };
-        let span = group * hd;
+        let span = per_item * hd;
         let parts = self.split_by_cost(n, min_items, keys_seen, |items| {
             let mut local = vec![0.0f32; items.len() * span];
             let mut scores = Vec::new();
             for (slot, item) in items.enumerate() {
                 let (e, local_item) = locate(item);
-                let (i, g) = (local_item / kv_heads, local_item % kv_heads);
+                let (i, c) = (local_item / chunks, local_item % chunks);
                 let (krows, vrows) = &rows[e];
                 let last = last_seen(e, i);
                 let seen = last + 1;
+                // The item's query heads, side by side: c·per_item .. (c + 1)·per_item, all
+                // reading key/value head g.
+                let g = c * per_item / group;
                 let cols = g * hd..(g + 1) * hd;
-                // The group's query heads, side by side: heads g·group .. (g + 1)·group.
-                let at = (entries[e].rows.start + i) * width + g * span;
+                let at = (entries[e].rows.start + i) * width + c * span;
                 let qs = &q[at..at + span];
                 scores.clear();
-                scores.resize(group * seen, 0.0);
-                nextok_kernels::dots_heads(isa, qs, group, &krows[..seen], cols.start, &mut scores);
+                scores.resize(per_item * seen, 0.0);
+                nextok_kernels::dots_heads(
+                    isa,
+                    qs,
+                    per_item,
+                    &krows[..seen],
+                    cols.start,
+                    &mut scores,
+                );
                 let mut sums = [0.0f32; MAX_GROUP];
                 let mut many = Vec::new();
-                let sums: &mut [f32] = if group <= MAX_GROUP {
-                    &mut sums[..group]
+                let sums: &mut [f32] = if per_item <= MAX_GROUP {
+                    &mut sums[..per_item]
                 } else {
-                    many.resize(group, 0.0);
+                    many.resize(per_item, 0.0);
                     &mut many
                 };
                 // Each head's softmax, in order, as for a head alone.
@@ -1158,7 +1175,7 @@ impl CpuBackend {
                 nextok_kernels::weighted_sum_heads(
                     isa,
                     &scores,
-                    group,
+                    per_item,
                     &vrows[..seen],
                     cols.start,
                     acc,
@@ -1170,13 +1187,13 @@ impl CpuBackend {
             }
             Ok(local)
         })?;
-        // The parts hold the items in order, the group's heads of a row each.
+        // The parts hold the items in order, `per_item` heads of a row each.
         let mut item = 0;
         for part in parts {
             for heads_out in part.chunks_exact(span.max(1)) {
                 let (e, local_item) = locate(item);
-                let (i, g) = (local_item / kv_heads, local_item % kv_heads);
-                let at = (entries[e].rows.start + i) * width + g * span;
+                let (i, c) = (local_item / chunks, local_item % chunks);
+                let at = (entries[e].rows.start + i) * width + c * span;
                 out[at..at + span].copy_from_slice(heads_out);
                 item += 1;
             }
