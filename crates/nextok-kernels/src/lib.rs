@@ -60,6 +60,8 @@ mod pool;
 pub mod portable;
 #[cfg(target_arch = "x86_64")]
 mod x86;
+#[cfg(target_arch = "x86_64")]
+mod x86_attention;
 
 pub use pool::ThreadPool;
 
@@ -1030,5 +1032,122 @@ pub fn weighted_sum(isa: Isa, probs: &[f32], values: &[&[f32]], offset: usize, a
     }
     for (&p, v) in probs.iter().zip(values) {
         axpy(isa, p, &v[offset..offset + n], acc);
+    }
+}
+
+/// [`dots`] for several query heads that read the same keys (grouped-query attention):
+/// `out[h · keys.len() + j]` is `dot(isa, q_h, &keys[j][offset..offset + n])` for head `h` of
+/// `heads`, whose query is `q[h · n..(h + 1) · n]` (`n = q.len() / heads`). The bits are those of
+/// one [`dots`] call per head; the AVX-512 version (heads of 64 numbers) loads each key once for
+/// up to three heads and reduces the scores of many keys together.
+///
+/// # Panics
+/// If `heads` is 0 or does not divide `q.len()`, `out` is shorter than `heads · keys.len()`, or a
+/// key row is shorter than `offset + n` (a caller's bug, not input).
+pub fn dots_heads(
+    isa: Isa,
+    q: &[f32],
+    heads: usize,
+    keys: &[&[f32]],
+    offset: usize,
+    out: &mut [f32],
+) {
+    assert!(
+        heads > 0 && q.len().is_multiple_of(heads),
+        "dots_heads: the queries are not {heads} heads"
+    );
+    let (n, m) = (q.len() / heads, keys.len());
+    assert!(
+        out.len() >= heads * m,
+        "dots_heads: output shorter than heads × keys"
+    );
+    assert!(
+        keys.iter().all(|k| k.len() >= offset + n),
+        "dots_heads: a key row is shorter than offset + query"
+    );
+    let mut h = 0;
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 && isa.is_available() && n == x86_attention::HEAD {
+        while h < heads {
+            let g = (heads - h).min(x86_attention::MAX_HEADS);
+            let (qs, o) = (&q[h * n..(h + g) * n], &mut out[h * m..(h + g) * m]);
+            // SAFETY: the ISA is available and every slice was checked above.
+            unsafe {
+                match g {
+                    3 => x86_attention::dots_heads::<3>(qs, keys, offset, o),
+                    2 => x86_attention::dots_heads::<2>(qs, keys, offset, o),
+                    _ => x86_attention::dots_heads::<1>(qs, keys, offset, o),
+                }
+            }
+            h += g;
+        }
+    }
+    for h in h..heads {
+        dots(
+            isa,
+            &q[h * n..(h + 1) * n],
+            keys,
+            offset,
+            &mut out[h * m..(h + 1) * m],
+        );
+    }
+}
+
+/// [`weighted_sum`] for several heads that read the same value rows: for head `h` of `heads`,
+/// `acc[h · n..(h + 1) · n]` (`n = acc.len() / heads`) receives the value rows weighted by
+/// `probs[h · values.len()..(h + 1) · values.len()]`, with the bits of one [`weighted_sum`] call
+/// per head. The AVX-512 version (heads of 64 numbers) loads each value row once for up to three
+/// heads.
+///
+/// # Panics
+/// If `heads` is 0 or does not divide `acc.len()`, `probs` does not hold `heads · values.len()`
+/// numbers, or a value row is shorter than `offset + n`.
+pub fn weighted_sum_heads(
+    isa: Isa,
+    probs: &[f32],
+    heads: usize,
+    values: &[&[f32]],
+    offset: usize,
+    acc: &mut [f32],
+) {
+    assert!(
+        heads > 0 && acc.len().is_multiple_of(heads),
+        "weighted_sum_heads: the output is not {heads} heads"
+    );
+    let (n, m) = (acc.len() / heads, values.len());
+    assert_eq!(
+        probs.len(),
+        heads * m,
+        "weighted_sum_heads: one probability per head and value row"
+    );
+    assert!(
+        values.iter().all(|v| v.len() >= offset + n),
+        "weighted_sum_heads: a value row is shorter than offset + output"
+    );
+    let mut h = 0;
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 && isa.is_available() && n == x86_attention::HEAD {
+        while h < heads {
+            let g = (heads - h).min(x86_attention::MAX_HEADS);
+            let (p, a) = (&probs[h * m..(h + g) * m], &mut acc[h * n..(h + g) * n]);
+            // SAFETY: the ISA is available and every slice was checked above.
+            unsafe {
+                match g {
+                    3 => x86_attention::weighted_sum_heads::<3>(p, values, offset, a),
+                    2 => x86_attention::weighted_sum_heads::<2>(p, values, offset, a),
+                    _ => x86_attention::weighted_sum_heads::<1>(p, values, offset, a),
+                }
+            }
+            h += g;
+        }
+    }
+    for h in h..heads {
+        weighted_sum(
+            isa,
+            &probs[h * m..(h + 1) * m],
+            values,
+            offset,
+            &mut acc[h * n..(h + 1) * n],
+        );
     }
 }

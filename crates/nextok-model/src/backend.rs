@@ -977,6 +977,9 @@ impl Backend for CpuBackend {
     }
 }
 
+/// Query heads per key/value head whose softmax sums an attention item keeps on the stack.
+const MAX_GROUP: usize = 8;
+
 /// One entry of an attention call, ready to run: every key and value row its query rows see,
 /// borrowed in place from the cache's blocks (f32) or converted once (f16, bf16).
 struct Prepared<'c> {
@@ -1005,7 +1008,14 @@ impl CpuBackend {
         let config = *first.cache.config();
         let hd = config.head_dim;
         let width = heads * hd;
-        let group = heads / config.kv_heads.max(1);
+        if heads == 0 || config.kv_heads == 0 || !heads.is_multiple_of(config.kv_heads) {
+            return Err(Error::IncompatibleCache {
+                seq: 0,
+                expected: format!("a divisor of the {heads} query heads as kv heads"),
+                found: format!("{} kv heads", config.kv_heads),
+            });
+        }
+        let group = heads / config.kv_heads;
         let scale = 1.0 / (hd as f32).sqrt();
         let row_len = config.kv_heads * hd;
         let bp = config.block_positions;
@@ -1092,12 +1102,23 @@ impl CpuBackend {
             rows.push((krows, vrows));
         }
         let rows = &rows;
-        // Items are (entry, row, head), entry after entry: `starts[e]` is entry e's first item.
+        // Items are (entry, row, key/value head), entry after entry: `starts[e]` is entry e's
+        // first item. An item computes the `group` query heads that read that key/value head, so
+        // each key and value row is loaded once for all of them. A call with too few such items
+        // to keep the threads busy (one sequence's decode row) splits by query head instead:
+        // `per_item` heads an item, the same bits either way.
+        let rows_in_call: usize = entries.iter().map(|e| e.rows.len()).sum();
+        let per_item = if rows_in_call * config.kv_heads >= 2 * self.threads {
+            group
+        } else {
+            1
+        };
+        let chunks = heads / per_item;
         let mut starts = Vec::with_capacity(entries.len() + 1);
         let mut n = 0;
         for e in entries {
             starts.push(n);
-            n += e.rows.len() * heads;
+            n += e.rows.len() * chunks;
         }
         starts.push(n);
         let starts = &starts;
@@ -1122,52 +1143,82 @@ impl CpuBackend {
             .zip(&prepared)
             .map(|(e, p)| p.keys * e.rows.len() * heads)
             .sum();
-        let keys = key_items / n.max(1);
-        let min_items = (self.min_work / 8).div_ceil((2 * keys * hd).max(1));
+        let keys = key_items / (n * per_item).max(1);
+        let min_items = (self.min_work / 8).div_ceil((2 * keys * hd * per_item).max(1));
         // A row sees the keys up to its own position: balance the parts by that count.
         let keys_seen = |item: usize| {
             let (e, local) = locate(item);
-            last_seen(e, local / heads) + 1
+            last_seen(e, local / chunks) + 1
         };
+        let span = per_item * hd;
         let parts = self.split_by_cost(n, min_items, keys_seen, |items| {
-            let mut local = vec![0.0f32; items.len() * hd];
+            let mut local = vec![0.0f32; items.len() * span];
             let mut scores = Vec::new();
             for (slot, item) in items.enumerate() {
                 let (e, local_item) = locate(item);
-                let (i, h) = (local_item / heads, local_item % heads);
+                let (i, c) = (local_item / chunks, local_item % chunks);
                 let (krows, vrows) = &rows[e];
                 let last = last_seen(e, i);
-                let g = h / group;
+                let seen = last + 1;
+                // The item's query heads, side by side: c·per_item .. (c + 1)·per_item, all
+                // reading key/value head g.
+                let g = c * per_item / group;
                 let cols = g * hd..(g + 1) * hd;
-                let at = (entries[e].rows.start + i) * width + h * hd;
-                let qh = &q[at..at + hd];
+                let at = (entries[e].rows.start + i) * width + c * span;
+                let qs = &q[at..at + span];
                 scores.clear();
-                scores.resize(last + 1, 0.0);
-                nextok_kernels::dots(isa, qh, &krows[..=last], cols.start, &mut scores);
-                for s in scores.iter_mut() {
-                    *s *= scale;
+                scores.resize(per_item * seen, 0.0);
+                nextok_kernels::dots_heads(
+                    isa,
+                    qs,
+                    per_item,
+                    &krows[..seen],
+                    cols.start,
+                    &mut scores,
+                );
+                let mut sums = [0.0f32; MAX_GROUP];
+                let mut many = Vec::new();
+                let sums: &mut [f32] = if per_item <= MAX_GROUP {
+                    &mut sums[..per_item]
+                } else {
+                    many.resize(per_item, 0.0);
+                    &mut many
+                };
+                // Each head's softmax, in order, as for a head alone.
+                for (head, sum) in scores.chunks_exact_mut(seen).zip(sums.iter_mut()) {
+                    for s in head.iter_mut() {
+                        *s *= scale;
+                    }
+                    let max = head.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    for s in head.iter_mut() {
+                        *s = (*s - max).exp();
+                        *sum += *s;
+                    }
                 }
-                let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                let mut sum = 0.0f32;
-                for s in scores.iter_mut() {
-                    *s = (*s - max).exp();
-                    sum += *s;
+                let acc = &mut local[slot * span..(slot + 1) * span];
+                nextok_kernels::weighted_sum_heads(
+                    isa,
+                    &scores,
+                    per_item,
+                    &vrows[..seen],
+                    cols.start,
+                    acc,
+                );
+                for (head, &sum) in acc.chunks_exact_mut(hd.max(1)).zip(sums.iter()) {
+                    let inv = 1.0 / sum;
+                    head.iter_mut().for_each(|a| *a *= inv);
                 }
-                let acc = &mut local[slot * hd..(slot + 1) * hd];
-                nextok_kernels::weighted_sum(isa, &scores, &vrows[..=last], cols.start, acc);
-                let inv = 1.0 / sum;
-                acc.iter_mut().for_each(|a| *a *= inv);
             }
             Ok(local)
         })?;
-        // The parts hold the items in order, one head's slot of a row each.
+        // The parts hold the items in order, `per_item` heads of a row each.
         let mut item = 0;
         for part in parts {
-            for head in part.chunks_exact(hd.max(1)) {
+            for heads_out in part.chunks_exact(span.max(1)) {
                 let (e, local_item) = locate(item);
-                let (i, h) = (local_item / heads, local_item % heads);
-                let at = (entries[e].rows.start + i) * width + h * hd;
-                out[at..at + hd].copy_from_slice(head);
+                let (i, c) = (local_item / chunks, local_item % chunks);
+                let at = (entries[e].rows.start + i) * width + c * span;
+                out[at..at + span].copy_from_slice(heads_out);
                 item += 1;
             }
         }
