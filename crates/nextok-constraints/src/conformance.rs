@@ -426,7 +426,7 @@ impl<'a> ConformanceRun<'a> {
                 reason: e.to_string(),
             })?
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .filter(|p| p.extension().is_some_and(|x| x == "json") && is_regular_file(p))
             .collect();
         files.sort();
         let mut resources = crate::SchemaResources::new();
@@ -466,7 +466,7 @@ impl<'a> ConformanceRun<'a> {
                 reason: e.to_string(),
             })?
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .filter(|p| p.extension().is_some_and(|x| x == "json") && is_regular_file(p))
             .collect();
         files.sort();
         let mut outcomes = Vec::new();
@@ -500,4 +500,10 @@ impl<'a> ConformanceRun<'a> {
         r.compile_ms = Percentiles::of(&mut self.compile_times);
         r
     }
+}
+
+/// Whether `path` is a regular file (after symbolic links): a FIFO or a device named `*.json` in
+/// a corpus folder is skipped, since reading it could block for ever.
+fn is_regular_file(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file())
 }

@@ -1417,8 +1417,10 @@ impl<'e> Worker<'_, 'e> {
                 let id = event.id;
                 self.stats.generation_tokens_total += 1;
                 req.send(Ok(Event::Token(event)));
-                if stop.is_none() && c.input.get(c.at + 1) == Some(&id) {
+                if stop.is_none() && c.at < c.drafted && c.input.get(c.at + 1) == Some(&id) {
                     // The drafted token is the chosen one: its logits are already computed.
+                    // (Only a draft's tokens: a completion catching up reads several tokens
+                    // and gets the logits of its last one only.)
                     c.at += 1;
                     again.push(c);
                 } else {
