@@ -419,16 +419,7 @@ impl<'a> ConformanceRun<'a> {
     /// `conformance/real-world` writes it), under that URL and the URL without `.json` (JSON
     /// Schema Store serves both). Files of another shape are skipped. Nothing is fetched.
     pub fn resources_in_dir(dir: &Path) -> Result<crate::SchemaResources, Error> {
-        let d = dir.display().to_string();
-        let mut files: Vec<_> = std::fs::read_dir(dir)
-            .map_err(|e| Error::Io {
-                path: d.clone(),
-                reason: e.to_string(),
-            })?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "json") && is_regular_file(p))
-            .collect();
-        files.sort();
+        let files = json_files(dir)?;
         let mut resources = crate::SchemaResources::new();
         for f in files {
             let text = std::fs::read_to_string(&f).map_err(|e| Error::Io {
@@ -459,16 +450,7 @@ impl<'a> ConformanceRun<'a> {
 
     /// Runs every `*.json` file of a directory (sorted by name) and totals the results.
     pub fn run_dir(&mut self, dir: &Path) -> Result<ConformanceReport, Error> {
-        let d = dir.display().to_string();
-        let mut files: Vec<_> = std::fs::read_dir(dir)
-            .map_err(|e| Error::Io {
-                path: d.clone(),
-                reason: e.to_string(),
-            })?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "json") && is_regular_file(p))
-            .collect();
-        files.sort();
+        let files = json_files(dir)?;
         let mut outcomes = Vec::new();
         for f in files {
             outcomes.extend(self.run_file(&f)?);
@@ -502,8 +484,18 @@ impl<'a> ConformanceRun<'a> {
     }
 }
 
-/// Whether `path` is a regular file (after symbolic links): a FIFO or a device named `*.json` in
-/// a corpus folder is skipped, since reading it could block for ever.
-fn is_regular_file(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| m.is_file())
+/// The `*.json` regular files of a corpus folder, sorted by name. A FIFO or a device named
+/// `*.json` is skipped (after symbolic links), since reading it could block for ever.
+fn json_files(dir: &Path) -> Result<Vec<std::path::PathBuf>, Error> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| Error::Io {
+            path: dir.display().to_string(),
+            reason: e.to_string(),
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
+        .collect();
+    files.sort();
+    Ok(files)
 }
