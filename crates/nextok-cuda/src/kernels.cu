@@ -39,14 +39,6 @@ struct Q4_0 {
     }
 };
 
-// `block_q8_0`: f16 d, 32 signed bytes; x = d q.
-struct Q8_0 {
-    enum { BYTES = 34 };
-    __device__ static float expand(const unsigned char* b, int lane) {
-        const float d = load_f16(b);
-        return d * (float)(signed char)b[2 + lane];
-    }
-};
 
 // Plain numbers: element i of a matrix of f32, f16 or bf16.
 struct F32 {
@@ -211,6 +203,47 @@ __device__ void matmul_q4_1_blocks(const unsigned char* __restrict__ w,
     }
 }
 
+// out[t * rows + r] = sum_k W[r, k] x[t * cols + k] for Q8_0 rows (`block_q8_0`: f16 d, 32
+// signed bytes), by the CPU's Q8_0 arithmetic (`nextok_kernels::portable::q8_0_row`): per block
+// b, S_b = the signed bytes times the activations, fused multiply-adds in element order from 0;
+// then D = fmaf(d_b, S_b, D) in block order from 0.
+//
+// One warp per weight row; lane l computes S_b of the blocks b = l (mod 32), and every lane then
+// runs the chain over the blocks in order, taking each block's sum from its lane by a shuffle.
+// Grid: as `matmul_blocks`.
+__device__ void matmul_q8_0_blocks(const unsigned char* __restrict__ w,
+                                   const float* __restrict__ x, float* __restrict__ out,
+                                   int rows, int cols, int tokens, int t_base) {
+    const int lane = threadIdx.x & 31;
+    const int r = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
+    // The whole warp leaves together, so the shuffles below always have 32 lanes.
+    if (r >= rows) return;
+    const int t0 = t_base + blockIdx.y * TILE;
+    if (t0 >= tokens) return;
+    const int nt = min(TILE, tokens - t0);
+    const int nblocks = cols / 32;
+    const unsigned char* row = w + (size_t)r * nblocks * 34;
+    for (int t = 0; t < nt; ++t) {
+        const float* xt = x + (size_t)(t0 + t) * cols;
+        float dsum = 0.0f;
+        for (int c = 0; c < nblocks; c += 32) {
+            const int b = c + lane;
+            float s = 0.0f;
+            if (b < nblocks) {
+                const unsigned char* blk = row + (size_t)b * 34;
+                const float* xb = xt + (size_t)b * 32;
+                for (int i = 0; i < 32; ++i) s = fmaf((float)(signed char)blk[2 + i], xb[i], s);
+            }
+            const int n = min(32, nblocks - c);
+            for (int j = 0; j < n; ++j) {
+                const float sj = __shfl_sync(FULL_MASK, s, j);
+                dsum = fmaf(load_f16(row + (size_t)(c + j) * 34), sj, dsum);
+            }
+        }
+        if (lane == 0) out[(size_t)(t0 + t) * rows + r] = dsum;
+    }
+}
+
 #define MATMUL(name, body, T)                                                                    \
     extern "C" __global__ void name(const unsigned char* w, const float* x, float* out, int rows, \
                                     int cols, int tokens, int t_base) {                          \
@@ -222,7 +255,10 @@ extern "C" __global__ void matmul_q4_1(const unsigned char* w, const float* x, f
                                        int rows, int cols, int tokens, int t_base) {
     matmul_q4_1_blocks(w, x, out, rows, cols, tokens, t_base);
 }
-MATMUL(matmul_q8_0, matmul_blocks, Q8_0)
+extern "C" __global__ void matmul_q8_0(const unsigned char* w, const float* x, float* out,
+                                       int rows, int cols, int tokens, int t_base) {
+    matmul_q8_0_blocks(w, x, out, rows, cols, tokens, t_base);
+}
 MATMUL(matmul_f32, matmul_lanes, F32)
 MATMUL(matmul_f16, matmul_lanes, F16)
 MATMUL(matmul_bf16, matmul_lanes, BF16)

@@ -23,9 +23,15 @@
 //!   the lanes of a register ([`packed`] stores Q4_1 matrices in tiles of 16 rows): per 16
 //!   weights, one shift, one 16-entry table lookup and one fused multiply-add per token row,
 //!   where expanding every weight to `d · q + m` first cost about half as much again.
-//! - **Q4_0, Q8_0**: 32 lane accumulators, lane `l` taking element `l` of every block, each
-//!   block expanded once into f32 weights in registers (`d · (q − 8)`, `d · q`) and used for a
-//!   tile of up to 8 token rows with fused multiply-adds, then a fixed reduction tree.
+//! - **Q8_0** (the default model's output layer, the tied embedding): `Σ_b d_b · S_b` the same
+//!   way, `S_b` the products of the signed bytes with the activations (fused multiply-adds in
+//!   element order). [`portable::q8_0_row`] is the definition. [`packed`] stores Q8_0 matrices in
+//!   tiles of 16 rows too: per 16 weights, one widening load, one conversion and one fused
+//!   multiply-add per token row (expanding every weight to `d · q` first cost a multiply more and
+//!   a reduction tree per row), and a batch's token rows share each load of a tile.
+//! - **Q4_0**: 32 lane accumulators, lane `l` taking element `l` of every block, each block
+//!   expanded once into f32 weights in registers (`d · (q − 8)`) and used for a tile of up to 8
+//!   token rows with fused multiply-adds, then a fixed reduction tree.
 //! - Other types: 16 lanes over dequantised numbers, then a fixed tree.
 //!
 //! Token rows are processed in tiles of up to 8 against each weight block, which is what makes
@@ -193,8 +199,8 @@ impl Isa {
 pub enum Layout {
     /// The blocks as the GGUF file stores them.
     Gguf,
-    /// Q4_1 blocks in the [`packed`] layout (made by [`QMat::pack`]): the same numbers, fewer
-    /// instructions per weight, the same bits from every kernel.
+    /// Q4_1 or Q8_0 blocks in the [`packed`] layout (made by [`QMat::pack`]): the same numbers,
+    /// fewer instructions per weight, the same bits from every kernel.
     Packed,
 }
 
@@ -240,8 +246,8 @@ impl<'a> QMat<'a> {
     }
 
     /// Checks that `data` holds exactly `rows` packed rows of `cols` numbers (as [`QMat::pack`]
-    /// makes them: for Q4_1, tiles of 16 rows (the last one padded) of 320 bytes per block of
-    /// 32; for Q8_0, 36 bytes per block of 32).
+    /// makes them: tiles of 16 rows (the last one padded), of 320 bytes per block of 32 for
+    /// Q4_1 and 544 for Q8_0).
     pub fn new_packed(
         ty: GgmlType,
         rows: usize,
@@ -307,20 +313,12 @@ impl<'a> QMat<'a> {
             });
         }
         let blocks = self.cols / 32;
-        if self.ty == GgmlType::Q4_1 {
-            let tile = blocks * packed::Q4_1_TILE_BLOCK_BYTES;
-            for (t, dst) in out.chunks_exact_mut(tile.max(1)).enumerate() {
-                let first = t * packed::Q4_1_TILE_ROWS;
-                let n = (self.rows - first).min(packed::Q4_1_TILE_ROWS);
-                let rows: [&[u8]; packed::Q4_1_TILE_ROWS] =
-                    std::array::from_fn(|i| if i < n { self.row(first + i) } else { &[] });
-                packed::pack_q4_1_tile(&rows[..n], blocks, dst);
-            }
-        } else {
-            let pb = blocks * packed::Q8_0_PACKED_BYTES;
-            for (r, dst) in out.chunks_exact_mut(pb.max(1)).enumerate() {
-                packed::pack_q8_0_row(self.row(r), dst);
-            }
+        for (t, dst) in out.chunks_exact_mut(self.tile_bytes().max(1)).enumerate() {
+            let first = t * TILE_ROWS;
+            let n = (self.rows - first).min(TILE_ROWS);
+            let rows: [&[u8]; TILE_ROWS] =
+                std::array::from_fn(|i| if i < n { self.row(first + i) } else { &[] });
+            pack_tile(self.ty, &rows[..n], blocks, dst);
         }
         Ok(())
     }
@@ -339,9 +337,9 @@ impl<'a> QMat<'a> {
         match self.layout {
             Layout::Gguf => out.copy_from_slice(self.row(r)),
             Layout::Packed if self.ty == GgmlType::Q4_1 => {
-                packed::unpack_q4_1_row(self.q4_1_tile(r / packed::Q4_1_TILE_ROWS), r % 16, out)
+                packed::unpack_q4_1_row(self.tile(r / TILE_ROWS), r % TILE_ROWS, out)
             }
-            Layout::Packed => packed::unpack_q8_0_row(self.row(r), out),
+            Layout::Packed => packed::unpack_q8_0_row(self.tile(r / TILE_ROWS), r % TILE_ROWS, out),
         }
     }
 
@@ -360,43 +358,68 @@ impl<'a> QMat<'a> {
         self.cols
     }
 
-    /// Bytes of one row, in every layout but packed Q4_1 (whose rows are tiles).
+    /// Bytes of one row of the file's layout (a packed matrix's rows are tiles).
     fn row_bytes(&self) -> usize {
-        match self.layout {
-            Layout::Gguf => {
-                self.cols / self.ty.block_elements() as usize * self.ty.block_bytes() as usize
-            }
-            Layout::Packed => self.cols / 32 * packed::Q8_0_PACKED_BYTES,
-        }
+        self.cols / self.ty.block_elements() as usize * self.ty.block_bytes() as usize
     }
 
-    /// Tile `t` of a packed Q4_1 matrix.
-    fn q4_1_tile(&self, t: usize) -> &'a [u8] {
-        let tb = self.cols / 32 * packed::Q4_1_TILE_BLOCK_BYTES;
+    /// Bytes of one packed tile of 16 rows of this matrix's type (Q4_1 or Q8_0).
+    fn tile_bytes(&self) -> usize {
+        self.cols / 32 * tile_block_bytes(self.ty)
+    }
+
+    /// Tile `t` of a packed matrix.
+    fn tile(&self, t: usize) -> &'a [u8] {
+        let tb = self.tile_bytes();
         &self.data[t * tb..(t + 1) * tb]
     }
 
+    /// Row `r` of a matrix in the file's layout.
     fn row(&self, r: usize) -> &'a [u8] {
         let rb = self.row_bytes();
         &self.data[r * rb..(r + 1) * rb]
     }
 }
 
-/// Bytes of a `rows` × `cols` matrix in the packed layout of its type (Q4_1: whole tiles of 16
-/// rows; any other type: as Q8_0, 36 bytes per block).
-fn packed_bytes(ty: GgmlType, rows: usize, cols: usize) -> usize {
+/// Rows in one tile of a packed matrix (Q4_1 and Q8_0 alike).
+const TILE_ROWS: usize = packed::Q4_1_TILE_ROWS;
+const _: () = assert!(packed::Q4_1_TILE_ROWS == packed::Q8_0_TILE_ROWS);
+
+/// Whether the products of this type run on tiles of 16 rows (packed, or packed on the fly
+/// from the file's rows): Q4_1 and Q8_0.
+fn tiled(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q4_1 | GgmlType::Q8_0)
+}
+
+/// Bytes of one block of a packed tile (Q8_0's for every type but Q4_1).
+fn tile_block_bytes(ty: GgmlType) -> usize {
     if ty == GgmlType::Q4_1 {
-        rows.div_ceil(packed::Q4_1_TILE_ROWS) * (cols / 32) * packed::Q4_1_TILE_BLOCK_BYTES
+        packed::Q4_1_TILE_BLOCK_BYTES
     } else {
-        rows * (cols / 32) * packed::Q8_0_PACKED_BYTES
+        packed::Q8_0_TILE_BLOCK_BYTES
     }
 }
 
-/// The row count each thread's share of a product is rounded up to: whole Q4_1 tiles, so that
-/// no tile is computed by two threads, and whole token tiles otherwise.
+/// Packs up to 16 file rows of a tiled type into one tile.
+fn pack_tile(ty: GgmlType, rows: &[&[u8]], blocks: usize, out: &mut [u8]) {
+    if ty == GgmlType::Q4_1 {
+        packed::pack_q4_1_tile(rows, blocks, out)
+    } else {
+        packed::pack_q8_0_tile(rows, blocks, out)
+    }
+}
+
+/// Bytes of a `rows` × `cols` matrix in the packed layout of its type: whole tiles of 16 rows
+/// (for a type without a packed layout, as if it were Q8_0).
+fn packed_bytes(ty: GgmlType, rows: usize, cols: usize) -> usize {
+    rows.div_ceil(TILE_ROWS) * (cols / 32) * tile_block_bytes(ty)
+}
+
+/// The row count each thread's share of a product is rounded up to: whole tiles for Q4_1 and
+/// Q8_0, so that no tile is computed by two threads, and whole token tiles otherwise.
 fn share_align(w: &QMat<'_>) -> usize {
-    if w.ty == GgmlType::Q4_1 {
-        packed::Q4_1_TILE_ROWS
+    if tiled(w.ty) {
+        TILE_ROWS
     } else {
         TILE
     }
@@ -595,56 +618,12 @@ unsafe fn rows_kernel(
     let mut tile_scratch = Vec::new();
     for t0 in (0..tokens).step_by(TOKEN_BLOCK) {
         let t1 = (t0 + TOKEN_BLOCK).min(tokens);
-        if w.ty == GgmlType::Q4_1 {
+        if tiled(w.ty) {
             // SAFETY: the function's contract.
-            unsafe { q4_1_rows(isa, w, x, t0..t1, rows.clone(), out, &mut tile_scratch) };
+            unsafe { tiled_rows(isa, w, x, t0..t1, rows.clone(), out, &mut tile_scratch) };
             continue;
         }
         let mut r = rows.start;
-        // AVX-512 Q8_0: two rows at a time, tiles of 4 tokens, so that every activation load
-        // serves two rows.
-        #[cfg(target_arch = "x86_64")]
-        if isa == Isa::Avx512 && w.ty == GgmlType::Q8_0 {
-            let packed = w.layout == Layout::Packed;
-            while r + 2 <= rows.end {
-                let pair = [w.row(r), w.row(r + 1)];
-                let mut t = t0;
-                while t < t1 {
-                    let n = (t1 - t).min(4);
-                    macro_rules! pair_tile {
-                        ($n:literal) => {{
-                            let xs: [&[f32]; $n] =
-                                std::array::from_fn(|i| &x[(t + i) * cols..(t + i + 1) * cols]);
-                            let mut res = [[0.0f32; $n]; 2];
-                            // SAFETY: the ISA is available (checked in `check`) and the lengths
-                            // fit (validated matrix, activations of `cols` numbers).
-                            unsafe {
-                                if packed {
-                                    x86::q8_0_packed_avx512_x2(pair, xs, &mut res)
-                                } else {
-                                    x86::q8_0_avx512_x2(pair, xs, &mut res)
-                                }
-                            };
-                            for (k, row_res) in res.iter().enumerate() {
-                                for (i, &v) in row_res.iter().enumerate() {
-                                    // SAFETY: in bounds by the function's contract; this
-                                    // thread owns rows `r` and `r + 1`.
-                                    unsafe { *out.0.add((t + i) * w.rows + r + k) = v };
-                                }
-                            }
-                        }};
-                    }
-                    match n {
-                        4 => pair_tile!(4),
-                        3 => pair_tile!(3),
-                        2 => pair_tile!(2),
-                        _ => pair_tile!(1),
-                    }
-                    t += n;
-                }
-                r += 2;
-            }
-        }
         // K-quants (Q4_K, Q5_K, Q6_K) on AVX-512 or AVX2: two or four rows at a time, so that
         // several chains of fused multiply-adds are in flight per token.
         #[cfg(target_arch = "x86_64")]
@@ -693,14 +672,14 @@ unsafe fn rows_kernel(
 /// Activation block sums kept on the stack: 8 token rows of up to 2,048 numbers.
 const STACK_SUMS: usize = TOKEN_BLOCK * 64;
 
-/// Q4_1 rows `rows` against token rows `tokens`, by `portable::q4_1_row`'s arithmetic: the
-/// packed layout's tiles of 16 rows (the file's rows are packed into `scratch` one tile at a
-/// time first), each against up to 8 token rows; the portable code takes the file's rows one by
-/// one. Writes `out[t · w.rows + r]`.
+/// Q4_1 or Q8_0 rows `rows` against token rows `tokens`, by `portable::q4_1_row`'s or
+/// `portable::q8_0_row`'s arithmetic: the packed layout's tiles of 16 rows (the file's rows are
+/// packed into `scratch` one tile at a time first), each against up to 8 token rows; the
+/// portable code takes the file's rows one by one. Writes `out[t · w.rows + r]`.
 ///
 /// # Safety
 /// As for `rows_kernel`.
-unsafe fn q4_1_rows(
+unsafe fn tiled_rows(
     isa: Isa,
     w: &QMat<'_>,
     x: &[f32],
@@ -709,18 +688,22 @@ unsafe fn q4_1_rows(
     out: SyncPtr,
     scratch: &mut Vec<u8>,
 ) {
-    const TR: usize = packed::Q4_1_TILE_ROWS;
+    const TR: usize = TILE_ROWS;
+    let q4_1 = w.ty == GgmlType::Q4_1;
     let (cols, blocks) = (w.cols, w.cols / 32);
     let n = tokens.len();
+    // Q4_1's block sums of the activations (Q8_0 has no minimum, and needs none).
     let mut stack = [0.0f32; STACK_SUMS];
     let mut heap = Vec::new();
-    let sums: &mut [f32] = if n * blocks <= STACK_SUMS {
+    let sums: &mut [f32] = if !q4_1 {
+        &mut []
+    } else if n * blocks <= STACK_SUMS {
         &mut stack[..n * blocks]
     } else {
         heap.resize(n * blocks, 0.0);
         &mut heap
     };
-    for (i, t) in tokens.clone().enumerate() {
+    for (i, t) in tokens.clone().enumerate().filter(|_| q4_1) {
         let (xt, st) = (
             &x[t * cols..(t + 1) * cols],
             &mut sums[i * blocks..(i + 1) * blocks],
@@ -734,12 +717,22 @@ unsafe fn q4_1_rows(
     }
     let sums = &*sums;
     let xrow = |t: usize| &x[t * cols..(t + 1) * cols];
-    let srow = |t: usize| &sums[(t - tokens.start) * blocks..(t - tokens.start + 1) * blocks];
+    let srow = |t: usize| {
+        if q4_1 {
+            &sums[(t - tokens.start) * blocks..(t - tokens.start + 1) * blocks]
+        } else {
+            &[]
+        }
+    };
     if isa == Isa::Portable && w.layout == Layout::Gguf {
         for r in rows {
             let row = w.row(r);
             for t in tokens.clone() {
-                let [v] = portable::q4_1::<1>(row, [xrow(t)], [srow(t)]);
+                let [v] = if q4_1 {
+                    portable::q4_1::<1>(row, [xrow(t)], [srow(t)])
+                } else {
+                    portable::q8_0::<1>(row, [xrow(t)])
+                };
                 // SAFETY: in bounds by the function's contract; this thread owns row `r`.
                 unsafe { *out.0.add(t * w.rows + r) = v };
             }
@@ -751,21 +744,20 @@ unsafe fn q4_1_rows(
     if isa == Isa::Avx512 && w.layout == Layout::Packed && n == 1 {
         let whole = rows.start.div_ceil(TR)..rows.end / TR;
         if whole.start < whole.end {
-            let tb = blocks * packed::Q4_1_TILE_BLOCK_BYTES;
+            let tb = w.tile_bytes();
             let t = tokens.start;
             let first = whole.start * TR;
             let len = (whole.end - whole.start) * TR;
+            let tiles = &w.data[whole.start * tb..whole.end * tb];
             // SAFETY: these rows belong to this thread (the function's contract) and lie in
             // token row `t` of `out`; the ISA is available and the lengths fit.
             unsafe {
                 let dst = std::slice::from_raw_parts_mut(out.0.add(t * w.rows + first), len);
-                x86::q4_1_tiles_decode_avx512(
-                    &w.data[whole.start * tb..whole.end * tb],
-                    blocks,
-                    xrow(t),
-                    srow(t),
-                    dst,
-                );
+                if q4_1 {
+                    x86::q4_1_tiles_decode_avx512(tiles, blocks, xrow(t), srow(t), dst);
+                } else {
+                    x86::q8_0_tiles_decode_avx512(tiles, blocks, xrow(t), dst);
+                }
             }
         }
     }
@@ -781,13 +773,13 @@ unsafe fn q4_1_rows(
         }
         let first = tile_index * TR;
         let tile: &[u8] = if w.layout == Layout::Packed {
-            w.q4_1_tile(tile_index)
+            w.tile(tile_index)
         } else {
             let count = (w.rows - first).min(TR);
             let file_rows: [&[u8]; TR] =
                 std::array::from_fn(|i| if i < count { w.row(first + i) } else { &[] });
-            scratch.resize(blocks * packed::Q4_1_TILE_BLOCK_BYTES, 0);
-            packed::pack_q4_1_tile(&file_rows[..count], blocks, scratch);
+            scratch.resize(w.tile_bytes(), 0);
+            pack_tile(w.ty, &file_rows[..count], blocks, scratch);
             scratch
         };
         let live = rows.start.max(first)..rows.end.min(first + TR);
@@ -799,15 +791,26 @@ unsafe fn q4_1_rows(
                     let xs: [&[f32]; $n] = std::array::from_fn(|i| xrow(t + i));
                     let ss: [&[f32]; $n] = std::array::from_fn(|i| srow(t + i));
                     let mut res = [[0.0f32; TR]; $n];
-                    match isa {
+                    match (isa, q4_1) {
                         #[cfg(target_arch = "x86_64")]
                         // SAFETY: the ISA is available (checked in `check`), the tile holds
                         // `blocks` blocks, and every row `blocks` blocks' numbers and sums.
-                        Isa::Avx512 => unsafe { x86::q4_1_tile_avx512(tile, xs, ss, &mut res) },
+                        (Isa::Avx512, true) => unsafe {
+                            x86::q4_1_tile_avx512(tile, xs, ss, &mut res)
+                        },
                         #[cfg(target_arch = "x86_64")]
                         // SAFETY: as above.
-                        Isa::Avx2 => unsafe { x86::q4_1_tile_avx2(tile, xs, ss, &mut res) },
-                        _ => packed::q4_1_tile(tile, xs, ss, &mut res),
+                        (Isa::Avx2, true) => unsafe { x86::q4_1_tile_avx2(tile, xs, ss, &mut res) },
+                        (_, true) => packed::q4_1_tile(tile, xs, ss, &mut res),
+                        #[cfg(target_arch = "x86_64")]
+                        // SAFETY: as above.
+                        (Isa::Avx512, false) => unsafe {
+                            x86::q8_0_tile_avx512(tile, xs, &mut res)
+                        },
+                        #[cfg(target_arch = "x86_64")]
+                        // SAFETY: as above.
+                        (Isa::Avx2, false) => unsafe { x86::q8_0_tile_avx2(tile, xs, &mut res) },
+                        (_, false) => packed::q8_0_tile(tile, xs, &mut res),
                     }
                     for (i, row_res) in res.iter().enumerate() {
                         for r in live.clone() {
@@ -843,23 +846,11 @@ fn row_dot<const T: usize>(
     scratch: &mut Vec<f32>,
 ) -> [f32; T] {
     let mut acc = [[0.0f32; BLOCK_LANES]; T];
-    // Packed rows here are Q8_0 only (`QMat::new_packed` admits Q4_1 and Q8_0, and Q4_1 goes
-    // through `q4_1_rows`).
+    // Packed rows never come here: Q4_1 and Q8_0 go through `tiled_rows`.
     match (layout, ty, isa) {
         #[cfg(target_arch = "x86_64")]
-        (Layout::Packed, GgmlType::Q8_0, Isa::Avx512) => {
-            // SAFETY: the ISA is available (checked in `check`) and the lengths fit.
-            unsafe { x86::q8_0_packed_avx512(row, x, &mut acc) }
-        }
-        #[cfg(target_arch = "x86_64")]
-        (Layout::Packed, GgmlType::Q8_0, Isa::Avx2) => {
-            // SAFETY: as above.
-            unsafe { x86::q8_0_packed_avx2(row, x, &mut acc) }
-        }
-        (Layout::Packed, _, _) => packed::q8_0_packed(row, x, &mut acc),
-        #[cfg(target_arch = "x86_64")]
         (Layout::Gguf, GgmlType::Q4_0, Isa::Avx512) => {
-            // SAFETY: as above.
+            // SAFETY: the ISA is available (checked in `check`) and the lengths fit.
             unsafe { x86::q4_0_avx512(row, x, &mut acc) }
         }
         #[cfg(target_arch = "x86_64")]
@@ -868,17 +859,6 @@ fn row_dot<const T: usize>(
             unsafe { x86::q4_0_avx2(row, x, &mut acc) }
         }
         (Layout::Gguf, GgmlType::Q4_0, _) => portable::q4_0(row, x, &mut acc),
-        #[cfg(target_arch = "x86_64")]
-        (Layout::Gguf, GgmlType::Q8_0, Isa::Avx512) => {
-            // SAFETY: as above.
-            unsafe { x86::q8_0_avx512(row, x, &mut acc) }
-        }
-        #[cfg(target_arch = "x86_64")]
-        (Layout::Gguf, GgmlType::Q8_0, Isa::Avx2) => {
-            // SAFETY: as above.
-            unsafe { x86::q8_0_avx2(row, x, &mut acc) }
-        }
-        (Layout::Gguf, GgmlType::Q8_0, _) => portable::q8_0(row, x, &mut acc),
         #[cfg(target_arch = "x86_64")]
         (Layout::Gguf, GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K, Isa::Avx512 | Isa::Avx2) => {
             // SAFETY: the ISA is available (checked in `check`) and the row holds whole blocks.

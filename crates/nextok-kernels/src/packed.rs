@@ -1,6 +1,10 @@
 //! The packed layouts of Q4_1 and Q8_0 matrices: the same numbers as the GGUF blocks, arranged
-//! so that a matrix-vector product spends fewer instructions per weight. Q8_0 only widens each
-//! block's scale to f32 (36 bytes per block instead of 34); Q4_1 is described here.
+//! so that a matrix-vector product spends fewer instructions per weight. Both store the rows in
+//! tiles of 16, so that one vector register holds the same element of 16 rows. Q4_1 is described
+//! here; a Q8_0 tile's block ([`Q8_0_TILE_BLOCK_BYTES`] = 544 bytes) is the 16 rows' f16 scales,
+//! then each of the 32 elements as 16 signed bytes, one per row, which one widening load turns
+//! into 16 numbers ([`crate::portable::q8_0_row`] is the arithmetic). [`unpack_q8_0_row`]
+//! restores any row's file bytes exactly.
 //!
 //! A GGUF Q4_1 block is 20 bytes: an f16 scale `d`, an f16 minimum `m` and 16 bytes of
 //! nibbles (byte `l` holds element `l` in its low half and element `l + 16` in its high half).
@@ -23,7 +27,6 @@
 //! [`unpack_q4_1_row`] restores any row's file bytes exactly.
 
 use crate::dequant::f16_bits_to_f32;
-use crate::portable::BLOCK_LANES;
 
 /// Bytes of a GGUF Q4_1 block.
 pub(crate) const Q4_1_BYTES: usize = 20;
@@ -126,67 +129,57 @@ pub fn q4_1_tile<const T: usize>(
 
 /// Bytes of a GGUF Q8_0 block.
 pub(crate) const Q8_0_BYTES: usize = 34;
-/// Bytes of a packed Q8_0 block: the scale widened to f32 (little-endian), then the 32 signed
-/// bytes as in the file. The kernels broadcast the scale straight from memory instead of
-/// converting it from f16 in every block of every row.
-pub const Q8_0_PACKED_BYTES: usize = 36;
+/// Rows in one tile of a packed Q8_0 matrix.
+pub const Q8_0_TILE_ROWS: usize = 16;
+/// Bytes of one block of a packed Q8_0 tile (16 rows): the 16 rows' f16 scales (the file's
+/// bits, 32 bytes), then the 32 elements, each as 16 signed bytes (byte `r` of element `i` is
+/// row `r`'s `q_i`): 34 bytes per block and row, as in the file.
+pub const Q8_0_TILE_BLOCK_BYTES: usize = 544;
 
-/// Packs one GGUF Q8_0 row (`34 · n` bytes) into `out` (`36 · n` bytes).
-pub(crate) fn pack_q8_0_row(row: &[u8], out: &mut [u8]) {
-    for (blk, dst) in row
-        .chunks_exact(Q8_0_BYTES)
-        .zip(out.chunks_exact_mut(Q8_0_PACKED_BYTES))
-    {
-        let d = f16_bits_to_f32(u16::from_le_bytes([blk[0], blk[1]]));
-        dst[..4].copy_from_slice(&d.to_le_bytes());
-        dst[4..].copy_from_slice(&blk[2..]);
-    }
-}
-
-/// Restores the GGUF bytes of one packed Q8_0 row (`36 · n` bytes) into `out` (`34 · n`).
-pub fn unpack_q8_0_row(packed: &[u8], out: &mut [u8]) {
-    for (blk, dst) in packed
-        .chunks_exact(Q8_0_PACKED_BYTES)
-        .zip(out.chunks_exact_mut(Q8_0_BYTES))
-    {
-        let d = f32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]);
-        dst[..2].copy_from_slice(&f16_bits_of(d).to_le_bytes());
-        dst[2..].copy_from_slice(&blk[4..]);
-    }
-}
-
-/// Packed Q8_0 rows against `T` token rows: exactly the operations of
-/// [`crate::portable::q8_0`] on the unpacked row, so the same bits.
-pub fn q8_0_packed<const T: usize>(row: &[u8], x: [&[f32]; T], acc: &mut [[f32; BLOCK_LANES]; T]) {
-    let mut w = [0.0f32; 32];
-    for (b, blk) in row.chunks_exact(Q8_0_PACKED_BYTES).enumerate() {
-        let d = f32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]);
-        for (i, wi) in w.iter_mut().enumerate() {
-            *wi = d * f32::from(blk[4 + i] as i8);
-        }
-        for t in 0..T {
-            let xb = &x[t][32 * b..32 * b + 32];
-            for l in 0..BLOCK_LANES {
-                acc[t][l] = w[l].mul_add(xb[l], acc[t][l]);
+/// Packs up to 16 GGUF Q8_0 rows of `blocks` blocks (`34 · blocks` bytes each) into one tile
+/// (`544 · blocks` bytes); missing rows are zeros.
+pub(crate) fn pack_q8_0_tile(rows: &[&[u8]], blocks: usize, out: &mut [u8]) {
+    out.fill(0);
+    for (r, row) in rows.iter().enumerate().take(Q8_0_TILE_ROWS) {
+        for b in 0..blocks {
+            let blk = &row[b * Q8_0_BYTES..(b + 1) * Q8_0_BYTES];
+            let at = b * Q8_0_TILE_BLOCK_BYTES;
+            out[at + 2 * r..at + 2 * r + 2].copy_from_slice(&blk[0..2]);
+            for (i, &q) in blk[2..].iter().enumerate() {
+                out[at + 32 + 16 * i + r] = q;
             }
         }
     }
 }
 
-/// The f16 bits of a number that is an f16 value widened to f32 (as every packed Q8_0 scale is):
-/// the exact inverse of `f16_bits_to_f32` on those numbers.
-fn f16_bits_of(v: f32) -> u16 {
-    let bits = v.to_bits();
-    let sign = ((bits >> 16) & 0x8000) as u16;
-    let exp = ((bits >> 23) & 0xff) as i32;
-    let man = bits & 0x7f_ffff;
-    match exp {
-        // Infinities and NaNs keep the top of the payload, which is all an f16 had.
-        255 => sign | 0x7c00 | (man >> 13) as u16,
-        0 => sign,
-        // f16 normals: the exponent re-biased, the mantissa's low 13 bits are zero.
-        113.. => sign | (((exp - 112) as u16) << 10) | (man >> 13) as u16,
-        // f16 subnormals: m · 2^-24 with m < 1024.
-        _ => sign | ((0x80_0000 | man) >> (126 - exp).clamp(0, 31)) as u16,
+/// Restores the GGUF bytes of row `r` (0..16) of one packed Q8_0 tile of `blocks` blocks into
+/// `out` (`34 · blocks` bytes).
+pub fn unpack_q8_0_row(tile: &[u8], r: usize, out: &mut [u8]) {
+    for (b, blk) in out.chunks_exact_mut(Q8_0_BYTES).enumerate() {
+        let at = b * Q8_0_TILE_BLOCK_BYTES;
+        blk[0..2].copy_from_slice(&tile[at + 2 * r..at + 2 * r + 2]);
+        for (i, q) in blk[2..].iter_mut().enumerate() {
+            *q = tile[at + 32 + 16 * i + r];
+        }
+    }
+}
+
+/// One packed Q8_0 tile of `blocks` blocks against `T` token rows: `out[t][r]` for the 16 rows
+/// of the tile, by [`crate::portable::q8_0_row`]'s arithmetic, so the bits of the file's rows.
+pub fn q8_0_tile<const T: usize>(
+    tile: &[u8],
+    x: [&[f32]; T],
+    out: &mut [[f32; Q8_0_TILE_ROWS]; T],
+) {
+    let blocks = tile.len() / Q8_0_TILE_BLOCK_BYTES;
+    for (t, out_t) in out.iter_mut().enumerate() {
+        for (r, o) in out_t.iter_mut().enumerate() {
+            *o = crate::portable::q8_0_row(
+                blocks,
+                |b| f16_at(tile, b * Q8_0_TILE_BLOCK_BYTES + 2 * r),
+                |b, i| tile[b * Q8_0_TILE_BLOCK_BYTES + 32 + 16 * i + r] as i8,
+                x[t],
+            );
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! The portable kernels. They define the arithmetic that every instruction set reproduces bit
-//! for bit. Q4_1 has its own ([`q4_1_row`]: the nibbles times the activations block by block,
-//! then each block's scale and minimum). For Q4_0 and Q8_0 each block is expanded to f32 weights
-//! (`d · (q − 8)` for Q4_0, `d · q` for Q8_0), then 32 lanes accumulate, lane `l` taking
+//! for bit. Q4_1 and Q8_0 have their own ([`q4_1_row`], [`q8_0_row`]: the integers times the
+//! activations block by block, then each block's scale, and Q4_1's minimum). For Q4_0 each block
+//! is expanded to f32 weights (`d · (q − 8)`), then 32 lanes accumulate, lane `l` taking
 //! element `l` of every block, with fused multiply-adds (`f32::mul_add`, exact whether or not the
 //! CPU has an FMA unit), and the fixed lane reduction of [`reduce32`]. Types without a block
 //! kernel use 16 lanes over dequantised numbers ([`dot_lanes`], [`reduce16`]).
@@ -143,16 +143,48 @@ pub fn q4_0<const T: usize>(row: &[u8], x: [&[f32]; T], acc: &mut [[f32; BLOCK_L
     }
 }
 
-/// Q8_0 rows against `T` token rows; each weight is `d · q`.
-pub fn q8_0<const T: usize>(row: &[u8], x: [&[f32]; T], acc: &mut [[f32; BLOCK_LANES]; T]) {
-    let mut w = [0.0f32; 32];
-    for (b, blk) in row.chunks_exact(34).enumerate() {
-        let d = f16_at(blk, 0);
-        for (i, wi) in w.iter_mut().enumerate() {
-            *wi = d * f32::from(blk[2 + i] as i8);
+/// Q8_0's arithmetic for one weight row against one token row: the definition that every Q8_0
+/// kernel, on every layout and instruction set, reproduces bit for bit. With the signed bytes
+/// `q` of block `b` given by `q(b, i)` and its scale by `d(b)`:
+///
+/// ```text
+/// S_b = fma(q_31, x_31, … fma(q_1, x_1, fma(q_0, x_0, 0)))      (in element order)
+/// out = fma(d_{n-1}, S_{n-1}, … fma(d_0, S_0, 0))                 (in block order)
+/// ```
+///
+/// This is `Σ_b Σ_i d_b · q_i · x_i` with the products of the 8-bit integers and activations
+/// summed first, as [`q4_1_row`] does it: a kernel keeps 16 rows in the lanes of a register
+/// ([`crate::packed`]'s Q8_0 tiles) and needs, per 16 weights, one widening load, one
+/// conversion and one fused multiply-add per token row, and the scale once per block.
+#[inline]
+pub fn q8_0_row(
+    blocks: usize,
+    d: impl Fn(usize) -> f32,
+    q: impl Fn(usize, usize) -> i8,
+    x: &[f32],
+) -> f32 {
+    let mut dsum = 0.0f32;
+    for b in 0..blocks {
+        let mut s = 0.0f32;
+        for i in 0..BLOCK_LANES {
+            s = f32::from(q(b, i)).mul_add(x[BLOCK_LANES * b + i], s);
         }
-        block_into(&w, &x, 32 * b, acc);
+        dsum = d(b).mul_add(s, dsum);
     }
+    dsum
+}
+
+/// Q8_0 rows (the file's 34-byte blocks) against `T` token rows, by [`q8_0_row`].
+pub fn q8_0<const T: usize>(row: &[u8], x: [&[f32]; T]) -> [f32; T] {
+    let blocks = row.len() / 34;
+    std::array::from_fn(|t| {
+        q8_0_row(
+            blocks,
+            |b| f16_at(row, 34 * b),
+            |b, i| row[34 * b + 2 + i] as i8,
+            x[t],
+        )
+    })
 }
 
 /// `acc[l] += w[i] · x[i]` for every `i ≡ l (mod 16)`, in order, over one chunk of

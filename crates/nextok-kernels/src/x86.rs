@@ -35,8 +35,6 @@ const fn iota(offset: f32) -> [f32; 16] {
 
 static NIBBLES: [f32; 16] = iota(0.0);
 
-/// How many blocks ahead the two-row kernels prefetch weights.
-const PREFETCH_BLOCKS: usize = 64;
 static NIBBLES_CENTRED: [f32; 16] = iota(-8.0);
 
 /// Adds one expanded block (`lo` = elements 0–15, `hi` = 16–31) to `T` token rows, whose 32
@@ -109,59 +107,12 @@ unsafe fn expand_q4_0_avx512(blk: *const u8, centred: __m512) -> (__m512, __m512
     }
 }
 
-/// Expands one Q8_0 block: `d · q`.
-#[inline(always)]
-unsafe fn expand_q8_0_avx512(blk: *const u8) -> (__m512, __m512) {
-    // SAFETY: the caller guarantees a whole block at `blk` and the features.
-    unsafe {
-        let dv = _mm512_set1_ps(f16_one(blk));
-        let ld = |o: usize| {
-            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
-                blk.add(o) as *const __m128i
-            )))
-        };
-        (_mm512_mul_ps(dv, ld(2)), _mm512_mul_ps(dv, ld(18)))
-    }
-}
-
-/// Expands one packed Q8_0 block (`crate::packed`): `d · q` with the f32 scale broadcast from
-/// memory, the same products as `expand_q8_0_avx512`.
-#[inline(always)]
-unsafe fn expand_q8_0_packed_avx512(blk: *const u8) -> (__m512, __m512) {
-    // SAFETY: the caller guarantees a whole packed block at `blk` and the features.
-    unsafe {
-        let dv = _mm512_set1_ps(scale_at(blk, 0));
-        let ld = |o: usize| {
-            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
-                blk.add(o) as *const __m128i
-            )))
-        };
-        (_mm512_mul_ps(dv, ld(4)), _mm512_mul_ps(dv, ld(20)))
-    }
-}
-
-avx512_rows!(
-    q8_0_packed_avx512,
-    "Packed Q8_0, AVX-512: see `crate::packed::q8_0_packed`.",
-    36,
-    |blk, table| { expand_q8_0_packed_avx512(blk) },
-    _mm512_setzero_ps()
-);
-
 avx512_rows!(
     q4_0_avx512,
     "Q4_0, AVX-512: see `portable::q4_0`.",
     18,
     |blk, table| { expand_q4_0_avx512(blk, table) },
     _mm512_loadu_ps(NIBBLES_CENTRED.as_ptr())
-);
-
-avx512_rows!(
-    q8_0_avx512,
-    "Q8_0, AVX-512: see `portable::q8_0`.",
-    34,
-    |blk, table| { expand_q8_0_avx512(blk) },
-    _mm512_setzero_ps()
 );
 
 /// `dot_lanes`, AVX-512, for a chunk whose length is a multiple of 16.
@@ -269,37 +220,6 @@ avx2_rows!(q4_0_avx2, "Q4_0, AVX2: see `portable::q4_0`.", 18, |blk| {
     ]
 });
 
-avx2_rows!(q8_0_avx2, "Q8_0, AVX2: see `portable::q8_0`.", 34, |blk| {
-    let dv = _mm256_set1_ps(f16_one(blk));
-    let ld = |o: usize| {
-        _mm256_mul_ps(
-            dv,
-            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
-                blk.add(o) as *const __m128i
-            ))),
-        )
-    };
-    [ld(2), ld(10), ld(18), ld(26)]
-});
-
-avx2_rows!(
-    q8_0_packed_avx2,
-    "Packed Q8_0, AVX2: see `crate::packed::q8_0_packed`.",
-    36,
-    |blk| {
-        let dv = _mm256_set1_ps(scale_at(blk, 0));
-        let ld = |o: usize| {
-            _mm256_mul_ps(
-                dv,
-                _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
-                    blk.add(o) as *const __m128i
-                ))),
-            )
-        };
-        [ld(4), ld(12), ld(20), ld(28)]
-    }
-);
-
 /// `dot_lanes`, AVX2, for a chunk whose length is a multiple of 16.
 #[target_feature(enable = "avx2,fma")]
 pub unsafe fn dot_lanes_avx2(w: &[f32], x: &[f32], acc: &mut [f32; LANES]) {
@@ -364,102 +284,6 @@ unsafe fn reduce32_avx512(a: (__m512, __m512)) -> f32 {
         let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
         _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)))
     }
-}
-
-/// Adds one expanded block of two rows (`w[r]` = elements 0–15, 16–31 of row `r`) to the lanes
-/// of `T` token rows: each activation load serves both rows.
-#[inline(always)]
-unsafe fn block_x2_avx512<const T: usize>(
-    w: &[(__m512, __m512); 2],
-    x: &[&[f32]; T],
-    at: usize,
-    a: &mut [[(__m512, __m512); T]; 2],
-) {
-    // SAFETY: the caller guarantees 32 readable numbers at `at` in every token row.
-    unsafe {
-        for t in 0..T {
-            let xp = x[t].as_ptr().add(at);
-            let (xl, xh) = (_mm512_loadu_ps(xp), _mm512_loadu_ps(xp.add(16)));
-            for r in 0..2 {
-                a[r][t].0 = _mm512_fmadd_ps(w[r].0, xl, a[r][t].0);
-                a[r][t].1 = _mm512_fmadd_ps(w[r].1, xh, a[r][t].1);
-            }
-        }
-    }
-}
-
-/// `out[r][t]`: the lanes of row `r` and token `t`, summed by `reduce32_avx512`.
-#[inline(always)]
-unsafe fn reduce_x2_avx512<const T: usize>(
-    a: &[[(__m512, __m512); T]; 2],
-    out: &mut [[f32; T]; 2],
-) {
-    // SAFETY: register operations only; the caller has AVX-512F.
-    unsafe {
-        for r in 0..2 {
-            for t in 0..T {
-                out[r][t] = reduce32_avx512(a[r][t]);
-            }
-        }
-    }
-}
-
-/// Two weight rows at once against `T` token rows, each block expanded by `expand`: every
-/// activation load serves both rows, and each output gets exactly the operations of the one-row
-/// kernels (and the reduction of `portable::reduce32`), so the results are the same bits.
-#[inline(always)]
-unsafe fn rows2_avx512<const T: usize, const B: usize>(
-    rows: [&[u8]; 2],
-    x: [&[f32]; T],
-    out: &mut [[f32; T]; 2],
-    expand: impl Fn(*const u8) -> (__m512, __m512),
-) {
-    let nb = rows[0].len() / B;
-    // SAFETY: lengths checked by the caller: both rows hold `nb` blocks of `B` bytes and each
-    // `x[t]` 32·nb numbers.
-    unsafe {
-        let mut a: [[(__m512, __m512); T]; 2] =
-            [[(_mm512_setzero_ps(), _mm512_setzero_ps()); T]; 2];
-        for b in 0..nb {
-            // Ask for the weights a few blocks ahead: decode streams every weight from memory
-            // once per token, and the hardware prefetcher alone leaves the loads waiting.
-            // Prefetching past the end of a row is harmless (a hint, never a fault).
-            _mm_prefetch::<_MM_HINT_T0>(
-                rows[0].as_ptr().wrapping_add(B * (b + PREFETCH_BLOCKS)) as *const i8
-            );
-            _mm_prefetch::<_MM_HINT_T0>(
-                rows[1].as_ptr().wrapping_add(B * (b + PREFETCH_BLOCKS)) as *const i8
-            );
-            let w = [
-                expand(rows[0].as_ptr().add(B * b)),
-                expand(rows[1].as_ptr().add(B * b)),
-            ];
-            block_x2_avx512(&w, &x, 32 * b, &mut a);
-        }
-        reduce_x2_avx512(&a, out);
-    }
-}
-
-/// Q8_0, AVX-512, two rows at once: see `rows2_avx512`.
-#[target_feature(enable = "avx512f,f16c,fma")]
-pub unsafe fn q8_0_avx512_x2<const T: usize>(
-    rows: [&[u8]; 2],
-    x: [&[f32]; T],
-    out: &mut [[f32; T]; 2],
-) {
-    // SAFETY: the caller's guarantees are those of `rows2_avx512`; the features are enabled.
-    unsafe { rows2_avx512::<T, 34>(rows, x, out, |blk| expand_q8_0_avx512(blk)) }
-}
-
-/// Packed Q8_0, AVX-512, two rows at once: see `rows2_avx512`.
-#[target_feature(enable = "avx512f,fma")]
-pub unsafe fn q8_0_packed_avx512_x2<const T: usize>(
-    rows: [&[u8]; 2],
-    x: [&[f32]; T],
-    out: &mut [[f32; T]; 2],
-) {
-    // SAFETY: the caller's guarantees are those of `rows2_avx512`; the features are enabled.
-    unsafe { rows2_avx512::<T, 36>(rows, x, out, |blk| expand_q8_0_packed_avx512(blk)) }
 }
 
 /// `portable::reduce16` of one register, in registers (the same pairs).
@@ -541,14 +365,22 @@ pub unsafe fn weighted_sum64_avx512(
     }
 }
 
-/// Reads `f32` number `i` of a packed group's scales.
-#[inline(always)]
-unsafe fn scale_at(group: *const u8, i: usize) -> f32 {
-    // SAFETY: the caller guarantees the group's scales are readable.
-    unsafe { std::ptr::read_unaligned((group as *const f32).add(i)) }
-}
-
 use crate::packed::{Q4_1_TILE_BLOCK_BYTES as TILE_BLOCK, Q4_1_TILE_ROWS as TILE_ROWS};
+
+/// Asks for the cache lines of `len` bytes from `at + ahead` bytes past `p`: the bytes a
+/// decode kernel will read `ahead` bytes later in its stream. A prefetch past the end of the
+/// weights is a hint, never a fault.
+#[inline(always)]
+unsafe fn prefetch_ahead(p: *const u8, at: usize, len: usize, ahead: usize) {
+    // SAFETY: prefetching reads nothing and cannot fault; `wrapping_add` needs no bounds.
+    unsafe {
+        let mut o = at + ahead;
+        while o < at + ahead + len {
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(o) as *const i8);
+            o += 64;
+        }
+    }
+}
 
 /// How far ahead of the current block the Q4_1 tile kernels prefetch, in bytes of the tile.
 const TILE_PREFETCH_BYTES: usize = 8 * TILE_BLOCK;
@@ -629,19 +461,16 @@ unsafe fn q4_1_decode_tile_avx512(
         let (x1, xs1) = ([x], [xs]);
         let (mut dsum, mut msum) = ([_mm512_setzero_ps()], [_mm512_setzero_ps()]);
         let mut b = 0;
+        // Decode streams every weight from memory once per token: each group first asks for
+        // the bytes as many blocks ahead as it reads, so that every line of the thread's tiles
+        // (which lie one after the other) is asked for once, across the tiles' ends too.
         macro_rules! group {
-            ($g:literal) => {
+            ($g:literal) => {{
+                prefetch_ahead(p, b * TILE_BLOCK, $g * TILE_BLOCK, TILE_PREFETCH_BYTES);
                 q4_1_tile_blocks_avx512::<1, $g>(p, b, &x1, &xs1, table, &mut dsum, &mut msum)
-            };
+            }};
         }
         while blocks - b >= 8 {
-            // Decode streams every weight from memory once per token: ask for the tile a few
-            // blocks ahead (a prefetch past the end is a hint, never a fault).
-            for line in 0..4 * TILE_BLOCK / 64 {
-                _mm_prefetch::<_MM_HINT_T0>(
-                    p.wrapping_add(b * TILE_BLOCK + TILE_PREFETCH_BYTES + 64 * line) as *const i8,
-                );
-            }
             group!(4);
             b += 4;
         }
@@ -708,13 +537,17 @@ pub unsafe fn q4_1_tile_avx512<const T: usize>(
         let mut msum = [_mm512_setzero_ps(); T];
         let mut b = 0;
         // Two tokens: two blocks at a time, so that four chains are in flight.
+        // Each block first asks for the bytes as far ahead as decode does (the next tile
+        // follows this one in a packed matrix).
         if T == 2 {
             while b + 2 <= blocks {
+                prefetch_ahead(p, b * TILE_BLOCK, 2 * TILE_BLOCK, TILE_PREFETCH_BYTES);
                 q4_1_tile_blocks_avx512::<T, 2>(p, b, &x, &xs, table, &mut dsum, &mut msum);
                 b += 2;
             }
         }
         while b < blocks {
+            prefetch_ahead(p, b * TILE_BLOCK, TILE_BLOCK, TILE_PREFETCH_BYTES);
             q4_1_tile_blocks_avx512::<T, 1>(p, b, &x, &xs, table, &mut dsum, &mut msum);
             b += 1;
         }
@@ -834,6 +667,213 @@ pub unsafe fn block_sums_avx512(x: &[f32], out: &mut [f32]) {
         for (b, o) in out.iter_mut().enumerate() {
             let p = x.as_ptr().add(32 * b);
             *o = reduce32_avx512((_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16))));
+        }
+    }
+}
+
+use crate::packed::{Q8_0_TILE_BLOCK_BYTES as Q8_BLOCK, Q8_0_TILE_ROWS};
+
+/// Adds `G` blocks of a packed Q8_0 tile, from block `b`, to the sums of
+/// `portable::q8_0_row` for `T` token rows, 16 weight rows in the lanes: per element, one
+/// widening load and one conversion give the 16 rows' `q` as f32, and one fused multiply-add per
+/// token adds them times the broadcast activation to the block's sum `S_b`; then `d_b · S_b`.
+#[inline(always)]
+unsafe fn q8_0_tile_blocks_avx512<const T: usize, const G: usize>(
+    tile: *const u8,
+    b: usize,
+    x: &[&[f32]; T],
+    dsum: &mut [__m512; T],
+) {
+    // SAFETY: the caller guarantees `G` whole blocks from `b` in the tile, `32 · (b + G)`
+    // numbers in every `x[t]`, and the features.
+    unsafe {
+        let mut s = [[_mm512_setzero_ps(); T]; G];
+        for i in 0..32 {
+            for g in 0..G {
+                let q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                    tile.add((b + g) * Q8_BLOCK + 32 + 16 * i) as *const __m128i,
+                )));
+                let at = 32 * (b + g) + i;
+                for t in 0..T {
+                    s[g][t] = _mm512_fmadd_ps(q, _mm512_set1_ps(*x[t].get_unchecked(at)), s[g][t]);
+                }
+            }
+        }
+        for g in 0..G {
+            let d = _mm512_cvtph_ps(_mm256_loadu_si256(
+                tile.add((b + g) * Q8_BLOCK) as *const __m256i
+            ));
+            for t in 0..T {
+                dsum[t] = _mm512_fmadd_ps(d, s[g][t], dsum[t]);
+            }
+        }
+    }
+}
+
+/// How far ahead of the current block the Q8_0 tile kernels prefetch, in bytes of the tile: 17 KB
+/// (measured: 4 KB left the Q8_0 decode product about as slow as two rows of the file's layout
+/// at a time; 17 KB made it about 1.6 times as fast).
+const Q8_PREFETCH_BYTES: usize = 32 * Q8_BLOCK;
+
+/// One token row against one packed Q8_0 tile of `blocks` blocks at `p`, AVX-512: the 16 rows of
+/// `portable::q8_0_row`. Blocks go four at a time, so that four chains of fused multiply-adds
+/// are in flight, and the last four to seven blocks as one group.
+#[inline(always)]
+unsafe fn q8_0_decode_tile_avx512(p: *const u8, blocks: usize, x: &[f32]) -> __m512 {
+    // SAFETY: the caller guarantees a tile of `blocks` blocks at `p`, `32 · blocks` numbers in
+    // `x`, and the features.
+    unsafe {
+        let x1 = [x];
+        let mut dsum = [_mm512_setzero_ps()];
+        let mut b = 0;
+        // As in `q4_1_decode_tile_avx512`: every line of the stream asked for once, ahead.
+        macro_rules! group {
+            ($g:literal) => {{
+                prefetch_ahead(p, b * Q8_BLOCK, $g * Q8_BLOCK, Q8_PREFETCH_BYTES);
+                q8_0_tile_blocks_avx512::<1, $g>(p, b, &x1, &mut dsum)
+            }};
+        }
+        while blocks - b >= 8 {
+            group!(4);
+            b += 4;
+        }
+        match blocks - b {
+            0 => {}
+            1 => group!(1),
+            2 => group!(2),
+            3 => group!(3),
+            4 => group!(4),
+            5 => group!(5),
+            6 => group!(6),
+            _ => group!(7),
+        }
+        dsum[0]
+    }
+}
+
+/// Consecutive packed Q8_0 tiles of `blocks` blocks against one token row, AVX-512:
+/// `out[16 · i + r]` is row `r` of tile `i`, the bits of `q8_0_tile_avx512`. Decode's path: one
+/// call for all of a thread's tiles.
+#[target_feature(enable = "avx512f,f16c,fma")]
+pub unsafe fn q8_0_tiles_decode_avx512(tiles: &[u8], blocks: usize, x: &[f32], out: &mut [f32]) {
+    // SAFETY: the caller guarantees `out.len() / 16` tiles of `blocks` blocks in `tiles` and
+    // `32 · blocks` numbers in `x`.
+    unsafe {
+        for (i, o) in out.chunks_exact_mut(Q8_0_TILE_ROWS).enumerate() {
+            let p = tiles.as_ptr().add(i * blocks * Q8_BLOCK);
+            _mm512_storeu_ps(o.as_mut_ptr(), q8_0_decode_tile_avx512(p, blocks, x));
+        }
+    }
+}
+
+/// One packed Q8_0 tile (`crate::packed`) against `T` token rows, AVX-512: `out[t][r]` for the
+/// tile's 16 rows, with the operations of `portable::q8_0_row`, so the same bits.
+#[target_feature(enable = "avx512f,f16c,fma")]
+pub unsafe fn q8_0_tile_avx512<const T: usize>(
+    tile: &[u8],
+    x: [&[f32]; T],
+    out: &mut [[f32; Q8_0_TILE_ROWS]; T],
+) {
+    let blocks = tile.len() / Q8_BLOCK;
+    // SAFETY: the caller guarantees a tile of `blocks` blocks and `32 · blocks` numbers in every
+    // `x[t]`.
+    unsafe {
+        let p = tile.as_ptr();
+        if T == 1 {
+            let v = q8_0_decode_tile_avx512(p, blocks, x[0]);
+            _mm512_storeu_ps(out[0].as_mut_ptr(), v);
+            return;
+        }
+        let mut dsum = [_mm512_setzero_ps(); T];
+        let mut b = 0;
+        // Two tokens: two blocks at a time, so that four chains are in flight.
+        // Each block first asks for the bytes as far ahead as decode does (the next tile
+        // follows this one in a packed matrix).
+        if T == 2 {
+            while b + 2 <= blocks {
+                prefetch_ahead(p, b * Q8_BLOCK, 2 * Q8_BLOCK, Q8_PREFETCH_BYTES);
+                q8_0_tile_blocks_avx512::<T, 2>(p, b, &x, &mut dsum);
+                b += 2;
+            }
+        }
+        while b < blocks {
+            prefetch_ahead(p, b * Q8_BLOCK, Q8_BLOCK, Q8_PREFETCH_BYTES);
+            q8_0_tile_blocks_avx512::<T, 1>(p, b, &x, &mut dsum);
+            b += 1;
+        }
+        for t in 0..T {
+            _mm512_storeu_ps(out[t].as_mut_ptr(), dsum[t]);
+        }
+    }
+}
+
+/// `q8_0_tile_blocks_avx512` with AVX2: the 16 rows in two registers of 8.
+#[inline(always)]
+unsafe fn q8_0_tile_blocks_avx2<const T: usize, const G: usize>(
+    tile: *const u8,
+    b: usize,
+    x: &[&[f32]; T],
+    dsum: &mut [[__m256; 2]; T],
+) {
+    // SAFETY: as for `q8_0_tile_blocks_avx512`.
+    unsafe {
+        let mut s = [[[_mm256_setzero_ps(); 2]; T]; G];
+        for i in 0..32 {
+            for g in 0..G {
+                let at = tile.add((b + g) * Q8_BLOCK + 32 + 16 * i);
+                let q: [__m256; 2] = std::array::from_fn(|h| {
+                    _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                        at.add(8 * h) as *const __m128i
+                    )))
+                });
+                let e = 32 * (b + g) + i;
+                for t in 0..T {
+                    let xv = _mm256_set1_ps(*x[t].get_unchecked(e));
+                    for h in 0..2 {
+                        s[g][t][h] = _mm256_fmadd_ps(q[h], xv, s[g][t][h]);
+                    }
+                }
+            }
+        }
+        for g in 0..G {
+            let blk = tile.add((b + g) * Q8_BLOCK);
+            for h in 0..2 {
+                let d = _mm256_cvtph_ps(_mm_loadu_si128(blk.add(16 * h) as *const __m128i));
+                for t in 0..T {
+                    dsum[t][h] = _mm256_fmadd_ps(d, s[g][t][h], dsum[t][h]);
+                }
+            }
+        }
+    }
+}
+
+/// One packed Q8_0 tile against `T` token rows, AVX2: see `q8_0_tile_avx512`.
+#[target_feature(enable = "avx2,f16c,fma")]
+pub unsafe fn q8_0_tile_avx2<const T: usize>(
+    tile: &[u8],
+    x: [&[f32]; T],
+    out: &mut [[f32; Q8_0_TILE_ROWS]; T],
+) {
+    let blocks = tile.len() / Q8_BLOCK;
+    // SAFETY: as for `q8_0_tile_avx512`.
+    unsafe {
+        let p = tile.as_ptr();
+        let mut dsum = [[_mm256_setzero_ps(); 2]; T];
+        let mut b = 0;
+        if T == 1 {
+            while b + 2 <= blocks {
+                q8_0_tile_blocks_avx2::<T, 2>(p, b, &x, &mut dsum);
+                b += 2;
+            }
+        }
+        while b < blocks {
+            q8_0_tile_blocks_avx2::<T, 1>(p, b, &x, &mut dsum);
+            b += 1;
+        }
+        for t in 0..T {
+            for h in 0..2 {
+                _mm256_storeu_ps(out[t].as_mut_ptr().add(8 * h), dsum[t][h]);
+            }
         }
     }
 }

@@ -230,6 +230,38 @@ fn q4_1_applies_scale_and_minimum_once_per_block() {
 }
 
 #[test]
+fn q8_0_rows_beyond_one_tile_and_split_over_threads_give_the_portable_bits() {
+    // As for Q4_1: 37 rows are two whole tiles and a padded one, 9 blocks exercise the decode
+    // kernel's groups of four and its last group, and 1,536 columns a long row.
+    case(GgmlType::Q8_0, 37, 9, 9, 13);
+    case(GgmlType::Q8_0, 16, 18, 1, 14);
+    case(GgmlType::Q8_0, 33, 48, 2, 15);
+}
+
+#[test]
+fn q8_0_applies_the_scale_once_per_block() {
+    // Two blocks: q_i = i − 16 with d = 0.5 (f16 0x3800), then q_i = 1 with d = −2 (0xc000);
+    // x_i = 1 everywhere. The definition's S_0 = Σ (i − 16) = −16 and S_1 = 32, so the product
+    // is 0.5 · −16 − 2 · 32 = −72, all exact; the packed tile holds 544 bytes per block.
+    let mut row = vec![0x00u8, 0x38];
+    row.extend((0..32).map(|i| (i as i8 - 16) as u8));
+    row.extend_from_slice(&[0x00, 0xc0]);
+    row.extend_from_slice(&[1u8; 32]);
+    let x = vec![1.0f32; 64];
+    assert_eq!(nextok_kernels::portable::q8_0::<1>(&row, [&x]), [-72.0]);
+    let w = QMat::new(GgmlType::Q8_0, 1, 64, &row).unwrap();
+    let packed = w.pack().unwrap();
+    assert_eq!(packed.len(), 2 * 544);
+    for isa in Isa::available() {
+        for m in [w, QMat::new_packed(GgmlType::Q8_0, 1, 64, &packed).unwrap()] {
+            let mut out = [0.0f32];
+            matmul_serial(isa, m, &x, 1, &mut out).unwrap();
+            assert_eq!(out, [-72.0], "{isa:?} {:?}", m.layout());
+        }
+    }
+}
+
+#[test]
 fn a_long_row_and_many_tokens_cross_the_token_blocks() {
     // 70 tokens cross the 32-token blocks and every tile size; 1,536 columns is SmolLM2's
     // feed-forward width.
@@ -280,15 +312,16 @@ fn bad_shapes_are_errors() {
         &mut outs[..1]
     )
     .is_err());
-    // Packed rows: Q4_1 in tiles of 16 rows, 320 bytes per block (the last tile padded), Q8_0
-    // 36 bytes per block, no other type, never packed twice.
+    // Packed rows: tiles of 16 rows (the last tile padded), 320 bytes per block for Q4_1 and 544
+    // for Q8_0, no other type, never packed twice.
     assert!(QMat::new_packed(GgmlType::Q4_1, 1, 32, &[0u8; 20]).is_err());
     assert!(QMat::new_packed(GgmlType::Q4_1, 1, 32, &[0u8; 320]).is_ok());
     assert!(QMat::new_packed(GgmlType::Q4_1, 16, 64, &[0u8; 640]).is_ok());
     assert!(QMat::new_packed(GgmlType::Q4_1, 17, 32, &[0u8; 320]).is_err());
     assert!(QMat::new_packed(GgmlType::Q4_1, 17, 32, &[0u8; 640]).is_ok());
-    assert!(QMat::new_packed(GgmlType::Q8_0, 1, 32, &[0u8; 24]).is_err());
-    assert!(QMat::new_packed(GgmlType::Q8_0, 1, 32, &[0u8; 36]).is_ok());
+    assert!(QMat::new_packed(GgmlType::Q8_0, 1, 32, &[0u8; 36]).is_err());
+    assert!(QMat::new_packed(GgmlType::Q8_0, 1, 32, &[0u8; 544]).is_ok());
+    assert!(QMat::new_packed(GgmlType::Q8_0, 17, 64, &[0u8; 2 * 1088]).is_ok());
     assert!(QMat::new_packed(GgmlType::Q4_0, 1, 32, &[0u8; 18]).is_err());
     let q4_0 = QMat::new(GgmlType::Q4_0, 1, 32, &[0u8; 18]).unwrap();
     assert!(q4_0.pack().is_err());
