@@ -28,15 +28,44 @@ pub(crate) const IDENTITY: [u8; 256] = {
     a
 };
 
-/// The common refinement of two byte partitions.
-fn refine(a: &[u8; 256], b: &[u8; 256]) -> [u8; 256] {
-    let mut ids: FxMap<(u8, u8), u8> = FxMap::default();
+/// The partition of bytes by `key`: bytes with equal keys share a class, and classes are
+/// numbered in the order of their first byte.
+///
+/// Automata are built by the hundred per schema, each needing a partition or two: an open-
+/// addressing table of 512 slots on the stack (256 keys at most) does it in about a
+/// microsecond, where a hash map took ten.
+fn partition(key: impl Fn(usize) -> u64) -> [u8; 256] {
+    const EMPTY: u64 = u64::MAX;
+    let mut keys = [EMPTY; 512];
+    let mut ids = [0u8; 512];
     let mut out = [0u8; 256];
-    for x in 0..256 {
-        let n = ids.len() as u8;
-        out[x] = *ids.entry((a[x], b[x])).or_insert(n);
+    // At most 256 classes, numbered 0 to 255.
+    let mut n = 0u8;
+    for (x, o) in out.iter_mut().enumerate() {
+        let k = key(x);
+        debug_assert_ne!(k, EMPTY);
+        let mut h = (k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 55) as usize;
+        loop {
+            if keys[h] == k {
+                *o = ids[h];
+                break;
+            }
+            if keys[h] == EMPTY {
+                keys[h] = k;
+                ids[h] = n;
+                *o = n;
+                n = n.wrapping_add(1);
+                break;
+            }
+            h = (h + 1) & 511;
+        }
     }
     out
+}
+
+/// The common refinement of two byte partitions.
+fn refine(a: &[u8; 256], b: &[u8; 256]) -> [u8; 256] {
+    partition(|x| (a[x] as u64) << 8 | b[x] as u64)
 }
 
 /// The dead state: every transition from it leads back to it and it never accepts.
@@ -589,22 +618,101 @@ impl Dfa {
     }
 
     fn json_encoded(&self, limit: usize, quoted: bool) -> Result<Dfa, Error> {
-        // Bytes that play a part in quoting and escapes each get a class; control bytes share
-        // one (never allowed raw); the others only go through `self`.
-        let class_of = refine(&self.classes, &{
-            let mut a = [0u8; 256];
-            for (b, x) in a.iter_mut().enumerate() {
-                let b = b as u8;
-                *x = if b < 0x20 {
-                    1
-                } else if b"\"\\/bfnrtu".contains(&b) || b.is_ascii_hexdigit() {
-                    b
-                } else {
-                    0
-                };
+        // A schema compiles the same few contents (any string, a length bound, a format) into
+        // strings over and over, hundreds of times in a large schema and again in the next
+        // one, and building the table costs more than comparing a small automaton: encodings
+        // of moderate size are kept per content, process-wide, up to a bound, as `from_regex`
+        // keeps its automata. Each entry holds the row count before pruning, which is what
+        // `limit` bounds, so a hit answers a smaller limit exactly as a build would.
+        type Memo = std::sync::Mutex<[FxMap<Dfa, (std::sync::Arc<Dfa>, usize)>; 2]>;
+        static MEMO: OnceLock<Memo> = OnceLock::new();
+        const MEMO_ENTRIES: usize = 1024;
+        const MEMO_CELLS: usize = 1 << 14;
+        let memo = MEMO.get_or_init(Default::default);
+        let too_large = || Error::TooLarge {
+            what: "JSON string".to_string(),
+            limit,
+        };
+        // A poisoned lock only means another thread panicked mid-insert; the maps stay valid.
+        if let Some((d, rows)) = memo.lock().unwrap_or_else(|p| p.into_inner())[quoted as usize]
+            .get(self)
+            .cloned()
+        {
+            return if rows - 1 > limit {
+                Err(too_large())
+            } else {
+                Ok(Dfa::clone(&d))
+            };
+        }
+        let (d, rows) = self.build_json_encoded(limit, quoted)?;
+        if self.trans.len() <= MEMO_CELLS && d.trans.len() <= MEMO_CELLS {
+            let mut m = memo.lock().unwrap_or_else(|p| p.into_inner());
+            let map = &mut m[quoted as usize];
+            if map.len() >= MEMO_ENTRIES {
+                map.clear();
             }
-            a
-        });
+            map.insert(self.clone(), (std::sync::Arc::new(d.clone()), rows));
+        }
+        Ok(d)
+    }
+
+    /// The classes of bytes that [`Dfa::json_encoded`]'s table tells apart: bytes go together
+    /// when every row of the table sends them to the same row (numbered by first byte).
+    ///
+    /// A byte's part in each kind of row is its key: inside the string, the content's class
+    /// (control bytes, `"` and `\\` apart); after a backslash, the content class of the byte
+    /// the escape writes (`\\n` writes a newline), or `u`; after `\\u`, `\\u0` and `\\u00`,
+    /// whether it is `0` or `1`; after `\\u000` and `\\u001`, the content class of the control
+    /// byte the hex digit completes. Table columns that agree in every row are merged after
+    /// pruning anyway, and since each class here holds only bytes whose columns agree, and
+    /// classes are numbered by first byte, the automaton comes out exactly as from the finer
+    /// classes of each escape byte apart, with half the columns to fill and merge.
+    fn json_classes(&self) -> [u8; 256] {
+        let cc = |b: u8| self.classes[b as usize] as u64;
+        let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+        partition(|x| {
+            let x = x as u8;
+            let inside = match x {
+                0..=0x1f => 256,
+                b'"' => 257,
+                b'\\' => 258,
+                _ => cc(x),
+            };
+            let escape = match x {
+                b'"' | b'\\' | b'/' => cc(x),
+                b'b' => cc(8),
+                b'f' => cc(12),
+                b'n' => cc(b'\n'),
+                b'r' => cc(b'\r'),
+                b't' => cc(b'\t'),
+                b'u' => 256,
+                _ => 257,
+            };
+            let digit = match x {
+                b'0' => 0,
+                b'1' => 1,
+                _ => 2,
+            };
+            let low = hex(x).map_or(256, cc);
+            let high = hex(x).map_or(256, |v| cc(16 + v));
+            inside | escape << 9 | digit << 18 | low << 20 | high << 29
+        })
+    }
+
+    /// Builds [`Dfa::json_encoded`]'s automaton, with the number of rows of its table before
+    /// pruning (the count that `limit` bounds).
+    fn build_json_encoded(&self, limit: usize, quoted: bool) -> Result<(Dfa, usize), Error> {
+        self.json_encoded_with(limit, quoted, &self.json_classes())
+    }
+
+    /// [`Dfa::build_json_encoded`] over the byte classes `class_of` (numbered by first byte;
+    /// any refinement of [`Dfa::json_classes`] gives the same automaton).
+    fn json_encoded_with(
+        &self,
+        limit: usize,
+        quoted: bool,
+        class_of: &[u8; 256],
+    ) -> Result<(Dfa, usize), Error> {
         let mut reps: Vec<u8> = Vec::new();
         for b in 0..=255u8 {
             if class_of[b as usize] as usize == reps.len() {
@@ -615,29 +723,56 @@ impl Dfa {
         // The states are known in advance, so the table is filled directly (no exploration):
         // row 0 is dead, 1 is before the opening quote, 2 after the closing one; each content
         // state `q` has a row inside the string, and when it can read a byte that only an
-        // escape writes (a control byte, `"`, `\\` or `/`), six more: after a backslash, after
-        // `\u`, `\u0`, `\u00`, and after `\u000` or `\u001`. States in the middle of a
-        // multi-byte character (most states of a length-bounded string) need none.
+        // escape writes (a control byte, `"`, `\\` or `/`), six escape rows: after a backslash,
+        // after `\\u`, `\\u0`, `\\u00`, and after `\\u000` or `\\u001`. States in the middle of
+        // a multi-byte character (most states of a length-bounded string) need none.
+        //
+        // Escape rows only lead to where the content goes on those bytes, so states that go to
+        // the same places on them share one set: in the keys of an object that names many
+        // properties (any string but the names, a trie's states), every state goes to the same
+        // state on a quote, and the table has one set of escape rows instead of one per state.
+        // Each shared row reads exactly what each state's own row would, so the language from
+        // every state is unchanged. `limit` still bounds the rows as if each state had its own
+        // set, so what compiles does not change.
         let m = self.num_states();
-        let escapable = |q: usize| {
-            let live = &self.live[q];
-            live[0] & 0xffff_ffff != 0
-                || [b'"', b'\\', b'/']
-                    .iter()
-                    .any(|&b| live[(b >> 6) as usize] >> (b & 63) & 1 == 1)
-        };
-        // `rows[q]`: the row inside the string, and the first escape row if any.
-        let mut rows = vec![(0u32, 0u32); m];
-        let mut n = 3usize;
+        let mut esc_reps: Vec<u8> = Vec::new();
+        for b in (0..0x20).chain([b'"', b'\\', b'/']) {
+            if !esc_reps
+                .iter()
+                .any(|&r| self.classes[r as usize] == self.classes[b as usize])
+            {
+                esc_reps.push(b);
+            }
+        }
+        let w = esc_reps.len();
+        // Per content state, where it goes on each of those bytes.
+        let mut targets = vec![DEAD; m * w];
+        for (q, row) in targets.chunks_exact_mut(w).enumerate().skip(1) {
+            for (t, &b) in row.iter_mut().zip(&esc_reps) {
+                *t = self.next(q as u32, b);
+            }
+        }
+        // `rows[q]`: the row inside the string, the first escape row if any, and whether `q`
+        // is the first state of its set of escape rows (which fills them).
+        let mut rows = vec![(0u32, 0u32, false); m];
+        let mut shared: FxMap<&[u32], u32> = FxMap::default();
+        let (mut n, mut unshared) = (3usize, 3usize);
         for (q, r) in rows.iter_mut().enumerate().skip(1) {
             r.0 = n as u32;
             n += 1;
-            if escapable(q) {
-                r.1 = n as u32;
-                n += 6;
+            unshared += 1;
+            let to = &targets[q * w..(q + 1) * w];
+            if to.iter().all(|&t| t == DEAD) {
+                continue;
             }
+            unshared += 6;
+            r.1 = *shared.entry(to).or_insert_with(|| {
+                r.2 = true;
+                n += 6;
+                (n - 6) as u32
+            });
         }
-        if n - 1 > limit {
+        if unshared - 1 > limit {
             return Err(Error::TooLarge {
                 what: "JSON string".to_string(),
                 limit,
@@ -653,24 +788,27 @@ impl Dfa {
         };
         // The row inside the string after the content automaton reads `b` in state `q`.
         let feed = |q: u32, b: u8| -> u32 { rows[self.next(q, b) as usize].0 };
+        // Filled row by row (each state's rows at once), so that a large table is written in
+        // order rather than a column at a time.
         let mut raw = vec![0u32; n * k];
-        for (c, &b) in reps.iter().enumerate() {
-            if b == b'"' {
-                raw[k + c] = rows[self.start as usize].0;
-            }
-            for q in 1..m as u32 {
-                let (r, e) = rows[q as usize];
-                raw[r as usize * k + c] = match b {
+        raw[k + class_of[b'"' as usize] as usize] = rows[self.start as usize].0;
+        for q in 1..m as u32 {
+            let (r, e, fills) = rows[q as usize];
+            let inside = &mut raw[r as usize * k..(r as usize + 1) * k];
+            for (cell, &b) in inside.iter_mut().zip(&reps) {
+                *cell = match b {
                     b'"' if quoted && self.is_accept(q) => 2,
                     b'"' | 0..=0x1f => 0,
                     b'\\' => e,
                     _ => feed(q, b),
                 };
-                if e == 0 {
-                    continue;
-                }
-                let cell = |i: u32| (e + i) as usize * k + c;
-                raw[cell(0)] = match b {
+            }
+            if !fills {
+                continue;
+            }
+            let escape = &mut raw[e as usize * k..(e as usize + 6) * k];
+            for (c, &b) in reps.iter().enumerate() {
+                escape[c] = match b {
                     b'"' | b'\\' | b'/' => feed(q, b),
                     b'b' => feed(q, 8),
                     b'f' => feed(q, 12),
@@ -680,35 +818,29 @@ impl Dfa {
                     b'u' => e + 1,
                     _ => 0,
                 };
-                // Only control characters need `\u00XX`; allowing it for them alone keeps the
-                // automaton small (each content state needs its own escape states).
-                raw[cell(1)] = if b == b'0' { e + 2 } else { 0 };
-                raw[cell(2)] = if b == b'0' { e + 3 } else { 0 };
-                raw[cell(3)] = match b {
+                // Only control characters need `\\u00XX`; allowing it for them alone keeps
+                // the automaton small.
+                escape[k + c] = if b == b'0' { e + 2 } else { 0 };
+                escape[2 * k + c] = if b == b'0' { e + 3 } else { 0 };
+                escape[3 * k + c] = match b {
                     b'0' => e + 4,
                     b'1' => e + 5,
                     _ => 0,
                 };
-                raw[cell(4)] = hex(b).map_or(0, |lo| feed(q, lo));
-                raw[cell(5)] = hex(b).map_or(0, |lo| feed(q, 16 + lo));
+                escape[4 * k + c] = hex(b).map_or(0, |lo| feed(q, lo));
+                escape[5 * k + c] = hex(b).map_or(0, |lo| feed(q, 16 + lo));
             }
         }
         let mut acc = vec![false; n];
         if quoted {
             acc[2] = true;
-            return Ok(Dfa::from_raw(&raw, k, &class_of, &acc, n, 1));
+            return Ok((Dfa::from_raw(&raw, k, class_of, &acc, n, 1), unshared));
         }
         for q in 1..m {
             acc[rows[q].0 as usize] = self.is_accept(q as u32);
         }
-        Ok(Dfa::from_raw(
-            &raw,
-            k,
-            &class_of,
-            &acc,
-            n,
-            rows[self.start as usize].0,
-        ))
+        let start = rows[self.start as usize].0;
+        Ok((Dfa::from_raw(&raw, k, class_of, &acc, n, start), unshared))
     }
 
     /// Per state, the bytes on which it stays where it is (a 256-bit set; the dead state's is
@@ -1039,6 +1171,53 @@ mod tests {
         }
     }
 
+    /// Whether two automata accept the same strings: both differences are empty.
+    fn same_language(a: &Dfa, b: &Dfa) -> bool {
+        a.minus(b).unwrap().is_empty_language() && b.minus(a).unwrap().is_empty_language()
+    }
+
+    #[test]
+    fn shared_escape_rows_keep_the_language() {
+        let names = Dfa::literals(&[b"alpha", b"beta", b"al/pha", b"x\"y", b"t\n"], 100).unwrap();
+        let contents = [
+            // Keys other than some names, two of which need escapes.
+            Dfa::any_string().minus(&names).unwrap(),
+            Dfa::any_string().clone(),
+            Dfa::char_count(1, Some(4)).unwrap(),
+            Dfa::from_regex("[a-c]*\"?/?|\\\\[\\x00-\\x03]").unwrap(),
+            Dfa::any_string()
+                .minus(&Dfa::from_regex("(?s:.)*a(?s:.)*z(?s:.)*").unwrap())
+                .unwrap(),
+        ];
+        for (i, content) in contents.iter().enumerate() {
+            let fast = content.json_string().unwrap();
+            assert!(same_language(&fast, &json_string_reference(content)), "{i}");
+        }
+        // The checker itself tells different languages apart.
+        assert!(!same_language(
+            &contents[1].json_string().unwrap(),
+            &contents[0].json_string().unwrap()
+        ));
+        // The keys of an object naming many properties: one set of escape rows, where a set per
+        // state made the table seven times the content's size.
+        let many: Vec<Vec<u8>> = (0..200)
+            .map(|i| format!("property{i}").into_bytes())
+            .collect();
+        let words: Vec<&[u8]> = many.iter().map(|w| &w[..]).collect();
+        let others = Dfa::any_string()
+            .minus(&Dfa::literals(&words, 10_000).unwrap())
+            .unwrap();
+        let (enc, unshared) = others.build_json_encoded(STATE_LIMIT, true).unwrap();
+        let m = others.num_states();
+        // Every state but the few inside a multi-byte character reads a quote.
+        assert!(unshared > 6 * m, "{unshared} rows unshared for {m} states");
+        assert!(
+            enc.num_states() <= m + 2 + 6 * 4,
+            "{} states for {m}",
+            enc.num_states()
+        );
+    }
+
     #[test]
     fn direct_literals() {
         let d = Dfa::literal(b"a\"a");
@@ -1050,6 +1229,101 @@ mod tests {
         let all: Vec<u8> = (0..=255u8).collect();
         let d = Dfa::literal(&all);
         assert!(d.matches(&all) && !d.matches(&all[..255]) && !d.matches(&all[1..]));
+    }
+
+    /// The byte classes the JSON encoding was first built over: each byte that plays a part in
+    /// quoting and escapes apart, control bytes together, the rest as the content has them.
+    fn json_classes_reference(content: &Dfa) -> [u8; 256] {
+        let mut a = [0u8; 256];
+        for (b, x) in a.iter_mut().enumerate() {
+            let b = b as u8;
+            *x = if b < 0x20 {
+                1
+            } else if b"\"\\/bfnrtu".contains(&b) || b.is_ascii_hexdigit() {
+                b
+            } else {
+                0
+            };
+        }
+        refine(&content.classes, &a)
+    }
+
+    #[test]
+    fn coarse_json_classes_build_the_same_automaton() {
+        // Contents whose classes split control bytes, escape letters and hex digits apart in
+        // different ways, so that each part of the key matters somewhere.
+        let contents = [
+            Dfa::any_string().clone(),
+            Dfa::char_count(0, Some(7)).unwrap(),
+            Dfa::literal(b"name"),
+            Dfa::literals(&[b"bf", b"a/b", b"x\"y"], 100).unwrap(),
+            Dfa::from_regex("[\\x00-\\x08]+[\\x0a\\x1f]?").unwrap(),
+            Dfa::from_regex("[\\x00\\x10\\x0b\\x1b]*[0-9a-f]{2}\\\\").unwrap(),
+            Dfa::from_regex("\\t\\n\\r\\x08\\x0c|[btnrf]+").unwrap(),
+            Dfa::any_string()
+                .minus(&Dfa::literals(&[b"alpha", b"beta"], 100).unwrap())
+                .unwrap(),
+        ];
+        for (i, content) in contents.iter().enumerate() {
+            let coarse = content.json_classes();
+            let fine = json_classes_reference(content);
+            // The coarse classes are fewer and never split a fine class.
+            assert!(coarse.iter().max() <= fine.iter().max(), "{i}");
+            for quoted in [true, false] {
+                let (a, rows_a) = content
+                    .json_encoded_with(STATE_LIMIT, quoted, &coarse)
+                    .unwrap();
+                let (b, rows_b) = content
+                    .json_encoded_with(STATE_LIMIT, quoted, &fine)
+                    .unwrap();
+                assert!(a == b && rows_a == rows_b, "content {i}, quoted {quoted}");
+            }
+        }
+    }
+
+    #[test]
+    fn partitions_number_classes_by_first_byte() {
+        let p = partition(|x| (x % 3) as u64 + 10);
+        assert_eq!(&p[..6], &[0, 1, 2, 0, 1, 2]);
+        // All 256 bytes apart: classes 0 to 255.
+        let p = partition(|x| 1000 - x as u64);
+        assert!(p.iter().enumerate().all(|(x, &c)| c as usize == x));
+        let a: [u8; 256] = std::array::from_fn(|x| (x / 100) as u8);
+        let b: [u8; 256] = std::array::from_fn(|x| (x % 2) as u8);
+        let r = refine(&a, &b);
+        for x in 0..256 {
+            for y in 0..256 {
+                assert_eq!(r[x] == r[y], a[x] == a[y] && b[x] == b[y]);
+            }
+        }
+    }
+
+    #[test]
+    fn remembered_json_encodings_are_the_ones_built() {
+        let contents = [
+            Dfa::any_string().clone(),
+            Dfa::char_count(2, Some(5)).unwrap(),
+            Dfa::from_regex("[a-z\"]+|\\n").unwrap(),
+        ];
+        for content in &contents {
+            for quoted in [true, false] {
+                let (fresh, rows) = content.build_json_encoded(STATE_LIMIT, quoted).unwrap();
+                let first = content.json_encoded(STATE_LIMIT, quoted).unwrap();
+                let again = content.json_encoded(STATE_LIMIT, quoted).unwrap();
+                assert!(first == fresh && again == fresh, "{quoted}");
+                // A remembered encoding answers a limit exactly as a build does.
+                assert!(matches!(
+                    content.json_encoded(rows - 2, quoted),
+                    Err(Error::TooLarge { limit, .. }) if limit == rows - 2
+                ));
+                assert!(content.build_json_encoded(rows - 2, quoted).is_err());
+                assert!(content.json_encoded(rows - 1, quoted).unwrap() == fresh);
+            }
+        }
+        // Different contents are not confused.
+        let a = contents[0].json_string().unwrap();
+        let b = contents[1].json_string().unwrap();
+        assert!(a.matches(b"\"abcdefg\"") && !b.matches(b"\"abcdefg\""));
     }
 
     #[test]

@@ -250,17 +250,36 @@ impl GrammarBuilder {
 fn derives(n: usize, rules: &[(u32, Vec<Sym>)], usable: impl Fn(&Sym) -> bool) -> Vec<bool> {
     let mut done = vec![false; n];
     let mut waiting = vec![0u32; rules.len()];
-    let mut uses: Vec<Vec<u32>> = vec![Vec::new(); n];
-    let mut queue: Vec<u32> = Vec::new();
-    for (r, (lhs, rhs)) in rules.iter().enumerate() {
+    // Per nonterminal, the rules that use it (once per use), in one array cut by nonterminal:
+    // a large grammar has tens of thousands of nonterminals, and a vector each cost more to
+    // allocate and free than the fixpoint itself.
+    let mut first = vec![0u32; n + 1];
+    for (r, (_, rhs)) in rules.iter().enumerate() {
         if !rhs.iter().all(&usable) {
             waiting[r] = u32::MAX;
             continue;
         }
         for s in rhs {
             if let Sym::Nt(m) = s {
+                first[*m as usize + 1] += 1;
+            }
+        }
+    }
+    for x in 1..=n {
+        first[x] += first[x - 1];
+    }
+    let mut uses = vec![0u32; first[n] as usize];
+    let mut fill = first.clone();
+    let mut queue: Vec<u32> = Vec::new();
+    for (r, (lhs, rhs)) in rules.iter().enumerate() {
+        if waiting[r] == u32::MAX {
+            continue;
+        }
+        for s in rhs {
+            if let Sym::Nt(m) = s {
                 waiting[r] += 1;
-                uses[*m as usize].push(r as u32);
+                uses[fill[*m as usize] as usize] = r as u32;
+                fill[*m as usize] += 1;
             }
         }
         if waiting[r] == 0 && !done[*lhs as usize] {
@@ -269,7 +288,8 @@ fn derives(n: usize, rules: &[(u32, Vec<Sym>)], usable: impl Fn(&Sym) -> bool) -
         }
     }
     while let Some(m) = queue.pop() {
-        for &r in &uses[m as usize] {
+        let m = m as usize;
+        for &r in &uses[first[m] as usize..first[m + 1] as usize] {
             let w = &mut waiting[r as usize];
             *w -= 1;
             let lhs = rules[r as usize].0 as usize;

@@ -66,7 +66,8 @@
 //! grammar: a fraction of a millisecond for most
 //! schemas, a few for Unicode classes such as `\p{Letter}`, whose determinization dominates.
 //! Automata of regular expressions (numeric bounds, formats, patterns) are kept process-wide per
-//! pattern, up to 512 of moderate size, so schemas that repeat them skip that work.
+//! pattern, up to 512 of moderate size, and JSON string encodings per content, up to 1,024, so
+//! schemas that repeat them skip that work.
 //!
 //! # Crate features
 //! - `tokenizer` (on by default): `TokenVocab::from_tokenizer`, over `nextok-tokenizer` without
