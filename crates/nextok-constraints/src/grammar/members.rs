@@ -190,7 +190,7 @@ impl ObjectSpec {
             return false;
         }
         if self.required[i] {
-            self.feasible(st.count + 1, missing - 1, extra)
+            self.feasible(st.count + 1, missing.saturating_sub(1), extra)
         } else {
             self.feasible(st.count + 1, missing, extra.map(|e| e.saturating_sub(1)))
         }
