@@ -350,6 +350,45 @@ fn repeats_missing_keys_and_prefixes_at_the_edges() {
 }
 
 #[test]
+fn whitespace_and_alternative_objects_keep_their_own_members() {
+    let schema = ten().schema();
+    let ws = JsonOptions::default().with_max_whitespace(2);
+    assert!(accepts(
+        &schema,
+        &ws,
+        "{ \"b\" : {\"a\":1} ,\n\"b\\/c\": 2,\t\"a\"  :1 }"
+    ));
+    assert!(!accepts(
+        &schema,
+        &ws,
+        "{ \"b\" : {\"a\":1} , \"b/c\": 2, \"a\":1 , \"b\" :{\"a\":1}}"
+    ));
+    // anyOf of two closed objects of ten names each: the members of one object are checked
+    // against its own names, so mixing the two is refused and each alone is accepted.
+    let closed = |prefix: &str| {
+        let props: serde_json::Map<String, Value> = (0..10)
+            .map(|i| (format!("{prefix}{i}"), json!({"type": "integer"})))
+            .collect();
+        json!({"type": "object", "properties": props, "additionalProperties": false,
+               "required": [format!("{prefix}0")]})
+    };
+    let s = json!({"anyOf": [closed("p"), closed("q")]});
+    let opts = JsonOptions::default();
+    assert!(accepts(&s, &opts, r#"{"p3":1,"p0":2}"#));
+    assert!(accepts(&s, &opts, r#"{"q9":1,"q0":2}"#));
+    assert!(!accepts(&s, &opts, r#"{"p3":1,"q0":2}"#));
+    assert!(!accepts(&s, &opts, r#"{"p0":1,"p3":1,"p0":2}"#));
+    // The same schema as an array's items: every object is checked on its own.
+    let arr = json!({"type": "array", "items": closed("p")});
+    assert!(accepts(&arr, &opts, r#"[{"p1":1,"p0":1},{"p1":2,"p0":2}]"#));
+    assert!(!accepts(
+        &arr,
+        &opts,
+        r#"[{"p1":1,"p0":1},{"p1":2,"p1":2,"p0":2}]"#
+    ));
+}
+
+#[test]
 fn counts_and_dependent_required_are_enforced_at_run_time() {
     let names: Vec<String> = (0..12).map(|i| format!("p{i}")).collect();
     let props: serde_json::Map<String, Value> = names
@@ -459,6 +498,23 @@ fn vocab() -> Arc<TokenVocab> {
     Arc::new(TokenVocab::new(v, &[0]).expect("vocab"))
 }
 
+/// `text` without the whitespace outside strings.
+fn strip_ws(text: &[u8]) -> Vec<u8> {
+    let (mut out, mut in_string, mut escaped) = (Vec::new(), false, false);
+    for &b in text {
+        if in_string {
+            in_string = escaped || b != b'"';
+            escaped = !escaped && b == b'\\';
+        } else if b == b'"' {
+            in_string = true;
+        } else if b" \t\n\r".contains(&b) {
+            continue;
+        }
+        out.push(b);
+    }
+    out
+}
+
 fn bit(mask: &[u64], t: u32) -> bool {
     mask[t as usize / 64] >> (t % 64) & 1 == 1
 }
@@ -509,6 +565,7 @@ fn random_walks_have_exact_masks_and_end_valid() {
     };
     let cases = [
         (ten(), JsonOptions::default()),
+        (ten(), JsonOptions::default().with_max_whitespace(1)),
         (small, tracked()),
         (open, tracked()),
     ];
@@ -546,7 +603,11 @@ fn random_walks_have_exact_masks_and_end_valid() {
                 c.advance(t).expect("an allowed token");
                 if t == 0 {
                     finished += 1;
-                    let v = parse(&out).expect("JSON");
+                    // The validator's parser reads compact JSON.
+                    let compact: Vec<u8> = serde_json::from_slice::<Value>(&out)
+                        .map(|_| strip_ws(&out))
+                        .expect("JSON");
+                    let v = parse(&compact).expect("JSON");
                     assert!(rule.check(&v), "{}", String::from_utf8_lossy(&out));
                     break;
                 }

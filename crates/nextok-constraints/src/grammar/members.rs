@@ -355,32 +355,43 @@ impl Chart {
         let Some(spec) = g.objects.get(spec_id as usize) else {
             return false;
         };
-        let Some(st) = self.object_state(spec, spec_id, object, at) else {
+        let Some(j) = self.object_state(spec, spec_id, object, at) else {
             return false;
         };
+        let st = &self.guard.objects[j].state;
         match check {
-            Check::Member(key) => spec.member_ok(&st, key),
-            Check::More => spec.more_ok(&st),
-            Check::End => spec.end_ok(&st),
+            Check::Member(key) => spec.member_ok(st, key),
+            Check::More => spec.more_ok(st),
+            Check::End => spec.end_ok(st),
         }
     }
 
     /// The members of the object `spec` whose `{` was read at set `object`, read up to set
     /// `at` (from the latest cached place of the same object before `at`, one work unit per
-    /// byte read).
+    /// byte read), as an index into the cache.
     fn object_state(
         &mut self,
         spec: &ObjectSpec,
         spec_id: u32,
         object: u32,
         at: u32,
-    ) -> Option<ObjState> {
+    ) -> Option<usize> {
         let cache = &self.guard.objects;
+        // The members of one place are asked for many times in a row (once per member).
+        if let Some(j) = self.guard.last_object {
+            if cache
+                .get(j)
+                .is_some_and(|e| e.spec == spec_id && e.object == object && e.at == at)
+            {
+                return Some(j);
+            }
+        }
         let mut base: Option<usize> = None;
         for (j, e) in cache.iter().enumerate() {
             if e.spec == spec_id && e.object == object && e.at <= at {
                 if e.at == at {
-                    return Some(e.state.clone());
+                    self.guard.last_object = Some(j);
+                    return Some(j);
                 }
                 if base.is_none_or(|b| cache[b].at < e.at) {
                     base = Some(j);
@@ -398,11 +409,7 @@ impl Chart {
         }
         self.work += text.len() as u64;
         if !scan(spec, text, &mut st) {
-            debug_assert!(
-                false,
-                "object text that is not an object's inside: {:?} (from {from}, object {object}, at {at}, synthetic {:?})",
-                String::from_utf8_lossy(text), self.guard.synthetic
-            );
+            debug_assert!(false, "object text that is not an object's inside");
             return None;
         }
         if self.guard.objects.len() == CACHE_ENTRIES {
@@ -412,10 +419,12 @@ impl Chart {
             spec: spec_id,
             object,
             at,
-            state: st.clone(),
+            state: st,
         });
         self.guard.max_object_at = self.guard.max_object_at.max(at);
-        Some(st)
+        let j = self.guard.objects.len() - 1;
+        self.guard.last_object = Some(j);
+        Some(j)
     }
 }
 

@@ -81,6 +81,8 @@ pub(super) struct GuardState {
     pub(super) objects: Vec<super::members::ObjEntry>,
     /// Highest place in `objects`.
     pub(super) max_object_at: u32,
+    /// The entry of `objects` found last.
+    pub(super) last_object: Option<usize>,
 }
 
 impl GuardState {
@@ -93,6 +95,7 @@ impl GuardState {
         }
         if !self.objects.is_empty() && self.max_object_at as usize >= depth {
             self.objects.retain(|e| (e.at() as usize) < depth);
+            self.last_object = None;
             self.max_object_at = self.objects.iter().map(|e| e.at()).max().unwrap_or(0);
         }
     }
