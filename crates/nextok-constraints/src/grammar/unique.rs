@@ -1,5 +1,7 @@
 //! Run-time checks on completions: what a context-free grammar cannot say, such as JSON
-//! Schema's `uniqueItems` over an unbounded item domain.
+//! Schema's `uniqueItems` over an unbounded item domain. (Checks made when a nonterminal is
+//! predicted, for object members, are in `members`; they share [`Guard`] and the chart's
+//! `GuardState`.)
 //!
 //! A guarded nonterminal `G -> T` (one terminal) is completed into a waiting item only when its
 //! [`Guard`] accepts the text: for [`Guard::UniqueStrings`], the string `T` read must differ,
