@@ -14,7 +14,9 @@ use crate::limits::{check, Limit, Limits};
 use crate::vocab::{TokenVocab, CATEGORIES};
 use crate::Error;
 
+mod members;
 mod unique;
+pub(crate) use members::{ObjectSpec, ADDITIONAL};
 pub(crate) use unique::Guard;
 
 /// A grammar symbol while building.
@@ -55,6 +57,8 @@ pub(crate) struct GrammarBuilder {
     token_sets: Vec<TokenSet>,
     /// Nonterminals whose completions are checked at run time (`unique`), with their check.
     guards: Vec<(u32, Guard)>,
+    /// What the objects whose members are checked at run time allow (`members`).
+    objects: Vec<ObjectSpec>,
 }
 
 impl GrammarBuilder {
@@ -132,6 +136,19 @@ impl GrammarBuilder {
         Sym::Nt(n)
     }
 
+    /// Adds `spec` and returns its number, for [`Guard::Member`], [`Guard::More`] and
+    /// [`Guard::End`].
+    pub(crate) fn object_spec(&mut self, spec: ObjectSpec) -> u32 {
+        self.objects.push(spec);
+        self.objects.len() as u32 - 1
+    }
+
+    /// Guards nonterminal `nt` with a check made when it is predicted (see `members`).
+    pub(crate) fn guard_prediction(&mut self, nt: u32, guard: Guard) {
+        debug_assert!(guard.at_prediction());
+        self.guards.push((nt, guard));
+    }
+
     /// The literal bytes (a nullable nonterminal for the empty literal).
     pub(crate) fn literal(&mut self, bytes: &[u8]) -> Sym {
         if bytes.is_empty() {
@@ -165,6 +182,7 @@ impl GrammarBuilder {
             terminals,
             token_sets,
             guards: guard_list,
+            mut objects,
             ..
         } = self;
         // Augmented start rule S' -> start, so that completion is one item.
@@ -172,8 +190,32 @@ impl GrammarBuilder {
         names.push("<start>".into());
         rules.push((top, vec![start]));
         let n = names.len();
-        // Productive nonterminals: rules whose symbols are all productive.
-        let productive = derives(n, &rules, |_| true);
+        // Productive nonterminals: rules whose symbols are all productive. An object whose
+        // members are checked at run time and that cannot be written at all (a required member
+        // that cannot, counts out of reach) loses its rules, which may make an enclosing one
+        // impossible in turn: repeated until nothing changes.
+        let mut productive = derives(n, &rules, |_| true);
+        let mut dead = vec![false; objects.len()];
+        loop {
+            let mut changed = false;
+            for (j, spec) in objects.iter_mut().enumerate() {
+                if !spec.settle(&productive) && !dead[j] {
+                    dead[j] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+            let gone: FxSet<u32> = objects
+                .iter()
+                .zip(&dead)
+                .filter(|(_, &d)| d)
+                .map(|(s, _)| s.object)
+                .collect();
+            rules.retain(|(lhs, _)| !gone.contains(lhs));
+            productive = derives(n, &rules, |_| true);
+        }
         if !productive[top as usize] {
             return Err(Error::EmptyLanguage);
         }
@@ -220,7 +262,8 @@ impl GrammarBuilder {
             for (p, s) in syms.iter().enumerate() {
                 if let (GSym::T(_), Some(GSym::End(a))) = (s, syms.get(p + 1)) {
                     let first = p == 0 || matches!(syms[p - 1], GSym::End(_));
-                    guarded_pos[p] = first && guards[*a as usize].is_some();
+                    guarded_pos[p] =
+                        first && guards[*a as usize].is_some_and(|x: Guard| !x.at_prediction());
                 }
             }
         }
@@ -239,6 +282,7 @@ impl GrammarBuilder {
             token_sets,
             guards,
             guarded_pos,
+            objects,
         })
     }
 }
@@ -334,6 +378,8 @@ pub struct Grammar {
     guards: Vec<Option<Guard>>,
     /// Per position, whether it is the terminal of a guarded rule; empty without guards.
     guarded_pos: Vec<bool>,
+    /// What the objects whose members are checked at run time allow (`members`).
+    objects: Vec<ObjectSpec>,
 }
 
 /// The vocabulary's serial number and, per terminal, its automaton's number in that vocabulary's
@@ -773,6 +819,11 @@ impl Chart {
             i += 1;
             match g.syms[pos as usize] {
                 GSym::Nt(a) => {
+                    if let Some(Some(guard)) = g.guards.get(a as usize) {
+                        if guard.at_prediction() && !self.predicts(g, *guard, origin, k) {
+                            continue;
+                        }
+                    }
                     for &r in &g.nt_rules[a as usize] {
                         self.add_item(r, k);
                     }

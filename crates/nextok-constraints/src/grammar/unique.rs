@@ -1,5 +1,7 @@
 //! Run-time checks on completions: what a context-free grammar cannot say, such as JSON
-//! Schema's `uniqueItems` over an unbounded item domain.
+//! Schema's `uniqueItems` over an unbounded item domain. (Checks made when a nonterminal is
+//! predicted, for object members, are in `members`; they share [`Guard`] and the chart's
+//! `GuardState`.)
 //!
 //! A guarded nonterminal `G -> T` (one terminal) is completed into a waiting item only when its
 //! [`Guard`] accepts the text: for [`Guard::UniqueStrings`], the string `T` read must differ,
@@ -34,6 +36,13 @@ pub(crate) enum Guard {
     /// A JSON string item of an array whose items are all strings: its decoded value must
     /// differ from every earlier item's.
     UniqueStrings,
+    /// Checked at prediction (`members`): member `key` (a name's index, or
+    /// `members::ADDITIONAL`) of object spec `object` may come next.
+    Member { object: u32, key: u32 },
+    /// Checked at prediction: some member of object spec `object` may come next.
+    More { object: u32 },
+    /// Checked at prediction: the object of spec `object` may end here.
+    End { object: u32 },
 }
 
 /// Most (array, item) positions whose earlier values are kept.
@@ -55,13 +64,13 @@ struct Earlier {
 #[derive(Clone, Debug, Default)]
 pub(super) struct GuardState {
     /// The set that a mask computation assumes after a terminal ends (its byte is unknown).
-    synthetic: Option<u32>,
+    pub(super) synthetic: Option<u32>,
     /// Whether the terminal assumed to end there is guarded: its own completion is taken as
     /// passing, and the places where it would not are read again (`q_nodes`).
     own: bool,
     /// Set when a guard read text across the synthetic set's unknown byte (it then passes):
     /// the place being walked must be read again with real bytes.
-    uncertain: bool,
+    pub(super) uncertain: bool,
     /// Earlier values per (array, item) position, valid while the chart is deeper than the
     /// item's set.
     cache: Vec<Earlier>,
@@ -69,6 +78,13 @@ pub(super) struct GuardState {
     max_item: u32,
     /// A mask buffer, kept to avoid an allocation per mask.
     scratch: Vec<u64>,
+    /// The members of objects read so far (`members`), valid while the chart is deeper than
+    /// their place.
+    pub(super) objects: Vec<super::members::ObjEntry>,
+    /// Highest place in `objects`.
+    pub(super) max_object_at: u32,
+    /// The entry of `objects` found last.
+    pub(super) last_object: Option<usize>,
 }
 
 impl GuardState {
@@ -78,6 +94,11 @@ impl GuardState {
         if !self.cache.is_empty() && self.max_item as usize >= depth {
             self.cache.retain(|e| (e.item as usize) < depth);
             self.max_item = self.cache.iter().map(|e| e.item).max().unwrap_or(0);
+        }
+        if !self.objects.is_empty() && self.max_object_at as usize >= depth {
+            self.objects.retain(|e| (e.at() as usize) < depth);
+            self.last_object = None;
+            self.max_object_at = self.objects.iter().map(|e| e.at()).max().unwrap_or(0);
         }
     }
 }
@@ -274,7 +295,12 @@ impl Chart {
     #[inline]
     pub(super) fn completes(&mut self, g: &Grammar, a: u32, parent: u32, o: u32, k: u32) -> bool {
         match g.guards.get(a as usize) {
-            Some(Some(guard)) => self.guard_passes(*guard, parent, o, k),
+            Some(Some(Guard::UniqueStrings)) => {
+                self.guard_passes(Guard::UniqueStrings, parent, o, k)
+            }
+            // A prediction guard, checked again for each waiting item (a set may hold several
+            // objects' items waiting for the same member).
+            Some(Some(guard)) => self.predicts(g, *guard, parent, o),
             _ => true,
         }
     }
@@ -304,6 +330,7 @@ impl Chart {
                     None => false,
                 }
             }
+            _ => true,
         }
     }
 

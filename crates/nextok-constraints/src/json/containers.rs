@@ -11,7 +11,7 @@ use super::resolve::escape_pointer;
 use super::schema::{named, unsupported, Node, Schema, TypeSet};
 use super::string::{search_regex, string_content};
 use crate::dfa::Dfa;
-use crate::grammar::{GrammarBuilder, Sym};
+use crate::grammar::{GrammarBuilder, Guard, ObjectSpec, Sym, ADDITIONAL};
 use crate::Error;
 
 impl Compiler<'_> {
@@ -455,15 +455,31 @@ impl Compiler<'_> {
         let n = names.len();
         let min_props = o.min_properties.unwrap_or(0);
         let max_props = o.max_properties;
-        let free =
-            !self.opts.fixed_property_order && n <= self.opts.max_free_order_properties.min(16);
+        let big_counts = min_props > 64 || max_props.is_some_and(|x| x > 64 && x < usize::MAX / 2);
+        let fixed = self.opts.fixed_property_order;
+        // Any order by bit masks of the names seen (2^n rules at most) while that is small;
+        // past that, any order by one loop whose members the chart checks at run time.
+        let free = !fixed && n <= self.opts.max_free_order_properties.min(16) && !big_counts;
+        if !fixed && !free {
+            return self.tracked_object(TrackedObject {
+                path,
+                obj,
+                names: &names,
+                is_required,
+                members: &members,
+                add,
+                dep_pairs,
+                min_props,
+                max_props,
+            });
+        }
         if !free && !dep_pairs.is_empty() {
             return Err(unsupported(
-                "dependentRequired (with more named properties than any-order tracking allows)",
+                "dependentRequired (with fixed property order)",
                 path,
             ));
         }
-        if min_props > 64 || max_props.is_some_and(|x| x > 64 && x < usize::MAX / 2) {
+        if big_counts {
             return Err(unsupported("minProperties/maxProperties above 64", path));
         }
         // Counts saturate here: at maxProperties when there is one, else at minProperties.
@@ -591,4 +607,106 @@ impl Compiler<'_> {
         }
         Ok(Sym::Nt(obj))
     }
+
+    /// Objects with members in any order, however many named properties: one loop over "a
+    /// member", whose members, separators and end are guarded at prediction by the names
+    /// seen and the members counted so far (`grammar::members`), so that the grammar grows
+    /// with the number of names, not with their subsets.
+    fn tracked_object(&mut self, t: TrackedObject<'_>) -> Result<Sym, Error> {
+        let path = t.path;
+        let has_counts = t.min_props > 0 || t.max_props.is_some();
+        if !t.dep_pairs.is_empty() && has_counts {
+            return Err(unsupported(
+                "dependentRequired (with minProperties/maxProperties and more named \
+                 properties than any-order bit masks allow)",
+                path,
+            ));
+        }
+        let index = |name: &String| t.names.iter().position(|x| x == name).unwrap_or(0) as u32;
+        let deps: Vec<(u32, Vec<u32>)> = t
+            .dep_pairs
+            .iter()
+            .map(|(k, v)| (index(k), v.iter().map(index).collect()))
+            .collect();
+        let member_nts: Vec<u32> = t
+            .members
+            .iter()
+            .map(|m| match m {
+                Sym::Nt(x) => *x,
+                // Every member is a nonterminal (`object` makes one per name).
+                _ => self.b.nt("forbidden key"),
+            })
+            .collect();
+        let add_nt = t.add.map(|a| match a {
+            Sym::Nt(x) => x,
+            _ => self.b.nt("no additional member"),
+        });
+        let spec = ObjectSpec::new(
+            t.names,
+            t.is_required,
+            deps,
+            t.min_props,
+            t.max_props,
+            member_nts.clone(),
+            add_nt,
+            t.obj,
+        );
+        let object = self.b.object_spec(spec);
+        for (i, &m) in member_nts.iter().enumerate() {
+            self.b.guard_prediction(
+                m,
+                Guard::Member {
+                    object,
+                    key: i as u32,
+                },
+            );
+        }
+        if let Some(a) = add_nt {
+            self.b.guard_prediction(
+                a,
+                Guard::Member {
+                    object,
+                    key: ADDITIONAL,
+                },
+            );
+        }
+        let more = self.b.nt(format!("{path} more members"));
+        self.b.rule(more, vec![]);
+        self.b.guard_prediction(more, Guard::More { object });
+        let end = self.b.nt(format!("{path} end"));
+        self.b.rule(end, vec![]);
+        self.b.guard_prediction(end, Guard::End { object });
+        let (open, close, comma) = (self.lit("{"), self.lit("}"), self.lit(","));
+        let ms = self.b.nt(format!("{path} members"));
+        let ms_comma = self.b.nt(format!("{path} members and a comma"));
+        for &m in member_nts.iter().chain(add_nt.iter()) {
+            let r = self.seq(&[open, Sym::Nt(m)]);
+            self.b.rule(ms, r);
+            let r = self.seq(&[Sym::Nt(ms_comma), Sym::Nt(m)]);
+            self.b.rule(ms, r);
+        }
+        // The guards sit right after the value (no whitespace gap of their own).
+        let mut r = self.seq(&[Sym::Nt(ms), comma]);
+        r.insert(1, Sym::Nt(more));
+        self.b.rule(ms_comma, r);
+        for first in [open, Sym::Nt(ms)] {
+            let mut r = self.seq(&[first, close]);
+            r.insert(1, Sym::Nt(end));
+            self.b.rule(t.obj, r);
+        }
+        Ok(Sym::Nt(t.obj))
+    }
+}
+
+/// What `Compiler::tracked_object` needs of an object.
+struct TrackedObject<'a> {
+    path: &'a str,
+    obj: u32,
+    names: &'a [String],
+    is_required: Vec<bool>,
+    members: &'a [Sym],
+    add: Option<Sym>,
+    dep_pairs: &'a [(String, Vec<String>)],
+    min_props: usize,
+    max_props: Option<usize>,
 }

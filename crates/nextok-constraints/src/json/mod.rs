@@ -3,8 +3,10 @@
 //! Strings are single terminals: an automaton for the decoded content (pattern, length, format,
 //! key exclusions, intersected as automata) wrapped in the JSON string encoding, so escapes are
 //! handled exactly. Numbers with bounds are regular expressions built digit by digit. Objects
-//! allow their properties in any order by tracking which named properties were used (up to
-//! [`JsonOptions::max_free_order_properties`]; past that, or when asked, in the schema's order).
+//! allow their properties in any order, however many: up to
+//! [`JsonOptions::max_free_order_properties`] named ones by rules per set of names used, past
+//! that by one loop over the members that the parser checks at run time (keys seen, members
+//! counted); in the schema's order only when asked ([`JsonOptions::fixed_property_order`]).
 //!
 //! A schema goes through four stages, one module each:
 //!
@@ -53,8 +55,10 @@ pub struct JsonOptions {
     pub max_whitespace: usize,
     /// Object properties must come in the schema's order (default: any order).
     pub fixed_property_order: bool,
-    /// Objects with more named properties than this use the schema's order even when
-    /// `fixed_property_order` is false, because any-order tracking grows as 2^n rules.
+    /// Objects with at most this many named properties (and at most 16) track the names used
+    /// in their rules, which grow as 2^n; objects with more are one loop over their members,
+    /// whose keys and counts the parser checks at run time. Both accept the same objects, in
+    /// any order (default 8).
     pub max_free_order_properties: usize,
     /// Bounds on the grammar's size and on the work of each mask (default:
     /// [`Limits::DEFAULT`]).
@@ -356,6 +360,12 @@ impl JsonOptions {
     /// Sets [`JsonOptions::fixed_property_order`].
     pub fn with_fixed_property_order(mut self, yes: bool) -> Self {
         self.fixed_property_order = yes;
+        self
+    }
+
+    /// Sets [`JsonOptions::max_free_order_properties`].
+    pub fn with_max_free_order_properties(mut self, n: usize) -> Self {
+        self.max_free_order_properties = n;
         self
     }
 
