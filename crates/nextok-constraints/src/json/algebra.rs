@@ -3,7 +3,7 @@
 //! exactly or refusing, and a sufficient test for disjointness (for `oneOf`).
 
 use super::schema::{invalid, json_eq, named, unsupported, Node, ObjectFacets, Schema, TypeSet};
-use super::string::search_regex;
+use super::string::pattern_dfa;
 use crate::dfa::Dfa;
 use crate::Error;
 
@@ -360,7 +360,7 @@ pub(super) fn complement_in(
             .pattern_properties
             .iter()
             .flatten()
-            .map(|(p, v)| Ok((p.clone(), Dfa::from_regex(&search_regex(p))?, v.clone())))
+            .map(|(p, v)| Ok((p.clone(), pattern_dfa(p)?, v.clone())))
             .collect::<Result<_, Error>>()?;
         let named = |k: &str| ob.properties.as_deref().and_then(|p| named(p, k)).is_some();
         for k in keys {
@@ -970,7 +970,7 @@ fn merge_objects(
             .pattern_properties
             .iter()
             .flatten()
-            .map(|(p, v)| Ok((Dfa::from_regex(&search_regex(p))?, v)))
+            .map(|(p, v)| Ok((pattern_dfa(p)?, v)))
             .collect::<Result<_, Error>>()?;
         let props = c
             .properties

@@ -9,7 +9,7 @@ use super::algebra::{both_of, merge, normalize};
 use super::compile::Compiler;
 use super::resolve::escape_pointer;
 use super::schema::{named, unsupported, Node, Schema, TypeSet};
-use super::string::{search_regex, string_content};
+use super::string::{pattern_dfa, string_content};
 use crate::dfa::Dfa;
 use crate::grammar::{GrammarBuilder, Sym};
 use crate::Error;
@@ -321,7 +321,7 @@ impl Compiler<'_> {
         }
         let mut pat_dfas = Vec::new();
         for (p, _) in pats {
-            pat_dfas.push(Dfa::from_regex(&search_regex(p))?);
+            pat_dfas.push(pattern_dfa(p)?);
         }
         let additional = o.additional_properties.clone().unwrap_or(Schema::Any);
         // The value schema for a key: its `properties` entry (or `additionalProperties` when it

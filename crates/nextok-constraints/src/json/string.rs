@@ -1,5 +1,6 @@
-//! Strings: `pattern` (ECMA-262, unanchored), `format`, and length bounds, as one automaton of
-//! the decoded content.
+//! Strings: `pattern` (ECMA-262, unanchored; translated where Rust's regex syntax means
+//! something else, leading look-aheads as automaton differences), `format`, and length
+//! bounds, as one automaton of the decoded content.
 
 use super::schema::{unsupported, StringFacets};
 use crate::dfa::Dfa;
@@ -39,25 +40,131 @@ fn has_top_level_bar(p: &str) -> bool {
     false
 }
 
-/// ECMA `\d`, `\w` and their negations are ASCII-only, unlike Rust's Unicode classes.
+/// The automaton of the strings an ECMA-262 `pattern` matches somewhere (JSON Schema patterns
+/// are not anchored). Look-aheads right after a leading `^` (`^(?!X)R`, `^(?=X)R`, in any
+/// number) are exact as automata: the strings `^R` matches, minus (or intersected with) those
+/// with a prefix that `X` matches, `X`'s own `$` still meaning the end of the whole string.
+/// Other look-arounds do not parse and are refused with the regex error.
+pub(crate) fn pattern_dfa(pattern: &str) -> Result<Dfa, Error> {
+    let mut looks: Vec<(bool, &str)> = Vec::new();
+    let mut positive = pattern.to_string();
+    if let Some(mut rest) = pattern.strip_prefix('^') {
+        while let Some((negative, inner, after)) = leading_lookahead(rest) {
+            looks.push((negative, inner));
+            rest = after;
+        }
+        if !looks.is_empty() {
+            positive = format!("^{rest}");
+        }
+    }
+    let mut d = Dfa::from_regex(&search_regex(&positive))?;
+    for (negative, x) in looks {
+        let xd = Dfa::from_regex(&format!("(?:{})(?s:.)*", ecma_to_rust(x)))?;
+        d = if negative {
+            d.minus(&xd)?
+        } else {
+            d.intersect(&xd)?
+        };
+    }
+    Ok(d)
+}
+
+/// A look-ahead group at the start of `p`: whether it is negative, its body, and what follows.
+fn leading_lookahead(p: &str) -> Option<(bool, &str, &str)> {
+    let negative = if p.starts_with("(?!") {
+        true
+    } else if p.starts_with("(?=") {
+        false
+    } else {
+        return None;
+    };
+    let (mut depth, mut in_class, mut esc) = (0i32, false, false);
+    for (i, c) in p.char_indices().skip(3) {
+        if esc {
+            esc = false;
+            continue;
+        }
+        match c {
+            '\\' => esc = true,
+            '[' if !in_class => in_class = true,
+            ']' if in_class => in_class = false,
+            '(' if !in_class => depth += 1,
+            ')' if !in_class && depth == 0 => return Some((negative, &p[3..i], &p[i + 1..])),
+            ')' if !in_class => depth -= 1,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// ECMA-262 syntax in regex-automata's, where their meanings differ: `\d`, `\w`, `\b` and
+/// their negations are ASCII-only (Rust's are Unicode); `\s` is ECMA's white space and line
+/// terminators (not Unicode's `White_Space`); `.` excludes every line terminator (`\n`, `\r`,
+/// U+2028, U+2029), not only `\n`; inside a class `[`, `&` and `~` are literal (Rust nests
+/// classes and has `&&`, `~~`) and `\b` is a backspace; `[]` matches nothing and `[^]` any
+/// character; `]` outside a class and `{,` are literal.
 fn ecma_to_rust(p: &str) -> String {
+    const DOT: &str = "[^\\n\\r\\x{2028}\\x{2029}]";
+    const SPACE: &str = "\\t\\n\\x0B\\x0C\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}";
     let mut out = String::with_capacity(p.len());
-    let mut chars = p.chars();
+    let mut in_class = false;
+    let mut chars = p.chars().peekable();
     while let Some(c) = chars.next() {
-        if c == '\\' {
-            match chars.next() {
+        match c {
+            '\\' => match chars.next() {
                 Some('d') => out.push_str("[0-9]"),
                 Some('D') => out.push_str("[^0-9]"),
                 Some('w') => out.push_str("[A-Za-z0-9_]"),
                 Some('W') => out.push_str("[^A-Za-z0-9_]"),
+                Some('s') => {
+                    out.push('[');
+                    out.push_str(SPACE);
+                    out.push(']');
+                }
+                Some('S') => {
+                    out.push_str("[^");
+                    out.push_str(SPACE);
+                    out.push(']');
+                }
+                Some('b') if in_class => out.push_str("\\x08"),
+                Some('b') => out.push_str("(?-u:\\b)"),
+                Some('B') if !in_class => out.push_str("(?-u:\\B)"),
                 Some(o) => {
                     out.push('\\');
                     out.push(o);
                 }
                 None => out.push('\\'),
+            },
+            '[' if !in_class => {
+                let mut ahead = chars.clone();
+                if ahead.next() == Some(']') {
+                    chars.next();
+                    out.push_str("[^\\x{0}-\\x{10FFFF}]");
+                } else if chars.peek() == Some(&'^') && ahead.next() == Some(']') {
+                    chars.next();
+                    chars.next();
+                    out.push_str("(?s:.)");
+                } else {
+                    in_class = true;
+                    out.push('[');
+                    if chars.peek() == Some(&'^') {
+                        chars.next();
+                        out.push('^');
+                    }
+                }
             }
-        } else {
-            out.push(c);
+            '[' | '&' | '~' if in_class => {
+                out.push('\\');
+                out.push(c);
+            }
+            ']' if in_class => {
+                in_class = false;
+                out.push(']');
+            }
+            ']' => out.push_str("\\]"),
+            '.' if !in_class => out.push_str(DOT),
+            '{' if !in_class && chars.peek() == Some(&',') => out.push_str("\\{"),
+            _ => out.push(c),
         }
     }
     out
@@ -197,10 +304,10 @@ pub(super) fn is_long(f: &StringFacets) -> bool {
 pub(super) fn string_content(f: &StringFacets, path: &str) -> Result<Dfa, Error> {
     let mut d = Dfa::any_string().clone();
     for p in &f.patterns {
-        d = d.intersect(&Dfa::from_regex(&search_regex(p))?)?;
+        d = d.intersect(&pattern_dfa(p)?)?;
     }
     for p in &f.not_patterns {
-        d = d.minus(&Dfa::from_regex(&search_regex(p))?)?;
+        d = d.minus(&pattern_dfa(p)?)?;
     }
     if let Some(format) = &f.format {
         let re =
