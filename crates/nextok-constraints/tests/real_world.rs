@@ -22,9 +22,10 @@ use nextok_constraints::{ConformanceRun, JsonOptions};
 /// other's values, 201 once `allOf` merged two different `$ref`s, 204 once references to
 /// other documents of the corpus were bundled from `SchemaResources`, 234 with `uniqueItems` over
 /// unbounded string domains as well, 241 with `uniqueItems` over values compared in canonical
-/// form, 247 once patterns kept ECMA's meaning and leading look-aheads compiled). Raise it as the
+/// form, 247 once patterns kept ECMA's meaning and leading look-aheads compiled, 249
+/// with `propertyNames` through a `$ref` or a `not` of an `enum`). Raise it as the
 /// compiler learns more; never lower it.
-const COMPILED_FLOOR: usize = 247;
+const COMPILED_FLOOR: usize = 249;
 /// Valid instances of compiled schemas accepted, at least (7 of 12 when imported, 12 of 19,
 /// then 13 of 20, then 13 of 22; 94 of 148 once the corpus held 322 instances of 229 schemas, 118 of 182 with `$ref`
 /// bundling and `uniqueItems` over strings, 119 of 183 with `uniqueItems` over values, 121 of

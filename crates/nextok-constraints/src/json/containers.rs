@@ -273,7 +273,7 @@ impl Compiler<'_> {
     /// The decoded keys a `propertyNames` schema accepts (keys are strings, so only string
     /// keywords and string values matter).
     fn key_filter(&self, pn: &Schema, path: &str) -> Result<Dfa, Error> {
-        let m = match normalize(self.table, pn, path, 0)? {
+        let m = match self.resolve_bare(pn, path)? {
             Schema::Never => return Ok(Dfa::empty()),
             Schema::Any => return Ok(Dfa::any_string().clone()),
             Schema::Node(m) => m,
@@ -285,6 +285,7 @@ impl Compiler<'_> {
             "pattern",
             "format",
             "enum",
+            "not enum",
         ];
         for k in m.keywords() {
             if !string_keys.contains(&k) {
@@ -303,6 +304,11 @@ impl Compiler<'_> {
                 }
             }
             d = d.intersect(&allowed)?;
+        }
+        for v in m.excluded.iter().flatten() {
+            if let Value::String(x) = v {
+                d = d.minus(&Dfa::literal(x.as_bytes()))?;
+            }
         }
         Ok(d)
     }

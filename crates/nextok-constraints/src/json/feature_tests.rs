@@ -653,3 +653,19 @@ fn leading_look_aheads_are_exact() {
         assert!(matches!(refused(p(re)), Error::RegexSyntax { .. }), "{re}");
     }
 }
+
+#[test]
+fn property_names_through_references_and_excluded_values() {
+    check(
+        json!({"type": "object",
+               "$defs": {"key": {"type": "string", "pattern": "^[a-z]+$"}},
+               "propertyNames": {"$ref": "#/$defs/key"}}),
+        &["{}", r#"{"ab":1,"c":2}"#],
+        &[r#"{"Ab":1}"#, r#"{"a1":1}"#, r#"{"":1}"#],
+    );
+    check(
+        json!({"type": "object", "propertyNames": {"not": {"enum": ["ignore", "relative"]}}}),
+        &["{}", r#"{"ignored":1,"rel":true}"#],
+        &[r#"{"ignore":1}"#, r#"{"a":1,"relative":2}"#],
+    );
+}

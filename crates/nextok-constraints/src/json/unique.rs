@@ -252,7 +252,7 @@ impl Compiler<'_> {
     }
 
     /// `s` normalised, through bare references (at most 32).
-    fn resolve_bare(&self, s: &Schema, path: &str) -> Result<Schema, Error> {
+    pub(super) fn resolve_bare(&self, s: &Schema, path: &str) -> Result<Schema, Error> {
         let mut s = normalize(self.table, s, path, 0)?;
         for _ in 0..32 {
             let target = match &s {
@@ -265,7 +265,7 @@ impl Compiler<'_> {
             s = normalize(self.table, t, path, 0)?;
         }
         Err(unsupported(
-            "uniqueItems (a chain of more than 32 references)",
+            "$ref (a chain of more than 32 references)",
             path,
         ))
     }
