@@ -144,6 +144,38 @@ fn every_draft_of_the_suite() {
     assert!(problems.is_empty(), "{problems:#?}");
 }
 
+/// The suite's ECMA-262 regex cases (`optional/ecmascript-regex.json`): patterns keep ECMA's
+/// meaning where Rust's regex syntax differs (`\d`, `\w`, `\s`, `.`, `\cX`, ...): every schema
+/// compiles and every instance is judged right (issue #17).
+#[test]
+fn ecmascript_regex_cases() {
+    let (vocab, tokenize) = common::smollm2_instances();
+    let file = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../conformance/json-schema-test-suite/draft2020-12/optional/ecmascript-regex.json"
+    ));
+    let mut run = ConformanceRun::new(vocab, JsonOptions::default(), &tokenize);
+    let outcomes = run.run_file(&file).expect("suite readable");
+    let r = run.report(outcomes);
+    for o in &r.outcomes {
+        if let Some(x) = o.refusal() {
+            println!("refused {}: {}", o.name, x.reason);
+        }
+        for f in &o.failures {
+            println!("  {}: {f}", o.name);
+        }
+    }
+    println!(
+        "ecmascript-regex: schemas {} compiled {}; valid accepted {}/{}; invalid rejected {}/{}",
+        r.schemas, r.compiled, r.valid_accepted, r.valid_total, r.invalid_rejected, r.invalid_total
+    );
+    assert_eq!(r.compiled, r.schemas, "an ECMA pattern was refused");
+    assert!(r.schemas >= 20, "{} schemas", r.schemas);
+    assert_eq!(r.valid_accepted, r.valid_total);
+    assert_eq!(r.invalid_rejected, r.invalid_total);
+    assert_eq!(r.mask_mismatches, 0);
+}
+
 #[test]
 fn tokenizer_bytes_match_the_gguf_strings() {
     // The two ways of getting SmolLM2's token bytes agree, so masks built from either match.

@@ -98,8 +98,17 @@ pub(super) fn normalize(
     // dependentSchemas: for each combination of the trigger properties, either the property
     // is absent or it is present and its schema holds. The branches are disjoint.
     if let Some(ds) = m.dependent_schemas.take() {
-        if ds.len() > 3 || m.any_of.is_some() || m.one_of.is_some() {
-            return Err(unsupported("dependentSchemas", path));
+        if ds.len() > 3 {
+            return Err(unsupported(
+                "dependentSchemas (more than 3 trigger properties)",
+                path,
+            ));
+        }
+        if m.any_of.is_some() || m.one_of.is_some() {
+            return Err(unsupported(
+                "dependentSchemas (beside anyOf or oneOf)",
+                path,
+            ));
         }
         let mut branches = Vec::new();
         for combo in 0u32..(1 << ds.len()) {

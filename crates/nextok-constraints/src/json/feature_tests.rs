@@ -614,6 +614,11 @@ fn ecma_patterns_keep_their_ecma_meaning() {
     check(p("^(a[]|b)$"), &[r#""b""#], &[r#""a""#, r#""""#]);
     check(p("^a{,2}$"), &[r#""a{,2}""#], &[r#""a""#, r#""aa""#]);
     check(p("^a]$"), &[r#""a]""#], &[r#""a""#]);
+    check(
+        p("^\\cC\\cj$"),
+        &[r#""\u0003\n""#],
+        &[r#""cCcj""#, r#""\u0003""#],
+    );
 }
 
 #[test]

@@ -543,7 +543,8 @@ mod tests {
             ),
             (
                 "https://example.com/schemas/none.json",
-                "$ref https://example.com/schemas/none.json",
+                "$ref https://example.com/schemas/none.json (another document, not among the \
+                 schema's resources)",
             ),
         ] {
             let s = json!({"$schema": "http://json-schema.org/draft-07/schema#", "$ref": uri});

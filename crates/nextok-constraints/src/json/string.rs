@@ -102,7 +102,7 @@ fn leading_lookahead(p: &str) -> Option<(bool, &str, &str)> {
 /// terminators (not Unicode's `White_Space`); `.` excludes every line terminator (`\n`, `\r`,
 /// U+2028, U+2029), not only `\n`; inside a class `[`, `&` and `~` are literal (Rust nests
 /// classes and has `&&`, `~~`) and `\b` is a backspace; `[]` matches nothing and `[^]` any
-/// character; `]` outside a class and `{,` are literal.
+/// character; `]` outside a class and `{,` are literal; `\cX` is a control character.
 fn ecma_to_rust(p: &str) -> String {
     const DOT: &str = "[^\\n\\r\\x{2028}\\x{2029}]";
     const SPACE: &str = "\\t\\n\\x0B\\x0C\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}";
@@ -129,6 +129,11 @@ fn ecma_to_rust(p: &str) -> String {
                 Some('b') if in_class => out.push_str("\\x08"),
                 Some('b') => out.push_str("(?-u:\\b)"),
                 Some('B') if !in_class => out.push_str("(?-u:\\B)"),
+                // `\cX`: the control character of a letter's code modulo 32.
+                Some('c') if chars.peek().is_some_and(char::is_ascii_alphabetic) => {
+                    let x = chars.next().map_or(0, |x| x as u32 % 32);
+                    out.push_str(&format!("\\x{{{x:X}}}"));
+                }
                 Some(o) => {
                     out.push('\\');
                     out.push(o);
