@@ -674,3 +674,55 @@ fn property_names_through_references_and_excluded_values() {
         &[r#"{"ignore":1}"#, r#"{"a":1,"relative":2}"#],
     );
 }
+
+#[test]
+fn uris_iris_templates_and_relative_pointers_are_exact() {
+    let f = |name: &str| json!({"type": "string", "format": name});
+    check(
+        f("uri"),
+        &[
+            r#""http://[::ffff:192.168.0.1]/p""#,
+            r#""http://[v1.fe]""#,
+            r#""urn:a:b""#,
+        ],
+        &[
+            r#""http://[::ffff:192.168.0.01]/p""#,
+            r#""http://[1:2]""#,
+            r#""http://é.com""#,
+        ],
+    );
+    check(
+        f("uri-reference"),
+        &[r#""a/b:c""#, r#""/a:b""#, r#""a:b""#, r#""""#, r##""#x""##],
+        &[r#""1:b""#, r#""%2""#],
+    );
+    check(
+        f("iri"),
+        &[r#""http://é.com/ü?q=ç#f""#],
+        &[r#""http://é.com/ ""#, r#""é""#],
+    );
+    check(
+        f("uri-template"),
+        &[
+            r#""http://example.com/{+path}{?q,lang}""#,
+            r#""{var:30}{list*}""#,
+            r#""a'b""#,
+        ],
+        &[r#""{}""#, r#""{var:0}""#, r#""{a""#, r#""a{b}}""#],
+    );
+    check(
+        f("relative-json-pointer"),
+        &[r#""0""#, r##""1#""##, r#""0/a~1b""#],
+        &[r#""01""#, r##""#""##, r#""-1/a""#, r#""0~""#],
+    );
+    check(
+        f("hostname"),
+        &[r#""a-b.example""#, r#""ab-c""#],
+        &[r#""xn--a""#, r#""ab--c.example""#, r#""a.XN--b""#],
+    );
+    check(
+        f("ipv6"),
+        &[r#""::ffff:1.2.3.4""#, r#""1::""#],
+        &[r#""1::2::3""#, r#""::1.2.3""#],
+    );
+}

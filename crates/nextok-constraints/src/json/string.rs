@@ -190,17 +190,7 @@ pub(super) enum FormatKind {
 pub(super) fn format_kind(name: &str) -> FormatKind {
     if format_regex(name).is_some() {
         FormatKind::Regular
-    } else if [
-        "regex",
-        "idn-email",
-        "idn-hostname",
-        "iri",
-        "iri-reference",
-        "uri-template",
-        "relative-json-pointer",
-    ]
-    .contains(&name)
-    {
+    } else if ["regex", "idn-email", "idn-hostname"].contains(&name) {
         FormatKind::Unenforced
     } else {
         FormatKind::Unknown
@@ -229,22 +219,74 @@ const TIME: &str = concat!(
     ")"
 );
 
-/// RFC 3986 `URI` (scheme, optional authority, path, query, fragment), percent-encodings
-/// checked; IP literals in brackets are taken as a bracketed run of hex digits, `:` and `.`.
-const URI_TAIL: &str = concat!(
-    "(//(([A-Za-z0-9._~!$&'()*+,;=:-]|%[0-9A-Fa-f]{2})*@)?",
-    "(\\[[0-9A-Fa-f:.]+\\]|([A-Za-z0-9._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*)",
-    "(:[0-9]*)?",
-    "(/([A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})*)*",
-    "|/?(([A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})+(/([A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})*)*)?",
-    ")",
-    "(\\?([A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})*)?",
-    "(#([A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})*)?"
+/// RFC 3986 `IPv6address` (with its IPv4 forms), as RFC 3986's appendix A writes it.
+fn ipv6_regex() -> String {
+    let h16 = "[0-9A-Fa-f]{1,4}";
+    let dec = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])";
+    let ls32 = format!("({h16}:{h16}|{dec}\\.{dec}\\.{dec}\\.{dec})");
+    [
+        format!("({h16}:){{6}}{ls32}"),
+        format!("::({h16}:){{5}}{ls32}"),
+        format!("({h16})?::({h16}:){{4}}{ls32}"),
+        format!("(({h16}:){{0,1}}{h16})?::({h16}:){{3}}{ls32}"),
+        format!("(({h16}:){{0,2}}{h16})?::({h16}:){{2}}{ls32}"),
+        format!("(({h16}:){{0,3}}{h16})?::{h16}:{ls32}"),
+        format!("(({h16}:){{0,4}}{h16})?::{ls32}"),
+        format!("(({h16}:){{0,5}}{h16})?::{h16}"),
+        format!("(({h16}:){{0,6}}{h16})?::"),
+    ]
+    .map(|x| format!("({x})"))
+    .join("|")
+}
+
+/// RFC 3987's `ucschar`: the characters an IRI holds unencoded beyond ASCII.
+const UCSCHAR: &str = concat!(
+    "\\x{A0}-\\x{D7FF}\\x{F900}-\\x{FDCF}\\x{FDF0}-\\x{FFEF}",
+    "\\x{10000}-\\x{1FFFD}\\x{20000}-\\x{2FFFD}\\x{30000}-\\x{3FFFD}\\x{40000}-\\x{4FFFD}",
+    "\\x{50000}-\\x{5FFFD}\\x{60000}-\\x{6FFFD}\\x{70000}-\\x{7FFFD}\\x{80000}-\\x{8FFFD}",
+    "\\x{90000}-\\x{9FFFD}\\x{A0000}-\\x{AFFFD}\\x{B0000}-\\x{BFFFD}\\x{C0000}-\\x{CFFFD}",
+    "\\x{D0000}-\\x{DFFFD}\\x{E1000}-\\x{EFFFD}"
 );
+
+/// RFC 3987's `iprivate`, which an IRI's query may hold.
+const IPRIVATE: &str = "\\x{E000}-\\x{F8FF}\\x{F0000}-\\x{FFFFD}\\x{100000}-\\x{10FFFD}";
+
+/// RFC 3986's URI after the scheme (`relative` false: `hier-part`) or a relative reference
+/// (`relative-part`, whose first segment, when the path does not start with `/`, holds no
+/// colon), then query and fragment; percent-encodings checked, IP literals as RFC 3986 writes
+/// them (`IPv6address` or `IPvFuture`). With `iri`, RFC 3987's IRI: `ucschar` wherever an
+/// unreserved character may be, `iprivate` in the query too.
+fn uri_tail(relative: bool, iri: bool) -> String {
+    let (u, p) = if iri { (UCSCHAR, IPRIVATE) } else { ("", "") };
+    let pct = "%[0-9A-Fa-f]{2}";
+    let pchar = format!("([A-Za-z0-9._~!$&'()*+,;=:@{u}-]|{pct})");
+    let pchar_nc = format!("([A-Za-z0-9._~!$&'()*+,;=@{u}-]|{pct})");
+    let ip_literal = format!(
+        "\\[(({})|[vV][0-9A-Fa-f]+\\.[A-Za-z0-9._~!$&'()*+,;=:-]+)\\]",
+        ipv6_regex()
+    );
+    let authority = format!(
+        "(([A-Za-z0-9._~!$&'()*+,;=:{u}-]|{pct})*@)?({ip_literal}|([A-Za-z0-9._~!$&'()*+,;={u}-]|{pct})*)(:[0-9]*)?"
+    );
+    let first = if relative { &pchar_nc } else { &pchar };
+    format!(
+        "(//{authority}(/{pchar}*)*|/({pchar}+(/{pchar}*)*)?|{first}+(/{pchar}*)*|)(\\?([/?{p}]|{pchar})*)?(#([/?]|{pchar})*)?"
+    )
+}
+
+/// RFC 6570 URI Templates (level 4): literals (with the apostrophe, as erratum 6937 has
+/// it) and `{`expressions`}` of an optional operator and variables with a prefix length or
+/// explode modifier.
+fn uri_template_regex() -> String {
+    let pct = "%[0-9A-Fa-f]{2}";
+    let literal = format!("([\\x21\\x23\\x24\\x26-\\x3B\\x3D\\x3F-\\x5B\\x5D\\x5F\\x61-\\x7A\\x7E{UCSCHAR}{IPRIVATE}]|{pct})");
+    let varchar = format!("([A-Za-z0-9_]|{pct})");
+    let varspec = format!("{varchar}(\\.?{varchar})*(:[1-9][0-9]{{0,3}}|\\*)?");
+    format!("({literal}|\\{{[+#./;?&=,!@|]?{varspec}(,{varspec})*\\}})*")
+}
 
 /// The regular expression of a format nextok enforces.
 fn format_regex(f: &str) -> Option<String> {
-    let hex4 = "[0-9a-fA-F]{1,4}";
     Some(match f {
         "date" => DATE.to_string(),
         "time" => TIME.to_string(),
@@ -266,26 +308,28 @@ fn format_regex(f: &str) -> Option<String> {
         "hostname" => {
             r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*".to_string()
         }
-        "uri" => format!("[A-Za-z][A-Za-z0-9+.-]*:{URI_TAIL}"),
-        "uri-reference" => format!("([A-Za-z][A-Za-z0-9+.-]*:)?{URI_TAIL}"),
+        "uri" => format!("[A-Za-z][A-Za-z0-9+.-]*:{}", uri_tail(false, false)),
+        "uri-reference" => format!(
+            "[A-Za-z][A-Za-z0-9+.-]*:{}|{}",
+            uri_tail(false, false),
+            uri_tail(true, false)
+        ),
+        "iri" => format!("[A-Za-z][A-Za-z0-9+.-]*:{}", uri_tail(false, true)),
+        "iri-reference" => format!(
+            "[A-Za-z][A-Za-z0-9+.-]*:{}|{}",
+            uri_tail(false, true),
+            uri_tail(true, true)
+        ),
+        "uri-template" => uri_template_regex(),
+        // A non-negative integer, then `#` or a JSON pointer.
+        "relative-json-pointer" => "(0|[1-9][0-9]*)(#|(/([^/~]|~[01])*)*)".to_string(),
         "uuid" => {
             r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}".to_string()
         }
         "ipv4" => {
             r"((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])".to_string()
         }
-        "ipv6" => [
-            format!("({hex4}:){{7}}{hex4}"),
-            format!("({hex4}:){{1,7}}:"),
-            format!("({hex4}:){{1,6}}:{hex4}"),
-            format!("({hex4}:){{1,5}}(:{hex4}){{1,2}}"),
-            format!("({hex4}:){{1,4}}(:{hex4}){{1,3}}"),
-            format!("({hex4}:){{1,3}}(:{hex4}){{1,4}}"),
-            format!("({hex4}:){{1,2}}(:{hex4}){{1,5}}"),
-            format!("{hex4}:(:{hex4}){{1,6}}"),
-            format!(":((:{hex4}){{1,7}}|:)"),
-        ]
-        .join("|"),
+        "ipv6" => ipv6_regex(),
         // RFC 6901.
         "json-pointer" => "(/([^/~]|~[01])*)*".to_string(),
         _ => return None,
@@ -320,6 +364,10 @@ pub(super) fn string_content(f: &StringFacets, path: &str) -> Result<Dfa, Error>
         d = d.intersect(&Dfa::from_regex(&format!("(?:{re})"))?)?;
         if format == "hostname" {
             d = d.intersect(&Dfa::char_count(1, Some(63))?)?;
+            // RFC 5891 (4.2.3.1): no label has `--` in its third and fourth places. This
+            // refuses IDNA A-labels (`xn--...`), whose Punycode no automaton checks: stricter
+            // than RFC 5890, never looser.
+            d = d.minus(&Dfa::from_regex("(.*\\.)?[^.][^.]--.*")?)?;
         }
     }
     let (mut min, mut max) = (f.min_length.unwrap_or(0), f.max_length);
