@@ -124,12 +124,17 @@ impl GrammarBuilder {
         Sym::Tok(self.token_sets.len() as u32 - 1)
     }
 
-    /// A nonterminal deriving exactly the terminal `t`, whose completions are checked at run
-    /// time by `guard` against the text before it (see `unique`). Anything but a terminal gives
-    /// an unproductive nonterminal.
+    /// A nonterminal deriving exactly the symbol `t`, whose completions are checked at run
+    /// time by `guard` against the text before it (see `unique`). [`Guard::UniqueStrings`]
+    /// needs a terminal (anything else gives an unproductive nonterminal);
+    /// [`Guard::UniqueValues`] takes a terminal or a nonterminal.
     pub(crate) fn guarded(&mut self, name: &str, t: Sym, guard: Guard) -> Sym {
         let n = self.nt(name);
-        if let Sym::T(_) = t {
+        let ok = matches!(
+            (guard, t),
+            (_, Sym::T(_)) | (Guard::UniqueValues, Sym::Nt(_))
+        );
+        if ok {
             self.rule(n, vec![t]);
             self.guards.push((n, guard));
         }
@@ -262,8 +267,7 @@ impl GrammarBuilder {
             for (p, s) in syms.iter().enumerate() {
                 if let (GSym::T(_), Some(GSym::End(a))) = (s, syms.get(p + 1)) {
                     let first = p == 0 || matches!(syms[p - 1], GSym::End(_));
-                    guarded_pos[p] =
-                        first && guards[*a as usize].is_some_and(|x: Guard| !x.at_prediction());
+                    guarded_pos[p] = first && guards[*a as usize] == Some(Guard::UniqueStrings);
                 }
             }
         }

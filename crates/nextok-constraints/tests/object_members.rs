@@ -624,6 +624,75 @@ fn random_walks_have_exact_masks_and_end_valid() {
     assert!(finished >= 8, "only {finished} walks finished");
 }
 
+/// `uniqueItems` over objects whose members are checked at run time: both kinds of run-time
+/// check in one grammar (items compared as JSON values, members guarded at prediction).
+#[test]
+fn unique_items_of_objects_checked_at_run_time() {
+    let schema = json!({
+        "type": "array",
+        "uniqueItems": true,
+        "items": {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "ab": {"type": "integer"}},
+            "required": ["a"]
+        }
+    });
+    let opts = tracked();
+    for (text, want) in [
+        (r#"[{"a":1,"ab":2},{"ab":3,"a":1}]"#, true),
+        (r#"[{"a":1,"ab":2},{"ab":2,"a":1}]"#, false),
+        (r#"[{"a":1},{"a":1.0}]"#, false),
+        (r#"[{"a":1},{"a":1,"x":null}]"#, true),
+        (r#"[{"a":1,"a":2}]"#, false),
+        (r#"[{"ab":1}]"#, false),
+    ] {
+        assert_eq!(accepts(&schema, &opts, text), want, "{text}");
+    }
+    // Random walks: every mask bit equals `advance`, and finished outputs are arrays of
+    // distinct objects, each with its required member.
+    let vocab = vocab();
+    let preferred: Vec<u32> = (0..vocab.len() as u32)
+        .filter(|&t| {
+            let b = vocab.token_bytes(t).unwrap_or_default();
+            b.len() == 1 && b"ab1\",:{}[]".contains(&b[0])
+        })
+        .collect();
+    let mut finished = 0;
+    for seed in 0..12u64 {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut c = from_json_schema(&schema, &vocab, &opts).expect("compiles");
+        let mut out = Vec::new();
+        for _ in 0..50 {
+            let mask = check_mask(&mut c, &out);
+            let liked: Vec<u32> = preferred
+                .iter()
+                .copied()
+                .filter(|&t| bit(&mask, t))
+                .collect();
+            let allowed: Vec<u32> = (0..vocab.len() as u32).filter(|&t| bit(&mask, t)).collect();
+            let pool = if !liked.is_empty() && rng.next_u32() % 8 != 0 {
+                &liked
+            } else {
+                &allowed
+            };
+            let t = pool[rng.next_u32() as usize % pool.len()];
+            c.advance(t).expect("an allowed token");
+            if t == 0 {
+                finished += 1;
+                let v: Value = serde_json::from_slice(&out).expect("JSON");
+                let items = v.as_array().expect("an array");
+                for (i, x) in items.iter().enumerate() {
+                    assert!(x.get("a").is_some_and(Value::is_i64), "{v}");
+                    assert!(!items[..i].contains(x), "a repeated item in {v}");
+                }
+                break;
+            }
+            out.extend_from_slice(vocab.token_bytes(t).expect("token"));
+        }
+    }
+    assert!(finished >= 3, "only {finished} walks finished");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
     /// Random member lists over keys that share prefixes (named and additional), values of

@@ -1,7 +1,9 @@
-//! `uniqueItems` over unbounded string domains (issue #17): arrays are accepted exactly when
-//! their items are distinct as JSON values (decoded strings), masks agree with `advance` at
-//! every step, and no prefix is left without an allowed token. Domains the run-time check
-//! cannot keep exact are refused by name.
+//! `uniqueItems` over unbounded domains (issue #17): strings, and values of every type whose
+//! every prefix has infinitely many completions (numbers, open objects, arrays). Arrays are
+//! accepted exactly when their items are distinct as JSON values (strings decoded, numbers by
+//! value, object keys in any order), masks agree with `advance` at every step, and no prefix is
+//! left without an allowed token. Domains the run-time check cannot keep exact are refused by
+//! name.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -112,9 +114,6 @@ fn small_finite_domains_stay_unrolled() {
 fn domains_that_could_dead_end_are_refused_by_name() {
     let arr = |items: Value| json!({"type": "array", "items": items, "uniqueItems": true});
     let cases = [
-        (arr(json!({"type": "integer"})), "numbers"),
-        (arr(json!({"type": "number"})), "numbers"),
-        (arr(json!({"type": "object"})), "objects or arrays"),
         (json!({"type": "array", "uniqueItems": true}), "any type"),
         (
             arr(json!({"type": "string", "maxLength": 8})),
@@ -131,10 +130,6 @@ fn domains_that_could_dead_end_are_refused_by_name() {
         (
             arr(json!({"enum": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m"]})),
             "enum of more than 12",
-        ),
-        (
-            arr(json!({"type": ["string", "null"]})),
-            "more than one type",
         ),
     ];
     for (schema, why) in cases {
@@ -408,4 +403,265 @@ fn reading_earlier_items_counts_as_work() {
     // The same array with a default limit goes through.
     let mut c = from_json_schema(&strings(), &vocab, &JsonOptions::default()).unwrap();
     assert!(text.bytes().all(|b| c.advance(b as u32 + 1).is_ok()) && c.is_complete());
+}
+
+/// Items of objects, arrays, numbers and strings, one of them: the items its runs use.
+fn values() -> Value {
+    json!({"type": "array", "uniqueItems": true,
+           "items": {"type": ["number", "string", "object", "array"]}})
+}
+
+#[test]
+fn items_compare_as_json_values() {
+    let objects = json!({"type": "array", "items": {"type": "object"}, "uniqueItems": true});
+    for ok in [
+        "[]",
+        "[{}]",
+        r#"[{},{"a":1}]"#,
+        r#"[{"a":1},{"a":2},{"b":1}]"#,
+        r#"[{"a":1,"b":2},{"a":1}]"#,
+        r#"[{"a":[1,2]},{"a":[2,1]}]"#,
+        r#"[{"a":"1"},{"a":1}]"#,
+    ] {
+        assert!(accepts(&objects, ok), "{ok}");
+    }
+    for bad in [
+        "[{},{}]",
+        r#"[{"a":1},{"a":1.0}]"#,
+        r#"[{"a":1,"b":2},{"b":2,"a":1}]"#,
+        r#"[{"a":"\/"},{"a":"/"}]"#,
+        r#"[{"a":"\n"},{"a":"\u000a"}]"#,
+        r#"[{"a":[1,{"b":null}]},{"c":1},{"a":[1e0,{"b":null}]}]"#,
+    ] {
+        assert!(!accepts(&objects, bad), "{bad}");
+    }
+    let numbers = json!({"type": "array", "items": {"type": "number"}, "uniqueItems": true});
+    for ok in ["[1,2,1.5]", "[0,0.1,-0.1]", "[1e2,1e3]"] {
+        assert!(accepts(&numbers, ok), "{ok}");
+    }
+    for bad in ["[1,1.0]", "[1,1e0]", "[100,1E2]", "[0,-0]", "[0.5,2,5e-1]"] {
+        assert!(!accepts(&numbers, bad), "{bad}");
+    }
+    let arrays = json!({"type": "array", "uniqueItems": true,
+                        "items": {"type": "array", "items": {"type": "integer"}}});
+    for ok in ["[[1],[1,2],[]]", "[[1,2],[2,1]]"] {
+        assert!(accepts(&arrays, ok), "{ok}");
+    }
+    for bad in ["[[],[]]", "[[1,2],[1,2.0]]", "[[1],[2],[1]]"] {
+        assert!(!accepts(&arrays, bad), "{bad}");
+    }
+    let mixed = values();
+    assert!(accepts(&mixed, r#"["a",{"a":1},1,[1],"1",[]]"#));
+    for bad in [r#"["/","\/"]"#, r#"[{"x":"y"},1,{"x":"y"}]"#, "[[1],[1.0]]"] {
+        assert!(!accepts(&mixed, bad), "{bad}");
+    }
+    // With whitespace between tokens, inside items too.
+    let ws = compile_json_schema(&objects, &JsonOptions::default().with_max_whitespace(2))
+        .expect("compiles");
+    assert!(ws.recognizes(br#"[ { "a" : 1 } , { "a" : 2 } ]"#));
+    assert!(!ws.recognizes(b"[ {\"a\":1,\"b\":2} ,\n{ \"b\" : 2 , \"a\" : 1 } ]"));
+}
+
+#[test]
+fn value_domains_that_could_dead_end_are_refused_by_name() {
+    let arr = |items: Value| json!({"type": "array", "items": items, "uniqueItems": true});
+    let thirteen: Vec<String> = (0..13).map(|i| format!("v{i}")).collect();
+    let cases = [
+        (arr(json!({"type": "integer"})), "integer items"),
+        (arr(json!({"type": "number", "maximum": 3})), "maximum"),
+        (
+            arr(json!({"type": "object", "additionalProperties": false,
+                       "properties": {"a": {"type": "string"}}})),
+            "without additional properties",
+        ),
+        (
+            arr(json!({"type": "object", "maxProperties": 3})),
+            "maxProperties",
+        ),
+        (arr(json!({"type": "array", "maxItems": 3})), "maxItems"),
+        (
+            arr(json!({"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": true})),
+            "enum",
+        ),
+        (arr(json!({"type": ["string", "null"]})), "null or booleans"),
+        (arr(json!({"enum": thirteen})), "enum of more than 12"),
+        (
+            arr(json!({"anyOf": [{"type": "object"}, {"type": "boolean"}]})),
+            "null or booleans",
+        ),
+    ];
+    for (schema, why) in cases {
+        let r = refusal(&schema);
+        assert!(r.starts_with("uniqueItems ("), "{r}");
+        assert!(r.contains(why), "{r} should say {why}");
+        assert!(r.ends_with("at #"), "{r}");
+    }
+}
+
+/// Single bytes, then pieces that cross value and item boundaries.
+fn value_vocab() -> Arc<TokenVocab> {
+    let mut v: Vec<Vec<u8>> = vec![b"<eos>".to_vec()];
+    v.extend((0..=255u8).map(|b| vec![b]));
+    for piece in [
+        "{\"a\":", "1}", "},{", "}]", "},", "\"}", "1.0", "0}", "]]", "],[", "[[", "1]", "1,",
+        "\"a\"", "{}", "[]", "e0", ".0]",
+    ] {
+        v.push(piece.as_bytes().to_vec());
+    }
+    Arc::new(TokenVocab::new(v, &[0]).expect("vocab"))
+}
+
+#[test]
+fn masks_refuse_exactly_the_closing_of_a_repeated_value() {
+    let vocab = value_vocab();
+    let id = |s: &str| {
+        (0..vocab.len() as u32)
+            .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
+            .unwrap()
+    };
+    let objects = json!({"type": "array", "items": {"type": "object"}, "uniqueItems": true});
+    let mut c = from_json_schema(&objects, &vocab, &JsonOptions::default()).unwrap();
+    for t in ["[", "{\"a\":", "1}", ",", "{\"a\":", "1"] {
+        c.advance(id(t)).unwrap();
+    }
+    let mask = check_mask(&mut c, br#"[{"a":1},{"a":1"#);
+    // `}` would close a repeat; `,` and `.5` go on to new objects.
+    for t in ["}", "},", "}]", "},{"] {
+        assert!(!bit(&mask, id(t)), "{t}");
+    }
+    for t in [",", "0}", "."] {
+        assert!(bit(&mask, id(t)), "{t}");
+    }
+    // Numbers: after `[1,1.0` the item may go on (`1.05`) but not end.
+    let numbers = json!({"type": "array", "items": {"type": "number"}, "uniqueItems": true});
+    let mut c = from_json_schema(&numbers, &vocab, &JsonOptions::default()).unwrap();
+    for t in ["[", "1,", "1.0"] {
+        c.advance(id(t)).unwrap();
+    }
+    let mask = check_mask(&mut c, b"[1,1.0");
+    for t in ["]", ",", "]]"] {
+        assert!(!bit(&mask, id(t)), "{t}");
+    }
+    for t in ["5", "0}", "e"] {
+        assert!(bit(&mask, id(t)) == (t != "0}"), "{t}");
+    }
+}
+
+/// Spellings of items, each with the class of the JSON value it is.
+const POOL: &[(&str, u8)] = &[
+    ("1", 0),
+    ("1.0", 0),
+    ("10e-1", 0),
+    ("2", 1),
+    (r#"{"a":1}"#, 2),
+    (r#"{"a":1.0}"#, 2),
+    (r#"{"a":1,"b":[]}"#, 3),
+    (r#"{"b":[],"a":1}"#, 3),
+    ("[1]", 4),
+    ("[1.0]", 4),
+    ("[]", 5),
+    ("{}", 6),
+    (r#""/""#, 7),
+    (r#""\/""#, 7),
+    (r#"["a",{}]"#, 8),
+    (r#"[{},"a"]"#, 9),
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// Random arrays of values in random spellings, so that equal values spelled apart are
+    /// common: accepted exactly when the values are distinct, and along the way the masks
+    /// agree with `advance` and never leave a dead end.
+    #[test]
+    fn values_accepted_iff_distinct(picks in proptest::collection::vec(0..POOL.len(), 0..5)) {
+        let text = format!(
+            "[{}]",
+            picks.iter().map(|&i| POOL[i].0).collect::<Vec<_>>().join(",")
+        );
+        let classes: HashSet<u8> = picks.iter().map(|&i| POOL[i].1).collect();
+        let unique = classes.len() == picks.len();
+        prop_assert_eq!(accepts(&values(), &text), unique, "{}", text);
+        let vocab = value_vocab();
+        let mut c = from_json_schema(&values(), &vocab, &JsonOptions::default()).unwrap();
+        let mut refused = false;
+        for (i, b) in text.bytes().enumerate() {
+            check_mask(&mut c, &text.as_bytes()[..i]);
+            if c.advance(b as u32 + 1).is_err() {
+                refused = true;
+                break;
+            }
+        }
+        prop_assert_eq!(refused || !c.is_complete(), !unique, "{}", text);
+    }
+}
+
+#[test]
+fn random_value_walks_have_exact_masks_and_end_unique() {
+    let vocab = value_vocab();
+    let schemas = [
+        values(),
+        json!({"type": "array", "items": {"type": "object",
+               "properties": {"a": {"enum": [1, 2]}}}, "uniqueItems": true, "minItems": 2}),
+        json!({"type": "array", "uniqueItems": true,
+               "items": {"type": "array", "items": {"type": "number"}, "uniqueItems": true}}),
+    ];
+    let preferred: Vec<u32> = (0..vocab.len() as u32)
+        .filter(|&t| {
+            let b = vocab.token_bytes(t).unwrap_or_default();
+            b.len() > 1 || b"1a\",[]{}:".contains(b.first().unwrap_or(&0))
+        })
+        .collect();
+    let mut finished = 0;
+    for (i, schema) in schemas.iter().enumerate() {
+        for seed in 0..10u64 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed * 17 + i as u64);
+            let mut c = from_json_schema(schema, &vocab, &JsonOptions::default()).unwrap();
+            let mut out = Vec::new();
+            for _ in 0..40 {
+                let mask = check_mask(&mut c, &out);
+                let allowed: Vec<u32> =
+                    (0..vocab.len() as u32).filter(|&t| bit(&mask, t)).collect();
+                let liked: Vec<u32> = preferred
+                    .iter()
+                    .copied()
+                    .filter(|&t| bit(&mask, t))
+                    .collect();
+                let pool = if !liked.is_empty() && rng.next_u32() % 8 != 0 {
+                    &liked
+                } else {
+                    &allowed
+                };
+                let t = pool[rng.next_u32() as usize % pool.len()];
+                c.advance(t).unwrap();
+                if t == 0 {
+                    finished += 1;
+                    // Distinct as values: serde_json's equality, with every number written
+                    // as an integer or the same decimal spelling the walk can produce.
+                    let v: Vec<Value> = serde_json::from_slice(&out).expect("JSON array");
+                    for (x, a) in v.iter().enumerate() {
+                        for b in &v[x + 1..] {
+                            assert!(!same(a, b), "{}", String::from_utf8_lossy(&out));
+                        }
+                    }
+                    break;
+                }
+                out.extend_from_slice(vocab.token_bytes(t).unwrap());
+            }
+        }
+    }
+    assert!(finished >= 6, "only {finished} walks finished");
+}
+
+/// JSON Schema equality: numbers by value, objects as member sets.
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
+    }
 }

@@ -328,9 +328,12 @@ fn scan(spec: &ObjectSpec, text: &[u8], st: &mut ObjState) -> bool {
 
 impl Guard {
     /// Whether the guard is checked when its nonterminal is predicted (the object guards)
-    /// rather than when its terminal completes (`UniqueStrings`).
+    /// rather than when its item completes (`UniqueStrings`, `UniqueValues`).
     pub(crate) fn at_prediction(&self) -> bool {
-        !matches!(self, Guard::UniqueStrings)
+        matches!(
+            self,
+            Guard::Member { .. } | Guard::More { .. } | Guard::End { .. }
+        )
     }
 }
 
@@ -350,7 +353,7 @@ impl Chart {
             Guard::Member { object: o, key } => (o, Check::Member(key)),
             Guard::More { object: o } => (o, Check::More),
             Guard::End { object: o } => (o, Check::End),
-            Guard::UniqueStrings => return true,
+            Guard::UniqueStrings | Guard::UniqueValues => return true,
         };
         let Some(spec) = g.objects.get(spec_id as usize) else {
             return false;

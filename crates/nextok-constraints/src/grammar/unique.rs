@@ -3,9 +3,11 @@
 //! predicted, for object members, are in `members`; they share [`Guard`] and the chart's
 //! `GuardState`.)
 //!
-//! A guarded nonterminal `G -> T` (one terminal) is completed into a waiting item only when its
-//! [`Guard`] accepts the text: for [`Guard::UniqueStrings`], the string `T` read must differ,
-//! as a decoded JSON string, from every item written before it in the same array. The waiting
+//! A guarded nonterminal `G -> T` (one symbol) is completed into a waiting item only when its
+//! [`Guard`] accepts the text: for [`Guard::UniqueStrings`], the string terminal `T` read must
+//! differ, as a decoded JSON string, from every item written before it in the same array; for
+//! [`Guard::UniqueValues`], the value `T` (a terminal or a nonterminal) read must differ from
+//! every earlier item as a JSON value, compared in a canonical form (`canonical`). The waiting
 //! item's origin is where the array's `[` was read (the compiler writes the array's rules
 //! left-recursively, `A -> A "," G`, so that it is), and the chart keeps the bytes it read, so
 //! the earlier items are the strings of `input[origin..start of G]`; their decoded values are
@@ -19,10 +21,13 @@
 //! places where it ends with a value that some guard refuses (`q_nodes`: found by walking the
 //! token trie along the spellings of the earlier values) are read again with their real bytes,
 //! and a set past an assumed terminal end (`GuardState::synthetic`) that a guard would read is
-//! marked uncertain, and the place is read again with real bytes. Reading real bytes is
-//! exactly what `advance` does, so the mask agrees with it. The compiler guards only terminals
-//! whose every state inside the string can still reach infinitely many values, so a finite set
-//! of earlier items never leaves a prefix without a valid completion.
+//! marked uncertain, and the place is read again with real bytes (with the tokens that end
+//! exactly there when the set right after the terminal is itself uncertain: a value item
+//! completed by its closing `}` or `]`, or by the last byte of a number or string). Reading
+//! real bytes is
+//! exactly what `advance` does, so the mask agrees with it. The compiler guards only items
+//! whose every prefix can still reach infinitely many values, so a finite set of earlier items
+//! never leaves a prefix without a valid completion.
 
 use std::sync::Arc;
 
@@ -43,6 +48,9 @@ pub(crate) enum Guard {
     More { object: u32 },
     /// Checked at prediction: the object of spec `object` may end here.
     End { object: u32 },
+    /// A JSON value item of any type: it must differ, as a JSON value, from every earlier
+    /// item (object keys in any order, numbers by value, strings decoded: [`canonical`]).
+    UniqueValues,
 }
 
 /// Most (array, item) positions whose earlier values are kept.
@@ -55,6 +63,8 @@ struct Earlier {
     array: u32,
     /// Set where the item starts.
     item: u32,
+    /// The guard the values were read for (strings decoded, or values in canonical form).
+    guard: Guard,
     /// Decoded values, sorted, without repeats; `None` when the text is not a list of strings
     /// (which the grammar never lets happen).
     values: Option<Arc<Vec<Vec<u8>>>>,
@@ -283,6 +293,251 @@ fn earlier_strings(text: &[u8]) -> Option<Vec<Vec<u8>>> {
     Some(values)
 }
 
+/// Deepest nesting [`canonical`] reads (deeper items are not read: the guard refuses them).
+const MAX_CANONICAL_DEPTH: usize = 512;
+
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// The canonical form of the one JSON value `text` holds (whitespace around it allowed), or
+/// `None` if it holds something else.
+fn canonical_item(text: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let end = canonical(text, skip_ws(text, 0), &mut out, 0)?;
+    (skip_ws(text, end) == text.len()).then_some(out)
+}
+
+fn skip_ws(text: &[u8], mut i: usize) -> usize {
+    while i < text.len() && is_ws(text[i]) {
+        i += 1;
+    }
+    i
+}
+
+/// Appends to `out` the canonical form of the JSON value starting at `text[i]` and returns
+/// where it ends. Two values have the same form exactly when JSON Schema calls them equal:
+/// strings compare decoded, numbers by value (`1`, `1.0`, `10e-1` alike; `-0` is `0`), arrays
+/// item by item, objects as sets of members (keys in any order; of a repeated key the last
+/// member counts, as JSON parsers keep it). The form is self-delimiting: a tag byte, then for
+/// a string its length and bytes, for a number its sign, decimal exponent and significant
+/// digits, for an array or object its length and its items (members sorted by key).
+fn canonical(text: &[u8], i: usize, out: &mut Vec<u8>, depth: usize) -> Option<usize> {
+    if depth > MAX_CANONICAL_DEPTH {
+        return None;
+    }
+    let lit = |word: &[u8], tag: u8, out: &mut Vec<u8>| {
+        text.get(i..i + word.len()).filter(|w| *w == word).map(|_| {
+            out.push(tag);
+            i + word.len()
+        })
+    };
+    match *text.get(i)? {
+        b'n' => lit(b"null", b'n', out),
+        b't' => lit(b"true", b't', out),
+        b'f' => lit(b"false", b'f', out),
+        b'"' => {
+            let (value, end) = string_at(text, i)?;
+            push_string(&value, out);
+            Some(end)
+        }
+        b'[' => {
+            let mut items: Vec<Vec<u8>> = Vec::new();
+            let mut j = skip_ws(text, i + 1);
+            if text.get(j) == Some(&b']') {
+                j += 1;
+            } else {
+                loop {
+                    let mut v = Vec::new();
+                    j = skip_ws(text, canonical(text, j, &mut v, depth + 1)?);
+                    items.push(v);
+                    match *text.get(j)? {
+                        b',' => j = skip_ws(text, j + 1),
+                        b']' => {
+                            j += 1;
+                            break;
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            out.push(b'a');
+            out.extend_from_slice(&(items.len() as u64).to_be_bytes());
+            for v in items {
+                out.extend_from_slice(&v);
+            }
+            Some(j)
+        }
+        b'{' => {
+            let mut members: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+            let mut j = skip_ws(text, i + 1);
+            if text.get(j) == Some(&b'}') {
+                j += 1;
+            } else {
+                loop {
+                    if text.get(j) != Some(&b'"') {
+                        return None;
+                    }
+                    let (key, end) = string_at(text, j)?;
+                    j = skip_ws(text, end);
+                    if text.get(j) != Some(&b':') {
+                        return None;
+                    }
+                    let mut v = Vec::new();
+                    j = skip_ws(
+                        text,
+                        canonical(text, skip_ws(text, j + 1), &mut v, depth + 1)?,
+                    );
+                    // A repeated key: the last member counts.
+                    members.retain(|(k, _)| *k != key);
+                    members.push((key, v));
+                    match *text.get(j)? {
+                        b',' => j = skip_ws(text, j + 1),
+                        b'}' => {
+                            j += 1;
+                            break;
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            members.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            out.push(b'o');
+            out.extend_from_slice(&(members.len() as u64).to_be_bytes());
+            for (k, v) in members {
+                push_string(&k, out);
+                out.extend_from_slice(&v);
+            }
+            Some(j)
+        }
+        b'-' | b'0'..=b'9' => number_at(text, i, out),
+        _ => None,
+    }
+}
+
+fn push_string(value: &[u8], out: &mut Vec<u8>) {
+    out.push(b's');
+    out.extend_from_slice(&(value.len() as u64).to_be_bytes());
+    out.extend_from_slice(value);
+}
+
+/// The decoded JSON string starting at `text[i]` (its opening quote) and where it ends.
+fn string_at(text: &[u8], i: usize) -> Option<(Vec<u8>, usize)> {
+    let mut d = Decoder::new();
+    let mut value = Vec::new();
+    let mut j = i;
+    while d.mode != Mode::Closed {
+        d.feed(*text.get(j)?, &mut value);
+        if d.mode == Mode::Bad {
+            return None;
+        }
+        j += 1;
+    }
+    Some((value, j))
+}
+
+/// The canonical form of the JSON number at `text[i]`: `d`, then `-` or `+`, the exponent of
+/// the last significant digit (16 bytes, order-preserving), the significant digits (no leading
+/// or trailing zeros) and `;`; zero, of either sign, is `d0;`. Exponents beyond ±10^18 are
+/// clamped there (no item the grammar's limits let through comes near).
+fn number_at(text: &[u8], i: usize, out: &mut Vec<u8>) -> Option<usize> {
+    let mut j = i;
+    let neg = text.get(j) == Some(&b'-');
+    if neg {
+        j += 1;
+    }
+    let digits_from = |j: &mut usize| {
+        let s = *j;
+        while text.get(*j).is_some_and(u8::is_ascii_digit) {
+            *j += 1;
+        }
+        s..*j
+    };
+    let int = digits_from(&mut j);
+    if int.is_empty() || (text[int.start] == b'0' && int.len() > 1) {
+        return None;
+    }
+    let mut frac = j..j;
+    if text.get(j) == Some(&b'.') {
+        j += 1;
+        frac = digits_from(&mut j);
+        if frac.is_empty() {
+            return None;
+        }
+    }
+    let mut exp: i128 = 0;
+    if matches!(text.get(j), Some(b'e' | b'E')) {
+        j += 1;
+        let eneg = match text.get(j) {
+            Some(b'-') => {
+                j += 1;
+                true
+            }
+            Some(b'+') => {
+                j += 1;
+                false
+            }
+            _ => false,
+        };
+        let e = digits_from(&mut j);
+        if e.is_empty() {
+            return None;
+        }
+        for &b in &text[e] {
+            exp = (exp * 10 + i128::from(b - b'0')).min(1_000_000_000_000_000_000);
+        }
+        if eneg {
+            exp = -exp;
+        }
+    }
+    let mut digits: Vec<u8> = text[int]
+        .iter()
+        .chain(&text[frac.clone()])
+        .copied()
+        .collect();
+    exp -= frac.len() as i128;
+    let lead = digits.iter().take_while(|&&b| b == b'0').count();
+    digits.drain(..lead);
+    while digits.last() == Some(&b'0') {
+        digits.pop();
+        exp += 1;
+    }
+    if digits.is_empty() {
+        out.extend_from_slice(b"d0;");
+        return Some(j);
+    }
+    out.push(b'd');
+    out.push(if neg { b'-' } else { b'+' });
+    // Shifted to be unsigned, so that the bytes order as the exponents do.
+    out.extend_from_slice(&((exp as u128) ^ (1 << 127)).to_be_bytes());
+    out.extend_from_slice(&digits);
+    out.push(b';');
+    Some(j)
+}
+
+/// The canonical forms ([`canonical`]) of the items of the array text `text` (its `[`, then
+/// items each followed by a comma, with JSON whitespace around them), sorted and without
+/// repeats.
+fn earlier_values(text: &[u8]) -> Option<Vec<Vec<u8>>> {
+    if text.first() != Some(&b'[') {
+        return None;
+    }
+    let mut values = Vec::new();
+    let mut i = skip_ws(text, 1);
+    while i < text.len() {
+        let mut v = Vec::new();
+        i = skip_ws(text, canonical(text, i, &mut v, 0)?);
+        values.push(v);
+        if text.get(i) != Some(&b',') {
+            return None;
+        }
+        i = skip_ws(text, i + 1);
+    }
+    values.sort_unstable();
+    values.dedup();
+    Some(values)
+}
+
 /// Whether some value of the sorted `values` starts with `prefix`.
 fn has_prefix(values: &[Vec<u8>], prefix: &[u8]) -> bool {
     let i = values.partition_point(|v| v.as_slice() < prefix);
@@ -295,8 +550,8 @@ impl Chart {
     #[inline]
     pub(super) fn completes(&mut self, g: &Grammar, a: u32, parent: u32, o: u32, k: u32) -> bool {
         match g.guards.get(a as usize) {
-            Some(Some(Guard::UniqueStrings)) => {
-                self.guard_passes(Guard::UniqueStrings, parent, o, k)
+            Some(Some(guard @ (Guard::UniqueStrings | Guard::UniqueValues))) => {
+                self.guard_passes(*guard, parent, o, k)
             }
             // A prediction guard, checked again for each waiting item (a set may hold several
             // objects' items waiting for the same member).
@@ -309,7 +564,7 @@ impl Chart {
         if let Some(s) = self.guard.synthetic {
             // The byte into set `s` is unknown: a text across it cannot be read.
             if array < s && s <= k {
-                if !(k == s && self.guard.own) {
+                if !(k == s && self.guard.own && guard == Guard::UniqueStrings) {
                     self.guard.uncertain = true;
                 }
                 return true;
@@ -325,7 +580,22 @@ impl Chart {
                     debug_assert!(false, "a guarded item that is not a JSON string");
                     return false;
                 };
-                match self.earlier(array, o) {
+                match self.earlier(guard, array, o) {
+                    Some(values) => values.binary_search(&value).is_err(),
+                    None => false,
+                }
+            }
+            Guard::UniqueValues => {
+                self.work += u64::from(k.saturating_sub(o));
+                let Some(value) = self
+                    .input
+                    .get(o as usize..k as usize)
+                    .and_then(canonical_item)
+                else {
+                    debug_assert!(false, "a guarded item that is not a JSON value");
+                    return false;
+                };
+                match self.earlier(guard, array, o) {
                     Some(values) => values.binary_search(&value).is_err(),
                     None => false,
                 }
@@ -336,21 +606,27 @@ impl Chart {
 
     /// The decoded values of the items of the array started at set `array`, before the item
     /// that starts at set `item` (cached until the chart is truncated below `item`).
-    fn earlier(&mut self, array: u32, item: u32) -> Option<Arc<Vec<Vec<u8>>>> {
+    fn earlier(&mut self, guard: Guard, array: u32, item: u32) -> Option<Arc<Vec<Vec<u8>>>> {
         if let Some(e) = self
             .guard
             .cache
             .iter()
-            .find(|e| e.array == array && e.item == item)
+            .find(|e| e.array == array && e.item == item && e.guard == guard)
         {
             return e.values.clone();
         }
         // One work unit per byte read, so that `Limits::max_mask_work` bounds this too.
         self.work += u64::from(item.saturating_sub(array));
+        let read = match guard {
+            Guard::UniqueStrings => earlier_strings,
+            Guard::UniqueValues => earlier_values,
+            // Object guards are checked at prediction (`members`) and read no earlier items.
+            Guard::Member { .. } | Guard::More { .. } | Guard::End { .. } => return None,
+        };
         let values = self
             .input
             .get(array as usize..item as usize)
-            .and_then(earlier_strings)
+            .and_then(read)
             .map(Arc::new);
         // Only a cache: the oldest entry goes when it is full, so that a long array's
         // positions do not each keep a copy of the values before them.
@@ -360,6 +636,7 @@ impl Chart {
         self.guard.cache.push(Earlier {
             array,
             item,
+            guard,
             values: values.clone(),
         });
         self.guard.max_item = self.guard.max_item.max(item);
@@ -439,15 +716,19 @@ impl Chart {
                 self.pop();
                 self.check_work(g)?;
                 for p in again {
+                    // When the set right after the terminal's end is itself uncertain (a guard
+                    // completes there, such as a value item at its closing `}`), the tokens
+                    // that end exactly there are read again too.
                     let node = &vocab.trie[p as usize];
+                    let from = if all { node.tok_start } else { node.tok_end };
                     clear(
                         vocab,
-                        node.tok_end as usize,
+                        from as usize,
                         vocab.subtree_tokens_end(p as usize),
                         item,
                     );
                     let path = trie_path(vocab, p as usize);
-                    self.exact_walk(g, vocab, p as usize, &path, false, item);
+                    self.exact_walk(g, vocab, p as usize, &path, all, item);
                 }
             }
             if guarded {
@@ -516,7 +797,7 @@ impl Chart {
         let k = self.depth() - 1;
         let mut out: Vec<(usize, Vec<u8>)> = Vec::new();
         for array in arrays {
-            let Some(values) = self.earlier(array, origin) else {
+            let Some(values) = self.earlier(Guard::UniqueStrings, array, origin) else {
                 continue;
             };
             if values.is_empty() {
@@ -664,6 +945,57 @@ mod tests {
         assert_eq!(d(r#""a"#), None);
         assert_eq!(d(r#""a"b"#), None);
         assert_eq!(d(r#""\x""#), None);
+    }
+
+    #[test]
+    fn values_compare_as_json_schema_says() {
+        let c = |s: &str| canonical_item(s.as_bytes()).unwrap_or_else(|| panic!("{s}"));
+        // Equal values.
+        for (a, b) in [
+            ("1", "1.0"),
+            ("1", "10e-1"),
+            ("100", "1e2"),
+            ("1.5e1", "15"),
+            ("0", "-0.0"),
+            ("0", "0e5"),
+            (r#""a""#, r#""\u0061""#),
+            (
+                r#"{"a":1,"b":[true]}"#,
+                r#" { "b" : [ true ] , "a" : 1.00 } "#,
+            ),
+            (r#"{"a":1,"a":2}"#, r#"{"a":2}"#),
+            ("[[],{}]", "[ [ ] , { } ]"),
+        ] {
+            assert_eq!(c(a), c(b), "{a} {b}");
+        }
+        // Different values.
+        for (a, b) in [
+            ("1", "-1"),
+            ("1", "10"),
+            ("0.1", "1"),
+            ("1e400", "1e401"),
+            ("1", r#""1""#),
+            ("true", "false"),
+            ("null", "false"),
+            ("[1,2]", "[2,1]"),
+            ("[1]", "[[1]]"),
+            (r#"{"a":1}"#, r#"{"a":1,"b":1}"#),
+            (r#"{"a":1}"#, r#"{"b":1}"#),
+            (r#"{"ab":1}"#, r#"{"a":1}"#),
+            (r#"["ab"]"#, r#"["a","b"]"#),
+            ("[]", "{}"),
+        ] {
+            assert_ne!(c(a), c(b), "{a} {b}");
+        }
+        for bad in [
+            "", "01", "1.", "-", "[1,]", r#"{"a"}"#, "tru", "[1", "1 2", "{1:2}",
+        ] {
+            assert_eq!(canonical_item(bad.as_bytes()), None, "{bad}");
+        }
+        let v = earlier_values(br#"[ {"a":1} ,1.0,{ "a" : 1 },1, "#).unwrap();
+        assert_eq!(v.len(), 2);
+        assert_eq!(earlier_values(b"[").unwrap(), Vec::<Vec<u8>>::new());
+        assert_eq!(earlier_values(b"[1"), None);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! exactly or refusing, and a sufficient test for disjointness (for `oneOf`).
 
 use super::schema::{invalid, json_eq, named, unsupported, Node, ObjectFacets, Schema, TypeSet};
-use super::string::search_regex;
+use super::string::pattern_dfa;
 use crate::dfa::Dfa;
 use crate::Error;
 
@@ -98,8 +98,17 @@ pub(super) fn normalize(
     // dependentSchemas: for each combination of the trigger properties, either the property
     // is absent or it is present and its schema holds. The branches are disjoint.
     if let Some(ds) = m.dependent_schemas.take() {
-        if ds.len() > 3 || m.any_of.is_some() || m.one_of.is_some() {
-            return Err(unsupported("dependentSchemas", path));
+        if ds.len() > 3 {
+            return Err(unsupported(
+                "dependentSchemas (more than 3 trigger properties)",
+                path,
+            ));
+        }
+        if m.any_of.is_some() || m.one_of.is_some() {
+            return Err(unsupported(
+                "dependentSchemas (beside anyOf or oneOf)",
+                path,
+            ));
         }
         let mut branches = Vec::new();
         for combo in 0u32..(1 << ds.len()) {
@@ -360,7 +369,7 @@ pub(super) fn complement_in(
             .pattern_properties
             .iter()
             .flatten()
-            .map(|(p, v)| Ok((p.clone(), Dfa::from_regex(&search_regex(p))?, v.clone())))
+            .map(|(p, v)| Ok((p.clone(), pattern_dfa(p)?, v.clone())))
             .collect::<Result<_, Error>>()?;
         let named = |k: &str| ob.properties.as_deref().and_then(|p| named(p, k)).is_some();
         for k in keys {
@@ -970,7 +979,7 @@ fn merge_objects(
             .pattern_properties
             .iter()
             .flatten()
-            .map(|(p, v)| Ok((Dfa::from_regex(&search_regex(p))?, v)))
+            .map(|(p, v)| Ok((pattern_dfa(p)?, v)))
             .collect::<Result<_, Error>>()?;
         let props = c
             .properties

@@ -9,7 +9,7 @@ use super::algebra::{both_of, merge, normalize};
 use super::compile::Compiler;
 use super::resolve::escape_pointer;
 use super::schema::{named, unsupported, Node, Schema, TypeSet};
-use super::string::{search_regex, string_content};
+use super::string::{pattern_dfa, string_content};
 use crate::dfa::Dfa;
 use crate::grammar::{GrammarBuilder, Guard, ObjectSpec, Sym, ADDITIONAL};
 use crate::Error;
@@ -273,7 +273,7 @@ impl Compiler<'_> {
     /// The decoded keys a `propertyNames` schema accepts (keys are strings, so only string
     /// keywords and string values matter).
     fn key_filter(&self, pn: &Schema, path: &str) -> Result<Dfa, Error> {
-        let m = match normalize(self.table, pn, path, 0)? {
+        let m = match self.resolve_bare(pn, path)? {
             Schema::Never => return Ok(Dfa::empty()),
             Schema::Any => return Ok(Dfa::any_string().clone()),
             Schema::Node(m) => m,
@@ -285,6 +285,7 @@ impl Compiler<'_> {
             "pattern",
             "format",
             "enum",
+            "not enum",
         ];
         for k in m.keywords() {
             if !string_keys.contains(&k) {
@@ -304,6 +305,11 @@ impl Compiler<'_> {
             }
             d = d.intersect(&allowed)?;
         }
+        for v in m.excluded.iter().flatten() {
+            if let Value::String(x) = v {
+                d = d.minus(&Dfa::literal(x.as_bytes()))?;
+            }
+        }
         Ok(d)
     }
 
@@ -321,7 +327,7 @@ impl Compiler<'_> {
         }
         let mut pat_dfas = Vec::new();
         for (p, _) in pats {
-            pat_dfas.push(Dfa::from_regex(&search_regex(p))?);
+            pat_dfas.push(pattern_dfa(p)?);
         }
         let additional = o.additional_properties.clone().unwrap_or(Schema::Any);
         // The value schema for a key: its `properties` entry (or `additionalProperties` when it

@@ -575,3 +575,154 @@ fn many_named_properties_and_counts_without_blowup() {
         &[r#"{"a":1,"b":2,"z":3}"#, r#"{"x":1,"y":1,"z":2}"#],
     );
 }
+
+#[test]
+fn ecma_patterns_keep_their_ecma_meaning() {
+    let p = |re: &str| json!({"type": "string", "pattern": re});
+    // `.` excludes every line terminator, not only `\n`.
+    check(
+        p("^a.b$"),
+        &[r#""axb""#, r#""a\tb""#, "\"aéb\""],
+        &[r#""a\nb""#, r#""a\rb""#, "\"a\u{2028}b\"", "\"a\u{2029}b\""],
+    );
+    // `\s` is ECMA's white space: no-break space and BOM in, NEL (U+0085) out.
+    check(
+        p("^\\s$"),
+        &[
+            "\" \"",
+            "\"\u{a0}\"",
+            "\"\u{feff}\"",
+            r#""\t""#,
+            "\"\u{3000}\"",
+        ],
+        &["\"\u{85}\"", r#""a""#],
+    );
+    check(p("^\\S$"), &["\"\u{85}\"", r#""a""#], &["\"\u{a0}\""]);
+    // `\b` is an ASCII word boundary: `é` is not a word character.
+    check(
+        p("\\bcat\\b"),
+        &[r#""a cat""#, r#""cat""#, "\"écat\""],
+        &[r#""cats""#, r#""_cat""#],
+    );
+    // Inside a class `[`, `&&` and `~~` are literal characters, and `\b` is a backspace.
+    check(p("^[a[]+$"), &[r#""a[a""#], &[r#""]""#, r#""b""#]);
+    check(p("^[a&&b]$"), &[r#""&""#, r#""a""#, r#""b""#], &[r#""c""#]);
+    check(p("^[~~x]$"), &[r#""~""#, r#""x""#], &[r#""y""#]);
+    check(p("^[\\b]$"), &[r#""\b""#], &[r#""b""#]);
+    // `[^]` is any character, `[]` none; `{,2}` and a lone `]` are literal.
+    check(p("^a[^]b$"), &[r#""a\nb""#, r#""axb""#], &[r#""ab""#]);
+    check(p("^(a[]|b)$"), &[r#""b""#], &[r#""a""#, r#""""#]);
+    check(p("^a{,2}$"), &[r#""a{,2}""#], &[r#""a""#, r#""aa""#]);
+    check(p("^a]$"), &[r#""a]""#], &[r#""a""#]);
+    check(
+        p("^\\cC\\cj$"),
+        &[r#""\u0003\n""#],
+        &[r#""cCcj""#, r#""\u0003""#],
+    );
+}
+
+#[test]
+fn leading_look_aheads_are_exact() {
+    let p = |re: &str| json!({"type": "string", "pattern": re});
+    check(
+        p("^(?!@@)[@a-z]+$"),
+        &[r#""@a""#, r#""a@@""#, r#""@""#],
+        &[r#""@@a""#, r#""@@""#, r#""A""#],
+    );
+    // `$` inside the look-ahead is the end of the whole string.
+    check(
+        p("^(?!python$)[a-z]+$"),
+        &[r#""pythons""#, r#""py""#],
+        &[r#""python""#],
+    );
+    check(
+        p("^(?!^lucene\\.|builtin\\.).*"),
+        &[r#""x.lucene.""#, r#""lucene""#, r#""""#],
+        &[r#""lucene.x""#, r#""builtin.""#],
+    );
+    check(
+        p("^(?!.*(local|meta)).*$"),
+        &[r#""remote""#, r#""loca""#],
+        &[r#""xlocal""#, r#""metal""#],
+    );
+    // Positive look-aheads, and several in a row.
+    check(
+        p("^(?=a)(?!ab)"),
+        &[r#""a""#, r#""ac""#],
+        &[r#""ab""#, r#""b""#, r#""""#],
+    );
+    // The look-ahead's `.` is ECMA's too: a line terminator stops `.*`.
+    check(p("^(?!.*x)"), &["\"a\\nx\"", r#""abc""#], &[r#""ax""#]);
+    // Look-arounds elsewhere are refused with the regex error.
+    for re in ["a(?!b)", "(?<=a)b", "^a(?!b)"] {
+        assert!(matches!(refused(p(re)), Error::RegexSyntax { .. }), "{re}");
+    }
+}
+
+#[test]
+fn property_names_through_references_and_excluded_values() {
+    check(
+        json!({"type": "object",
+               "$defs": {"key": {"type": "string", "pattern": "^[a-z]+$"}},
+               "propertyNames": {"$ref": "#/$defs/key"}}),
+        &["{}", r#"{"ab":1,"c":2}"#],
+        &[r#"{"Ab":1}"#, r#"{"a1":1}"#, r#"{"":1}"#],
+    );
+    check(
+        json!({"type": "object", "propertyNames": {"not": {"enum": ["ignore", "relative"]}}}),
+        &["{}", r#"{"ignored":1,"rel":true}"#],
+        &[r#"{"ignore":1}"#, r#"{"a":1,"relative":2}"#],
+    );
+}
+
+#[test]
+fn uris_iris_templates_and_relative_pointers_are_exact() {
+    let f = |name: &str| json!({"type": "string", "format": name});
+    check(
+        f("uri"),
+        &[
+            r#""http://[::ffff:192.168.0.1]/p""#,
+            r#""http://[v1.fe]""#,
+            r#""urn:a:b""#,
+        ],
+        &[
+            r#""http://[::ffff:192.168.0.01]/p""#,
+            r#""http://[1:2]""#,
+            r#""http://é.com""#,
+        ],
+    );
+    check(
+        f("uri-reference"),
+        &[r#""a/b:c""#, r#""/a:b""#, r#""a:b""#, r#""""#, r##""#x""##],
+        &[r#""1:b""#, r#""%2""#],
+    );
+    check(
+        f("iri"),
+        &[r#""http://é.com/ü?q=ç#f""#],
+        &[r#""http://é.com/ ""#, r#""é""#],
+    );
+    check(
+        f("uri-template"),
+        &[
+            r#""http://example.com/{+path}{?q,lang}""#,
+            r#""{var:30}{list*}""#,
+            r#""a'b""#,
+        ],
+        &[r#""{}""#, r#""{var:0}""#, r#""{a""#, r#""a{b}}""#],
+    );
+    check(
+        f("relative-json-pointer"),
+        &[r#""0""#, r##""1#""##, r#""0/a~1b""#],
+        &[r#""01""#, r##""#""##, r#""-1/a""#, r#""0~""#],
+    );
+    check(
+        f("hostname"),
+        &[r#""a-b.example""#, r#""ab-c""#],
+        &[r#""xn--a""#, r#""ab--c.example""#, r#""a.XN--b""#],
+    );
+    check(
+        f("ipv6"),
+        &[r#""::ffff:1.2.3.4""#, r#""1::""#],
+        &[r#""1::2::3""#, r#""::1.2.3""#],
+    );
+}

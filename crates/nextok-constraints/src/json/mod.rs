@@ -284,8 +284,8 @@ impl Draft {
 #[non_exhaustive]
 pub enum FormatMode {
     /// Known formats are enforced exactly (`date` with real month lengths and leap years,
-    /// `time`, `date-time`, `duration`, `email`, `hostname`, `ipv4`, `ipv6`, `uri`, `uuid`,
-    /// `json-pointer`...); unknown format names are annotations, listed in
+    /// `time`, `date-time`, `duration`, `email`, `hostname`, `ipv4`, `ipv6`, `uri`, `iri`,
+    /// `uri-template`, `uuid`, `json-pointer`, `relative-json-pointer`...); unknown format names are annotations, listed in
     /// [`CompiledSchema::ignored`]; known formats nextok cannot enforce exactly (`regex`,
     /// `idn-hostname`...) are [`Error::UnsupportedKeyword`].
     #[default]
@@ -553,7 +553,8 @@ mod tests {
             ),
             (
                 "https://example.com/schemas/none.json",
-                "$ref https://example.com/schemas/none.json",
+                "$ref https://example.com/schemas/none.json (another document, not among the \
+                 schema's resources)",
             ),
         ] {
             let s = json!({"$schema": "http://json-schema.org/draft-07/schema#", "$ref": uri});

@@ -391,14 +391,20 @@ fn percent_decode(s: &str) -> String {
 /// The value a same-document reference (`#` and a JSON pointer) names in `root`.
 pub(super) fn lookup<'v>(root: &'v Value, reference: &str, path: &str) -> Result<&'v Value, Error> {
     let Some(pointer) = reference.strip_prefix('#') else {
-        return Err(unsupported(format!("$ref {reference}"), path));
+        return Err(unsupported(
+            format!("$ref {reference} (another document, not among the schema's resources)"),
+            path,
+        ));
     };
     let mut cur = root;
     if pointer.is_empty() {
         return Ok(cur);
     }
     let Some(pointer) = pointer.strip_prefix('/') else {
-        return Err(unsupported(format!("$ref {reference}"), path));
+        return Err(unsupported(
+            format!("$ref {reference} (an anchor the document does not define)"),
+            path,
+        ));
     };
     for raw in pointer.split('/') {
         let tok = percent_decode(raw).replace("~1", "/").replace("~0", "~");

@@ -1,5 +1,6 @@
-//! Strings: `pattern` (ECMA-262, unanchored), `format`, and length bounds, as one automaton of
-//! the decoded content.
+//! Strings: `pattern` (ECMA-262, unanchored; translated where Rust's regex syntax means
+//! something else, leading look-aheads as automaton differences), `format`, and length
+//! bounds, as one automaton of the decoded content.
 
 use super::schema::{unsupported, StringFacets};
 use crate::dfa::Dfa;
@@ -39,25 +40,136 @@ fn has_top_level_bar(p: &str) -> bool {
     false
 }
 
-/// ECMA `\d`, `\w` and their negations are ASCII-only, unlike Rust's Unicode classes.
+/// The automaton of the strings an ECMA-262 `pattern` matches somewhere (JSON Schema patterns
+/// are not anchored). Look-aheads right after a leading `^` (`^(?!X)R`, `^(?=X)R`, in any
+/// number) are exact as automata: the strings `^R` matches, minus (or intersected with) those
+/// with a prefix that `X` matches, `X`'s own `$` still meaning the end of the whole string.
+/// Other look-arounds do not parse and are refused with the regex error.
+pub(crate) fn pattern_dfa(pattern: &str) -> Result<Dfa, Error> {
+    let mut looks: Vec<(bool, &str)> = Vec::new();
+    let mut positive = pattern.to_string();
+    if let Some(mut rest) = pattern.strip_prefix('^') {
+        while let Some((negative, inner, after)) = leading_lookahead(rest) {
+            looks.push((negative, inner));
+            rest = after;
+        }
+        if !looks.is_empty() {
+            positive = format!("^{rest}");
+        }
+    }
+    let mut d = Dfa::from_regex(&search_regex(&positive))?;
+    for (negative, x) in looks {
+        let xd = Dfa::from_regex(&format!("(?:{})(?s:.)*", ecma_to_rust(x)))?;
+        d = if negative {
+            d.minus(&xd)?
+        } else {
+            d.intersect(&xd)?
+        };
+    }
+    Ok(d)
+}
+
+/// A look-ahead group at the start of `p`: whether it is negative, its body, and what follows.
+fn leading_lookahead(p: &str) -> Option<(bool, &str, &str)> {
+    let negative = if p.starts_with("(?!") {
+        true
+    } else if p.starts_with("(?=") {
+        false
+    } else {
+        return None;
+    };
+    let (mut depth, mut in_class, mut esc) = (0i32, false, false);
+    for (i, c) in p.char_indices().skip(3) {
+        if esc {
+            esc = false;
+            continue;
+        }
+        match c {
+            '\\' => esc = true,
+            '[' if !in_class => in_class = true,
+            ']' if in_class => in_class = false,
+            '(' if !in_class => depth += 1,
+            ')' if !in_class && depth == 0 => return Some((negative, &p[3..i], &p[i + 1..])),
+            ')' if !in_class => depth -= 1,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// ECMA-262 syntax in regex-automata's, where their meanings differ: `\d`, `\w`, `\b` and
+/// their negations are ASCII-only (Rust's are Unicode); `\s` is ECMA's white space and line
+/// terminators (not Unicode's `White_Space`); `.` excludes every line terminator (`\n`, `\r`,
+/// U+2028, U+2029), not only `\n`; inside a class `[`, `&` and `~` are literal (Rust nests
+/// classes and has `&&`, `~~`) and `\b` is a backspace; `[]` matches nothing and `[^]` any
+/// character; `]` outside a class and `{,` are literal; `\cX` is a control character.
 fn ecma_to_rust(p: &str) -> String {
+    const DOT: &str = "[^\\n\\r\\x{2028}\\x{2029}]";
+    const SPACE: &str = "\\t\\n\\x0B\\x0C\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}";
     let mut out = String::with_capacity(p.len());
-    let mut chars = p.chars();
+    let mut in_class = false;
+    let mut chars = p.chars().peekable();
     while let Some(c) = chars.next() {
-        if c == '\\' {
-            match chars.next() {
+        match c {
+            '\\' => match chars.next() {
                 Some('d') => out.push_str("[0-9]"),
                 Some('D') => out.push_str("[^0-9]"),
                 Some('w') => out.push_str("[A-Za-z0-9_]"),
                 Some('W') => out.push_str("[^A-Za-z0-9_]"),
+                Some('s') => {
+                    out.push('[');
+                    out.push_str(SPACE);
+                    out.push(']');
+                }
+                Some('S') => {
+                    out.push_str("[^");
+                    out.push_str(SPACE);
+                    out.push(']');
+                }
+                Some('b') if in_class => out.push_str("\\x08"),
+                Some('b') => out.push_str("(?-u:\\b)"),
+                Some('B') if !in_class => out.push_str("(?-u:\\B)"),
+                // `\cX`: the control character of a letter's code modulo 32.
+                Some('c') if chars.peek().is_some_and(char::is_ascii_alphabetic) => {
+                    let x = chars.next().map_or(0, |x| x as u32 % 32);
+                    out.push_str(&format!("\\x{{{x:X}}}"));
+                }
                 Some(o) => {
                     out.push('\\');
                     out.push(o);
                 }
                 None => out.push('\\'),
+            },
+            '[' if !in_class => {
+                let mut ahead = chars.clone();
+                if ahead.next() == Some(']') {
+                    chars.next();
+                    out.push_str("[^\\x{0}-\\x{10FFFF}]");
+                } else if chars.peek() == Some(&'^') && ahead.next() == Some(']') {
+                    chars.next();
+                    chars.next();
+                    out.push_str("(?s:.)");
+                } else {
+                    in_class = true;
+                    out.push('[');
+                    if chars.peek() == Some(&'^') {
+                        chars.next();
+                        out.push('^');
+                    }
+                }
             }
-        } else {
-            out.push(c);
+            '[' | '&' | '~' if in_class => {
+                out.push('\\');
+                out.push(c);
+            }
+            ']' if in_class => {
+                in_class = false;
+                out.push(']');
+            }
+            ']' => out.push_str("\\]"),
+            '.' if !in_class => out.push_str(DOT),
+            '{' if !in_class && chars.peek() == Some(&',') => out.push_str("\\{"),
+            _ => out.push(c),
         }
     }
     out
@@ -78,17 +190,7 @@ pub(super) enum FormatKind {
 pub(super) fn format_kind(name: &str) -> FormatKind {
     if format_regex(name).is_some() {
         FormatKind::Regular
-    } else if [
-        "regex",
-        "idn-email",
-        "idn-hostname",
-        "iri",
-        "iri-reference",
-        "uri-template",
-        "relative-json-pointer",
-    ]
-    .contains(&name)
-    {
+    } else if ["regex", "idn-email", "idn-hostname"].contains(&name) {
         FormatKind::Unenforced
     } else {
         FormatKind::Unknown
@@ -117,22 +219,74 @@ const TIME: &str = concat!(
     ")"
 );
 
-/// RFC 3986 `URI` (scheme, optional authority, path, query, fragment), percent-encodings
-/// checked; IP literals in brackets are taken as a bracketed run of hex digits, `:` and `.`.
-const URI_TAIL: &str = concat!(
-    "(//(([A-Za-z0-9._~!$&'()*+,;=:-]|%[0-9A-Fa-f]{2})*@)?",
-    "(\\[[0-9A-Fa-f:.]+\\]|([A-Za-z0-9._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*)",
-    "(:[0-9]*)?",
-    "(/([A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})*)*",
-    "|/?(([A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})+(/([A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})*)*)?",
-    ")",
-    "(\\?([A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})*)?",
-    "(#([A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})*)?"
+/// RFC 3986 `IPv6address` (with its IPv4 forms), as RFC 3986's appendix A writes it.
+fn ipv6_regex() -> String {
+    let h16 = "[0-9A-Fa-f]{1,4}";
+    let dec = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])";
+    let ls32 = format!("({h16}:{h16}|{dec}\\.{dec}\\.{dec}\\.{dec})");
+    [
+        format!("({h16}:){{6}}{ls32}"),
+        format!("::({h16}:){{5}}{ls32}"),
+        format!("({h16})?::({h16}:){{4}}{ls32}"),
+        format!("(({h16}:){{0,1}}{h16})?::({h16}:){{3}}{ls32}"),
+        format!("(({h16}:){{0,2}}{h16})?::({h16}:){{2}}{ls32}"),
+        format!("(({h16}:){{0,3}}{h16})?::{h16}:{ls32}"),
+        format!("(({h16}:){{0,4}}{h16})?::{ls32}"),
+        format!("(({h16}:){{0,5}}{h16})?::{h16}"),
+        format!("(({h16}:){{0,6}}{h16})?::"),
+    ]
+    .map(|x| format!("({x})"))
+    .join("|")
+}
+
+/// RFC 3987's `ucschar`: the characters an IRI holds unencoded beyond ASCII.
+const UCSCHAR: &str = concat!(
+    "\\x{A0}-\\x{D7FF}\\x{F900}-\\x{FDCF}\\x{FDF0}-\\x{FFEF}",
+    "\\x{10000}-\\x{1FFFD}\\x{20000}-\\x{2FFFD}\\x{30000}-\\x{3FFFD}\\x{40000}-\\x{4FFFD}",
+    "\\x{50000}-\\x{5FFFD}\\x{60000}-\\x{6FFFD}\\x{70000}-\\x{7FFFD}\\x{80000}-\\x{8FFFD}",
+    "\\x{90000}-\\x{9FFFD}\\x{A0000}-\\x{AFFFD}\\x{B0000}-\\x{BFFFD}\\x{C0000}-\\x{CFFFD}",
+    "\\x{D0000}-\\x{DFFFD}\\x{E1000}-\\x{EFFFD}"
 );
+
+/// RFC 3987's `iprivate`, which an IRI's query may hold.
+const IPRIVATE: &str = "\\x{E000}-\\x{F8FF}\\x{F0000}-\\x{FFFFD}\\x{100000}-\\x{10FFFD}";
+
+/// RFC 3986's URI after the scheme (`relative` false: `hier-part`) or a relative reference
+/// (`relative-part`, whose first segment, when the path does not start with `/`, holds no
+/// colon), then query and fragment; percent-encodings checked, IP literals as RFC 3986 writes
+/// them (`IPv6address` or `IPvFuture`). With `iri`, RFC 3987's IRI: `ucschar` wherever an
+/// unreserved character may be, `iprivate` in the query too.
+fn uri_tail(relative: bool, iri: bool) -> String {
+    let (u, p) = if iri { (UCSCHAR, IPRIVATE) } else { ("", "") };
+    let pct = "%[0-9A-Fa-f]{2}";
+    let pchar = format!("([A-Za-z0-9._~!$&'()*+,;=:@{u}-]|{pct})");
+    let pchar_nc = format!("([A-Za-z0-9._~!$&'()*+,;=@{u}-]|{pct})");
+    let ip_literal = format!(
+        "\\[(({})|[vV][0-9A-Fa-f]+\\.[A-Za-z0-9._~!$&'()*+,;=:-]+)\\]",
+        ipv6_regex()
+    );
+    let authority = format!(
+        "(([A-Za-z0-9._~!$&'()*+,;=:{u}-]|{pct})*@)?({ip_literal}|([A-Za-z0-9._~!$&'()*+,;={u}-]|{pct})*)(:[0-9]*)?"
+    );
+    let first = if relative { &pchar_nc } else { &pchar };
+    format!(
+        "(//{authority}(/{pchar}*)*|/({pchar}+(/{pchar}*)*)?|{first}+(/{pchar}*)*|)(\\?([/?{p}]|{pchar})*)?(#([/?]|{pchar})*)?"
+    )
+}
+
+/// RFC 6570 URI Templates (level 4): literals (with the apostrophe, as erratum 6937 has
+/// it) and `{`expressions`}` of an optional operator and variables with a prefix length or
+/// explode modifier.
+fn uri_template_regex() -> String {
+    let pct = "%[0-9A-Fa-f]{2}";
+    let literal = format!("([\\x21\\x23\\x24\\x26-\\x3B\\x3D\\x3F-\\x5B\\x5D\\x5F\\x61-\\x7A\\x7E{UCSCHAR}{IPRIVATE}]|{pct})");
+    let varchar = format!("([A-Za-z0-9_]|{pct})");
+    let varspec = format!("{varchar}(\\.?{varchar})*(:[1-9][0-9]{{0,3}}|\\*)?");
+    format!("({literal}|\\{{[+#./;?&=,!@|]?{varspec}(,{varspec})*\\}})*")
+}
 
 /// The regular expression of a format nextok enforces.
 fn format_regex(f: &str) -> Option<String> {
-    let hex4 = "[0-9a-fA-F]{1,4}";
     Some(match f {
         "date" => DATE.to_string(),
         "time" => TIME.to_string(),
@@ -154,26 +308,28 @@ fn format_regex(f: &str) -> Option<String> {
         "hostname" => {
             r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*".to_string()
         }
-        "uri" => format!("[A-Za-z][A-Za-z0-9+.-]*:{URI_TAIL}"),
-        "uri-reference" => format!("([A-Za-z][A-Za-z0-9+.-]*:)?{URI_TAIL}"),
+        "uri" => format!("[A-Za-z][A-Za-z0-9+.-]*:{}", uri_tail(false, false)),
+        "uri-reference" => format!(
+            "[A-Za-z][A-Za-z0-9+.-]*:{}|{}",
+            uri_tail(false, false),
+            uri_tail(true, false)
+        ),
+        "iri" => format!("[A-Za-z][A-Za-z0-9+.-]*:{}", uri_tail(false, true)),
+        "iri-reference" => format!(
+            "[A-Za-z][A-Za-z0-9+.-]*:{}|{}",
+            uri_tail(false, true),
+            uri_tail(true, true)
+        ),
+        "uri-template" => uri_template_regex(),
+        // A non-negative integer, then `#` or a JSON pointer.
+        "relative-json-pointer" => "(0|[1-9][0-9]*)(#|(/([^/~]|~[01])*)*)".to_string(),
         "uuid" => {
             r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}".to_string()
         }
         "ipv4" => {
             r"((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])".to_string()
         }
-        "ipv6" => [
-            format!("({hex4}:){{7}}{hex4}"),
-            format!("({hex4}:){{1,7}}:"),
-            format!("({hex4}:){{1,6}}:{hex4}"),
-            format!("({hex4}:){{1,5}}(:{hex4}){{1,2}}"),
-            format!("({hex4}:){{1,4}}(:{hex4}){{1,3}}"),
-            format!("({hex4}:){{1,3}}(:{hex4}){{1,4}}"),
-            format!("({hex4}:){{1,2}}(:{hex4}){{1,5}}"),
-            format!("{hex4}:(:{hex4}){{1,6}}"),
-            format!(":((:{hex4}){{1,7}}|:)"),
-        ]
-        .join("|"),
+        "ipv6" => ipv6_regex(),
         // RFC 6901.
         "json-pointer" => "(/([^/~]|~[01])*)*".to_string(),
         _ => return None,
@@ -197,10 +353,10 @@ pub(super) fn is_long(f: &StringFacets) -> bool {
 pub(super) fn string_content(f: &StringFacets, path: &str) -> Result<Dfa, Error> {
     let mut d = Dfa::any_string().clone();
     for p in &f.patterns {
-        d = d.intersect(&Dfa::from_regex(&search_regex(p))?)?;
+        d = d.intersect(&pattern_dfa(p)?)?;
     }
     for p in &f.not_patterns {
-        d = d.minus(&Dfa::from_regex(&search_regex(p))?)?;
+        d = d.minus(&pattern_dfa(p)?)?;
     }
     if let Some(format) = &f.format {
         let re =
@@ -208,6 +364,10 @@ pub(super) fn string_content(f: &StringFacets, path: &str) -> Result<Dfa, Error>
         d = d.intersect(&Dfa::from_regex(&format!("(?:{re})"))?)?;
         if format == "hostname" {
             d = d.intersect(&Dfa::char_count(1, Some(63))?)?;
+            // RFC 5891 (4.2.3.1): no label has `--` in its third and fourth places. This
+            // refuses IDNA A-labels (`xn--...`), whose Punycode no automaton checks: stricter
+            // than RFC 5890, never looser.
+            d = d.minus(&Dfa::from_regex("(.*\\.)?[^.][^.]--.*")?)?;
         }
     }
     let (mut min, mut max) = (f.min_length.unwrap_or(0), f.max_length);

@@ -1,15 +1,18 @@
-//! `uniqueItems` over an unbounded domain of strings: the array's rules count its items
+//! `uniqueItems` over an unbounded item domain: the array's rules count its items
 //! (left-recursively, so that every item's waiting item starts at the `[`), and each item is a
-//! guarded string terminal ([`Guard::UniqueStrings`]) that the chart completes only when its
-//! decoded value differs from every earlier item's. Small finite domains are unrolled into the
+//! guarded nonterminal that the chart completes only when it differs from every earlier item:
+//! a string terminal compared as a decoded string ([`Guard::UniqueStrings`]), or any other
+//! item's compiled value compared as a JSON value in canonical form ([`Guard::UniqueValues`]:
+//! object keys in any order, numbers by value). Small finite domains are unrolled into the
 //! grammar instead (`containers::unique_array`).
 //!
 //! Exactness needs that no prefix of an item be left without a valid completion, whatever
-//! the earlier items: the item's automaton must reach infinitely many strings from each of its
-//! states inside the string (`unbounded`). Domains with a state of finitely many completions
-//! (`maxLength`, `enum`, formats such as `date`, patterns with finite branches) are refused by
-//! name, as are items of other types (numbers, whose equal spellings `1`, `1.0`, `1e0` make a
-//! prefix's values differ from its spellings, and objects and arrays).
+//! the earlier items: every proper prefix of an item must have infinitely many completions
+//! into distinct values (`unbounded` for a string's automaton, `prefix_unbounded` for the
+//! rest: numbers without bounds, objects that always take one more member, arrays that always
+//! take one more item, `anyOf` of such). Domains with a prefix of finitely many completions
+//! (`maxLength`, `enum`, formats such as `date`, patterns with finite branches, integers,
+//! `null` and booleans, objects closed by `additionalProperties: false`) are refused by name.
 
 use serde_json::Value;
 
@@ -23,7 +26,9 @@ use crate::Error;
 
 impl Compiler<'_> {
     /// The arrays of `m` (with `uniqueItems`) whose items, `items` once normalised, are
-    /// strings of an unbounded domain; anything else is refused, naming `uniqueItems`.
+    /// strings of an unbounded domain (guarded string terminals), or values of a domain where
+    /// every prefix has infinitely many completions (`prefix_unbounded`: guarded values
+    /// compared in canonical form); anything else is refused, naming `uniqueItems`.
     pub(super) fn unique_unbounded(
         &mut self,
         m: &Node,
@@ -32,23 +37,6 @@ impl Compiler<'_> {
     ) -> Result<Sym, Error> {
         let ip = format!("{path}/items");
         let items = self.resolve_bare(items, &ip)?;
-        let n = match &items {
-            Schema::Node(n) => n,
-            _ => return Err(unsupported("uniqueItems (items of any type)", path)),
-        };
-        let types = n.types.unwrap_or(TypeSet::ALL);
-        if types != TypeSet::STRING || n.values.is_some() {
-            let what = if n.values.is_some() {
-                "uniqueItems (an enum of more than 12 values)"
-            } else if types.has(TypeSet::OBJECT) || types.has(TypeSet::ARRAY) {
-                "uniqueItems (items that may be objects or arrays)"
-            } else if types.has(TypeSet::NUMBER) || types.has(TypeSet::INTEGER) {
-                "uniqueItems (items that may be numbers)"
-            } else {
-                "uniqueItems (items of more than one type)"
-            };
-            return Err(unsupported(what, path));
-        }
         let string_keywords = [
             "type",
             "minLength",
@@ -58,36 +46,24 @@ impl Compiler<'_> {
             "format",
             "not enum",
         ];
-        if let Some(k) = n
-            .keywords()
-            .into_iter()
-            .find(|k| !string_keywords.contains(k))
-        {
-            return Err(unsupported(
-                format!("uniqueItems (string items with {k})"),
-                path,
-            ));
-        }
-        let f = &n.string;
-        if f.max_length.is_some() || is_long(f) {
-            return Err(unsupported(
-                "uniqueItems (strings of bounded length: a finite domain)",
-                path,
-            ));
-        }
-        let mut content = string_content(f, &ip)?;
-        for v in n.excluded.iter().flatten() {
-            if let Value::String(x) = v {
-                content = content.minus(&Dfa::literal(x.as_bytes()))?;
+        let item = match &items {
+            Schema::Node(n)
+                if n.types == Some(TypeSet::STRING)
+                    && n.values.is_none()
+                    && n.only(&string_keywords) =>
+            {
+                let encoded = self.unique_strings(n, path, &ip)?;
+                let t = self.b.terminal(encoded)?;
+                self.b
+                    .guarded(&format!("{path} unique item"), t, Guard::UniqueStrings)
             }
-        }
-        let encoded = content.json_string()?;
-        if !unbounded(&encoded) {
-            return Err(unsupported(
-                "uniqueItems (a string domain with finitely many completions of some prefix)",
-                path,
-            ));
-        }
+            _ => {
+                self.prefix_unbounded(&items, path, &ip, 0)?;
+                let v = self.schema(&items, &ip)?;
+                self.b
+                    .guarded(&format!("{path} unique item"), v, Guard::UniqueValues)
+            }
+        };
         let a = &m.array;
         let min = a.min_items.unwrap_or(0);
         let max = a.max_items;
@@ -98,10 +74,6 @@ impl Compiler<'_> {
         if top > 4096 {
             return Err(unsupported("maxItems/minItems above 4096", path));
         }
-        let t = self.b.terminal(encoded)?;
-        let item = self
-            .b
-            .guarded(&format!("{path} unique item"), t, Guard::UniqueStrings);
         let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
         // counted[i - 1]: `[` and i items, the last one checked against those before it. The
         // rules grow on the left, so every item's waiting item starts at the `[`.
@@ -132,8 +104,155 @@ impl Compiler<'_> {
         Ok(Sym::Nt(arr))
     }
 
+    /// The JSON-encoded strings of a string item node `n` (string keywords only), refused
+    /// unless every prefix inside the string has infinitely many completions.
+    fn unique_strings(&self, n: &Node, path: &str, ip: &str) -> Result<Dfa, Error> {
+        let f = &n.string;
+        if f.max_length.is_some() || is_long(f) {
+            return Err(unsupported(
+                "uniqueItems (strings of bounded length: a finite domain)",
+                path,
+            ));
+        }
+        let mut content = string_content(f, ip)?;
+        for v in n.excluded.iter().flatten() {
+            if let Value::String(x) = v {
+                content = content.minus(&Dfa::literal(x.as_bytes()))?;
+            }
+        }
+        let encoded = content.json_string()?;
+        if !unbounded(&encoded) {
+            return Err(unsupported(
+                "uniqueItems (a string domain with finitely many completions of some prefix)",
+                path,
+            ));
+        }
+        Ok(encoded)
+    }
+
+    /// `Ok` when every proper prefix of a value of `s` has infinitely many completions into
+    /// distinct values, so that a finite set of earlier items never leaves a prefix without a
+    /// valid end (the grammar being pruned of what can never finish); otherwise the refusal,
+    /// naming `uniqueItems` at `path` and why. Sufficient conditions, by type: strings whose
+    /// automaton never narrows to finitely many words (`unbounded`); numbers without bounds
+    /// (`0` goes on as `0.1`, `1e5` as `1e50`); objects that always take one more member
+    /// (`additionalProperties` not false, no `maxProperties`, `propertyNames` or
+    /// `patternProperties`); arrays that always take one more item (no `maxItems`, items not
+    /// false, their own `uniqueItems` over such a domain); `anyOf` of such branches. `null`,
+    /// booleans and integers (`0` has no other completion by value), enums and bounded
+    /// numbers are finite at some prefix.
+    fn prefix_unbounded(
+        &self,
+        s: &Schema,
+        path: &str,
+        ip: &str,
+        depth: usize,
+    ) -> Result<(), Error> {
+        if depth > 8 {
+            return Err(unsupported(
+                "uniqueItems (items nested more than 8 deep)",
+                path,
+            ));
+        }
+        let s = self.resolve_bare(s, ip)?;
+        let n = match &s {
+            Schema::Node(n) => n,
+            Schema::Any => return Err(unsupported("uniqueItems (items of any type)", path)),
+            Schema::Never => {
+                return Err(unsupported(
+                    "uniqueItems (items of arrays that can only be empty)",
+                    path,
+                ))
+            }
+        };
+        if let Some(vs) = &n.values {
+            let what = if vs.len() > 12 {
+                "uniqueItems (an enum of more than 12 values)".to_string()
+            } else {
+                "uniqueItems (an enum among other item keywords: a finite domain)".to_string()
+            };
+            return Err(unsupported(what, path));
+        }
+        if let Some(branches) = &n.any_of {
+            if !n.only(&["anyOf"]) {
+                return Err(unsupported(
+                    "uniqueItems (items with anyOf beside other keywords)",
+                    path,
+                ));
+            }
+            for (i, b) in branches.iter().enumerate() {
+                self.prefix_unbounded(b, path, &format!("{ip}/anyOf/{i}"), depth + 1)?;
+            }
+            return Ok(());
+        }
+        let allowed = [
+            "type",
+            "not enum",
+            "minLength",
+            "pattern",
+            "not pattern",
+            "format",
+            "properties",
+            "required",
+            "additionalProperties",
+            "minProperties",
+            "dependentRequired",
+            "items",
+            "prefixItems",
+            "minItems",
+            "contains",
+            "minContains",
+            "uniqueItems",
+        ];
+        if let Some(k) = n.keywords().into_iter().find(|k| !allowed.contains(k)) {
+            return Err(unsupported(format!("uniqueItems (items with {k})"), path));
+        }
+        let types = n.types.unwrap_or(TypeSet::ALL);
+        if types.has(TypeSet::NULL) || types.has(TypeSet::BOOLEAN) {
+            return Err(unsupported(
+                "uniqueItems (items that may be null or booleans: one completion each)",
+                path,
+            ));
+        }
+        if types.has(TypeSet::INTEGER) && !types.has(TypeSet::NUMBER) {
+            return Err(unsupported(
+                "uniqueItems (integer items: `0` has no completion of another value)",
+                path,
+            ));
+        }
+        if types.has(TypeSet::STRING) {
+            self.unique_strings(n, path, ip)?;
+        }
+        if types.has(TypeSet::OBJECT) {
+            if let Some(ap) = &n.object.additional_properties {
+                let ap = normalize(self.table, ap, &format!("{ip}/additionalProperties"), 0)?;
+                if ap == Schema::Never {
+                    return Err(unsupported(
+                        "uniqueItems (objects without additional properties: finitely many \
+                         completions of some prefix)",
+                        path,
+                    ));
+                }
+            }
+        }
+        if types.has(TypeSet::ARRAY) {
+            let a = &n.array;
+            let inner = a.items.clone().unwrap_or(Schema::Any);
+            let inner_path = format!("{ip}/items");
+            if a.unique_items {
+                self.prefix_unbounded(&inner, path, &inner_path, depth + 1)?;
+            } else if normalize(self.table, &inner, &inner_path, 0)? == Schema::Never {
+                return Err(unsupported(
+                    "uniqueItems (items that are arrays of finitely many items)",
+                    path,
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// `s` normalised, through bare references (at most 32).
-    fn resolve_bare(&self, s: &Schema, path: &str) -> Result<Schema, Error> {
+    pub(super) fn resolve_bare(&self, s: &Schema, path: &str) -> Result<Schema, Error> {
         let mut s = normalize(self.table, s, path, 0)?;
         for _ in 0..32 {
             let target = match &s {
@@ -146,7 +265,7 @@ impl Compiler<'_> {
             s = normalize(self.table, t, path, 0)?;
         }
         Err(unsupported(
-            "uniqueItems (a chain of more than 32 references)",
+            "$ref (a chain of more than 32 references)",
             path,
         ))
     }
