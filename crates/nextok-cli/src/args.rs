@@ -753,10 +753,10 @@ pub struct ServeArgs {
     /// max(N, D) prompt tokens, so a long prompt delays the running streams' next tokens
     /// (inter-token latency) by that many tokens' work a step, not by its whole prefill, while
     /// prompts are still read in every step beside the decodes (Sarathi-Serve's and vLLM's
-    /// chunked prefill). Why 16: in the load test a plain 16-token step budget gave an
-    /// inter-token p99 of 42-48 ms at 4-16 streams where 512 gave 220-874 ms; this cap matches
-    /// it while few streams decode, and a step with nothing decoding still reads up to
-    /// --max-tokens-per-step.
+    /// chunked prefill). Why 8: in the load test at 4 and 8 streams a cap of 16 made the steps
+    /// that read a prompt chunk 27-32 ms longer than a decode step, which set the inter-token
+    /// p99; 8 halves that, for a slower time to first token while others decode. A step with
+    /// nothing decoding still reads up to --max-tokens-per-step.
     #[arg(long, value_name = "N", default_value_t = nextok::SchedulerOptions::default().max_prefill_while_decoding, value_parser = count(1, nextok::SchedulerOptions::MAX_TOKENS_PER_STEP as u64))]
     pub max_prefill_while_decoding: usize,
     /// Memory for the KV cache (K, M and G suffixes: powers of 1024). Default: enough for
@@ -774,6 +774,13 @@ pub struct ServeArgs {
     /// chooses, so every answer is the same either way).
     #[arg(long)]
     pub no_speculative: bool,
+    /// Drafted tokens in one step, in all: a step decoding D sequences gives each a draft of at
+    /// most N / D tokens (none while more than N decode), within what
+    /// --max-prefill-while-decoding leaves after the step's prompt tokens. A draft's tokens
+    /// lengthen the step for every stream, so this bounds what drafting adds to the
+    /// inter-token latency.
+    #[arg(long, value_name = "N", default_value_t = nextok::SchedulerOptions::default().max_draft_tokens_per_step, value_parser = count(1, nextok::SchedulerOptions::MAX_TOKENS_PER_STEP as u64))]
+    pub max_draft_tokens_per_step: usize,
     /// Seconds that SIGINT or SIGTERM leave running requests to finish before they are
     /// cancelled; the process then exits 0.
     #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = RangedU64ValueParser::<u64>::new().range(0..=3600))]
