@@ -599,7 +599,8 @@ pub struct PlanArgs {
     #[arg(long, value_name = "N", default_value_t = 4096, value_parser = plan_count())]
     pub conversation_tokens: u64,
     /// Users at once: their KV caches, and one decode step for all of them (the weights read once
-    /// per step): each user's and the aggregate tokens per second.
+    /// per step, and every user's KV cache of the prompt and half the answer): each user's and
+    /// the aggregate tokens per second.
     #[arg(long, value_name = "N", default_value_t = 32, value_parser = plan_count())]
     pub users: u64,
     /// Memory of the machine in GB (10^9 bytes): how many users' KV caches fit beside the
@@ -610,7 +611,8 @@ pub struct PlanArgs {
     /// workload, weight_bytes, training_bytes, kv_bytes_per_token, kv_bytes_per_conversation,
     /// kv_bytes_all_users, context_window_size, tokens_left, prefill and decode passes,
     /// time_to_first_token_s, time_per_output_token_s, tokens_per_second, answer_s,
-    /// prefill_speedup_per_token, batched_decode, per_user_tokens_per_second,
+    /// prefill_speedup_per_token, kv_positions_per_user, batched_decode (with kv_bytes_read),
+    /// per_user_tokens_per_second,
     /// aggregate_tokens_per_second, batching_speedup, users_that_fit), in bytes, seconds and
     /// FLOPs.
     #[arg(long)]
