@@ -599,7 +599,8 @@ pub struct PlanArgs {
     #[arg(long, value_name = "N", default_value_t = 4096, value_parser = plan_count())]
     pub conversation_tokens: u64,
     /// Users at once: their KV caches, and one decode step for all of them (the weights read once
-    /// per step): each user's and the aggregate tokens per second.
+    /// per step, and every user's KV cache of the prompt and half the answer): each user's and
+    /// the aggregate tokens per second.
     #[arg(long, value_name = "N", default_value_t = 32, value_parser = plan_count())]
     pub users: u64,
     /// Memory of the machine in GB (10^9 bytes): how many users' KV caches fit beside the
@@ -610,7 +611,8 @@ pub struct PlanArgs {
     /// workload, weight_bytes, training_bytes, kv_bytes_per_token, kv_bytes_per_conversation,
     /// kv_bytes_all_users, context_window_size, tokens_left, prefill and decode passes,
     /// time_to_first_token_s, time_per_output_token_s, tokens_per_second, answer_s,
-    /// prefill_speedup_per_token, batched_decode, per_user_tokens_per_second,
+    /// prefill_speedup_per_token, kv_positions_per_user, batched_decode (with kv_bytes_read),
+    /// per_user_tokens_per_second,
     /// aggregate_tokens_per_second, batching_speedup, users_that_fit), in bytes, seconds and
     /// FLOPs.
     #[arg(long)]
@@ -753,10 +755,10 @@ pub struct ServeArgs {
     /// max(N, D) prompt tokens, so a long prompt delays the running streams' next tokens
     /// (inter-token latency) by that many tokens' work a step, not by its whole prefill, while
     /// prompts are still read in every step beside the decodes (Sarathi-Serve's and vLLM's
-    /// chunked prefill). Why 16: in the load test a plain 16-token step budget gave an
-    /// inter-token p99 of 42-48 ms at 4-16 streams where 512 gave 220-874 ms; this cap matches
-    /// it while few streams decode, and a step with nothing decoding still reads up to
-    /// --max-tokens-per-step.
+    /// chunked prefill). Why 8: in the load test at 4 and 8 streams a cap of 16 made the steps
+    /// that read a prompt chunk 27-32 ms longer than a decode step, which set the inter-token
+    /// p99; 8 halves that, for a slower time to first token while others decode. A step with
+    /// nothing decoding still reads up to --max-tokens-per-step.
     #[arg(long, value_name = "N", default_value_t = nextok::SchedulerOptions::default().max_prefill_while_decoding, value_parser = count(1, nextok::SchedulerOptions::MAX_TOKENS_PER_STEP as u64))]
     pub max_prefill_while_decoding: usize,
     /// Memory for the KV cache (K, M and G suffixes: powers of 1024). Default: enough for
@@ -774,6 +776,13 @@ pub struct ServeArgs {
     /// chooses, so every answer is the same either way).
     #[arg(long)]
     pub no_speculative: bool,
+    /// Drafted tokens in one step, in all: a step decoding D sequences gives each a draft of at
+    /// most N / D tokens (none while more than N decode), within what
+    /// --max-prefill-while-decoding leaves after the step's prompt tokens. A draft's tokens
+    /// lengthen the step for every stream, so this bounds what drafting adds to the
+    /// inter-token latency.
+    #[arg(long, value_name = "N", default_value_t = nextok::SchedulerOptions::default().max_draft_tokens_per_step, value_parser = count(1, nextok::SchedulerOptions::MAX_TOKENS_PER_STEP as u64))]
+    pub max_draft_tokens_per_step: usize,
     /// Seconds that SIGINT or SIGTERM leave running requests to finish before they are
     /// cancelled; the process then exits 0.
     #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = RangedU64ValueParser::<u64>::new().range(0..=3600))]

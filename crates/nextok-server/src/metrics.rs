@@ -20,6 +20,9 @@ pub(crate) struct Snapshot {
     pub kv_usage_ratio: f64,
     pub prompt_tokens_total: u64,
     pub generation_tokens_total: u64,
+    pub spec_decode_drafts_total: u64,
+    pub spec_decode_draft_tokens_total: u64,
+    pub spec_decode_accepted_tokens_total: u64,
 }
 
 /// Reads the scheduler's figures (zero until the model is loaded).
@@ -80,6 +83,22 @@ impl Collector for SchedulerCollector {
                 "nextok_generation_tokens",
                 "Tokens generated.",
                 ConstCounter::new(s.generation_tokens_total),
+            ),
+            // vLLM's names, under nextok's prefix.
+            (
+                "nextok_spec_decode_num_drafts",
+                "Speculative decoding: drafts checked (one completion's draft in one step).",
+                ConstCounter::new(s.spec_decode_drafts_total),
+            ),
+            (
+                "nextok_spec_decode_num_draft_tokens",
+                "Speculative decoding: tokens drafted.",
+                ConstCounter::new(s.spec_decode_draft_tokens_total),
+            ),
+            (
+                "nextok_spec_decode_num_accepted_tokens",
+                "Speculative decoding: drafted tokens kept (each also counted as generated).",
+                ConstCounter::new(s.spec_decode_accepted_tokens_total),
             ),
         ];
         for (name, help, counter) in counters {
@@ -143,5 +162,8 @@ pub(crate) fn snapshot(scheduler: &nextok::Scheduler) -> Snapshot {
         kv_usage_ratio: s.kv_usage_ratio,
         prompt_tokens_total: s.prompt_tokens_total,
         generation_tokens_total: s.generation_tokens_total,
+        spec_decode_drafts_total: s.drafts,
+        spec_decode_draft_tokens_total: s.drafted_tokens,
+        spec_decode_accepted_tokens_total: s.accepted_tokens,
     }
 }

@@ -217,3 +217,40 @@ async fn sixteen_greedy_and_sixteen_seeded_concurrent_requests_give_what_each_gi
         );
     }
 }
+
+/// The speculative decoding counters over HTTP: a greedy answer that copies its prompt keeps
+/// drafted tokens (no more than were drafted, in at least one draft), and a server with
+/// drafting off counts none. Each server is its own, so its figures are this request's alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_drafted_and_accepted_tokens() {
+    let body = json!({
+        "messages": [{"role": "user", "content":
+            "Repeat this line five times: the cat sat on the mat and the dog sat on the log."}],
+        "max_tokens": 40,
+        "ignore_eos": true,
+        "temperature": 0,
+    });
+    let done = |t: &str| idle(t) && metric(t, "nextok_generation_tokens_total") == 40.0;
+    for speculative in [true, false] {
+        let s = start(
+            ServerConfig::new(MODEL),
+            SchedulerOptions {
+                speculative,
+                ..SchedulerOptions::default()
+            },
+        );
+        let (status, r) = post(&format!("{}/v1/chat/completions", s.url), &body).await;
+        assert_eq!(status, 200, "{r}");
+        let text = metrics_until(&s.url, 120, done).await;
+        assert!(done(&text), "{text}");
+        let drafts = metric(&text, "nextok_spec_decode_num_drafts_total");
+        let drafted = metric(&text, "nextok_spec_decode_num_draft_tokens_total");
+        let accepted = metric(&text, "nextok_spec_decode_num_accepted_tokens_total");
+        if speculative {
+            assert!(accepted > 0.0, "{text}");
+            assert!(drafted >= drafts && drafted >= accepted, "{text}");
+        } else {
+            assert_eq!((drafts, drafted, accepted), (0.0, 0.0, 0.0), "{text}");
+        }
+    }
+}

@@ -375,11 +375,27 @@ impl<'e> Decoding<'e> {
         self.accept(engine, chosen)
     }
 
-    /// What the sampler drew for this completion (by [`nextok_sampling::sample_batch`], which
-    /// always computes the model's own log-probability), kept as [`Decoding::accept`] takes
-    /// it: the raw log-probability only when the caller asked for it.
-    pub(crate) fn chosen(&self, sampled: Sampled) -> Chosen {
-        Chosen::from_sampled(sampled, self.raw_logprobs)
+    /// Whether this completion's choices need the model's own log-probabilities (an exponential
+    /// pass over the vocabulary): [`Sampler::sample`](nextok_sampling::Sampler::sample) when
+    /// they do, [`Sampler::choose`](nextok_sampling::Sampler::choose) (the same token) when not.
+    pub(crate) fn raw_logprobs(&self) -> bool {
+        self.raw_logprobs
+    }
+
+    /// What the sampler drew for this completion by [`nextok_sampling::sample_batch`] or
+    /// [`nextok_sampling::choose_batch`] (as [`Decoding::raw_logprobs`] says), kept as
+    /// [`Decoding::accept`] takes it: the raw log-probability only when the caller asked for
+    /// it.
+    pub(crate) fn chosen(&self, drawn: Drawn) -> Chosen {
+        match drawn {
+            Drawn::Sampled(s) => Chosen::from_sampled(s, self.raw_logprobs),
+            Drawn::Chosen(c) => Chosen {
+                token: c.token,
+                logprob: c.logprob,
+                raw_logprob: None,
+                top: Vec::new(),
+            },
+        }
     }
 
     /// The first half of [`Decoding::choose`]: the sampler, logits and context (with the
@@ -481,6 +497,13 @@ impl<'e> Decoding<'e> {
             timings,
         }
     }
+}
+
+/// What the sampler drew for one choice: with the model's own log-probabilities
+/// ([`nextok_sampling::Sampler::sample`]) or without ([`nextok_sampling::Sampler::choose`]).
+pub(crate) enum Drawn {
+    Sampled(Sampled),
+    Chosen(nextok_sampling::Chosen),
 }
 
 /// What one choice gives [`Decoding::accept`]: the sampler's answer, with the model's own

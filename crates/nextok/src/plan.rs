@@ -14,8 +14,12 @@
 //!   are read once for all of them): one decode step over `users` tokens, each user's and the
 //!   aggregate tokens per second, and how many users' KV caches fit a memory budget.
 //!
-//! Attention's own cost, which grows with the length of the text, is left out, as the
-//! specification leaves it out: these are estimates for planning, not measurements.
+//! Attention's own arithmetic, which grows with the length of the text, is left out, as the
+//! specification leaves it out: these are estimates for planning, not measurements. Its
+//! memory traffic is not left out of the batched decode step, where it matters: the weights
+//! are read once for every user, but each user's step reads that user's own KV cache, so with
+//! many users or long conversations the caches, not the weights, set the step's time
+//! ([`batched_decode`]). The single-user figures are the specification's, weights only.
 //!
 //! ```
 //! use nextok::plan::{Machine, ModelFigures, Workload, plan};
@@ -277,8 +281,12 @@ pub struct Pass {
     pub seconds: f64,
     /// Which of the two it is.
     pub bound: Bound,
-    /// FLOPs per byte of weights read.
+    /// FLOPs per byte read (weights, and KV caches in a batched decode step).
     pub arithmetic_intensity: f64,
+    /// Bytes of KV cache read by the pass: every user's cache in a batched decode step
+    /// ([`batched_decode`]); 0 in the specification's passes ([`pass`]), which count the
+    /// weights only.
+    pub kv_bytes_read: f64,
 }
 
 /// The cost of one forward pass over `tokens` tokens ("Prefill vs decode").
@@ -299,6 +307,40 @@ pub fn pass(model: &ModelFigures, machine: &Machine, tokens: u64) -> Pass {
         seconds,
         bound,
         arithmetic_intensity: flops / model.weight_bytes,
+        kv_bytes_read: 0.0,
+    }
+}
+
+/// One decode step of `users` users at once, each user's KV cache holding `kv_positions`
+/// positions: the weights are read once for all of them, every user's cache is read (attention
+/// at one new token reads every key and value it holds: `kv_positions × kv_bytes_per_token`
+/// bytes a user), and the arithmetic is `2 × weights` FLOPs per user. Its time is the slower of
+/// reading `weights + users × kv_positions × kv_bytes_per_token` bytes and the arithmetic.
+pub fn batched_decode(
+    model: &ModelFigures,
+    machine: &Machine,
+    users: u64,
+    kv_positions: f64,
+) -> Pass {
+    let flops = 2.0 * model.weights * users as f64;
+    let kv_bytes_read = users as f64 * kv_positions * kv_bytes_per_token(model);
+    let bytes = model.weight_bytes + kv_bytes_read;
+    let memory_s = bytes / machine.memory_bandwidth;
+    let compute_s = flops / machine.flops;
+    let (seconds, bound) = if compute_s > memory_s {
+        (compute_s, Bound::Compute)
+    } else {
+        (memory_s, Bound::Memory)
+    };
+    Pass {
+        tokens: users,
+        flops,
+        memory_s,
+        compute_s,
+        seconds,
+        bound,
+        arithmetic_intensity: flops / bytes,
+        kv_bytes_read,
     }
 }
 
@@ -395,14 +437,19 @@ pub struct Plan {
     pub answer_s: f64,
     /// How many times faster prefill is than decode, per token.
     pub prefill_speedup_per_token: f64,
-    /// One decode step of every user at once: a pass over `workload.users` tokens, the weights
-    /// read once for all of them.
+    /// Positions each user's KV cache holds in a decode step, on average over the answer: the
+    /// prompt and half the answer.
+    pub kv_positions_per_user: f64,
+    /// One decode step of every user at once ([`batched_decode`]): a pass over
+    /// `workload.users` tokens, the weights read once for all of them and every user's KV cache
+    /// of [`Self::kv_positions_per_user`] positions read.
     pub batched_decode: Pass,
     /// Each user's tokens per second when all decode together: one token per batched step.
     pub per_user_tokens_per_second: f64,
     /// All users' tokens per second together: `users` tokens per batched step.
     pub aggregate_tokens_per_second: f64,
-    /// The aggregate over one user's decode speed alone: what batching buys.
+    /// The aggregate over one user's decode speed alone (a batched step of one user, its own
+    /// KV cache read as well): what batching buys.
     pub batching_speedup: f64,
     /// Conversations of `workload.conversation_tokens` whose KV caches fit in
     /// `workload.memory_bytes` beside the weights (0 when the weights alone do not fit); `None`
@@ -420,7 +467,9 @@ pub fn plan(model: &ModelFigures, machine: &Machine, workload: &Workload) -> Res
     let per_token = kv_bytes_per_token(model);
     let per_conversation = per_token * workload.conversation_tokens as f64;
     positive("users", workload.users as f64)?;
-    let batched = pass(model, machine, workload.users);
+    let kv_positions = workload.prompt_tokens as f64 + workload.answer_tokens as f64 / 2.0;
+    let batched = batched_decode(model, machine, workload.users, kv_positions);
+    let one_user = batched_decode(model, machine, 1, kv_positions);
     let users_that_fit = workload
         .memory_bytes
         .map(|m| users_that_fit(m as f64, model.weight_bytes, per_conversation));
@@ -444,10 +493,11 @@ pub fn plan(model: &ModelFigures, machine: &Machine, workload: &Workload) -> Res
         tokens_per_second: 1.0 / decode.seconds,
         answer_s: prefill.seconds + workload.answer_tokens as f64 * decode.seconds,
         prefill_speedup_per_token: decode.seconds / (prefill.seconds / prefill.tokens as f64),
+        kv_positions_per_user: kv_positions,
         batched_decode: batched,
         per_user_tokens_per_second: 1.0 / batched.seconds,
         aggregate_tokens_per_second: workload.users as f64 / batched.seconds,
-        batching_speedup: workload.users as f64 * decode.seconds / batched.seconds,
+        batching_speedup: workload.users as f64 * one_user.seconds / batched.seconds,
         users_that_fit,
     };
     // Every input is finite and positive, but products of huge ones overflow to infinity (and
@@ -468,6 +518,10 @@ pub fn plan(model: &ModelFigures, machine: &Machine, workload: &Workload) -> Res
         ("tokens per second", p.tokens_per_second),
         ("answer time", p.answer_s),
         ("prefill speed-up per token", p.prefill_speedup_per_token),
+        (
+            "KV cache bytes read per batched step",
+            p.batched_decode.kv_bytes_read,
+        ),
         ("batched decode time", p.batched_decode.seconds),
         ("aggregate tokens per second", p.aggregate_tokens_per_second),
         ("batching speed-up", p.batching_speedup),

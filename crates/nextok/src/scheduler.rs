@@ -26,7 +26,8 @@
 //!    the head of the waiting queue is admitted when its prompt's blocks and one more are free
 //!    (never skipped for a later one, so no request starves).
 //! 5. **Drafts.** With [`SchedulerOptions::speculative`], each decode may bring a draft (see
-//!    below) within what the step's token budget and the free blocks have left.
+//!    below) within [`SchedulerOptions::max_draft_tokens_per_step`] and what the step's token
+//!    budgets and the free blocks have left.
 //! 6. **The pass**, while a worker thread computes the constraint masks of the choices it
 //!    scores; then every completion that got logits chooses its token (all of the step's
 //!    choices drawn in one [`sample_batch`] over the backend's threads), and every cache that
@@ -48,25 +49,41 @@
 //! pass is split, every answer is the one plain decoding gives, token for token;
 //! [`SchedulerStats::accepted_tokens`] counts what drafting saved.
 //!
+//! Drafting pays for one stream: a decode step is mostly the weights' read, so a few more rows
+//! in it cost little and each kept token saves a step. It pays less, and costs latency, as
+//! more streams decode: the step already reads the weights once for all of them, and every
+//! drafted row lengthens the step that *every* running stream waits for, while kept drafts
+//! arrive as bursts after it. So a step's drafts are bounded in all by
+//! [`SchedulerOptions::max_draft_tokens_per_step`] (default 4), split over its decodes: with
+//! `d` decodes each drafts at most `max_draft_tokens_per_step / d` tokens, so one stream
+//! drafts up to 4, two up to 2 each, three or four 1 each, and more do not draft. Drafts also
+//! share with prompt chunks the cap on a step's rows beside its decodes (below): they take
+//! only what the step's prompt tokens left of it.
+//!
 //! # Inter-token latency
 //!
-//! A step's time grows with its tokens: on a CPU a prompt token costs a good part of a decode
-//! step (the default model on 2 threads: about 2 ms a token in a prefill, 5.5 ms a decode
-//! step), so a step that read a 512-token prompt beside the decodes would hold every running
-//! stream's next token for the length of that prefill (measured with the server at 16
-//! concurrent streams and a 512-token step budget: an inter-token p99 of 874 ms). The default policy is
-//! Sarathi-Serve's stall-free batching, vLLM's chunked prefill with decodes first: while any
-//! completion decodes, a step reads at most `max(N, d)` prompt tokens, `d` being its decodes
-//! and `N` [`SchedulerOptions::max_prefill_while_decoding`] (default 16). A stream's next token
-//! then waits for at most that many prompt tokens' work beside its step (at most twice the
-//! step's decodes once more than `N` decode), never for a whole prefill, and prompts are still
-//! read in every step beside the decodes, where the weights are read once for both. The
-//! default comes from the server's load test: a plain 16-token step budget (which this cap
-//! matches while few streams decode) gave an inter-token p99 of 42-48 ms at 4-16 streams where
-//! a 512-token budget gave 220-874 ms, for a slightly lower output rate; the cap keeps the
-//! whole budget for steps with nothing to decode, where it costs no stream a token. When nothing decodes (the first request, or all answers done), a step reads
-//! up to [`SchedulerOptions::max_tokens_per_step`] prompt tokens, for the time to first token.
-//! None of this changes a token: how a prompt is chunked never changes a bit.
+//! A step's time grows with its tokens, and every running stream's next token waits for the
+//! whole step. On a CPU a prompt token costs a good part of a decode step (the default model on
+//! 2 threads: about 1.5-2 ms a token in a prefill, 5.5 ms a decode step), so a step that read a
+//! 512-token prompt beside the decodes would hold every running stream's next token for the
+//! length of that prefill (measured with the server at 16 concurrent streams and a 512-token
+//! step budget: an inter-token p99 of 874 ms). The policy is Sarathi-Serve's stall-free
+//! batching, vLLM's chunked prefill with decodes first: while any completion decodes, a step
+//! reads at most `max(N, d)` prompt tokens, `d` being its decodes and `N`
+//! [`SchedulerOptions::max_prefill_while_decoding`] (default 8). A stream's next token then
+//! waits for at most that many prompt tokens' work beside its step (at most twice the step's
+//! decodes once more than `N` decode), never for a whole prefill, and prompts are still read in
+//! every step beside the decodes, where the weights are read once for both. The default comes
+//! from the server's load test on a quiet machine (32 streamed chat requests of 40-120 words, 64
+//! tokens, 2 threads): with `N` = 16 a step carrying a prompt chunk took 27-32 ms more than a
+//! plain decode step (12.9 ms at 4 streams, 23.8 ms at 8), which set the inter-token p99 at 4
+//! and 8 streams (39.6 and 56.0 ms, against llama-server's 34.2 and 49.2); 8 prompt tokens
+//! halve that addition, for a slower read of the prompts beside decodes (the time to first
+//! token, whose p99 was 0.5-0.9 of llama-server's). Drafts share this cap (above). When
+//! nothing decodes (the first request, or all answers done), a step reads up to
+//! [`SchedulerOptions::max_tokens_per_step`] prompt tokens, for the time to first token, since
+//! it costs no stream a token. None of this changes a token: how a prompt is chunked never
+//! changes a bit.
 //!
 //! # Memory
 //!
@@ -88,12 +105,12 @@
 //! Beam search does not run on the scheduler: a request with [`GenerateOptions::beams`] is refused
 //! with [`Error::InvalidOption`] (use [`Engine::generate`]).
 
-use crate::generate::{overlapping_masks, timings, Decoding};
+use crate::generate::{overlapping_masks, timings, Decoding, Drawn};
 use crate::speculative::Speculation;
 use crate::{Engine, Error, Event, GenerateOptions};
 use nextok_kv_cache::{KvCache, KvPool};
 use nextok_model::{Logits, Sequence};
-use nextok_sampling::{sample_batch, Sampled};
+use nextok_sampling::{choose_batch, sample_batch, Sampled};
 use nextok_stopping::{Stop, StopConditions};
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
@@ -111,7 +128,7 @@ pub struct SchedulerOptions {
     pub max_tokens_per_step: usize,
     /// Prompt tokens (prompts being read, and preempted completions catching up) in a step that
     /// also decodes: a step decoding `d` completions reads at most `max(this, d)` prompt tokens;
-    /// default 16. A step without decodes reads up to [`Self::max_tokens_per_step`]. See
+    /// default 8. A step without decodes reads up to [`Self::max_tokens_per_step`]. See
     /// "Inter-token latency" in the [module](self) documentation for why.
     pub max_prefill_while_decoding: usize,
     /// The KV cache's memory budget in bytes. `None`: [`Self::max_running`] full context windows
@@ -127,6 +144,13 @@ pub struct SchedulerOptions {
     /// its ordinary choices confirm (see "Speculative decoding" in the [module](self)
     /// documentation). Default on; the tokens are the same either way.
     pub speculative: bool,
+    /// Drafted tokens in one step, in all; a step decoding `d` completions gives each at most
+    /// `this / d` of them, so nothing is drafted while more than this many decode. Default 4.
+    /// Drafts also take only what [`Self::max_prefill_while_decoding`] leaves after the step's
+    /// prompt tokens. A draft's rows lengthen the step for every running stream, so this bounds
+    /// what drafting adds to the inter-token latency (see "Speculative decoding" in the
+    /// [module](self) documentation).
+    pub max_draft_tokens_per_step: usize,
 }
 
 impl SchedulerOptions {
@@ -163,6 +187,11 @@ impl SchedulerOptions {
             Self::MAX_TOKENS_PER_STEP,
         )?;
         range("max_waiting", self.max_waiting, Self::MAX_REQUESTS)?;
+        range(
+            "max_draft_tokens_per_step",
+            self.max_draft_tokens_per_step,
+            Self::MAX_TOKENS_PER_STEP,
+        )?;
         Ok(())
     }
 }
@@ -172,11 +201,12 @@ impl Default for SchedulerOptions {
         SchedulerOptions {
             max_running: 32,
             max_tokens_per_step: 512,
-            max_prefill_while_decoding: 16,
+            max_prefill_while_decoding: 8,
             kv_budget_bytes: None,
             max_waiting: 256,
             prefix_caching: true,
             speculative: true,
+            max_draft_tokens_per_step: 4,
         }
     }
 }
@@ -1076,20 +1106,26 @@ impl<'e> Worker<'_, 'e> {
             }
             return;
         }
-        if self.options.speculative {
-            self.plan_drafts(&mut plan, reserved);
+        if self.options.speculative && decodes > 0 {
+            // What the cap beside decodes left after the prompt tokens, so that drafts and
+            // prompt chunks together stay under it.
+            self.plan_drafts(&mut plan, reserved, decodes, budget);
         }
         self.run(plan);
     }
 
-    /// Drafts for the step's decodes, oldest request first: each decoding completion that
-    /// drafts appends a prompt-lookup draft to its token, within what the step's token budget
-    /// has left after everything else and the blocks that are free after everything else (a
-    /// draft never preempts anyone: it is cut to what fits), and never past its `max_tokens`
-    /// or the context window.
-    fn plan_drafts(&mut self, plan: &mut [Item], mut reserved: usize) {
-        let planned: usize = plan.iter().map(|i| i.tokens.len()).sum();
-        let mut left = self.options.max_tokens_per_step.saturating_sub(planned);
+    /// Drafts for the step's `decodes` decodes, oldest request first: each decoding completion
+    /// that drafts appends a prompt-lookup draft to its token, of at most
+    /// `max_draft_tokens_per_step / decodes` tokens, within `left` (what the step's budgets
+    /// have left after everything else) and [`SchedulerOptions::max_draft_tokens_per_step`] in
+    /// all, and within the blocks that are free after everything else (a draft never preempts
+    /// anyone: it is cut to what fits), and never past its `max_tokens` or the context window.
+    fn plan_drafts(&mut self, plan: &mut [Item], mut reserved: usize, decodes: usize, left: usize) {
+        let per_decode = self.options.max_draft_tokens_per_step / decodes.max(1);
+        if per_decode == 0 {
+            return;
+        }
+        let mut left = left.min(self.options.max_draft_tokens_per_step);
         let available = self.available();
         let context = self.engine.context_window();
         let mut draft = Vec::new();
@@ -1116,7 +1152,8 @@ impl<'e> Worker<'_, 'e> {
             let limit = answer_room
                 .min(context.saturating_sub(base))
                 .saturating_sub(1)
-                .min(left);
+                .min(left)
+                .min(per_decode);
             draft.clear();
             speculation.draft(&seq.decoding.tokens, limit, &mut draft);
             let one = cache.blocks_needed(1);
@@ -1431,10 +1468,12 @@ impl<'e> Worker<'_, 'e> {
         }
     }
 
-    /// Draws the next token of every choice in one call: [`sample_batch`] over the model's host
-    /// threads, each row exactly as its own [`Sampler::sample`](nextok_sampling::Sampler::sample)
-    /// would draw it. Results are in the order of `choices`.
-    fn sample(&mut self, choices: &[Choice]) -> Vec<Result<Sampled, Error>> {
+    /// Draws the next token of every choice: [`sample_batch`] over the model's host threads for
+    /// the completions that asked for log-probabilities, [`choose_batch`] (the same tokens,
+    /// without the exponential pass over the vocabulary that the model's own log-probabilities
+    /// cost) for the others; each row exactly as its own sampler call would draw it. Results
+    /// are in the order of `choices`.
+    fn sample(&mut self, choices: &[Choice]) -> Vec<Result<Drawn, Error>> {
         let engine = self.engine;
         let vocab = engine.vocab_size();
         let index: HashMap<(usize, usize), usize> = choices
@@ -1442,9 +1481,11 @@ impl<'e> Worker<'_, 'e> {
             .enumerate()
             .map(|(i, c)| ((c.req, c.seq), i))
             .collect();
-        let mut out: Vec<Option<Result<Sampled, Error>>> = choices.iter().map(|_| None).collect();
-        let mut rows = Vec::with_capacity(choices.len());
-        let mut row_of = Vec::with_capacity(choices.len());
+        let mut out: Vec<Option<Result<Drawn, Error>>> = choices.iter().map(|_| None).collect();
+        // Rows that need the raw log-probabilities, and rows that do not, each with the index
+        // of its choice.
+        let (mut raw, mut raw_of) = (Vec::new(), Vec::new());
+        let (mut plain, mut plain_of) = (Vec::new(), Vec::new());
         for (r, req) in self.running.iter_mut().enumerate() {
             let prompt = &req.prompt;
             for (s, seq) in req.seqs.iter_mut().enumerate() {
@@ -1459,10 +1500,15 @@ impl<'e> Worker<'_, 'e> {
                     }));
                     continue;
                 };
+                let wants_raw = seq.decoding.raw_logprobs();
                 match seq.decoding.batch_row(prompt, logits) {
+                    Ok(row) if wants_raw => {
+                        raw.push(row);
+                        raw_of.push(i);
+                    }
                     Ok(row) => {
-                        rows.push(row);
-                        row_of.push(i);
+                        plain.push(row);
+                        plain_of.push(i);
                     }
                     Err(e) => out[i] = Some(Err(e)),
                 }
@@ -1470,15 +1516,27 @@ impl<'e> Worker<'_, 'e> {
         }
         let model = engine.model();
         let parts = model.host_parts();
-        let sampled: Vec<Result<Sampled, nextok_sampling::Error>> = if rows.len() > 1 && parts > 1 {
-            sample_batch(&mut rows, parts, |job| model.run_host_parts(job))
+        let sampled: Vec<Result<Sampled, nextok_sampling::Error>> = if raw.len() > 1 && parts > 1 {
+            sample_batch(&mut raw, parts, |job| model.run_host_parts(job))
         } else {
-            rows.iter_mut()
+            raw.iter_mut()
                 .map(|row| row.sampler.sample(row.logits, &row.ctx))
                 .collect()
         };
-        for (i, result) in row_of.into_iter().zip(sampled) {
-            out[i] = Some(result.map_err(Error::from));
+        let chosen: Vec<Result<nextok_sampling::Chosen, nextok_sampling::Error>> =
+            if plain.len() > 1 && parts > 1 {
+                choose_batch(&mut plain, parts, |job| model.run_host_parts(job))
+            } else {
+                plain
+                    .iter_mut()
+                    .map(|row| row.sampler.choose(row.logits, &row.ctx))
+                    .collect()
+            };
+        for (i, result) in raw_of.into_iter().zip(sampled) {
+            out[i] = Some(result.map(Drawn::Sampled).map_err(Error::from));
+        }
+        for (i, result) in plain_of.into_iter().zip(chosen) {
+            out[i] = Some(result.map(Drawn::Chosen).map_err(Error::from));
         }
         out.into_iter()
             .map(|o| {

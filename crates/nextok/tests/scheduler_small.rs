@@ -899,3 +899,65 @@ fn a_prompt_alone_is_read_in_one_step_whatever_the_cap() {
     scheduler.wait_idle();
     assert_eq!(scheduler.stats().steps, 3);
 }
+
+/// The model's own log-probabilities come only with the requests that ask for them, in a step
+/// whose choices mix both kinds (drawn with and without the pass over the vocabulary that they
+/// cost): eight seeded requests, every other one with `logprobs`, run at once, give the tokens
+/// and sampling log-probabilities they give alone, `raw_logprob` as alone (`Some` exactly when
+/// asked for), and the same tokens with and without.
+#[test]
+fn raw_log_probabilities_come_only_when_asked_for() {
+    let request = |seed: u64, logprobs: bool| Request {
+        prompt: vec![60, 61, 62, 63, 64],
+        options: GenerateOptions {
+            sampling: SamplingParams {
+                temperature: 0.9,
+                seed: Some(seed),
+                ..SamplingParams::default()
+            },
+            max_tokens: Some(12),
+            ignore_eos: true,
+            logprobs,
+            ..GenerateOptions::default()
+        },
+    };
+    let requests: Vec<Request> = (0..8).map(|k| request(k / 2, k % 2 == 1)).collect();
+    let scheduler = Scheduler::new(engine(), SchedulerOptions::default()).unwrap();
+    let handles: Vec<RequestHandle> = requests
+        .iter()
+        .map(|r| scheduler.submit(r.clone()).unwrap())
+        .collect();
+    let raw = |events: Vec<Event>| -> Vec<(u32, u32, Option<u32>)> {
+        events
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::Token(t) => {
+                    Some((t.id, t.logprob.to_bits(), t.raw_logprob.map(f32::to_bits)))
+                }
+                Event::Done(_) => None,
+            })
+            .collect()
+    };
+    let mut got = Vec::new();
+    for (r, handle) in requests.iter().zip(handles) {
+        let events: Vec<Event> = handle.map(|e| e.expect("no error")).collect();
+        let events = raw(events);
+        let want = raw(engine()
+            .generate_ids(r.prompt.clone(), &r.options, None)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .collect());
+        assert_eq!(events, want);
+        assert_eq!(events.len(), 12);
+        assert!(events.iter().all(|e| e.2.is_some() == r.options.logprobs));
+        got.push(events);
+    }
+    // Each seed with and without: the same tokens and sampling log-probabilities.
+    for pair in got.chunks(2) {
+        let strip =
+            |v: &[(u32, u32, Option<u32>)]| v.iter().map(|e| (e.0, e.1)).collect::<Vec<_>>();
+        assert_eq!(strip(&pair[0]), strip(&pair[1]));
+    }
+    scheduler.wait_idle();
+    assert_eq!(scheduler.stats().kv_blocks_used, 0);
+}

@@ -134,6 +134,19 @@ fn run_all(options: SchedulerOptions, requests: &[Request]) -> SchedulerStats {
     stats
 }
 
+/// The default options but for the draft budget, large enough that every decode drafts what
+/// it would alone (up to the 16 tokens of the longest draft) however many decode beside it, so
+/// that the tests that run several requests at once check drafts beside each other. (The
+/// default budget drafts nothing while more than 4 decode: see
+/// `a_step_drafts_within_its_budget_split_over_its_decodes`.)
+fn drafting() -> SchedulerOptions {
+    SchedulerOptions {
+        max_draft_tokens_per_step: 1024,
+        max_prefill_while_decoding: 1024,
+        ..SchedulerOptions::default()
+    }
+}
+
 fn request(text: &str, options: GenerateOptions) -> Request {
     Request {
         prompt: ids(text),
@@ -168,7 +181,7 @@ fn greedy_and_seeded_requests_keep_drafts_and_equal_themselves_alone() {
             ..sampled(9, 30)
         },
     ));
-    let stats = run_all(SchedulerOptions::default(), &requests);
+    let stats = run_all(drafting(), &requests);
     // The greedy copies alone keep dozens of drafted tokens: fewer passes than tokens.
     assert!(stats.accepted_tokens >= 60, "{stats:?}");
     assert!(stats.drafted_tokens > stats.accepted_tokens, "{stats:?}");
@@ -206,7 +219,7 @@ fn stops_and_max_tokens_inside_drafts_end_the_answer_at_the_same_token() {
     for max in 1..=20 {
         requests.push(request(REPETITIVE, greedy(max)));
     }
-    let stats = run_all(SchedulerOptions::default(), &requests);
+    let stats = run_all(drafting(), &requests);
     assert!(stats.accepted_tokens > 0, "{stats:?}");
     // And the stops are the ones asked for.
     for r in &requests[..25] {
@@ -257,32 +270,14 @@ fn constrained_requests_choose_with_the_sequential_masks() {
             ..greedy(40)
         },
     ));
-    let stats = run_all(SchedulerOptions::default(), &requests);
+    let stats = run_all(drafting(), &requests);
     assert!(stats.accepted_tokens > 0, "{stats:?}");
     // The masks computed beside the passes are the sequential ones: each greedy token is the
     // argmax of fresh logits under the mask of a constraint walked one token at a time here.
     for r in [&requests[0], &requests[4]] {
         let (_, done) = alone(r);
-        let engine = engine();
         let spec = r.options.constraint.as_ref().unwrap();
-        let mut constraint = engine.constraint(spec).unwrap();
-        let mut mask = constraint.vocab().empty_mask();
-        let mut seen = r.prompt.clone();
-        for &t in &done[0].tokens {
-            constraint.fill_mask(&mut mask).unwrap();
-            let row = engine.logits(&seen, false).unwrap();
-            let allowed = |i: usize| mask[i / 64] >> (i % 64) & 1 == 1;
-            let best = (0..row.len())
-                .filter(|&i| allowed(i))
-                .fold(None, |b: Option<usize>, i| match b {
-                    Some(b) if row[b] >= row[i] => Some(b),
-                    _ => Some(i),
-                })
-                .unwrap();
-            assert_eq!(t as usize, best);
-            constraint.advance(t).unwrap();
-            seen.push(t);
-        }
+        common::assert_masked_greedy(&engine(), spec, &r.prompt, &done[0].tokens);
     }
 }
 
@@ -307,7 +302,7 @@ fn preemption_with_drafts_changes_no_answer() {
         engine(),
         SchedulerOptions {
             kv_budget_bytes: Some(budget * block_bytes()),
-            ..SchedulerOptions::default()
+            ..drafting()
         },
     )
     .unwrap();
@@ -364,7 +359,7 @@ fn drafts_never_preempt() {
         SchedulerOptions {
             kv_budget_bytes: Some(blocks * block_bytes()),
             prefix_caching: false,
-            ..SchedulerOptions::default()
+            ..drafting()
         },
         &requests,
     );
@@ -394,6 +389,64 @@ fn drafts_fit_the_step_budget() {
     );
     assert!(four.accepted_tokens > 0, "{four:?}");
     assert!(four.drafted_tokens <= 3 * four.drafts, "{four:?}");
+}
+
+/// The draft budget, split over a step's decodes: five greedy completions of one request (its
+/// prompt read once, then five identical answers that decode in lockstep, the same drafts
+/// kept) draft nothing under a budget of 4 (4 / 5 = 0 tokens each), and drafts of exactly one
+/// token each under a budget of 5; one request alone drafts at most the budget a step, and
+/// keeps drafts.
+#[test]
+fn a_step_drafts_within_its_budget_split_over_its_decodes() {
+    let five = request(REPETITIVE, GenerateOptions { n: 5, ..greedy(30) });
+    let budget = |b: usize| SchedulerOptions {
+        max_draft_tokens_per_step: b,
+        max_prefill_while_decoding: 1024,
+        ..SchedulerOptions::default()
+    };
+    let four = run_all(budget(4), std::slice::from_ref(&five));
+    assert_eq!((four.drafts, four.drafted_tokens), (0, 0), "{four:?}");
+    // The prompt's step chooses every first token, then one step per token.
+    assert_eq!(four.steps, 30, "{four:?}");
+    let five_budget = run_all(budget(5), std::slice::from_ref(&five));
+    assert!(five_budget.accepted_tokens > 0, "{five_budget:?}");
+    assert!(five_budget.steps < 30, "{five_budget:?}");
+    assert_eq!(
+        five_budget.drafted_tokens, five_budget.drafts,
+        "{five_budget:?}"
+    );
+    assert_eq!(five_budget.drafts % 5, 0, "{five_budget:?}");
+    let alone = request(REPETITIVE, greedy(40));
+    for b in [1, 2, 4, 7] {
+        let stats = run_all(budget(b), std::slice::from_ref(&alone));
+        assert!(stats.accepted_tokens > 0, "budget {b}: {stats:?}");
+        assert!(
+            stats.drafted_tokens <= b as u64 * stats.drafts,
+            "budget {b}: {stats:?}"
+        );
+    }
+    // The default budget is 4.
+    let default = run_all(SchedulerOptions::default(), std::slice::from_ref(&alone));
+    assert!(default.accepted_tokens > 0, "{default:?}");
+    assert!(default.drafted_tokens <= 4 * default.drafts, "{default:?}");
+}
+
+/// Drafts share with prompt chunks the cap on a step's tokens beside its decodes: with a cap of
+/// 3 and nothing else to read, one decoding request drafts at most 3 tokens a step whatever the
+/// draft budget.
+#[test]
+fn drafts_take_only_what_prompt_chunks_leave_of_the_cap() {
+    let r = request(REPETITIVE, greedy(40));
+    let stats = run_all(
+        SchedulerOptions {
+            max_draft_tokens_per_step: 64,
+            max_prefill_while_decoding: 3,
+            ..SchedulerOptions::default()
+        },
+        std::slice::from_ref(&r),
+    );
+    assert!(stats.accepted_tokens > 0, "{stats:?}");
+    assert!(stats.drafted_tokens <= 3 * stats.drafts, "{stats:?}");
 }
 
 /// Off in the scheduler's options, or in a request's, nothing is drafted.
@@ -431,7 +484,7 @@ fn cancelling_mid_draft_frees_every_block() {
     let steady = request(ALPHABET, greedy(30));
     let mut accepted = 0;
     for k in 2..8 {
-        let scheduler = Scheduler::new(engine(), SchedulerOptions::default()).unwrap();
+        let scheduler = Scheduler::new(engine(), drafting()).unwrap();
         let leaving = request(REPETITIVE, greedy(60));
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink_seen = seen.clone();
@@ -499,6 +552,7 @@ proptest! {
         requests in proptest::collection::vec(random_request(), 1..5),
         step_budget in 1usize..40,
         prefill_cap in 1usize..40,
+        draft_budget in 1usize..24,
         max_running in 1usize..5,
         spare_blocks in 0u64..4,
     ) {
@@ -519,6 +573,7 @@ proptest! {
             SchedulerOptions {
                 max_tokens_per_step: step_budget,
                 max_prefill_while_decoding: prefill_cap,
+                max_draft_tokens_per_step: draft_budget,
                 max_running,
                 kv_budget_bytes: Some(blocks * block_bytes()),
                 ..SchedulerOptions::default()

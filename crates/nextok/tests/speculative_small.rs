@@ -252,24 +252,7 @@ fn a_json_schema_constraint_equals_plain_decoding_and_the_sequential_masks() {
     // token at a time on this thread: the masks computed beside the forward passes are the
     // sequential ones.
     let ids = engine.encode_prompt(&prompt).unwrap();
-    let mut constraint = engine.constraint(&spec).unwrap();
-    let mut mask = constraint.vocab().empty_mask();
-    let mut seen = ids.clone();
-    for &t in &c.tokens {
-        constraint.fill_mask(&mut mask).unwrap();
-        let row = engine.logits(&seen, false).unwrap();
-        let allowed = |i: usize| mask[i / 64] >> (i % 64) & 1 == 1;
-        let best = (0..row.len())
-            .filter(|&i| allowed(i))
-            .fold(None, |b: Option<usize>, i| match b {
-                Some(b) if row[b] >= row[i] => Some(b),
-                _ => Some(i),
-            })
-            .unwrap();
-        assert_eq!(t as usize, best);
-        constraint.advance(t).unwrap();
-        seen.push(t);
-    }
+    common::assert_masked_greedy(&engine, &spec, &ids, &c.tokens);
     for seed in 0..4 {
         let options = GenerateOptions {
             constraint: Some(spec.clone()),

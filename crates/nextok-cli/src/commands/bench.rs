@@ -170,6 +170,7 @@ fn batch_decode(
             kv_budget_bytes: Some(config.bytes_for(positions as u64)),
             // One token per request per step: the figure is plain batched decoding.
             speculative: false,
+            ..SchedulerOptions::default()
         },
     )?;
     let options = GenerateOptions {

@@ -179,8 +179,9 @@ fn table(p: &Plan) -> String {
     line(
         &format!("decode, {} users in one step", group(w.users)),
         format!(
-            "read {}, arithmetic {}: {} ({})",
+            "read {} (weights, and {} of KV caches), arithmetic {}: {} ({})",
             seconds(p.batched_decode.memory_s),
+            bytes(p.batched_decode.kv_bytes_read),
             seconds(p.batched_decode.compute_s),
             seconds(p.batched_decode.seconds),
             bound(p.batched_decode.bound)

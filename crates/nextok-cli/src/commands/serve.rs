@@ -102,6 +102,7 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         max_waiting: args.max_waiting,
         prefix_caching: !args.no_prefix_cache,
         speculative: !args.no_speculative,
+        max_draft_tokens_per_step: args.max_draft_tokens_per_step,
     };
     scheduler_options.validate()?;
     let server = Server::new(config)?;

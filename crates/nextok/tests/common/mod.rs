@@ -17,7 +17,7 @@ use nextok::model::testing::RandomLlama;
 use nextok::model::{CpuBackend, LlamaModel, LoadOptions};
 use nextok::sampling::SamplingParams;
 use nextok::tokenizer::ChatTemplate;
-use nextok::{Engine, GenerateOptions, LlamaOnBackend};
+use nextok::{ConstraintSpec, Engine, GenerateOptions, LlamaOnBackend};
 
 /// The seed of the weights every test uses unless it says otherwise.
 pub const SEED: u64 = 12;
@@ -191,5 +191,36 @@ pub fn sampled(seed: u64, max_tokens: usize) -> GenerateOptions {
         max_tokens: Some(max_tokens),
         ignore_eos: true,
         ..GenerateOptions::default()
+    }
+}
+
+/// Asserts that `tokens`, a greedy answer to `prompt` under the constraint `spec`, are the
+/// masked greedy choices made one at a time on this thread: each is the largest of fresh logits
+/// ([`Engine::logits`] over the prompt and the tokens before it) among the tokens that the
+/// constraint, walked one token at a time, allows (the lowest id on a tie). So the masks that
+/// were computed beside the forward passes are the sequential ones.
+pub fn assert_masked_greedy(
+    engine: &Engine,
+    spec: &ConstraintSpec,
+    prompt: &[u32],
+    tokens: &[u32],
+) {
+    let mut constraint = engine.constraint(spec).expect("the constraint compiles");
+    let mut mask = constraint.vocab().empty_mask();
+    let mut seen = prompt.to_vec();
+    for (i, &t) in tokens.iter().enumerate() {
+        constraint.fill_mask(&mut mask).expect("a mask");
+        let row = engine.logits(&seen, false).expect("the logits");
+        let allowed = |i: usize| mask[i / 64] >> (i % 64) & 1 == 1;
+        let best = (0..row.len())
+            .filter(|&i| allowed(i))
+            .fold(None, |b: Option<usize>, i| match b {
+                Some(b) if row[b] >= row[i] => Some(b),
+                _ => Some(i),
+            })
+            .expect("the constraint allows a token");
+        assert_eq!(t as usize, best, "token {i} of {tokens:?}");
+        constraint.advance(t).expect("the chosen token is allowed");
+        seen.push(t);
     }
 }
