@@ -4,7 +4,7 @@ use std::fmt;
 use std::ops::Range;
 
 use crate::pool::KvPool;
-use crate::storage::{BlockId, HostBlock, RowRef};
+use crate::storage::{BlockId, BlockStorage, HostBlock, RowRef};
 use crate::{CacheConfig, Error};
 
 /// The keys and values of one sequence: its token ids and a block table into a [`KvPool`]
@@ -20,6 +20,17 @@ pub struct KvCache {
     written: Vec<u64>,
     /// How many bits of each block's words are set.
     filled: Vec<usize>,
+}
+
+/// Where one row of a [`KvCache::write_rows`] goes: the block that holds its position and the
+/// position's slot in it. The row's numbers start at [`CacheConfig::row_offset`]`(layer, slot,
+/// value)` among the block's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RowPlace {
+    /// The block, this sequence's alone when the place is handed out.
+    pub block: BlockId,
+    /// The position's slot in the block: `position % block_positions`.
+    pub slot: usize,
 }
 
 impl fmt::Debug for KvCache {
@@ -216,7 +227,8 @@ impl KvCache {
 
     /// Stores the key and value rows of `layer` at `pos`, rounded to the cache's number type,
     /// in the pool's storage. A block shared with a fork or the prefix cache is copied first
-    /// (copy-on-write), which can fail with [`Error::OutOfBlocks`].
+    /// (copy-on-write), which can fail with [`Error::OutOfBlocks`]. This is
+    /// [`KvCache::write_rows`] of one row with the storage's own [`BlockStorage::write`].
     pub fn write(
         &mut self,
         layer: usize,
@@ -226,31 +238,120 @@ impl KvCache {
     ) -> Result<(), Error> {
         self.config().check_row("key", key.len())?;
         self.config().check_row("value", value.len())?;
-        let (b, slot) = self.locate(layer, pos)?;
-        let inner = &self.pool.inner;
-        {
-            let mut state = inner.lock();
-            let id = self.table[b];
-            if !state.exclusive(id) {
-                let ids = state.allocate(1, inner.total, inner.storage.as_ref())?;
-                let copy = ids[0];
-                if let Err(e) = inner.storage.copy(id, copy) {
-                    state.release(copy);
-                    return Err(e);
+        self.write_rows(layer, pos..pos + 1, |storage, places| {
+            places
+                .iter()
+                .try_for_each(|p| storage.write(p.block, layer, p.slot, key, value))
+        })
+    }
+
+    /// Stores the rows of `layer` at `positions` in one go, with `store` doing the copying: the
+    /// bulk form of [`KvCache::write`], for a backend that moves many rows at once (the CUDA
+    /// backend scatters a step's new rows from device buffers into device blocks in one kernel
+    /// launch).
+    ///
+    /// The cache does everything of a write but the copy of the numbers: it checks the layer and
+    /// the positions, makes every block that `positions` touch this sequence's alone (a block
+    /// shared with a fork or the prefix cache is copied into a fresh one, all copies or none), and
+    /// then calls `store` with the pool's storage and the [`RowPlace`] of each position, in
+    /// order: the block and slot where the key and value rows belong, rounded to the cache's
+    /// number type, laid out as [`CacheConfig::row_offset`] says. Only when `store` returns `Ok`
+    /// are the rows counted as written (which [`KvCache::publish_prefix`] relies on), so `store`
+    /// must write every place it is given.
+    ///
+    /// Errors: [`Error::LayerOutOfRange`], [`Error::PositionOutOfRange`] (a position at or past
+    /// [`KvCache::len`]) and [`Error::OutOfBlocks`] (too few blocks for the copies) leave the
+    /// cache unchanged, as does a failed storage copy; an error from `store` is returned as it is,
+    /// the cache then holding its copies of the shared blocks (the same numbers) and the rows
+    /// not counted as written. An empty range is checked and stores nothing.
+    ///
+    /// ```
+    /// use nextok_kv_cache::{BlockStorage, CacheConfig, KvCache, KvType};
+    ///
+    /// let config = CacheConfig::new(1, 1, 2, KvType::F32).with_block_positions(2);
+    /// let mut cache = KvCache::new(config)?;
+    /// cache.push_tokens(&[5, 6, 7])?;
+    /// let mut seen = Vec::new();
+    /// cache.write_rows(0, 1..3, |storage, places| {
+    ///     for (i, p) in places.iter().enumerate() {
+    ///         seen.push((p.block.index(), p.slot));
+    ///         let row = [i as f32; 2];
+    ///         storage.write(p.block, 0, p.slot, &row, &row)?;
+    ///     }
+    ///     Ok::<(), nextok_kv_cache::Error>(())
+    /// })?;
+    /// // Position 1 is slot 1 of the first block, position 2 slot 0 of the second.
+    /// assert_eq!(seen, [(0, 1), (1, 0)]);
+    /// assert_eq!(cache.value(0, 2)?.get(0), Some(1.0));
+    /// # Ok::<(), nextok_kv_cache::Error>(())
+    /// ```
+    pub fn write_rows<E: From<Error>>(
+        &mut self,
+        layer: usize,
+        positions: Range<usize>,
+        store: impl FnOnce(&dyn BlockStorage, &[RowPlace]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        if positions.is_empty() {
+            let config = self.config();
+            if layer >= config.layers {
+                return Err(Error::LayerOutOfRange {
+                    layer,
+                    layers: config.layers,
                 }
-                state.release(id);
-                self.table[b] = copy;
+                .into());
+            }
+            return Ok(());
+        }
+        self.locate(layer, positions.start)?;
+        self.locate(layer, positions.end - 1)?;
+        let bp = self.config().block_positions;
+        let blocks = positions.start / bp..(positions.end - 1) / bp + 1;
+        self.make_exclusive(blocks)?;
+        let places: Vec<RowPlace> = positions
+            .clone()
+            .map(|pos| RowPlace {
+                block: self.table[pos / bp],
+                slot: pos % bp,
+            })
+            .collect();
+        store(self.pool.inner.storage.as_ref(), &places)?;
+        let words = self.words();
+        for pos in positions {
+            let (b, slot) = (pos / bp, pos % bp);
+            let bit = layer * bp + slot;
+            let word = &mut self.written[b * words + bit / 64];
+            if *word & (1 << (bit % 64)) == 0 {
+                *word |= 1 << (bit % 64);
+                self.filled[b] += 1;
             }
         }
-        inner
-            .storage
-            .write(self.table[b], layer, slot, key, value)?;
-        let bit = layer * self.config().block_positions + slot;
-        let words = self.words();
-        let word = &mut self.written[b * words + bit / 64];
-        if *word & (1 << (bit % 64)) == 0 {
-            *word |= 1 << (bit % 64);
-            self.filled[b] += 1;
+        Ok(())
+    }
+
+    /// Makes the blocks `blocks` of the table this sequence's alone: each one shared with a fork
+    /// or the prefix cache is copied into a fresh block, which takes its place. All the copies
+    /// are made before any entry of the table changes, so on an error the cache is unchanged.
+    fn make_exclusive(&mut self, blocks: Range<usize>) -> Result<(), Error> {
+        let inner = &self.pool.inner;
+        let mut state = inner.lock();
+        let shared: Vec<usize> = blocks
+            .filter(|&b| !state.exclusive(self.table[b]))
+            .collect();
+        if shared.is_empty() {
+            return Ok(());
+        }
+        let copies = state.allocate(shared.len(), inner.total, inner.storage.as_ref())?;
+        for (&b, &copy) in shared.iter().zip(&copies) {
+            if let Err(e) = inner.storage.copy(self.table[b], copy) {
+                for &id in &copies {
+                    state.release(id);
+                }
+                return Err(e);
+            }
+        }
+        for (&b, &copy) in shared.iter().zip(&copies) {
+            state.release(self.table[b]);
+            self.table[b] = copy;
         }
         Ok(())
     }
@@ -422,5 +523,214 @@ impl Drop for KvCache {
         for &id in self.table.iter().rev() {
             state.release(id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::KvType;
+
+    const LAYERS: usize = 2;
+    const BP: usize = 4;
+
+    /// Distinct numbers per position, layer, key/value, element and round.
+    fn row(round: usize, pos: usize, layer: usize, value: bool) -> Vec<f32> {
+        (0..2)
+            .map(|i| {
+                (round * 1000 + pos * 10 + layer) as f32 / 3.0
+                    + f32::from(u8::from(value)) * 0.5
+                    + i as f32 * 0.01
+            })
+            .collect()
+    }
+
+    fn keys_of(cache: &KvCache, layer: usize) -> Vec<Vec<f32>> {
+        (0..cache.len())
+            .map(|pos| {
+                let mut k = vec![0.0; 2];
+                let mut v = vec![0.0; 2];
+                cache.key(layer, pos).unwrap().to_f32(0..2, &mut k);
+                cache.value(layer, pos).unwrap().to_f32(0..2, &mut v);
+                k.extend(v);
+                k
+            })
+            .collect()
+    }
+
+    /// A parent of 10 positions, every row written, its two full blocks published to the prefix
+    /// cache, and a fork of it: the child's blocks are all shared, the first two also with the
+    /// prefix cache.
+    fn setup(kv_type: KvType) -> (KvPool, KvCache, KvCache) {
+        let config = CacheConfig::new(LAYERS, 1, 2, kv_type).with_block_positions(BP);
+        let pool = KvPool::new(config, 16 * config.block_bytes()).unwrap();
+        let mut parent = pool.new_cache();
+        parent.push_tokens(&(0..10).collect::<Vec<u32>>()).unwrap();
+        for layer in 0..LAYERS {
+            for pos in 0..10 {
+                let (k, v) = (row(0, pos, layer, false), row(0, pos, layer, true));
+                parent.write(layer, pos, &k, &v).unwrap();
+            }
+        }
+        assert_eq!(parent.publish_prefix(), 2);
+        let child = parent.fork();
+        (pool, parent, child)
+    }
+
+    /// Rows 2..10 of layer 1 (three blocks, all shared) and then rows 3..9 of layer 0, written
+    /// in bulk by `write_rows` (the rows stored at the places it gives) or row by row.
+    fn overwrite(child: &mut KvCache, bulk: bool) {
+        for (layer, positions) in [(1, 2..10), (0, 3..9)] {
+            if bulk {
+                child
+                    .write_rows(layer, positions.clone(), |storage, places| {
+                        assert_eq!(places.len(), positions.len());
+                        for (pos, p) in positions.clone().zip(places) {
+                            let (k, v) = (row(1, pos, layer, false), row(1, pos, layer, true));
+                            storage.write(p.block, layer, p.slot, &k, &v)?;
+                        }
+                        Ok::<(), Error>(())
+                    })
+                    .unwrap();
+            } else {
+                for pos in positions {
+                    let (k, v) = (row(1, pos, layer, false), row(1, pos, layer, true));
+                    child.write(layer, pos, &k, &v).unwrap();
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bulk_writes_equal_row_by_row_writes() {
+        for kv_type in [KvType::F32, KvType::F16, KvType::BF16] {
+            let (pool_a, parent_a, mut bulk) = setup(kv_type);
+            let (pool_b, parent_b, mut single) = setup(kv_type);
+            let before = keys_of(&parent_a, 1);
+            let prefix_blocks = parent_a.block_table()[..2].to_vec();
+            overwrite(&mut bulk, true);
+            overwrite(&mut single, false);
+            for layer in 0..LAYERS {
+                assert_eq!(keys_of(&bulk, layer), keys_of(&single, layer));
+                // The parent and the prefix cache keep their numbers: shared blocks were
+                // copied, never written in place.
+                assert_eq!(keys_of(&parent_a, layer), keys_of(&parent_b, layer));
+            }
+            assert_eq!(keys_of(&parent_a, 1), before);
+            assert_eq!(parent_a.block_table()[..2], prefix_blocks);
+            let again = pool_a.cache_for_prompt(&(0..9).collect::<Vec<u32>>());
+            assert_eq!(again.block_table(), prefix_blocks);
+            assert_eq!(keys_of(&again, 1), before[..8]);
+            // The child wrote into all three of its blocks: none is shared any more.
+            assert_eq!((bulk.shared_blocks(), single.shared_blocks()), (0, 0));
+            assert!(bulk
+                .block_table()
+                .iter()
+                .all(|b| !prefix_blocks.contains(b)));
+            assert_eq!(pool_a.used_blocks(), pool_b.used_blocks());
+            assert_eq!(pool_a.used_blocks(), 3 + 3);
+            // The written-row bookkeeping is the same, and counts every row once: each block
+            // was fully written by the parent's rows before the fork.
+            assert_eq!(bulk.written, single.written);
+            assert_eq!(bulk.filled, single.filled);
+            assert_eq!(bulk.filled, [8, 8, 4]);
+            assert_eq!(
+                keys_of(&bulk, 1)[5],
+                [row(1, 5, 1, false), row(1, 5, 1, true)]
+                    .concat()
+                    .iter()
+                    .map(|&x| kv_type.round(x))
+                    .collect::<Vec<_>>()
+            );
+        }
+    }
+
+    #[test]
+    fn bulk_writes_count_new_rows() {
+        let config = CacheConfig::new(LAYERS, 1, 2, KvType::F32).with_block_positions(BP);
+        let mut cache = KvCache::new(config).unwrap();
+        cache.push_tokens(&[1; 6]).unwrap();
+        let store = |storage: &dyn BlockStorage, places: &[RowPlace]| {
+            places
+                .iter()
+                .try_for_each(|p| storage.write(p.block, 0, p.slot, &[1.0; 2], &[2.0; 2]))
+        };
+        cache.write_rows(0, 1..6, store).unwrap();
+        assert_eq!(cache.filled, [3, 2]);
+        // Writing again counts nothing twice.
+        cache.write_rows(0, 0..6, store).unwrap();
+        assert_eq!(cache.filled, [4, 2]);
+        assert_eq!(cache.publish_prefix(), 0);
+        cache.write_rows(1, 0..4, store).unwrap();
+        assert_eq!(cache.filled, [8, 2]);
+        assert_eq!(cache.publish_prefix(), 1);
+        // An empty range stores nothing and counts nothing.
+        let mut called = false;
+        cache
+            .write_rows(1, 4..4, |_, places| {
+                called = !places.is_empty();
+                Ok::<(), Error>(())
+            })
+            .unwrap();
+        assert!(!called);
+        assert_eq!(cache.filled, [8, 2]);
+    }
+
+    #[test]
+    fn bulk_write_errors_leave_the_cache_unchanged() {
+        let never = |_: &dyn BlockStorage, _: &[RowPlace]| -> Result<(), Error> {
+            panic!("store called after a failed check")
+        };
+        let (pool, _parent, mut child) = setup(KvType::F32);
+        let table = child.block_table().to_vec();
+        let (written, filled) = (child.written.clone(), child.filled.clone());
+        assert_eq!(
+            child.write_rows(0, 8..11, never),
+            Err(Error::PositionOutOfRange { pos: 10, len: 10 })
+        );
+        assert_eq!(
+            child.write_rows(2, 0..1, never),
+            Err(Error::LayerOutOfRange {
+                layer: 2,
+                layers: 2
+            })
+        );
+        assert_eq!(
+            child.write_rows(2, 0..0, never),
+            Err(Error::LayerOutOfRange {
+                layer: 2,
+                layers: 2
+            })
+        );
+        // Take all but one free block: copying the child's three shared blocks needs three.
+        let mut hog = pool.new_cache();
+        hog.push_tokens(&[9; 4 * 12]).unwrap();
+        assert_eq!(pool.available_blocks(), 1);
+        let used = pool.used_blocks();
+        assert_eq!(
+            child.write_rows(0, 0..10, never),
+            Err(Error::OutOfBlocks {
+                needed: 3,
+                available: 1
+            })
+        );
+        assert_eq!(child.block_table(), table);
+        assert_eq!((child.shared_blocks(), pool.used_blocks()), (3, used));
+        // A failing store: the copies are made (the same numbers), the rows are not counted.
+        drop(hog);
+        let mut fresh = pool.new_cache();
+        fresh.push_tokens(&[3; 5]).unwrap();
+        let failed = fresh.write_rows(0, 0..5, |_, _| {
+            Err(Error::StorageFailed {
+                operation: "write",
+                block: 0,
+            })
+        });
+        assert!(matches!(failed, Err(Error::StorageFailed { .. })));
+        assert_eq!(fresh.filled, [0, 0]);
+        assert_eq!(
+            (child.written.clone(), child.filled.clone()),
+            (written, filled)
+        );
     }
 }

@@ -19,7 +19,9 @@
 //!   [`Error::OutOfBlocks`] with the numbers when it is spent, and [`KvCache::blocks_needed`]
 //!   says beforehand how many it will take); [`KvCache::write`] stores a
 //!   layer's key and value row for one of them; [`KvCache::key`] / [`KvCache::value`] read them
-//!   back.
+//!   back. [`KvCache::write_rows`] is the bulk form for a backend that moves the numbers
+//!   itself: the cache checks, copies shared blocks and counts the rows, and hands the backend
+//!   each row's [`RowPlace`] (block and slot) to store it at.
 //! - [`KvCache::truncate`] rolls back to a shorter length (a rejected draft, an edited turn), and
 //!   dropping a cache gives its blocks back.
 //! - [`KvCache::fork`] makes a copy-on-write child that shares every block (for beams and
@@ -88,7 +90,7 @@ mod cache;
 mod pool;
 mod storage;
 
-pub use cache::KvCache;
+pub use cache::{KvCache, RowPlace};
 pub use pool::KvPool;
 pub use storage::{BlockId, BlockStorage, HostBlock, HostStorage, RowRef};
 
