@@ -455,6 +455,79 @@ extern "C" __global__ void attention_paged(const float* __restrict__ q,
 }
 
 // ---------------------------------------------------------------------------------------------
+// Writing the KV cache in device memory: a step's new key and value rows go from the layer's
+// buffers straight into their blocks, where attention_paged reads them.
+
+// x as the KV cache's number type stores it, as f32: the `half` crate's conversions that the
+// host storage uses (round to nearest, ties to even; NaN kept quiet with the top of its payload),
+// in integer arithmetic, so that a device block holds the host storage's very numbers.
+// kv_type: 0 f32, 1 f16, 2 bf16 (KV_F32, KV_F16, KV_BF16 in src/ops.rs).
+__device__ __forceinline__ float kv_round(float x, int kv_type) {
+    const unsigned int u = __float_as_uint(x);
+    if (kv_type == 2) {
+        unsigned int b;
+        if ((u & 0x7fffffffu) > 0x7f800000u) {
+            b = (u >> 16) | 0x0040u;
+        } else {
+            b = u >> 16;
+            if ((u & 0x8000u) != 0 && (u & (3u * 0x8000u - 1u)) != 0) b += 1;
+        }
+        return __uint_as_float((b & 0xffffu) << 16);
+    }
+    if (kv_type != 1) return x;
+    // f32 to f16 bits.
+    const unsigned int sign = u & 0x80000000u, exp = u & 0x7f800000u, man = u & 0x007fffffu;
+    unsigned int h;
+    if (exp == 0x7f800000u) {
+        h = (sign >> 16) | 0x7c00u | (man == 0 ? 0u : 0x0200u) | (man >> 13);
+    } else {
+        const int half_exp = (int)(exp >> 23) - 127 + 15;
+        if (half_exp >= 0x1f) {
+            h = (sign >> 16) | 0x7c00u;
+        } else if (half_exp <= 0) {
+            if (14 - half_exp > 24) {
+                h = sign >> 16;
+            } else {
+                const unsigned int m = man | 0x00800000u;
+                unsigned int half_man = m >> (14 - half_exp);
+                const unsigned int round_bit = 1u << (13 - half_exp);
+                if ((m & round_bit) != 0 && (m & (3u * round_bit - 1u)) != 0) half_man += 1;
+                h = (sign >> 16) | half_man;
+            }
+        } else {
+            h = (sign >> 16) | ((unsigned int)half_exp << 10) | (man >> 13);
+            if ((man & 0x1000u) != 0 && (man & (3u * 0x1000u - 1u)) != 0) h += 1;
+        }
+    }
+    // f16 bits back to f32: exact for every number; a NaN as the `half` crate widens it.
+    if ((h & 0x7c00u) == 0x7c00u && (h & 0x03ffu) != 0)
+        return __uint_as_float(((h & 0x8000u) << 16) | 0x7fc00000u | ((h & 0x03ffu) << 13));
+    return f16_to_f32((unsigned short)h);
+}
+
+// Row r of `keys` and of `values` (row_len numbers each) into the block at address
+// places[2 r], slot places[2 r + 1], of layer `layer`, rounded to the cache's number type: one
+// launch per layer for all of a step's rows. The places come from KvCache::write_rows, which
+// has made each block this sequence's alone; no two rows share a place. The block layout is
+// Paged's: [layer][key, value][slot][row_len].
+extern "C" __global__ void write_kv_paged(const float* __restrict__ keys,
+                                          const float* __restrict__ values,
+                                          const unsigned long long* __restrict__ places, int rows,
+                                          int row_len, int layer, int block_positions,
+                                          int kv_type) {
+    const size_t n = (size_t)rows * row_len;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = i / row_len, e = i % row_len;
+        float* block = (float*)places[2 * r];
+        const size_t slot = (size_t)places[2 * r + 1];
+        const size_t key_at = ((size_t)layer * 2 * block_positions + slot) * row_len + e;
+        block[key_at] = kv_round(keys[i], kv_type);
+        block[key_at + (size_t)block_positions * row_len] = kv_round(values[i], kv_type);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // The rest of a decoder layer, so that the model crate's forward pass keeps its activations on
 // the device: the same formulas as the model crate's host code, one kernel each.
 

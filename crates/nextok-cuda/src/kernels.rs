@@ -4,7 +4,7 @@
 pub(crate) const SOURCE: &str = include_str!("kernels.cu");
 
 /// The entry points the source defines, in the order the backend loads them.
-pub const KERNEL_NAMES: [&str; 20] = [
+pub const KERNEL_NAMES: [&str; 21] = [
     "matmul_q4_0",
     "matmul_q4_1",
     "matmul_q8_0",
@@ -19,6 +19,7 @@ pub const KERNEL_NAMES: [&str; 20] = [
     "embed_bf16",
     "attention",
     "attention_paged",
+    "write_kv_paged",
     "rms_norm",
     "rms_norm_rows",
     "add_bias",

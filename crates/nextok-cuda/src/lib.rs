@@ -36,9 +36,12 @@
 //!   each block as one device allocation, and attention reads a sequence's rows where they are,
 //!   block after block of its block table (a kernel argument), with no gather. A cache in host
 //!   memory works too: its rows are copied in for each attention call. New keys and values reach
-//!   a device cache through the cache's own `write` (so that copy-on-write and the prefix
-//!   cache's bookkeeping stay whole): each layer's new rows are copied out and each row copied
-//!   back into its block.
+//!   a device cache without leaving the device: the cache's own
+//!   [`KvCache::write_rows`](nextok_kv_cache::KvCache::write_rows) keeps its bookkeeping whole
+//!   (copy-on-write of shared blocks, done on the device, and which rows are written, for the
+//!   prefix cache) and hands back each row's block and slot, and one kernel launch per layer
+//!   scatters the step's rows there, rounded to the cache's number type exactly as the host
+//!   storage rounds them. A host cache gets its new rows copied out and written row by row.
 //!
 //! # Exactness
 //!

@@ -5,7 +5,7 @@
 use std::ops::Range;
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
-use nextok_kv_cache::KvCache;
+use nextok_kv_cache::{KvCache, KvType};
 use nextok_model::{Buffer, Mask, QMatrix, RopeOrdering, Rotary};
 
 use crate::backend::{launch_attention, launch_matmul, upload, AttentionShape, State};
@@ -16,6 +16,11 @@ use crate::{CudaBackend, Error};
 const THREADS: u32 = 256;
 /// The most blocks of an element-wise launch (the kernels loop over the rest).
 const MAX_BLOCKS: usize = 4096;
+/// The `kv_type` argument of `write_kv_paged`: the cache's number type (`kv_round` in the
+/// source).
+const KV_F32: i32 = 0;
+const KV_F16: i32 = 1;
+const KV_BF16: i32 = 2;
 
 type ModelResult<T> = Result<T, nextok_model::Error>;
 
@@ -400,10 +405,15 @@ impl CudaBackend {
         .map_err(|e| self.model_error(e))
     }
 
-    /// Stores rows of device keys and values in `cache` through the cache itself, so that its
-    /// bookkeeping (copy-on-write of shared blocks, which positions are written) stays whole:
-    /// the rows come to the host and go to the cache's storage (device memory for a pool made by
-    /// this backend, where each row is copied back in).
+    /// Stores rows of device keys and values in `cache`'s layer `layer`, at the positions from
+    /// `first` on.
+    ///
+    /// A cache in this device's memory is written on the device: [`KvCache::write_rows`] checks
+    /// the positions, copies shared blocks (copy-on-write, on the device) and counts the rows,
+    /// and one `write_kv_paged` launch scatters every row from the buffers into its block and
+    /// slot, rounded to the cache's number type; the only copy in is the list of places (an
+    /// address and a slot per row). Any other cache (host memory) gets the rows through the
+    /// host: copied out, then [`KvCache::write`] row by row.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn write_kv_device(
         &self,
@@ -414,12 +424,67 @@ impl CudaBackend {
         values: &Buffer,
         rows: Range<usize>,
     ) -> ModelResult<()> {
-        let kvd = cache.config().row_len();
+        let config = *cache.config();
+        let kvd = config.row_len();
         let span = rows.start * kvd..rows.end * kvd;
         let (dk, dv) = (
             dev(keys, "write_kv: the keys", span.end)?,
             dev(values, "write_kv: the values", span.end)?,
         );
+        if self.device_storage(cache).is_some() {
+            let stream = self.stream().clone();
+            let kernels = self.kernels();
+            let positions = first..first + rows.len();
+            return cache.write_rows(layer, positions, |storage, places| {
+                if places.is_empty() {
+                    return Ok(());
+                }
+                let storage = storage.as_any().downcast_ref::<DeviceStorage>().ok_or(
+                    nextok_model::Error::ForeignBuffer {
+                        what: "write_kv: the cache's storage",
+                        len: 0,
+                    },
+                )?;
+                let blocks: Vec<_> = places.iter().map(|p| p.block).collect();
+                let addresses = storage.addresses(&blocks)?;
+                // Address and slot of each row, in row order (the kernel's `places`).
+                let packed: Vec<u64> = addresses
+                    .iter()
+                    .zip(places)
+                    .flat_map(|(&a, p)| [a, p.slot as u64])
+                    .collect();
+                (|| {
+                    let n = int(span.len(), "new key numbers")?;
+                    let (rows_i, kvd_i) = (int(places.len(), "rows")?, int(kvd, "row length")?);
+                    let (layer_i, bp_i) = (
+                        int(layer, "layer")?,
+                        int(config.block_positions, "block positions")?,
+                    );
+                    let kv_type = match config.kv_type {
+                        KvType::F32 => KV_F32,
+                        KvType::F16 => KV_F16,
+                        KvType::BF16 => KV_BF16,
+                    };
+                    let places = stream
+                        .clone_htod(&packed[..])
+                        .map_err(|e| Error::driver("copy the KV places in", e))?;
+                    let (ks, vs) = (dk.slice(span.clone()), dv.slice(span.clone()));
+                    // SAFETY (with the macro's): each place is the address of a live block of
+                    // this storage (block_numbers f32, the layout `row_offset` says) and a slot
+                    // below block_positions, for a layer below the cache's layers, all checked by
+                    // `write_rows`; the key and value views hold rows × row_len numbers.
+                    launch!(
+                        stream,
+                        "write_kv_paged",
+                        &kernels.write_kv_paged,
+                        elementwise(n as usize),
+                        [&ks, &vs, &places, &rows_i, &kvd_i, &layer_i, &bp_i, &kv_type]
+                    );
+                    Ok(())
+                })()
+                .map_err(|e| self.model_error(e))
+            });
+        }
         // Both copies queued, then one wait.
         let (mut k, mut v) = (vec![0.0f32; span.len()], vec![0.0f32; span.len()]);
         if !span.is_empty() {

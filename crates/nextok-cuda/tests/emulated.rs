@@ -23,7 +23,7 @@ use nextok_model::{Backend, CpuBackend, Mask, QMatrix};
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 
-use common::{first_difference, random};
+use common::{first_difference, kv_rows, random};
 
 /// The emulator binary, built once per test run; `None` (with the reason printed) without a
 /// C++ compiler.
@@ -501,6 +501,133 @@ fn emulated_paged_attention_reads_the_blocks_in_place_and_matches_the_cpu() {
                     same * 50 >= q.len() * 49,
                     "{kv_type:?} layer {layer} {mask:?}: only {same} of {} outputs identical",
                     q.len()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn emulated_kv_writes_store_the_bytes_the_host_stores() {
+    let Some(exe) = emulator() else { return };
+    let mut rng = ChaCha8Rng::seed_from_u64(31);
+    let (layers, kv_heads, hd, bp) = (2usize, 2usize, 16usize, 4usize);
+    let row_len = kv_heads * hd;
+    for (kv_type, code) in [(KvType::F32, 0), (KvType::F16, 1), (KvType::BF16, 2)] {
+        let config = CacheConfig::new(layers, kv_heads, hd, kv_type).with_block_positions(bp);
+        let pool = KvPool::new(config, 16 * config.block_bytes()).expect("pool");
+        let total = pool.total_blocks();
+        // A filler takes the first blocks and gives them back, so that the caches below get
+        // blocks out of order.
+        let mut filler = pool.new_cache();
+        filler.push_tokens(&[1; 9]).expect("room");
+        let mut parent = pool.new_cache();
+        parent
+            .push_tokens(&(0..10).collect::<Vec<u32>>())
+            .expect("room");
+        for layer in 0..layers {
+            for pos in 0..10 {
+                let (k, v) = (random(&mut rng, row_len), random(&mut rng, row_len));
+                parent.write(layer, pos, &k, &v).expect("write");
+            }
+        }
+        drop(filler);
+        // Its two full blocks go to the prefix cache; a fork keeps 6 positions and grows to 13
+        // (its partial second block copied by the push).
+        assert_eq!(parent.publish_prefix(), 2);
+        let mut child = parent.fork();
+        child.truncate(6);
+        child
+            .push_tokens(&(100..107).collect::<Vec<u32>>())
+            .expect("room");
+        let table: Vec<usize> = child.block_table().iter().map(|b| b.index()).collect();
+        assert!(
+            table.windows(2).any(|w| w[1] != w[0] + 1),
+            "the block table {table:?} should not be consecutive"
+        );
+        for layer in 0..layers {
+            // Rows 2..13: the first block is shared with the parent and the prefix cache, so the
+            // write copies it; 11 rows over four blocks, 352 numbers: two thread blocks.
+            let (keys, values) = (
+                kv_rows(&mut rng, 11, row_len),
+                kv_rows(&mut rng, 11, row_len),
+            );
+            let mut emulated = Vec::new();
+            let mut before = Vec::new();
+            child
+                .write_rows(layer, 2..13, |storage, places| {
+                    // The pool as the device holds it when the kernel runs: shared blocks
+                    // already copied, the new rows not yet written.
+                    before = pool_numbers(&pool, total);
+                    let place_bytes: Vec<u8> = places
+                        .iter()
+                        .flat_map(|p| [p.block.index() as u32, p.slot as u32])
+                        .flat_map(u32::to_le_bytes)
+                        .collect();
+                    let nums = [layer, layers, bp, code].map(|v| v.to_string());
+                    let mut args = vec!["write_kv_paged"];
+                    args.extend(nums.iter().map(String::as_str));
+                    args.extend(["@pool", "@keys", "@values", "@places", "@out"]);
+                    emulated = run(
+                        exe,
+                        &args,
+                        &[
+                            ("pool", &f32_bytes(&before)),
+                            ("keys", &f32_bytes(&keys)),
+                            ("values", &f32_bytes(&values)),
+                            ("places", &place_bytes),
+                        ],
+                    );
+                    // The host path: the storage's own write, row by row.
+                    for (i, p) in places.iter().enumerate() {
+                        let r = i * row_len..(i + 1) * row_len;
+                        storage.write(p.block, layer, p.slot, &keys[r.clone()], &values[r])?;
+                    }
+                    Ok::<(), nextok_kv_cache::Error>(())
+                })
+                .expect("write rows");
+            // The first layer's write copied the shared block: the child's is its own.
+            assert_ne!(child.block_table()[0], parent.block_table()[0]);
+            assert_eq!(child.shared_blocks(), 0);
+            let on_host = pool_numbers(&pool, total);
+            if let Some((i, e, h)) = first_difference(&emulated, &on_host) {
+                panic!(
+                    "{kv_type:?} layer {layer}: number {i} (block {}) is {e:e} ({:#x}) emulated, \
+                     {h:e} ({:#x}) on the host",
+                    i / config.block_numbers(),
+                    e.to_bits(),
+                    h.to_bits()
+                );
+            }
+            // Nothing but the rows' numbers changed.
+            let mut rows_at = vec![false; before.len()];
+            for (i, id) in child.block_table().iter().enumerate() {
+                for slot in 0..bp {
+                    let pos = i * bp + slot;
+                    if !(2..13).contains(&pos) {
+                        continue;
+                    }
+                    for value in [false, true] {
+                        let at = id.index() * config.block_numbers()
+                            + config.row_offset(layer, slot, value);
+                        rows_at[at..at + row_len].fill(true);
+                    }
+                }
+            }
+            let stray = (0..before.len())
+                .find(|&i| !rows_at[i] && before[i].to_bits() != emulated[i].to_bits());
+            assert_eq!(
+                stray, None,
+                "{kv_type:?} layer {layer}: a number outside the rows changed"
+            );
+            // The parent's blocks, and so the prefix cache's, are untouched.
+            let block = config.block_numbers();
+            for id in parent.block_table() {
+                let r = id.index() * block..(id.index() + 1) * block;
+                assert!(
+                    first_difference(&before[r.clone()], &emulated[r]).is_none(),
+                    "{kv_type:?}: the parent's block {} was written",
+                    id.index()
                 );
             }
         }

@@ -27,7 +27,7 @@ use nextok_model::{Backend, CpuBackend, LlamaModel, LoadOptions, Logits, Mask, Q
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 
-use common::{first_difference, random};
+use common::{first_difference, kv_rows, random};
 
 const ATTENTION_TOLERANCE: f32 = 1e-5;
 const LOGITS_TOLERANCE: f32 = 1e-3;
@@ -636,6 +636,103 @@ fn a_device_pool_holds_what_a_host_pool_holds_and_attention_reads_it() {
             first_difference(&read_back[0], &read_back[1]),
             None,
             "{kv_type:?}: the device pool's numbers differ from the host pool's"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test -p nextok-cuda -- --ignored"]
+fn kv_writes_on_the_device_store_the_host_pools_numbers() {
+    let gpu = gpu();
+    let cpu = CpuBackend::new(1);
+    let mut rng = ChaCha8Rng::seed_from_u64(43);
+    let row_len = 32;
+    for kv_type in [KvType::F32, KvType::F16, KvType::BF16] {
+        let config = CacheConfig::new(2, 2, 16, kv_type).with_block_positions(4);
+        let budget = 32 * config.block_bytes();
+        let pools = [
+            gpu.new_pool(config, budget).expect("device pool"),
+            cpu.new_pool(config, budget).expect("host pool"),
+        ];
+        assert!(pools[0]
+            .storage()
+            .as_any()
+            .downcast_ref::<DeviceStorage>()
+            .is_some());
+        // Per layer: a prompt of 10 rows, then 12 rows of which the last 11 are written.
+        let prompt: Vec<(Vec<f32>, Vec<f32>)> = (0..2)
+            .map(|_| {
+                (
+                    kv_rows(&mut rng, 10, row_len),
+                    kv_rows(&mut rng, 10, row_len),
+                )
+            })
+            .collect();
+        let step: Vec<(Vec<f32>, Vec<f32>)> = (0..2)
+            .map(|_| {
+                (
+                    kv_rows(&mut rng, 12, row_len),
+                    kv_rows(&mut rng, 12, row_len),
+                )
+            })
+            .collect();
+        let mut read_back = Vec::new();
+        let backends: [&dyn Backend; 2] = [&gpu, &cpu];
+        for (pool, backend) in pools.iter().zip(backends) {
+            let write = |cache: &mut KvCache,
+                         layer: usize,
+                         first: usize,
+                         rows,
+                         (k, v): &(Vec<f32>, Vec<f32>)| {
+                let keys = backend.upload(k.clone()).expect("upload");
+                let values = backend.upload(v.clone()).expect("upload");
+                backend
+                    .write_kv(cache, layer, first, &keys, &values, rows)
+                    .expect("write_kv");
+            };
+            // Blocks out of order, a prefix-cache block and a fork that shares it: the
+            // device write copies the shared block on the device, then scatters the rows.
+            let mut filler = pool.new_cache();
+            filler.push_tokens(&[1; 9]).expect("room");
+            let mut parent = pool.new_cache();
+            parent
+                .push_tokens(&(0..10).collect::<Vec<u32>>())
+                .expect("room");
+            for (layer, rows) in prompt.iter().enumerate() {
+                write(&mut parent, layer, 0, 0..10, rows);
+            }
+            drop(filler);
+            assert_eq!(parent.publish_prefix(), 2);
+            let mut child = parent.fork();
+            child.truncate(6);
+            child
+                .push_tokens(&(100..107).collect::<Vec<u32>>())
+                .expect("room");
+            for (layer, rows) in step.iter().enumerate() {
+                write(&mut child, layer, 2, 1..12, rows);
+            }
+            assert_eq!(child.shared_blocks(), 0);
+            let mut numbers = Vec::new();
+            for cache in [&parent, &child] {
+                for layer in 0..2 {
+                    for pos in 0..cache.len() {
+                        let id = cache.block_table()[pos / config.block_positions];
+                        for value in [false, true] {
+                            let mut out = vec![0.0f32; row_len];
+                            pool.storage()
+                                .read(id, layer, pos % config.block_positions, value, &mut out)
+                                .expect("read");
+                            numbers.extend(out);
+                        }
+                    }
+                }
+            }
+            read_back.push(numbers);
+        }
+        assert_eq!(
+            first_difference(&read_back[0], &read_back[1]),
+            None,
+            "{kv_type:?}: rows written on the device differ from the host pool's"
         );
     }
 }

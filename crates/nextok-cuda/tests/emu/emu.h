@@ -88,6 +88,12 @@ inline float __uint_as_float(unsigned int u) {
     return f;
 }
 
+inline unsigned int __float_as_uint(float f) {
+    unsigned int u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+
 // IEEE binary16 to binary32, exactly (normals, subnormals, infinities, NaN).
 inline float emu_f16_to_f32(unsigned short h) {
     const uint32_t sign = (uint32_t)(h >> 15) << 31;

@@ -116,6 +116,33 @@ int main(int argc, char** argv) {
                             first, causal, keys, scale, layer, bp);
         });
         write(argv[15], out);
+    } else if (k == "write_kv_paged" && argc == 11) {
+        // write_kv_paged LAYER LAYERS BLOCK_POSITIONS KV_TYPE POOL KEYS VALUES PLACES OUT
+        // POOL: every block of a pool, as for attention_paged, written in place and returned in
+        // OUT; KEYS, VALUES: the rows (ROW_LEN = KEYS / rows f32 each); PLACES: per row its
+        // block number and slot (u32 pairs), turned here into the address and slot pairs the
+        // backend passes.
+        const int layer = arg(argv, 2), layers = arg(argv, 3), bp = arg(argv, 4), kv_type = arg(argv, 5);
+        auto pool = read<float>(argv[6]);
+        auto keys = read<float>(argv[7]);
+        auto values = read<float>(argv[8]);
+        auto ids = read<unsigned>(argv[9]);
+        const int rows = (int)(ids.size() / 2);
+        if (rows == 0 || keys.size() % rows != 0 || values.size() != keys.size()) { std::fprintf(stderr, "bad rows\n"); return 2; }
+        const int row_len = (int)(keys.size() / rows);
+        const size_t per_block = (size_t)layers * 2 * bp * row_len;
+        std::vector<unsigned long long> places;
+        for (int r = 0; r < rows; ++r) {
+            const unsigned id = ids[2 * r];
+            if ((size_t)(id + 1) * per_block > pool.size()) { std::fprintf(stderr, "block %u outside the pool\n", id); return 2; }
+            places.push_back((unsigned long long)(pool.data() + (size_t)id * per_block));
+            places.push_back(ids[2 * r + 1]);
+        }
+        const unsigned n = (unsigned)(rows * row_len);
+        emu_launch(dim3{std::min((n + 255) / 256, 4096u), 1, 1}, dim3{256, 1, 1}, [&] {
+            write_kv_paged(keys.data(), values.data(), places.data(), rows, row_len, layer, bp, kv_type);
+        });
+        write(argv[10], pool);
     } else if (k == "rms_norm_rows" && argc == 8) {
         // rms_norm_rows ROWS_FILE D EPS X W OUT, ROWS_FILE: i32 row numbers
         auto rows = read<int>(argv[2]);
