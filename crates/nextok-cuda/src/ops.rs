@@ -454,7 +454,7 @@ impl CudaBackend {
                     .flat_map(|(&a, p)| [a, p.slot as u64])
                     .collect();
                 (|| {
-                    let n = int(span.len(), "new key numbers")?;
+                    int(span.len(), "new key numbers")?;
                     let (rows_i, kvd_i) = (int(places.len(), "rows")?, int(kvd, "row length")?);
                     let (layer_i, bp_i) = (
                         int(layer, "layer")?,
@@ -477,7 +477,7 @@ impl CudaBackend {
                         stream,
                         "write_kv_paged",
                         &kernels.write_kv_paged,
-                        elementwise(n as usize),
+                        elementwise(span.len()),
                         [&ks, &vs, &places, &rows_i, &kvd_i, &layer_i, &bp_i, &kv_type]
                     );
                     Ok(())

@@ -263,7 +263,7 @@ impl KvCache {
     /// [`KvCache::len`]) and [`Error::OutOfBlocks`] (too few blocks for the copies) leave the
     /// cache unchanged, as does a failed storage copy; an error from `store` is returned as it is,
     /// the cache then holding its copies of the shared blocks (the same numbers) and the rows
-    /// not counted as written. An empty range is checked and stores nothing.
+    /// not counted as written. An empty range stores nothing (only its layer is checked).
     ///
     /// ```
     /// use nextok_kv_cache::{BlockStorage, CacheConfig, KvCache, KvType};
