@@ -5,8 +5,11 @@
 //! check that masks agree with `advance` at every step and never lead into a dead end, and
 //! check that the grammar grows linearly with the names.
 
+mod common;
+
 use std::sync::Arc;
 
+use common::{bit, check_mask};
 use nextok_constraints::{
     compile_json_schema, from_json_schema, Constraint, Error, JsonOptions, TokenVocab,
 };
@@ -513,37 +516,6 @@ fn strip_ws(text: &[u8]) -> Vec<u8> {
         out.push(b);
     }
     out
-}
-
-fn bit(mask: &[u64], t: u32) -> bool {
-    mask[t as usize / 64] >> (t % 64) & 1 == 1
-}
-
-/// Checks every token's mask bit against `advance`, and that an incomplete output has some
-/// allowed token.
-fn check_mask(c: &mut dyn Constraint, out: &[u8]) -> Vec<u64> {
-    let vocab = Arc::clone(c.vocab());
-    let mut mask = vocab.empty_mask();
-    c.fill_mask(&mut mask).expect("mask");
-    for t in 0..vocab.len() as u32 {
-        let ok = c.advance(t).is_ok();
-        assert_eq!(
-            ok,
-            bit(&mask, t),
-            "token {:?} after {:?}",
-            String::from_utf8_lossy(vocab.token_bytes(t).unwrap_or_default()),
-            String::from_utf8_lossy(out)
-        );
-        if ok {
-            c.rollback(1).expect("rollback");
-        }
-    }
-    assert!(
-        mask.iter().any(|&w| w != 0),
-        "dead end after {:?}",
-        String::from_utf8_lossy(out)
-    );
-    mask
 }
 
 #[test]

@@ -5,9 +5,12 @@
 //! left without an allowed token. Domains the run-time check cannot keep exact are refused by
 //! name.
 
+mod common;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use common::{bit, check_mask};
 use nextok_constraints::{
     compile_json_schema, from_json_schema, Constraint, Error, JsonOptions, TokenVocab,
 };
@@ -174,37 +177,6 @@ fn vocab() -> Arc<TokenVocab> {
         v.push(piece.as_bytes().to_vec());
     }
     Arc::new(TokenVocab::new(v, &[0]).expect("vocab"))
-}
-
-fn bit(mask: &[u64], t: u32) -> bool {
-    mask[t as usize / 64] >> (t % 64) & 1 == 1
-}
-
-/// Checks that every token's mask bit is whether `advance` takes it, and that an incomplete
-/// output has some allowed token.
-fn check_mask(c: &mut dyn Constraint, out: &[u8]) -> Vec<u64> {
-    let vocab = Arc::clone(c.vocab());
-    let mut mask = vocab.empty_mask();
-    c.fill_mask(&mut mask).expect("mask");
-    for t in 0..vocab.len() as u32 {
-        let ok = c.advance(t).is_ok();
-        assert_eq!(
-            ok,
-            bit(&mask, t),
-            "token {:?} after {:?}",
-            String::from_utf8_lossy(vocab.token_bytes(t).unwrap_or_default()),
-            String::from_utf8_lossy(out)
-        );
-        if ok {
-            c.rollback(1).expect("rollback");
-        }
-    }
-    assert!(
-        mask.iter().any(|&w| w != 0),
-        "dead end after {:?}",
-        String::from_utf8_lossy(out)
-    );
-    mask
 }
 
 /// The decoded items if `text` is an array of strings.

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use nextok_constraints::{decode_gpt2_byte_level, TokenVocab};
+use nextok_constraints::{decode_gpt2_byte_level, Constraint, TokenVocab};
 use nextok_tokenizer::{BpeTokenizer, EncodeOptions, TokenKind, Tokenizer};
 
 /// The default model's path: `$NEXTOK_MODEL` or the cache used by `cargo xtask fetch-model`.
@@ -143,4 +143,36 @@ pub fn synthetic_vocab() -> Arc<TokenVocab> {
     v.push(emoji[..2].to_vec());
     v.push(emoji[2..].to_vec());
     Arc::new(TokenVocab::new(v, &[0]).expect("vocab"))
+}
+
+/// Whether token `t`'s bit is set in `mask`.
+pub fn bit(mask: &[u64], t: u32) -> bool {
+    mask[t as usize / 64] >> (t % 64) & 1 == 1
+}
+
+/// Checks that every token's mask bit is whether `advance` takes it, and that an incomplete
+/// output has some allowed token.
+pub fn check_mask(c: &mut dyn Constraint, out: &[u8]) -> Vec<u64> {
+    let vocab = Arc::clone(c.vocab());
+    let mut mask = vocab.empty_mask();
+    c.fill_mask(&mut mask).expect("mask");
+    for t in 0..vocab.len() as u32 {
+        let ok = c.advance(t).is_ok();
+        assert_eq!(
+            ok,
+            bit(&mask, t),
+            "token {:?} after {:?}",
+            String::from_utf8_lossy(vocab.token_bytes(t).unwrap_or_default()),
+            String::from_utf8_lossy(out)
+        );
+        if ok {
+            c.rollback(1).expect("rollback");
+        }
+    }
+    assert!(
+        mask.iter().any(|&w| w != 0),
+        "dead end after {:?}",
+        String::from_utf8_lossy(out)
+    );
+    mask
 }
