@@ -334,12 +334,13 @@ impl KvCache {
     fn make_exclusive(&mut self, blocks: Range<usize>) -> Result<(), Error> {
         let inner = &self.pool.inner;
         let mut state = inner.lock();
+        // The common case, a write into blocks already this sequence's alone, allocates nothing.
+        if blocks.clone().all(|b| state.exclusive(self.table[b])) {
+            return Ok(());
+        }
         let shared: Vec<usize> = blocks
             .filter(|&b| !state.exclusive(self.table[b]))
             .collect();
-        if shared.is_empty() {
-            return Ok(());
-        }
         let copies = state.allocate(shared.len(), inner.total, inner.storage.as_ref())?;
         for (&b, &copy) in shared.iter().zip(&copies) {
             if let Err(e) = inner.storage.copy(self.table[b], copy) {
