@@ -397,6 +397,8 @@ pub struct GenerateArgs {
     pub json: bool,
     #[command(flatten)]
     pub constraint: ConstraintArgs,
+    #[command(flatten)]
+    pub schema: SchemaArgs,
 }
 
 /// Constrained decoding: at most one of these.
@@ -418,6 +420,44 @@ pub struct ConstraintArgs {
     /// The answer follows this grammar file (GBNF or Lark).
     #[arg(long, value_name = "FILE")]
     pub grammar: Option<PathBuf>,
+}
+
+/// How JSON Schemas (`--json-schema`, a request's `response_format`) are read.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SchemaArgs {
+    /// Refuse keywords that JSON Schema does not define (`x-*`, `javaType`, `self`...) instead
+    /// of reading them as annotations, which are not enforced and are listed (on standard
+    /// error; by the server in the `x-nextok-schema-ignored` header).
+    #[arg(long)]
+    pub schema_strict: bool,
+    /// Read `format` as an annotation only, as draft 2020-12 does by default (default: the
+    /// formats nextok knows, `date`, `email`, `uri`, `uuid`..., are enforced exactly).
+    #[arg(long)]
+    pub schema_format_annotation: bool,
+    /// The draft of a schema whose `$schema` names none: 4, 6, 7, 2019-09 or 2020-12
+    /// (default: every draft's forms where they cannot be confused, the stricter reading
+    /// where drafts differ).
+    #[arg(long, value_name = "DRAFT", value_parser = parse_draft)]
+    pub schema_draft: Option<nextok::constraints::Draft>,
+    /// JSON Schema documents that `$ref`s may name by URI: each `.json` file in this folder,
+    /// under its `$id` (draft-04: `id`). nextok never fetches a URI.
+    #[arg(long, value_name = "DIR")]
+    pub schema_resources: Option<PathBuf>,
+}
+
+/// A JSON Schema draft by its number.
+fn parse_draft(s: &str) -> Result<nextok::constraints::Draft, String> {
+    use nextok::constraints::Draft;
+    Ok(
+        match s.trim_start_matches("draft-").trim_start_matches('0') {
+            "4" => Draft::Draft4,
+            "6" => Draft::Draft6,
+            "7" => Draft::Draft7,
+            "2019-09" => Draft::Draft2019_09,
+            "2020-12" => Draft::Draft2020_12,
+            _ => return Err(format!("`{s}` is not a draft: 4, 6, 7, 2019-09 or 2020-12")),
+        },
+    )
 }
 
 /// `nextok chat`.
@@ -720,6 +760,8 @@ pub struct BenchArgs {
 pub struct ServeArgs {
     #[command(flatten)]
     pub run: RunArgs,
+    #[command(flatten)]
+    pub schema: SchemaArgs,
     /// The address to listen on (0.0.0.0 for every interface).
     #[arg(long, value_name = "HOST", default_value = "127.0.0.1")]
     pub host: String,

@@ -977,3 +977,103 @@ fn bench_speculative_json_has_plain_and_speculative_rates() {
         }
     }
 }
+
+/// `--schema-resources`, `--schema-strict` and the listing of what a schema does not enforce:
+/// a `$ref` to another document is refused by name without its folder and followed with it;
+/// an unknown keyword and an unknown `format` name are said on standard error, or refused
+/// under `--schema-strict`.
+#[test]
+fn schema_flags_resolve_references_list_annotations_and_refuse_when_strict() {
+    let dir = std::env::temp_dir().join(format!("nextok-schema-flags-{}", std::process::id()));
+    let resources = dir.join("resources");
+    std::fs::create_dir_all(&resources).unwrap();
+    std::fs::write(
+        resources.join("defs.json"),
+        r#"{"$id": "https://example.com/defs.json",
+            "definitions": {"port": {"type": "integer", "minimum": 1, "maximum": 99}}}"#,
+    )
+    .unwrap();
+    let schema = dir.join("schema.json");
+    std::fs::write(
+        &schema,
+        r#"{"type": "object", "x-owner": "ops",
+            "properties": {"port": {"$ref": "https://example.com/defs.json#/definitions/port"},
+                           "site": {"type": "string", "format": "url", "maxLength": 4}},
+            "required": ["port", "site"], "additionalProperties": false}"#,
+    )
+    .unwrap();
+    let schema = schema.to_str().unwrap();
+    let resources = resources.to_str().unwrap();
+    let base = [
+        "generate",
+        "A port and a site.",
+        "--json-schema",
+        schema,
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "24",
+        "--json",
+    ];
+
+    let o = nextok(&base);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("https://example.com/defs.json") && err.contains("another document"),
+        "{err}"
+    );
+
+    let o = nextok(&[&base[..], &["--schema-resources", resources]].concat());
+    let v = json_out(&o);
+    let answer: serde_json::Value = serde_json::from_str(v["text"].as_str().unwrap()).unwrap();
+    let port = answer["port"].as_i64().expect("an integer port");
+    assert!((1..=99).contains(&port), "{answer}");
+    assert!(
+        answer["site"].as_str().unwrap().chars().count() <= 4,
+        "{answer}"
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("x-owner at # is not enforced"), "{err}");
+    assert!(
+        err.contains("format \"url\" at #/properties/site is not enforced"),
+        "{err}"
+    );
+
+    let o = nextok(
+        &[
+            &base[..],
+            &["--schema-resources", resources, "--schema-strict"],
+        ]
+        .concat(),
+    );
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        err.trim_end(),
+        "nextok: constraint: unknown JSON Schema keyword \"x-owner\" at # (strict mode)"
+    );
+
+    // `format` as annotation: a format nextok enforces (`date`) is listed instead.
+    std::fs::write(
+        dir.join("date.json"),
+        r#"{"type": "string", "format": "date"}"#,
+    )
+    .unwrap();
+    let date = dir.join("date.json");
+    let o = nextok(&[
+        "generate",
+        "A day.",
+        "--json-schema",
+        date.to_str().unwrap(),
+        "--max-tokens",
+        "4",
+        "--schema-format-annotation",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("format \"date\" at # is not enforced"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -12,6 +12,7 @@ use crate::State;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State as Shared;
+use axum::http::HeaderValue;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -78,12 +79,57 @@ async fn respond(
     let started = Instant::now();
     match start(&state, endpoint, raw, started).await {
         Err(e) => e.into_response(),
-        Ok(running) if running.plan.stream => stream(state, running).into_response(),
-        Ok(running) => match collect(&state, running).await {
-            Ok(body) => Json(body).into_response(),
-            Err(e) => e.into_response(),
-        },
+        Ok(running) => {
+            let ignored = ignored_header(&running.plan.ignored);
+            let mut response = if running.plan.stream {
+                stream(state, running).into_response()
+            } else {
+                match collect(&state, running).await {
+                    Ok(body) => Json(body).into_response(),
+                    Err(e) => return e.into_response(),
+                }
+            };
+            if let Some(value) = ignored {
+                response.headers_mut().insert(IGNORED_HEADER, value);
+            }
+            response
+        }
     }
+}
+
+/// The response header that lists what a request's JSON Schema does not enforce: unknown
+/// keywords and `format` names, other drafts' keywords (JSON Schema reads them as annotations;
+/// `nextok serve --schema-strict` refuses them instead).
+pub(crate) const IGNORED_HEADER: &str = "x-nextok-schema-ignored";
+
+/// The most bytes [`IGNORED_HEADER`]'s value holds; entries past it are counted, not listed.
+const IGNORED_HEADER_MAX: usize = 4096;
+
+/// `keyword at path` entries joined by `; `, in visible ASCII (any other byte, `%` and `;` are
+/// percent-encoded, so the list splits unambiguously), `None` when nothing was ignored.
+fn ignored_header(ignored: &[String]) -> Option<HeaderValue> {
+    use std::fmt::Write;
+    let mut out = String::new();
+    for (i, entry) in ignored.iter().enumerate() {
+        let mut e = String::with_capacity(entry.len());
+        for b in entry.bytes() {
+            if (0x20..0x7f).contains(&b) && b != b'%' && b != b';' {
+                e.push(b as char);
+            } else {
+                let _ = write!(e, "%{b:02X}");
+            }
+        }
+        let sep = if out.is_empty() { "" } else { "; " };
+        if out.len() + sep.len() + e.len() > IGNORED_HEADER_MAX {
+            let _ = write!(out, "{sep}... {} more", ignored.len() - i);
+            break;
+        }
+        out.push_str(sep);
+        out.push_str(&e);
+    }
+    (!out.is_empty())
+        .then(|| HeaderValue::from_str(&out).ok())
+        .flatten()
 }
 
 /// Reads and checks the body, then submits the request.

@@ -34,7 +34,12 @@
 //! (GBNF), `regex`, `choice`. `user`, `store`, `metadata` and `service_tier` are accepted and
 //! change nothing. A known field nextok does not implement (`tools`, `prompt_logprobs`, ...) and
 //! an unknown field are 400s that name it: never silently ignored. Grammars and schemas are
-//! compiled under [`ServerConfig::constraint_limits`].
+//! compiled under [`ServerConfig::constraint_limits`], schemas read as the engine's
+//! [`Engine::json_schema_options`](nextok::Engine::json_schema_options) say. Keywords a schema
+//! holds that JSON Schema reads as annotations (unknown keywords and `format` names, other
+//! drafts' keywords) are not enforced, and the response names them in its
+//! `x-nextok-schema-ignored` header (`keyword at path` entries joined by `; `); an engine set
+//! to strict refuses them with a 400 instead.
 //!
 //! Responses have OpenAI's shape (`id`, `object`, `created`, `model`, `choices`, `usage` with
 //! `prompt_tokens_details.cached_tokens`), with `finish_reason` `stop` (an end token or a stop

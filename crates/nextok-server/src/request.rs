@@ -7,7 +7,7 @@
 //! (ranges, token ids, one constraint at most, the constraint's [`Limits`]).
 
 use crate::error::ApiError;
-use nextok::constraints::{JsonOptions, Limits};
+use nextok::constraints::Limits;
 use nextok::sampling::SamplingParams;
 use nextok::tokenizer::Message;
 use nextok::{ConstraintSpec, Engine, GenerateOptions, Prompt};
@@ -221,6 +221,9 @@ pub(crate) struct Plan {
     /// Whether to return log-probabilities (`options.top_logprobs` alternatives with each).
     pub logprobs: bool,
     pub include_stop_str: bool,
+    /// What the request's JSON Schema does not enforce (unknown keywords and `format` names,
+    /// other drafts' keywords), as `keyword at path`: told to the client in a response header.
+    pub ignored: Vec<String>,
 }
 
 /// Parses and checks a body sent to `endpoint`.
@@ -486,7 +489,7 @@ fn build(endpoint: Endpoint, mut f: Fields, cx: &Context<'_>) -> Result<Plan, Ap
         ));
     }
 
-    let constraint = constraint(&f, cx)?;
+    let (constraint, ignored) = constraint(&f, cx)?;
 
     let seed = match f.seed {
         Some(s) => s,
@@ -553,6 +556,7 @@ fn build(endpoint: Endpoint, mut f: Fields, cx: &Context<'_>) -> Result<Plan, Ap
             .unwrap_or(false),
         logprobs,
         include_stop_str: f.include_stop_str_in_output.unwrap_or(false),
+        ignored,
     })
 }
 
@@ -589,7 +593,11 @@ fn more_sampling(f: &Fields) -> SamplingParams {
 
 /// The one format the answer must follow, if any, checked against the server's [`Limits`] (the
 /// grammar's size, at compile time).
-fn constraint(f: &Fields, cx: &Context<'_>) -> Result<Option<ConstraintSpec>, ApiError> {
+/// The request's constraint, if any, with what its JSON Schema does not enforce.
+fn constraint(
+    f: &Fields,
+    cx: &Context<'_>,
+) -> Result<(Option<ConstraintSpec>, Vec<String>), ApiError> {
     let mut specs: Vec<(&str, ConstraintSpec)> = Vec::new();
     match &f.response_format {
         None | Some(ResponseFormat::Text) => {}
@@ -631,18 +639,29 @@ fn constraint(f: &Fields, cx: &Context<'_>) -> Result<Option<ConstraintSpec>, Ap
         ));
     }
     let Some((field, spec)) = specs.pop() else {
-        return Ok(None);
+        return Ok((None, Vec::new()));
     };
     let refused =
         |e: nextok::constraints::Error| ApiError::invalid(format!("`{field}`: {e}"), Some(field));
     // The grammars are compiled here under the server's limits, so that a grammar too large for
     // them is refused before it reaches the scheduler; the scheduler then builds the constraint
-    // itself (and refuses a pattern or schema it cannot build).
+    // itself (and refuses a pattern or schema it cannot build). Schemas are read as the
+    // engine's options say (`nextok serve --schema-strict` ...).
+    let mut ignored = Vec::new();
     match &spec {
         ConstraintSpec::JsonSchema(schema) => {
-            let mut options = JsonOptions::default();
-            options.limits = *cx.limits;
-            nextok::constraints::compile_json_schema(schema, &options).map_err(refused)?;
+            let compiled = cx
+                .engine
+                .check_json_schema(schema, cx.limits)
+                .map_err(|e| match e {
+                    nextok::Error::Constraint(c) => refused(c),
+                    other => ApiError::from(other),
+                })?;
+            ignored = compiled
+                .ignored
+                .iter()
+                .map(|i| format!("{} at {}", i.keyword, i.path))
+                .collect();
         }
         ConstraintSpec::Gbnf(text) => {
             // With the model's vocabulary, so that `<|im_end|>` names its token (issue #17).
@@ -662,7 +681,7 @@ fn constraint(f: &Fields, cx: &Context<'_>) -> Result<Option<ConstraintSpec>, Ap
         }
         ConstraintSpec::Json | ConstraintSpec::Lark(_) => {}
     }
-    Ok(Some(spec))
+    Ok((Some(spec), ignored))
 }
 
 /// `messages` as the chat template's messages: roles `system` (or OpenAI's newer name,

@@ -5,9 +5,10 @@
 mod common;
 
 use common::{deltas, engine, get, post, shared, stream, MODEL};
+use nextok::constraints::JsonOptions;
 use nextok::sampling::SamplingParams;
 use nextok::tokenizer::{EncodeOptions, Message};
-use nextok::{Completion, GenerateOptions, Prompt, Stop};
+use nextok::{Completion, Engine, GenerateOptions, Prompt, Stop};
 use serde_json::{json, Value};
 
 /// The library's own answer to a chat (one completion).
@@ -388,6 +389,89 @@ async fn constrained_answers_follow_their_schema_pattern_or_choices() {
     assert_eq!(status, 200, "{r}");
     let answer = r["choices"][0]["message"]["content"].as_str().unwrap();
     assert!(answer == "yes" || answer == "no", "{answer}");
+}
+
+/// A schema with an unknown keyword (`x-internal`) and an unknown `format` name (`url`):
+/// annotations in JSON Schema, so the answer is served and the header names both; a server
+/// whose engine reads schemas strictly refuses the request, naming the keyword.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keywords_a_schema_does_not_enforce_are_named_or_refused_when_strict() {
+    let schema = json!({
+        "type": "object",
+        "x-internal": true,
+        "properties": {"site": {"type": "string", "format": "url", "maxLength": 6}},
+        "required": ["site"],
+        "additionalProperties": false
+    });
+    let body = json!({
+        "messages": [{"role": "user", "content": "A website as JSON."}],
+        "temperature": 0,
+        "max_tokens": 16,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "site", "schema": schema}},
+    });
+    let url = format!("{}/v1/chat/completions", shared().url);
+    for stream in [false, true] {
+        let mut body = body.clone();
+        body["stream"] = json!(stream);
+        let response = common::client()
+            .post(&url)
+            .json(&body)
+            .send()
+            .await
+            .expect("the server answers");
+        assert_eq!(response.status().as_u16(), 200, "stream: {stream}");
+        let header = response
+            .headers()
+            .get("x-nextok-schema-ignored")
+            .expect("the ignored keywords are named")
+            .to_str()
+            .expect("visible ASCII");
+        let mut entries: Vec<&str> = header.split("; ").collect();
+        entries.sort_unstable();
+        assert_eq!(
+            entries,
+            [r#"format "url" at #/properties/site"#, "x-internal at #"],
+            "stream: {stream}"
+        );
+        let text = response.text().await.expect("a body");
+        if !stream {
+            let r: Value = serde_json::from_str(&text).expect("a JSON body");
+            let content = r["choices"][0]["message"]["content"].as_str().unwrap();
+            let answer: Value = serde_json::from_str(content).expect("the answer is JSON");
+            assert!(
+                answer["site"].as_str().unwrap().chars().count() <= 6,
+                "{content}"
+            );
+        }
+    }
+    // A schema with nothing to ignore gets no header.
+    let mut plain = body.clone();
+    plain["response_format"]["json_schema"]["schema"] = json!({"type": "boolean"});
+    let response = common::client()
+        .post(&url)
+        .json(&plain)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert!(response.headers().get("x-nextok-schema-ignored").is_none());
+
+    let mut strict = Engine::load(
+        nextok::default_model_path().expect("a cache folder"),
+        &nextok::EngineOptions::default(),
+    )
+    .expect("the default model loads");
+    strict.set_json_schema_options(JsonOptions::default().with_strict(true));
+    let server = common::start_on(
+        std::sync::Arc::new(strict),
+        nextok_server::ServerConfig::new(MODEL),
+        nextok::SchedulerOptions::default(),
+    );
+    let (status, r) = post(&format!("{}/v1/chat/completions", server.url), &body).await;
+    assert_eq!(status, 400, "{r}");
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(message.contains("x-internal"), "{message}");
+    assert_eq!(r["error"]["param"], "response_format");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,7 +2,7 @@
 
 use crate::language_model::{LanguageModel, LlamaOnBackend};
 use crate::Error;
-use nextok_constraints::{Constraint, JsonOptions, Limits, TokenVocab};
+use nextok_constraints::{CompiledSchema, Constraint, JsonOptions, Limits, TokenVocab};
 use nextok_gguf::GgufFile;
 use nextok_kv_cache::{KvCache, KvType};
 use nextok_model::{Backend, CpuBackend, LlamaModel, LoadOptions, Logits, Sequence};
@@ -178,6 +178,8 @@ pub struct Engine {
     kv_type: KvType,
     /// Every token's bytes as constraints see them, built on first use.
     vocab: OnceLock<Arc<TokenVocab>>,
+    /// How JSON Schemas given as constraints are read (their limits come with each call).
+    json_schema: JsonOptions,
 }
 
 impl std::fmt::Debug for Engine {
@@ -277,7 +279,50 @@ impl Engine {
             template,
             kv_type,
             vocab: OnceLock::new(),
+            json_schema: JsonOptions::default(),
         })
+    }
+
+    /// Sets how [`ConstraintSpec::JsonSchema`] schemas are read from now on: unknown keywords
+    /// refused or listed ([`JsonOptions::strict`]), `format` enforced or an annotation
+    /// ([`JsonOptions::format`]), the draft of a schema whose `$schema` names none
+    /// ([`JsonOptions::draft`]), the documents `$ref`s may name ([`JsonOptions::resources`]),
+    /// whitespace and property order. Its [`JsonOptions::limits`] are replaced by each call's
+    /// (a server's bounds on a stranger's schema).
+    ///
+    /// ```no_run
+    /// use nextok::constraints::JsonOptions;
+    /// use nextok::{ConstraintSpec, Engine, EngineOptions};
+    ///
+    /// let mut engine = Engine::load("model.gguf", &EngineOptions::default())?;
+    /// engine.set_json_schema_options(JsonOptions::default().with_strict(true));
+    /// // `javaType` is not a JSON Schema keyword: refused now, where it was ignored before.
+    /// let spec = ConstraintSpec::JsonSchema(serde_json::json!({"javaType": "Foo"}));
+    /// assert!(engine.constraint(&spec).is_err());
+    /// # Ok::<(), nextok::Error>(())
+    /// ```
+    pub fn set_json_schema_options(&mut self, options: JsonOptions) {
+        self.json_schema = options;
+    }
+
+    /// How JSON Schemas are read ([`Engine::set_json_schema_options`]; default
+    /// [`JsonOptions::default`]).
+    pub fn json_schema_options(&self) -> &JsonOptions {
+        &self.json_schema
+    }
+
+    /// Compiles `schema` as [`ConstraintSpec::JsonSchema`] would, under `limits`, and reports
+    /// what it did not enforce ([`CompiledSchema::ignored`]: unknown keywords and `format`
+    /// names, other drafts' keywords), so that a caller can tell its user.
+    pub fn check_json_schema(
+        &self,
+        schema: &serde_json::Value,
+        limits: &Limits,
+    ) -> Result<CompiledSchema, Error> {
+        let options = self.json_schema.clone().with_limits(*limits);
+        Ok(nextok_constraints::compile_json_schema_report(
+            schema, &options,
+        )?)
     }
 
     /// The vocabulary as constraints see it ([`TokenVocab::from_tokenizer`]): every token's
@@ -316,7 +361,7 @@ impl Engine {
     ) -> Result<Box<dyn Constraint + Send>, Error> {
         use nextok_constraints as c;
         let vocab = self.constraint_vocab()?;
-        let json = JsonOptions::default().with_limits(*limits);
+        let json = self.json_schema.clone().with_limits(*limits);
         let grammar = |g: Arc<c::Grammar>| Box::new(c::GrammarConstraint::new(g, &vocab));
         Ok(match spec {
             ConstraintSpec::Choice(choices) => {

@@ -1,7 +1,7 @@
 //! `nextok generate` and `nextok chat`: answers streamed to stdout, stop reason and timings on
 //! stderr.
 
-use super::{load_engine, text_or_stdin, validate_sampling};
+use super::{load_engine, schema_options, text_or_stdin, validate_sampling};
 use crate::args::{
     AnswerArgs, ChatArgs, ClassifyArgs, ConstraintArgs, GenerateArgs, MoreSamplingArgs,
     SamplingArgs,
@@ -235,7 +235,18 @@ pub fn run(a: &GenerateArgs) -> anyhow::Result<()> {
     if options.constraint.is_some() && options.beams.is_some() {
         bail!("a constraint (--choice, --regex, --json-object, --json-schema, --grammar) cannot be used with --beams");
     }
-    let engine = load_engine(&a.run)?;
+    let mut engine = load_engine(&a.run)?;
+    engine.set_json_schema_options(schema_options(&a.schema)?);
+    if let Some(ConstraintSpec::JsonSchema(schema)) = &options.constraint {
+        // What the schema holds that JSON Schema reads as annotations is said, not hidden.
+        let compiled = engine.check_json_schema(schema, &options.constraint_limits)?;
+        for i in &compiled.ignored {
+            eprintln!(
+                "nextok: the JSON Schema's {} at {} is not enforced (an annotation)",
+                i.keyword, i.path
+            );
+        }
+    }
     let prompt = if a.raw {
         Prompt::Raw {
             text,

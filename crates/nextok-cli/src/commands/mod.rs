@@ -8,7 +8,8 @@ mod sample;
 mod serve;
 mod text;
 
-use crate::args::{Command, ModelArgs, RunArgs};
+use crate::args::{Command, ModelArgs, RunArgs, SchemaArgs};
+use anyhow::{bail, Context};
 use std::path::PathBuf;
 
 /// Runs one subcommand.
@@ -79,6 +80,45 @@ pub fn load_engine(args: &RunArgs) -> anyhow::Result<nextok::Engine> {
         ..nextok::EngineOptions::default()
     };
     Ok(nextok::Engine::load(model_path(&args.file)?, &options)?)
+}
+
+/// The engine's JSON Schema options as the flags ask: strict, `format` as annotation, the
+/// default draft, and the documents of `--schema-resources` (each `.json` file, by its `$id`).
+pub fn schema_options(args: &SchemaArgs) -> anyhow::Result<nextok::constraints::JsonOptions> {
+    use nextok::constraints::{FormatMode, JsonOptions, SchemaResources};
+    let mut options = JsonOptions::default()
+        .with_strict(args.schema_strict)
+        .with_draft(args.schema_draft);
+    if args.schema_format_annotation {
+        options = options.with_format(FormatMode::Annotation);
+    }
+    if let Some(dir) = &args.schema_resources {
+        let mut resources = SchemaResources::new();
+        let entries = std::fs::read_dir(dir)
+            .with_context(|| format!("--schema-resources: {} is not a folder", dir.display()))?;
+        let mut files: Vec<_> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "json"))
+            .collect();
+        files.sort();
+        for path in &files {
+            let text = crate::files::read_text(path, "JSON Schema")?;
+            let schema: serde_json::Value = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not JSON", path.display()))?;
+            if !resources.insert_document(schema) {
+                bail!(
+                    "{} has no `$id` (or draft-04 `id`) that is an absolute URI, so no `$ref` \
+                     can name it",
+                    path.display()
+                );
+            }
+        }
+        if resources.is_empty() {
+            bail!("--schema-resources: {} holds no .json file", dir.display());
+        }
+        options = options.with_resources(resources);
+    }
+    Ok(options)
 }
 
 /// Loads the model `args` name with the default options, for a command that needs the engine's

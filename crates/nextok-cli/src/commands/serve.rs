@@ -105,6 +105,7 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         max_draft_tokens_per_step: args.max_draft_tokens_per_step,
     };
     scheduler_options.validate()?;
+    let schema = crate::commands::schema_options(&args.schema)?;
     let server = Server::new(config)?;
 
     let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
@@ -134,7 +135,8 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
 
     let run = args.run.clone();
     let loading = tokio::task::spawn_blocking(move || -> anyhow::Result<Scheduler> {
-        let engine = crate::commands::load_engine(&run)?;
+        let mut engine = crate::commands::load_engine(&run)?;
+        engine.set_json_schema_options(schema);
         Ok(Scheduler::new(Arc::new(engine), scheduler_options)?)
     });
     let scheduler = tokio::select! {

@@ -43,7 +43,16 @@ pub struct TestServer {
 
 /// Starts a server with `config` over a fresh scheduler with `options`, on a free port.
 pub fn start(config: ServerConfig, options: SchedulerOptions) -> TestServer {
-    let scheduler = Arc::new(Scheduler::new(engine(), options).expect("the scheduler starts"));
+    start_on(engine(), config, options)
+}
+
+/// [`start`] on an engine of the test's own (other schema options, ...).
+pub fn start_on(
+    engine: Arc<Engine>,
+    config: ServerConfig,
+    options: SchedulerOptions,
+) -> TestServer {
+    let scheduler = Arc::new(Scheduler::new(engine, options).expect("the scheduler starts"));
     let server = Server::with_scheduler(config, scheduler).expect("a valid configuration");
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
     listener
