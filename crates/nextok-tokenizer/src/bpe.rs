@@ -9,7 +9,7 @@ use nextok_gguf::GgufFile;
 
 use crate::bytelevel;
 use crate::pretokenize::{PreTokenizer, Splitter};
-use crate::vocab::{Fragment, GgufVocab, Pieces, Vocab};
+use crate::vocab::{vocab_methods, Fragment, GgufVocab, Pieces, Vocab};
 use crate::{EncodeOptions, Error, SpecialTokens, TokenId, TokenKind, Tokenizer};
 
 /// Words longer than this are merged with a priority queue; shorter ones by scanning, which is
@@ -336,31 +336,5 @@ impl Tokenizer for BpeTokenizer {
         Ok(out)
     }
 
-    fn vocab_size(&self) -> usize {
-        self.vocab.len()
-    }
-
-    fn token_bytes(&self, id: TokenId) -> Result<&[u8], Error> {
-        self.vocab.token_bytes(id)
-    }
-
-    fn token_kind(&self, id: TokenId) -> Result<TokenKind, Error> {
-        self.vocab.token_kind(id)
-    }
-
-    fn token_id(&self, text: &str) -> Option<TokenId> {
-        self.vocab.token_id(text)
-    }
-
-    fn special_tokens(&self) -> &SpecialTokens {
-        self.vocab.special_tokens()
-    }
-
-    fn add_bos_by_default(&self) -> bool {
-        self.vocab.add_bos()
-    }
-
-    fn strips_leading_space(&self) -> bool {
-        self.vocab.strips_leading_space()
-    }
+    vocab_methods!();
 }

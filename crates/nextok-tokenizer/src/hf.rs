@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::Value as Json;
 
 use crate::bytelevel;
-use crate::vocab::{end_of_generation, Fragment, Pieces, Vocab};
+use crate::vocab::{end_of_generation, vocab_methods, Fragment, Pieces, Vocab};
 use crate::{EncodeOptions, Error, SpecialTokens, TokenId, TokenKind, Tokenizer};
 
 /// A tokenizer loaded from a Hugging Face `tokenizer.json` (and, optionally, the
@@ -274,31 +274,5 @@ impl Tokenizer for HfTokenizer {
         Ok(out)
     }
 
-    fn vocab_size(&self) -> usize {
-        self.vocab.len()
-    }
-
-    fn token_bytes(&self, id: TokenId) -> Result<&[u8], Error> {
-        self.vocab.token_bytes(id)
-    }
-
-    fn token_kind(&self, id: TokenId) -> Result<TokenKind, Error> {
-        self.vocab.token_kind(id)
-    }
-
-    fn token_id(&self, text: &str) -> Option<TokenId> {
-        self.vocab.token_id(text)
-    }
-
-    fn special_tokens(&self) -> &SpecialTokens {
-        self.vocab.special_tokens()
-    }
-
-    fn add_bos_by_default(&self) -> bool {
-        self.vocab.add_bos()
-    }
-
-    fn strips_leading_space(&self) -> bool {
-        self.vocab.strips_leading_space()
-    }
+    vocab_methods!();
 }

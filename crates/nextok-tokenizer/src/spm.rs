@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use nextok_gguf::GgufFile;
 
-use crate::vocab::{Fragment, GgufVocab, Pieces, Vocab};
+use crate::vocab::{vocab_methods, Fragment, GgufVocab, Pieces, Vocab};
 use crate::{EncodeOptions, Error, SpecialTokens, TokenId, TokenKind, Tokenizer};
 
 /// SentencePiece's visible space.
@@ -274,31 +274,5 @@ impl Tokenizer for SpmTokenizer {
         Ok(out)
     }
 
-    fn vocab_size(&self) -> usize {
-        self.vocab.len()
-    }
-
-    fn token_bytes(&self, id: TokenId) -> Result<&[u8], Error> {
-        self.vocab.token_bytes(id)
-    }
-
-    fn token_kind(&self, id: TokenId) -> Result<TokenKind, Error> {
-        self.vocab.token_kind(id)
-    }
-
-    fn token_id(&self, text: &str) -> Option<TokenId> {
-        self.vocab.token_id(text)
-    }
-
-    fn special_tokens(&self) -> &SpecialTokens {
-        self.vocab.special_tokens()
-    }
-
-    fn add_bos_by_default(&self) -> bool {
-        self.vocab.add_bos()
-    }
-
-    fn strips_leading_space(&self) -> bool {
-        self.vocab.strips_leading_space()
-    }
+    vocab_methods!();
 }

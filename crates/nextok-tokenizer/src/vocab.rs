@@ -531,6 +531,42 @@ pub(crate) fn check_id(id: TokenId, vocab_size: usize) -> Result<usize, Error> {
     }
 }
 
+/// The [`Tokenizer`](crate::Tokenizer) methods that a tokenizer answers from its `vocab` field
+/// (a [`Vocab`]): all but the encoders, written once for the BPE, SentencePiece and
+/// `tokenizer.json` tokenizers.
+macro_rules! vocab_methods {
+    () => {
+        fn vocab_size(&self) -> usize {
+            self.vocab.len()
+        }
+
+        fn token_bytes(&self, id: TokenId) -> Result<&[u8], Error> {
+            self.vocab.token_bytes(id)
+        }
+
+        fn token_kind(&self, id: TokenId) -> Result<TokenKind, Error> {
+            self.vocab.token_kind(id)
+        }
+
+        fn token_id(&self, text: &str) -> Option<TokenId> {
+            self.vocab.token_id(text)
+        }
+
+        fn special_tokens(&self) -> &SpecialTokens {
+            self.vocab.special_tokens()
+        }
+
+        fn add_bos_by_default(&self) -> bool {
+            self.vocab.add_bos()
+        }
+
+        fn strips_leading_space(&self) -> bool {
+            self.vocab.strips_leading_space()
+        }
+    };
+}
+pub(crate) use vocab_methods;
+
 /// What every tokenizer holds and answers in the same way: each token's text, kind and exact
 /// bytes, the index from text to id, the special tokens and their splitter, and the two flags
 /// the [`Tokenizer`](crate::Tokenizer) trait asks about. [`BpeTokenizer`](crate::BpeTokenizer),
