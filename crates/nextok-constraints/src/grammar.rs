@@ -17,7 +17,7 @@ use crate::Error;
 mod members;
 mod unique;
 pub(crate) use members::{ObjectSpec, ADDITIONAL};
-pub(crate) use unique::Guard;
+pub(crate) use unique::{canonical_value, FiniteSet, Guard};
 
 /// A grammar symbol while building.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -59,6 +59,8 @@ pub(crate) struct GrammarBuilder {
     guards: Vec<(u32, Guard)>,
     /// What the objects whose members are checked at run time allow (`members`).
     objects: Vec<ObjectSpec>,
+    /// The finite item domains of `uniqueItems` arrays checked at prediction (`unique`).
+    finite_sets: Vec<FiniteSet>,
 }
 
 impl GrammarBuilder {
@@ -148,6 +150,13 @@ impl GrammarBuilder {
         self.objects.len() as u32 - 1
     }
 
+    /// Adds `set` and returns its number, for [`Guard::Fresh`], [`Guard::Next`] and
+    /// [`Guard::Close`].
+    pub(crate) fn finite_set(&mut self, set: FiniteSet) -> u32 {
+        self.finite_sets.push(set);
+        self.finite_sets.len() as u32 - 1
+    }
+
     /// Guards nonterminal `nt` with a check made when it is predicted (see `members`).
     pub(crate) fn guard_prediction(&mut self, nt: u32, guard: Guard) {
         debug_assert!(guard.at_prediction());
@@ -188,6 +197,7 @@ impl GrammarBuilder {
             token_sets,
             guards: guard_list,
             mut objects,
+            finite_sets,
             ..
         } = self;
         // Augmented start rule S' -> start, so that completion is one item.
@@ -287,6 +297,7 @@ impl GrammarBuilder {
             guards,
             guarded_pos,
             objects,
+            finite_sets,
         })
     }
 }
@@ -384,6 +395,8 @@ pub struct Grammar {
     guarded_pos: Vec<bool>,
     /// What the objects whose members are checked at run time allow (`members`).
     objects: Vec<ObjectSpec>,
+    /// The finite item domains of `uniqueItems` arrays checked at prediction (`unique`).
+    finite_sets: Vec<FiniteSet>,
 }
 
 /// The vocabulary's serial number and, per terminal, its automaton's number in that vocabulary's

@@ -51,7 +51,34 @@ pub(crate) enum Guard {
     /// A JSON value item of any type: it must differ, as a JSON value, from every earlier
     /// item (object keys in any order, numbers by value, strings decoded: [`canonical`]).
     UniqueValues,
+    /// Checked at prediction: value `value` of the finite item domain `set` (a
+    /// [`FiniteSet`]) may be the next item of its array, not being among the earlier ones.
+    Fresh { set: u32, value: u32 },
+    /// Checked at prediction: another item of finite domain `set` may follow (fewer items
+    /// than `maxItems` and than the domain has values, so some value is still unused).
+    Next { set: u32 },
+    /// Checked at prediction: the array of finite domain `set` may end (`minItems` items).
+    Close { set: u32 },
 }
+
+/// The finite item domain of a `uniqueItems` array whose items are checked at prediction:
+/// each value is its own nonterminal, predicted only while unused, so every prefix the chart
+/// accepts can still be completed with a value not yet used.
+#[derive(Clone, Debug)]
+pub(crate) struct FiniteSet {
+    /// Per value, its canonical form ([`canonical_value`]); no two equal.
+    pub(crate) values: Vec<Vec<u8>>,
+    /// `minItems` (0 when absent).
+    pub(crate) min: usize,
+    /// `maxItems`, at most the number of values.
+    pub(crate) max: usize,
+}
+
+/// The key under which `finite_used` caches the earlier values of a finite domain's array.
+const FINITE_KEY: Guard = Guard::Fresh {
+    set: u32::MAX,
+    value: u32::MAX,
+};
 
 /// Most (array, item) positions whose earlier values are kept.
 const CACHE_ENTRIES: usize = 32;
@@ -65,6 +92,9 @@ struct Earlier {
     item: u32,
     /// The guard the values were read for (strings decoded, or values in canonical form).
     guard: Guard,
+    /// Whether the text's last byte was left out (the unknown byte of a mask computation's
+    /// assumed terminal end, for [`Guard::Fresh`]).
+    cut: bool,
     /// Decoded values, sorted, without repeats; `None` when the text is not a list of strings
     /// (which the grammar never lets happen).
     values: Option<Arc<Vec<Vec<u8>>>>,
@@ -291,6 +321,68 @@ fn earlier_strings(text: &[u8]) -> Option<Vec<Vec<u8>>> {
     values.sort_unstable();
     values.dedup();
     Some(values)
+}
+
+/// The canonical form ([`canonical`]) of the JSON text `text` of one value, as the run-time
+/// guards compare items; `None` when `text` is not one JSON value.
+pub(crate) fn canonical_value(text: &[u8]) -> Option<Vec<u8>> {
+    canonical_item(text)
+}
+
+/// The canonical forms of the items of the array text `text` (its `[`, then items separated by
+/// commas, with JSON whitespace around them, and optionally a trailing comma), sorted and
+/// without repeats; an empty text has none. `None` when the text is something else.
+fn listed_values(text: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut values = Vec::new();
+    if text.is_empty() {
+        return Some(values);
+    }
+    if text[0] != b'[' {
+        return None;
+    }
+    let mut i = skip_ws(text, 1);
+    while i < text.len() {
+        let mut v = Vec::new();
+        i = skip_ws(text, canonical(text, i, &mut v, 0)?);
+        values.push(v);
+        if i == text.len() {
+            break;
+        }
+        if text[i] != b',' {
+            return None;
+        }
+        i = skip_ws(text, i + 1);
+    }
+    values.sort_unstable();
+    values.dedup();
+    Some(values)
+}
+
+/// The number of items of the array text `text` (its `[` and at least one item, the last
+/// possibly cut short before its last byte): its commas outside strings and nested values, plus
+/// one.
+fn count_items(text: &[u8]) -> usize {
+    let (mut depth, mut in_string, mut escaped, mut commas) = (0usize, false, false, 0usize);
+    for &b in text.iter().skip(1) {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => depth += 1,
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            b',' if depth == 0 => commas += 1,
+            _ => {}
+        }
+    }
+    commas + 1
 }
 
 /// Deepest nesting [`canonical`] reads (deeper items are not read: the guard refuses them).
@@ -620,8 +712,13 @@ impl Chart {
         let read = match guard {
             Guard::UniqueStrings => earlier_strings,
             Guard::UniqueValues => earlier_values,
-            // Object guards are checked at prediction (`members`) and read no earlier items.
-            Guard::Member { .. } | Guard::More { .. } | Guard::End { .. } => return None,
+            // Prediction guards read their own way (`members`, `finite_used`).
+            Guard::Member { .. }
+            | Guard::More { .. }
+            | Guard::End { .. }
+            | Guard::Fresh { .. }
+            | Guard::Next { .. }
+            | Guard::Close { .. } => return None,
         };
         let values = self
             .input
@@ -637,9 +734,84 @@ impl Chart {
             array,
             item,
             guard,
+            cut: false,
             values: values.clone(),
         });
         self.guard.max_item = self.guard.max_item.max(item);
+        values
+    }
+
+    /// Whether prediction guard `guard` ([`Guard::Fresh`], [`Guard::Next`] or
+    /// [`Guard::Close`]) passes for the array whose `[` was read at set `array`, at set `at`.
+    /// At a mask computation's assumed terminal end (`at` the synthetic set) the unknown last
+    /// byte is the `[`, a `,` or whitespace before a `Fresh` item, and the last byte of the
+    /// last item before `Next` and `Close`; neither the earlier values before the one nor the
+    /// count of items before the other depends on it, so it is left out and the guard is exact
+    /// there. (Places further on that would read across it are read again, as `predicts`
+    /// arranges.)
+    pub(super) fn finite_passes(&mut self, g: &Grammar, guard: Guard, array: u32, at: u32) -> bool {
+        let cut = self.guard.synthetic == Some(at);
+        let end = at as usize - usize::from(cut);
+        let Some(text) = self.input.get(array as usize..end) else {
+            return false;
+        };
+        match guard {
+            Guard::Fresh { set, value } => {
+                let Some(wanted) = g
+                    .finite_sets
+                    .get(set as usize)
+                    .and_then(|s| s.values.get(value as usize))
+                else {
+                    return false;
+                };
+                let wanted = wanted.clone();
+                match self.finite_used(array, at, cut) {
+                    Some(used) => used.binary_search(&wanted).is_err(),
+                    None => false,
+                }
+            }
+            Guard::Next { set } | Guard::Close { set } => {
+                let Some(spec) = g.finite_sets.get(set as usize) else {
+                    return false;
+                };
+                self.work += text.len() as u64;
+                let n = count_items(text);
+                if matches!(guard, Guard::Next { .. }) {
+                    n < spec.max
+                } else {
+                    n >= spec.min
+                }
+            }
+            _ => true,
+        }
+    }
+
+    /// The canonical values of the items of the array started at set `array`, before set `at`
+    /// (without its last byte when `cut`), cached until the chart is truncated below `at`.
+    fn finite_used(&mut self, array: u32, at: u32, cut: bool) -> Option<Arc<Vec<Vec<u8>>>> {
+        if let Some(e) = self.guard.cache.iter().find(|e| {
+            e.array == array && e.item == at && e.guard == FINITE_KEY && e.cut == cut
+        }) {
+            return e.values.clone();
+        }
+        let end = at as usize - usize::from(cut);
+        self.work += (end as u64).saturating_sub(u64::from(array));
+        let values = self
+            .input
+            .get(array as usize..end)
+            .and_then(listed_values)
+            .map(Arc::new);
+        if self.guard.cache.len() == CACHE_ENTRIES {
+            self.guard.cache.remove(0);
+        }
+        self.guard.cache.push(Earlier {
+            array,
+            item: at,
+            guard: FINITE_KEY,
+            cut,
+            values: values.clone(),
+        });
+        self.guard.max_item = self.guard.max_item.max(at);
         values
     }
 

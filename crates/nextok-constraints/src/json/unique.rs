@@ -18,10 +18,10 @@ use serde_json::Value;
 
 use super::algebra::normalize;
 use super::compile::Compiler;
-use super::schema::{unsupported, Node, Schema, TypeSet};
+use super::schema::{compact, invalid, unsupported, Node, Schema, TypeSet};
 use super::string::{is_long, string_content};
 use crate::dfa::{Dfa, DEAD};
-use crate::grammar::{Guard, Sym};
+use crate::grammar::{canonical_value, FiniteSet, Guard, Sym};
 use crate::Error;
 
 impl Compiler<'_> {
@@ -101,6 +101,91 @@ impl Compiler<'_> {
                 self.b.rule(arr, r);
             }
         }
+        Ok(Sym::Nt(arr))
+    }
+
+    /// Arrays of distinct items from the finite set `values` (distinct JSON values, too many
+    /// to unroll one rule per subset): each value is its own nonterminal, guarded at
+    /// prediction ([`Guard::Fresh`]) so that the chart predicts it only while no earlier item
+    /// of the array equals it, and the `,` before another item and the `]` are guarded by the
+    /// item count ([`Guard::Next`]: fewer than `maxItems` and than the values, so some value
+    /// is unused; [`Guard::Close`]: `minItems`). Every prefix the chart accepts thus has a
+    /// valid completion. The rules are left-recursive, so every guard's waiting item starts at
+    /// the `[`:
+    ///
+    /// ```text
+    /// list  -> "[" F_j | list Next "," F_j      (every value j)
+    /// array -> "[" "]" | list Close "]"
+    /// F_j   -> value j, in any of its spellings
+    /// ```
+    pub(super) fn unique_finite(
+        &mut self,
+        m: &Node,
+        values: &[Value],
+        path: &str,
+    ) -> Result<Sym, Error> {
+        if values.len() > 4096 {
+            return Err(unsupported(
+                "uniqueItems (an enum of more than 4096 values)",
+                path,
+            ));
+        }
+        let ip = format!("{path}/items");
+        let a = &m.array;
+        let min = a.min_items.unwrap_or(0);
+        let max = a.max_items.unwrap_or(usize::MAX).min(values.len());
+        if min > max {
+            return Ok(Sym::Nt(self.b.nt("impossible array")));
+        }
+        let mut canon = Vec::with_capacity(values.len());
+        for v in values {
+            let c = canonical_value(compact(v).as_bytes())
+                .ok_or_else(|| invalid(&ip, "internal: an enum value that is not JSON"))?;
+            canon.push(c);
+        }
+        let set = self.b.finite_set(FiniteSet {
+            values: canon,
+            min,
+            max,
+        });
+        let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
+        let ws: Vec<Sym> = self.ws.into_iter().collect();
+        let list = self.b.nt(format!("{path} unique list"));
+        let next = self.b.nt(format!("{path} unique next"));
+        self.b.rule(next, Vec::new());
+        self.b.guard_prediction(next, Guard::Next { set });
+        for (j, v) in values.iter().enumerate() {
+            let value = self.const_value(v, &ip)?;
+            let fresh = self.b.nt(format!("{path} unique value {j}"));
+            self.b.rule(fresh, vec![value]);
+            self.b.guard_prediction(
+                fresh,
+                Guard::Fresh {
+                    set,
+                    value: j as u32,
+                },
+            );
+            let first = self.seq(&[lb, Sym::Nt(fresh)]);
+            self.b.rule(list, first);
+            let mut r = vec![Sym::Nt(list), Sym::Nt(next)];
+            r.extend(&ws);
+            r.push(comma);
+            r.extend(&ws);
+            r.push(Sym::Nt(fresh));
+            self.b.rule(list, r);
+        }
+        let arr = self.b.nt(format!("{path} unique array"));
+        if min == 0 {
+            let r = self.seq(&[lb, rb]);
+            self.b.rule(arr, r);
+        }
+        let close = self.b.nt(format!("{path} unique close"));
+        self.b.rule(close, Vec::new());
+        self.b.guard_prediction(close, Guard::Close { set });
+        let mut r = vec![Sym::Nt(list), Sym::Nt(close)];
+        r.extend(&ws);
+        r.push(rb);
+        self.b.rule(arr, r);
         Ok(Sym::Nt(arr))
     }
 
