@@ -17,7 +17,7 @@ use crate::Error;
 mod members;
 mod unique;
 pub(crate) use members::{ObjectSpec, ADDITIONAL};
-pub(crate) use unique::{canonical_value, FiniteSet, Guard};
+pub(crate) use unique::{canonical_value, finite_states, FiniteSet, Guard};
 
 /// A grammar symbol while building.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -281,6 +281,20 @@ impl GrammarBuilder {
                 }
             }
         }
+        // Per terminal of a guarded string item, its states with finitely many completions,
+        // where `unique` checks that some completion is still a new value.
+        let mut string_finite: Vec<Option<Arc<Vec<bool>>>> = Vec::new();
+        for (p, &is) in guarded_pos.iter().enumerate() {
+            if let (true, GSym::T(t)) = (is, syms[p]) {
+                let t = t as usize;
+                if string_finite.len() <= t {
+                    string_finite.resize(t + 1, None);
+                }
+                if string_finite[t].is_none() {
+                    string_finite[t] = finite_states(&terminals[t]).map(Arc::new);
+                }
+            }
+        }
         let terminal_starts = terminals.iter().map(|d| d.start()).collect();
         let terminals = terminals.into_iter().map(Arc::new).collect();
         Ok(Grammar {
@@ -298,6 +312,7 @@ impl GrammarBuilder {
             guarded_pos,
             objects,
             finite_sets,
+            string_finite,
         })
     }
 }
@@ -397,6 +412,9 @@ pub struct Grammar {
     objects: Vec<ObjectSpec>,
     /// The finite item domains of `uniqueItems` arrays checked at prediction (`unique`).
     finite_sets: Vec<FiniteSet>,
+    /// Per terminal of a guarded string item with states of finitely many completions, which
+    /// states those are (`unique`); shorter than the terminals, or `None`, for the others.
+    string_finite: Vec<Option<Arc<Vec<bool>>>>,
 }
 
 /// The vocabulary's serial number and, per terminal, its automaton's number in that vocabulary's
@@ -967,7 +985,10 @@ impl Chart {
                 if st2 == DEAD {
                     continue;
                 }
-                if d.can_continue(st2) {
+                if d.can_continue(st2)
+                    && (g.string_finite.is_empty()
+                        || self.string_item_alive(g, pos, t, origin, st2))
+                {
                     self.add_infl(pos, origin, st2);
                 }
                 if d.is_accept(st2) {

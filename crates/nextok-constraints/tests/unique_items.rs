@@ -119,18 +119,6 @@ fn domains_that_could_dead_end_are_refused_by_name() {
     let cases = [
         (json!({"type": "array", "uniqueItems": true}), "any type"),
         (
-            arr(json!({"type": "string", "maxLength": 8})),
-            "bounded length",
-        ),
-        (
-            arr(json!({"type": "string", "format": "date"})),
-            "finitely many",
-        ),
-        (
-            arr(json!({"type": "string", "pattern": "^(ab|x[a-z]*)$"})),
-            "finitely many",
-        ),
-        (
             arr(json!({"enum": (0..4097).collect::<Vec<u32>>()})),
             "enum of more than 4096",
         ),
@@ -198,6 +186,11 @@ fn random_walks_have_exact_masks_and_end_unique() {
         json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true,
                "minItems": 3}),
         json!({"type": "array", "items": strings(), "maxItems": 3}),
+        // Prefixes with finitely many completions: `"b` and `"a/` end one way only.
+        json!({"type": "array", "items": {"type": "string", "pattern": "^(ab|a/|b|a[a-z]{2,}|\n+)$"},
+               "uniqueItems": true}),
+        json!({"type": "array", "items": {"type": "string", "pattern": "^[ab]{1,2}(/|b+)?$"},
+               "uniqueItems": true}),
     ];
     // Tokens the walk prefers, so that items repeat often.
     let preferred: Vec<u32> = (0..vocab.len() as u32)
@@ -288,6 +281,103 @@ fn masks_refuse_exactly_the_closing_of_a_repeat() {
     let mask = check_mask(&mut c, br#"["/","#);
     assert!(bit(&mask, id("\\/")), "escape");
     assert!(!bit(&mask, id("\\/\"")), "closing escape");
+}
+
+/// String items whose prefix has finitely many completions: the prefix is allowed only while
+/// one of them is a new value.
+#[test]
+fn string_prefixes_with_finitely_many_completions_need_a_new_one() {
+    let s = json!({"type": "array", "uniqueItems": true,
+                   "items": {"type": "string", "pattern": "^(ab|x[a-z]*|\\d+(\\.\\d+)?x)$"}});
+    for ok in [r#"["ab","x","xy","1x","1.5x","12x"]"#, r#"["x","ab"]"#] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [r#"["ab","ab"]"#, r#"["1x","1x"]"#, r#"["x","x"]"#, r#"["ab","a\u0062"]"#] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let vocab = vocab();
+    let id = |s: &str| {
+        (0..vocab.len() as u32)
+            .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
+            .unwrap()
+    };
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let text = br#"["ab","1x","#;
+    for (i, b) in text.iter().enumerate() {
+        check_mask(&mut c, &text[..i]);
+        c.advance(*b as u32 + 1).unwrap();
+    }
+    let mask = check_mask(&mut c, text);
+    // `"a` can only become "ab", used: a dead end. `"x` and `"1` go on to new values.
+    for t in ["\"a", "\"a\""] {
+        assert!(!bit(&mask, id(t)), "{t}");
+    }
+    assert!(bit(&mask, id("\"")));
+    c.advance(id("\"")).unwrap();
+    let mask = check_mask(&mut c, br#"["ab","1x",""#);
+    for t in ["a", "ab", "ab\"", "a\""] {
+        assert!(!bit(&mask, id(t)), "{t}");
+    }
+    for t in ["x", "1", "b"] {
+        assert!(bit(&mask, id(t)) == (t != "b"), "{t}");
+    }
+    // Inside `1`, the `x` that would make "1x" again is refused, digits and `.` are not.
+    c.advance(id("1")).unwrap();
+    let mask = check_mask(&mut c, br#"["ab","1x","1"#);
+    assert!(!bit(&mask, id("x")));
+    assert!(bit(&mask, id("2")) && bit(&mask, id(".")));
+}
+
+/// String items of a finite domain as a whole (`maxLength`, `format: date`): the `,` before
+/// another item is allowed only while some value is unused, and `minItems` beyond the
+/// domain's size leaves no array at all.
+#[test]
+fn finite_string_domains_end_when_used_up() {
+    let three = |extra: Value| {
+        let mut s = json!({"type": "array", "uniqueItems": true,
+                           "items": {"type": "string", "maxLength": 1, "pattern": "^[ab]*$"}});
+        for (k, v) in extra.as_object().unwrap() {
+            s[k] = v.clone();
+        }
+        s
+    };
+    let s = three(json!({}));
+    assert!(accepts(&s, r#"["","a","b"]"#));
+    assert!(accepts(&s, r#"["b",""]"#));
+    assert!(!accepts(&s, r#"["a","b","a"]"#));
+    assert!(!accepts(&s, r#"["ab"]"#));
+    assert!(accepts(&three(json!({"minItems": 3})), r#"["b","","a"]"#));
+    assert!(matches!(
+        compile_json_schema(&three(json!({"minItems": 4})), &JsonOptions::default()),
+        Err(Error::EmptyLanguage)
+    ));
+    let dates = json!({"type": "array", "uniqueItems": true,
+                       "items": {"type": "string", "format": "date"}});
+    assert!(accepts(&dates, r#"["2024-02-29","2024-03-01"]"#));
+    assert!(!accepts(&dates, r#"["2024-02-29","2024-02-29"]"#));
+    let vocab = vocab();
+    let id = |s: &str| {
+        (0..vocab.len() as u32)
+            .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
+            .unwrap()
+    };
+    for (opts, text) in [
+        (JsonOptions::default(), r#"["a","","b""#),
+        (JsonOptions::default().with_max_whitespace(2), r#"[ "a" , "" ,"b" "#),
+    ] {
+        let mut c = from_json_schema(&s, &vocab, &opts).unwrap();
+        for (i, b) in text.bytes().enumerate() {
+            check_mask(&mut c, &text.as_bytes()[..i]);
+            c.advance(b as u32 + 1).unwrap_or_else(|e| panic!("{text} at {i}: {e}"));
+        }
+        let mask = check_mask(&mut c, text.as_bytes());
+        for t in [",", "\",", "\",\"", " "] {
+            if vocab.token_bytes(id(t)) != Some(b" ") || !text.ends_with(' ') {
+                assert!(!bit(&mask, id(t)), "{t:?} after {text}");
+            }
+        }
+        assert!(bit(&mask, id("]")), "] after {text}");
+    }
 }
 
 /// A JSON spelling of `s` that escapes `/` and newlines in either way, chosen by `style`.

@@ -337,6 +337,7 @@ impl Guard {
                 | Guard::End { .. }
                 | Guard::Fresh { .. }
                 | Guard::Next { .. }
+                | Guard::MoreStrings { .. }
                 | Guard::Close { .. }
         )
     }
@@ -358,7 +359,10 @@ impl Chart {
             Guard::Member { object: o, key } => (o, Check::Member(key)),
             Guard::More { object: o } => (o, Check::More),
             Guard::End { object: o } => (o, Check::End),
-            Guard::Fresh { .. } | Guard::Next { .. } | Guard::Close { .. } => {
+            Guard::Fresh { .. }
+            | Guard::Next { .. }
+            | Guard::MoreStrings { .. }
+            | Guard::Close { .. } => {
                 return self.finite_passes(g, guard, object, at)
             }
             Guard::UniqueStrings | Guard::UniqueValues => return true,

@@ -25,13 +25,23 @@
 //! exactly there when the set right after the terminal is itself uncertain: a value item
 //! completed by its closing `}` or `]`, or by the last byte of a number or string). Reading
 //! real bytes is
-//! exactly what `advance` does, so the mask agrees with it. The compiler guards only items
-//! whose every prefix can still reach infinitely many values, so a finite set of earlier items
-//! never leaves a prefix without a valid completion.
+//! exactly what `advance` does, so the mask agrees with it.
+//!
+//! No prefix is left without a valid completion. A string item's automaton state with
+//! finitely many completions (`Grammar::string_finite`) is kept only while one of them decodes
+//! to a value no earlier item has (`Chart::string_item_alive`, a search that follows the used
+//! values' spellings and stops at the first string that leaves them); the mask's walk along
+//! those spellings (`spelling_walk`) finds the trie nodes where that fails, and they are read
+//! again with real bytes. A string domain finite as a whole guards the `,` before an item
+//! ([`Guard::MoreStrings`]). A finite enum too large to unroll is checked at prediction
+//! ([`Guard::Fresh`] per value, [`Guard::Next`] and [`Guard::Close`] on the count), so a value
+//! in use is never begun. Other guarded values are compiled only where every prefix can
+//! still reach infinitely many values.
 
 use std::sync::Arc;
 
 use super::{Chart, GSym, Grammar};
+use crate::dfa::DEAD;
 use crate::vocab::TokenVocab;
 use crate::Error;
 
@@ -57,6 +67,9 @@ pub(crate) enum Guard {
     /// Checked at prediction: another item of finite domain `set` may follow (fewer items
     /// than `maxItems` and than the domain has values, so some value is still unused).
     Next { set: u32 },
+    /// Checked at prediction: the array of string items of terminal `terminal` (whose
+    /// domain is finite as a whole) may take another item: some value is not yet used.
+    MoreStrings { terminal: u32 },
     /// Checked at prediction: the array of finite domain `set` may end (`minItems` items).
     Close { set: u32 },
 }
@@ -383,6 +396,44 @@ fn count_items(text: &[u8]) -> usize {
         }
     }
     commas + 1
+}
+
+/// Per state of the string automaton `d`, whether it can still read on and has only
+/// finitely many completions (found by peeling: a state whose successors are all dead or
+/// finite is finite; what is never peeled reaches a cycle). `None` when no such state is
+/// reachable, so that the automaton needs no check.
+pub(crate) fn finite_states(d: &crate::dfa::Dfa) -> Option<Vec<bool>> {
+    let n = d.num_states();
+    let reps = d.class_reps(|_| true);
+    let succ: Vec<Vec<u32>> = (0..n as u32)
+        .map(|s| {
+            let mut v: Vec<u32> = reps
+                .iter()
+                .map(|&b| d.next(s, b))
+                .filter(|&t| t != DEAD)
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        })
+        .collect();
+    let mut finite = vec![false; n];
+    loop {
+        let mut changed = false;
+        for s in 1..n {
+            if !finite[s] && succ[s].iter().all(|&t| finite[t as usize]) {
+                finite[s] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    for (s, f) in finite.iter_mut().enumerate() {
+        *f = *f && s != DEAD as usize && d.can_continue(s as u32);
+    }
+    finite.iter().any(|&f| f).then_some(finite)
 }
 
 /// Deepest nesting [`canonical`] reads (deeper items are not read: the guard refuses them).
@@ -718,6 +769,7 @@ impl Chart {
             | Guard::End { .. }
             | Guard::Fresh { .. }
             | Guard::Next { .. }
+            | Guard::MoreStrings { .. }
             | Guard::Close { .. } => return None,
         };
         let values = self
@@ -741,6 +793,106 @@ impl Chart {
         values
     }
 
+    /// Whether some JSON string that the string automaton `d` reads from state `st` to its
+    /// end, after the text decoded so far (`dec`, `decoded`), decodes to a value outside the
+    /// sorted `used`. A search along the spellings of `used`: a string that leaves them can
+    /// end as a new value (every live state reaches an end); `st` has finitely many
+    /// completions, so the search ends. One work unit per byte tried; past the budget it
+    /// answers yes and the chart reports the limit.
+    fn some_unused(
+        &mut self,
+        d: &crate::dfa::Dfa,
+        st: u32,
+        dec: Decoder,
+        decoded: &mut Vec<u8>,
+        used: &[Vec<u8>],
+        budget: u64,
+    ) -> bool {
+        match dec.mode {
+            Mode::Closed => return d.is_accept(st) && used.binary_search(decoded).is_err(),
+            Mode::Bad => return false,
+            Mode::Content if dec.high.is_none() && !has_prefix(used, decoded) => return true,
+            _ => {}
+        }
+        let live = *d.live_bytes(st);
+        let len = decoded.len();
+        for b in 0..=255u8 {
+            if live[(b >> 6) as usize] >> (b & 63) & 1 == 0 {
+                continue;
+            }
+            self.work += 1;
+            if self.work > budget {
+                self.over = true;
+                return true;
+            }
+            let st2 = d.next(st, b);
+            if st2 == DEAD {
+                continue;
+            }
+            let mut dec2 = dec;
+            dec2.feed(b, decoded);
+            let found = self.some_unused(d, st2, dec2, decoded, used, budget);
+            decoded.truncate(len);
+            if found {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Whether the guarded string item in flight at position `pos` (terminal `t`), started at
+    /// set `origin` and in state `st` after the byte just read, can still end with a value
+    /// that no earlier item of an array waiting for it has: checked only in states with
+    /// finitely many completions. At a mask computation's assumed terminal end, an array whose
+    /// earlier items would be read across its unknown byte marks the place uncertain (it is
+    /// read again with real bytes) and passes.
+    pub(super) fn string_item_alive(&mut self, g: &Grammar, pos: u32, t: u32, origin: u32, st: u32) -> bool {
+        let Some(fin) = g.string_finite.get(t as usize).and_then(Option::as_ref) else {
+            return true;
+        };
+        if !fin.get(st as usize).copied().unwrap_or(false)
+            || !g.guarded_pos.get(pos as usize).copied().unwrap_or(false)
+        {
+            return true;
+        }
+        let Some(&GSym::End(a)) = g.syms.get(pos as usize + 1) else {
+            return true;
+        };
+        let (s, e) = (
+            self.item_starts[origin as usize] as usize,
+            self.item_starts[origin as usize + 1] as usize,
+        );
+        let arrays: Vec<u32> = self.items[s..e]
+            .iter()
+            .filter(|&&(p, _)| g.syms[p as usize] == GSym::Nt(a))
+            .map(|&(_, o)| o)
+            .collect();
+        let end = self.input.len();
+        let d = Arc::clone(&g.terminals[t as usize]);
+        for array in arrays {
+            if let Some(syn) = self.guard.synthetic {
+                // The unknown byte is the one before set `syn`.
+                if (array < syn && syn <= origin) || (origin < syn && syn as usize <= end) {
+                    self.guard.uncertain = true;
+                    return true;
+                }
+            }
+            let Some(values) = self.earlier(Guard::UniqueStrings, array, origin) else {
+                continue;
+            };
+            let mut dec = Decoder::new();
+            let mut decoded = Vec::new();
+            for &b in &self.input[origin as usize..end] {
+                dec.feed(b, &mut decoded);
+            }
+            self.work += (end - origin as usize) as u64;
+            if self.some_unused(&d, st, dec, &mut decoded, &values, g.max_work) {
+                return true;
+            }
+        }
+        false
+    }
+
     /// Whether prediction guard `guard` ([`Guard::Fresh`], [`Guard::Next`] or
     /// [`Guard::Close`]) passes for the array whose `[` was read at set `array`, at set `at`.
     /// At a mask computation's assumed terminal end (`at` the synthetic set) the unknown last
@@ -751,6 +903,24 @@ impl Chart {
     /// arranges.)
     pub(super) fn finite_passes(&mut self, g: &Grammar, guard: Guard, array: u32, at: u32) -> bool {
         let cut = self.guard.synthetic == Some(at);
+        if let Guard::MoreStrings { terminal } = guard {
+            if cut {
+                // The last item's closing quote is unknown: read again with real bytes.
+                self.guard.uncertain = true;
+                return true;
+            }
+            let Some(text) = self.input.get(array as usize..at as usize) else {
+                return false;
+            };
+            self.work += text.len() as u64;
+            let mut listed = text.to_vec();
+            listed.push(b',');
+            let Some(used) = earlier_strings(&listed) else {
+                return false;
+            };
+            let d = Arc::clone(&g.terminals[terminal as usize]);
+            return self.some_unused(&d, d.start(), Decoder::new(), &mut Vec::new(), &used, g.max_work);
+        }
         let end = at as usize - usize::from(cut);
         let Some(text) = self.input.get(array as usize..end) else {
             return false;
@@ -904,7 +1074,7 @@ impl Chart {
                 }
             }
             if guarded {
-                for (q, path) in self.q_nodes(g, vocab, pos, origin) {
+                for (q, path) in self.q_nodes(g, vocab, pos, origin, st) {
                     let node = &vocab.trie[q];
                     clear(
                         vocab,
@@ -953,6 +1123,7 @@ impl Chart {
         vocab: &TokenVocab,
         pos: u32,
         origin: u32,
+        st: u32,
     ) -> Vec<(usize, Vec<u8>)> {
         let Some(&GSym::End(a)) = g.syms.get(pos as usize + 1) else {
             return Vec::new();
@@ -987,35 +1158,48 @@ impl Chart {
             {
                 continue;
             }
-            self.spelling_walk(vocab, &values, dec, decoded, &mut out);
+            let finite = match g.syms[pos as usize] {
+                GSym::T(t) => g
+                    .string_finite
+                    .get(t as usize)
+                    .and_then(Option::as_ref)
+                    .map(|f| (Arc::clone(&g.terminals[t as usize]), Arc::clone(f), g.max_work)),
+                _ => None,
+            };
+            self.spelling_walk(vocab, &values, dec, decoded, finite, st, &mut out);
         }
         out
     }
 
     /// Walks the token trie along the spellings of `values` that continue the string decoded so
-    /// far (`dec`, `decoded`), adding to `out` the nodes where one ends.
+    /// far (`dec`, `decoded`), adding to `out` the nodes where one ends, and, with `finite`
+    /// (the string's automaton, in state `st` now, and its states of finitely many
+    /// completions), the nodes where every completion of the string is among `values`.
+    #[allow(clippy::too_many_arguments)]
     fn spelling_walk(
         &mut self,
         vocab: &TokenVocab,
         values: &[Vec<u8>],
         dec: Decoder,
         mut decoded: Vec<u8>,
+        finite: Option<(Arc<crate::dfa::Dfa>, Arc<Vec<bool>>, u64)>,
+        st: u32,
         out: &mut Vec<(usize, Vec<u8>)>,
     ) {
         let trie = &vocab.trie;
-        // (subtree end, decoder, decoded length, bytes that may come next) of the nodes on the
-        // path: the children on no spelling are skipped with one bit test.
+        // (subtree end, decoder, decoded length, bytes that may come next, automaton state) of
+        // the nodes on the path: the children on no spelling are skipped with one bit test.
         let first = next_bytes(values, &dec, &decoded);
-        let mut stack: Vec<(u32, Decoder, usize, [u64; 4])> =
-            vec![(trie[0].end, dec, decoded.len(), first)];
+        let mut stack: Vec<(u32, Decoder, usize, [u64; 4], u32)> =
+            vec![(trie[0].end, dec, decoded.len(), first, st)];
         let mut path: Vec<u8> = Vec::new();
         let mut i = 1usize;
         while i < trie.len() {
-            while stack.last().is_some_and(|&(e, _, _, _)| e as usize <= i) {
+            while stack.last().is_some_and(|&(e, _, _, _, _)| e as usize <= i) {
                 stack.pop();
                 path.pop();
             }
-            let Some(&(_, d0, len, next)) = stack.last() else {
+            let Some(&(_, d0, len, next, s0)) = stack.last() else {
                 break;
             };
             let node = trie[i];
@@ -1027,6 +1211,27 @@ impl Chart {
             decoded.truncate(len);
             let mut d = d0;
             d.feed(node.byte, &mut decoded);
+            let mut s1 = s0;
+            if let Some((dfa, fin, budget)) = &finite {
+                s1 = dfa.next(s0, node.byte);
+                if s1 == DEAD {
+                    i = node.end as usize;
+                    continue;
+                }
+                if d.mode != Mode::Closed
+                    && fin.get(s1 as usize).copied().unwrap_or(false)
+                    && !self.some_unused(dfa, s1, d, &mut decoded.clone(), values, *budget)
+                {
+                    // Every completion from here is a value already used: a dead end.
+                    let mut p = path.clone();
+                    p.push(node.byte);
+                    if !out.iter().any(|(q, _)| *q == i) {
+                        out.push((i, p));
+                    }
+                    i = node.end as usize;
+                    continue;
+                }
+            }
             let alive = match d.mode {
                 Mode::Bad | Mode::Start => false,
                 Mode::Closed => {
@@ -1043,7 +1248,7 @@ impl Chart {
             };
             if alive {
                 let next = next_bytes(values, &d, &decoded);
-                stack.push((node.end, d, decoded.len(), next));
+                stack.push((node.end, d, decoded.len(), next, s1));
                 path.push(node.byte);
                 i += 1;
             } else {
