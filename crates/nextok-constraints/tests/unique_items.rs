@@ -292,7 +292,12 @@ fn string_prefixes_with_finitely_many_completions_need_a_new_one() {
     for ok in [r#"["ab","x","xy","1x","1.5x","12x"]"#, r#"["x","ab"]"#] {
         assert!(accepts(&s, ok), "{ok}");
     }
-    for bad in [r#"["ab","ab"]"#, r#"["1x","1x"]"#, r#"["x","x"]"#, r#"["ab","a\u0062"]"#] {
+    for bad in [
+        r#"["ab","ab"]"#,
+        r#"["1x","1x"]"#,
+        r#"["x","x"]"#,
+        r#"["ab","a\u0062"]"#,
+    ] {
         assert!(!accepts(&s, bad), "{bad}");
     }
     let vocab = vocab();
@@ -363,12 +368,16 @@ fn finite_string_domains_end_when_used_up() {
     };
     for (opts, text) in [
         (JsonOptions::default(), r#"["a","","b""#),
-        (JsonOptions::default().with_max_whitespace(2), r#"[ "a" , "" ,"b" "#),
+        (
+            JsonOptions::default().with_max_whitespace(2),
+            r#"[ "a" , "" ,"b" "#,
+        ),
     ] {
         let mut c = from_json_schema(&s, &vocab, &opts).unwrap();
         for (i, b) in text.bytes().enumerate() {
             check_mask(&mut c, &text.as_bytes()[..i]);
-            c.advance(b as u32 + 1).unwrap_or_else(|e| panic!("{text} at {i}: {e}"));
+            c.advance(b as u32 + 1)
+                .unwrap_or_else(|e| panic!("{text} at {i}: {e}"));
         }
         let mask = check_mask(&mut c, text.as_bytes());
         for t in [",", "\",", "\",\"", " "] {
@@ -377,6 +386,38 @@ fn finite_string_domains_end_when_used_up() {
             }
         }
         assert!(bit(&mask, id("]")), "] after {text}");
+    }
+}
+
+/// String items of an `anyOf` of string branches (an enum beside patterns, as tsconfig's
+/// `lib`) are one string domain: distinct values, spellings compared decoded.
+#[test]
+fn string_items_of_an_any_of_are_one_domain() {
+    let s = json!({"type": "array", "uniqueItems": true, "items": {"type": "string", "anyOf": [
+        {"enum": ["ES5", "DOM", 3]}, {"pattern": "^[Ee][Ss]20[0-9]{2}$"}, {"pattern": "^x+$"}]}});
+    assert!(accepts(&s, r#"["ES5","DOM","es2020","ES2020","xx"]"#));
+    for bad in [
+        r#"["ES5","ES5"]"#,
+        r#"["es2020","es2020"]"#,
+        r#"["x","\u0078"]"#,
+        "[3]",
+        r#"["ES6"]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let vocab = vocab();
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let text = br#"["DOM",""#;
+    for (i, b) in text.iter().enumerate() {
+        check_mask(&mut c, &text[..i]);
+        c.advance(*b as u32 + 1).unwrap();
+    }
+    // `"D` can only become "DOM", used; `"E`, `"e` and `"x` go on to new values.
+    let mask = check_mask(&mut c, text);
+    assert!(!bit(&mask, b'D' as u32 + 1));
+    assert!(c.advance(b'D' as u32 + 1).is_err());
+    for b in [b'E', b'e', b'x'] {
+        assert!(bit(&mask, b as u32 + 1), "{}", b as char);
     }
 }
 
@@ -764,8 +805,8 @@ fn large_enums_take_each_value_once() {
     ] {
         assert!(!accepts(&s, bad), "{bad}");
     }
-    let ws = compile_json_schema(&s, &JsonOptions::default().with_max_whitespace(2))
-        .expect("compiles");
+    let ws =
+        compile_json_schema(&s, &JsonOptions::default().with_max_whitespace(2)).expect("compiles");
     assert!(ws.recognizes(br#"[ "k" , "j" ]"#));
     assert!(!ws.recognizes(br#"[ "k" ,  "k" ]"#));
     assert!(!ws.recognizes(b"[ 1 ,\n1.0]"));
@@ -807,11 +848,21 @@ fn finite_domains_mask_out_the_item_that_cannot_be() {
     let letters: Vec<String> = (b'a'..=b'm').map(|b| (b as char).to_string()).collect();
     let cases = [
         // Unrolled: a 2-value enum.
-        (json!({"type": "array", "uniqueItems": true, "items": {"enum": [1, 2]}}), "[2,1".to_string()),
+        (
+            json!({"type": "array", "uniqueItems": true, "items": {"enum": [1, 2]}}),
+            "[2,1".to_string(),
+        ),
         // Guarded: all 13 values used.
         (
             json!({"type": "array", "uniqueItems": true, "items": {"enum": letters}}),
-            format!("[{}", letters.iter().map(|l| format!("\"{l}\"")).collect::<Vec<_>>().join(",")),
+            format!(
+                "[{}",
+                letters
+                    .iter()
+                    .map(|l| format!("\"{l}\""))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
         ),
         // Guarded: `maxItems` reached.
         (
@@ -823,7 +874,8 @@ fn finite_domains_mask_out_the_item_that_cannot_be() {
         let mut c = from_json_schema(&schema, &vocab, &JsonOptions::default()).unwrap();
         for (i, b) in text.bytes().enumerate() {
             check_mask(&mut c, &text.as_bytes()[..i]);
-            c.advance(b as u32 + 1).unwrap_or_else(|e| panic!("{text} at {i}: {e}"));
+            c.advance(b as u32 + 1)
+                .unwrap_or_else(|e| panic!("{text} at {i}: {e}"));
         }
         let mask = check_mask(&mut c, text.as_bytes());
         for t in [",", "1,", "},{", "],["] {
@@ -843,8 +895,21 @@ fn finite_domains_mask_out_the_item_that_cannot_be() {
 
 /// Items of the large finite domains above, with several spellings each.
 const FINITE_POOL: &[&str] = &[
-    r#""a""#, r#""a/""#, r#""a\/""#, "1", "1.0", "1.00", "2.5", r#"{"a":1,"b":2}"#,
-    r#"{"b":2,"a":1}"#, "[1,2]", "[1.0,2]", "null", "true", "false", r#""k""#,
+    r#""a""#,
+    r#""a/""#,
+    r#""a\/""#,
+    "1",
+    "1.0",
+    "1.00",
+    "2.5",
+    r#"{"a":1,"b":2}"#,
+    r#"{"b":2,"a":1}"#,
+    "[1,2]",
+    "[1.0,2]",
+    "null",
+    "true",
+    "false",
+    r#""k""#,
 ];
 
 proptest! {

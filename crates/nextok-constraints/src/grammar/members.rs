@@ -362,9 +362,7 @@ impl Chart {
             Guard::Fresh { .. }
             | Guard::Next { .. }
             | Guard::MoreStrings { .. }
-            | Guard::Close { .. } => {
-                return self.finite_passes(g, guard, object, at)
-            }
+            | Guard::Close { .. } => return self.finite_passes(g, guard, object, at),
             Guard::UniqueStrings | Guard::UniqueValues => return true,
         };
         let Some(spec) = g.objects.get(spec_id as usize) else {

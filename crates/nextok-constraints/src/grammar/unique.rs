@@ -846,7 +846,14 @@ impl Chart {
     /// finitely many completions. At a mask computation's assumed terminal end, an array whose
     /// earlier items would be read across its unknown byte marks the place uncertain (it is
     /// read again with real bytes) and passes.
-    pub(super) fn string_item_alive(&mut self, g: &Grammar, pos: u32, t: u32, origin: u32, st: u32) -> bool {
+    pub(super) fn string_item_alive(
+        &mut self,
+        g: &Grammar,
+        pos: u32,
+        t: u32,
+        origin: u32,
+        st: u32,
+    ) -> bool {
         let Some(fin) = g.string_finite.get(t as usize).and_then(Option::as_ref) else {
             return true;
         };
@@ -919,7 +926,14 @@ impl Chart {
                 return false;
             };
             let d = Arc::clone(&g.terminals[terminal as usize]);
-            return self.some_unused(&d, d.start(), Decoder::new(), &mut Vec::new(), &used, g.max_work);
+            return self.some_unused(
+                &d,
+                d.start(),
+                Decoder::new(),
+                &mut Vec::new(),
+                &used,
+                g.max_work,
+            );
         }
         let end = at as usize - usize::from(cut);
         let Some(text) = self.input.get(array as usize..end) else {
@@ -959,9 +973,12 @@ impl Chart {
     /// The canonical values of the items of the array started at set `array`, before set `at`
     /// (without its last byte when `cut`), cached until the chart is truncated below `at`.
     fn finite_used(&mut self, array: u32, at: u32, cut: bool) -> Option<Arc<Vec<Vec<u8>>>> {
-        if let Some(e) = self.guard.cache.iter().find(|e| {
-            e.array == array && e.item == at && e.guard == FINITE_KEY && e.cut == cut
-        }) {
+        if let Some(e) = self
+            .guard
+            .cache
+            .iter()
+            .find(|e| e.array == array && e.item == at && e.guard == FINITE_KEY && e.cut == cut)
+        {
             return e.values.clone();
         }
         let end = at as usize - usize::from(cut);
@@ -1163,7 +1180,13 @@ impl Chart {
                     .string_finite
                     .get(t as usize)
                     .and_then(Option::as_ref)
-                    .map(|f| (Arc::clone(&g.terminals[t as usize]), Arc::clone(f), g.max_work)),
+                    .map(|f| {
+                        (
+                            Arc::clone(&g.terminals[t as usize]),
+                            Arc::clone(f),
+                            g.max_work,
+                        )
+                    }),
                 _ => None,
             };
             self.spelling_walk(vocab, &values, dec, decoded, finite, st, &mut out);

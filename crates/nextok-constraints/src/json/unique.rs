@@ -53,13 +53,25 @@ impl Compiler<'_> {
         // For string items whose domain is finite as a whole, an empty nonterminal before the
         // `,` that is predicted only while some value is unused.
         let mut more: Option<Sym> = None;
+        // Strings of an `anyOf` whose branches are strings alone: one string terminal.
+        let union = match &items {
+            Schema::Node(n)
+                if n.types == Some(TypeSet::STRING)
+                    && n.values.is_none()
+                    && n.any_of.is_some()
+                    && n.only(&[&string_keywords[..], &["anyOf"]].concat()) =>
+            {
+                self.any_of_strings(n, &ip)?
+            }
+            _ => None,
+        };
         let item = match &items {
             Schema::Node(n)
                 if n.types == Some(TypeSet::STRING)
                     && n.values.is_none()
-                    && n.only(&string_keywords) =>
+                    && (n.only(&string_keywords) || union.is_some()) =>
             {
-                let (encoded, values) = self.unique_strings(n, path, &ip, true)?;
+                let (encoded, values) = self.unique_strings(n, path, &ip, true, union)?;
                 if values < m.array.min_items.unwrap_or(0) as u64 {
                     return Ok(Sym::Nt(self.b.nt("impossible array")));
                 }
@@ -226,6 +238,7 @@ impl Compiler<'_> {
         path: &str,
         ip: &str,
         item: bool,
+        union: Option<Dfa>,
     ) -> Result<(Dfa, u64), Error> {
         let f = &n.string;
         if (!item && f.max_length.is_some()) || is_long(f) {
@@ -235,6 +248,9 @@ impl Compiler<'_> {
             ));
         }
         let mut content = string_content(f, ip)?;
+        if let Some(u) = union {
+            content = content.intersect(&u)?;
+        }
         for v in n.excluded.iter().flatten() {
             if let Value::String(x) = v {
                 content = content.minus(&Dfa::literal(x.as_bytes()))?;
@@ -251,6 +267,53 @@ impl Compiler<'_> {
             ));
         }
         Ok((encoded, u64::MAX))
+    }
+
+    /// The decoded strings that the `anyOf` of string node `n` allows, when every branch is
+    /// string keywords alone (`enum` among them); `None` when some branch is something else.
+    fn any_of_strings(&self, n: &Node, ip: &str) -> Result<Option<Dfa>, Error> {
+        let branch_keywords = [
+            "type",
+            "minLength",
+            "maxLength",
+            "pattern",
+            "not pattern",
+            "format",
+            "enum",
+            "not enum",
+        ];
+        let mut union = Dfa::empty();
+        for (i, b) in n.any_of.iter().flatten().enumerate() {
+            let bp = format!("{ip}/anyOf/{i}");
+            let b = match self.resolve_bare(b, &bp)? {
+                Schema::Never => continue,
+                Schema::Any => return Ok(Some(Dfa::any_string().clone())),
+                Schema::Node(b) => b,
+            };
+            if !b.only(&branch_keywords) {
+                return Ok(None);
+            }
+            if !b.types.unwrap_or(TypeSet::ALL).has(TypeSet::STRING) {
+                continue;
+            }
+            let mut d = string_content(&b.string, &bp)?;
+            if let Some(values) = &b.values {
+                let mut allowed = Dfa::empty();
+                for v in values {
+                    if let Value::String(x) = v {
+                        allowed = allowed.union(&Dfa::literal(x.as_bytes()))?;
+                    }
+                }
+                d = d.intersect(&allowed)?;
+            }
+            for v in b.excluded.iter().flatten() {
+                if let Value::String(x) = v {
+                    d = d.minus(&Dfa::literal(x.as_bytes()))?;
+                }
+            }
+            union = union.union(&d)?;
+        }
+        Ok(Some(union))
     }
 
     /// `Ok` when every proper prefix of a value of `s` has infinitely many completions into
@@ -344,7 +407,7 @@ impl Compiler<'_> {
             ));
         }
         if types.has(TypeSet::STRING) {
-            self.unique_strings(n, path, ip, false)?;
+            self.unique_strings(n, path, ip, false, None)?;
         }
         if types.has(TypeSet::OBJECT) {
             if let Some(ap) = &n.object.additional_properties {
