@@ -795,10 +795,12 @@ impl Chart {
 
     /// Whether some JSON string that the string automaton `d` reads from state `st` to its
     /// end, after the text decoded so far (`dec`, `decoded`), decodes to a value outside the
-    /// sorted `used`. A search along the spellings of `used`: a string that leaves them can
-    /// end as a new value (every live state reaches an end); `st` has finitely many
-    /// completions, so the search ends. One work unit per byte tried; past the budget it
-    /// answers yes and the chart reports the limit.
+    /// sorted `used`. A depth-first search (an explicit stack, as deep as the longest used
+    /// value) along the spellings of `used`: a string that leaves them can end as a new value
+    /// (every live state reaches an end); `st` has finitely many completions, so the search
+    /// ends. One work unit per byte tried; past `budget` it answers yes and the chart reports
+    /// the limit. `decoded` is left changed.
+    #[allow(clippy::too_many_arguments)]
     fn some_unused(
         &mut self,
         d: &crate::dfa::Dfa,
@@ -808,16 +810,40 @@ impl Chart {
         used: &[Vec<u8>],
         budget: u64,
     ) -> bool {
-        match dec.mode {
-            Mode::Closed => return d.is_accept(st) && used.binary_search(decoded).is_err(),
-            Mode::Bad => return false,
-            Mode::Content if dec.high.is_none() && !has_prefix(used, decoded) => return true,
-            _ => {}
+        /// The answer at a place, when it is known without reading on.
+        fn settled(
+            d: &crate::dfa::Dfa,
+            st: u32,
+            dec: &Decoder,
+            decoded: &[u8],
+            used: &[Vec<u8>],
+        ) -> Option<bool> {
+            match dec.mode {
+                Mode::Closed => Some(
+                    d.is_accept(st)
+                        && used
+                            .binary_search_by(|v| v.as_slice().cmp(decoded))
+                            .is_err(),
+                ),
+                Mode::Bad => Some(false),
+                Mode::Content if dec.high.is_none() && !has_prefix(used, decoded) => Some(true),
+                _ => None,
+            }
         }
-        let live = *d.live_bytes(st);
-        let len = decoded.len();
-        for b in 0..=255u8 {
-            if live[(b >> 6) as usize] >> (b & 63) & 1 == 0 {
+        if let Some(answer) = settled(d, st, &dec, decoded, used) {
+            return answer;
+        }
+        // (state, decoder, decoded length, next byte to try).
+        let mut stack: Vec<(u32, Decoder, usize, u16)> = vec![(st, dec, decoded.len(), 0)];
+        while let Some(top) = stack.last_mut() {
+            let (s, dc, len, b) = *top;
+            if b == 256 {
+                stack.pop();
+                continue;
+            }
+            top.3 += 1;
+            let b = b as u8;
+            if d.live_bytes(s)[(b >> 6) as usize] >> (b & 63) & 1 == 0 {
                 continue;
             }
             self.work += 1;
@@ -825,16 +851,17 @@ impl Chart {
                 self.over = true;
                 return true;
             }
-            let st2 = d.next(st, b);
-            if st2 == DEAD {
+            let s2 = d.next(s, b);
+            if s2 == DEAD {
                 continue;
             }
-            let mut dec2 = dec;
-            dec2.feed(b, decoded);
-            let found = self.some_unused(d, st2, dec2, decoded, used, budget);
             decoded.truncate(len);
-            if found {
-                return true;
+            let mut dec2 = dc;
+            dec2.feed(b, decoded);
+            match settled(d, s2, &dec2, decoded, used) {
+                Some(true) => return true,
+                Some(false) => {}
+                None => stack.push((s2, dec2, decoded.len(), 0)),
             }
         }
         false
