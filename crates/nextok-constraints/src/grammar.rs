@@ -17,7 +17,7 @@ use crate::Error;
 mod members;
 mod unique;
 pub(crate) use members::{ObjectSpec, ADDITIONAL};
-pub(crate) use unique::Guard;
+pub(crate) use unique::{canonical_value, finite_states, FiniteSet, Guard};
 
 /// A grammar symbol while building.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -59,6 +59,8 @@ pub(crate) struct GrammarBuilder {
     guards: Vec<(u32, Guard)>,
     /// What the objects whose members are checked at run time allow (`members`).
     objects: Vec<ObjectSpec>,
+    /// The finite item domains of `uniqueItems` arrays checked at prediction (`unique`).
+    finite_sets: Vec<FiniteSet>,
 }
 
 impl GrammarBuilder {
@@ -148,6 +150,13 @@ impl GrammarBuilder {
         self.objects.len() as u32 - 1
     }
 
+    /// Adds `set` and returns its number, for [`Guard::Fresh`], [`Guard::Next`] and
+    /// [`Guard::Close`].
+    pub(crate) fn finite_set(&mut self, set: FiniteSet) -> u32 {
+        self.finite_sets.push(set);
+        self.finite_sets.len() as u32 - 1
+    }
+
     /// Guards nonterminal `nt` with a check made when it is predicted (see `members`).
     pub(crate) fn guard_prediction(&mut self, nt: u32, guard: Guard) {
         debug_assert!(guard.at_prediction());
@@ -188,6 +197,7 @@ impl GrammarBuilder {
             token_sets,
             guards: guard_list,
             mut objects,
+            finite_sets,
             ..
         } = self;
         // Augmented start rule S' -> start, so that completion is one item.
@@ -271,6 +281,20 @@ impl GrammarBuilder {
                 }
             }
         }
+        // Per terminal of a guarded string item, its states with finitely many completions,
+        // where `unique` checks that some completion is still a new value.
+        let mut string_finite: Vec<Option<Arc<Vec<bool>>>> = Vec::new();
+        for (p, &is) in guarded_pos.iter().enumerate() {
+            if let (true, GSym::T(t)) = (is, syms[p]) {
+                let t = t as usize;
+                if string_finite.len() <= t {
+                    string_finite.resize(t + 1, None);
+                }
+                if string_finite[t].is_none() {
+                    string_finite[t] = finite_states(&terminals[t]).map(Arc::new);
+                }
+            }
+        }
         let terminal_starts = terminals.iter().map(|d| d.start()).collect();
         let terminals = terminals.into_iter().map(Arc::new).collect();
         Ok(Grammar {
@@ -287,6 +311,8 @@ impl GrammarBuilder {
             guards,
             guarded_pos,
             objects,
+            finite_sets,
+            string_finite,
         })
     }
 }
@@ -384,6 +410,11 @@ pub struct Grammar {
     guarded_pos: Vec<bool>,
     /// What the objects whose members are checked at run time allow (`members`).
     objects: Vec<ObjectSpec>,
+    /// The finite item domains of `uniqueItems` arrays checked at prediction (`unique`).
+    finite_sets: Vec<FiniteSet>,
+    /// Per terminal of a guarded string item with states of finitely many completions, which
+    /// states those are (`unique`); shorter than the terminals, or `None`, for the others.
+    string_finite: Vec<Option<Arc<Vec<bool>>>>,
 }
 
 /// The vocabulary's serial number and, per terminal, its automaton's number in that vocabulary's
@@ -954,7 +985,10 @@ impl Chart {
                 if st2 == DEAD {
                     continue;
                 }
-                if d.can_continue(st2) {
+                if d.can_continue(st2)
+                    && (g.string_finite.is_empty()
+                        || self.string_item_alive(g, pos, t, origin, st2))
+                {
                     self.add_infl(pos, origin, st2);
                 }
                 if d.is_accept(st2) {

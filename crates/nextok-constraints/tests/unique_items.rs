@@ -119,20 +119,8 @@ fn domains_that_could_dead_end_are_refused_by_name() {
     let cases = [
         (json!({"type": "array", "uniqueItems": true}), "any type"),
         (
-            arr(json!({"type": "string", "maxLength": 8})),
-            "bounded length",
-        ),
-        (
-            arr(json!({"type": "string", "format": "date"})),
-            "finitely many",
-        ),
-        (
-            arr(json!({"type": "string", "pattern": "^(ab|x[a-z]*)$"})),
-            "finitely many",
-        ),
-        (
-            arr(json!({"enum": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m"]})),
-            "enum of more than 12",
+            arr(json!({"enum": (0..4097).collect::<Vec<u32>>()})),
+            "enum of more than 4096",
         ),
     ];
     for (schema, why) in cases {
@@ -198,6 +186,11 @@ fn random_walks_have_exact_masks_and_end_unique() {
         json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true,
                "minItems": 3}),
         json!({"type": "array", "items": strings(), "maxItems": 3}),
+        // Prefixes with finitely many completions: `"b` and `"a/` end one way only.
+        json!({"type": "array", "items": {"type": "string", "pattern": "^(ab|a/|b|a[a-z]{2,}|\n+)$"},
+               "uniqueItems": true}),
+        json!({"type": "array", "items": {"type": "string", "pattern": "^[ab]{1,2}(/|b+)?$"},
+               "uniqueItems": true}),
     ];
     // Tokens the walk prefers, so that items repeat often.
     let preferred: Vec<u32> = (0..vocab.len() as u32)
@@ -288,6 +281,144 @@ fn masks_refuse_exactly_the_closing_of_a_repeat() {
     let mask = check_mask(&mut c, br#"["/","#);
     assert!(bit(&mask, id("\\/")), "escape");
     assert!(!bit(&mask, id("\\/\"")), "closing escape");
+}
+
+/// String items whose prefix has finitely many completions: the prefix is allowed only while
+/// one of them is a new value.
+#[test]
+fn string_prefixes_with_finitely_many_completions_need_a_new_one() {
+    let s = json!({"type": "array", "uniqueItems": true,
+                   "items": {"type": "string", "pattern": "^(ab|x[a-z]*|\\d+(\\.\\d+)?x)$"}});
+    for ok in [r#"["ab","x","xy","1x","1.5x","12x"]"#, r#"["x","ab"]"#] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"["ab","ab"]"#,
+        r#"["1x","1x"]"#,
+        r#"["x","x"]"#,
+        r#"["ab","a\u0062"]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let vocab = vocab();
+    let id = |s: &str| {
+        (0..vocab.len() as u32)
+            .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
+            .unwrap()
+    };
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let text = br#"["ab","1x","#;
+    for (i, b) in text.iter().enumerate() {
+        check_mask(&mut c, &text[..i]);
+        c.advance(*b as u32 + 1).unwrap();
+    }
+    let mask = check_mask(&mut c, text);
+    // `"a` can only become "ab", used: a dead end. `"x` and `"1` go on to new values.
+    for t in ["\"a", "\"a\""] {
+        assert!(!bit(&mask, id(t)), "{t}");
+    }
+    assert!(bit(&mask, id("\"")));
+    c.advance(id("\"")).unwrap();
+    let mask = check_mask(&mut c, br#"["ab","1x",""#);
+    for t in ["a", "ab", "ab\"", "a\""] {
+        assert!(!bit(&mask, id(t)), "{t}");
+    }
+    for t in ["x", "1", "b"] {
+        assert!(bit(&mask, id(t)) == (t != "b"), "{t}");
+    }
+    // Inside `1`, the `x` that would make "1x" again is refused, digits and `.` are not.
+    c.advance(id("1")).unwrap();
+    let mask = check_mask(&mut c, br#"["ab","1x","1"#);
+    assert!(!bit(&mask, id("x")));
+    assert!(bit(&mask, id("2")) && bit(&mask, id(".")));
+}
+
+/// String items of a finite domain as a whole (`maxLength`, `format: date`): the `,` before
+/// another item is allowed only while some value is unused, and `minItems` beyond the
+/// domain's size leaves no array at all.
+#[test]
+fn finite_string_domains_end_when_used_up() {
+    let three = |extra: Value| {
+        let mut s = json!({"type": "array", "uniqueItems": true,
+                           "items": {"type": "string", "maxLength": 1, "pattern": "^[ab]*$"}});
+        for (k, v) in extra.as_object().unwrap() {
+            s[k] = v.clone();
+        }
+        s
+    };
+    let s = three(json!({}));
+    assert!(accepts(&s, r#"["","a","b"]"#));
+    assert!(accepts(&s, r#"["b",""]"#));
+    assert!(!accepts(&s, r#"["a","b","a"]"#));
+    assert!(!accepts(&s, r#"["ab"]"#));
+    assert!(accepts(&three(json!({"minItems": 3})), r#"["b","","a"]"#));
+    assert!(matches!(
+        compile_json_schema(&three(json!({"minItems": 4})), &JsonOptions::default()),
+        Err(Error::EmptyLanguage)
+    ));
+    let dates = json!({"type": "array", "uniqueItems": true,
+                       "items": {"type": "string", "format": "date"}});
+    assert!(accepts(&dates, r#"["2024-02-29","2024-03-01"]"#));
+    assert!(!accepts(&dates, r#"["2024-02-29","2024-02-29"]"#));
+    let vocab = vocab();
+    let id = |s: &str| {
+        (0..vocab.len() as u32)
+            .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
+            .unwrap()
+    };
+    for (opts, text) in [
+        (JsonOptions::default(), r#"["a","","b""#),
+        (
+            JsonOptions::default().with_max_whitespace(2),
+            r#"[ "a" , "" ,"b" "#,
+        ),
+    ] {
+        let mut c = from_json_schema(&s, &vocab, &opts).unwrap();
+        for (i, b) in text.bytes().enumerate() {
+            check_mask(&mut c, &text.as_bytes()[..i]);
+            c.advance(b as u32 + 1)
+                .unwrap_or_else(|e| panic!("{text} at {i}: {e}"));
+        }
+        let mask = check_mask(&mut c, text.as_bytes());
+        for t in [",", "\",", "\",\"", " "] {
+            if vocab.token_bytes(id(t)) != Some(b" ") || !text.ends_with(' ') {
+                assert!(!bit(&mask, id(t)), "{t:?} after {text}");
+            }
+        }
+        assert!(bit(&mask, id("]")), "] after {text}");
+    }
+}
+
+/// String items of an `anyOf` of string branches (an enum beside patterns, as tsconfig's
+/// `lib`) are one string domain: distinct values, spellings compared decoded.
+#[test]
+fn string_items_of_an_any_of_are_one_domain() {
+    let s = json!({"type": "array", "uniqueItems": true, "items": {"type": "string", "anyOf": [
+        {"enum": ["ES5", "DOM", 3]}, {"pattern": "^[Ee][Ss]20[0-9]{2}$"}, {"pattern": "^x+$"}]}});
+    assert!(accepts(&s, r#"["ES5","DOM","es2020","ES2020","xx"]"#));
+    for bad in [
+        r#"["ES5","ES5"]"#,
+        r#"["es2020","es2020"]"#,
+        r#"["x","\u0078"]"#,
+        "[3]",
+        r#"["ES6"]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let vocab = vocab();
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let text = br#"["DOM",""#;
+    for (i, b) in text.iter().enumerate() {
+        check_mask(&mut c, &text[..i]);
+        c.advance(*b as u32 + 1).unwrap();
+    }
+    // `"D` can only become "DOM", used; `"E`, `"e` and `"x` go on to new values.
+    let mask = check_mask(&mut c, text);
+    assert!(!bit(&mask, b'D' as u32 + 1));
+    assert!(c.advance(b'D' as u32 + 1).is_err());
+    for b in [b'E', b'e', b'x'] {
+        assert!(bit(&mask, b as u32 + 1), "{}", b as char);
+    }
 }
 
 /// A JSON spelling of `s` that escapes `/` and newlines in either way, chosen by `style`.
@@ -437,7 +568,6 @@ fn items_compare_as_json_values() {
 #[test]
 fn value_domains_that_could_dead_end_are_refused_by_name() {
     let arr = |items: Value| json!({"type": "array", "items": items, "uniqueItems": true});
-    let thirteen: Vec<String> = (0..13).map(|i| format!("v{i}")).collect();
     let cases = [
         (arr(json!({"type": "integer"})), "integer items"),
         (arr(json!({"type": "number", "maximum": 3})), "maximum"),
@@ -456,7 +586,6 @@ fn value_domains_that_could_dead_end_are_refused_by_name() {
             "enum",
         ),
         (arr(json!({"type": ["string", "null"]})), "null or booleans"),
-        (arr(json!({"enum": thirteen})), "enum of more than 12"),
         (
             arr(json!({"anyOf": [{"type": "object"}, {"type": "boolean"}]})),
             "null or booleans",
@@ -635,5 +764,228 @@ fn same(a: &Value, b: &Value) -> bool {
             x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
         }
         _ => a == b,
+    }
+}
+
+/// An enum of more than 12 values (too many to unroll a rule per subset), of every type, some
+/// of them spelled several ways (`1` and `1.0`, `"a/"` and `"a\/"`, objects' keys in any
+/// order), and two repeated (`"a"`, `1.0`).
+fn large_enum() -> Value {
+    json!({"type": "array", "uniqueItems": true, "items": {"enum": [
+        "a", "a/", "c", "d", "e", "f", "g", "h", "i", "j", "k",
+        1, 2.5, {"a": 1, "b": 2}, [1, 2], null, true, false, "a", 1.0
+    ]}})
+}
+
+#[test]
+fn large_enums_take_each_value_once() {
+    let s = large_enum();
+    for ok in [
+        "[]",
+        r#"["a"]"#,
+        r#"["a","a/",1,{"a":1,"b":2},[1,2],null,true,false,2.5]"#,
+        r#"[{"b":2,"a":1},"a\/",1.0,[1.0,2],2.50]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"["a","a"]"#,
+        r#"["a/","a\/"]"#,
+        "[1,1.0]",
+        "[1.00,1]",
+        "[2.5,2.50]",
+        r#"[{"a":1,"b":2},{"b":2,"a":1}]"#,
+        r#"[{"a":1,"b":2},"a",{"a":1.0,"b":2}]"#,
+        "[[1,2],[1.0,2]]",
+        "[null,true,null]",
+        // Not in the enum.
+        r#"["z"]"#,
+        "[3]",
+        r#"[{"a":1}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let ws =
+        compile_json_schema(&s, &JsonOptions::default().with_max_whitespace(2)).expect("compiles");
+    assert!(ws.recognizes(br#"[ "k" , "j" ]"#));
+    assert!(!ws.recognizes(br#"[ "k" ,  "k" ]"#));
+    assert!(!ws.recognizes(b"[ 1 ,\n1.0]"));
+}
+
+#[test]
+fn large_enums_keep_counts_and_refs() {
+    let letters: Vec<String> = (0..14).map(|i| format!("v{i}")).collect();
+    let s = json!({"type": "array", "uniqueItems": true, "minItems": 2, "maxItems": 3,
+                   "items": {"$ref": "#/$defs/letter"},
+                   "$defs": {"letter": {"type": "string", "enum": letters}}});
+    assert!(!accepts(&s, r#"["v0"]"#));
+    assert!(accepts(&s, r#"["v0","v13"]"#));
+    assert!(accepts(&s, r#"["v0","v13","v7"]"#));
+    assert!(!accepts(&s, r#"["v0","v13","v7","v8"]"#));
+    assert!(!accepts(&s, r#"["v0","v13","v0"]"#));
+    // A small enum behind a `$ref` is unrolled, as one written in place.
+    let small = json!({"type": "array", "uniqueItems": true, "items": {"$ref": "#/$defs/m"},
+                       "$defs": {"m": {"enum": ["x", "y"]}}});
+    assert!(accepts(&small, r#"["y","x"]"#));
+    assert!(!accepts(&small, r#"["x","x"]"#));
+    // The enum's type filters it: 13 values of which 12 strings.
+    let typed = json!({"type": "array", "uniqueItems": true, "items": {"type": "string",
+        "enum": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", 1, 2]}});
+    assert!(accepts(&typed, r#"["a","l"]"#));
+    assert!(!accepts(&typed, "[1]"));
+}
+
+/// After every value of a finite domain is used, or `maxItems` reached, no token may start
+/// another item: the `,` is masked out, and `]` stays.
+#[test]
+fn finite_domains_mask_out_the_item_that_cannot_be() {
+    let vocab = value_vocab();
+    let id = |s: &str| {
+        (0..vocab.len() as u32)
+            .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
+            .unwrap()
+    };
+    let letters: Vec<String> = (b'a'..=b'm').map(|b| (b as char).to_string()).collect();
+    let cases = [
+        // Unrolled: a 2-value enum.
+        (
+            json!({"type": "array", "uniqueItems": true, "items": {"enum": [1, 2]}}),
+            "[2,1".to_string(),
+        ),
+        // Guarded: all 13 values used.
+        (
+            json!({"type": "array", "uniqueItems": true, "items": {"enum": letters}}),
+            format!(
+                "[{}",
+                letters
+                    .iter()
+                    .map(|l| format!("\"{l}\""))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        ),
+        // Guarded: `maxItems` reached.
+        (
+            json!({"type": "array", "uniqueItems": true, "maxItems": 2, "items": {"enum": letters}}),
+            r#"["m","a""#.to_string(),
+        ),
+    ];
+    for (schema, text) in cases {
+        let mut c = from_json_schema(&schema, &vocab, &JsonOptions::default()).unwrap();
+        for (i, b) in text.bytes().enumerate() {
+            check_mask(&mut c, &text.as_bytes()[..i]);
+            c.advance(b as u32 + 1)
+                .unwrap_or_else(|e| panic!("{text} at {i}: {e}"));
+        }
+        let mask = check_mask(&mut c, text.as_bytes());
+        for t in [",", "1,", "},{", "],["] {
+            assert!(!bit(&mask, id(t)), "{t} after {text}");
+        }
+        assert!(bit(&mask, id("]")), "] after {text}");
+    }
+    // Before that, a used value cannot start again where it is the only continuation.
+    let schema = json!({"type": "array", "uniqueItems": true, "items": {"enum": letters}});
+    let mut c = from_json_schema(&schema, &vocab, &JsonOptions::default()).unwrap();
+    for b in br#"["a",""# {
+        c.advance(*b as u32 + 1).unwrap();
+    }
+    let mask = check_mask(&mut c, br#"["a",""#);
+    assert!(!bit(&mask, id("a")) && bit(&mask, id("b")));
+}
+
+/// Items of the large finite domains above, with several spellings each.
+const FINITE_POOL: &[&str] = &[
+    r#""a""#,
+    r#""a/""#,
+    r#""a\/""#,
+    "1",
+    "1.0",
+    "1.00",
+    "2.5",
+    r#"{"a":1,"b":2}"#,
+    r#"{"b":2,"a":1}"#,
+    "[1,2]",
+    "[1.0,2]",
+    "null",
+    "true",
+    "false",
+    r#""k""#,
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+    /// Random arrays over a large enum, in random spellings: accepted exactly when the values
+    /// are distinct, masks agreeing with `advance` at every byte and never a dead end.
+    #[test]
+    fn large_enum_arrays_accepted_iff_distinct(
+        picks in proptest::collection::vec(0..FINITE_POOL.len(), 0..5),
+    ) {
+        let text = format!(
+            "[{}]",
+            picks.iter().map(|&i| FINITE_POOL[i]).collect::<Vec<_>>().join(",")
+        );
+        let parsed: Vec<Value> = picks
+            .iter()
+            .map(|&i| serde_json::from_str(FINITE_POOL[i]).unwrap())
+            .collect();
+        let unique = parsed
+            .iter()
+            .enumerate()
+            .all(|(x, a)| parsed[x + 1..].iter().all(|b| !same(a, b)));
+        prop_assert_eq!(accepts(&large_enum(), &text), unique, "{}", text);
+        let vocab = value_vocab();
+        let mut c = from_json_schema(&large_enum(), &vocab, &JsonOptions::default()).unwrap();
+        let mut refused = false;
+        for (i, b) in text.bytes().enumerate() {
+            check_mask(&mut c, &text.as_bytes()[..i]);
+            if c.advance(b as u32 + 1).is_err() {
+                refused = true;
+                break;
+            }
+        }
+        prop_assert_eq!(refused || !c.is_complete(), !unique, "{}", text);
+    }
+
+    /// Random walks over the masks of finite domains (the large enum, with counts): masks
+    /// agree with `advance` at every step, no walk dead-ends, and every finished array has
+    /// distinct items within its counts.
+    #[test]
+    fn finite_domain_walks_have_exact_masks(seed in 0u64..1 << 32, which in 0usize..2) {
+        let vocab = value_vocab();
+        let mut schema = large_enum();
+        if which == 1 {
+            schema["minItems"] = json!(2);
+            schema["maxItems"] = json!(4);
+        }
+        let mut c = from_json_schema(&schema, &vocab, &JsonOptions::default()).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let preferred: Vec<u32> = (0..vocab.len() as u32)
+            .filter(|&t| {
+                let b = vocab.token_bytes(t).unwrap_or_default();
+                b.len() > 1 || b"1a\",[]{}:.e".contains(b.first().unwrap_or(&0))
+            })
+            .collect();
+        let mut out = Vec::new();
+        for _ in 0..60 {
+            let mask = check_mask(&mut c, &out);
+            let allowed: Vec<u32> = (0..vocab.len() as u32).filter(|&t| bit(&mask, t)).collect();
+            let liked: Vec<u32> = preferred.iter().copied().filter(|&t| bit(&mask, t)).collect();
+            let pool = if !liked.is_empty() && rng.next_u32() % 4 != 0 { &liked } else { &allowed };
+            let t = pool[rng.next_u32() as usize % pool.len()];
+            c.advance(t).unwrap();
+            if t == 0 {
+                let v: Vec<Value> = serde_json::from_slice(&out).expect("JSON array");
+                for (x, a) in v.iter().enumerate() {
+                    for b in &v[x + 1..] {
+                        prop_assert!(!same(a, b), "{}", String::from_utf8_lossy(&out));
+                    }
+                }
+                if which == 1 {
+                    prop_assert!((2..=4).contains(&v.len()), "{}", String::from_utf8_lossy(&out));
+                }
+                break;
+            }
+            out.extend_from_slice(vocab.token_bytes(t).unwrap());
+        }
     }
 }

@@ -332,7 +332,13 @@ impl Guard {
     pub(crate) fn at_prediction(&self) -> bool {
         matches!(
             self,
-            Guard::Member { .. } | Guard::More { .. } | Guard::End { .. }
+            Guard::Member { .. }
+                | Guard::More { .. }
+                | Guard::End { .. }
+                | Guard::Fresh { .. }
+                | Guard::Next { .. }
+                | Guard::MoreStrings { .. }
+                | Guard::Close { .. }
         )
     }
 }
@@ -353,6 +359,10 @@ impl Chart {
             Guard::Member { object: o, key } => (o, Check::Member(key)),
             Guard::More { object: o } => (o, Check::More),
             Guard::End { object: o } => (o, Check::End),
+            Guard::Fresh { .. }
+            | Guard::Next { .. }
+            | Guard::MoreStrings { .. }
+            | Guard::Close { .. } => return self.finite_passes(g, guard, object, at),
             Guard::UniqueStrings | Guard::UniqueValues => return true,
         };
         let Some(spec) = g.objects.get(spec_id as usize) else {

@@ -25,13 +25,23 @@
 //! exactly there when the set right after the terminal is itself uncertain: a value item
 //! completed by its closing `}` or `]`, or by the last byte of a number or string). Reading
 //! real bytes is
-//! exactly what `advance` does, so the mask agrees with it. The compiler guards only items
-//! whose every prefix can still reach infinitely many values, so a finite set of earlier items
-//! never leaves a prefix without a valid completion.
+//! exactly what `advance` does, so the mask agrees with it.
+//!
+//! No prefix is left without a valid completion. A string item's automaton state with
+//! finitely many completions (`Grammar::string_finite`) is kept only while one of them decodes
+//! to a value no earlier item has (`Chart::string_item_alive`, a search that follows the used
+//! values' spellings and stops at the first string that leaves them); the mask's walk along
+//! those spellings (`spelling_walk`) finds the trie nodes where that fails, and they are read
+//! again with real bytes. A string domain finite as a whole guards the `,` before an item
+//! ([`Guard::MoreStrings`]). A finite enum too large to unroll is checked at prediction
+//! ([`Guard::Fresh`] per value, [`Guard::Next`] and [`Guard::Close`] on the count), so a value
+//! in use is never begun. Other guarded values are compiled only where every prefix can
+//! still reach infinitely many values.
 
 use std::sync::Arc;
 
 use super::{Chart, GSym, Grammar};
+use crate::dfa::DEAD;
 use crate::vocab::TokenVocab;
 use crate::Error;
 
@@ -51,7 +61,37 @@ pub(crate) enum Guard {
     /// A JSON value item of any type: it must differ, as a JSON value, from every earlier
     /// item (object keys in any order, numbers by value, strings decoded: [`canonical`]).
     UniqueValues,
+    /// Checked at prediction: value `value` of the finite item domain `set` (a
+    /// [`FiniteSet`]) may be the next item of its array, not being among the earlier ones.
+    Fresh { set: u32, value: u32 },
+    /// Checked at prediction: another item of finite domain `set` may follow (fewer items
+    /// than `maxItems` and than the domain has values, so some value is still unused).
+    Next { set: u32 },
+    /// Checked at prediction: the array of string items of terminal `terminal` (whose
+    /// domain is finite as a whole) may take another item: some value is not yet used.
+    MoreStrings { terminal: u32 },
+    /// Checked at prediction: the array of finite domain `set` may end (`minItems` items).
+    Close { set: u32 },
 }
+
+/// The finite item domain of a `uniqueItems` array whose items are checked at prediction:
+/// each value is its own nonterminal, predicted only while unused, so every prefix the chart
+/// accepts can still be completed with a value not yet used.
+#[derive(Clone, Debug)]
+pub(crate) struct FiniteSet {
+    /// Per value, its canonical form ([`canonical_value`]); no two equal.
+    pub(crate) values: Vec<Vec<u8>>,
+    /// `minItems` (0 when absent).
+    pub(crate) min: usize,
+    /// `maxItems`, at most the number of values.
+    pub(crate) max: usize,
+}
+
+/// The key under which `finite_used` caches the earlier values of a finite domain's array.
+const FINITE_KEY: Guard = Guard::Fresh {
+    set: u32::MAX,
+    value: u32::MAX,
+};
 
 /// Most (array, item) positions whose earlier values are kept.
 const CACHE_ENTRIES: usize = 32;
@@ -65,6 +105,9 @@ struct Earlier {
     item: u32,
     /// The guard the values were read for (strings decoded, or values in canonical form).
     guard: Guard,
+    /// Whether the text's last byte was left out (the unknown byte of a mask computation's
+    /// assumed terminal end, for [`Guard::Fresh`]).
+    cut: bool,
     /// Decoded values, sorted, without repeats; `None` when the text is not a list of strings
     /// (which the grammar never lets happen).
     values: Option<Arc<Vec<Vec<u8>>>>,
@@ -291,6 +334,106 @@ fn earlier_strings(text: &[u8]) -> Option<Vec<Vec<u8>>> {
     values.sort_unstable();
     values.dedup();
     Some(values)
+}
+
+/// The canonical form ([`canonical`]) of the JSON text `text` of one value, as the run-time
+/// guards compare items; `None` when `text` is not one JSON value.
+pub(crate) fn canonical_value(text: &[u8]) -> Option<Vec<u8>> {
+    canonical_item(text)
+}
+
+/// The canonical forms of the items of the array text `text` (its `[`, then items separated by
+/// commas, with JSON whitespace around them, and optionally a trailing comma), sorted and
+/// without repeats; an empty text has none. `None` when the text is something else.
+fn listed_values(text: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut values = Vec::new();
+    if text.is_empty() {
+        return Some(values);
+    }
+    if text[0] != b'[' {
+        return None;
+    }
+    let mut i = skip_ws(text, 1);
+    while i < text.len() {
+        let mut v = Vec::new();
+        i = skip_ws(text, canonical(text, i, &mut v, 0)?);
+        values.push(v);
+        if i == text.len() {
+            break;
+        }
+        if text[i] != b',' {
+            return None;
+        }
+        i = skip_ws(text, i + 1);
+    }
+    values.sort_unstable();
+    values.dedup();
+    Some(values)
+}
+
+/// The number of items of the array text `text` (its `[` and at least one item, the last
+/// possibly cut short before its last byte): its commas outside strings and nested values, plus
+/// one.
+fn count_items(text: &[u8]) -> usize {
+    let (mut depth, mut in_string, mut escaped, mut commas) = (0usize, false, false, 0usize);
+    for &b in text.iter().skip(1) {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => depth += 1,
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            b',' if depth == 0 => commas += 1,
+            _ => {}
+        }
+    }
+    commas + 1
+}
+
+/// Per state of the string automaton `d`, whether it can still read on and has only
+/// finitely many completions (found by peeling: a state whose successors are all dead or
+/// finite is finite; what is never peeled reaches a cycle). `None` when no such state is
+/// reachable, so that the automaton needs no check.
+pub(crate) fn finite_states(d: &crate::dfa::Dfa) -> Option<Vec<bool>> {
+    let n = d.num_states();
+    let reps = d.class_reps(|_| true);
+    let succ: Vec<Vec<u32>> = (0..n as u32)
+        .map(|s| {
+            let mut v: Vec<u32> = reps
+                .iter()
+                .map(|&b| d.next(s, b))
+                .filter(|&t| t != DEAD)
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        })
+        .collect();
+    let mut finite = vec![false; n];
+    loop {
+        let mut changed = false;
+        for s in 1..n {
+            if !finite[s] && succ[s].iter().all(|&t| finite[t as usize]) {
+                finite[s] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    for (s, f) in finite.iter_mut().enumerate() {
+        *f = *f && s != DEAD as usize && d.can_continue(s as u32);
+    }
+    finite.iter().any(|&f| f).then_some(finite)
 }
 
 /// Deepest nesting [`canonical`] reads (deeper items are not read: the guard refuses them).
@@ -620,8 +763,14 @@ impl Chart {
         let read = match guard {
             Guard::UniqueStrings => earlier_strings,
             Guard::UniqueValues => earlier_values,
-            // Object guards are checked at prediction (`members`) and read no earlier items.
-            Guard::Member { .. } | Guard::More { .. } | Guard::End { .. } => return None,
+            // Prediction guards read their own way (`members`, `finite_used`).
+            Guard::Member { .. }
+            | Guard::More { .. }
+            | Guard::End { .. }
+            | Guard::Fresh { .. }
+            | Guard::Next { .. }
+            | Guard::MoreStrings { .. }
+            | Guard::Close { .. } => return None,
         };
         let values = self
             .input
@@ -637,9 +786,246 @@ impl Chart {
             array,
             item,
             guard,
+            cut: false,
             values: values.clone(),
         });
         self.guard.max_item = self.guard.max_item.max(item);
+        values
+    }
+
+    /// Whether some JSON string that the string automaton `d` reads from state `st` to its
+    /// end, after the text decoded so far (`dec`, `decoded`), decodes to a value outside the
+    /// sorted `used`. A depth-first search (an explicit stack, as deep as the longest used
+    /// value) along the spellings of `used`: a string that leaves them can end as a new value
+    /// (every live state reaches an end); `st` has finitely many completions, so the search
+    /// ends. One work unit per byte tried; past `budget` it answers yes and the chart reports
+    /// the limit. `decoded` is left changed.
+    #[allow(clippy::too_many_arguments)]
+    fn some_unused(
+        &mut self,
+        d: &crate::dfa::Dfa,
+        st: u32,
+        dec: Decoder,
+        decoded: &mut Vec<u8>,
+        used: &[Vec<u8>],
+        budget: u64,
+    ) -> bool {
+        /// The answer at a place, when it is known without reading on.
+        fn settled(
+            d: &crate::dfa::Dfa,
+            st: u32,
+            dec: &Decoder,
+            decoded: &[u8],
+            used: &[Vec<u8>],
+        ) -> Option<bool> {
+            match dec.mode {
+                Mode::Closed => Some(
+                    d.is_accept(st)
+                        && used
+                            .binary_search_by(|v| v.as_slice().cmp(decoded))
+                            .is_err(),
+                ),
+                Mode::Bad => Some(false),
+                Mode::Content if dec.high.is_none() && !has_prefix(used, decoded) => Some(true),
+                _ => None,
+            }
+        }
+        if let Some(answer) = settled(d, st, &dec, decoded, used) {
+            return answer;
+        }
+        // (state, decoder, decoded length, next byte to try).
+        let mut stack: Vec<(u32, Decoder, usize, u16)> = vec![(st, dec, decoded.len(), 0)];
+        while let Some(top) = stack.last_mut() {
+            let (s, dc, len, b) = *top;
+            if b == 256 {
+                stack.pop();
+                continue;
+            }
+            top.3 += 1;
+            let b = b as u8;
+            if d.live_bytes(s)[(b >> 6) as usize] >> (b & 63) & 1 == 0 {
+                continue;
+            }
+            self.work += 1;
+            if self.work > budget {
+                self.over = true;
+                return true;
+            }
+            let s2 = d.next(s, b);
+            if s2 == DEAD {
+                continue;
+            }
+            decoded.truncate(len);
+            let mut dec2 = dc;
+            dec2.feed(b, decoded);
+            match settled(d, s2, &dec2, decoded, used) {
+                Some(true) => return true,
+                Some(false) => {}
+                None => stack.push((s2, dec2, decoded.len(), 0)),
+            }
+        }
+        false
+    }
+
+    /// Whether the guarded string item in flight at position `pos` (terminal `t`), started at
+    /// set `origin` and in state `st` after the byte just read, can still end with a value
+    /// that no earlier item of an array waiting for it has: checked only in states with
+    /// finitely many completions. At a mask computation's assumed terminal end, an array whose
+    /// earlier items would be read across its unknown byte marks the place uncertain (it is
+    /// read again with real bytes) and passes.
+    pub(super) fn string_item_alive(
+        &mut self,
+        g: &Grammar,
+        pos: u32,
+        t: u32,
+        origin: u32,
+        st: u32,
+    ) -> bool {
+        let Some(fin) = g.string_finite.get(t as usize).and_then(Option::as_ref) else {
+            return true;
+        };
+        if !fin.get(st as usize).copied().unwrap_or(false)
+            || !g.guarded_pos.get(pos as usize).copied().unwrap_or(false)
+        {
+            return true;
+        }
+        let Some(&GSym::End(a)) = g.syms.get(pos as usize + 1) else {
+            return true;
+        };
+        let (s, e) = (
+            self.item_starts[origin as usize] as usize,
+            self.item_starts[origin as usize + 1] as usize,
+        );
+        let arrays: Vec<u32> = self.items[s..e]
+            .iter()
+            .filter(|&&(p, _)| g.syms[p as usize] == GSym::Nt(a))
+            .map(|&(_, o)| o)
+            .collect();
+        let end = self.input.len();
+        let d = Arc::clone(&g.terminals[t as usize]);
+        for array in arrays {
+            if let Some(syn) = self.guard.synthetic {
+                // The unknown byte is the one before set `syn`.
+                if (array < syn && syn <= origin) || (origin < syn && syn as usize <= end) {
+                    self.guard.uncertain = true;
+                    return true;
+                }
+            }
+            let Some(values) = self.earlier(Guard::UniqueStrings, array, origin) else {
+                continue;
+            };
+            let mut dec = Decoder::new();
+            let mut decoded = Vec::new();
+            for &b in &self.input[origin as usize..end] {
+                dec.feed(b, &mut decoded);
+            }
+            self.work += (end - origin as usize) as u64;
+            if self.some_unused(&d, st, dec, &mut decoded, &values, g.max_work) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Whether prediction guard `guard` ([`Guard::Fresh`], [`Guard::Next`] or
+    /// [`Guard::Close`]) passes for the array whose `[` was read at set `array`, at set `at`.
+    /// At a mask computation's assumed terminal end (`at` the synthetic set) the unknown last
+    /// byte is the `[`, a `,` or whitespace before a `Fresh` item, and the last byte of the
+    /// last item before `Next` and `Close`; neither the earlier values before the one nor the
+    /// count of items before the other depends on it, so it is left out and the guard is exact
+    /// there. (Places further on that would read across it are read again, as `predicts`
+    /// arranges.)
+    pub(super) fn finite_passes(&mut self, g: &Grammar, guard: Guard, array: u32, at: u32) -> bool {
+        let cut = self.guard.synthetic == Some(at);
+        if let Guard::MoreStrings { terminal } = guard {
+            if cut {
+                // The last item's closing quote is unknown: read again with real bytes.
+                self.guard.uncertain = true;
+                return true;
+            }
+            let Some(text) = self.input.get(array as usize..at as usize) else {
+                return false;
+            };
+            self.work += text.len() as u64;
+            let mut listed = text.to_vec();
+            listed.push(b',');
+            let Some(used) = earlier_strings(&listed) else {
+                return false;
+            };
+            let d = Arc::clone(&g.terminals[terminal as usize]);
+            return self.some_unused(
+                &d,
+                d.start(),
+                Decoder::new(),
+                &mut Vec::new(),
+                &used,
+                g.max_work,
+            );
+        }
+        let end = at as usize - usize::from(cut);
+        let Some(text) = self.input.get(array as usize..end) else {
+            return false;
+        };
+        match guard {
+            Guard::Fresh { set, value } => {
+                let Some(wanted) = g
+                    .finite_sets
+                    .get(set as usize)
+                    .and_then(|s| s.values.get(value as usize))
+                else {
+                    return false;
+                };
+                let wanted = wanted.clone();
+                match self.finite_used(array, at, cut) {
+                    Some(used) => used.binary_search(&wanted).is_err(),
+                    None => false,
+                }
+            }
+            Guard::Next { set } | Guard::Close { set } => {
+                let Some(spec) = g.finite_sets.get(set as usize) else {
+                    return false;
+                };
+                self.work += text.len() as u64;
+                let n = count_items(text);
+                if matches!(guard, Guard::Next { .. }) {
+                    n < spec.max
+                } else {
+                    n >= spec.min
+                }
+            }
+            _ => true,
+        }
+    }
+
+    /// The canonical values of the items of the array started at set `array`, before set `at`
+    /// (without its last byte when `cut`), cached until the chart is truncated below `at`.
+    fn finite_used(&mut self, array: u32, at: u32, cut: bool) -> Option<Arc<Vec<Vec<u8>>>> {
+        if let Some(e) = self
+            .guard
+            .cache
+            .iter()
+            .find(|e| e.array == array && e.item == at && e.guard == FINITE_KEY && e.cut == cut)
+        {
+            return e.values.clone();
+        }
+        let end = at as usize - usize::from(cut);
+        self.work += (end as u64).saturating_sub(u64::from(array));
+        let values = self
+            .input
+            .get(array as usize..end)
+            .and_then(listed_values)
+            .map(Arc::new);
+        if self.guard.cache.len() == CACHE_ENTRIES {
+            self.guard.cache.remove(0);
+        }
+        self.guard.cache.push(Earlier {
+            array,
+            item: at,
+            guard: FINITE_KEY,
+            cut,
+            values: values.clone(),
+        });
+        self.guard.max_item = self.guard.max_item.max(at);
         values
     }
 
@@ -732,7 +1118,7 @@ impl Chart {
                 }
             }
             if guarded {
-                for (q, path) in self.q_nodes(g, vocab, pos, origin) {
+                for (q, path) in self.q_nodes(g, vocab, pos, origin, st) {
                     let node = &vocab.trie[q];
                     clear(
                         vocab,
@@ -781,6 +1167,7 @@ impl Chart {
         vocab: &TokenVocab,
         pos: u32,
         origin: u32,
+        st: u32,
     ) -> Vec<(usize, Vec<u8>)> {
         let Some(&GSym::End(a)) = g.syms.get(pos as usize + 1) else {
             return Vec::new();
@@ -815,35 +1202,54 @@ impl Chart {
             {
                 continue;
             }
-            self.spelling_walk(vocab, &values, dec, decoded, &mut out);
+            let finite = match g.syms[pos as usize] {
+                GSym::T(t) => g
+                    .string_finite
+                    .get(t as usize)
+                    .and_then(Option::as_ref)
+                    .map(|f| {
+                        (
+                            Arc::clone(&g.terminals[t as usize]),
+                            Arc::clone(f),
+                            g.max_work,
+                        )
+                    }),
+                _ => None,
+            };
+            self.spelling_walk(vocab, &values, dec, decoded, finite, st, &mut out);
         }
         out
     }
 
     /// Walks the token trie along the spellings of `values` that continue the string decoded so
-    /// far (`dec`, `decoded`), adding to `out` the nodes where one ends.
+    /// far (`dec`, `decoded`), adding to `out` the nodes where one ends, and, with `finite`
+    /// (the string's automaton, in state `st` now, and its states of finitely many
+    /// completions), the nodes where every completion of the string is among `values`.
+    #[allow(clippy::too_many_arguments)]
     fn spelling_walk(
         &mut self,
         vocab: &TokenVocab,
         values: &[Vec<u8>],
         dec: Decoder,
         mut decoded: Vec<u8>,
+        finite: Option<(Arc<crate::dfa::Dfa>, Arc<Vec<bool>>, u64)>,
+        st: u32,
         out: &mut Vec<(usize, Vec<u8>)>,
     ) {
         let trie = &vocab.trie;
-        // (subtree end, decoder, decoded length, bytes that may come next) of the nodes on the
-        // path: the children on no spelling are skipped with one bit test.
+        // (subtree end, decoder, decoded length, bytes that may come next, automaton state) of
+        // the nodes on the path: the children on no spelling are skipped with one bit test.
         let first = next_bytes(values, &dec, &decoded);
-        let mut stack: Vec<(u32, Decoder, usize, [u64; 4])> =
-            vec![(trie[0].end, dec, decoded.len(), first)];
+        let mut stack: Vec<(u32, Decoder, usize, [u64; 4], u32)> =
+            vec![(trie[0].end, dec, decoded.len(), first, st)];
         let mut path: Vec<u8> = Vec::new();
         let mut i = 1usize;
         while i < trie.len() {
-            while stack.last().is_some_and(|&(e, _, _, _)| e as usize <= i) {
+            while stack.last().is_some_and(|&(e, _, _, _, _)| e as usize <= i) {
                 stack.pop();
                 path.pop();
             }
-            let Some(&(_, d0, len, next)) = stack.last() else {
+            let Some(&(_, d0, len, next, s0)) = stack.last() else {
                 break;
             };
             let node = trie[i];
@@ -855,6 +1261,27 @@ impl Chart {
             decoded.truncate(len);
             let mut d = d0;
             d.feed(node.byte, &mut decoded);
+            let mut s1 = s0;
+            if let Some((dfa, fin, budget)) = &finite {
+                s1 = dfa.next(s0, node.byte);
+                if s1 == DEAD {
+                    i = node.end as usize;
+                    continue;
+                }
+                if d.mode != Mode::Closed
+                    && fin.get(s1 as usize).copied().unwrap_or(false)
+                    && !self.some_unused(dfa, s1, d, &mut decoded.clone(), values, *budget)
+                {
+                    // Every completion from here is a value already used: a dead end.
+                    let mut p = path.clone();
+                    p.push(node.byte);
+                    if !out.iter().any(|(q, _)| *q == i) {
+                        out.push((i, p));
+                    }
+                    i = node.end as usize;
+                    continue;
+                }
+            }
             let alive = match d.mode {
                 Mode::Bad | Mode::Start => false,
                 Mode::Closed => {
@@ -871,7 +1298,7 @@ impl Chart {
             };
             if alive {
                 let next = next_bytes(values, &d, &decoded);
-                stack.push((node.end, d, decoded.len(), next));
+                stack.push((node.end, d, decoded.len(), next, s1));
                 path.push(node.byte);
                 i += 1;
             } else {

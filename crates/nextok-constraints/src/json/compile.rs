@@ -21,7 +21,7 @@ pub(super) struct Compiler<'a> {
     /// The document's reference targets.
     pub(super) table: &'a [Schema],
     pub(super) opts: &'a JsonOptions,
-    ws: Option<Sym>,
+    pub(super) ws: Option<Sym>,
     /// The rule of each reference target compiled so far.
     refs: HashMap<usize, Sym>,
     any: Option<Sym>,

@@ -183,7 +183,7 @@ impl Compiler<'_> {
             return Err(refuse());
         }
         let ip = format!("{path}/items");
-        let items = normalize(self.table, a.items.as_ref().unwrap_or(&Schema::Any), &ip, 0)?;
+        let items = self.resolve_bare(a.items.as_ref().unwrap_or(&Schema::Any), &ip)?;
         let mut values: Vec<Value> = Vec::new();
         match &items {
             Schema::Never => {}
@@ -223,7 +223,7 @@ impl Compiler<'_> {
             _ => return self.unique_unbounded(m, &items, path),
         }
         if values.len() > 12 {
-            return self.unique_unbounded(m, &items, path);
+            return self.unique_finite(m, &values, path);
         }
         let k = values.len();
         let min = a.min_items.unwrap_or(0);

@@ -1,27 +1,31 @@
-//! `uniqueItems` over an unbounded item domain: the array's rules count its items
+//! `uniqueItems` over item domains too large to unroll. The array's rules count its items
 //! (left-recursively, so that every item's waiting item starts at the `[`), and each item is a
 //! guarded nonterminal that the chart completes only when it differs from every earlier item:
 //! a string terminal compared as a decoded string ([`Guard::UniqueStrings`]), or any other
 //! item's compiled value compared as a JSON value in canonical form ([`Guard::UniqueValues`]:
 //! object keys in any order, numbers by value). Small finite domains are unrolled into the
-//! grammar instead (`containers::unique_array`).
+//! grammar instead (`containers::unique_array`); enums of more than 12 values make each value
+//! its own nonterminal, predicted only while unused (`unique_finite`).
 //!
 //! Exactness needs that no prefix of an item be left without a valid completion, whatever
-//! the earlier items: every proper prefix of an item must have infinitely many completions
-//! into distinct values (`unbounded` for a string's automaton, `prefix_unbounded` for the
-//! rest: numbers without bounds, objects that always take one more member, arrays that always
-//! take one more item, `anyOf` of such). Domains with a prefix of finitely many completions
-//! (`maxLength`, `enum`, formats such as `date`, patterns with finite branches, integers,
-//! `null` and booleans, objects closed by `additionalProperties: false`) are refused by name.
+//! the earlier items. A guarded string terminal is checked at run time in every state with
+//! finitely many completions (some completion must be a new value), and when its domain is
+//! finite as a whole the `,` before another item is guarded too ([`Guard::MoreStrings`]).
+//! Other items need every proper prefix to have infinitely many completions into distinct
+//! values (`prefix_unbounded`: numbers without bounds, objects that always take one more
+//! member, arrays that always take one more item, `anyOf` of such, strings whose automaton
+//! never narrows to finitely many words). Domains with a prefix of finitely many completions
+//! there (`maxLength`, patterns with finite branches, integers, `null` and booleans, objects
+//! closed by `additionalProperties: false`) are refused by name.
 
 use serde_json::Value;
 
 use super::algebra::normalize;
 use super::compile::Compiler;
-use super::schema::{unsupported, Node, Schema, TypeSet};
+use super::schema::{compact, invalid, unsupported, Node, Schema, TypeSet};
 use super::string::{is_long, string_content};
 use crate::dfa::{Dfa, DEAD};
-use crate::grammar::{Guard, Sym};
+use crate::grammar::{canonical_value, finite_states, FiniteSet, Guard, Sym};
 use crate::Error;
 
 impl Compiler<'_> {
@@ -46,14 +50,39 @@ impl Compiler<'_> {
             "format",
             "not enum",
         ];
+        // For string items whose domain is finite as a whole, an empty nonterminal before the
+        // `,` that is predicted only while some value is unused.
+        let mut more: Option<Sym> = None;
+        // Strings of an `anyOf` whose branches are strings alone: one string terminal.
+        let union = match &items {
+            Schema::Node(n)
+                if n.types == Some(TypeSet::STRING)
+                    && n.values.is_none()
+                    && n.any_of.is_some()
+                    && n.only(&[&string_keywords[..], &["anyOf"]].concat()) =>
+            {
+                self.any_of_strings(n, &ip)?
+            }
+            _ => None,
+        };
         let item = match &items {
             Schema::Node(n)
                 if n.types == Some(TypeSet::STRING)
                     && n.values.is_none()
-                    && n.only(&string_keywords) =>
+                    && (n.only(&string_keywords) || union.is_some()) =>
             {
-                let encoded = self.unique_strings(n, path, &ip)?;
+                let (encoded, values) = self.unique_strings(n, path, &ip, true, union)?;
+                if values < m.array.min_items.unwrap_or(0) as u64 {
+                    return Ok(Sym::Nt(self.b.nt("impossible array")));
+                }
+                let whole = finite_states(&encoded).is_some_and(|f| f[encoded.start() as usize]);
                 let t = self.b.terminal(encoded)?;
+                if let (true, Sym::T(terminal)) = (whole, t) {
+                    let m = self.b.nt(format!("{path} unique more"));
+                    self.b.rule(m, Vec::new());
+                    self.b.guard_prediction(m, Guard::MoreStrings { terminal });
+                    more = Some(Sym::Nt(m));
+                }
                 self.b
                     .guarded(&format!("{path} unique item"), t, Guard::UniqueStrings)
             }
@@ -83,13 +112,21 @@ impl Compiler<'_> {
         let arr = self.b.nt(format!("{path} unique array"));
         let r = self.seq(&[lb, item]);
         self.b.rule(counted[0], r);
+        let ws: Vec<Sym> = self.ws.into_iter().collect();
+        let next = |before: u32| {
+            let mut r = vec![Sym::Nt(before)];
+            r.extend(more);
+            r.extend(&ws);
+            r.push(comma);
+            r.extend(&ws);
+            r.push(item);
+            r
+        };
         for i in 1..top {
-            let r = self.seq(&[Sym::Nt(counted[i - 1]), comma, item]);
-            self.b.rule(counted[i], r);
+            self.b.rule(counted[i], next(counted[i - 1]));
         }
         if max.is_none() {
-            let r = self.seq(&[Sym::Nt(counted[top - 1]), comma, item]);
-            self.b.rule(counted[top - 1], r);
+            self.b.rule(counted[top - 1], next(counted[top - 1]));
         }
         if min == 0 {
             let r = self.seq(&[lb, rb]);
@@ -104,30 +141,179 @@ impl Compiler<'_> {
         Ok(Sym::Nt(arr))
     }
 
-    /// The JSON-encoded strings of a string item node `n` (string keywords only), refused
-    /// unless every prefix inside the string has infinitely many completions.
-    fn unique_strings(&self, n: &Node, path: &str, ip: &str) -> Result<Dfa, Error> {
+    /// Arrays of distinct items from the finite set `values` (distinct JSON values, too many
+    /// to unroll one rule per subset): each value is its own nonterminal, guarded at
+    /// prediction ([`Guard::Fresh`]) so that the chart predicts it only while no earlier item
+    /// of the array equals it, and the `,` before another item and the `]` are guarded by the
+    /// item count ([`Guard::Next`]: fewer than `maxItems` and than the values, so some value
+    /// is unused; [`Guard::Close`]: `minItems`). Every prefix the chart accepts thus has a
+    /// valid completion. The rules are left-recursive, so every guard's waiting item starts at
+    /// the `[`:
+    ///
+    /// ```text
+    /// list  -> "[" F_j | list Next "," F_j      (every value j)
+    /// array -> "[" "]" | list Close "]"
+    /// F_j   -> value j, in any of its spellings
+    /// ```
+    pub(super) fn unique_finite(
+        &mut self,
+        m: &Node,
+        values: &[Value],
+        path: &str,
+    ) -> Result<Sym, Error> {
+        if values.len() > 4096 {
+            return Err(unsupported(
+                "uniqueItems (an enum of more than 4096 values)",
+                path,
+            ));
+        }
+        let ip = format!("{path}/items");
+        let a = &m.array;
+        let min = a.min_items.unwrap_or(0);
+        let max = a.max_items.unwrap_or(usize::MAX).min(values.len());
+        if min > max {
+            return Ok(Sym::Nt(self.b.nt("impossible array")));
+        }
+        let mut canon = Vec::with_capacity(values.len());
+        for v in values {
+            let c = canonical_value(compact(v).as_bytes())
+                .ok_or_else(|| invalid(&ip, "internal: an enum value that is not JSON"))?;
+            canon.push(c);
+        }
+        let set = self.b.finite_set(FiniteSet {
+            values: canon,
+            min,
+            max,
+        });
+        let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
+        let ws: Vec<Sym> = self.ws.into_iter().collect();
+        let list = self.b.nt(format!("{path} unique list"));
+        let next = self.b.nt(format!("{path} unique next"));
+        self.b.rule(next, Vec::new());
+        self.b.guard_prediction(next, Guard::Next { set });
+        for (j, v) in values.iter().enumerate() {
+            let value = self.const_value(v, &ip)?;
+            let fresh = self.b.nt(format!("{path} unique value {j}"));
+            self.b.rule(fresh, vec![value]);
+            self.b.guard_prediction(
+                fresh,
+                Guard::Fresh {
+                    set,
+                    value: j as u32,
+                },
+            );
+            let first = self.seq(&[lb, Sym::Nt(fresh)]);
+            self.b.rule(list, first);
+            let mut r = vec![Sym::Nt(list), Sym::Nt(next)];
+            r.extend(&ws);
+            r.push(comma);
+            r.extend(&ws);
+            r.push(Sym::Nt(fresh));
+            self.b.rule(list, r);
+        }
+        let arr = self.b.nt(format!("{path} unique array"));
+        if min == 0 {
+            let r = self.seq(&[lb, rb]);
+            self.b.rule(arr, r);
+        }
+        let close = self.b.nt(format!("{path} unique close"));
+        self.b.rule(close, Vec::new());
+        self.b.guard_prediction(close, Guard::Close { set });
+        let mut r = vec![Sym::Nt(list), Sym::Nt(close)];
+        r.extend(&ws);
+        r.push(rb);
+        self.b.rule(arr, r);
+        Ok(Sym::Nt(arr))
+    }
+
+    /// The JSON-encoded strings of a string item node `n` (string keywords only). As a
+    /// guarded string terminal (`item`), a prefix with finitely many completions is checked
+    /// at run time (`grammar::unique`: some completion must be a new value), so only a
+    /// finite domain as a whole is refused (nothing guards the `,` before an item); inside
+    /// another value, any prefix of finitely many completions is refused.
+    /// Also returns the number of values (decoded strings; `u64::MAX` when infinite or more).
+    fn unique_strings(
+        &self,
+        n: &Node,
+        path: &str,
+        ip: &str,
+        item: bool,
+        union: Option<Dfa>,
+    ) -> Result<(Dfa, u64), Error> {
         let f = &n.string;
-        if f.max_length.is_some() || is_long(f) {
+        if (!item && f.max_length.is_some()) || is_long(f) {
             return Err(unsupported(
                 "uniqueItems (strings of bounded length: a finite domain)",
                 path,
             ));
         }
         let mut content = string_content(f, ip)?;
+        if let Some(u) = union {
+            content = content.intersect(&u)?;
+        }
         for v in n.excluded.iter().flatten() {
             if let Value::String(x) = v {
                 content = content.minus(&Dfa::literal(x.as_bytes()))?;
             }
         }
         let encoded = content.json_string()?;
+        if item {
+            return Ok((encoded, count_words(&content)));
+        }
         if !unbounded(&encoded) {
             return Err(unsupported(
                 "uniqueItems (a string domain with finitely many completions of some prefix)",
                 path,
             ));
         }
-        Ok(encoded)
+        Ok((encoded, u64::MAX))
+    }
+
+    /// The decoded strings that the `anyOf` of string node `n` allows, when every branch is
+    /// string keywords alone (`enum` among them); `None` when some branch is something else.
+    fn any_of_strings(&self, n: &Node, ip: &str) -> Result<Option<Dfa>, Error> {
+        let branch_keywords = [
+            "type",
+            "minLength",
+            "maxLength",
+            "pattern",
+            "not pattern",
+            "format",
+            "enum",
+            "not enum",
+        ];
+        let mut union = Dfa::empty();
+        for (i, b) in n.any_of.iter().flatten().enumerate() {
+            let bp = format!("{ip}/anyOf/{i}");
+            let b = match self.resolve_bare(b, &bp)? {
+                Schema::Never => continue,
+                Schema::Any => return Ok(Some(Dfa::any_string().clone())),
+                Schema::Node(b) => b,
+            };
+            if !b.only(&branch_keywords) {
+                return Ok(None);
+            }
+            if !b.types.unwrap_or(TypeSet::ALL).has(TypeSet::STRING) {
+                continue;
+            }
+            let mut d = string_content(&b.string, &bp)?;
+            if let Some(values) = &b.values {
+                let mut allowed = Dfa::empty();
+                for v in values {
+                    if let Value::String(x) = v {
+                        allowed = allowed.union(&Dfa::literal(x.as_bytes()))?;
+                    }
+                }
+                d = d.intersect(&allowed)?;
+            }
+            for v in b.excluded.iter().flatten() {
+                if let Value::String(x) = v {
+                    d = d.minus(&Dfa::literal(x.as_bytes()))?;
+                }
+            }
+            union = union.union(&d)?;
+        }
+        Ok(Some(union))
     }
 
     /// `Ok` when every proper prefix of a value of `s` has infinitely many completions into
@@ -221,7 +407,7 @@ impl Compiler<'_> {
             ));
         }
         if types.has(TypeSet::STRING) {
-            self.unique_strings(n, path, ip)?;
+            self.unique_strings(n, path, ip, false, None)?;
         }
         if types.has(TypeSet::OBJECT) {
             if let Some(ap) = &n.object.additional_properties {
@@ -269,6 +455,47 @@ impl Compiler<'_> {
             path,
         ))
     }
+}
+
+/// The number of words of `d`'s language, `u64::MAX` when infinite or at least that many.
+/// A depth-first count with an explicit stack; a state met again on the current path is a
+/// cycle through a live state (dead states are never entered), so the language is infinite.
+fn count_words(d: &Dfa) -> u64 {
+    let n = d.num_states();
+    // 0: not seen, 1: on the path, 2: counted.
+    let mut mark = vec![0u8; n];
+    let mut memo = vec![0u64; n];
+    // (state, next byte to look at).
+    let mut stack: Vec<(u32, u16)> = vec![(d.start(), 0)];
+    mark[d.start() as usize] = 1;
+    while let Some(&mut (s, ref mut b)) = stack.last_mut() {
+        if *b == 256 {
+            let total = (0..=255u8)
+                .map(|x| d.next(s, x))
+                .filter(|&t| t != DEAD)
+                .fold(u64::from(d.is_accept(s)), |acc, t| {
+                    acc.saturating_add(memo[t as usize])
+                });
+            memo[s as usize] = total;
+            mark[s as usize] = 2;
+            stack.pop();
+            continue;
+        }
+        let t = d.next(s, *b as u8);
+        *b += 1;
+        if t == DEAD {
+            continue;
+        }
+        match mark[t as usize] {
+            0 => {
+                mark[t as usize] = 1;
+                stack.push((t, 0));
+            }
+            1 => return u64::MAX,
+            _ => {}
+        }
+    }
+    memo[d.start() as usize]
 }
 
 /// Whether every live state of `d` that can read on reaches infinitely many words: those that
