@@ -276,7 +276,20 @@ impl Dfa {
             classes[b] = merged[class_of[b] as usize];
         }
         let stride = reps.len();
-        let mut trans = vec![DEAD; m * stride];
+        // When no two columns merged (`reps` is then every column in order), the pruned table
+        // is the final one: it is kept rather than copied (a large automaton's table is
+        // megabytes, fresh pages each).
+        let trans = if stride == k {
+            tab
+        } else {
+            let mut trans = vec![DEAD; m * stride];
+            for row in 1..m {
+                for (c, &r) in reps.iter().enumerate() {
+                    trans[row * stride + c] = tab[row * k + r];
+                }
+            }
+            trans
+        };
         let mut accept = vec![false; m];
         let mut livebytes = vec![[0u64; 4]; m];
         // The bytes of each final class, to build each state's live-byte set class by class.
@@ -287,9 +300,7 @@ impl Dfa {
         for (i, &s) in order.iter().enumerate() {
             let row = i + 1;
             accept[row] = acc[s];
-            for (c, &r) in reps.iter().enumerate() {
-                let t = tab[row * k + r];
-                trans[row * stride + c] = t;
+            for (c, &t) in trans[row * stride..(row + 1) * stride].iter().enumerate() {
                 if t != DEAD {
                     for w in 0..4 {
                         livebytes[row][w] |= class_bits[c][w];
