@@ -276,7 +276,20 @@ impl Dfa {
             classes[b] = merged[class_of[b] as usize];
         }
         let stride = reps.len();
-        let mut trans = vec![DEAD; m * stride];
+        // When no two columns merged (`reps` is then every column in order), the pruned table
+        // is the final one: it is kept rather than copied (a large automaton's table is
+        // megabytes, fresh pages each).
+        let trans = if stride == k {
+            tab
+        } else {
+            let mut trans = vec![DEAD; m * stride];
+            for row in 1..m {
+                for (c, &r) in reps.iter().enumerate() {
+                    trans[row * stride + c] = tab[row * k + r];
+                }
+            }
+            trans
+        };
         let mut accept = vec![false; m];
         let mut livebytes = vec![[0u64; 4]; m];
         // The bytes of each final class, to build each state's live-byte set class by class.
@@ -287,9 +300,7 @@ impl Dfa {
         for (i, &s) in order.iter().enumerate() {
             let row = i + 1;
             accept[row] = acc[s];
-            for (c, &r) in reps.iter().enumerate() {
-                let t = tab[row * k + r];
-                trans[row * stride + c] = t;
+            for (c, &t) in trans[row * stride..(row + 1) * stride].iter().enumerate() {
                 if t != DEAD {
                     for w in 0..4 {
                         livebytes[row][w] |= class_bits[c][w];
@@ -468,14 +479,76 @@ impl Dfa {
                 k += 1;
             }
         }
-        // Raw rows: 0 is dead, row i + 1 has read `bytes[..i]`.
-        let mut raw = vec![0u32; (n + 2) * k];
-        for (i, &b) in bytes.iter().enumerate() {
-            raw[(i + 1) * k + class_of[b as usize] as usize] = i as u32 + 2;
+        // A chain is a trie: node i has read `bytes[..i]`, its one child reads `bytes[i]`.
+        let edges: Vec<(u8, u32)> = bytes
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| (class_of[b as usize], i as u32 + 1))
+            .collect();
+        let first: Vec<u32> = (0..=n as u32).chain([n as u32]).collect();
+        let mut acc = vec![false; n + 1];
+        acc[n] = true;
+        Dfa::from_trie(&first, &edges, &acc, k, &class_of)
+    }
+
+    /// The automaton of a trie whose nodes are numbered from 0 (the root) with every node's
+    /// edges in increasing class order, `edges[first[v]..first[v + 1]]` as (class, child).
+    ///
+    /// This is exactly what [`Dfa::from_raw`] makes of the trie's dense table, built without
+    /// that table (for a string `enum` of thousands of values, tens of megabytes written and
+    /// read three times): every node lies on the way to an accepting one, so nothing is
+    /// pruned; states are numbered breadth first, children in class order, as there; and no two
+    /// classes merge, provided that at most one class labels no edge (each edge leads to a
+    /// child of its own, so two columns with edges always differ): the callers' classes are
+    /// one per byte that occurs and class 0 for the rest.
+    fn from_trie(
+        first: &[u32],
+        edges: &[(u8, u32)],
+        acc: &[bool],
+        k: usize,
+        class_of: &[u8; 256],
+    ) -> Dfa {
+        let nodes = acc.len();
+        // Breadth-first order; `id[v]` is node v's state (the dead state is 0).
+        let mut order: Vec<u32> = Vec::with_capacity(nodes);
+        let mut id = vec![0u32; nodes];
+        order.push(0);
+        id[0] = 1;
+        let mut i = 0;
+        while i < order.len() {
+            let v = order[i] as usize;
+            for &(_, c) in &edges[first[v] as usize..first[v + 1] as usize] {
+                id[c as usize] = order.len() as u32 + 1;
+                order.push(c);
+            }
+            i += 1;
         }
-        let mut acc = vec![false; n + 2];
-        acc[n + 1] = true;
-        Dfa::from_raw(&raw, k, &class_of, &acc, n + 2, 1)
+        let m = nodes + 1;
+        let mut class_bits = vec![[0u64; 4]; k];
+        for b in 0..256 {
+            class_bits[class_of[b] as usize][b >> 6] |= 1 << (b & 63);
+        }
+        let mut trans = vec![DEAD; m * k];
+        let mut accept = vec![false; m];
+        let mut live = vec![[0u64; 4]; m];
+        for (i, &v) in order.iter().enumerate() {
+            let row = i + 1;
+            accept[row] = acc[v as usize];
+            for &(c, child) in &edges[first[v as usize] as usize..first[v as usize + 1] as usize] {
+                trans[row * k + c as usize] = id[child as usize];
+                for w in 0..4 {
+                    live[row][w] |= class_bits[c as usize][w];
+                }
+            }
+        }
+        Dfa {
+            classes: Box::new(*class_of),
+            stride: k,
+            trans,
+            accept,
+            start: 1,
+            live,
+        }
     }
 
     /// An automaton accepting exactly the given words: their trie, built directly from the
@@ -510,29 +583,48 @@ impl Dfa {
             }
             k
         };
-        // Row 0 is dead, row 1 the root; `path[i]` is the node after `i` bytes of the
-        // previous word (sorted words leave a prefix for good once they leave it).
-        let mut raw = vec![0u32; 2 * k];
-        let mut acc = vec![false, false];
-        let mut path: Vec<u32> = vec![1];
+        if words.is_empty() {
+            return Ok(Dfa::empty());
+        }
+        // Node 0 is the root; `path[i]` is the node after `i` bytes of the previous word
+        // (sorted words leave a prefix for good once they leave it). Each edge is
+        // (parent, class, child); a node's edges come in increasing byte order, so in
+        // increasing class order.
+        let mut acc = vec![false];
+        let mut made: Vec<(u32, u8, u32)> = Vec::new();
+        let mut path: Vec<u32> = vec![0];
         let mut prev: &[u8] = &[];
         for w in words {
             let lcp = prev.iter().zip(w).take_while(|(a, b)| a == b).count();
             path.truncate(lcp + 1);
             for &b in &w[lcp..] {
-                let s = path[path.len() - 1] as usize;
+                let s = path[path.len() - 1];
                 let id = acc.len();
-                crate::limits::check(crate::Limit::TerminalStates, id, max_states)?;
-                raw.extend(std::iter::repeat_n(0, k));
+                // Counted with the dead state, as the table's rows were.
+                crate::limits::check(crate::Limit::TerminalStates, id + 1, max_states)?;
                 acc.push(false);
-                raw[s * k + class_of[b as usize] as usize] = id as u32;
+                made.push((s, class_of[b as usize], id as u32));
                 path.push(id as u32);
             }
             acc[path[path.len() - 1] as usize] = true;
             prev = w;
         }
+        // Edges grouped by parent (a stable counting sort keeps each node's class order).
         let n = acc.len();
-        Ok(Dfa::from_raw(&raw, k, &class_of, &acc, n, 1))
+        let mut first = vec![0u32; n + 1];
+        for &(p, _, _) in &made {
+            first[p as usize + 1] += 1;
+        }
+        for v in 1..=n {
+            first[v] += first[v - 1];
+        }
+        let mut fill = first.clone();
+        let mut edges = vec![(0u8, 0u32); made.len()];
+        for &(p, c, child) in &made {
+            edges[fill[p as usize] as usize] = (c, child);
+            fill[p as usize] += 1;
+        }
+        Ok(Dfa::from_trie(&first, &edges, &acc, k, &class_of))
     }
 
     /// The automaton of the empty language.
@@ -843,13 +935,33 @@ impl Dfa {
         Ok((Dfa::from_raw(&raw, k, class_of, &acc, n, start), unshared))
     }
 
-    /// Per state, the bytes on which it stays where it is (a 256-bit set; the dead state's is
-    /// every byte).
-    pub(crate) fn self_loops(&self) -> Vec<[u64; 4]> {
+    /// Per byte class, its bytes (256-bit sets).
+    pub(crate) fn class_sets(&self) -> Vec<[u64; 4]> {
         let mut class_bits = vec![[0u64; 4]; self.stride];
         for b in 0..256 {
             class_bits[self.classes[b] as usize][b >> 6] |= 1 << (b & 63);
         }
+        class_bits
+    }
+
+    /// One byte of each class that meets `bytes` (a 256-bit set), given the classes' byte sets
+    /// ([`Dfa::class_sets`]): the lowest byte in the meet, in class order.
+    pub(crate) fn class_reps_in(class_sets: &[[u64; 4]], bytes: &[u64; 4]) -> Vec<u8> {
+        class_sets
+            .iter()
+            .filter_map(|set| {
+                (0..4).find_map(|w| {
+                    let x = set[w] & bytes[w];
+                    (x != 0).then(|| (w as u32 * 64 + x.trailing_zeros()) as u8)
+                })
+            })
+            .collect()
+    }
+
+    /// Per state, the bytes on which it stays where it is (a 256-bit set; the dead state's is
+    /// every byte).
+    pub(crate) fn self_loops(&self) -> Vec<[u64; 4]> {
+        let class_bits = self.class_sets();
         (0..self.num_states())
             .map(|s| {
                 let mut set = [0u64; 4];
@@ -1216,6 +1328,140 @@ mod tests {
             "{} states for {m}",
             enc.num_states()
         );
+    }
+
+    /// The trie of `words` as a dense table through `from_raw`: how `literals` was built before
+    /// `from_trie`.
+    fn literals_through_raw(words: &[&[u8]]) -> Dfa {
+        let mut words = words.to_vec();
+        words.sort_unstable();
+        words.dedup();
+        let mut class_of = [0u8; 256];
+        let mut k = 1usize;
+        for b in 0..=255u8 {
+            if words.iter().any(|w| w.contains(&b)) {
+                class_of[b as usize] = k as u8;
+                k += 1;
+            }
+        }
+        if k == 257 {
+            class_of = IDENTITY;
+            k = 256;
+        }
+        let mut raw = vec![0u32; 2 * k];
+        let mut acc = vec![false, false];
+        let mut path: Vec<u32> = vec![1];
+        let mut prev: &[u8] = &[];
+        for w in words {
+            let lcp = prev.iter().zip(w).take_while(|(a, b)| a == b).count();
+            path.truncate(lcp + 1);
+            for &b in &w[lcp..] {
+                let s = path[path.len() - 1] as usize;
+                let id = acc.len();
+                raw.extend(std::iter::repeat_n(0, k));
+                acc.push(false);
+                raw[s * k + class_of[b as usize] as usize] = id as u32;
+                path.push(id as u32);
+            }
+            acc[path[path.len() - 1] as usize] = true;
+            prev = w;
+        }
+        let n = acc.len();
+        Dfa::from_raw(&raw, k, &class_of, &acc, n, 1)
+    }
+
+    #[test]
+    fn tries_built_directly_equal_the_dense_build() {
+        let mut seed = 11u64;
+        let mut next = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize
+        };
+        let all: Vec<u8> = (0..=255u8).collect();
+        let mut cases: Vec<Vec<Vec<u8>>> = vec![
+            vec![],
+            vec![vec![]],
+            vec![vec![], b"a".to_vec()],
+            vec![
+                b"ab".to_vec(),
+                b"a".to_vec(),
+                b"abc".to_vec(),
+                b"b".to_vec(),
+            ],
+            vec![all.clone()],
+            vec![all.clone(), all[..7].to_vec(), all[200..].to_vec()],
+        ];
+        for _ in 0..200 {
+            // Words over a few letters share prefixes; some over many bytes.
+            let alphabet = 1 + next() % 40;
+            let count = next() % 30;
+            cases.push(
+                (0..count)
+                    .map(|_| {
+                        (0..next() % 7)
+                            .map(|_| (next() % alphabet) as u8 + b'0')
+                            .collect()
+                    })
+                    .collect(),
+            );
+        }
+        for words in &cases {
+            let refs: Vec<&[u8]> = words.iter().map(|w| &w[..]).collect();
+            let d = Dfa::literals(&refs, usize::MAX).unwrap();
+            assert_eq!(d, literals_through_raw(&refs), "{words:?}");
+        }
+        // A literal (its classes numbered in the order its bytes occur): the same as the dense
+        // chain it was built from.
+        for words in cases.iter().flatten().filter(|w| w.len() < 200) {
+            let n = words.len();
+            let mut class_of = [0u8; 256];
+            let mut k = 1usize;
+            for &b in words {
+                if class_of[b as usize] == 0 {
+                    class_of[b as usize] = k as u8;
+                    k += 1;
+                }
+            }
+            let mut raw = vec![0u32; (n + 2) * k];
+            for (i, &b) in words.iter().enumerate() {
+                raw[(i + 1) * k + class_of[b as usize] as usize] = i as u32 + 2;
+            }
+            let mut acc = vec![false; n + 2];
+            acc[n + 1] = true;
+            let dense = Dfa::from_raw(&raw, k, &class_of, &acc, n + 2, 1);
+            assert_eq!(Dfa::literal(words), dense, "{words:?}");
+        }
+    }
+
+    #[test]
+    fn class_representatives_within_a_byte_set() {
+        let d = Dfa::from_regex("[a-f]x|[0-9]+|\\.").unwrap();
+        let sets = d.class_sets();
+        for keep in [
+            |b: u8| b.is_ascii_alphanumeric(),
+            |b: u8| b == b'\\',
+            |_| true,
+        ] {
+            let mut bytes = [0u64; 4];
+            for b in (0..=255u8).filter(|&b| keep(b)) {
+                bytes[(b >> 6) as usize] |= 1 << (b & 63);
+            }
+            let mut reps = Dfa::class_reps_in(&sets, &bytes);
+            let mut expected = d.class_reps(keep);
+            // The same classes, each once, each by a byte of the set.
+            assert!(reps.iter().all(|&b| keep(b)));
+            let class = |r: &Vec<u8>| {
+                let mut c: Vec<u8> = r.iter().map(|&b| d.classes[b as usize]).collect();
+                c.sort_unstable();
+                c
+            };
+            assert_eq!(class(&reps), class(&expected));
+            reps.dedup_by_key(|b| d.classes[*b as usize]);
+            expected.dedup_by_key(|b| d.classes[*b as usize]);
+            assert_eq!(reps.len(), expected.len());
+        }
     }
 
     #[test]

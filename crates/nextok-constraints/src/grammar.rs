@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::dfa::{Dfa, DEAD};
 use crate::limits::{check, Limit, Limits};
-use crate::vocab::{TokenVocab, CATEGORIES};
+use crate::vocab::{category_sets, has_byte, TokenVocab, CATEGORIES};
 use crate::Error;
 
 mod members;
@@ -49,7 +49,8 @@ impl TokenSet {
 /// Builds a [`Grammar`]: nonterminals, rules and terminal automata.
 #[derive(Default)]
 pub(crate) struct GrammarBuilder {
-    names: Vec<String>,
+    /// Number of nonterminals made so far.
+    nts: u32,
     rules: Vec<(u32, Vec<Sym>)>,
     terminals: Vec<Dfa>,
     terminal_ids: FxMap<Dfa, u32>,
@@ -64,10 +65,12 @@ pub(crate) struct GrammarBuilder {
 }
 
 impl GrammarBuilder {
-    /// A fresh nonterminal with no rules yet.
-    pub(crate) fn nt(&mut self, name: impl Into<String>) -> u32 {
-        self.names.push(name.into());
-        self.names.len() as u32 - 1
+    /// A fresh nonterminal with no rules yet. Its name says what it is where it is made; it
+    /// is not kept: nothing reads it, and copying and freeing a name per nonterminal was a
+    /// fair part of compiling a schema of tens of thousands of rules.
+    pub(crate) fn nt(&mut self, _name: impl Into<String>) -> u32 {
+        self.nts += 1;
+        self.nts - 1
     }
 
     /// Adds the rule `lhs -> rhs`.
@@ -191,7 +194,7 @@ impl GrammarBuilder {
         let states: usize = self.terminals.iter().map(|d| d.num_states()).sum();
         check(Limit::TerminalStates, states, limits.max_terminal_states)?;
         let GrammarBuilder {
-            mut names,
+            nts,
             mut rules,
             terminals,
             token_sets,
@@ -201,10 +204,9 @@ impl GrammarBuilder {
             ..
         } = self;
         // Augmented start rule S' -> start, so that completion is one item.
-        let top = names.len() as u32;
-        names.push("<start>".into());
+        let top = nts;
         rules.push((top, vec![start]));
-        let n = names.len();
+        let n = nts as usize + 1;
         // Productive nonterminals: rules whose symbols are all productive. An object whose
         // members are checked at run time and that cannot be written at all (a required member
         // that cannot, counts out of reach) loses its rules, which may make an enclosing one
@@ -461,7 +463,7 @@ impl TerminalMask {
         if let Some(limit) = plain_limit {
             vocab.plain.mark_shorter_than(limit, &mut inside);
         }
-        let plain_byte = CATEGORIES[0];
+        let plain_bytes = &category_sets()[0];
         // (end of the node's subtree, automaton state, whether the path so far is plain).
         let mut stack: Vec<(u32, u32, bool)> = vec![(trie[0].end, start, plain_limit.is_some())];
         let mut i = 1usize;
@@ -471,7 +473,7 @@ impl TerminalMask {
             }
             let (cur, plain_path) = stack.last().map_or((DEAD, false), |&(_, s, p)| (s, p));
             let node = trie[i];
-            let plain = plain_path && plain_byte(node.byte);
+            let plain = plain_path && has_byte(plain_bytes, node.byte);
             if plain && node.cats & 1 == 1 {
                 // Plain tokens all the way down: marked above.
                 i = node.end as usize;
@@ -529,12 +531,9 @@ impl Radii {
         let n = dfa.num_states();
         // The last entry of each row is the row's maximum, a quick first test.
         let mut out = vec![[u8::MAX; CATEGORIES.len() + 1]; n];
-        for (k, keep) in CATEGORIES.iter().enumerate() {
-            let reps = dfa.class_reps(keep);
-            let mut bytes = [0u64; 4];
-            for b in (0..=255u8).filter(|&b| keep(b)) {
-                bytes[(b >> 6) as usize] |= 1 << (b & 63);
-            }
+        let class_sets = dfa.class_sets();
+        for (k, &bytes) in category_sets().iter().enumerate() {
+            let reps = Dfa::class_reps_in(&class_sets, &bytes);
             // States with no live byte in the category (in the middle of a multi-byte
             // character, say) only die on it.
             let reads = |s: u32| {
@@ -606,7 +605,7 @@ impl Radii {
         // byte leads to a state of depth d - 1 (the dead state has depth 0 and accepting states
         // none); its successors were settled first because their radius is at least d - 1 and
         // a depth of d - 1 needs a radius of d - 1.
-        let reps = dfa.class_reps(CATEGORIES[0]);
+        let reps = Dfa::class_reps_in(&class_sets, &category_sets()[0]);
         let mut by_radius: Vec<u32> = (1..n as u32)
             .filter(|&s| (1..u8::MAX - 1).contains(&out[s as usize][0]))
             .collect();

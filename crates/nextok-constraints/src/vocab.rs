@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::dfa::Dfa;
 use crate::grammar::{FxMap, Radii, TerminalMask};
@@ -52,6 +52,26 @@ pub(crate) const CATEGORIES: [fn(u8) -> bool; 5] = [
     |b| b.is_ascii_digit(),
     |b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'),
 ];
+
+/// [`CATEGORIES`] as 256-bit byte sets, for tests by bit rather than by call.
+pub(crate) fn category_sets() -> &'static [[u64; 4]; CATEGORIES.len()] {
+    static SETS: OnceLock<[[u64; 4]; CATEGORIES.len()]> = OnceLock::new();
+    SETS.get_or_init(|| {
+        let mut sets = [[0u64; 4]; CATEGORIES.len()];
+        for (set, keep) in sets.iter_mut().zip(CATEGORIES) {
+            for b in (0..=255u8).filter(|&b| keep(b)) {
+                set[(b >> 6) as usize] |= 1 << (b & 63);
+            }
+        }
+        sets
+    })
+}
+
+/// Whether byte `b` is in the 256-bit set `set`.
+#[inline(always)]
+pub(crate) fn has_byte(set: &[u64; 4], b: u8) -> bool {
+    set[(b >> 6) as usize] >> (b & 63) & 1 == 1
+}
 
 /// Lengths up to which [`PlainTokens`] keeps a ready bitset.
 const SHORT: usize = 16;
