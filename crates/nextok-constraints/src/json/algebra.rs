@@ -330,15 +330,62 @@ pub(super) fn complement_in(
             .enumerate()
             .map(|(i, b)| normalize(table, b, &format!("{path}/{comb}/{i}"), depth + 1))
             .collect::<Result<Vec<_>, Error>>()?;
-        if comb == "oneOf"
-            && !(0..bs.len()).all(|i| (i + 1..bs.len()).all(|j| disjoint(table, &bs[i], &bs[j])))
-        {
-            return refuse("oneOf");
-        }
         let mut acc = Schema::Any;
         for (i, b) in bs.iter().enumerate() {
             let bp = format!("{path}/{comb}/{i}");
             acc = merge(&acc, &complement_in(table, b, &bp, depth + 1, ctx)?, path)?;
+        }
+        if comb == "oneOf"
+            && !(0..bs.len()).all(|i| (i + 1..bs.len()).all(|j| disjoint(table, &bs[i], &bs[j])))
+        {
+            // Type by type: where the branches are pairwise disjoint among a type's values,
+            // matching none of them is the complement there; where two branches match every
+            // value of the type, every value of it matches at least two, so all of them are
+            // in the complement. Otherwise the complement is not built.
+            let ctx_types = ctx.map_or(TypeSet::ALL, |c| possible_types(deref(table, c)));
+            let mut pieces = Vec::new();
+            for t in JSON_TYPES {
+                if ctx_types.intersect(t).is_empty() {
+                    continue;
+                }
+                let relevant: Vec<&Schema> =
+                    bs.iter().filter(|b| possible_types(b).has(t)).collect();
+                if relevant.iter().filter(|b| total_on(b, t)).count() >= 2 {
+                    pieces.push(typed_only(t));
+                    continue;
+                }
+                // Among the context's values, each branch is the branch and the context.
+                let relevant: Vec<Schema> = relevant
+                    .into_iter()
+                    .map(|b| match ctx {
+                        Some(c) => merge(b, &read_through(table, c, path), path)
+                            .unwrap_or_else(|_| b.clone()),
+                        None => b.clone(),
+                    })
+                    .collect();
+                let apart = (0..relevant.len()).all(|i| {
+                    (i + 1..relevant.len()).all(|j| {
+                        overlap_types(table, &relevant[i], &relevant[j], path)
+                            .intersect(t)
+                            .is_empty()
+                    })
+                });
+                if !apart {
+                    return refuse("oneOf");
+                }
+                let piece = merge(&acc, &typed_only(t), path)?;
+                if piece != Schema::Never {
+                    pieces.push(piece);
+                }
+            }
+            acc = match pieces.len() {
+                0 => Schema::Never,
+                1 => pieces.swap_remove(0),
+                _ => Schema::node(Node {
+                    any_of: Some(pieces),
+                    ..Node::default()
+                }),
+            };
         }
         branches.push(acc);
     }
@@ -669,24 +716,35 @@ pub(super) fn exactly_one(
     own: &[Schema],
     path: &str,
 ) -> Result<Result<Vec<Schema>, String>, Error> {
-    // Bare references are read through, so that branches are compared by what they say.
-    let read = |b: &Schema| match deref(table, b) {
-        t @ Schema::Node(n) if n.reference.is_none() && !std::ptr::eq(t, b) => {
-            normalize(table, t, path, 1).unwrap_or_else(|_| b.clone())
-        }
-        _ => b.clone(),
-    };
+    let read = |b: &Schema| read_through(table, b, path);
     let resolved: Vec<Schema> = branches.iter().map(read).collect();
     let own: Vec<Schema> = own.iter().map(read).collect();
     let mut out = Vec::with_capacity(branches.len());
     for i in 0..branches.len() {
         let mut b = branches[i].clone();
         for j in 0..branches.len() {
-            if i == j || disjoint(table, &resolved[i], &resolved[j]) {
+            if i == j {
                 continue;
             }
+            // Only values of the JSON types on which the two may overlap can match both:
+            // branch i keeps its values of the other types as they are, and needs the
+            // complement of branch j only among its values of those types.
+            let overlap = overlap_types(table, &resolved[i], &resolved[j], path);
+            if overlap.is_empty() {
+                continue;
+            }
+            let rest = possible_types(&resolved[i]).intersect(overlap.complement());
+            let ctx = if rest.is_empty() {
+                resolved[i].clone()
+            } else {
+                match merge(&resolved[i], &typed_only(overlap), path) {
+                    Ok(c) => c,
+                    Err(_) => resolved[i].clone(),
+                }
+            };
             // The complement of branch j among branch i's values is all that branch i needs.
-            let c = match complement_in(table, &own[j], path, 1, Some(&resolved[i])) {
+            let c = match complement_in(table, &own[j], path, 1, Some(&ctx)) {
+                Ok(c) if !rest.is_empty() && c != Schema::Any => either(typed_only(rest), c),
                 Ok(c) => c,
                 Err(Error::UnsupportedKeyword { keyword, path }) => {
                     return Ok(Err(format!("{keyword} at {path}")))
@@ -704,6 +762,129 @@ pub(super) fn exactly_one(
         out.push(b);
     }
     Ok(Ok(out))
+}
+
+/// `s` with its references read through, so that it can be compared by what it says: a bare
+/// one by its (normalised) target, one beside other keywords (a `type` or `properties` beside
+/// a `oneOf`, merged into every branch) by its target merged with them. A reference that
+/// cannot be read so stays as it is, which only proves less.
+fn read_through(table: &[Schema], b: &Schema, path: &str) -> Schema {
+    match deref(table, b) {
+        t @ Schema::Node(n) if n.reference.is_none() && !std::ptr::eq(t, b) => {
+            normalize(table, t, path, 1).unwrap_or_else(|_| b.clone())
+        }
+        Schema::Node(n) if n.reference.is_some() => match inline(table, b, path, 1) {
+            Ok(Schema::Node(m)) if m.reference.is_some() => b.clone(),
+            Ok(s) => s,
+            Err(_) => b.clone(),
+        },
+        _ => b.clone(),
+    }
+}
+
+/// The values of `a` or `c`: `a` when `c` is `false`, and one `anyOf` when `c` is already
+/// one (so that merging it with others multiplies fewer branches).
+fn either(a: Schema, c: Schema) -> Schema {
+    match c {
+        Schema::Never => a,
+        Schema::Node(n) if n.only(&["anyOf"]) => {
+            let mut all = vec![a];
+            all.extend(n.any_of.into_iter().flatten());
+            Schema::node(Node {
+                any_of: Some(all),
+                ..Node::default()
+            })
+        }
+        c => Schema::node(Node {
+            any_of: Some(vec![a, c]),
+            ..Node::default()
+        }),
+    }
+}
+
+/// The schema of every value of the types in `t`.
+fn typed_only(t: TypeSet) -> Schema {
+    Schema::node(Node {
+        types: Some(t),
+        ..Node::default()
+    })
+}
+
+/// The six JSON types, each alone (`number` with the integers).
+const JSON_TYPES: [TypeSet; 6] = [
+    TypeSet::NULL,
+    TypeSet::BOOLEAN,
+    TypeSet::NUMBER,
+    TypeSet::STRING,
+    TypeSet::ARRAY,
+    TypeSet::OBJECT,
+];
+
+/// The JSON types of which some value may match both `a` and `b` (a superset: a type is left
+/// out only when [`disjoint`] proves the two disjoint among its values). Restricting each side
+/// to one type lets the tests that need one type hold where the schemas allow several: a
+/// discriminator property of two schemas without `type: object` separates their objects,
+/// though both match every number.
+fn overlap_types(table: &[Schema], a: &Schema, b: &Schema, path: &str) -> TypeSet {
+    let both = possible_types(deref(table, a)).intersect(possible_types(deref(table, b)));
+    if both.is_empty() || disjoint(table, a, b) {
+        return TypeSet::EMPTY;
+    }
+    let (a, b) = (read_through(table, a, path), read_through(table, b, path));
+    let mut out = TypeSet::EMPTY;
+    for t in JSON_TYPES {
+        if !both.has(t) {
+            continue;
+        }
+        let restrict = |s: &Schema| merge(s, &typed_only(t), path);
+        let apart = match (restrict(&a), restrict(&b)) {
+            (Ok(x), Ok(y)) => disjoint(table, &x, &y),
+            _ => false,
+        };
+        if !apart {
+            out = out.union(t);
+        }
+    }
+    out
+}
+
+/// Whether `s` (normalised) matches every value of the JSON type `t`: no keyword of it
+/// constrains values of that type.
+fn total_on(s: &Schema, t: TypeSet) -> bool {
+    let n = match s {
+        Schema::Any => return true,
+        Schema::Never => return false,
+        Schema::Node(n) => n,
+    };
+    let typed = n.types.is_none_or(|x| {
+        if t == TypeSet::NUMBER {
+            x.has(TypeSet::NUMBER)
+        } else {
+            x.has(t)
+        }
+    });
+    let plain = n.values.is_none()
+        && n.excluded.is_none()
+        && n.reference.is_none()
+        && n.all_of.is_none()
+        && n.any_of.is_none()
+        && n.one_of.is_none()
+        && n.not.is_none()
+        && n.cond.is_none();
+    let facets = if t == TypeSet::STRING {
+        n.string == super::schema::StringFacets::default()
+    } else if t == TypeSet::NUMBER {
+        n.number == super::schema::NumberFacets::default()
+    } else if t == TypeSet::ARRAY {
+        n.array == super::schema::ArrayFacets::default() && n.unevaluated_items.is_none()
+    } else if t == TypeSet::OBJECT {
+        n.object == ObjectFacets::default()
+            && n.dependent_schemas.is_none()
+            && n.unevaluated_properties.is_none()
+    } else {
+        true
+    };
+    typed && plain && facets
 }
 
 fn object_node_facets(object: ObjectFacets) -> Node {
@@ -1063,17 +1244,43 @@ fn merge_objects(
     Ok(())
 }
 
-/// The JSON types a (normalised) schema can match, `integer` counted as `number`.
+/// The JSON types a (normalised) schema can match, `integer` counted as `number` (a superset:
+/// references are not followed). Branches count: an `anyOf` matches only its branches' types,
+/// and a `oneOf` none of a type that two of its branches match entirely.
 fn possible_types(s: &Schema) -> TypeSet {
     match s {
         Schema::Never => TypeSet::EMPTY,
         Schema::Any => TypeSet::ALL,
-        Schema::Node(n) => match &n.values {
-            Some(vs) => vs
-                .iter()
-                .fold(TypeSet::EMPTY, |t, v| t.union(TypeSet::of(v))),
-            None => n.types.unwrap_or(TypeSet::ALL).json_types(),
-        },
+        Schema::Node(n) => {
+            let mut t = match &n.values {
+                Some(vs) => vs
+                    .iter()
+                    .fold(TypeSet::EMPTY, |t, v| t.union(TypeSet::of(v))),
+                None => n.types.unwrap_or(TypeSet::ALL).json_types(),
+            };
+            let within = |t: TypeSet, u: TypeSet| t.intersect(u);
+            for b in n.all_of.iter().flatten() {
+                t = within(t, possible_types(b));
+            }
+            if let Some(bs) = &n.any_of {
+                let u = bs
+                    .iter()
+                    .fold(TypeSet::EMPTY, |u, b| u.union(possible_types(b)));
+                t = within(t, u);
+            }
+            if let Some(bs) = &n.one_of {
+                let mut u = bs
+                    .iter()
+                    .fold(TypeSet::EMPTY, |u, b| u.union(possible_types(b)));
+                for x in JSON_TYPES {
+                    if bs.iter().filter(|b| total_on(b, x)).count() >= 2 {
+                        u = within(u, x.complement());
+                    }
+                }
+                t = within(t, u);
+            }
+            t
+        }
     }
 }
 
@@ -1145,11 +1352,20 @@ fn disjoint_at(table: &[Schema], a: &Schema, b: &Schema, depth: usize) -> bool {
             }
         }
     }
-    if na.any_of.is_some() || nb.any_of.is_some() || na.one_of.is_some() || nb.one_of.is_some() {
-        return false;
+    // Every conjunct of an `allOf` holds all of a schema's values.
+    for (x, other) in [(na, b), (nb, a)] {
+        for c in x.all_of.iter().flatten() {
+            if disjoint_at(table, c, other, depth + 1) {
+                return true;
+            }
+        }
     }
+    // The node's own keywords are conjuncts beside its `anyOf`/`oneOf`, so the tests below
+    // hold whatever branches it has.
     if let (Some(x), Some(y)) = (&na.values, &nb.values) {
-        return !x.iter().any(|p| y.iter().any(|q| json_eq(p, q)));
+        if !x.iter().any(|p| y.iter().any(|q| json_eq(p, q))) {
+            return true;
+        }
     }
     // Objects: a property one side requires whose value the two sides' schemas cannot both
     // accept (a discriminator), or that the other side forbids.
@@ -1309,6 +1525,128 @@ mod tests {
         assert_eq!(
             accepted(s, &[r#""a""#, r#"["a"]"#, "[]", r#""""#, "1", r#"[""]"#]),
             [true, true, true, false, false, false]
+        );
+    }
+
+    #[test]
+    fn one_of_references_beside_other_keywords_are_read_through() {
+        // `type` beside `oneOf` puts a `$ref` beside a keyword in every branch: the targets
+        // are still compared, so a closed branch without `version` and one that requires it
+        // are disjoint (as in SchemaStore's host.json).
+        let s = json!({
+            "$defs": {
+                "v1": {"type": "object", "additionalProperties": false,
+                       "properties": {"a": {"type": "integer"}, "b": {}}},
+                "v2": {"type": "object", "additionalProperties": false, "required": ["version"],
+                       "properties": {"version": {"type": "string"}, "a": {"type": "string"}}}
+            },
+            "type": "object",
+            "oneOf": [{"$ref": "#/$defs/v1"}, {"$ref": "#/$defs/v2"}]
+        });
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#"{"a":1}"#,
+                    r#"{"version":"2","a":"x"}"#,
+                    "{}",
+                    r#"{"version":"2","a":1}"#,
+                    r#"{"a":1,"c":2}"#,
+                    r#"{"version":2}"#
+                ]
+            ),
+            [true, true, true, false, false, false]
+        );
+        // Closed branches with a shared key, beside a property that `allOf` adds: each is
+        // complemented among the other's finitely many keys, so `{"severity": ..}` alone
+        // (valid under every branch) is refused, and one key of its own picks a branch.
+        let s = json!({
+            "$defs": {
+                "p": {"type": "object", "additionalProperties": false,
+                      "properties": {"path": {"type": "string"}, "severity": {}}},
+                "t": {"type": "object", "additionalProperties": false,
+                      "properties": {"text": {"type": "string"}, "severity": {}}}
+            },
+            "allOf": [
+                {"oneOf": [{"$ref": "#/$defs/p"}, {"$ref": "#/$defs/t"}]},
+                {"properties": {"severity": {"type": "string"}}}
+            ]
+        });
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#"{"path":"a"}"#,
+                    r#"{"text":"a","severity":"s"}"#,
+                    r#"{"severity":"s"}"#,
+                    "{}",
+                    r#"{"path":"a","text":"b"}"#,
+                    r#"{"path":"a","severity":1}"#,
+                    r#"{"path":1}"#
+                ]
+            ),
+            [true, true, false, false, false, false, false]
+        );
+    }
+
+    #[test]
+    fn one_of_is_decided_type_by_type() {
+        // Untyped branches: among objects the required discriminator `type` separates them;
+        // every other value matches the second branch, and the first only when exactly one
+        // of its inner branches matches, which for a number both do.
+        let s = json!({
+            "required": ["type"],
+            "oneOf": [
+                {"properties": {"type": {"const": "a"}},
+                 "oneOf": [{"required": ["x"]}, {"required": ["y"]}]},
+                {"properties": {"type": {"const": "b"}}}
+            ]
+        });
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#"{"type":"a","x":1}"#,
+                    r#"{"type":"b"}"#,
+                    r#"{"type":"b","x":1}"#,
+                    "1",
+                    r#""s""#,
+                    r#"{"type":"a","x":1,"y":2}"#,
+                    r#"{"type":"a"}"#,
+                    "{}",
+                    r#"{"type":"c"}"#
+                ]
+            ),
+            [true, true, true, true, true, false, false, false, false]
+        );
+        // The complement of a `oneOf`: values of a type that two branches match entirely
+        // match two, so they are all in it; among objects the branches are disjoint, so it
+        // is matching neither.
+        let s = json!({"not": {"oneOf": [
+            {"properties": {"k": {"const": 1}}, "required": ["k"]},
+            {"properties": {"k": {"const": 2}}, "required": ["k"]}
+        ]}});
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    "1",
+                    r#""x""#,
+                    "[]",
+                    "{}",
+                    r#"{"k":3}"#,
+                    r#"{"k":1}"#,
+                    r#"{"k":2}"#
+                ]
+            ),
+            [true, true, true, true, true, false, false]
+        );
+        // Branches that overlap among objects without a discriminator stay refused.
+        let s = json!({"not": {"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}});
+        let e = compile_json_schema(&s, &JsonOptions::default());
+        assert!(
+            matches!(&e, Err(Error::UnsupportedKeyword { keyword, .. }) if keyword == "not (oneOf)"),
+            "{e:?}"
         );
     }
 
