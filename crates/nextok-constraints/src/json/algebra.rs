@@ -46,7 +46,21 @@ pub(super) fn normalize(
     if unevaluated_items.is_some() && (blocked || m.array.contains.is_some()) {
         return Err(unsupported("unevaluatedItems", path));
     }
-    let mut acc = Schema::Any;
+    // The node's own keywords (all but its branches and reference) come first, so that the
+    // branches of each conditional and `allOf` member are met with them at once and those
+    // that contradict them are dropped before they multiply (the node is met again at the
+    // end, which changes nothing).
+    let mut acc = Schema::node(Node {
+        any_of: None,
+        one_of: None,
+        reference: None,
+        all_of: None,
+        cond: None,
+        then: None,
+        otherwise: None,
+        dependent_schemas: None,
+        ..m.clone()
+    });
     // `if`: a fixed outcome, or both outcomes alike, need no complement; otherwise the
     // condition with `then` or its complement with `else`. `then`/`else` without `if` have
     // no effect.
@@ -486,7 +500,6 @@ pub(super) fn complement_in(
             "unevaluatedItems",
             TypeSet::ALL,
         ),
-        (n.string.format.is_some(), "format", TypeSet::STRING),
         (
             n.number.multiple_of.is_some(),
             "multipleOf",
@@ -546,6 +559,23 @@ pub(super) fn complement_in(
     for p in &st.patterns {
         branches.push(string(super::schema::StringFacets {
             not_patterns: vec![p.clone()],
+            ..Default::default()
+        }));
+    }
+    // A format's complement among strings: the strings its automaton refuses (a format
+    // without one was refused when the schema was read).
+    if let Some(f) = &st.format {
+        if !super::string::format_complementable(f) && ctx_has(TypeSet::STRING) {
+            return refuse(&format!("format {f:?}"));
+        }
+        branches.push(string(super::schema::StringFacets {
+            not_formats: vec![f.clone()],
+            ..Default::default()
+        }));
+    }
+    for f in &st.not_formats {
+        branches.push(string(super::schema::StringFacets {
+            format: Some(f.clone()),
             ..Default::default()
         }));
     }
@@ -901,14 +931,66 @@ fn object_node(object: ObjectFacets) -> Schema {
     })
 }
 
-/// The schema of values valid under both, without normalising either.
+/// The schema of values valid under both, without normalising either. Conjuncts are kept
+/// once each (`allOf`s of `allOf`s flattened), so that repeated conjunctions of the same
+/// schemas stay equal.
 pub(super) fn both_of(a: Schema, b: Schema) -> Schema {
     match (&a, &b) {
+        (Schema::Never, _) | (_, Schema::Never) => Schema::Never,
         (Schema::Any, _) => b,
         (_, Schema::Any) => a,
         _ if a == b => a,
-        _ => Schema::all_of(vec![a, b]),
+        _ => {
+            let mut all: Vec<Schema> = Vec::new();
+            for s in [a, b] {
+                let parts = match s {
+                    Schema::Node(n) if n.only(&["allOf"]) => n.all_of.unwrap_or_default(),
+                    s => vec![s],
+                };
+                for p in parts {
+                    if !all.contains(&p) {
+                        all.push(p);
+                    }
+                }
+            }
+            if all.len() == 1 {
+                all.swap_remove(0)
+            } else {
+                Schema::all_of(all)
+            }
+        }
     }
+}
+
+/// Whether `s` holds no keyword that [`merge`] needs normalised away first (references,
+/// `allOf`, `not`, conditionals, `dependentSchemas`, `unevaluated*`): the conjunction of two
+/// such schemas can be merged as it stands.
+fn mergeable(s: &Schema) -> bool {
+    match s {
+        Schema::Any | Schema::Never => true,
+        Schema::Node(n) => {
+            n.reference.is_none()
+                && n.all_of.is_none()
+                && n.not.is_none()
+                && n.cond.is_none()
+                && n.then.is_none()
+                && n.otherwise.is_none()
+                && n.dependent_schemas.is_none()
+                && n.unevaluated_properties.is_none()
+                && n.unevaluated_items.is_none()
+        }
+    }
+}
+
+/// The conjunction of two schemas: merged when both can be as they stand (so that a
+/// contradiction shows as `false` at once), else [`both_of`]. The same values either way.
+fn conj(a: &Schema, b: &Schema, path: &str) -> Schema {
+    if mergeable(a) && mergeable(b) {
+        if let Ok(m) = merge(a, b, path) {
+            return m;
+        }
+    }
+    both_of(a.clone(), b.clone())
 }
 
 /// `a` and `b` when they agree (or one is absent); two different values cannot be merged.
@@ -965,7 +1047,7 @@ fn merge_named(
     let mut out = a.clone();
     for (name, s) in b {
         match out.iter_mut().find(|(n, _)| n == name) {
-            Some((_, s0)) => *s0 = both_of(s0.clone(), s.clone()),
+            Some((_, s0)) => *s0 = conj(s0, s, ""),
             None => out.push((name.clone(), s.clone())),
         }
     }
@@ -1014,6 +1096,21 @@ pub(super) fn merge(a: &Schema, b: &Schema, path: &str) -> Result<Schema, Error>
         ),
         (x, y) => x.clone().or_else(|| y.clone()),
     };
+    // Values that one side excludes are not allowed; no value allowed is `false`.
+    let values = match (values, ma.excluded.iter().chain(&mb.excluded).next()) {
+        (Some(vs), Some(_)) => {
+            let out: Vec<_> = ma.excluded.iter().chain(&mb.excluded).flatten().collect();
+            Some(
+                vs.into_iter()
+                    .filter(|v| !out.iter().any(|w| json_eq(v, w)))
+                    .collect::<Vec<_>>(),
+            )
+        }
+        (vs, _) => vs,
+    };
+    if values.as_ref().is_some_and(|v| v.is_empty()) {
+        return Ok(Schema::Never);
+    }
     let (sa, sb) = (&ma.string, &mb.string);
     let (na, nb) = (&ma.number, &mb.number);
     let mut out =
@@ -1027,19 +1124,46 @@ pub(super) fn merge(a: &Schema, b: &Schema, path: &str) -> Result<Schema, Error>
             reference: same(&ma.reference, &mb.reference, "$ref", path)?,
             all_of: same(&ma.all_of, &mb.all_of, "allOf", path)?,
             any_of: match (&ma.any_of, &mb.any_of) {
-                // Both hold: one branch of each, every pair of them.
+                // Both hold: one branch of each, every pair of them. Pairs that contradict
+                // each other are dropped and equal ones kept once, so that a conjunction of
+                // many `anyOf`s (the `if`/`then` pairs of one discriminator) stays as small
+                // as what it allows; the limit counts what is left.
                 (Some(x), Some(y)) if x != y => {
-                    if x.len() * y.len() > 64 {
+                    if x.len() * y.len() > 4096 {
+                        return Err(unsupported(
+                            "allOf (two anyOf with more than 4096 combinations)",
+                            path,
+                        ));
+                    }
+                    // The keywords beside the two `anyOf`s hold in every pair too: a pair
+                    // that contradicts them is dropped as well.
+                    let bare = |n: &Node| {
+                        Schema::node(Node {
+                            any_of: None,
+                            ..n.clone()
+                        })
+                    };
+                    let own = conj(&bare(ma), &bare(mb), path);
+                    let mut pairs = Vec::new();
+                    for p in x {
+                        for q in y {
+                            let c = conj(p, q, path);
+                            if c != Schema::Never
+                                && conj(&c, &own, path) != Schema::Never
+                                && !pairs.contains(&c)
+                            {
+                                pairs.push(c);
+                            }
+                        }
+                    }
+                    if pairs.is_empty() {
+                        return Ok(Schema::Never);
+                    }
+                    if pairs.len() > 64 {
                         return Err(unsupported(
                             "allOf (two anyOf with more than 64 combinations)",
                             path,
                         ));
-                    }
-                    let mut pairs = Vec::new();
-                    for p in x {
-                        for q in y {
-                            pairs.push(both_of(p.clone(), q.clone()));
-                        }
                     }
                     Some(pairs)
                 }
@@ -1064,6 +1188,7 @@ pub(super) fn merge(a: &Schema, b: &Schema, path: &str) -> Result<Schema, Error>
                 patterns: union(&sa.patterns, &sb.patterns),
                 not_patterns: union(&sa.not_patterns, &sb.not_patterns),
                 format: same(&sa.format, &sb.format, "format", path)?,
+                not_formats: union(&sa.not_formats, &sb.not_formats),
             },
             number: super::schema::NumberFacets {
                 minimum: lower(&na.minimum, &nb.minimum),
@@ -1083,6 +1208,18 @@ pub(super) fn merge(a: &Schema, b: &Schema, path: &str) -> Result<Schema, Error>
         };
     merge_arrays(ma, mb, &mut out, path)?;
     merge_objects(&ma.object, &mb.object, &mut out.object, path)?;
+    // Objects only, and a required property whose schema is `false`: no value.
+    if out.types == Some(TypeSet::OBJECT) {
+        let o = &out.object;
+        let props = o.properties.as_deref().unwrap_or(&[]);
+        if o.required
+            .iter()
+            .flatten()
+            .any(|k| named(props, k) == Some(&Schema::Never))
+        {
+            return Ok(Schema::Never);
+        }
+    }
     Ok(Schema::node(out))
 }
 
@@ -1647,6 +1784,80 @@ mod tests {
         assert!(
             matches!(&e, Err(Error::UnsupportedKeyword { keyword, .. }) if keyword == "not (oneOf)"),
             "{e:?}"
+        );
+    }
+
+    #[test]
+    fn not_of_format_takes_out_every_valid_string() {
+        let s = json!({"not": {"format": "date"}});
+        // A number matches `format` (which only applies to strings), so it is not in the
+        // complement either.
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#""2022-02-30""#,
+                    r#""x""#,
+                    "1",
+                    r#""2024-02-29""#,
+                    r#""2022-01-01""#
+                ]
+            ),
+            [true, true, false, false, false]
+        );
+        // Where the format's automaton is stricter than its definition, the complement
+        // takes out the definition's every string: a leap second in another offset is valid
+        // `date-time`, so it is not in the complement, though `format` itself refuses it.
+        let s = json!({"not": {"format": "date-time"}});
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#""2022-01-01""#,
+                    r#""2022-01-01T10:00:00Z""#,
+                    r#""1998-12-31T15:59:60-08:00""#
+                ]
+            ),
+            [true, false, false]
+        );
+        // A format whose valid strings no automaton here covers stays refused.
+        let e = compile_json_schema(
+            &json!({"not": {"format": "email"}}),
+            &JsonOptions::default(),
+        );
+        assert!(
+            matches!(&e, Err(Error::UnsupportedKeyword { keyword, .. })
+                if keyword == "not (format \"email\")"),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn all_of_many_conditionals_on_one_discriminator() {
+        // Seven `if`/`then` pairs on one property: the conjunction of their seven two-way
+        // `anyOf`s keeps only the combinations that do not contradict each other (a value
+        // of `kind` is one constant at most), so it stays small and compiles.
+        let conds: Vec<Value> = (1..=7)
+            .map(|i| {
+                json!({"if": {"properties": {"kind": {"const": format!("k{i}")}}},
+                       "then": {"anyOf": [{"required": [format!("a{i}")]},
+                                          {"required": [format!("b{i}")]}]}})
+            })
+            .collect();
+        let s = json!({"type": "object", "required": ["kind"], "allOf": conds});
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#"{"kind":"k1","a1":0}"#,
+                    r#"{"kind":"k7","b7":0}"#,
+                    r#"{"kind":"k9"}"#,
+                    r#"{"kind":"k1"}"#,
+                    r#"{"kind":"k3","a1":0}"#,
+                    "{}"
+                ]
+            ),
+            [true, true, true, false, false, false]
         );
     }
 

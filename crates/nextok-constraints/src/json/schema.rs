@@ -229,6 +229,8 @@ pub(super) struct StringFacets {
     /// Patterns that must not match (what `not` of `pattern` leaves).
     pub not_patterns: Vec<String>,
     pub format: Option<String>,
+    /// Formats that must not match (what `not` of `format` leaves).
+    pub not_formats: Vec<String>,
 }
 
 /// The keywords that apply to numbers, as exact decimals.
@@ -303,6 +305,7 @@ impl Node {
             (!s.patterns.is_empty(), "pattern"),
             (!s.not_patterns.is_empty(), "not pattern"),
             (s.format.is_some(), "format"),
+            (!s.not_formats.is_empty(), "not format"),
             (n.minimum.is_some(), "minimum"),
             (n.maximum.is_some(), "maximum"),
             (n.exclusive_minimum.is_some(), "exclusiveMinimum"),
