@@ -2,7 +2,9 @@
 //! `if`, `dependentSchemas` and `unevaluated*` rewritten away), intersecting two schemas
 //! exactly or refusing, and a sufficient test for disjointness (for `oneOf`).
 
-use super::schema::{invalid, json_eq, named, unsupported, Node, ObjectFacets, Schema, TypeSet};
+use super::schema::{
+    invalid, json_eq, named, unsupported, Node, ObjectFacets, Schema, SomeMember, TypeSet,
+};
 use super::string::pattern_dfa;
 use crate::dfa::Dfa;
 use crate::Error;
@@ -417,15 +419,57 @@ pub(super) fn complement_in(
             .additional_properties
             .as_ref()
             .is_some_and(|a| *a != Schema::Any);
-    if open_ended && ctx_has(TypeSet::OBJECT) {
-        let Some(keys) = &ctx_keys else {
-            let k = if ob.pattern_properties.is_some() {
-                "patternProperties"
-            } else {
-                "additionalProperties"
+    if open_ended && ctx_has(TypeSet::OBJECT) && ctx_keys.is_none() {
+        // Objects of the context may hold any key: some member whose key the keyword
+        // governs has a value outside its schema.
+        let names: Vec<String> = ob
+            .properties
+            .iter()
+            .flatten()
+            .map(|(k, _)| k.clone())
+            .collect();
+        let patterns: Vec<String> = ob
+            .pattern_properties
+            .iter()
+            .flatten()
+            .map(|(p, _)| p.clone())
+            .collect();
+        let mut governed: Vec<(String, SomeMember, &Schema)> = Vec::new();
+        if let Some(a) = &ob.additional_properties {
+            let member = SomeMember {
+                pattern: None,
+                not_names: names,
+                not_patterns: patterns,
+                value: Schema::Any,
             };
-            return refuse(k);
-        };
+            governed.push(("additionalProperties".to_string(), member, a));
+        }
+        for (p, v) in ob.pattern_properties.iter().flatten() {
+            let member = SomeMember {
+                pattern: Some(p.clone()),
+                not_names: Vec::new(),
+                not_patterns: Vec::new(),
+                value: Schema::Any,
+            };
+            let at = format!("patternProperties/{}", super::resolve::escape_pointer(p));
+            governed.push((at, member, v));
+        }
+        for (at, mut member, v) in governed {
+            let vp = format!("{path}/{at}");
+            let v = normalize(table, v, &vp, depth + 1)?;
+            member.value = complement(table, &v, &vp, depth + 1)?;
+            if member.value != Schema::Never {
+                branches.push(typed(
+                    TypeSet::OBJECT,
+                    object_node_facets(ObjectFacets {
+                        some_member: Some(member),
+                        ..ObjectFacets::default()
+                    }),
+                ));
+            }
+        }
+    }
+    if let (true, true, Some(keys)) = (open_ended, ctx_has(TypeSet::OBJECT), &ctx_keys) {
         let patterns: Vec<(String, Dfa, Schema)> = ob
             .pattern_properties
             .iter()
@@ -521,6 +565,11 @@ pub(super) fn complement_in(
             TypeSet::ARRAY,
         ),
         (n.array.unique_items, "uniqueItems", TypeSet::ARRAY),
+        (
+            n.object.some_member.is_some(),
+            "some member",
+            TypeSet::OBJECT,
+        ),
         (
             n.object.property_names.is_some(),
             "propertyNames",
@@ -1378,6 +1427,7 @@ fn merge_objects(
         (x, y) => x.clone().or_else(|| y.clone()),
     };
     o.property_names = same(&a.property_names, &b.property_names, "propertyNames", path)?;
+    o.some_member = same(&a.some_member, &b.some_member, "some member", path)?;
     Ok(())
 }
 
@@ -1862,6 +1912,91 @@ mod tests {
     }
 
     #[test]
+    fn not_of_additional_and_pattern_properties_is_some_member() {
+        // An open map of strings: its complement among objects is "some value is not a
+        // string"; a number is a (vacuous) map, so it is not in the complement.
+        let s = json!({"not": {"type": "object", "additionalProperties": {"type": "string"}}});
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    "1",
+                    r#"{"a":1}"#,
+                    r#"{"a":"x","b":2}"#,
+                    "{}",
+                    r#"{"a":"x"}"#
+                ]
+            ),
+            [true, true, true, false, false]
+        );
+        // A closed object: some key other than the named one, wherever it comes.
+        let s = json!({"not": {"properties": {"a": {}}, "additionalProperties": false}});
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#"{"a":1,"b":2}"#,
+                    r#"{"b":2,"a":1}"#,
+                    r#"{"b":2}"#,
+                    r#"{"a":1}"#,
+                    "{}",
+                    "[]"
+                ]
+            ),
+            [true, true, true, false, false, false]
+        );
+        // A pattern: some key that matches it (named or not) with a value outside it.
+        let s = json!({"not": {"properties": {"x-n": {}},
+                               "patternProperties": {"^x-": {"type": "string"}}}});
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#"{"x-a":1}"#,
+                    r#"{"x-n":1}"#,
+                    r#"{"x-a":"s"}"#,
+                    r#"{"y":1}"#,
+                    "{}",
+                    "1"
+                ]
+            ),
+            [true, true, false, false, false, false]
+        );
+    }
+
+    #[test]
+    fn one_of_with_a_closed_object_inside_an_open_one() {
+        // As in SchemaStore's CircleCI executors: `machine` is a closed object in one branch
+        // and absent from the other, so an object with both keys matches both only when its
+        // `machine` is valid; an extra key in `machine` makes it match the first alone.
+        let s = json!({"oneOf": [
+            {"type": "object", "required": ["docker"],
+             "properties": {"docker": {"type": "array"}}},
+            {"type": "object", "required": ["machine"],
+             "properties": {"machine": {"type": "object", "required": ["image"],
+                                        "additionalProperties": false,
+                                        "properties": {"image": {"type": "string"},
+                                                       "dlc": {"type": "boolean"}}}}}
+        ]});
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#"{"docker":[]}"#,
+                    r#"{"machine":{"image":"x"}}"#,
+                    r#"{"docker":[],"machine":{"image":"x","other":1}}"#,
+                    r#"{"docker":[],"machine":{}}"#,
+                    r#"{"docker":[],"machine":{"image":"x"}}"#,
+                    r#"{"docker":[],"machine":{"dlc":true,"image":"x"}}"#,
+                    r#"{"machine":{"image":"x","z":1}}"#,
+                    "{}"
+                ]
+            ),
+            [true, true, true, true, false, false, false, false]
+        );
+    }
+
+    #[test]
     fn one_of_closed_objects_overlap_on_their_shared_keys_only() {
         // `{}` matches both closed branches, so exactly-one refuses it; a key only one branch
         // names picks that branch.
@@ -1941,16 +2076,25 @@ mod tests {
             ),
             [true, true, true, true, false, false, false, false]
         );
-        // An open object may hold any other key: its complement has no exact schema here.
+        // An open object may hold any other key: the closed branch's complement among its
+        // values is "some key other than `a`".
         let open = json!({"oneOf": [
             {"type": "object", "additionalProperties": false, "properties": {"a": {}}},
             {"type": "object", "patternProperties": {"^x-": {"type": "string"}}}
         ]});
-        let e = compile_json_schema(&open, &JsonOptions::default());
-        assert!(
-            matches!(&e, Err(Error::UnsupportedKeyword { keyword, .. })
-                if keyword == "oneOf (branches that may overlap: not (additionalProperties) at #)"),
-            "{e:?}"
+        assert_eq!(
+            accepted(
+                open,
+                &[
+                    r#"{"a":1,"x-b":"s"}"#,
+                    r#"{"x-b":"s"}"#,
+                    r#"{"a":1,"x-b":2}"#,
+                    r#"{"a":1}"#,
+                    "{}",
+                    r#"{"x-b":2}"#
+                ]
+            ),
+            [true, true, false, false, false, false]
         );
     }
 
