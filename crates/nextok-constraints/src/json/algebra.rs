@@ -357,7 +357,9 @@ pub(super) fn complement_in(
             // Type by type: where the branches are pairwise disjoint among a type's values,
             // matching none of them is the complement there; where two branches match every
             // value of the type, every value of it matches at least two, so all of them are
-            // in the complement. Otherwise the complement is not built.
+            // in the complement. Elsewhere the complement is matching none or two: none, or
+            // both branches of some pair that may overlap.
+            let mut overlapping = false;
             let ctx_types = ctx.map_or(TypeSet::ALL, |c| possible_types(deref(table, c)));
             let mut pieces = Vec::new();
             for t in JSON_TYPES {
@@ -386,12 +388,22 @@ pub(super) fn complement_in(
                             .is_empty()
                     })
                 });
-                if !apart {
-                    return refuse("oneOf");
-                }
+                overlapping |= !apart;
                 let piece = merge(&acc, &typed_only(t), path)?;
                 if piece != Schema::Never {
                     pieces.push(piece);
+                }
+            }
+            if overlapping {
+                for i in 0..bs.len() {
+                    for j in i + 1..bs.len() {
+                        if !overlap_types(table, &bs[i], &bs[j], path).is_empty() {
+                            pieces.push(both_of(bs[i].clone(), bs[j].clone()));
+                        }
+                    }
+                }
+                if pieces.len() > 64 {
+                    return refuse("oneOf (more than 64 pairs of branches that may overlap)");
                 }
             }
             acc = match pieces.len() {
@@ -1828,12 +1840,36 @@ mod tests {
             ),
             [true, true, true, true, true, false, false]
         );
-        // Branches that overlap among objects without a discriminator stay refused.
+        // Branches that overlap among objects without a discriminator: the complement
+        // there is matching neither or both.
         let s = json!({"not": {"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}});
-        let e = compile_json_schema(&s, &JsonOptions::default());
-        assert!(
-            matches!(&e, Err(Error::UnsupportedKeyword { keyword, .. }) if keyword == "not (oneOf)"),
-            "{e:?}"
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    "{}",
+                    r#"{"a":1,"b":2}"#,
+                    r#"{"c":1}"#,
+                    "1",
+                    r#"{"a":1}"#,
+                    r#"{"b":1,"c":1}"#
+                ]
+            ),
+            [true, true, true, true, false, false]
+        );
+        // And a `oneOf` of a pattern and every string, inside a `oneOf` (SchemaStore's dein):
+        // exactly one is the strings the pattern refuses.
+        let s = json!({"oneOf": [
+            {"type": "array", "items": {"type": "string",
+                "oneOf": [{"pattern": "^<"}, {"type": "string"}]}},
+            {"type": "array", "items": {"type": "string"}}
+        ]});
+        assert_eq!(
+            accepted(
+                s,
+                &[r#"["<a>"]"#, r#"["<a>","b"]"#, "[]", r#"["b"]"#, "[1]"]
+            ),
+            [true, true, false, false, false]
         );
     }
 
