@@ -51,18 +51,23 @@ pub(super) fn normalize(
     // The node's own keywords (all but its branches and reference) come first, so that the
     // branches of each conditional and `allOf` member are met with them at once and those
     // that contradict them are dropped before they multiply (the node is met again at the
-    // end, which changes nothing).
-    let mut acc = Schema::node(Node {
-        any_of: None,
-        one_of: None,
-        reference: None,
-        all_of: None,
-        cond: None,
-        then: None,
-        otherwise: None,
-        dependent_schemas: None,
-        ..m.clone()
-    });
+    // end, which changes nothing). Without anything to fold in, there is nothing to seed.
+    let folds = m.cond.is_some() || m.all_of.is_some() || m.dependent_schemas.is_some();
+    let mut acc = if !folds {
+        Schema::Any
+    } else {
+        Schema::node(Node {
+            any_of: None,
+            one_of: None,
+            reference: None,
+            all_of: None,
+            cond: None,
+            then: None,
+            otherwise: None,
+            dependent_schemas: None,
+            ..m.clone()
+        })
+    };
     // `if`: a fixed outcome, or both outcomes alike, need no complement; otherwise the
     // condition with `then` or its complement with `else`. `then`/`else` without `if` have
     // no effect.
@@ -1149,6 +1154,7 @@ pub(super) fn merge(a: &Schema, b: &Schema, path: &str) -> Result<Schema, Error>
         (x, y) => x.or(y),
     };
     let values = match (&ma.values, &mb.values) {
+        (Some(x), Some(y)) if x == y => Some(x.clone()),
         (Some(x), Some(y)) => Some(
             x.iter()
                 .filter(|v| y.iter().any(|w| json_eq(v, w)))
