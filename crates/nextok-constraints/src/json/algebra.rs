@@ -2,7 +2,9 @@
 //! `if`, `dependentSchemas` and `unevaluated*` rewritten away), intersecting two schemas
 //! exactly or refusing, and a sufficient test for disjointness (for `oneOf`).
 
-use super::schema::{invalid, json_eq, named, unsupported, Node, ObjectFacets, Schema, TypeSet};
+use super::schema::{
+    invalid, json_eq, named, unsupported, Node, ObjectFacets, Schema, SomeMember, TypeSet,
+};
 use super::string::pattern_dfa;
 use crate::dfa::Dfa;
 use crate::Error;
@@ -46,7 +48,26 @@ pub(super) fn normalize(
     if unevaluated_items.is_some() && (blocked || m.array.contains.is_some()) {
         return Err(unsupported("unevaluatedItems", path));
     }
-    let mut acc = Schema::Any;
+    // The node's own keywords (all but its branches and reference) come first, so that the
+    // branches of each conditional and `allOf` member are met with them at once and those
+    // that contradict them are dropped before they multiply (the node is met again at the
+    // end, which changes nothing). Without anything to fold in, there is nothing to seed.
+    let folds = m.cond.is_some() || m.all_of.is_some() || m.dependent_schemas.is_some();
+    let mut acc = if !folds {
+        Schema::Any
+    } else {
+        Schema::node(Node {
+            any_of: None,
+            one_of: None,
+            reference: None,
+            all_of: None,
+            cond: None,
+            then: None,
+            otherwise: None,
+            dependent_schemas: None,
+            ..m.clone()
+        })
+    };
     // `if`: a fixed outcome, or both outcomes alike, need no complement; otherwise the
     // condition with `then` or its complement with `else`. `then`/`else` without `if` have
     // no effect.
@@ -330,15 +351,74 @@ pub(super) fn complement_in(
             .enumerate()
             .map(|(i, b)| normalize(table, b, &format!("{path}/{comb}/{i}"), depth + 1))
             .collect::<Result<Vec<_>, Error>>()?;
-        if comb == "oneOf"
-            && !(0..bs.len()).all(|i| (i + 1..bs.len()).all(|j| disjoint(table, &bs[i], &bs[j])))
-        {
-            return refuse("oneOf");
-        }
         let mut acc = Schema::Any;
         for (i, b) in bs.iter().enumerate() {
             let bp = format!("{path}/{comb}/{i}");
             acc = merge(&acc, &complement_in(table, b, &bp, depth + 1, ctx)?, path)?;
+        }
+        if comb == "oneOf"
+            && !(0..bs.len()).all(|i| (i + 1..bs.len()).all(|j| disjoint(table, &bs[i], &bs[j])))
+        {
+            // Type by type: where the branches are pairwise disjoint among a type's values,
+            // matching none of them is the complement there; where two branches match every
+            // value of the type, every value of it matches at least two, so all of them are
+            // in the complement. Elsewhere the complement is matching none or two: none, or
+            // both branches of some pair that may overlap.
+            let mut overlapping = false;
+            let ctx_types = ctx.map_or(TypeSet::ALL, |c| possible_types(deref(table, c)));
+            let mut pieces = Vec::new();
+            for t in JSON_TYPES {
+                if ctx_types.intersect(t).is_empty() {
+                    continue;
+                }
+                let relevant: Vec<&Schema> =
+                    bs.iter().filter(|b| possible_types(b).has(t)).collect();
+                if relevant.iter().filter(|b| total_on(b, t)).count() >= 2 {
+                    pieces.push(typed_only(t));
+                    continue;
+                }
+                // Among the context's values, each branch is the branch and the context.
+                let relevant: Vec<Schema> = relevant
+                    .into_iter()
+                    .map(|b| match ctx {
+                        Some(c) => merge(b, &read_through(table, c, path), path)
+                            .unwrap_or_else(|_| b.clone()),
+                        None => b.clone(),
+                    })
+                    .collect();
+                let apart = (0..relevant.len()).all(|i| {
+                    (i + 1..relevant.len()).all(|j| {
+                        overlap_types(table, &relevant[i], &relevant[j], path)
+                            .intersect(t)
+                            .is_empty()
+                    })
+                });
+                overlapping |= !apart;
+                let piece = merge(&acc, &typed_only(t), path)?;
+                if piece != Schema::Never {
+                    pieces.push(piece);
+                }
+            }
+            if overlapping {
+                for i in 0..bs.len() {
+                    for j in i + 1..bs.len() {
+                        if !overlap_types(table, &bs[i], &bs[j], path).is_empty() {
+                            pieces.push(both_of(bs[i].clone(), bs[j].clone()));
+                        }
+                    }
+                }
+                if pieces.len() > 64 {
+                    return refuse("oneOf (more than 64 pairs of branches that may overlap)");
+                }
+            }
+            acc = match pieces.len() {
+                0 => Schema::Never,
+                1 => pieces.swap_remove(0),
+                _ => Schema::node(Node {
+                    any_of: Some(pieces),
+                    ..Node::default()
+                }),
+            };
         }
         branches.push(acc);
     }
@@ -356,15 +436,57 @@ pub(super) fn complement_in(
             .additional_properties
             .as_ref()
             .is_some_and(|a| *a != Schema::Any);
-    if open_ended && ctx_has(TypeSet::OBJECT) {
-        let Some(keys) = &ctx_keys else {
-            let k = if ob.pattern_properties.is_some() {
-                "patternProperties"
-            } else {
-                "additionalProperties"
+    if open_ended && ctx_has(TypeSet::OBJECT) && ctx_keys.is_none() {
+        // Objects of the context may hold any key: some member whose key the keyword
+        // governs has a value outside its schema.
+        let names: Vec<String> = ob
+            .properties
+            .iter()
+            .flatten()
+            .map(|(k, _)| k.clone())
+            .collect();
+        let patterns: Vec<String> = ob
+            .pattern_properties
+            .iter()
+            .flatten()
+            .map(|(p, _)| p.clone())
+            .collect();
+        let mut governed: Vec<(String, SomeMember, &Schema)> = Vec::new();
+        if let Some(a) = &ob.additional_properties {
+            let member = SomeMember {
+                pattern: None,
+                not_names: names,
+                not_patterns: patterns,
+                value: Schema::Any,
             };
-            return refuse(k);
-        };
+            governed.push(("additionalProperties".to_string(), member, a));
+        }
+        for (p, v) in ob.pattern_properties.iter().flatten() {
+            let member = SomeMember {
+                pattern: Some(p.clone()),
+                not_names: Vec::new(),
+                not_patterns: Vec::new(),
+                value: Schema::Any,
+            };
+            let at = format!("patternProperties/{}", super::resolve::escape_pointer(p));
+            governed.push((at, member, v));
+        }
+        for (at, mut member, v) in governed {
+            let vp = format!("{path}/{at}");
+            let v = normalize(table, v, &vp, depth + 1)?;
+            member.value = complement(table, &v, &vp, depth + 1)?;
+            if member.value != Schema::Never {
+                branches.push(typed(
+                    TypeSet::OBJECT,
+                    object_node_facets(ObjectFacets {
+                        some_member: Some(member),
+                        ..ObjectFacets::default()
+                    }),
+                ));
+            }
+        }
+    }
+    if let (true, true, Some(keys)) = (open_ended, ctx_has(TypeSet::OBJECT), &ctx_keys) {
         let patterns: Vec<(String, Dfa, Schema)> = ob
             .pattern_properties
             .iter()
@@ -439,7 +561,6 @@ pub(super) fn complement_in(
             "unevaluatedItems",
             TypeSet::ALL,
         ),
-        (n.string.format.is_some(), "format", TypeSet::STRING),
         (
             n.number.multiple_of.is_some(),
             "multipleOf",
@@ -461,6 +582,11 @@ pub(super) fn complement_in(
             TypeSet::ARRAY,
         ),
         (n.array.unique_items, "uniqueItems", TypeSet::ARRAY),
+        (
+            n.object.some_member.is_some(),
+            "some member",
+            TypeSet::OBJECT,
+        ),
         (
             n.object.property_names.is_some(),
             "propertyNames",
@@ -499,6 +625,23 @@ pub(super) fn complement_in(
     for p in &st.patterns {
         branches.push(string(super::schema::StringFacets {
             not_patterns: vec![p.clone()],
+            ..Default::default()
+        }));
+    }
+    // A format's complement among strings: the strings its automaton refuses (a format
+    // without one was refused when the schema was read).
+    if let Some(f) = &st.format {
+        if !super::string::format_complementable(f) && ctx_has(TypeSet::STRING) {
+            return refuse(&format!("format {f:?}"));
+        }
+        branches.push(string(super::schema::StringFacets {
+            not_formats: vec![f.clone()],
+            ..Default::default()
+        }));
+    }
+    for f in &st.not_formats {
+        branches.push(string(super::schema::StringFacets {
+            format: Some(f.clone()),
             ..Default::default()
         }));
     }
@@ -669,24 +812,35 @@ pub(super) fn exactly_one(
     own: &[Schema],
     path: &str,
 ) -> Result<Result<Vec<Schema>, String>, Error> {
-    // Bare references are read through, so that branches are compared by what they say.
-    let read = |b: &Schema| match deref(table, b) {
-        t @ Schema::Node(n) if n.reference.is_none() && !std::ptr::eq(t, b) => {
-            normalize(table, t, path, 1).unwrap_or_else(|_| b.clone())
-        }
-        _ => b.clone(),
-    };
+    let read = |b: &Schema| read_through(table, b, path);
     let resolved: Vec<Schema> = branches.iter().map(read).collect();
     let own: Vec<Schema> = own.iter().map(read).collect();
     let mut out = Vec::with_capacity(branches.len());
     for i in 0..branches.len() {
         let mut b = branches[i].clone();
         for j in 0..branches.len() {
-            if i == j || disjoint(table, &resolved[i], &resolved[j]) {
+            if i == j {
                 continue;
             }
+            // Only values of the JSON types on which the two may overlap can match both:
+            // branch i keeps its values of the other types as they are, and needs the
+            // complement of branch j only among its values of those types.
+            let overlap = overlap_types(table, &resolved[i], &resolved[j], path);
+            if overlap.is_empty() {
+                continue;
+            }
+            let rest = possible_types(&resolved[i]).intersect(overlap.complement());
+            let ctx = if rest.is_empty() {
+                resolved[i].clone()
+            } else {
+                match merge(&resolved[i], &typed_only(overlap), path) {
+                    Ok(c) => c,
+                    Err(_) => resolved[i].clone(),
+                }
+            };
             // The complement of branch j among branch i's values is all that branch i needs.
-            let c = match complement_in(table, &own[j], path, 1, Some(&resolved[i])) {
+            let c = match complement_in(table, &own[j], path, 1, Some(&ctx)) {
+                Ok(c) if !rest.is_empty() && c != Schema::Any => either(typed_only(rest), c),
                 Ok(c) => c,
                 Err(Error::UnsupportedKeyword { keyword, path }) => {
                     return Ok(Err(format!("{keyword} at {path}")))
@@ -706,6 +860,129 @@ pub(super) fn exactly_one(
     Ok(Ok(out))
 }
 
+/// `s` with its references read through, so that it can be compared by what it says: a bare
+/// one by its (normalised) target, one beside other keywords (a `type` or `properties` beside
+/// a `oneOf`, merged into every branch) by its target merged with them. A reference that
+/// cannot be read so stays as it is, which only proves less.
+fn read_through(table: &[Schema], b: &Schema, path: &str) -> Schema {
+    match deref(table, b) {
+        t @ Schema::Node(n) if n.reference.is_none() && !std::ptr::eq(t, b) => {
+            normalize(table, t, path, 1).unwrap_or_else(|_| b.clone())
+        }
+        Schema::Node(n) if n.reference.is_some() => match inline(table, b, path, 1) {
+            Ok(Schema::Node(m)) if m.reference.is_some() => b.clone(),
+            Ok(s) => s,
+            Err(_) => b.clone(),
+        },
+        _ => b.clone(),
+    }
+}
+
+/// The values of `a` or `c`: `a` when `c` is `false`, and one `anyOf` when `c` is already
+/// one (so that merging it with others multiplies fewer branches).
+fn either(a: Schema, c: Schema) -> Schema {
+    match c {
+        Schema::Never => a,
+        Schema::Node(n) if n.only(&["anyOf"]) => {
+            let mut all = vec![a];
+            all.extend(n.any_of.into_iter().flatten());
+            Schema::node(Node {
+                any_of: Some(all),
+                ..Node::default()
+            })
+        }
+        c => Schema::node(Node {
+            any_of: Some(vec![a, c]),
+            ..Node::default()
+        }),
+    }
+}
+
+/// The schema of every value of the types in `t`.
+fn typed_only(t: TypeSet) -> Schema {
+    Schema::node(Node {
+        types: Some(t),
+        ..Node::default()
+    })
+}
+
+/// The six JSON types, each alone (`number` with the integers).
+const JSON_TYPES: [TypeSet; 6] = [
+    TypeSet::NULL,
+    TypeSet::BOOLEAN,
+    TypeSet::NUMBER,
+    TypeSet::STRING,
+    TypeSet::ARRAY,
+    TypeSet::OBJECT,
+];
+
+/// The JSON types of which some value may match both `a` and `b` (a superset: a type is left
+/// out only when [`disjoint`] proves the two disjoint among its values). Restricting each side
+/// to one type lets the tests that need one type hold where the schemas allow several: a
+/// discriminator property of two schemas without `type: object` separates their objects,
+/// though both match every number.
+fn overlap_types(table: &[Schema], a: &Schema, b: &Schema, path: &str) -> TypeSet {
+    let both = possible_types(deref(table, a)).intersect(possible_types(deref(table, b)));
+    if both.is_empty() || disjoint(table, a, b) {
+        return TypeSet::EMPTY;
+    }
+    let (a, b) = (read_through(table, a, path), read_through(table, b, path));
+    let mut out = TypeSet::EMPTY;
+    for t in JSON_TYPES {
+        if !both.has(t) {
+            continue;
+        }
+        let restrict = |s: &Schema| merge(s, &typed_only(t), path);
+        let apart = match (restrict(&a), restrict(&b)) {
+            (Ok(x), Ok(y)) => disjoint(table, &x, &y),
+            _ => false,
+        };
+        if !apart {
+            out = out.union(t);
+        }
+    }
+    out
+}
+
+/// Whether `s` (normalised) matches every value of the JSON type `t`: no keyword of it
+/// constrains values of that type.
+fn total_on(s: &Schema, t: TypeSet) -> bool {
+    let n = match s {
+        Schema::Any => return true,
+        Schema::Never => return false,
+        Schema::Node(n) => n,
+    };
+    let typed = n.types.is_none_or(|x| {
+        if t == TypeSet::NUMBER {
+            x.has(TypeSet::NUMBER)
+        } else {
+            x.has(t)
+        }
+    });
+    let plain = n.values.is_none()
+        && n.excluded.is_none()
+        && n.reference.is_none()
+        && n.all_of.is_none()
+        && n.any_of.is_none()
+        && n.one_of.is_none()
+        && n.not.is_none()
+        && n.cond.is_none();
+    let facets = if t == TypeSet::STRING {
+        n.string == super::schema::StringFacets::default()
+    } else if t == TypeSet::NUMBER {
+        n.number == super::schema::NumberFacets::default()
+    } else if t == TypeSet::ARRAY {
+        n.array == super::schema::ArrayFacets::default() && n.unevaluated_items.is_none()
+    } else if t == TypeSet::OBJECT {
+        n.object == ObjectFacets::default()
+            && n.dependent_schemas.is_none()
+            && n.unevaluated_properties.is_none()
+    } else {
+        true
+    };
+    typed && plain && facets
+}
+
 fn object_node_facets(object: ObjectFacets) -> Node {
     Node {
         object,
@@ -720,14 +997,66 @@ fn object_node(object: ObjectFacets) -> Schema {
     })
 }
 
-/// The schema of values valid under both, without normalising either.
+/// The schema of values valid under both, without normalising either. Conjuncts are kept
+/// once each (`allOf`s of `allOf`s flattened), so that repeated conjunctions of the same
+/// schemas stay equal.
 pub(super) fn both_of(a: Schema, b: Schema) -> Schema {
     match (&a, &b) {
+        (Schema::Never, _) | (_, Schema::Never) => Schema::Never,
         (Schema::Any, _) => b,
         (_, Schema::Any) => a,
         _ if a == b => a,
-        _ => Schema::all_of(vec![a, b]),
+        _ => {
+            let mut all: Vec<Schema> = Vec::new();
+            for s in [a, b] {
+                let parts = match s {
+                    Schema::Node(n) if n.only(&["allOf"]) => n.all_of.unwrap_or_default(),
+                    s => vec![s],
+                };
+                for p in parts {
+                    if !all.contains(&p) {
+                        all.push(p);
+                    }
+                }
+            }
+            if all.len() == 1 {
+                all.swap_remove(0)
+            } else {
+                Schema::all_of(all)
+            }
+        }
     }
+}
+
+/// Whether `s` holds no keyword that [`merge`] needs normalised away first (references,
+/// `allOf`, `not`, conditionals, `dependentSchemas`, `unevaluated*`): the conjunction of two
+/// such schemas can be merged as it stands.
+fn mergeable(s: &Schema) -> bool {
+    match s {
+        Schema::Any | Schema::Never => true,
+        Schema::Node(n) => {
+            n.reference.is_none()
+                && n.all_of.is_none()
+                && n.not.is_none()
+                && n.cond.is_none()
+                && n.then.is_none()
+                && n.otherwise.is_none()
+                && n.dependent_schemas.is_none()
+                && n.unevaluated_properties.is_none()
+                && n.unevaluated_items.is_none()
+        }
+    }
+}
+
+/// The conjunction of two schemas: merged when both can be as they stand (so that a
+/// contradiction shows as `false` at once), else [`both_of`]. The same values either way.
+fn conj(a: &Schema, b: &Schema, path: &str) -> Schema {
+    if mergeable(a) && mergeable(b) {
+        if let Ok(m) = merge(a, b, path) {
+            return m;
+        }
+    }
+    both_of(a.clone(), b.clone())
 }
 
 /// `a` and `b` when they agree (or one is absent); two different values cannot be merged.
@@ -784,7 +1113,7 @@ fn merge_named(
     let mut out = a.clone();
     for (name, s) in b {
         match out.iter_mut().find(|(n, _)| n == name) {
-            Some((_, s0)) => *s0 = both_of(s0.clone(), s.clone()),
+            Some((_, s0)) => *s0 = conj(s0, s, ""),
             None => out.push((name.clone(), s.clone())),
         }
     }
@@ -825,6 +1154,7 @@ pub(super) fn merge(a: &Schema, b: &Schema, path: &str) -> Result<Schema, Error>
         (x, y) => x.or(y),
     };
     let values = match (&ma.values, &mb.values) {
+        (Some(x), Some(y)) if x == y => Some(x.clone()),
         (Some(x), Some(y)) => Some(
             x.iter()
                 .filter(|v| y.iter().any(|w| json_eq(v, w)))
@@ -833,6 +1163,21 @@ pub(super) fn merge(a: &Schema, b: &Schema, path: &str) -> Result<Schema, Error>
         ),
         (x, y) => x.clone().or_else(|| y.clone()),
     };
+    // Values that one side excludes are not allowed; no value allowed is `false`.
+    let values = match (values, ma.excluded.iter().chain(&mb.excluded).next()) {
+        (Some(vs), Some(_)) => {
+            let out: Vec<_> = ma.excluded.iter().chain(&mb.excluded).flatten().collect();
+            Some(
+                vs.into_iter()
+                    .filter(|v| !out.iter().any(|w| json_eq(v, w)))
+                    .collect::<Vec<_>>(),
+            )
+        }
+        (vs, _) => vs,
+    };
+    if values.as_ref().is_some_and(|v| v.is_empty()) {
+        return Ok(Schema::Never);
+    }
     let (sa, sb) = (&ma.string, &mb.string);
     let (na, nb) = (&ma.number, &mb.number);
     let mut out =
@@ -846,19 +1191,46 @@ pub(super) fn merge(a: &Schema, b: &Schema, path: &str) -> Result<Schema, Error>
             reference: same(&ma.reference, &mb.reference, "$ref", path)?,
             all_of: same(&ma.all_of, &mb.all_of, "allOf", path)?,
             any_of: match (&ma.any_of, &mb.any_of) {
-                // Both hold: one branch of each, every pair of them.
+                // Both hold: one branch of each, every pair of them. Pairs that contradict
+                // each other are dropped and equal ones kept once, so that a conjunction of
+                // many `anyOf`s (the `if`/`then` pairs of one discriminator) stays as small
+                // as what it allows; the limit counts what is left.
                 (Some(x), Some(y)) if x != y => {
-                    if x.len() * y.len() > 64 {
+                    if x.len() * y.len() > 4096 {
+                        return Err(unsupported(
+                            "allOf (two anyOf with more than 4096 combinations)",
+                            path,
+                        ));
+                    }
+                    // The keywords beside the two `anyOf`s hold in every pair too: a pair
+                    // that contradicts them is dropped as well.
+                    let bare = |n: &Node| {
+                        Schema::node(Node {
+                            any_of: None,
+                            ..n.clone()
+                        })
+                    };
+                    let own = conj(&bare(ma), &bare(mb), path);
+                    let mut pairs = Vec::new();
+                    for p in x {
+                        for q in y {
+                            let c = conj(p, q, path);
+                            if c != Schema::Never
+                                && conj(&c, &own, path) != Schema::Never
+                                && !pairs.contains(&c)
+                            {
+                                pairs.push(c);
+                            }
+                        }
+                    }
+                    if pairs.is_empty() {
+                        return Ok(Schema::Never);
+                    }
+                    if pairs.len() > 64 {
                         return Err(unsupported(
                             "allOf (two anyOf with more than 64 combinations)",
                             path,
                         ));
-                    }
-                    let mut pairs = Vec::new();
-                    for p in x {
-                        for q in y {
-                            pairs.push(both_of(p.clone(), q.clone()));
-                        }
                     }
                     Some(pairs)
                 }
@@ -883,6 +1255,7 @@ pub(super) fn merge(a: &Schema, b: &Schema, path: &str) -> Result<Schema, Error>
                 patterns: union(&sa.patterns, &sb.patterns),
                 not_patterns: union(&sa.not_patterns, &sb.not_patterns),
                 format: same(&sa.format, &sb.format, "format", path)?,
+                not_formats: union(&sa.not_formats, &sb.not_formats),
             },
             number: super::schema::NumberFacets {
                 minimum: lower(&na.minimum, &nb.minimum),
@@ -902,6 +1275,18 @@ pub(super) fn merge(a: &Schema, b: &Schema, path: &str) -> Result<Schema, Error>
         };
     merge_arrays(ma, mb, &mut out, path)?;
     merge_objects(&ma.object, &mb.object, &mut out.object, path)?;
+    // Objects only, and a required property whose schema is `false`: no value.
+    if out.types == Some(TypeSet::OBJECT) {
+        let o = &out.object;
+        let props = o.properties.as_deref().unwrap_or(&[]);
+        if o.required
+            .iter()
+            .flatten()
+            .any(|k| named(props, k) == Some(&Schema::Never))
+        {
+            return Ok(Schema::Never);
+        }
+    }
     Ok(Schema::node(out))
 }
 
@@ -1060,20 +1445,47 @@ fn merge_objects(
         (x, y) => x.clone().or_else(|| y.clone()),
     };
     o.property_names = same(&a.property_names, &b.property_names, "propertyNames", path)?;
+    o.some_member = same(&a.some_member, &b.some_member, "some member", path)?;
     Ok(())
 }
 
-/// The JSON types a (normalised) schema can match, `integer` counted as `number`.
+/// The JSON types a (normalised) schema can match, `integer` counted as `number` (a superset:
+/// references are not followed). Branches count: an `anyOf` matches only its branches' types,
+/// and a `oneOf` none of a type that two of its branches match entirely.
 fn possible_types(s: &Schema) -> TypeSet {
     match s {
         Schema::Never => TypeSet::EMPTY,
         Schema::Any => TypeSet::ALL,
-        Schema::Node(n) => match &n.values {
-            Some(vs) => vs
-                .iter()
-                .fold(TypeSet::EMPTY, |t, v| t.union(TypeSet::of(v))),
-            None => n.types.unwrap_or(TypeSet::ALL).json_types(),
-        },
+        Schema::Node(n) => {
+            let mut t = match &n.values {
+                Some(vs) => vs
+                    .iter()
+                    .fold(TypeSet::EMPTY, |t, v| t.union(TypeSet::of(v))),
+                None => n.types.unwrap_or(TypeSet::ALL).json_types(),
+            };
+            let within = |t: TypeSet, u: TypeSet| t.intersect(u);
+            for b in n.all_of.iter().flatten() {
+                t = within(t, possible_types(b));
+            }
+            if let Some(bs) = &n.any_of {
+                let u = bs
+                    .iter()
+                    .fold(TypeSet::EMPTY, |u, b| u.union(possible_types(b)));
+                t = within(t, u);
+            }
+            if let Some(bs) = &n.one_of {
+                let mut u = bs
+                    .iter()
+                    .fold(TypeSet::EMPTY, |u, b| u.union(possible_types(b)));
+                for x in JSON_TYPES {
+                    if bs.iter().filter(|b| total_on(b, x)).count() >= 2 {
+                        u = within(u, x.complement());
+                    }
+                }
+                t = within(t, u);
+            }
+            t
+        }
     }
 }
 
@@ -1145,11 +1557,20 @@ fn disjoint_at(table: &[Schema], a: &Schema, b: &Schema, depth: usize) -> bool {
             }
         }
     }
-    if na.any_of.is_some() || nb.any_of.is_some() || na.one_of.is_some() || nb.one_of.is_some() {
-        return false;
+    // Every conjunct of an `allOf` holds all of a schema's values.
+    for (x, other) in [(na, b), (nb, a)] {
+        for c in x.all_of.iter().flatten() {
+            if disjoint_at(table, c, other, depth + 1) {
+                return true;
+            }
+        }
     }
+    // The node's own keywords are conjuncts beside its `anyOf`/`oneOf`, so the tests below
+    // hold whatever branches it has.
     if let (Some(x), Some(y)) = (&na.values, &nb.values) {
-        return !x.iter().any(|p| y.iter().any(|q| json_eq(p, q)));
+        if !x.iter().any(|p| y.iter().any(|q| json_eq(p, q))) {
+            return true;
+        }
     }
     // Objects: a property one side requires whose value the two sides' schemas cannot both
     // accept (a discriminator), or that the other side forbids.
@@ -1313,6 +1734,311 @@ mod tests {
     }
 
     #[test]
+    fn one_of_references_beside_other_keywords_are_read_through() {
+        // `type` beside `oneOf` puts a `$ref` beside a keyword in every branch: the targets
+        // are still compared, so a closed branch without `version` and one that requires it
+        // are disjoint (as in SchemaStore's host.json).
+        let s = json!({
+            "$defs": {
+                "v1": {"type": "object", "additionalProperties": false,
+                       "properties": {"a": {"type": "integer"}, "b": {}}},
+                "v2": {"type": "object", "additionalProperties": false, "required": ["version"],
+                       "properties": {"version": {"type": "string"}, "a": {"type": "string"}}}
+            },
+            "type": "object",
+            "oneOf": [{"$ref": "#/$defs/v1"}, {"$ref": "#/$defs/v2"}]
+        });
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#"{"a":1}"#,
+                    r#"{"version":"2","a":"x"}"#,
+                    "{}",
+                    r#"{"version":"2","a":1}"#,
+                    r#"{"a":1,"c":2}"#,
+                    r#"{"version":2}"#
+                ]
+            ),
+            [true, true, true, false, false, false]
+        );
+        // Closed branches with a shared key, beside a property that `allOf` adds: each is
+        // complemented among the other's finitely many keys, so `{"severity": ..}` alone
+        // (valid under every branch) is refused, and one key of its own picks a branch.
+        let s = json!({
+            "$defs": {
+                "p": {"type": "object", "additionalProperties": false,
+                      "properties": {"path": {"type": "string"}, "severity": {}}},
+                "t": {"type": "object", "additionalProperties": false,
+                      "properties": {"text": {"type": "string"}, "severity": {}}}
+            },
+            "allOf": [
+                {"oneOf": [{"$ref": "#/$defs/p"}, {"$ref": "#/$defs/t"}]},
+                {"properties": {"severity": {"type": "string"}}}
+            ]
+        });
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#"{"path":"a"}"#,
+                    r#"{"text":"a","severity":"s"}"#,
+                    r#"{"severity":"s"}"#,
+                    "{}",
+                    r#"{"path":"a","text":"b"}"#,
+                    r#"{"path":"a","severity":1}"#,
+                    r#"{"path":1}"#
+                ]
+            ),
+            [true, true, false, false, false, false, false]
+        );
+    }
+
+    #[test]
+    fn one_of_is_decided_type_by_type() {
+        // Untyped branches: among objects the required discriminator `type` separates them;
+        // every other value matches the second branch, and the first only when exactly one
+        // of its inner branches matches, which for a number both do.
+        let s = json!({
+            "required": ["type"],
+            "oneOf": [
+                {"properties": {"type": {"const": "a"}},
+                 "oneOf": [{"required": ["x"]}, {"required": ["y"]}]},
+                {"properties": {"type": {"const": "b"}}}
+            ]
+        });
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#"{"type":"a","x":1}"#,
+                    r#"{"type":"b"}"#,
+                    r#"{"type":"b","x":1}"#,
+                    "1",
+                    r#""s""#,
+                    r#"{"type":"a","x":1,"y":2}"#,
+                    r#"{"type":"a"}"#,
+                    "{}",
+                    r#"{"type":"c"}"#
+                ]
+            ),
+            [true, true, true, true, true, false, false, false, false]
+        );
+        // The complement of a `oneOf`: values of a type that two branches match entirely
+        // match two, so they are all in it; among objects the branches are disjoint, so it
+        // is matching neither.
+        let s = json!({"not": {"oneOf": [
+            {"properties": {"k": {"const": 1}}, "required": ["k"]},
+            {"properties": {"k": {"const": 2}}, "required": ["k"]}
+        ]}});
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    "1",
+                    r#""x""#,
+                    "[]",
+                    "{}",
+                    r#"{"k":3}"#,
+                    r#"{"k":1}"#,
+                    r#"{"k":2}"#
+                ]
+            ),
+            [true, true, true, true, true, false, false]
+        );
+        // Branches that overlap among objects without a discriminator: the complement
+        // there is matching neither or both.
+        let s = json!({"not": {"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}});
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    "{}",
+                    r#"{"a":1,"b":2}"#,
+                    r#"{"c":1}"#,
+                    "1",
+                    r#"{"a":1}"#,
+                    r#"{"b":1,"c":1}"#
+                ]
+            ),
+            [true, true, true, true, false, false]
+        );
+        // And a `oneOf` of a pattern and every string, inside a `oneOf` (SchemaStore's dein):
+        // exactly one is the strings the pattern refuses.
+        let s = json!({"oneOf": [
+            {"type": "array", "items": {"type": "string",
+                "oneOf": [{"pattern": "^<"}, {"type": "string"}]}},
+            {"type": "array", "items": {"type": "string"}}
+        ]});
+        assert_eq!(
+            accepted(
+                s,
+                &[r#"["<a>"]"#, r#"["<a>","b"]"#, "[]", r#"["b"]"#, "[1]"]
+            ),
+            [true, true, false, false, false]
+        );
+    }
+
+    #[test]
+    fn not_of_format_takes_out_every_valid_string() {
+        let s = json!({"not": {"format": "date"}});
+        // A number matches `format` (which only applies to strings), so it is not in the
+        // complement either.
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#""2022-02-30""#,
+                    r#""x""#,
+                    "1",
+                    r#""2024-02-29""#,
+                    r#""2022-01-01""#
+                ]
+            ),
+            [true, true, false, false, false]
+        );
+        // Where the format's automaton is stricter than its definition, the complement
+        // takes out the definition's every string: a leap second in another offset is valid
+        // `date-time`, so it is not in the complement, though `format` itself refuses it.
+        let s = json!({"not": {"format": "date-time"}});
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#""2022-01-01""#,
+                    r#""2022-01-01T10:00:00Z""#,
+                    r#""1998-12-31T15:59:60-08:00""#
+                ]
+            ),
+            [true, false, false]
+        );
+        // A format whose valid strings no automaton here covers stays refused.
+        let e = compile_json_schema(
+            &json!({"not": {"format": "email"}}),
+            &JsonOptions::default(),
+        );
+        assert!(
+            matches!(&e, Err(Error::UnsupportedKeyword { keyword, .. })
+                if keyword == "not (format \"email\")"),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn all_of_many_conditionals_on_one_discriminator() {
+        // Seven `if`/`then` pairs on one property: the conjunction of their seven two-way
+        // `anyOf`s keeps only the combinations that do not contradict each other (a value
+        // of `kind` is one constant at most), so it stays small and compiles.
+        let conds: Vec<Value> = (1..=7)
+            .map(|i| {
+                json!({"if": {"properties": {"kind": {"const": format!("k{i}")}}},
+                       "then": {"anyOf": [{"required": [format!("a{i}")]},
+                                          {"required": [format!("b{i}")]}]}})
+            })
+            .collect();
+        let s = json!({"type": "object", "required": ["kind"], "allOf": conds});
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#"{"kind":"k1","a1":0}"#,
+                    r#"{"kind":"k7","b7":0}"#,
+                    r#"{"kind":"k9"}"#,
+                    r#"{"kind":"k1"}"#,
+                    r#"{"kind":"k3","a1":0}"#,
+                    "{}"
+                ]
+            ),
+            [true, true, true, false, false, false]
+        );
+    }
+
+    #[test]
+    fn not_of_additional_and_pattern_properties_is_some_member() {
+        // An open map of strings: its complement among objects is "some value is not a
+        // string"; a number is a (vacuous) map, so it is not in the complement.
+        let s = json!({"not": {"type": "object", "additionalProperties": {"type": "string"}}});
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    "1",
+                    r#"{"a":1}"#,
+                    r#"{"a":"x","b":2}"#,
+                    "{}",
+                    r#"{"a":"x"}"#
+                ]
+            ),
+            [true, true, true, false, false]
+        );
+        // A closed object: some key other than the named one, wherever it comes.
+        let s = json!({"not": {"properties": {"a": {}}, "additionalProperties": false}});
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#"{"a":1,"b":2}"#,
+                    r#"{"b":2,"a":1}"#,
+                    r#"{"b":2}"#,
+                    r#"{"a":1}"#,
+                    "{}",
+                    "[]"
+                ]
+            ),
+            [true, true, true, false, false, false]
+        );
+        // A pattern: some key that matches it (named or not) with a value outside it.
+        let s = json!({"not": {"properties": {"x-n": {}},
+                               "patternProperties": {"^x-": {"type": "string"}}}});
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#"{"x-a":1}"#,
+                    r#"{"x-n":1}"#,
+                    r#"{"x-a":"s"}"#,
+                    r#"{"y":1}"#,
+                    "{}",
+                    "1"
+                ]
+            ),
+            [true, true, false, false, false, false]
+        );
+    }
+
+    #[test]
+    fn one_of_with_a_closed_object_inside_an_open_one() {
+        // As in SchemaStore's CircleCI executors: `machine` is a closed object in one branch
+        // and absent from the other, so an object with both keys matches both only when its
+        // `machine` is valid; an extra key in `machine` makes it match the first alone.
+        let s = json!({"oneOf": [
+            {"type": "object", "required": ["docker"],
+             "properties": {"docker": {"type": "array"}}},
+            {"type": "object", "required": ["machine"],
+             "properties": {"machine": {"type": "object", "required": ["image"],
+                                        "additionalProperties": false,
+                                        "properties": {"image": {"type": "string"},
+                                                       "dlc": {"type": "boolean"}}}}}
+        ]});
+        assert_eq!(
+            accepted(
+                s,
+                &[
+                    r#"{"docker":[]}"#,
+                    r#"{"machine":{"image":"x"}}"#,
+                    r#"{"docker":[],"machine":{"image":"x","other":1}}"#,
+                    r#"{"docker":[],"machine":{}}"#,
+                    r#"{"docker":[],"machine":{"image":"x"}}"#,
+                    r#"{"docker":[],"machine":{"dlc":true,"image":"x"}}"#,
+                    r#"{"machine":{"image":"x","z":1}}"#,
+                    "{}"
+                ]
+            ),
+            [true, true, true, true, false, false, false, false]
+        );
+    }
+
+    #[test]
     fn one_of_closed_objects_overlap_on_their_shared_keys_only() {
         // `{}` matches both closed branches, so exactly-one refuses it; a key only one branch
         // names picks that branch.
@@ -1392,16 +2118,25 @@ mod tests {
             ),
             [true, true, true, true, false, false, false, false]
         );
-        // An open object may hold any other key: its complement has no exact schema here.
+        // An open object may hold any other key: the closed branch's complement among its
+        // values is "some key other than `a`".
         let open = json!({"oneOf": [
             {"type": "object", "additionalProperties": false, "properties": {"a": {}}},
             {"type": "object", "patternProperties": {"^x-": {"type": "string"}}}
         ]});
-        let e = compile_json_schema(&open, &JsonOptions::default());
-        assert!(
-            matches!(&e, Err(Error::UnsupportedKeyword { keyword, .. })
-                if keyword == "oneOf (branches that may overlap: not (additionalProperties) at #)"),
-            "{e:?}"
+        assert_eq!(
+            accepted(
+                open,
+                &[
+                    r#"{"a":1,"x-b":"s"}"#,
+                    r#"{"x-b":"s"}"#,
+                    r#"{"a":1,"x-b":2}"#,
+                    r#"{"a":1}"#,
+                    "{}",
+                    r#"{"x-b":2}"#
+                ]
+            ),
+            [true, true, false, false, false, false]
         );
     }
 

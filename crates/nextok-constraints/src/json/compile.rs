@@ -287,7 +287,10 @@ impl<'a> Compiler<'a> {
         excluded: &[Value],
         path: &str,
     ) -> Result<Sym, Error> {
-        let plain = f.patterns.is_empty() && f.not_patterns.is_empty() && f.format.is_none();
+        let plain = f.patterns.is_empty()
+            && f.not_patterns.is_empty()
+            && f.format.is_none()
+            && f.not_formats.is_empty();
         if is_long(f) && plain && !excluded.iter().any(Value::is_string) {
             return self.long_string(f.min_length.unwrap_or(0), f.max_length, path);
         }

@@ -384,6 +384,31 @@ impl Compiler<'_> {
             Some(pn) => Some(self.key_filter(pn, &format!("{path}/propertyNames"))?),
         };
         let colon = self.lit(":");
+        // `some_member` (what `not` of `additionalProperties`/`patternProperties` leaves):
+        // the keys it may be, and for each named key that may be it, the member whose value
+        // also matches its schema.
+        let witness = o.some_member.as_ref();
+        let witness_keys = match witness {
+            Some(w) => {
+                let mut k = match &w.pattern {
+                    Some(p) => pattern_dfa(p)?,
+                    None => Dfa::any_string().clone(),
+                };
+                if !w.not_names.is_empty() {
+                    let words: Vec<&[u8]> = w.not_names.iter().map(|x| x.as_bytes()).collect();
+                    k = k.minus(&Dfa::literals(
+                        &words,
+                        self.opts.limits.max_terminal_states,
+                    )?)?;
+                }
+                for p in &w.not_patterns {
+                    k = k.minus(&pattern_dfa(p)?)?;
+                }
+                Some(k)
+            }
+            None => None,
+        };
+        let mut witness_members: Vec<Option<Sym>> = Vec::new();
         let mut members = Vec::new();
         for name in &names {
             if key_filter
@@ -392,16 +417,30 @@ impl Compiler<'_> {
             {
                 // This key is not a valid property name: the member can never appear.
                 members.push(Sym::Nt(self.b.nt("forbidden key")));
+                witness_members.push(None);
                 continue;
             }
             let vs = value_schema(name, named(props, name));
-            let v = self.schema(&vs, &format!("{path}/properties/{}", escape_pointer(name)))?;
+            let vp = format!("{path}/properties/{}", escape_pointer(name));
+            let v = self.schema(&vs, &vp)?;
             let key = self.string_terminal(&Dfa::literal(name.as_bytes()))?;
             let r = self.seq(&[key, colon, v]);
             members.push(self.b.alts(&format!("{path} member {name}"), vec![r]));
+            witness_members.push(match (witness, &witness_keys) {
+                (Some(w), Some(k)) if k.matches(name.as_bytes()) => {
+                    let v = self.schema(&both_of(vs, w.value.clone()), &vp)?;
+                    let r = self.seq(&[key, colon, v]);
+                    Some(
+                        self.b
+                            .alts(&format!("{path} witness member {name}"), vec![r]),
+                    )
+                }
+                _ => None,
+            });
         }
         // Additional members: keys outside `names`, split by which patterns they match.
         let mut add_alts = Vec::new();
+        let mut add_witness_alts = Vec::new();
         let closed = additional == Schema::Never && pat_dfas.is_empty();
         let subsets = if closed { 0 } else { 1u32 << pat_dfas.len() };
         let mut others = Dfa::empty();
@@ -441,14 +480,31 @@ impl Compiler<'_> {
             if vs == Schema::Never {
                 continue;
             }
-            let v = self.schema(&vs, &format!("{path}/additionalProperties"))?;
+            let ap = format!("{path}/additionalProperties");
+            let v = self.schema(&vs, &ap)?;
             let key = self.string_terminal(&keys)?;
             add_alts.push(self.seq(&[key, colon, v]));
+            if let (Some(w), Some(k)) = (witness, &witness_keys) {
+                let wk = keys.intersect(k)?;
+                if !wk.is_empty_language() {
+                    let v = self.schema(&both_of(vs, w.value.clone()), &ap)?;
+                    let key = self.string_terminal(&wk)?;
+                    add_witness_alts.push(self.seq(&[key, colon, v]));
+                }
+            }
         }
         let add = if add_alts.is_empty() {
             None
         } else {
             Some(self.b.alts(&format!("{path} additional"), add_alts))
+        };
+        let add_witness = if add_witness_alts.is_empty() {
+            None
+        } else {
+            Some(
+                self.b
+                    .alts(&format!("{path} witness additional"), add_witness_alts),
+            )
         };
         let required_set: std::collections::HashSet<&str> =
             required.iter().map(String::as_str).collect();
@@ -466,6 +522,14 @@ impl Compiler<'_> {
         // Any order by bit masks of the names seen (2^n rules at most) while that is small;
         // past that, any order by one loop whose members the chart checks at run time.
         let free = !fixed && n <= self.opts.max_free_order_properties.min(16) && !big_counts;
+        if witness.is_some() && !free {
+            return Err(unsupported(
+                "not (additionalProperties) (an object whose members are not tracked by sets \
+                 of names: more named properties than any-order bit masks allow, counts above \
+                 64 or fixed order)",
+                path,
+            ));
+        }
         if !fixed && !free {
             return self.tracked_object(TrackedObject {
                 path,
@@ -513,53 +577,63 @@ impl Compiler<'_> {
                 .filter(|(_, &r)| r)
                 .map(|(i, _)| 1u64 << i)
                 .sum();
-            // rest[(S, c)]: after at least one member, with named set S used and c members
-            // written (saturated at `cap`).
-            let mut rest: HashMap<(u64, u32), u32> = HashMap::new();
-            let mut todo: Vec<(u64, u32)> = Vec::new();
-            let mut get =
-                |b: &mut GrammarBuilder, st: (u64, u32), todo: &mut Vec<(u64, u32)>| -> u32 {
-                    let st = (st.0, st.1.min(cap));
-                    *rest.entry(st).or_insert_with(|| {
-                        todo.push(st);
-                        b.nt(format!("{path} rest {:b} {}", st.0, st.1))
-                    })
-                };
-            if req_mask == 0 && min_props == 0 {
+            // rest[(S, c, w)]: after at least one member, with named set S used, c members
+            // written (saturated at `cap`) and w whether some member was the witness that
+            // `some_member` asks for (always true without one).
+            type State = (u64, u32, bool);
+            let mut rest: HashMap<State, u32> = HashMap::new();
+            let mut todo: Vec<State> = Vec::new();
+            let mut get = |b: &mut GrammarBuilder, st: State, todo: &mut Vec<State>| -> u32 {
+                let st = (st.0, st.1.min(cap), st.2);
+                *rest.entry(st).or_insert_with(|| {
+                    todo.push(st);
+                    b.nt(format!("{path} rest {:b} {} {}", st.0, st.1, st.2))
+                })
+            };
+            let seen0 = witness.is_none();
+            // The members that may follow, each with the named bit it sets and whether it is
+            // the witness.
+            let mut choices: Vec<(Sym, Option<usize>, bool)> = Vec::new();
+            for (i, &mem) in members.iter().enumerate() {
+                choices.push((mem, Some(i), false));
+                if let Some(wm) = witness_members[i] {
+                    choices.push((wm, Some(i), true));
+                }
+            }
+            if let Some(a) = add {
+                choices.push((a, None, false));
+            }
+            if let Some(a) = add_witness {
+                choices.push((a, None, true));
+            }
+            if req_mask == 0 && min_props == 0 && seen0 {
                 let r = self.seq(&[open, close]);
                 self.b.rule(obj, r);
             }
             if may_add(0) {
-                for (i, &mem) in members.iter().enumerate() {
-                    let next = get(&mut self.b, (1 << i, 1), &mut todo);
+                for &(mem, bit, w) in &choices {
+                    let set = bit.map_or(0, |i| 1u64 << i);
+                    let next = get(&mut self.b, (set, 1, seen0 || w), &mut todo);
                     let r = self.seq(&[open, mem, Sym::Nt(next)]);
                     self.b.rule(obj, r);
                 }
-                if let Some(a) = add {
-                    let next = get(&mut self.b, (0, 1), &mut todo);
-                    let r = self.seq(&[open, a, Sym::Nt(next)]);
-                    self.b.rule(obj, r);
-                }
             }
-            while let Some((set, c)) = todo.pop() {
-                let nt = get(&mut self.b, (set, c), &mut todo);
-                if set & req_mask == req_mask && c as usize >= min_props && deps_ok(set) {
+            while let Some((set, c, seen)) = todo.pop() {
+                let nt = get(&mut self.b, (set, c, seen), &mut todo);
+                if set & req_mask == req_mask && c as usize >= min_props && deps_ok(set) && seen {
                     let r = self.seq(&[close]);
                     self.b.rule(nt, r);
                 }
                 if !may_add(c) {
                     continue;
                 }
-                for (i, &mem) in members.iter().enumerate() {
-                    if set >> i & 1 == 0 {
-                        let next = get(&mut self.b, (set | 1 << i, c + 1), &mut todo);
-                        let r = self.seq(&[comma, mem, Sym::Nt(next)]);
-                        self.b.rule(nt, r);
+                for &(mem, bit, w) in &choices {
+                    if bit.is_some_and(|i| set >> i & 1 == 1) {
+                        continue;
                     }
-                }
-                if let Some(a) = add {
-                    let next = get(&mut self.b, (set, c + 1), &mut todo);
-                    let r = self.seq(&[comma, a, Sym::Nt(next)]);
+                    let nset = set | bit.map_or(0, |i| 1u64 << i);
+                    let next = get(&mut self.b, (nset, c + 1, seen || w), &mut todo);
+                    let r = self.seq(&[comma, mem, Sym::Nt(next)]);
                     self.b.rule(nt, r);
                 }
             }

@@ -229,6 +229,8 @@ pub(super) struct StringFacets {
     /// Patterns that must not match (what `not` of `pattern` leaves).
     pub not_patterns: Vec<String>,
     pub format: Option<String>,
+    /// Formats that must not match (what `not` of `format` leaves).
+    pub not_formats: Vec<String>,
 }
 
 /// The keywords that apply to numbers, as exact decimals.
@@ -268,6 +270,19 @@ pub(super) struct ObjectFacets {
     pub max_properties: Option<usize>,
     pub dependent_required: Option<Vec<(String, Vec<String>)>>,
     pub property_names: Option<Schema>,
+    /// Some member breaks `additionalProperties` or a `patternProperties` entry (what `not`
+    /// of those leaves).
+    pub some_member: Option<SomeMember>,
+}
+
+/// "Some member whose key matches `pattern` (any key when `None`), is none of `not_names`
+/// and matches none of `not_patterns`, and whose value matches `value`."
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct SomeMember {
+    pub pattern: Option<String>,
+    pub not_names: Vec<String>,
+    pub not_patterns: Vec<String>,
+    pub value: Schema,
 }
 
 /// The schema named `name` in a list of named schemas.
@@ -303,6 +318,7 @@ impl Node {
             (!s.patterns.is_empty(), "pattern"),
             (!s.not_patterns.is_empty(), "not pattern"),
             (s.format.is_some(), "format"),
+            (!s.not_formats.is_empty(), "not format"),
             (n.minimum.is_some(), "minimum"),
             (n.maximum.is_some(), "maximum"),
             (n.exclusive_minimum.is_some(), "exclusiveMinimum"),
@@ -325,6 +341,7 @@ impl Node {
             (o.max_properties.is_some(), "maxProperties"),
             (o.dependent_required.is_some(), "dependentRequired"),
             (o.property_names.is_some(), "propertyNames"),
+            (o.some_member.is_some(), "some member"),
         ]
         .into_iter()
         .filter_map(|(present, k)| present.then_some(k))

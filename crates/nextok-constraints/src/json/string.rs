@@ -219,6 +219,10 @@ const TIME: &str = concat!(
     ")"
 );
 
+/// [`TIME`] with a leap second in any minute and offset: every RFC 3339 `full-time`, and more.
+const TIME_SUPERSET: &str =
+    "([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?([zZ]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
+
 /// RFC 3986 `IPv6address` (with its IPv4 forms), as RFC 3986's appendix A writes it.
 fn ipv6_regex() -> String {
     let h16 = "[0-9A-Fa-f]{1,4}";
@@ -350,6 +354,47 @@ pub(super) fn is_long(f: &StringFacets) -> bool {
 /// length (`format: date` under `maxLength: 65536`, say); otherwise they are refused here
 /// (the compiler writes such strings as chunks instead, when no pattern or format goes with
 /// them).
+/// The strings a (regular, enforced) `format` accepts, exactly: what `format` keeps and what
+/// its complement (`not` of `format`) takes out.
+fn format_dfa(format: &str, path: &str) -> Result<Dfa, Error> {
+    let re = format_regex(format).ok_or_else(|| unsupported(format!("format {format:?}"), path))?;
+    let mut d = Dfa::from_regex(&format!("(?:{re})"))?;
+    if format == "hostname" {
+        d = d.intersect(&Dfa::char_count(1, Some(63))?)?;
+        // RFC 5891 (4.2.3.1): no label has `--` in its third and fourth places. This
+        // refuses IDNA A-labels (`xn--...`), whose Punycode no automaton checks: stricter
+        // than RFC 5890, never looser.
+        d = d.minus(&Dfa::from_regex("(.*\\.)?[^.][^.]--.*")?)?;
+    }
+    Ok(d)
+}
+
+/// Whether `not` of `format` can be enforced: [`format_superset_dfa`] has an automaton for
+/// every string the format defines as valid.
+pub(super) fn format_complementable(format: &str) -> bool {
+    format != "email" && format_regex(format).is_some()
+}
+
+/// What `not` of `format` takes out: every string the format defines as valid, and a few
+/// more where [`format_dfa`] is stricter than the definition (leap seconds in any offset, host
+/// names of any length and with `--` in any label), so that the complement never keeps a
+/// valid one: stricter than the definition, never looser. `email` has no such automaton (a
+/// quoted local part may hold almost anything) and is refused.
+fn format_superset_dfa(format: &str, path: &str) -> Result<Dfa, Error> {
+    let refuse = || unsupported(format!("not (format {format:?})"), path);
+    let re = match format {
+        "email" => return Err(refuse()),
+        "time" => TIME_SUPERSET.to_string(),
+        "date-time" => format!("{DATE}[tT]{TIME_SUPERSET}"),
+        "hostname" => {
+            r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*"
+                .to_string()
+        }
+        f => format_regex(f).ok_or_else(refuse)?,
+    };
+    Dfa::from_regex(&format!("(?:{re})"))
+}
+
 pub(super) fn string_content(f: &StringFacets, path: &str) -> Result<Dfa, Error> {
     let mut d = Dfa::any_string().clone();
     for p in &f.patterns {
@@ -359,16 +404,10 @@ pub(super) fn string_content(f: &StringFacets, path: &str) -> Result<Dfa, Error>
         d = d.minus(&pattern_dfa(p)?)?;
     }
     if let Some(format) = &f.format {
-        let re =
-            format_regex(format).ok_or_else(|| unsupported(format!("format {format:?}"), path))?;
-        d = d.intersect(&Dfa::from_regex(&format!("(?:{re})"))?)?;
-        if format == "hostname" {
-            d = d.intersect(&Dfa::char_count(1, Some(63))?)?;
-            // RFC 5891 (4.2.3.1): no label has `--` in its third and fourth places. This
-            // refuses IDNA A-labels (`xn--...`), whose Punycode no automaton checks: stricter
-            // than RFC 5890, never looser.
-            d = d.minus(&Dfa::from_regex("(.*\\.)?[^.][^.]--.*")?)?;
-        }
+        d = d.intersect(&format_dfa(format, path)?)?;
+    }
+    for format in &f.not_formats {
+        d = d.minus(&format_superset_dfa(format, path)?)?;
     }
     let (mut min, mut max) = (f.min_length.unwrap_or(0), f.max_length);
     if is_long(f) {
