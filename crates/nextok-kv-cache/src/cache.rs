@@ -307,14 +307,21 @@ impl KvCache {
         let bp = self.config().block_positions;
         let blocks = positions.start / bp..(positions.end - 1) / bp + 1;
         self.make_exclusive(blocks)?;
-        let places: Vec<RowPlace> = positions
-            .clone()
-            .map(|pos| RowPlace {
-                block: self.table[pos / bp],
-                slot: pos % bp,
-            })
-            .collect();
-        store(self.pool.inner.storage.as_ref(), &places)?;
+        let place = |pos: usize| RowPlace {
+            block: self.table[pos / bp],
+            slot: pos % bp,
+        };
+        // A decode step writes one row per layer: its place on the stack, no allocation.
+        let one: [RowPlace; 1];
+        let many: Vec<RowPlace>;
+        let places: &[RowPlace] = if positions.len() == 1 {
+            one = [place(positions.start)];
+            &one
+        } else {
+            many = positions.clone().map(place).collect();
+            &many
+        };
+        store(self.pool.inner.storage.as_ref(), places)?;
         let words = self.words();
         for pos in positions {
             let (b, slot) = (pos / bp, pos % bp);
