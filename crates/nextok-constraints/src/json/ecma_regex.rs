@@ -9,9 +9,13 @@
 //! web-compatibility syntax of Annex B (without `u`) is not the dialect: there `a{`, `]`, `\a`
 //! and `[\d-z]` are valid, and here they are not. Python's `re` (which labelled the real-world
 //! corpus) is another dialect again: its `(?P<name>...)`, `(?#...)` and global `(?i)` are
-//! refused here, and ECMA's `\cA`, `\u{...}`, `[]` and `[^]` accepted.
+//! refused here, and ECMA's `\cA`, `\u{...}`, `[]` and `[^]` accepted. Where the dialects
+//! disagree, the mask follows the `u`-mode syntax alone: a string that Annex B or Python
+//! accepts and `u`-mode refuses is refused, and one that `u`-mode accepts is accepted even
+//! where Python refuses it (so a label made with Python's `re` can call such a string
+//! invalid).
 //!
-//! **Exact, with four restrictions that only refuse.** What a context-free grammar (or a
+//! **Exact, with five restrictions that only refuse.** What a context-free grammar (or a
 //! small automaton) cannot check is refused, so no string that ECMA-262 refuses is ever
 //! accepted; these valid ones are refused:
 //! - back references (`\1`, `\k<name>`): ECMA requires the group they name to exist
@@ -32,6 +36,11 @@
 //! look-around, `\0` not followed by a digit, class ranges in order and without class escapes
 //! at either end, `\c` only before a letter, `\u{...}` at most U+10FFFF, identity escapes only
 //! of syntax characters and `/`, and ES2025's modifiers `(?ims-ims:...)` with each flag once.
+//! Beside it the compiler takes `minLength: 1` (no empty pattern); other string keywords with
+//! it are refused by name.
+//!
+//! The automata are built once per process (`pieces`): the first schema with the format pays
+//! for them, later ones reuse them.
 
 use std::sync::OnceLock;
 
