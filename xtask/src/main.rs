@@ -156,7 +156,8 @@ fn ci() -> Result<()> {
     ];
     for (title, folder) in suites {
         println!("== constrain-bench: {title} ==");
-        run(cargo()
+        let mut command = cargo();
+        command
             .args([
                 "run",
                 "--quiet",
@@ -166,7 +167,13 @@ fn ci() -> Result<()> {
                 "constrain-bench",
             ])
             .arg(conformance.join(folder))
-            .env("NEXTOK_MODEL", &model))?;
+            .env("NEXTOK_MODEL", &model);
+        // The documents the real-world schemas name that are not schemas of the corpus.
+        let resources = conformance.join(format!("{folder}-resources"));
+        if resources.is_dir() {
+            command.arg("--resources").arg(resources);
+        }
+        run(&mut command)?;
     }
     // A project outside the workspace that uses three crates by path, as a user's would: it
     // must build and run on its own (issue 12).

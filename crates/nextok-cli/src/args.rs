@@ -694,6 +694,11 @@ pub struct ConstrainBenchArgs {
     /// as the arrays "refused" and "failures".
     #[arg(long)]
     pub verbose: bool,
+    /// A folder of documents that the cases' `$ref`s may name but that are not cases themselves
+    /// (files of the same format; `schema` read, `tests` ignored), besides the cases' own
+    /// schemas; repeatable. The real-world corpus's is `conformance/real-world/schemastore-resources`.
+    #[arg(long, value_name = "DIR")]
+    pub resources: Vec<PathBuf>,
 }
 
 /// `nextok bench`.

@@ -185,6 +185,63 @@ fn constrain_bench_counts_a_maskbench_file() {
 }
 
 #[test]
+fn constrain_bench_resolves_references_from_resource_folders() {
+    // Issue #17: a case's `$ref` to a document of a --resources folder (a file of the same
+    // format, found by the URL its `source` names) compiles; without the folder it is refused
+    // by name, and the resource file is never counted as a case.
+    let root = std::env::temp_dir().join(format!("nextok-resources-{}", std::process::id()));
+    let (cases, resources) = (root.join("cases"), root.join("resources"));
+    std::fs::create_dir_all(&cases).unwrap();
+    std::fs::create_dir_all(&resources).unwrap();
+    let case = serde_json::json!({
+        "schema": {"$ref": "https://example.com/port.json#/definitions/port"},
+        "tests": [{"data": 8080, "valid": true}, {"data": 0, "valid": false}]
+    });
+    let resource = serde_json::json!({
+        "source": "a test, schema https://example.com/port.json as written here",
+        "schema": {"definitions": {"port": {"type": "integer", "minimum": 1, "maximum": 65535}}}
+    });
+    std::fs::write(cases.join("port-user.json"), case.to_string()).unwrap();
+    std::fs::write(resources.join("port.json"), resource.to_string()).unwrap();
+    let c = cases.to_str().unwrap();
+    let without = json_out(&nextok(&["constrain-bench", c, "--json"]));
+    assert_eq!(
+        without["refusals"],
+        serde_json::json!({"$ref": 1}),
+        "{without}"
+    );
+    let with = json_out(&nextok(&[
+        "constrain-bench",
+        c,
+        "--resources",
+        resources.to_str().unwrap(),
+        "--json",
+    ]));
+    let missing = nextok(&[
+        "constrain-bench",
+        c,
+        "--resources",
+        "/nonexistent-nextok-dir",
+    ]);
+    let _ = std::fs::remove_dir_all(&root);
+    assert_eq!(with["schemas"], 1, "{with}");
+    assert_eq!(with["compiled"], 1, "{with}");
+    assert_eq!(
+        (
+            with["valid_accepted"].clone(),
+            with["invalid_rejected"].clone()
+        ),
+        (1.into(), 1.into())
+    );
+    assert!(!missing.status.success());
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("is not a folder of resource documents"),
+        "{}",
+        String::from_utf8_lossy(&missing.stderr)
+    );
+}
+
+#[test]
 fn constrain_bench_verbose_lists_refusals_and_wrong_answers() {
     // Issue #17: every refused schema with its keyword and path, every wrong answer with its
     // file and test index, and the refusals counted by keyword. The second instance is

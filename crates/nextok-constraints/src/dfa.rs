@@ -674,6 +674,36 @@ impl Dfa {
         )
     }
 
+    /// `self` then `other`, when no accepting state of `self` reads on with a byte that
+    /// `other` can start with: then the switch to `other` is deterministic and one state of
+    /// each at a time suffices. `None` when the two overlap so.
+    pub(crate) fn then(&self, other: &Dfa) -> Result<Option<Dfa>, Error> {
+        let mut overlap = false;
+        let d = Dfa::explore(
+            (self.start, DEAD),
+            |&(a, b), x| {
+                let a2 = if a == DEAD { DEAD } else { self.next(a, x) };
+                let enter = if a != DEAD && self.is_accept(a) {
+                    other.next(other.start, x)
+                } else {
+                    DEAD
+                };
+                let b2 = if b == DEAD { enter } else { other.next(b, x) };
+                if enter != DEAD && (b != DEAD || a2 != DEAD) {
+                    overlap = true;
+                }
+                (a2 != DEAD || b2 != DEAD).then_some((a2, b2))
+            },
+            |&(a, b)| {
+                (b != DEAD && other.is_accept(b))
+                    || (a != DEAD && self.is_accept(a) && other.accepts_empty())
+            },
+            "concatenation",
+            &refine(&self.classes, &other.classes),
+        )?;
+        Ok((!overlap).then_some(d))
+    }
+
     /// The same language without the empty string (the start state is split off).
     pub(crate) fn without_empty(&self) -> Result<Dfa, Error> {
         Dfa::explore(

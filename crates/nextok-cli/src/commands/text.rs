@@ -229,8 +229,15 @@ pub fn constrain_bench(a: &ConstrainBenchArgs) -> anyhow::Result<()> {
             .encode(&String::from_utf8_lossy(bytes), EncodeOptions::plain())
             .unwrap_or_default()
     };
-    // Schemas of the folder may refer to each other (JSON Schema Store's do).
-    let resources = ConformanceRun::resources_in_dir(&a.dir).map_err(nextok::Error::from)?;
+    // Schemas of the folder may refer to each other (JSON Schema Store's do), and to the
+    // documents of the --resources folders.
+    let mut resources = ConformanceRun::resources_in_dir(&a.dir).map_err(nextok::Error::from)?;
+    for dir in &a.resources {
+        if !dir.is_dir() {
+            anyhow::bail!("{} is not a folder of resource documents", dir.display());
+        }
+        resources.extend(ConformanceRun::resources_in_dir(dir).map_err(nextok::Error::from)?);
+    }
     let options = JsonOptions::default().with_resources(resources);
     let mut run = ConformanceRun::new(vocab, options, &tokenize);
     let mut outcomes = Vec::new();

@@ -28,6 +28,9 @@ pub(super) struct Compiler<'a> {
     /// The object and array symbols of `any`, for values built around them.
     any_parts: Option<(Sym, Sym)>,
     depth: usize,
+    /// The rules of `format: "regex"` strings, once built (`ecma_regex`): any pattern, and
+    /// any but the empty one.
+    pub(super) regex_format: [Option<Sym>; 2],
 }
 
 impl<'a> Compiler<'a> {
@@ -48,6 +51,7 @@ impl<'a> Compiler<'a> {
             any: None,
             any_parts: None,
             depth: 0,
+            regex_format: [None, None],
         }
     }
 
@@ -287,6 +291,23 @@ impl<'a> Compiler<'a> {
         excluded: &[Value],
         path: &str,
     ) -> Result<Sym, Error> {
+        if f.format.as_deref() == Some("regex") {
+            // A grammar, not an automaton: nothing regular can be intersected with it here.
+            // `minLength: 1` only takes out the empty pattern.
+            let alone = f.patterns.is_empty()
+                && f.not_patterns.is_empty()
+                && f.not_formats.is_empty()
+                && f.min_length.unwrap_or(0) <= 1
+                && f.max_length.is_none()
+                && !excluded.iter().any(Value::is_string);
+            if !alone {
+                return Err(unsupported(
+                    "format \"regex\" with pattern, minLength above 1, maxLength or not",
+                    path,
+                ));
+            }
+            return self.regex_format_string(f.min_length == Some(1));
+        }
         let plain = f.patterns.is_empty()
             && f.not_patterns.is_empty()
             && f.format.is_none()

@@ -243,8 +243,14 @@ fn known_formats_are_exact_and_unknown_ones_are_annotations() {
     );
     // A known format with no exact automaton is refused by name.
     assert_eq!(
-        refused_keyword(json!({"format": "regex"})).0,
-        "format \"regex\""
+        refused_keyword(json!({"format": "idn-hostname"})).0,
+        "format \"idn-hostname\""
+    );
+    // `regex` is a grammar (`ecma_regex`), enforced.
+    check(
+        json!({"format": "regex"}),
+        &[r#""a+(b|c)""#, "1"],
+        &[r#""a**""#, r#""(a""#],
     );
 }
 

@@ -25,6 +25,7 @@
 mod algebra;
 mod compile;
 mod containers;
+mod ecma_regex;
 #[cfg(test)]
 mod feature_tests;
 mod number;
@@ -136,6 +137,12 @@ impl SchemaResources {
             }
             None => false,
         }
+    }
+
+    /// Adds every document of `other`; where both hold one at the same URI, `other`'s is kept.
+    pub fn extend(&mut self, other: SchemaResources) {
+        let docs = Arc::unwrap_or_clone(other.docs);
+        Arc::make_mut(&mut self.docs).extend(docs);
     }
 
     /// The document at `uri` (without fragment).
@@ -286,8 +293,10 @@ pub enum FormatMode {
     /// Known formats are enforced exactly (`date` with real month lengths and leap years,
     /// `time`, `date-time`, `duration`, `email`, `hostname`, `ipv4`, `ipv6`, `uri`, `iri`,
     /// `uri-template`, `uuid`, `json-pointer`, `relative-json-pointer`...); unknown format names are annotations, listed in
-    /// [`CompiledSchema::ignored`]; known formats nextok cannot enforce exactly (`regex`,
-    /// `idn-hostname`...) are [`Error::UnsupportedKeyword`].
+    /// [`CompiledSchema::ignored`]; `regex` is ECMA-262's `u`-mode pattern syntax, as a grammar
+    /// (stricter than the specification where only a context-sensitive check would be exact:
+    /// back references, a second named group, ...); known formats nextok cannot enforce
+    /// exactly (`idn-email`, `idn-hostname`) are [`Error::UnsupportedKeyword`].
     #[default]
     Assert,
     /// Every `format` is an annotation (listed, never enforced).
@@ -495,6 +504,30 @@ mod tests {
         compile_json_schema(schema, &JsonOptions::default())
             .unwrap()
             .recognizes(text.as_bytes())
+    }
+
+    #[test]
+    fn extend_adds_documents_and_keeps_the_newer_at_one_uri() {
+        let mut a = SchemaResources::new();
+        a.insert("https://example.com/a.json", json!({"type": "string"}));
+        a.insert("https://example.com/b.json", json!({"type": "null"}));
+        let mut b = SchemaResources::new();
+        b.insert("https://example.com/b.json#x", json!({"type": "integer"}));
+        b.insert("https://example.com/c.json", json!({"type": "boolean"}));
+        a.extend(b);
+        assert_eq!(a.len(), 3);
+        assert_eq!(
+            a.get("https://example.com/a.json"),
+            Some(&json!({"type": "string"}))
+        );
+        assert_eq!(
+            a.get("https://example.com/b.json"),
+            Some(&json!({"type": "integer"}))
+        );
+        assert_eq!(
+            a.get("https://example.com/c.json"),
+            Some(&json!({"type": "boolean"}))
+        );
     }
 
     #[test]

@@ -586,7 +586,9 @@ impl<'v> Parser<'v> {
                         IgnoredReason::FormatAnnotation,
                     ),
                     Value::String(f) => match format_kind(f) {
-                        FormatKind::Regular => n.string.format = Some(f.clone()),
+                        FormatKind::Regular | FormatKind::ContextFree => {
+                            n.string.format = Some(f.clone())
+                        }
                         FormatKind::Unenforced => {
                             return Err(unsupported(format!("format {f:?}"), path))
                         }

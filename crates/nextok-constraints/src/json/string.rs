@@ -180,6 +180,9 @@ fn ecma_to_rust(p: &str) -> String {
 pub(super) enum FormatKind {
     /// A regular language, enforced exactly.
     Regular,
+    /// A context-free language (`regex`: ECMA-262 patterns nest), enforced by a grammar
+    /// (`ecma_regex`).
+    ContextFree,
     /// A format JSON Schema defines that no automaton here enforces exactly: refused by name.
     Unenforced,
     /// A name JSON Schema does not define: an annotation.
@@ -190,7 +193,9 @@ pub(super) enum FormatKind {
 pub(super) fn format_kind(name: &str) -> FormatKind {
     if format_regex(name).is_some() {
         FormatKind::Regular
-    } else if ["regex", "idn-email", "idn-hostname"].contains(&name) {
+    } else if name == "regex" {
+        FormatKind::ContextFree
+    } else if ["idn-email", "idn-hostname"].contains(&name) {
         FormatKind::Unenforced
     } else {
         FormatKind::Unknown

@@ -1,0 +1,1080 @@
+//! `format: "regex"`: a string is valid when its (decoded) content is an ECMA-262 regular
+//! expression `Pattern`, as a grammar over the JSON string, since nested groups make the
+//! language context-free.
+//!
+//! **Dialect.** ECMA-262 (16th edition, 2025) `Pattern[+UnicodeMode, +NamedCaptureGroups]`:
+//! the `u`-flag syntax, which JSON Schema 2019-09 and 2020-12 recommend ("regular expressions
+//! SHOULD be built with the `u` flag") and which the JSON-Schema-Test-Suite's
+//! `optional/format/ecmascript-regex.json` follows (`\a` is invalid, `(?<name>x)` valid). The
+//! web-compatibility syntax of Annex B (without `u`) is not the dialect: there `a{`, `]`, `\a`
+//! and `[\d-z]` are valid, and here they are not. Python's `re` (which labelled the real-world
+//! corpus) is another dialect again: its `(?P<name>...)`, `(?#...)` and global `(?i)` are
+//! refused here, and ECMA's `\cA`, `\u{...}`, `[]` and `[^]` accepted. Where the dialects
+//! disagree, the mask follows the `u`-mode syntax alone: a string that Annex B or Python
+//! accepts and `u`-mode refuses is refused, and one that `u`-mode accepts is accepted even
+//! where Python refuses it (so a label made with Python's `re` can call such a string
+//! invalid).
+//!
+//! **Exact, with five restrictions that only refuse.** What a context-free grammar (or a
+//! small automaton) cannot check is refused, so no string that ECMA-262 refuses is ever
+//! accepted; these valid ones are refused:
+//! - back references (`\1`, `\k<name>`): ECMA requires the group they name to exist
+//!   somewhere in the pattern, before or after;
+//! - more than one named group (two could carry the same name, which ECMA refuses unless they
+//!   sit in different alternatives), and group names outside `[A-Za-z$_][A-Za-z0-9$_]*`
+//!   (names with `\u` escapes or non-ASCII letters);
+//! - a class range whose first end is above U+00FF (`[\u4e00-\u9fa5]`); the ends are compared
+//!   exactly when the first is at most U+00FF, whatever the second is;
+//! - a quantifier `{n,m}` where `n` and `m` have the same number of significant digits and
+//!   more than three (`{1000,2000}`); `{1,100000}`, `{5}` and `{5,}` are fine;
+//! - `\p{...}`/`\P{...}` other than `General_Category` values (alone or as `gc=`,
+//!   `General_Category=`) and the binary properties of ECMA-262's table of binary Unicode
+//!   property aliases; `Script=` and `Script_Extensions=` are refused.
+//!
+//! Everything else follows the specification's grammar and early errors: quantifiers only
+//! after an atom (`a**`, `?`, `{2}` alone refused), `{n,m}` with `n <= m`, no quantified
+//! look-around, `\0` not followed by a digit, class ranges in order and without class escapes
+//! at either end, `\c` only before a letter, `\u{...}` at most U+10FFFF, identity escapes only
+//! of syntax characters and `/`, and ES2025's modifiers `(?ims-ims:...)` with each flag once.
+//! Beside it the compiler takes `minLength: 1` (no empty pattern); other string keywords with
+//! it are refused by name.
+//!
+//! The automata are built once per process (`pieces`): the first schema with the format pays
+//! for them, later ones reuse them.
+
+use std::sync::OnceLock;
+
+use super::compile::Compiler;
+use super::schema::unsupported;
+use crate::dfa::{Dfa, IDENTITY};
+use crate::grammar::Sym;
+use crate::Error;
+
+/// The `General_Category` values (PropertyValueAliases.txt's long and short names).
+const GENERAL_CATEGORY: &[&str] = &[
+    "Cased_Letter",
+    "LC",
+    "Close_Punctuation",
+    "Pe",
+    "Connector_Punctuation",
+    "Pc",
+    "Control",
+    "Cc",
+    "cntrl",
+    "Currency_Symbol",
+    "Sc",
+    "Dash_Punctuation",
+    "Pd",
+    "Decimal_Number",
+    "Nd",
+    "digit",
+    "Enclosing_Mark",
+    "Me",
+    "Final_Punctuation",
+    "Pf",
+    "Format",
+    "Cf",
+    "Initial_Punctuation",
+    "Pi",
+    "Letter",
+    "L",
+    "Letter_Number",
+    "Nl",
+    "Line_Separator",
+    "Zl",
+    "Lowercase_Letter",
+    "Ll",
+    "Mark",
+    "M",
+    "Combining_Mark",
+    "Math_Symbol",
+    "Sm",
+    "Modifier_Letter",
+    "Lm",
+    "Modifier_Symbol",
+    "Sk",
+    "Nonspacing_Mark",
+    "Mn",
+    "Number",
+    "N",
+    "Open_Punctuation",
+    "Ps",
+    "Other",
+    "C",
+    "Other_Letter",
+    "Lo",
+    "Other_Number",
+    "No",
+    "Other_Punctuation",
+    "Po",
+    "Other_Symbol",
+    "So",
+    "Paragraph_Separator",
+    "Zp",
+    "Private_Use",
+    "Co",
+    "Punctuation",
+    "P",
+    "punct",
+    "Separator",
+    "Z",
+    "Space_Separator",
+    "Zs",
+    "Spacing_Mark",
+    "Mc",
+    "Surrogate",
+    "Cs",
+    "Symbol",
+    "S",
+    "Titlecase_Letter",
+    "Lt",
+    "Unassigned",
+    "Cn",
+    "Uppercase_Letter",
+    "Lu",
+];
+
+/// ECMA-262's binary Unicode property aliases (the canonical names and their short aliases).
+const BINARY_PROPERTIES: &[&str] = &[
+    "ASCII",
+    "ASCII_Hex_Digit",
+    "AHex",
+    "Alphabetic",
+    "Alpha",
+    "Any",
+    "Assigned",
+    "Bidi_Control",
+    "Bidi_C",
+    "Bidi_Mirrored",
+    "Bidi_M",
+    "Case_Ignorable",
+    "CI",
+    "Cased",
+    "Changes_When_Casefolded",
+    "CWCF",
+    "Changes_When_Casemapped",
+    "CWCM",
+    "Changes_When_Lowercased",
+    "CWL",
+    "Changes_When_NFKC_Casefolded",
+    "CWKCF",
+    "Changes_When_Titlecased",
+    "CWT",
+    "Changes_When_Uppercased",
+    "CWU",
+    "Dash",
+    "Default_Ignorable_Code_Point",
+    "DI",
+    "Deprecated",
+    "Dep",
+    "Diacritic",
+    "Dia",
+    "Emoji",
+    "Emoji_Component",
+    "EComp",
+    "Emoji_Modifier",
+    "EMod",
+    "Emoji_Modifier_Base",
+    "EBase",
+    "Emoji_Presentation",
+    "EPres",
+    "Extended_Pictographic",
+    "ExtPict",
+    "Extender",
+    "Ext",
+    "Grapheme_Base",
+    "Gr_Base",
+    "Grapheme_Extend",
+    "Gr_Ext",
+    "Hex_Digit",
+    "Hex",
+    "IDS_Binary_Operator",
+    "IDSB",
+    "IDS_Trinary_Operator",
+    "IDST",
+    "ID_Continue",
+    "IDC",
+    "ID_Start",
+    "IDS",
+    "Ideographic",
+    "Ideo",
+    "Join_Control",
+    "Join_C",
+    "Logical_Order_Exception",
+    "LOE",
+    "Lowercase",
+    "Lower",
+    "Math",
+    "Noncharacter_Code_Point",
+    "NChar",
+    "Pattern_Syntax",
+    "Pat_Syn",
+    "Pattern_White_Space",
+    "Pat_WS",
+    "Quotation_Mark",
+    "QMark",
+    "Radical",
+    "Regional_Indicator",
+    "RI",
+    "Sentence_Terminal",
+    "STerm",
+    "Soft_Dotted",
+    "SD",
+    "Terminal_Punctuation",
+    "Term",
+    "Unified_Ideograph",
+    "UIdeo",
+    "Uppercase",
+    "Upper",
+    "Variation_Selector",
+    "VS",
+    "White_Space",
+    "space",
+    "XID_Continue",
+    "XIDC",
+    "XID_Start",
+    "XIDS",
+];
+
+/// What may stand between the braces of `\p{...}`.
+fn property_names() -> Vec<String> {
+    let mut names: Vec<String> = BINARY_PROPERTIES.iter().map(|s| s.to_string()).collect();
+    for v in GENERAL_CATEGORY {
+        names.push(v.to_string());
+        names.push(format!("gc={v}"));
+        names.push(format!("General_Category={v}"));
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Significant digits of `{n,m}`'s `n` compared exactly when `m` has as many.
+const EXACT_DIGITS: usize = 3;
+
+/// The terminals of the grammar, over the JSON string's bytes. A run of atoms (each maybe
+/// quantified) and assertions is never a terminal of its own: it is the optional start of the
+/// terminal that ends with the next delimiter, so a terminal ends only at a delimiter, never
+/// after any atom (a mask would otherwise look past the end of a run at every byte).
+struct Pieces {
+    /// A run, then `(`, `(?:` or `(?flags-flags:`.
+    open: Dfa,
+    /// A run, then `(?=`, `(?!`, `(?<=` or `(?<!`.
+    look: Dfa,
+    /// A run, then `(?<name>`.
+    named: Dfa,
+    /// A run, then a class's `[`.
+    class_open: Dfa,
+    /// The rest of a character class, to its `]`.
+    class_rest: Dfa,
+    /// A run, then `|`.
+    bar: Dfa,
+    /// A run, then `)`.
+    close: Dfa,
+    /// A run, then the string's closing quote.
+    end: Dfa,
+    /// A quantifier after a group or class.
+    quantifier: Dfa,
+}
+
+fn pieces() -> Result<&'static Pieces, Error> {
+    static PIECES: OnceLock<Result<Pieces, String>> = OnceLock::new();
+    PIECES
+        .get_or_init(|| build().map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(|e| unsupported(format!("format \"regex\" (internal: {e})"), "#"))
+}
+
+fn build() -> Result<Pieces, Error> {
+    let utf8 = Dfa::any_string();
+    let hex = "[0-9A-Fa-f]";
+    let names = property_names().join("|");
+    let esc_char = format!(
+        r"\\(?:[fnrtv]|c[A-Za-z]|x{hex}{{2}}|u{hex}{{4}}|u\{{0*(?:{hex}{{1,5}}|10{hex}{{4}})\}}|[\^$\\.*+?()\[\]{{}}|/])"
+    );
+    let esc_class = format!(r"\\(?:[dDsSwW]|[pP]\{{(?:{names})\}})");
+    // Grouped, so that a `?` after it makes it optional (not lazy).
+    let quant = r"(?:(?:[*+?]|\{[0-9]+(?:,[0-9]*)?\})\??)";
+    // Atoms that do not start with a digit and are not `\0`, each maybe quantified.
+    let atom = format!(r"(?:[^\^$\\.*+?()\[\]{{}}|0-9]|\.|{esc_char}|{esc_class})");
+    let assertion = r"(?:\^|\$|\\[bB])";
+    let free = format!(r"(?:{atom}{quant}?|[0-9]{quant}?|\\0{quant}|{assertion})");
+    let no_digit = format!(r"(?:{atom}{quant}?|\\0{quant}|{assertion})");
+    // `\0` is never followed by a digit (a quantifier between them is fine).
+    let run = format!(r"(?:{free}|(?:\\0)+{no_digit})*(?:\\0)*");
+    let bad = bad_braces()?;
+    let run = Dfa::from_regex(&run)?
+        .minus(&bad)?
+        .intersect(utf8)?
+        .json_content()?;
+    let quantifier = Dfa::from_regex(quant)?.minus(&bad)?;
+    let mut mods = Vec::new();
+    for add in flag_sets() {
+        mods.push(add.clone());
+        for remove in flag_sets() {
+            if (!add.is_empty() || !remove.is_empty()) && !add.chars().any(|c| remove.contains(c)) {
+                mods.push(format!("{add}-{remove}"));
+            }
+        }
+    }
+    let open = format!(r"\((?:\?(?:{}):)?", mods.join("|"));
+    // The delimiters are ASCII without `"` or `\\`: their JSON encoding is themselves.
+    let then = |re: &str| -> Result<Dfa, Error> {
+        run.then(&Dfa::from_regex(re)?)?
+            .ok_or_else(|| unsupported(format!("format \"regex\" (internal: {re})"), "#"))
+    };
+    Ok(Pieces {
+        open: then(&open)?,
+        look: then(r"\(\?<?[=!]")?,
+        named: then(r"\(\?<[A-Za-z$_][A-Za-z0-9$_]*>")?,
+        class_open: then(r"\[")?,
+        class_rest: class_dfa()?.intersect(utf8)?.json_content()?,
+        bar: then(r"\|")?,
+        close: then(r"\)")?,
+        end: then("\"")?,
+        quantifier: quantifier.json_content()?,
+    })
+}
+
+/// Every ordering of every subset of the modifier flags `i`, `m`, `s`.
+fn flag_sets() -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut frontier = vec![String::new()];
+    for _ in 0..3 {
+        let mut next = Vec::new();
+        for s in &frontier {
+            for f in ['i', 'm', 's'] {
+                if !s.contains(f) {
+                    next.push(format!("{s}{f}"));
+                }
+            }
+        }
+        out.extend(next.iter().cloned());
+        frontier = next;
+    }
+    out
+}
+
+/// Strings holding a braced quantifier `{n,m}` that ECMA-262 refuses (`n > m`) or that is
+/// not compared here (same number of significant digits, more than [`EXACT_DIGITS`]).
+fn bad_braces() -> Result<Dfa, Error> {
+    #[derive(Clone, PartialEq, Eq, Hash)]
+    enum S {
+        Scan,
+        /// After `\\`: the escaped character is not a brace.
+        Esc,
+        /// After `\\u`, `\\p` or `\\P`, whose braces hold no quantifier.
+        EscBrace,
+        InBrace,
+        /// After `{` and leading zeros of `n`.
+        Open,
+        /// `n`'s significant digits (all of them while at most EXACT_DIGITS; then the count).
+        N(Vec<u8>, usize),
+        /// Right after the comma (`{n,}` may close here).
+        Comma(Vec<u8>, usize),
+        /// After `m`'s leading zeros.
+        Zeros(Vec<u8>, usize),
+        /// `m`'s significant digits read: how many, and how `m`'s prefix compares with
+        /// `n`'s prefix of the same length (only while `m` is no longer than `n`).
+        M(Vec<u8>, usize, usize, std::cmp::Ordering),
+        Found,
+    }
+    use std::cmp::Ordering::*;
+    Dfa::explore(
+        S::Scan,
+        |s, b| {
+            let digit = b.is_ascii_digit();
+            Some(match (s, b) {
+                (S::Found, _) => S::Found,
+                (S::Esc, b'u' | b'p' | b'P') => S::EscBrace,
+                (S::Esc, _) => S::Scan,
+                (S::EscBrace, b'{') => S::InBrace,
+                (S::InBrace, b'}') => S::Scan,
+                (S::InBrace, _) => S::InBrace,
+                (_, b'\\') => S::Esc,
+                (_, b'{') => S::Open,
+                (S::Open, b'0') => S::Open,
+                (S::Open, _) if digit => S::N(vec![b], 1),
+                (S::N(d, k), _) if digit => {
+                    let k = k + 1;
+                    if k <= EXACT_DIGITS {
+                        let mut d = d.clone();
+                        d.push(b);
+                        S::N(d, k)
+                    } else {
+                        S::N(Vec::new(), k.min(64))
+                    }
+                }
+                (S::N(d, k), b',') => S::Comma(d.clone(), *k),
+                (S::Open, b',') => S::Comma(Vec::new(), 0),
+                (S::Comma(d, k) | S::Zeros(d, k), b'0') => S::Zeros(d.clone(), *k),
+                (S::Comma(d, k) | S::Zeros(d, k), _) if digit => {
+                    let ord = match d.first() {
+                        Some(&n0) => b.cmp(&n0),
+                        None => Greater,
+                    };
+                    S::M(d.clone(), *k, 1, ord)
+                }
+                (S::M(d, k, j, ord), _) if digit => {
+                    let j = j + 1;
+                    let ord = if *ord == Equal && j <= d.len() {
+                        b.cmp(&d[j - 1])
+                    } else {
+                        *ord
+                    };
+                    if j > *k {
+                        // Longer than `n`: fine whatever follows.
+                        S::M(Vec::new(), 0, 1, Greater)
+                    } else {
+                        S::M(d.clone(), *k, j, ord)
+                    }
+                }
+                // `m` closed: refused when shorter than `n`, smaller with as many digits, or
+                // as long as an `n` whose digits were not kept.
+                // `m` is zero.
+                (S::Zeros(_, k), b'}') if *k > 0 => S::Found,
+                (S::M(d, k, j, ord), b'}') => {
+                    let bad = j < k || (j == k && (d.len() < *k || *ord == Less));
+                    if bad {
+                        S::Found
+                    } else {
+                        S::Scan
+                    }
+                }
+                _ => S::Scan,
+            })
+        },
+        |s| *s == S::Found,
+        "format regex quantifier bounds",
+        &IDENTITY,
+    )
+}
+
+/// A class range's first end as far as the range check needs it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum End {
+    /// A character at most U+00FF.
+    Val(u8),
+    /// A character above U+00FF.
+    Big,
+    /// A class escape (`\d`, `\p{L}`, ...), which no range may have at either end.
+    Class,
+}
+
+/// Where an atom being read will go.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Ctx {
+    /// A new atom, which may start a range.
+    Free,
+    /// The second end of a range whose first end is `v`, not yet decided.
+    Range(u8),
+    /// The second end of a range already known to be at least the first.
+    RangeOk,
+}
+
+/// How the rest of a character's spelling adds to its value `p`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Digits {
+    /// `left` more hexadecimal digits (`\xHH`, `\uHHHH`).
+    Hex { left: u8 },
+    /// `left` more UTF-8 continuation bytes.
+    Utf8 { left: u8 },
+    /// `\u{...}` digits: how many significant ones, and whether they begin `1` (1), `10` (2),
+    /// or otherwise (3); at most U+10FFFF.
+    Brace { sig: u8, lead: u8 },
+}
+
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+enum Class {
+    /// After `[`.
+    Open,
+    /// After `[^`.
+    OpenNeg,
+    /// After an atom that is not a range's second end (`zero`: it was `\0`).
+    Post {
+        x: End,
+        zero: bool,
+    },
+    /// After an atom and `-`.
+    Dash {
+        x: End,
+    },
+    /// After a range.
+    PostRange {
+        zero: bool,
+    },
+    /// After `\` in an atom.
+    Esc(Ctx),
+    /// After `\c`.
+    Ctrl(Ctx),
+    /// After `\u`.
+    U(Ctx),
+    /// Reading a character's value: `p` so far (0 where it no longer matters).
+    Value {
+        ctx: Ctx,
+        p: u32,
+        digits: Digits,
+    },
+    /// After `\p` (`None`), then inside its braces: the name so far.
+    Prop(Option<String>),
+    Done,
+}
+
+/// The class automaton after its `[`: ECMA-262's `ClassContents[+UnicodeMode,
+/// ~UnicodeSetsMode]` and the `]`, ranges checked as the module docs say.
+fn class_dfa() -> Result<Dfa, Error> {
+    let names = property_names();
+    Dfa::explore(
+        Class::Open,
+        |s, b| class_next(s, b, &names),
+        |s| *s == Class::Done,
+        "format regex class",
+        &IDENTITY,
+    )
+}
+
+fn class_next(s: &Class, b: u8, names: &[String]) -> Option<Class> {
+    match s {
+        Class::Open if b == b'^' => Some(Class::OpenNeg),
+        Class::Open | Class::OpenNeg if b == b']' => Some(Class::Done),
+        Class::Open | Class::OpenNeg => atom_start(Ctx::Free, b),
+        Class::Post { x, zero } => match b {
+            b']' => Some(Class::Done),
+            b'-' => Some(Class::Dash { x: *x }),
+            _ if *zero && b.is_ascii_digit() => None,
+            _ => atom_start(Ctx::Free, b),
+        },
+        Class::Dash { x } => match (b, x) {
+            // `[a-]`: the dash is the class's last character.
+            (b']', _) => Some(Class::Done),
+            (_, End::Val(v)) => atom_start(Ctx::Range(*v), b),
+            // A range from a class escape is an error; one from above U+00FF is not
+            // compared here.
+            _ => None,
+        },
+        Class::PostRange { zero } => match b {
+            b']' => Some(Class::Done),
+            _ if *zero && b.is_ascii_digit() => None,
+            _ => atom_start(Ctx::Free, b),
+        },
+        Class::Esc(ctx) => escape(*ctx, b),
+        Class::Ctrl(ctx) => b
+            .is_ascii_alphabetic()
+            .then(|| finish(*ctx, u32::from(b) % 32, false))
+            .flatten(),
+        Class::U(ctx) => match b {
+            b'{' => Some(Class::Value {
+                ctx: *ctx,
+                p: 0,
+                digits: Digits::Brace { sig: 0, lead: 0 },
+            }),
+            _ => hex(b).and_then(|d| value(*ctx, d, Digits::Hex { left: 3 })),
+        },
+        Class::Value { ctx, p, digits } => match *digits {
+            Digits::Hex { left } => {
+                hex(b).and_then(|d| value(*ctx, p * 16 + d, Digits::Hex { left: left - 1 }))
+            }
+            Digits::Utf8 { left } => (0x80..0xC0).contains(&b).then(|| {
+                value(
+                    *ctx,
+                    p * 64 + u32::from(b & 0x3F),
+                    Digits::Utf8 { left: left - 1 },
+                )
+            })?,
+            Digits::Brace { sig, lead } => {
+                if b == b'}' {
+                    // At least one digit, leading zeros included (`\u{0}`).
+                    return (sig > 0 || lead == 4)
+                        .then(|| finish(*ctx, *p, false))
+                        .flatten();
+                }
+                let d = hex(b)?;
+                if sig == 0 && d == 0 {
+                    // Leading zeros: `lead` 4 records that a digit was read.
+                    return Some(Class::Value {
+                        ctx: *ctx,
+                        p: 0,
+                        digits: Digits::Brace { sig: 0, lead: 4 },
+                    });
+                }
+                let lead = match (sig, lead, d) {
+                    (0, _, 1) => 1,
+                    (0, _, _) => 3,
+                    (1, 1, 0) => 2,
+                    (1, _, _) => 3,
+                    _ => lead,
+                };
+                let sig = sig + 1;
+                // Six significant digits only as `10xxxx`, never seven.
+                if sig > 6 || (sig == 6 && lead != 2) {
+                    return None;
+                }
+                let p = if *p > 0xFF { *p } else { p * 16 + d };
+                brace_value(*ctx, p.min(0x100), sig, lead)
+            }
+        },
+        Class::Prop(None) => (b == b'{').then(|| Class::Prop(Some(String::new()))),
+        Class::Prop(Some(name)) => {
+            if b == b'}' {
+                return names.iter().any(|n| n == name).then_some(Class::Post {
+                    x: End::Class,
+                    zero: false,
+                });
+            }
+            let mut next = name.clone();
+            next.push(b as char);
+            names
+                .iter()
+                .any(|n| n.starts_with(&next))
+                .then_some(Class::Prop(Some(next)))
+        }
+        Class::Done => None,
+    }
+}
+
+/// The first byte of an atom.
+fn atom_start(ctx: Ctx, b: u8) -> Option<Class> {
+    match b {
+        b'\\' => Some(Class::Esc(ctx)),
+        // `]` ends the class; any other character stands for itself, `[` included.
+        b']' => None,
+        0x00..=0x7F => finish(ctx, u32::from(b), false),
+        0xC2..=0xDF => value(ctx, u32::from(b & 0x1F), Digits::Utf8 { left: 1 }),
+        0xE0..=0xEF => value(ctx, u32::from(b & 0x0F), Digits::Utf8 { left: 2 }),
+        0xF0..=0xF4 => value(ctx, u32::from(b & 0x07), Digits::Utf8 { left: 3 }),
+        _ => None,
+    }
+}
+
+/// The byte after `\` in a class (`ClassEscape[+UnicodeMode]`).
+fn escape(ctx: Ctx, b: u8) -> Option<Class> {
+    let v = match b {
+        b'd' | b'D' | b's' | b'S' | b'w' | b'W' => {
+            return match ctx {
+                Ctx::Free => Some(Class::Post {
+                    x: End::Class,
+                    zero: false,
+                }),
+                _ => None,
+            }
+        }
+        b'p' | b'P' => {
+            return match ctx {
+                Ctx::Free => Some(Class::Prop(None)),
+                _ => None,
+            }
+        }
+        b'c' => return Some(Class::Ctrl(ctx)),
+        b'u' => return Some(Class::U(ctx)),
+        b'x' => {
+            return Some(Class::Value {
+                ctx,
+                p: 0,
+                digits: Digits::Hex { left: 2 },
+            })
+        }
+        b'0' => return finish(ctx, 0, true),
+        b'b' => 8,
+        b'-' => 0x2D,
+        b'f' => 0x0C,
+        b'n' => 0x0A,
+        b'r' => 0x0D,
+        b't' => 0x09,
+        b'v' => 0x0B,
+        b'^' | b'$' | b'\\' | b'.' | b'*' | b'+' | b'?' | b'(' | b')' | b'[' | b']' | b'{'
+        | b'}' | b'|' | b'/' => u32::from(b),
+        _ => return None,
+    };
+    finish(ctx, v, false)
+}
+
+fn hex(b: u8) -> Option<u32> {
+    (b as char).to_digit(16)
+}
+
+/// A character's spelling read up to value `p` with `digits` still to come: finished when
+/// none are, and otherwise the state, its range check decided as soon as it can be.
+fn value(ctx: Ctx, p: u32, digits: Digits) -> Option<Class> {
+    let (base, left) = match digits {
+        Digits::Hex { left } => (16u32, left),
+        Digits::Utf8 { left } => (64u32, left),
+        Digits::Brace { .. } => return Some(Class::Value { ctx, p, digits }),
+    };
+    if left == 0 {
+        return finish(ctx, p, false);
+    }
+    let scale = base.pow(u32::from(left));
+    let (lo, hi) = (p * scale, p * scale + scale - 1);
+    let (ctx, p) = match ctx {
+        Ctx::Range(v) if lo >= u32::from(v) => (Ctx::RangeOk, 0),
+        Ctx::Range(v) if hi < u32::from(v) => return None,
+        Ctx::RangeOk => (Ctx::RangeOk, 0),
+        // A first end above U+00FF is only `Big`.
+        Ctx::Free if lo > 0xFF => (Ctx::Free, 0x100),
+        c => (c, p),
+    };
+    Some(Class::Value { ctx, p, digits })
+}
+
+/// `\u{...}` after a digit: `p` is the value so far, capped at 0x100.
+fn brace_value(ctx: Ctx, p: u32, sig: u8, lead: u8) -> Option<Class> {
+    let (ctx, p) = match ctx {
+        // More digits only make the value larger.
+        Ctx::Range(v) if p >= u32::from(v) => (Ctx::RangeOk, 0),
+        // Closing now is an error and any further digit makes the value large enough: one
+        // state says that for every such pair (`0x10` below `0xFF`, and `0x10` with a digit
+        // more above it).
+        Ctx::Range(v) if p * 16 >= u32::from(v) => (Ctx::Range(0xFF), 0x10),
+        Ctx::RangeOk => (Ctx::RangeOk, 0),
+        c => (c, p),
+    };
+    Some(Class::Value {
+        ctx,
+        p,
+        digits: Digits::Brace { sig, lead },
+    })
+}
+
+/// An atom read with value `v` (`zero`: it was `\0`).
+fn finish(ctx: Ctx, v: u32, zero: bool) -> Option<Class> {
+    match ctx {
+        Ctx::Free => Some(Class::Post {
+            x: u8::try_from(v).map_or(End::Big, End::Val),
+            zero,
+        }),
+        Ctx::Range(first) if v < u32::from(first) => None,
+        Ctx::Range(_) | Ctx::RangeOk => Some(Class::PostRange { zero }),
+    }
+}
+
+impl Compiler<'_> {
+    /// The JSON strings whose content is an ECMA-262 pattern (module docs), as rules over
+    /// terminals that each end with a delimiter (`Pieces`), `k` the named groups inside (at
+    /// most one):
+    ///
+    /// ```text
+    /// S    -> '"' T_0 | '"' T_1          T_k -> Seq_k end         C_k -> Seq_k close
+    /// S'   -> '"' Seq_0 U_0 end | '"' end' | '"' T_1   (`nonempty`: end' is end without '"')
+    /// Seq_k -> ε (k = 0) | Seq_i U_j     (i + j = k)
+    /// U_0  -> class_open class_rest q? | open C_0 q? | look C_0 | bar
+    /// U_1  -> open C_1 q? | look C_1 | named C_0 q?
+    /// ```
+    pub(super) fn regex_format_string(&mut self, nonempty: bool) -> Result<Sym, Error> {
+        if let Some(s) = self.regex_format[nonempty as usize] {
+            return Ok(s);
+        }
+        let p = pieces()?;
+        let mut t = |d: &Dfa| self.b.terminal(d.clone());
+        let (open, look, named) = (t(&p.open)?, t(&p.look)?, t(&p.named)?);
+        let (class_open, class_rest, q) = (t(&p.class_open)?, t(&p.class_rest)?, t(&p.quantifier)?);
+        let (bar, close, end) = (t(&p.bar)?, t(&p.close)?, t(&p.end)?);
+        let quote = self.lit("\"");
+        let top = [self.b.nt("regex"), self.b.nt("regex, named")];
+        let closed = [
+            self.b.nt("regex group body"),
+            self.b.nt("regex group body, named"),
+        ];
+        let seq = [self.b.nt("regex units"), self.b.nt("regex units, named")];
+        let unit = [self.b.nt("regex unit"), self.b.nt("regex unit, named")];
+        self.b.rule(seq[0], vec![]);
+        for k in 0..2 {
+            self.b.rule(top[k], vec![Sym::Nt(seq[k]), end]);
+            self.b.rule(closed[k], vec![Sym::Nt(seq[k]), close]);
+            for i in 0..=k {
+                self.b
+                    .rule(seq[k], vec![Sym::Nt(seq[i]), Sym::Nt(unit[k - i])]);
+            }
+            self.b.rule(unit[k], vec![open, Sym::Nt(closed[k])]);
+            self.b.rule(unit[k], vec![open, Sym::Nt(closed[k]), q]);
+            self.b.rule(unit[k], vec![look, Sym::Nt(closed[k])]);
+        }
+        self.b.rule(unit[0], vec![class_open, class_rest]);
+        self.b.rule(unit[0], vec![class_open, class_rest, q]);
+        self.b.rule(unit[0], vec![bar]);
+        self.b.rule(unit[1], vec![named, Sym::Nt(closed[0])]);
+        self.b.rule(unit[1], vec![named, Sym::Nt(closed[0]), q]);
+        let s = self.b.alts(
+            "regex format string",
+            vec![vec![quote, Sym::Nt(top[0])], vec![quote, Sym::Nt(top[1])]],
+        );
+        let nonempty_end = self.b.terminal(p.end.minus(&Dfa::literal(b"\""))?)?;
+        let s1 = self.b.alts(
+            "nonempty regex format string",
+            vec![
+                vec![quote, Sym::Nt(seq[0]), Sym::Nt(unit[0]), end],
+                vec![quote, nonempty_end],
+                vec![quote, Sym::Nt(top[1])],
+            ],
+        );
+        self.regex_format = [Some(s), Some(s1)];
+        Ok(if nonempty { s1 } else { s })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::{json, Value};
+
+    use super::super::{compile_json_schema, JsonOptions};
+    use crate::constraint::Constraint;
+    use crate::{Error, Grammar, GrammarConstraint, TokenVocab};
+
+    /// The grammar of `{"type": "string", "format": "regex"}`.
+    fn grammar() -> Arc<Grammar> {
+        compile_json_schema(
+            &json!({"type": "string", "format": "regex"}),
+            &JsonOptions::default(),
+        )
+        .expect("format regex compiles")
+    }
+
+    /// Whether a constraint over one-byte tokens lets the JSON string of `pattern` through,
+    /// each byte in the mask before it is read, and then ends; the recogniser must agree.
+    fn accepts(g: &Arc<Grammar>, pattern: &str) -> bool {
+        let text = serde_json::to_string(pattern).expect("a JSON string");
+        let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        tokens.push(Vec::new());
+        let vocab = Arc::new(TokenVocab::new(tokens, &[256]).expect("vocabulary"));
+        let mut c = GrammarConstraint::new(g.clone(), &vocab);
+        let mut mask = vocab.empty_mask();
+        let allowed = |m: &[u64], t: u32| m[t as usize / 64] >> (t % 64) & 1 == 1;
+        let mut ok = true;
+        for &b in text.as_bytes() {
+            c.fill_mask(&mut mask).expect("mask");
+            if !allowed(&mask, u32::from(b)) {
+                ok = false;
+                break;
+            }
+            c.advance(u32::from(b)).expect("an allowed byte advances");
+        }
+        if ok {
+            c.fill_mask(&mut mask).expect("mask");
+            ok = allowed(&mask, 256);
+        }
+        assert_eq!(
+            g.recognizes(text.as_bytes()),
+            ok,
+            "mask and grammar on {text}"
+        );
+        ok
+    }
+
+    fn check(valid: &[&str], invalid: &[&str]) {
+        let g = grammar();
+        for p in valid {
+            assert!(accepts(&g, p), "valid ECMA-262 pattern refused: {p}");
+        }
+        for p in invalid {
+            assert!(!accepts(&g, p), "invalid pattern accepted: {p}");
+        }
+    }
+
+    #[test]
+    fn groups_alternatives_and_quantifiers() {
+        check(
+            &[
+                "",
+                "abc",
+                "([abc])+\\s+$",
+                "((a)(b(c))|d)*e",
+                "(?:a|b)+?",
+                "a|",
+                "|",
+                "()",
+                "a{2}",
+                "a{2,}",
+                "a{2,3}",
+                "a{01,2}",
+                "a{0,100000}",
+                "a{99,100}",
+                "a{999,999}",
+                "a{2}?",
+                "\\0*1",
+                "(a){3}b",
+                "[a]{0,1}",
+                "^\\/api\\/v[0-9]+$",
+                "http://schema.org",
+                "<Regex test name pattern>",
+            ],
+            &[
+                "(abc", "abc)", ")", "?", "*a", "a**", "a{2}{3}", "a{2}??", "a{", "a{2", "{2,3}",
+                "a{3,2}", "a{10,9}", "a{,5}", "}", "]", "^(abc]",
+            ],
+        );
+    }
+
+    #[test]
+    fn classes_ranges_and_escapes() {
+        check(
+            &[
+                "[]",
+                "[^]",
+                "[\\]a-z]",
+                "[a\\-z]",
+                "[-a]",
+                "[a-]",
+                "[--a]",
+                "[a-b-c]",
+                "[[]",
+                "[{2,1}]",
+                "[\\b]",
+                "[\\0]",
+                "[\\d_\\p{L}]",
+                "[À-ÿ]",
+                "[\\x00-\\x1F]",
+                "[\\u0000-\\uFFFF]",
+                "[a-\\u{10FFFF}]",
+                "[\\u{0041}-\\u{5A}]",
+                "[\\cA-\\cZ]",
+                "\\d\\D\\w\\W\\s\\S",
+                "\\u{1F600}\\u0041\\x41\\cA\\0a",
+                "\\uD83D\\uDE00",
+                "\\bfoo\\B",
+                "\\p{L}\\P{Lu}\\p{gc=Nd}\\p{General_Category=Letter}\\p{ASCII_Hex_Digit}",
+                "\\^\\$\\\\\\.\\*\\+\\?\\(\\)\\[\\]\\{\\}\\|\\/",
+            ],
+            &[
+                "[b-a]",
+                "[z-a]",
+                "[\\x20-\\x1F]",
+                "[\\d-z]",
+                "[a-\\d]",
+                "[\\p{L}-z]",
+                "[a--]",
+                "[\\1]",
+                "[\\01]",
+                "[\\B]",
+                "[\\c1]",
+                "[",
+                "\\a",
+                "\\-",
+                "\\1",
+                "\\01",
+                "\\c1",
+                "\\u{110000}",
+                "\\u{}",
+                "\\x4",
+                "\\u12",
+                "\\p{Foo}",
+                "\\p{L",
+                "\\p{Script=Latin}",
+            ],
+        );
+    }
+
+    #[test]
+    fn look_arounds_named_groups_and_modifiers() {
+        check(
+            &[
+                "(?=a)b",
+                "(?!a)",
+                "(?<=a+)b",
+                "(?<!x)y",
+                "(?<name>x)",
+                "a(?<$_1>b|(c))*",
+                "(?i:a)",
+                "(?ims:a)",
+                "(?i-m:a)",
+                "(?-s:a)",
+            ],
+            &[
+                "(?=a)*",
+                "(?<=a){2}",
+                "(?P<name>x)",
+                "(?P<n>a)(?P=n)",
+                "(?#comment)a",
+                "(?i)abc",
+                "(?ims)abc",
+                "(?ii:a)",
+                "(?i-i:a)",
+                "(?-:a)",
+                "(?x:a)",
+                "(?<1a>x)",
+                "(?<>x)",
+            ],
+        );
+    }
+
+    /// The documented restrictions: valid ECMA-262 patterns that only a context-sensitive
+    /// check would accept without accepting invalid ones, refused.
+    #[test]
+    fn what_is_refused_beyond_the_specification() {
+        check(
+            &[],
+            &[
+                // Back references: the group must exist somewhere in the pattern.
+                "(a)\\1",
+                "(?<n>a)\\k<n>",
+                // Two named groups could carry one name.
+                "(?<a>x)(?<b>y)",
+                // A range's first end above U+00FF.
+                "[\\u4e00-\\u9fa5]",
+                // `{n,m}` with as many significant digits, more than three.
+                "a{1000,2000}",
+            ],
+        );
+    }
+
+    /// The JSON-Schema-Test-Suite's `optional/format/regex.json` (draft 2020-12).
+    #[test]
+    fn the_suites_regex_format_cases() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../conformance/json-schema-test-suite/draft2020-12/optional/format/regex.json"
+        );
+        let text = std::fs::read_to_string(path).expect("suite file");
+        let groups: Vec<Value> = serde_json::from_str(&text).expect("suite JSON");
+        let g = grammar();
+        let mut strings = 0;
+        for t in groups[0]["tests"].as_array().expect("tests") {
+            if let (Some(p), Some(valid)) = (t["data"].as_str(), t["valid"].as_bool()) {
+                assert_eq!(accepts(&g, p), valid, "{p}");
+                strings += 1;
+            }
+        }
+        assert_eq!(strings, 2);
+    }
+
+    #[test]
+    fn min_length_one_takes_out_the_empty_pattern() {
+        let g = compile_json_schema(
+            &json!({"type": "string", "format": "regex", "minLength": 1}),
+            &JsonOptions::default(),
+        )
+        .expect("compiles");
+        for (p, ok) in [
+            ("", false),
+            ("a", true),
+            ("|", true),
+            ("()", true),
+            ("[]", true),
+            ("(?<n>)", true),
+            ("a)", false),
+        ] {
+            assert_eq!(accepts(&g, p), ok, "{p}");
+        }
+    }
+
+    #[test]
+    fn other_string_keywords_beside_it_are_refused_by_name() {
+        for schema in [
+            json!({"type": "string", "format": "regex", "maxLength": 10}),
+            json!({"type": "string", "format": "regex", "minLength": 2}),
+            json!({"type": "string", "format": "regex", "pattern": "^a"}),
+            json!({"type": "object", "propertyNames": {"format": "regex"}}),
+        ] {
+            match compile_json_schema(&schema, &JsonOptions::default()) {
+                Err(Error::UnsupportedKeyword { keyword, .. }) => {
+                    assert!(keyword.contains("regex"), "{schema}: {keyword}")
+                }
+                other => panic!("{schema}: {other:?}"),
+            }
+        }
+        // Values of other types are not strings: the format does not apply.
+        let g = compile_json_schema(&json!({"format": "regex"}), &JsonOptions::default())
+            .expect("compiles");
+        assert!(g.recognizes(b"12") && g.recognizes(br#""a+""#) && !g.recognizes(br#""a++""#));
+    }
+}
