@@ -615,14 +615,13 @@ unsafe fn rows_kernel(
 ) {
     let cols = w.cols;
     let mut scratch = Vec::new();
-    let mut tile_scratch = Vec::new();
+    if tiled(w.ty) {
+        // SAFETY: the function's contract.
+        unsafe { tiled_chunks(isa, w, x, tokens, rows, out) };
+        return;
+    }
     for t0 in (0..tokens).step_by(TOKEN_BLOCK) {
         let t1 = (t0 + TOKEN_BLOCK).min(tokens);
-        if tiled(w.ty) {
-            // SAFETY: the function's contract.
-            unsafe { tiled_rows(isa, w, x, t0..t1, rows.clone(), out, &mut tile_scratch) };
-            continue;
-        }
         let mut r = rows.start;
         // K-quants (Q4_K, Q5_K, Q6_K) on AVX-512 or AVX2: two or four rows at a time, so that
         // several chains of fused multiply-adds are in flight per token.
@@ -665,6 +664,58 @@ unsafe fn rows_kernel(
                 }
                 t += n;
             }
+        }
+    }
+}
+
+/// Weight bytes of a thread's rows that every token block of a group multiplies before the
+/// thread moves on to its next rows: a part of L2 (1 MB a core here, 256 KB or more on most
+/// x86 cores), so that only the first token block reads them from memory.
+const CHUNK_BYTES: usize = 128 * 1024;
+/// Token rows whose activations a group keeps in L2 while its chunks of weight rows pass (32 of
+/// 1,536 numbers are 192 KB): a batched decode step of up to 32 sequences is one group.
+const TOKEN_GROUP: usize = 4 * TOKEN_BLOCK;
+
+/// Q4_1 or Q8_0 rows `rows` against every token row, as [`tiled_rows`] computes them, in an
+/// order that reads each weight from memory once per group of [`TOKEN_GROUP`] token rows:
+/// chunks of whole tiles ([`CHUNK_BYTES`]), each multiplied with every token block of the group
+/// while it is in cache. With one token block (decode) it is one `tiled_rows` call. A batched
+/// decode step of 16 or 32 sequences would otherwise stream the 32 MB output layer from memory
+/// two or four times. The order of the work never changes a number: each output is one tile
+/// kernel's fixed operations on its own token row.
+///
+/// # Safety
+/// As for `rows_kernel`.
+unsafe fn tiled_chunks(
+    isa: Isa,
+    w: &QMat<'_>,
+    x: &[f32],
+    tokens: usize,
+    rows: std::ops::Range<usize>,
+    out: SyncPtr,
+) {
+    let mut scratch = Vec::new();
+    if tokens == 0 {
+        return;
+    }
+    if tokens <= TOKEN_BLOCK {
+        // SAFETY: the function's contract.
+        unsafe { tiled_rows(isa, w, x, 0..tokens, rows, out, &mut scratch) };
+        return;
+    }
+    let chunk_rows = (CHUNK_BYTES / w.tile_bytes().max(1)).max(1) * TILE_ROWS;
+    for g0 in (0..tokens).step_by(TOKEN_GROUP) {
+        let g1 = (g0 + TOKEN_GROUP).min(tokens);
+        let mut start = rows.start;
+        while start < rows.end {
+            // Chunks end on tile boundaries, so that no tile is cut.
+            let end = (start / TILE_ROWS * TILE_ROWS + chunk_rows).min(rows.end);
+            for t0 in (g0..g1).step_by(TOKEN_BLOCK) {
+                let t1 = (t0 + TOKEN_BLOCK).min(g1);
+                // SAFETY: the function's contract; `start..end` lies within `rows`.
+                unsafe { tiled_rows(isa, w, x, t0..t1, start..end, out, &mut scratch) };
+            }
+            start = end;
         }
     }
 }
@@ -739,36 +790,68 @@ unsafe fn tiled_rows(
         }
         return;
     }
-    // Decode on AVX-512: the thread's whole tiles in one call, written straight to the output.
+    // On AVX-512 with packed rows, the thread's whole tiles go in one call per token block,
+    // written straight to the output: decode's kernels for one token row, the batched ones for
+    // several (the same operations per tile as the tile-at-a-time path below).
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx512 && w.layout == Layout::Packed && n == 1 {
-        let whole = rows.start.div_ceil(TR)..rows.end / TR;
-        if whole.start < whole.end {
-            let tb = w.tile_bytes();
-            let t = tokens.start;
-            let first = whole.start * TR;
-            let len = (whole.end - whole.start) * TR;
-            let tiles = &w.data[whole.start * tb..whole.end * tb];
-            // SAFETY: these rows belong to this thread (the function's contract) and lie in
-            // token row `t` of `out`; the ISA is available and the lengths fit.
-            unsafe {
-                let dst = std::slice::from_raw_parts_mut(out.0.add(t * w.rows + first), len);
-                if q4_1 {
-                    x86::q4_1_tiles_decode_avx512(tiles, blocks, xrow(t), srow(t), dst);
-                } else {
-                    x86::q8_0_tiles_decode_avx512(tiles, blocks, xrow(t), dst);
+    let whole =
+        if isa == Isa::Avx512 && w.layout == Layout::Packed && (1..=TOKEN_BLOCK).contains(&n) {
+            rows.start.div_ceil(TR)..rows.end / TR
+        } else {
+            0..0
+        };
+    #[cfg(not(target_arch = "x86_64"))]
+    let whole = 0..0;
+    #[cfg(target_arch = "x86_64")]
+    if whole.start < whole.end {
+        let tb = w.tile_bytes();
+        let first = whole.start * TR;
+        let len = (whole.end - whole.start) * TR;
+        let tiles = &w.data[whole.start * tb..whole.end * tb];
+        let t0 = tokens.start;
+        // Token row `t`'s outputs of the whole tiles.
+        // SAFETY: these rows belong to this thread (the function's contract) and lie in token
+        // row `t` of `out`; distinct token rows are distinct parts of `out`.
+        let dst = |t: usize| unsafe {
+            std::slice::from_raw_parts_mut(out.0.add(t * w.rows + first), len)
+        };
+        macro_rules! batched {
+            ($n:literal) => {{
+                let xs: [&[f32]; $n] = std::array::from_fn(|i| xrow(t0 + i));
+                let ss: [&[f32]; $n] = std::array::from_fn(|i| srow(t0 + i));
+                let ds: [&mut [f32]; $n] = std::array::from_fn(|i| dst(t0 + i));
+                // SAFETY: the ISA is available (checked in `check`), `tiles` holds `len / 16`
+                // tiles of `blocks` blocks, and every row `blocks` blocks' numbers and sums.
+                unsafe {
+                    if q4_1 {
+                        x86::q4_1_tiles_avx512::<$n>(tiles, blocks, xs, ss, ds);
+                    } else {
+                        x86::q8_0_tiles_avx512::<$n>(tiles, blocks, xs, ds);
+                    }
                 }
-            }
+            }};
+        }
+        match n {
+            // SAFETY: as above.
+            1 => unsafe {
+                if q4_1 {
+                    x86::q4_1_tiles_decode_avx512(tiles, blocks, xrow(t0), srow(t0), dst(t0));
+                } else {
+                    x86::q8_0_tiles_decode_avx512(tiles, blocks, xrow(t0), dst(t0));
+                }
+            },
+            2 => batched!(2),
+            3 => batched!(3),
+            4 => batched!(4),
+            5 => batched!(5),
+            6 => batched!(6),
+            7 => batched!(7),
+            // `n` is 1 to TOKEN_BLOCK here (see `whole`).
+            _ => batched!(8),
         }
     }
     for tile_index in rows.start / TR..rows.end.div_ceil(TR) {
-        #[cfg(target_arch = "x86_64")]
-        if isa == Isa::Avx512
-            && w.layout == Layout::Packed
-            && n == 1
-            && tile_index * TR >= rows.start
-            && (tile_index + 1) * TR <= rows.end
-        {
+        if whole.contains(&tile_index) {
             continue; // a whole tile, done above
         }
         let first = tile_index * TR;

@@ -527,11 +527,59 @@ pub unsafe fn q4_1_tile_avx512<const T: usize>(
     // `x[t]` and `blocks` block sums in every `xs[t]`.
     unsafe {
         let table = _mm512_loadu_ps(NIBBLES.as_ptr());
-        let p = tile.as_ptr();
+        let v = q4_1_tile_sums_avx512(tile.as_ptr(), blocks, &x, &xs, table);
+        for t in 0..T {
+            _mm512_storeu_ps(out[t].as_mut_ptr(), v[t]);
+        }
+    }
+}
+
+/// Consecutive packed Q4_1 tiles of `blocks` blocks (`tiles`) against `T` token rows, AVX-512:
+/// `out[t][16 · i + r]` is row `r` of tile `i` for token row `t`, the bits of
+/// `q4_1_tile_avx512`. The batched path: one call for all of a thread's whole tiles, each
+/// tile's 16 sums stored straight into every token's output row.
+#[target_feature(enable = "avx512f,f16c,fma")]
+pub unsafe fn q4_1_tiles_avx512<const T: usize>(
+    tiles: &[u8],
+    blocks: usize,
+    x: [&[f32]; T],
+    xs: [&[f32]; T],
+    out: [&mut [f32]; T],
+) {
+    let count = out.iter().map(|o| o.len()).min().unwrap_or(0) / TILE_ROWS;
+    // SAFETY: the caller guarantees `count` tiles of `blocks` blocks in `tiles`, `32 · blocks`
+    // numbers in every `x[t]` and `blocks` sums in every `xs[t]`; each `out[t]` holds
+    // `16 · count` numbers.
+    unsafe {
+        let table = _mm512_loadu_ps(NIBBLES.as_ptr());
+        for i in 0..count {
+            let p = tiles.as_ptr().add(i * blocks * TILE_BLOCK);
+            let v = q4_1_tile_sums_avx512(p, blocks, &x, &xs, table);
+            for t in 0..T {
+                _mm512_storeu_ps(out[t].as_mut_ptr().add(TILE_ROWS * i), v[t]);
+            }
+        }
+    }
+}
+
+/// The 16 rows' `D + M` of `portable::q4_1_row` for one packed Q4_1 tile of `blocks` blocks at
+/// `p` against `T` token rows: what `q4_1_tile_avx512` and `q4_1_tiles_avx512` store, inlined
+/// into both so that the two are one sequence of operations.
+#[inline(always)]
+unsafe fn q4_1_tile_sums_avx512<const T: usize>(
+    p: *const u8,
+    blocks: usize,
+    x: &[&[f32]; T],
+    xs: &[&[f32]; T],
+    table: __m512,
+) -> [__m512; T] {
+    // SAFETY: the caller guarantees a tile of `blocks` blocks at `p`, `32 · blocks` numbers in
+    // every `x[t]`, `blocks` block sums in every `xs[t]`, and the features.
+    unsafe {
         if T == 1 {
-            let v = q4_1_decode_tile_avx512(p, blocks, x[0], xs[0], table);
-            _mm512_storeu_ps(out[0].as_mut_ptr(), v);
-            return;
+            let mut one = [_mm512_setzero_ps(); T];
+            one[0] = q4_1_decode_tile_avx512(p, blocks, x[0], xs[0], table);
+            return one;
         }
         let mut dsum = [_mm512_setzero_ps(); T];
         let mut msum = [_mm512_setzero_ps(); T];
@@ -542,18 +590,16 @@ pub unsafe fn q4_1_tile_avx512<const T: usize>(
         if T == 2 {
             while b + 2 <= blocks {
                 prefetch_ahead(p, b * TILE_BLOCK, 2 * TILE_BLOCK, TILE_PREFETCH_BYTES);
-                q4_1_tile_blocks_avx512::<T, 2>(p, b, &x, &xs, table, &mut dsum, &mut msum);
+                q4_1_tile_blocks_avx512::<T, 2>(p, b, x, xs, table, &mut dsum, &mut msum);
                 b += 2;
             }
         }
         while b < blocks {
             prefetch_ahead(p, b * TILE_BLOCK, TILE_BLOCK, TILE_PREFETCH_BYTES);
-            q4_1_tile_blocks_avx512::<T, 1>(p, b, &x, &xs, table, &mut dsum, &mut msum);
+            q4_1_tile_blocks_avx512::<T, 1>(p, b, x, xs, table, &mut dsum, &mut msum);
             b += 1;
         }
-        for t in 0..T {
-            _mm512_storeu_ps(out[t].as_mut_ptr(), _mm512_add_ps(dsum[t], msum[t]));
-        }
+        std::array::from_fn(|t| _mm512_add_ps(dsum[t], msum[t]))
     }
 }
 
@@ -778,11 +824,52 @@ pub unsafe fn q8_0_tile_avx512<const T: usize>(
     // SAFETY: the caller guarantees a tile of `blocks` blocks and `32 · blocks` numbers in every
     // `x[t]`.
     unsafe {
-        let p = tile.as_ptr();
+        let v = q8_0_tile_sums_avx512(tile.as_ptr(), blocks, &x);
+        for t in 0..T {
+            _mm512_storeu_ps(out[t].as_mut_ptr(), v[t]);
+        }
+    }
+}
+
+/// Consecutive packed Q8_0 tiles of `blocks` blocks against `T` token rows, AVX-512:
+/// `out[t][16 · i + r]` is row `r` of tile `i` for token row `t`, the bits of
+/// `q8_0_tile_avx512`. The batched path, as `q4_1_tiles_avx512`.
+#[target_feature(enable = "avx512f,f16c,fma")]
+pub unsafe fn q8_0_tiles_avx512<const T: usize>(
+    tiles: &[u8],
+    blocks: usize,
+    x: [&[f32]; T],
+    out: [&mut [f32]; T],
+) {
+    let count = out.iter().map(|o| o.len()).min().unwrap_or(0) / Q8_0_TILE_ROWS;
+    // SAFETY: the caller guarantees `count` tiles of `blocks` blocks in `tiles` and `32 · blocks`
+    // numbers in every `x[t]`; each `out[t]` holds `16 · count` numbers.
+    unsafe {
+        for i in 0..count {
+            let p = tiles.as_ptr().add(i * blocks * Q8_BLOCK);
+            let v = q8_0_tile_sums_avx512(p, blocks, &x);
+            for t in 0..T {
+                _mm512_storeu_ps(out[t].as_mut_ptr().add(Q8_0_TILE_ROWS * i), v[t]);
+            }
+        }
+    }
+}
+
+/// The 16 rows of `portable::q8_0_row` for one packed Q8_0 tile of `blocks` blocks at `p`
+/// against `T` token rows: what `q8_0_tile_avx512` and `q8_0_tiles_avx512` store.
+#[inline(always)]
+unsafe fn q8_0_tile_sums_avx512<const T: usize>(
+    p: *const u8,
+    blocks: usize,
+    x: &[&[f32]; T],
+) -> [__m512; T] {
+    // SAFETY: the caller guarantees a tile of `blocks` blocks at `p`, `32 · blocks` numbers in
+    // every `x[t]`, and the features.
+    unsafe {
         if T == 1 {
-            let v = q8_0_decode_tile_avx512(p, blocks, x[0]);
-            _mm512_storeu_ps(out[0].as_mut_ptr(), v);
-            return;
+            let mut one = [_mm512_setzero_ps(); T];
+            one[0] = q8_0_decode_tile_avx512(p, blocks, x[0]);
+            return one;
         }
         let mut dsum = [_mm512_setzero_ps(); T];
         let mut b = 0;
@@ -792,18 +879,16 @@ pub unsafe fn q8_0_tile_avx512<const T: usize>(
         if T == 2 {
             while b + 2 <= blocks {
                 prefetch_ahead(p, b * Q8_BLOCK, 2 * Q8_BLOCK, Q8_PREFETCH_BYTES);
-                q8_0_tile_blocks_avx512::<T, 2>(p, b, &x, &mut dsum);
+                q8_0_tile_blocks_avx512::<T, 2>(p, b, x, &mut dsum);
                 b += 2;
             }
         }
         while b < blocks {
             prefetch_ahead(p, b * Q8_BLOCK, Q8_BLOCK, Q8_PREFETCH_BYTES);
-            q8_0_tile_blocks_avx512::<T, 1>(p, b, &x, &mut dsum);
+            q8_0_tile_blocks_avx512::<T, 1>(p, b, x, &mut dsum);
             b += 1;
         }
-        for t in 0..T {
-            _mm512_storeu_ps(out[t].as_mut_ptr(), dsum[t]);
-        }
+        dsum
     }
 }
 

@@ -98,6 +98,11 @@ pub unsafe fn dots_heads<const H: usize>(
         let qv: [[__m512; 4]; H] = std::array::from_fn(|h| {
             std::array::from_fn(|c| _mm512_loadu_ps(q.as_ptr().add(HEAD * h + 16 * c)))
         });
+        // The loop asks for the rows PREFETCH_ROWS ahead of the ones it reads; the first ones
+        // are asked for here, all at once, rather than read one miss after another.
+        for j in 0..PREFETCH_ROWS.min(m) {
+            prefetch_row(keys, j, offset);
+        }
         let mut j = 0;
         while j + KEYS <= m {
             let kp: [*const f32; KEYS] = std::array::from_fn(|k| keys[j + k].as_ptr().add(offset));
@@ -161,6 +166,10 @@ pub unsafe fn weighted_sum_heads<const H: usize>(
         let mut a: [[__m512; 4]; H] = std::array::from_fn(|h| {
             std::array::from_fn(|c| _mm512_loadu_ps(acc.as_ptr().add(HEAD * h + 16 * c)))
         });
+        // As in `dots_heads`: the first rows asked for at once.
+        for j in 0..PREFETCH_ROWS.min(m) {
+            prefetch_row(values, j, offset);
+        }
         for (j, v) in values.iter().enumerate() {
             prefetch_row(values, j + PREFETCH_ROWS, offset);
             let vp = v.as_ptr().add(offset);

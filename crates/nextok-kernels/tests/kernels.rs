@@ -270,6 +270,17 @@ fn a_long_row_and_many_tokens_cross_the_token_blocks() {
 }
 
 #[test]
+fn many_tokens_over_rows_beyond_one_chunk_give_the_portable_bits() {
+    // A batched decode step's products go chunk of weight rows by chunk (128 KB of tiles), each
+    // chunk against every token block of a group of 32 tokens. 1,536 columns make a Q4_1 tile
+    // 15 KB (chunks of 8 tiles) and a Q8_0 tile 26 KB (chunks of 4): 300 and 150 rows are
+    // several chunks and a padded last tile, and 41 tokens two groups, the second a lone
+    // block and a one-token rest; 2 and 3 threads start their rows inside chunks.
+    case(GgmlType::Q4_1, 300, 48, 41, 21);
+    case(GgmlType::Q8_0, 150, 48, 41, 22);
+}
+
+#[test]
 fn f32_rows_that_are_not_a_multiple_of_16_use_the_same_lanes() {
     let (rows, cols, tokens) = (3, 37, 2);
     let mut rng = Lcg(3);

@@ -677,13 +677,46 @@ impl LlamaModel {
 /// RMSNorm of every row of `x` (rows of `w.len()` numbers): `x / sqrt(mean(x²) + ε) · w`. The sum
 /// of squares is taken in f64, in order.
 pub(crate) fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    const ROWS: usize = 4;
     let d = w.len();
-    for (row, dst) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
-        let ss: f64 = row.iter().map(|&v| v as f64 * v as f64).sum();
-        let scale = 1.0 / (ss / d as f64 + eps as f64).sqrt();
-        for ((o, &v), &g) in dst.iter_mut().zip(row).zip(w) {
-            *o = (v as f64 * scale) as f32 * g;
+    if d == 0 {
+        return;
+    }
+    // Rows four at a time, as a batched decode step has many: each row's sum of squares is
+    // still its own sum in order (the same bits as one row alone), but the four chains of
+    // dependent additions run side by side instead of one after another.
+    let whole = x.len() / d / ROWS * ROWS * d;
+    let (x4, x1) = x.split_at(whole);
+    let (out4, out1) = out.split_at_mut(whole.min(out.len()));
+    for (rows, dsts) in x4
+        .chunks_exact(ROWS * d)
+        .zip(out4.chunks_exact_mut(ROWS * d))
+    {
+        let mut ss = [0.0f64; ROWS];
+        for i in 0..d {
+            for (j, s) in ss.iter_mut().enumerate() {
+                let v = rows[j * d + i] as f64;
+                *s += v * v;
+            }
         }
+        for ((row, dst), ss) in rows.chunks_exact(d).zip(dsts.chunks_exact_mut(d)).zip(ss) {
+            rms_scale(row, w, eps, ss, dst);
+        }
+    }
+    for (row, dst) in x1.chunks_exact(d).zip(out1.chunks_exact_mut(d)) {
+        let mut ss = 0.0f64;
+        for &v in row {
+            ss += v as f64 * v as f64;
+        }
+        rms_scale(row, w, eps, ss, dst);
+    }
+}
+
+/// One row of [`rms_norm`] once its sum of squares `ss` is known.
+fn rms_scale(row: &[f32], w: &[f32], eps: f32, ss: f64, dst: &mut [f32]) {
+    let scale = 1.0 / (ss / w.len() as f64 + eps as f64).sqrt();
+    for ((o, &v), &g) in dst.iter_mut().zip(row).zip(w) {
+        *o = (v as f64 * scale) as f32 * g;
     }
 }
 
@@ -742,4 +775,51 @@ pub(crate) fn check_sequence(
         return Err(Error::NoTokens { seq });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rms_norm;
+
+    #[test]
+    fn rms_norm_of_many_rows_gives_each_row_the_bits_it_gets_alone() {
+        // 11 rows: two groups of four and three rows alone; values of every size, so that the
+        // f64 sums of squares round differently in any other order.
+        let d = 37;
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let x: Vec<f32> = (0..11 * d)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let unit = (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+                unit * 10f32.powi((state % 7) as i32 - 3)
+            })
+            .collect();
+        let w: Vec<f32> = (0..d).map(|i| 0.5 + i as f32 / d as f32).collect();
+        let mut all = vec![0.0f32; x.len()];
+        rms_norm(&x, &w, 1e-5, &mut all);
+        for (r, (row, got)) in x.chunks_exact(d).zip(all.chunks_exact(d)).enumerate() {
+            let mut alone = vec![0.0f32; d];
+            rms_norm(row, &w, 1e-5, &mut alone);
+            // The definition, written out: the sum of squares in f64, in order.
+            let ss: f64 = row.iter().map(|&v| v as f64 * v as f64).sum();
+            let scale = 1.0 / (ss / d as f64 + 1e-5f32 as f64).sqrt();
+            let want: Vec<u32> = row
+                .iter()
+                .zip(&w)
+                .map(|(&v, &g)| ((v as f64 * scale) as f32 * g).to_bits())
+                .collect();
+            assert_eq!(
+                got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                want,
+                "row {r} in the batch"
+            );
+            assert_eq!(
+                alone.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                want,
+                "row {r} alone"
+            );
+        }
+    }
 }
