@@ -8,6 +8,9 @@
 //! or from `$NEXTOK_SUITE`, which may also name a folder of MaskBench-format files such as
 //! `conformance/real-world/schemastore`).
 //!
+//! nextok reads the folder's MaskBench files, and those of a sibling `<dir>-resources` folder, as
+//! documents that `$ref`s may name; llguidance takes none.
+//!
 //! It also counts, for each engine on its own, the schemas it compiles and, of their instances,
 //! the valid ones it accepts and the invalid ones it accepts (every token allowed and the end
 //! allowed after the last), on the same files.
@@ -40,8 +43,8 @@ use llguidance::api::TopLevelGrammar;
 use llguidance::toktrie::{ApproximateTokEnv, TokEnv, TokRxInfo, TokTrie};
 use llguidance::{Matcher, ParserFactory};
 use nextok_constraints::{
-    compile_json_schema, Constraint, Grammar, GrammarConstraint, JsonOptions, Percentiles,
-    TokenVocab,
+    compile_json_schema, ConformanceRun, Constraint, Grammar, GrammarConstraint, JsonOptions,
+    Percentiles, SchemaResources, TokenVocab,
 };
 use nextok_tokenizer::{BpeTokenizer, EncodeOptions, Tokenizer};
 use serde_json::Value;
@@ -56,6 +59,22 @@ fn suite_dir() -> PathBuf {
     }
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../conformance/json-schema-test-suite/draft2020-12")
+}
+
+/// The documents the folder's schemas may name by URI, for nextok (as `nextok constrain-bench`
+/// and `tests/real_world.rs` read them): the folder's own MaskBench files by their source URL,
+/// and those of a sibling folder `<dir>-resources` when there is one
+/// (`conformance/real-world/schemastore-resources`). llguidance is given none: its JSON Schema
+/// front end takes one document, so it refuses a reference to another.
+fn resources(dir: &std::path::Path) -> SchemaResources {
+    let mut resources = ConformanceRun::resources_in_dir(dir).unwrap_or_default();
+    let mut sibling = dir.as_os_str().to_owned();
+    sibling.push("-resources");
+    let sibling = PathBuf::from(sibling);
+    if sibling.is_dir() {
+        resources.extend(ConformanceRun::resources_in_dir(&sibling).expect("resources readable"));
+    }
+    resources
 }
 
 /// llguidance's tokenizer environment over the same token bytes. Control tokens get llguidance's
@@ -99,6 +118,7 @@ struct Compiled {
 
 fn compile_both(
     schema: &Value,
+    options: &JsonOptions,
     vocab: &Arc<TokenVocab>,
     factory: &ParserFactory,
     ours: &mut Times,
@@ -106,12 +126,10 @@ fn compile_both(
 ) -> Compiled {
     let mut mask = vocab.empty_mask();
     let t0 = Instant::now();
-    let grammar = compile_json_schema(schema, &JsonOptions::default())
-        .ok()
-        .and_then(|g| {
-            let mut c = GrammarConstraint::new(Arc::clone(&g), vocab);
-            c.fill_mask(&mut mask).ok().map(|_| g)
-        });
+    let grammar = compile_json_schema(schema, options).ok().and_then(|g| {
+        let mut c = GrammarConstraint::new(Arc::clone(&g), vocab);
+        c.fill_mask(&mut mask).ok().map(|_| g)
+    });
     let ours_ms = t0.elapsed().as_secs_f64() * 1e3;
 
     let mut with_options = schema.clone();
@@ -303,6 +321,7 @@ fn main() {
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
     files.sort();
+    let options = JsonOptions::default().with_resources(resources(&dir));
     let (mut ours, mut theirs) = (Times::default(), Times::default());
     let (mut groups, mut compiled, mut instances, mut walked) = (0, 0, 0, 0);
     let (mut ours_compiled, mut theirs_compiled) = (0, 0);
@@ -322,7 +341,7 @@ fn main() {
                 continue;
             };
             groups += 1;
-            let c = compile_both(schema, &vocab, &factory, &mut ours, &mut theirs);
+            let c = compile_both(schema, &options, &vocab, &factory, &mut ours, &mut theirs);
             ours_compiled += c.ours.is_some() as usize;
             theirs_compiled += c.theirs.is_some() as usize;
             ours_counts.compiled += c.ours.is_some() as usize;
@@ -400,11 +419,12 @@ fn main() {
     let schema: Value = serde_json::from_str(SCHEMA).expect("schema");
     let tokens = encode(&tok, DOCUMENT).expect("document");
     let (mut ours, mut theirs) = (Times::default(), Times::default());
-    let both = compile_both(&schema, &vocab, &factory, &mut ours, &mut theirs)
+    let plain = JsonOptions::default();
+    let both = compile_both(&schema, &plain, &vocab, &factory, &mut ours, &mut theirs)
         .both
         .expect("both engines compile the nested schema");
     for _ in 0..29 {
-        compile_both(&schema, &vocab, &factory, &mut ours, &mut theirs);
+        compile_both(&schema, &plain, &vocab, &factory, &mut ours, &mut theirs);
     }
     let (mut cold_ours, mut cold_theirs) = (Times::default(), Times::default());
     let w = walk_both(&both, &vocab, &tokens, &mut cold_ours, &mut cold_theirs);
