@@ -11,8 +11,11 @@
 //! cargo run --release -p nextok-constraints --example corpus_profile -- \
 //!     conformance/real-world/schemastore [top] [file name filter]
 //! ```
-//! The model's tokenizer is read from `$NEXTOK_MODEL` or
-//! `~/.cache/nextok/models/SmolLM2-135M-Instruct.Q4_1.gguf`.
+//! The model's tokenizer is read from `$NEXTOK_MODEL` or the default model's place in the cache
+//! (`$XDG_CACHE_HOME` or `~/.cache`, then `nextok/models/SmolLM2-135M-Instruct.Q4_1.gguf`).
+
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -82,12 +85,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let top: usize = args.next().map_or(Ok(15), |r| r.parse())?;
     // Only the files whose names contain this, when given.
     let only = args.next().unwrap_or_default();
-    let model = std::env::var("NEXTOK_MODEL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default())
-                .join(".cache/nextok/models/SmolLM2-135M-Instruct.Q4_1.gguf")
-        });
+    let model = common::model_path();
     let tok = nextok_tokenizer::load_from_gguf_path(&model)?;
     let vocab = Arc::new(TokenVocab::from_tokenizer(tok.as_ref())?);
     let resources = ConformanceRun::resources_in_dir(&dir)?;

@@ -9,8 +9,11 @@
 //! cargo run --release -p nextok-constraints --example unique_mask_ab -- \
 //!     conformance/real-world/schemastore [rounds]
 //! ```
-//! The model's tokenizer is read from `$NEXTOK_MODEL` or
-//! `~/.cache/nextok/models/SmolLM2-135M-Instruct.Q4_1.gguf`.
+//! The model's tokenizer is read from `$NEXTOK_MODEL` or the default model's place in the cache
+//! (`$XDG_CACHE_HOME` or `~/.cache`, then `nextok/models/SmolLM2-135M-Instruct.Q4_1.gguf`).
+
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -48,12 +51,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .unwrap_or("conformance/real-world/schemastore".into()),
     );
     let rounds: usize = args.next().map_or(Ok(5), |r| r.parse())?;
-    let model = std::env::var("NEXTOK_MODEL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default())
-                .join(".cache/nextok/models/SmolLM2-135M-Instruct.Q4_1.gguf")
-        });
+    let model = common::model_path();
     let tok = nextok_tokenizer::load_from_gguf_path(&model)?;
     let vocab = Arc::new(TokenVocab::from_tokenizer(tok.as_ref())?);
     let opts = JsonOptions::default();

@@ -7,13 +7,19 @@ use std::sync::Arc;
 use nextok_constraints::{decode_gpt2_byte_level, Constraint, TokenVocab};
 use nextok_tokenizer::{BpeTokenizer, EncodeOptions, TokenKind, Tokenizer};
 
-/// The default model's path: `$NEXTOK_MODEL` or the cache used by `cargo xtask fetch-model`.
+/// The default model's path, by the rule of `nextok::default_model_path` and `cargo xtask
+/// fetch-model`: `$NEXTOK_MODEL` if set, else `nextok/models/` under `$XDG_CACHE_HOME`, else
+/// under `~/.cache` (an empty variable counts as unset). This crate cannot depend on `nextok`,
+/// which depends on it, so the three lines of the rule are here; the examples use this module.
 pub fn model_path() -> PathBuf {
-    if let Ok(p) = std::env::var("NEXTOK_MODEL") {
+    if let Some(p) = std::env::var_os("NEXTOK_MODEL").filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
-    let home = std::env::var("HOME").unwrap_or_default();
-    PathBuf::from(home).join(".cache/nextok/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+    let cache = match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        Some(xdg) => PathBuf::from(xdg),
+        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache"),
+    };
+    cache.join("nextok/models/SmolLM2-135M-Instruct.Q4_1.gguf")
 }
 
 /// SmolLM2's tokenizer (nextok-tokenizer's byte-level BPE from the GGUF file) and its
