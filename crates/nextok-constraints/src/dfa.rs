@@ -1085,6 +1085,41 @@ impl Dfa {
         longest[self.start as usize]
     }
 
+    /// Per state, whether only finitely many words lead on from it (the dead state counts as
+    /// finite). Found by peeling: a state whose successors are all dead or finite is finite;
+    /// what is never peeled reaches a cycle.
+    pub(crate) fn finite_completions(&self) -> Vec<bool> {
+        let n = self.num_states();
+        let reps = self.class_reps(|_| true);
+        let succ: Vec<Vec<u32>> = (0..n as u32)
+            .map(|s| {
+                let mut v: Vec<u32> = reps
+                    .iter()
+                    .map(|&b| self.next(s, b))
+                    .filter(|&t| t != DEAD)
+                    .collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            })
+            .collect();
+        let mut finite = vec![false; n];
+        finite[DEAD as usize] = true;
+        loop {
+            let mut changed = false;
+            for s in 1..n {
+                if !finite[s] && succ[s].iter().all(|&t| finite[t as usize]) {
+                    finite[s] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        finite
+    }
+
     pub(crate) fn can_continue(&self, s: u32) -> bool {
         self.live[s as usize] != [0; 4]
     }

@@ -399,37 +399,10 @@ fn count_items(text: &[u8]) -> usize {
 }
 
 /// Per state of the string automaton `d`, whether it can still read on and has only
-/// finitely many completions (found by peeling: a state whose successors are all dead or
-/// finite is finite; what is never peeled reaches a cycle). `None` when no such state is
-/// reachable, so that the automaton needs no check.
+/// finitely many completions ([`Dfa::finite_completions`](crate::dfa::Dfa::finite_completions)).
+/// `None` when no such state is reachable, so that the automaton needs no check.
 pub(crate) fn finite_states(d: &crate::dfa::Dfa) -> Option<Vec<bool>> {
-    let n = d.num_states();
-    let reps = d.class_reps(|_| true);
-    let succ: Vec<Vec<u32>> = (0..n as u32)
-        .map(|s| {
-            let mut v: Vec<u32> = reps
-                .iter()
-                .map(|&b| d.next(s, b))
-                .filter(|&t| t != DEAD)
-                .collect();
-            v.sort_unstable();
-            v.dedup();
-            v
-        })
-        .collect();
-    let mut finite = vec![false; n];
-    loop {
-        let mut changed = false;
-        for s in 1..n {
-            if !finite[s] && succ[s].iter().all(|&t| finite[t as usize]) {
-                finite[s] = true;
-                changed = true;
-            }
-        }
-        if !changed {
-            break;
-        }
-    }
+    let mut finite = d.finite_completions();
     for (s, f) in finite.iter_mut().enumerate() {
         *f = *f && s != DEAD as usize && d.can_continue(s as u32);
     }
@@ -750,16 +723,6 @@ impl Chart {
     /// The decoded values of the items of the array started at set `array`, before the item
     /// that starts at set `item` (cached until the chart is truncated below `item`).
     fn earlier(&mut self, guard: Guard, array: u32, item: u32) -> Option<Arc<Vec<Vec<u8>>>> {
-        if let Some(e) = self
-            .guard
-            .cache
-            .iter()
-            .find(|e| e.array == array && e.item == item && e.guard == guard)
-        {
-            return e.values.clone();
-        }
-        // One work unit per byte read, so that `Limits::max_mask_work` bounds this too.
-        self.work += u64::from(item.saturating_sub(array));
         let read = match guard {
             Guard::UniqueStrings => earlier_strings,
             Guard::UniqueValues => earlier_values,
@@ -772,9 +735,33 @@ impl Chart {
             | Guard::MoreStrings { .. }
             | Guard::Close { .. } => return None,
         };
+        self.cached_values(array, item, guard, false, item as usize, read)
+    }
+
+    /// What `read` makes of the input from set `array` to byte `end`, cached under (`array`,
+    /// `item`, `guard`, `cut`) until the chart is truncated below `item`.
+    fn cached_values(
+        &mut self,
+        array: u32,
+        item: u32,
+        guard: Guard,
+        cut: bool,
+        end: usize,
+        read: fn(&[u8]) -> Option<Vec<Vec<u8>>>,
+    ) -> Option<Arc<Vec<Vec<u8>>>> {
+        if let Some(e) = self
+            .guard
+            .cache
+            .iter()
+            .find(|e| e.array == array && e.item == item && e.guard == guard && e.cut == cut)
+        {
+            return e.values.clone();
+        }
+        // One work unit per byte read, so that `Limits::max_mask_work` bounds this too.
+        self.work += (end as u64).saturating_sub(u64::from(array));
         let values = self
             .input
-            .get(array as usize..item as usize)
+            .get(array as usize..end)
             .and_then(read)
             .map(Arc::new);
         // Only a cache: the oldest entry goes when it is full, so that a long array's
@@ -786,7 +773,7 @@ impl Chart {
             array,
             item,
             guard,
-            cut: false,
+            cut,
             values: values.clone(),
         });
         self.guard.max_item = self.guard.max_item.max(item);
@@ -1000,33 +987,8 @@ impl Chart {
     /// The canonical values of the items of the array started at set `array`, before set `at`
     /// (without its last byte when `cut`), cached until the chart is truncated below `at`.
     fn finite_used(&mut self, array: u32, at: u32, cut: bool) -> Option<Arc<Vec<Vec<u8>>>> {
-        if let Some(e) = self
-            .guard
-            .cache
-            .iter()
-            .find(|e| e.array == array && e.item == at && e.guard == FINITE_KEY && e.cut == cut)
-        {
-            return e.values.clone();
-        }
         let end = at as usize - usize::from(cut);
-        self.work += (end as u64).saturating_sub(u64::from(array));
-        let values = self
-            .input
-            .get(array as usize..end)
-            .and_then(listed_values)
-            .map(Arc::new);
-        if self.guard.cache.len() == CACHE_ENTRIES {
-            self.guard.cache.remove(0);
-        }
-        self.guard.cache.push(Earlier {
-            array,
-            item: at,
-            guard: FINITE_KEY,
-            cut,
-            values: values.clone(),
-        });
-        self.guard.max_item = self.guard.max_item.max(at);
-        values
+        self.cached_values(array, at, FINITE_KEY, cut, end, listed_values)
     }
 
     /// [`Chart::fill_mask`] for a grammar with guards (see the module's documentation).

@@ -499,8 +499,7 @@ fn count_words(d: &Dfa) -> u64 {
 }
 
 /// Whether every live state of `d` that can read on reaches infinitely many words: those that
-/// cannot read on (after a string's closing quote) apart. Found by peeling: a state whose
-/// successors are all dead or finite is finite; what is never peeled reaches a cycle.
+/// cannot read on (after a string's closing quote) apart ([`Dfa::finite_completions`]).
 pub(super) fn unbounded(d: &Dfa) -> bool {
     let n = d.num_states();
     let reps = d.class_reps(|_| true);
@@ -514,31 +513,7 @@ pub(super) fn unbounded(d: &Dfa) -> bool {
         reach[s as usize] = true;
         todo.extend(reps.iter().map(|&b| d.next(s, b)));
     }
-    let succ: Vec<Vec<u32>> = (0..n as u32)
-        .map(|s| {
-            let mut v: Vec<u32> = reps
-                .iter()
-                .map(|&b| d.next(s, b))
-                .filter(|&t| t != DEAD)
-                .collect();
-            v.sort_unstable();
-            v.dedup();
-            v
-        })
-        .collect();
-    let mut finite = vec![false; n];
-    loop {
-        let mut changed = false;
-        for s in 1..n {
-            if !finite[s] && succ[s].iter().all(|&t| finite[t as usize]) {
-                finite[s] = true;
-                changed = true;
-            }
-        }
-        if !changed {
-            break;
-        }
-    }
+    let finite = d.finite_completions();
     (1..n).all(|s| !reach[s] || !finite[s] || !d.can_continue(s as u32))
 }
 
