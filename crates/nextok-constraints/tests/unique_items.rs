@@ -10,7 +10,7 @@ mod common;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use common::{bit, check_mask};
+use common::{bit, check_mask, walk_accepting, walk_refuses};
 use nextok_constraints::{
     compile_json_schema, from_json_schema, Constraint, Error, JsonOptions, TokenVocab,
 };
@@ -374,12 +374,7 @@ fn finite_string_domains_end_when_used_up() {
         ),
     ] {
         let mut c = from_json_schema(&s, &vocab, &opts).unwrap();
-        for (i, b) in text.bytes().enumerate() {
-            check_mask(&mut c, &text.as_bytes()[..i]);
-            c.advance(b as u32 + 1)
-                .unwrap_or_else(|e| panic!("{text} at {i}: {e}"));
-        }
-        let mask = check_mask(&mut c, text.as_bytes());
+        let mask = walk_accepting(&mut c, text);
         for t in [",", "\",", "\",\"", " "] {
             if vocab.token_bytes(id(t)) != Some(b" ") || !text.ends_with(' ') {
                 assert!(!bit(&mask, id(t)), "{t:?} after {text}");
@@ -461,15 +456,7 @@ proptest! {
         // Byte by byte through the constraint, masks checked until the first refused byte.
         let vocab = vocab();
         let mut c = from_json_schema(&strings(), &vocab, &JsonOptions::default()).unwrap();
-        let mut refused = false;
-        for (i, b) in text.bytes().enumerate() {
-            check_mask(&mut c, &text.as_bytes()[..i]);
-            if c.advance(b as u32 + 1).is_err() {
-                refused = true;
-                break;
-            }
-        }
-        prop_assert_eq!(refused || !c.is_complete(), !unique, "{}", text);
+        prop_assert_eq!(walk_refuses(&mut c, &text), !unique, "{}", text);
     }
 }
 
@@ -684,15 +671,7 @@ proptest! {
         prop_assert_eq!(accepts(&values(), &text), unique, "{}", text);
         let vocab = value_vocab();
         let mut c = from_json_schema(&values(), &vocab, &JsonOptions::default()).unwrap();
-        let mut refused = false;
-        for (i, b) in text.bytes().enumerate() {
-            check_mask(&mut c, &text.as_bytes()[..i]);
-            if c.advance(b as u32 + 1).is_err() {
-                refused = true;
-                break;
-            }
-        }
-        prop_assert_eq!(refused || !c.is_complete(), !unique, "{}", text);
+        prop_assert_eq!(walk_refuses(&mut c, &text), !unique, "{}", text);
     }
 }
 
@@ -872,12 +851,7 @@ fn finite_domains_mask_out_the_item_that_cannot_be() {
     ];
     for (schema, text) in cases {
         let mut c = from_json_schema(&schema, &vocab, &JsonOptions::default()).unwrap();
-        for (i, b) in text.bytes().enumerate() {
-            check_mask(&mut c, &text.as_bytes()[..i]);
-            c.advance(b as u32 + 1)
-                .unwrap_or_else(|e| panic!("{text} at {i}: {e}"));
-        }
-        let mask = check_mask(&mut c, text.as_bytes());
+        let mask = walk_accepting(&mut c, &text);
         for t in [",", "1,", "},{", "],["] {
             assert!(!bit(&mask, id(t)), "{t} after {text}");
         }
@@ -935,15 +909,7 @@ proptest! {
         prop_assert_eq!(accepts(&large_enum(), &text), unique, "{}", text);
         let vocab = value_vocab();
         let mut c = from_json_schema(&large_enum(), &vocab, &JsonOptions::default()).unwrap();
-        let mut refused = false;
-        for (i, b) in text.bytes().enumerate() {
-            check_mask(&mut c, &text.as_bytes()[..i]);
-            if c.advance(b as u32 + 1).is_err() {
-                refused = true;
-                break;
-            }
-        }
-        prop_assert_eq!(refused || !c.is_complete(), !unique, "{}", text);
+        prop_assert_eq!(walk_refuses(&mut c, &text), !unique, "{}", text);
     }
 
     /// Random walks over the masks of finite domains (the large enum, with counts): masks

@@ -156,6 +156,30 @@ pub fn bit(mask: &[u64], t: u32) -> bool {
     mask[t as usize / 64] >> (t % 64) & 1 == 1
 }
 
+/// Feeds `text` byte by byte (token `b + 1` is byte `b`, as in these tests' vocabularies), each
+/// mask checked against `advance` first ([`check_mask`]): whether some byte was refused or the
+/// output is incomplete after the last.
+pub fn walk_refuses(c: &mut dyn Constraint, text: &str) -> bool {
+    for (i, b) in text.bytes().enumerate() {
+        check_mask(c, &text.as_bytes()[..i]);
+        if c.advance(b as u32 + 1).is_err() {
+            return true;
+        }
+    }
+    !c.is_complete()
+}
+
+/// [`walk_refuses`] for a text every byte of which must be taken (a refused byte panics); the
+/// mask after the last, checked too.
+pub fn walk_accepting(c: &mut dyn Constraint, text: &str) -> Vec<u64> {
+    for (i, b) in text.bytes().enumerate() {
+        check_mask(c, &text.as_bytes()[..i]);
+        c.advance(b as u32 + 1)
+            .unwrap_or_else(|e| panic!("{text} at {i}: {e}"));
+    }
+    check_mask(c, text.as_bytes())
+}
+
 /// Checks that every token's mask bit is whether `advance` takes it, and that an incomplete
 /// output has some allowed token.
 pub fn check_mask(c: &mut dyn Constraint, out: &[u8]) -> Vec<u64> {
