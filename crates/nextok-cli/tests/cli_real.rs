@@ -253,7 +253,8 @@ fn constrain_bench_verbose_lists_refusals_and_wrong_answers() {
         "tests": [{"data": 1, "valid": true}, {"data": 2, "valid": false}]
     });
     let refused = serde_json::json!({
-        "schema": {"type": "object", "properties": {"a": {"type": "array", "uniqueItems": true}}},
+        "schema": {"type": "object", "properties": {"a": {"type": "array", "uniqueItems": true,
+                   "items": {"type": "integer", "maximum": 12}}}},
         "tests": [{"data": {}, "valid": true}]
     });
     std::fs::write(dir.join("a.json"), mislabelled.to_string()).unwrap();

@@ -431,6 +431,9 @@ pub(crate) struct TerminalMask {
     /// Trie nodes whose path the automaton accepts: the terminal may end there, and the rest of
     /// the token must then be read by the parser.
     pub(crate) exits: Vec<u32>,
+    /// Trie nodes without children whose path the automaton accepts and cannot read on from:
+    /// their tokens end the terminal, so a guard on its end decides them (`fill_mask_guarded`).
+    pub(crate) ends: Vec<u32>,
 }
 
 impl TerminalMask {
@@ -450,6 +453,7 @@ impl TerminalMask {
     ) -> TerminalMask {
         let mut inside = vocab.empty_mask();
         let mut exits = Vec::new();
+        let mut ends = Vec::new();
         let trie = &vocab.trie;
         // When every plain path (bytes of the first category) from the start stays alive and
         // not accepting for the same number of bytes and then dies, or never dies, the plain
@@ -493,8 +497,12 @@ impl TerminalMask {
                     continue;
                 }
                 vocab.mark_node(i, &mut inside);
-                if with_exits && dfa.is_accept(s2) && node.end as usize > i + 1 {
-                    exits.push(i as u32);
+                if with_exits && dfa.is_accept(s2) {
+                    if node.end as usize > i + 1 {
+                        exits.push(i as u32);
+                    } else if !dfa.can_continue(s2) {
+                        ends.push(i as u32);
+                    }
                 }
                 stack.push((node.end, s2, plain));
                 i += 1;
@@ -502,7 +510,11 @@ impl TerminalMask {
                 i = node.end as usize;
             }
         }
-        TerminalMask { inside, exits }
+        TerminalMask {
+            inside,
+            exits,
+            ends,
+        }
     }
 }
 

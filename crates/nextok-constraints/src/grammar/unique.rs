@@ -1030,7 +1030,7 @@ impl Chart {
             };
             let tm = g.terminal_mask(vocab, t, st);
             let guarded = g.guarded_pos.get(pos as usize).copied().unwrap_or(false);
-            if !guarded && tm.exits.is_empty() {
+            if !guarded && tm.exits.is_empty() && tm.ends.is_empty() {
                 // Tokens inside one terminal: no completion, so no guard, decides them.
                 for (m, w) in mask.iter_mut().zip(&tm.inside) {
                     *m |= w;
@@ -1038,7 +1038,7 @@ impl Chart {
                 continue;
             }
             item.copy_from_slice(&tm.inside);
-            if !tm.exits.is_empty() {
+            if !tm.exits.is_empty() || !tm.ends.is_empty() {
                 // As in `fill_mask`: one set after the terminal ends, for every place it ends.
                 self.seen.clear();
                 self.add_item(pos + 1, origin);
@@ -1047,8 +1047,10 @@ impl Chart {
                 self.guard.own = guarded;
                 self.guard.uncertain = false;
                 self.close(g, k as u32 + 1);
-                let all = self.guard.uncertain;
-                let mut again = Vec::new();
+                // Tokens that end exactly where the terminal does are read again when a guard
+                // there read unknown text, or refused every way on (a value already used).
+                let all = self.guard.uncertain || self.top_is_empty(g);
+                let mut again: Vec<u32> = if all { tm.ends.clone() } else { Vec::new() };
                 for &p in &tm.exits {
                     if self.over {
                         break;

@@ -14,9 +14,11 @@
 //! Other items need every proper prefix to have infinitely many completions into distinct
 //! values (`prefix_unbounded`: numbers without bounds, objects that always take one more
 //! member, arrays that always take one more item, `anyOf` of such, strings whose automaton
-//! never narrows to finitely many words). Domains with a prefix of finitely many completions
-//! there (`maxLength`, patterns with finite branches, integers, `null` and booleans, objects
-//! closed by `additionalProperties: false`) are refused by name.
+//! never narrows to finitely many words). Domains with `null`, booleans, numbers, enums or
+//! unions are split first (`unique_split`: values a prefix pins down are predicted only while
+//! unused). Domains with a prefix of finitely many completions left over (`maxLength`,
+//! patterns with finite branches, objects closed by `additionalProperties: false`) are
+//! refused by name.
 
 use serde_json::Value;
 
@@ -24,6 +26,7 @@ use super::algebra::normalize;
 use super::compile::Compiler;
 use super::schema::{compact, invalid, unsupported, Node, Schema, TypeSet};
 use super::string::{is_long, string_content};
+use super::unique_split::Split;
 use crate::dfa::{Dfa, DEAD};
 use crate::grammar::{canonical_value, finite_states, FiniteSet, Guard, Sym};
 use crate::Error;
@@ -65,7 +68,29 @@ impl Compiler<'_> {
             }
             _ => None,
         };
-        let item = match &items {
+        let string_item = matches!(&items, Schema::Node(n)
+            if n.types == Some(TypeSet::STRING)
+                && n.values.is_none()
+                && (n.only(&string_keywords) || union.is_some()));
+        // Domains with values that some prefix pins down, and unions (`unique_split`).
+        let split = match string_item {
+            true => None,
+            false => self.unique_split(&items, path, &ip)?,
+        };
+        let (items, union, split) = match split {
+            Some(Split::Finite(values)) => return self.unique_finite(m, &values, path),
+            Some(Split::Strings(d)) => {
+                let n = Node {
+                    types: Some(TypeSet::STRING),
+                    ..Node::default()
+                };
+                (Schema::node(n), Some(d), None)
+            }
+            Some(Split::Items(alts)) => (items, union, Some(alts)),
+            None => (items, union, None),
+        };
+        let alts: Vec<Vec<Sym>> = match &items {
+            _ if split.is_some() => split.unwrap_or_default(),
             Schema::Node(n)
                 if n.types == Some(TypeSet::STRING)
                     && n.values.is_none()
@@ -83,14 +108,20 @@ impl Compiler<'_> {
                     self.b.guard_prediction(m, Guard::MoreStrings { terminal });
                     more = Some(Sym::Nt(m));
                 }
-                self.b
-                    .guarded(&format!("{path} unique item"), t, Guard::UniqueStrings)
+                vec![vec![self.b.guarded(
+                    &format!("{path} unique item"),
+                    t,
+                    Guard::UniqueStrings,
+                )]]
             }
             _ => {
                 self.prefix_unbounded(&items, path, &ip, 0)?;
                 let v = self.schema(&items, &ip)?;
-                self.b
-                    .guarded(&format!("{path} unique item"), v, Guard::UniqueValues)
+                vec![vec![self.b.guarded(
+                    &format!("{path} unique item"),
+                    v,
+                    Guard::UniqueValues,
+                )]]
             }
         };
         let a = &m.array;
@@ -110,23 +141,29 @@ impl Compiler<'_> {
             .map(|i| self.b.nt(format!("{path} unique {i} items")))
             .collect();
         let arr = self.b.nt(format!("{path} unique array"));
-        let r = self.seq(&[lb, item]);
-        self.b.rule(counted[0], r);
         let ws: Vec<Sym> = self.ws.into_iter().collect();
-        let next = |before: u32| {
+        for item in &alts {
+            let mut r = vec![lb];
+            r.extend(&ws);
+            r.extend(item);
+            self.b.rule(counted[0], r);
+        }
+        let next = |before: u32, item: &[Sym]| {
             let mut r = vec![Sym::Nt(before)];
             r.extend(more);
             r.extend(&ws);
             r.push(comma);
             r.extend(&ws);
-            r.push(item);
+            r.extend(item);
             r
         };
-        for i in 1..top {
-            self.b.rule(counted[i], next(counted[i - 1]));
-        }
-        if max.is_none() {
-            self.b.rule(counted[top - 1], next(counted[top - 1]));
+        for item in &alts {
+            for i in 1..top {
+                self.b.rule(counted[i], next(counted[i - 1], item));
+            }
+            if max.is_none() {
+                self.b.rule(counted[top - 1], next(counted[top - 1], item));
+            }
         }
         if min == 0 {
             let r = self.seq(&[lb, rb]);
@@ -327,7 +364,7 @@ impl Compiler<'_> {
     /// false, their own `uniqueItems` over such a domain); `anyOf` of such branches. `null`,
     /// booleans and integers (`0` has no other completion by value), enums and bounded
     /// numbers are finite at some prefix.
-    fn prefix_unbounded(
+    pub(super) fn prefix_unbounded(
         &self,
         s: &Schema,
         path: &str,

@@ -1,0 +1,438 @@
+//! `uniqueItems` over item domains where some prefix pins the value down (issue #17): items of
+//! any type, `null` and booleans beside other types, zero (`0e` goes on only as zero),
+//! integers (`5.` goes on only as `5.0`, `5.00`), enums inside unions, `anyOf` and disjoint
+//! `oneOf` items. Arrays are accepted exactly when their items are distinct as JSON values,
+//! masks agree with `advance` at every step, and a prefix whose every completion is an earlier
+//! item is refused at the byte that makes it so.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{bit, check_mask, walk_accepting, walk_refuses};
+use nextok_constraints::{
+    compile_json_schema, from_json_schema, Constraint, JsonOptions, TokenVocab,
+};
+use proptest::prelude::*;
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+use serde_json::{json, Value};
+
+fn accepts(schema: &Value, text: &str) -> bool {
+    compile_json_schema(schema, &JsonOptions::default())
+        .expect("compiles")
+        .recognizes(text.as_bytes())
+}
+
+fn arr(items: Value) -> Value {
+    json!({"type": "array", "items": items, "uniqueItems": true})
+}
+
+fn any_items() -> Value {
+    json!({"type": "array", "uniqueItems": true})
+}
+
+/// `<eos>`, then token `b + 1` is byte `b`, then pieces that cross value and item boundaries.
+fn vocab() -> Arc<TokenVocab> {
+    let mut v: Vec<Vec<u8>> = vec![b"<eos>".to_vec()];
+    v.extend((0..=255u8).map(|b| vec![b]));
+    for piece in [
+        "true",
+        "false",
+        "null",
+        "tr",
+        "0e",
+        "0.",
+        ".0",
+        "0,",
+        "e5",
+        "1,",
+        "1]",
+        "{}",
+        "[]",
+        "\"a\"",
+        "\"\\u0061\"",
+        "],[",
+        "},{",
+        ",\"",
+        "true,",
+        "null]",
+        "-0",
+        "1.0",
+    ] {
+        v.push(piece.as_bytes().to_vec());
+    }
+    Arc::new(TokenVocab::new(v, &[0]).expect("vocab"))
+}
+
+fn constraint(schema: &Value) -> Box<dyn Constraint> {
+    Box::new(from_json_schema(schema, &vocab(), &JsonOptions::default()).expect("compiles"))
+}
+
+/// The mask after `text` (fed byte by byte, every mask on the way checked against `advance`).
+fn mask_after(schema: &Value, text: &str) -> Vec<u64> {
+    let mut c = constraint(schema);
+    walk_accepting(c.as_mut(), text)
+}
+
+fn byte(b: u8) -> u32 {
+    u32::from(b) + 1
+}
+
+#[test]
+fn items_of_any_type_compare_as_json_values() {
+    let s = any_items();
+    for ok in [
+        "[]",
+        r#"[true,false,null,0,"a",{},[],1]"#,
+        r#"[{"a":1,"b":2},{"a":1}]"#,
+        "[0,0.5,-0.5,1e2,1e3]",
+        r#"[[1],[1,1],"1",1]"#,
+        r#"[0e5,1]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        "[1,1.0]",
+        "[1,1e0]",
+        "[0,-0]",
+        "[0,0e5]",
+        "[-0.0E-3,0]",
+        r#"["a","\u0061"]"#,
+        r#"[{"a":1,"b":2},{"b":2,"a":1}]"#,
+        "[true,true]",
+        "[null,1,null]",
+        "[false,false]",
+        "[[1],[1.0]]",
+        "[{},{}]",
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+}
+
+#[test]
+fn literals_in_use_are_never_begun() {
+    let s = any_items();
+    // After `[true,false,null,` only a value that is not a literal may start.
+    let mask = mask_after(&s, "[true,false,null,");
+    for b in [b't', b'f', b'n', b']'] {
+        assert!(!bit(&mask, byte(b)), "{}", b as char);
+    }
+    for b in [b'"', b'{', b'[', b'1', b'-', b'0'] {
+        assert!(bit(&mask, byte(b)), "{}", b as char);
+    }
+    // After `[true,false,null` the array may end or go on.
+    let mask = mask_after(&s, "[true,false,null");
+    assert!(bit(&mask, byte(b']')) && bit(&mask, byte(b',')));
+    // A literal used once is refused at its first byte, and a piece that would spell it too.
+    let mask = mask_after(&s, "[true,");
+    let v = vocab();
+    let id = |p: &str| {
+        (0..v.len() as u32)
+            .find(|&t| v.token_bytes(t) == Some(p.as_bytes()))
+            .unwrap()
+    };
+    for p in ["t", "tr", "true", "true,"] {
+        assert!(!bit(&mask, id(p)), "{p}");
+    }
+    for p in ["false", "null", "null]", "f"] {
+        assert!(bit(&mask, id(p)), "{p}");
+    }
+    let mut c = constraint(&s);
+    assert!(walk_refuses(c.as_mut(), "[true,tr"));
+    let mut c = constraint(&s);
+    assert!(walk_refuses(c.as_mut(), "[null,[],null]"));
+}
+
+#[test]
+fn zero_ends_where_only_zero_can_follow() {
+    for s in [any_items(), arr(json!({"type": "number"}))] {
+        // `0e` goes on only as zero: refused once zero is used; `0.` may still be `0.5`.
+        let mask = mask_after(&s, "[0,0");
+        assert!(!bit(&mask, byte(b'e')) && !bit(&mask, byte(b'E')));
+        assert!(!bit(&mask, byte(b']')) && !bit(&mask, byte(b',')));
+        assert!(bit(&mask, byte(b'.')));
+        let mask = mask_after(&s, "[0,0.0");
+        assert!(!bit(&mask, byte(b'e')) && !bit(&mask, byte(b']')));
+        assert!(bit(&mask, byte(b'1')));
+        let mask = mask_after(&s, "[0,-");
+        assert!(bit(&mask, byte(b'0')) && bit(&mask, byte(b'1')));
+        let mut c = constraint(&s);
+        assert!(walk_refuses(c.as_mut(), "[1,-0e3,0.0]"));
+        let mut c = constraint(&s);
+        assert!(!walk_refuses(c.as_mut(), "[0,0.01,-0.5e3,1e-7]"));
+        // With zero unused, its spellings in exponent form are fine.
+        let mut c = constraint(&s);
+        assert!(!walk_refuses(c.as_mut(), "[1,0E+5]"));
+    }
+}
+
+#[test]
+fn integers_end_before_a_fraction_that_cannot_change_them() {
+    let s = arr(json!({"type": "integer"}));
+    for ok in ["[1,2.00,3]", "[5,50,-5]", "[0,1]", "[1.0,10]"] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        "[5,5.0]",
+        "[5.0,5]",
+        "[0,-0]",
+        "[0,-0.0]",
+        "[7,1,7.000]",
+        "[1.5]",
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    // `5.` goes on only as `5.0...`: refused once 5 is used; `5` itself may go on as `50`.
+    let mask = mask_after(&s, "[5,5");
+    assert!(!bit(&mask, byte(b'.')) && !bit(&mask, byte(b',')) && !bit(&mask, byte(b']')));
+    assert!(bit(&mask, byte(b'0')));
+    let mask = mask_after(&s, "[0,-");
+    assert!(!bit(&mask, byte(b'0')) && bit(&mask, byte(b'1')));
+    // A lower bound (xs-app's status codes): every prefix goes on.
+    let s = arr(json!({"type": "integer", "minimum": 1}));
+    assert!(accepts(&s, "[404,500,1]"));
+    assert!(!accepts(&s, "[404,500,404.0]") && !accepts(&s, "[0]"));
+    let mask = mask_after(&s, "[1,");
+    assert!(!bit(&mask, byte(b'0')) && !bit(&mask, byte(b'-')));
+    // Bounded above: `9` is checked when it is read.
+    let s = json!({"type": "array", "uniqueItems": true,
+                   "items": {"type": "integer", "maximum": 9}});
+    let mask = mask_after(&s, "[9,");
+    assert!(!bit(&mask, byte(b'9')) && bit(&mask, byte(b'8')) && bit(&mask, byte(b'-')));
+}
+
+#[test]
+fn null_and_booleans_beside_other_types() {
+    let s = arr(json!({"type": ["string", "null", "boolean"], "minLength": 1}));
+    assert!(accepts(&s, r#"[null,"a",true,"b",false]"#));
+    for bad in [
+        r#"[null,"a",null]"#,
+        r#"["a","\u0061"]"#,
+        r#"[""]"#,
+        "[true,true]",
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let mask = mask_after(&s, "[null,true,");
+    assert!(!bit(&mask, byte(b'n')) && !bit(&mask, byte(b't')) && bit(&mask, byte(b'f')));
+    assert!(bit(&mask, byte(b'"')) && !bit(&mask, byte(b'1')));
+    // vs-nesting's items: any value, strings by a pattern.
+    let s = arr(json!({"pattern": "^\\.[^/\\\\]+$"}));
+    assert!(accepts(&s, r#"[".a",".b",null,1]"#));
+    assert!(!accepts(&s, r#"[".a",".\u0061"]"#) && !accepts(&s, r#"["a"]"#));
+}
+
+#[test]
+fn unions_are_one_domain() {
+    // travis: `oneOf` of non-empty strings and numbers (disjoint by type).
+    let s = arr(json!({"oneOf": [{"type": "string", "minLength": 1}, {"type": "number"}]}));
+    assert!(accepts(&s, r#"["1",1,"a",0]"#));
+    for bad in [r#"["1",1,1.0]"#, r#"[0,"a",0e1]"#, r#"[""]"#, "[null]"] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    // vsix-publish: `anyOf` of non-empty strings and an enum of more than 12 strings.
+    let names: Vec<String> = (0..20).map(|i| format!("c{i}")).collect();
+    let s = json!({"type": "array", "uniqueItems": true, "minItems": 1, "maxItems": 3,
+                   "items": {"anyOf": [{"type": "string", "minLength": 1}, {"enum": names}]}});
+    assert!(accepts(&s, r#"["c1","c2","other"]"#));
+    for bad in [
+        r#"["c1","c1"]"#,
+        r#"["c1","c\u0031"]"#,
+        "[]",
+        r#"["a","b","c","d"]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    // An enum beside booleans: finitely many values, so the `,` is checked too.
+    let s = arr(json!({"anyOf": [{"enum": [1, "x"]}, {"type": "boolean"}]}));
+    assert!(accepts(&s, r#"[1,"x",true,false]"#));
+    assert!(!accepts(&s, "[1,1.0]") && !accepts(&s, "[true,1,true]"));
+    let mask = mask_after(&s, r#"[1,"x",true,false"#);
+    assert!(!bit(&mask, byte(b',')) && bit(&mask, byte(b']')));
+    let mask = mask_after(&s, "[1,");
+    assert!(!bit(&mask, byte(b'1')) && bit(&mask, byte(b'"')) && bit(&mask, byte(b't')));
+    // An enum's zero and the zero of a number type are one value.
+    let s = arr(json!({"anyOf": [{"enum": [0, null]}, {"type": "number"}]}));
+    assert!(accepts(&s, "[0,null,1]"));
+    assert!(!accepts(&s, "[0,0e2]") && !accepts(&s, "[0.0,0]"));
+}
+
+#[test]
+fn domains_that_could_dead_end_stay_refused_by_name() {
+    let cases = [
+        (
+            arr(json!({"type": ["number", "null"], "maximum": 3})),
+            "maximum",
+        ),
+        (
+            arr(json!({"type": "integer", "maximum": 12})),
+            "integers bounded",
+        ),
+        (
+            arr(json!({"anyOf": [{"type": "null"}, {"type": "string", "maxLength": 3}]})),
+            "finitely many completions",
+        ),
+        (
+            arr(json!({"type": ["object", "null"], "additionalProperties": false})),
+            "without additional properties",
+        ),
+    ];
+    for (schema, why) in cases {
+        match compile_json_schema(&schema, &JsonOptions::default()) {
+            Err(nextok_constraints::Error::UnsupportedKeyword { keyword, path }) => {
+                assert!(keyword.starts_with("uniqueItems ("), "{keyword}");
+                assert!(keyword.contains(why), "{keyword} should say {why}");
+                assert_eq!(path, "#");
+            }
+            other => panic!("expected a refusal, got {:?}", other.map(|_| ())),
+        }
+    }
+}
+
+/// JSON Schema equality: numbers by value, objects as member sets.
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// A random walk of at most 40 tokens under `schema`, preferring short values and the pieces
+/// that spell literals and zeros: every mask checked against `advance` (and non-empty while
+/// the output is incomplete); a finished output must be an array of distinct values.
+fn walk(schema: &Value, seed: u64) -> bool {
+    let vocab = vocab();
+    let mut c = from_json_schema(schema, &vocab, &JsonOptions::default()).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let preferred: Vec<u32> = (0..vocab.len() as u32)
+        .filter(|&t| {
+            let b = vocab.token_bytes(t).unwrap_or_default();
+            b.len() > 1 || b"01-.e,[]{}\"tfn".contains(b.first().unwrap_or(&0))
+        })
+        .collect();
+    let mut out = Vec::new();
+    for _ in 0..40 {
+        let mask = check_mask(&mut c, &out);
+        let allowed: Vec<u32> = (0..vocab.len() as u32).filter(|&t| bit(&mask, t)).collect();
+        let liked: Vec<u32> = preferred
+            .iter()
+            .copied()
+            .filter(|&t| bit(&mask, t))
+            .collect();
+        let pool = if !liked.is_empty() && rng.next_u32() % 8 != 0 {
+            &liked
+        } else {
+            &allowed
+        };
+        let t = pool[rng.next_u32() as usize % pool.len()];
+        c.advance(t).unwrap();
+        if t == 0 {
+            let v: Vec<Value> = match serde_json::from_slice(&out) {
+                Ok(v) => v,
+                // serde_json reads numbers as f64 and refuses `1e999`: valid JSON that this
+                // oracle cannot compare, so the walk counts as unfinished.
+                Err(e) if e.to_string().contains("number out of range") => return false,
+                Err(e) => panic!("{e}: {}", String::from_utf8_lossy(&out)),
+            };
+            for (x, a) in v.iter().enumerate() {
+                for b in &v[x + 1..] {
+                    assert!(!same(a, b), "{}", String::from_utf8_lossy(&out));
+                }
+            }
+            return true;
+        }
+        out.extend_from_slice(vocab.token_bytes(t).unwrap());
+    }
+    false
+}
+
+fn walk_schemas() -> Vec<Value> {
+    vec![
+        any_items(),
+        arr(json!({"type": "integer"})),
+        arr(json!({"type": ["number", "null", "boolean"]})),
+        arr(json!({"oneOf": [{"type": "string", "minLength": 1}, {"type": "integer"}]})),
+        json!({"type": "array", "uniqueItems": true, "maxItems": 4,
+               "items": {"anyOf": [{"enum": [0, "a", true]}, {"type": "number", "minimum": 0}]}}),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    /// Masks agree with `advance` on random walks, and finished arrays have distinct items.
+    #[test]
+    fn random_walks_have_exact_masks(seed in any::<u64>(), which in 0..5usize) {
+        walk(&walk_schemas()[which], seed);
+    }
+}
+
+#[test]
+fn random_walks_finish_unique() {
+    let mut finished = 0;
+    for (i, s) in walk_schemas().iter().enumerate() {
+        for seed in 0..6u64 {
+            finished += usize::from(walk(s, seed * 31 + i as u64));
+        }
+    }
+    assert!(finished >= 6, "only {finished} walks finished");
+}
+
+/// A token that closes a value exactly where its terminal cannot read on (`9` under `maximum:
+/// 9`, a whole string `"a"`) is allowed only when that value is new: the mask once took such
+/// tokens as "inside the terminal" without asking the guard at its end.
+#[test]
+fn a_token_that_closes_a_used_value_is_masked_out() {
+    let v = vocab();
+    let id = |p: &str| {
+        (0..v.len() as u32)
+            .find(|&t| v.token_bytes(t) == Some(p.as_bytes()))
+            .unwrap()
+    };
+    let cases = [
+        (
+            arr(json!({"type": "integer", "maximum": 9})),
+            "[9,",
+            "9",
+            false,
+        ),
+        (
+            arr(json!({"type": "integer", "maximum": 9})),
+            "[8,",
+            "9",
+            true,
+        ),
+        (
+            arr(json!({"type": ["string", "integer"]})),
+            "[\"a\",",
+            "\"a\"",
+            false,
+        ),
+        (
+            arr(json!({"type": ["string", "object"]})),
+            "[\"a\",",
+            "\"a\"",
+            false,
+        ),
+        (
+            arr(json!({"type": ["string", "object"]})),
+            "[\"b\",",
+            "\"a\"",
+            true,
+        ),
+        (any_items(), "[{},", "{}", false),
+        (any_items(), "[[],", "[]", false),
+        (any_items(), "[[],", "{}", true),
+    ];
+    for (s, pre, tok, allowed) in cases {
+        let mut c = constraint(&s);
+        let mask = walk_accepting(c.as_mut(), pre);
+        assert_eq!(bit(&mask, id(tok)), allowed, "{s} {pre} {tok}");
+    }
+}
