@@ -277,6 +277,18 @@ fn domains_that_could_dead_end_stay_refused_by_name() {
             arr(json!({"type": ["object", "null"], "additionalProperties": false})),
             "without additional properties",
         ),
+        // One list rule per alternative and item count: 5,000 enum values beside strings, at
+        // 20 items each, would be 100,000 rules.
+        (
+            json!({"type": "array", "uniqueItems": true, "minItems": 20, "items": {"anyOf": [
+                {"type": "string"}, {"enum": (0..5000).collect::<Vec<u32>>()}]}}),
+            "more than 4096 enum values",
+        ),
+        (
+            json!({"type": "array", "uniqueItems": true, "minItems": 40, "items": {"anyOf": [
+                {"type": "string"}, {"enum": (0..2000).collect::<Vec<u32>>()}]}}),
+            "above 65536",
+        ),
     ];
     for (schema, why) in cases {
         match compile_json_schema(&schema, &JsonOptions::default()) {

@@ -134,6 +134,14 @@ impl Compiler<'_> {
         if top > 4096 {
             return Err(unsupported("maxItems/minItems above 4096", path));
         }
+        // One list rule per item alternative and count (`unique_split` makes one alternative
+        // per value a prefix pins down).
+        if alts.len().saturating_mul(top) > 1 << 16 {
+            return Err(unsupported(
+                "uniqueItems (item alternatives times maxItems/minItems above 65536)",
+                path,
+            ));
+        }
         let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
         // counted[i - 1]: `[` and i items, the last one checked against those before it. The
         // rules grow on the left, so every item's waiting item starts at the `[`.

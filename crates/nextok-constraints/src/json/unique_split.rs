@@ -378,6 +378,12 @@ impl Compiler<'_> {
     /// nonterminal guarded at prediction, integers a guarded terminal with the optional `.0+`
     /// after it, and the rest one value guarded at completion.
     fn split_items(&mut self, parts: Parts, path: &str, ip: &str) -> Result<Vec<Vec<Sym>>, Error> {
+        if parts.fresh.len() > 4096 {
+            return Err(unsupported(
+                "uniqueItems (more than 4096 enum values among other item types)",
+                path,
+            ));
+        }
         let mut alts = Vec::new();
         let mut fresh: Vec<(Vec<u8>, Sym)> = Vec::new();
         for v in &parts.fresh {
