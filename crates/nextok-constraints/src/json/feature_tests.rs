@@ -478,6 +478,63 @@ fn one_of_with_overlapping_branches_counts_matches() {
 }
 
 #[test]
+fn recursion_through_a_reference_beside_other_keywords_is_a_rule() {
+    // SchemaStore's resjson: the `$ref` beside `minProperties` is inlined, and the target's
+    // `additionalProperties` is the same schema again. The recursion is one rule, so nesting
+    // of any depth (120 levels here) compiles and is checked at every level.
+    let schema = json!({
+        "type": "object",
+        "additionalProperties": {"$ref": "#/definitions/entry"},
+        "definitions": {
+            "entry": {"minProperties": 1,
+                      "anyOf": [{"type": "string"}, {"$ref": "#/definitions/resource"}]},
+            "resource": {"type": "object",
+                         "additionalProperties": {"minProperties": 1,
+                                                  "anyOf": [{"type": "string"},
+                                                            {"$ref": "#/definitions/resource"}]}}
+        }
+    });
+    let deep = |leaf: &str| format!("{}{leaf}{}", r#"{"k":"#.repeat(120), "}".repeat(120));
+    let (deep_ok, deep_empty, deep_number) = (deep(r#""v""#), deep("{}"), deep("1"));
+    check(
+        schema,
+        &["{}", r#"{"a":"x","b":{"c":{"d":"y"}}}"#, &deep_ok],
+        &[
+            r#"{"a":{}}"#,
+            r#"{"a":{"b":{"c":{}}}}"#,
+            r#"{"a":1}"#,
+            r#"{"a":{"b":[]}}"#,
+            &deep_empty,
+            &deep_number,
+        ],
+    );
+    // ninjs: an item's `anyOf` holds `$ref: "#"` beside `type`, so the root is inlined into
+    // itself through `associations`.
+    check(
+        json!({
+            "type": "object",
+            "properties": {
+                "uri": {"type": "string"},
+                "associations": {"type": "array", "items": {"type": "object", "anyOf": [
+                    {"properties": {"name": {"type": "string"}}, "required": ["name"]},
+                    {"$ref": "#"}
+                ]}}
+            },
+            "required": ["uri"]
+        }),
+        &[
+            r#"{"uri":"a","associations":[{"name":"n"},{"uri":"b","associations":[{"uri":"c"}]}]}"#,
+            r#"{"uri":"a","associations":[{"name":"n","uri":1}]}"#,
+        ],
+        &[
+            r#"{"associations":[]}"#,
+            r#"{"uri":"a","associations":[{"uri":"b","associations":[{"x":1}]}]}"#,
+            r#"{"uri":"a","associations":[{"uri":2}]}"#,
+        ],
+    );
+}
+
+#[test]
 fn if_then_else_through_the_complement_of_the_condition() {
     check(
         json!({"if": {"type": "string"}, "then": {"minLength": 2}, "else": {"type": "integer"}}),
