@@ -535,6 +535,115 @@ fn recursion_through_a_reference_beside_other_keywords_is_a_rule() {
 }
 
 #[test]
+fn one_of_branches_proven_disjoint_need_no_complement() {
+    // SchemaStore's putout: tuples of other lengths, or of other element types at a position
+    // both require, never overlap (no complement of `prefixItems` is needed).
+    let tuple = |items: Value, min: usize| json!({"type": "array", "items": items, "minItems": min, "additionalItems": false});
+    check(
+        json!({"oneOf": [
+            {"enum": ["on", "off"]},
+            tuple(json!([{"enum": ["on", "off"]}, {"type": "object"}]), 2),
+            tuple(json!([{"enum": ["on", "off"]}, {"type": "string"}, {"type": "object"}]), 3),
+            tuple(json!([{"enum": ["on", "off"]}, {"type": "string"}]), 2)
+        ]}),
+        &[
+            r#""on""#,
+            r#"["on",{}]"#,
+            r#"["off","x",{}]"#,
+            r#"["on","x"]"#,
+        ],
+        &[
+            r#"["on"]"#,
+            r#"["on",1]"#,
+            r#"["on",{},1]"#,
+            r#"["x","y"]"#,
+            r#""x""#,
+        ],
+    );
+    // Arrays that may overlap are still decided exactly: `["a"]` matches both.
+    check(
+        json!({"type": "array", "oneOf": [
+            {"minItems": 1, "items": {"type": "string"}},
+            {"maxItems": 2}
+        ]}),
+        &[r#"["a","b","c"]"#, "[1]", "[]", r#"["a",1]"#],
+        &[r#"["a"]"#, r#"["a","b"]"#, r#"[1,2,3]"#],
+    );
+    // SchemaStore's template: a branch that allows only values another excludes (`not` of
+    // an `enum`) is disjoint from it, so the `uniqueItems` of the other is never complemented.
+    check(
+        json!({"type": "object", "required": ["k"], "oneOf": [
+            {"not": {"required": ["k"], "properties": {"k": {"enum": ["a", "b"]}}}},
+            {"properties": {"k": {"const": "a"},
+                            "l": {"type": "array", "items": {"enum": [1, 2, 3]}, "uniqueItems": true}}},
+            {"properties": {"k": {"const": "b"}}}
+        ]}),
+        &[
+            r#"{"k":"c","l":[1,1,4]}"#,
+            r#"{"k":"a","l":[1,2]}"#,
+            r#"{"k":"b","l":[1,1]}"#,
+        ],
+        &[r#"{"k":"a","l":[1,1]}"#, "{}", r#"{"k":"a","l":[4]}"#],
+    );
+}
+
+#[test]
+fn one_of_complements_a_recursive_reference_as_a_recursive_rule() {
+    // `{"x": 1}` is a tree and has `x`: it matches both branches. Breaking the tree anywhere
+    // in it, however deep, makes the second branch the only one: the complement of the tree
+    // refers to itself, as the tree does (SchemaStore's workflows and utam-page-object).
+    check(
+        json!({
+            "$defs": {"tree": {"type": "object", "properties": {
+                "x": {"type": "integer"},
+                "kids": {"type": "array", "items": {"$ref": "#/$defs/tree"}}
+            }}},
+            "oneOf": [{"$ref": "#/$defs/tree"}, {"required": ["x"]}]
+        }),
+        &[
+            "{}",
+            r#"{"x":"s"}"#,
+            r#"{"x":1,"kids":[{"x":"s"}]}"#,
+            r#"{"x":2,"kids":[{"kids":[{"x":"s"}]}]}"#,
+            r#"{"kids":[{"kids":[{}]}]}"#,
+        ],
+        &[
+            r#"{"x":1}"#,
+            r#"{"x":1,"kids":[{"x":1}]}"#,
+            r#"{"kids":[{"kids":[{"x":"s"}]}]}"#,
+            r#"{"x":1,"kids":[{"kids":[{"kids":[]}]}]}"#,
+        ],
+    );
+}
+
+#[test]
+fn not_of_objects_told_apart_by_keys_is_one_case_per_branch() {
+    // Each branch requires a key the others forbid: an object breaks them all when it has none
+    // of the keys, or has one and breaks that branch. Valid instances are the complement.
+    let closed = |k: &str| {
+        json!({"type": "object", "required": [k], "additionalProperties": false,
+               "properties": {k: {"type": "string"}, "n": {"type": "integer"}, "m": {"type": "boolean"}}})
+    };
+    check(
+        json!({"not": {"anyOf": [closed("a"), closed("b"), closed("c"), closed("d")]}}),
+        &[
+            "1",
+            "{}",
+            r#"{"a":1}"#,
+            r#"{"a":"x","b":"y"}"#,
+            r#"{"a":"x","z":1}"#,
+            r#"{"d":"x","n":"s"}"#,
+            r#"{"n":1}"#,
+        ],
+        &[
+            r#"{"a":"x"}"#,
+            r#"{"b":"y","n":2}"#,
+            r#"{"d":"y","m":true,"n":-1}"#,
+        ],
+    );
+}
+
+#[test]
 fn if_then_else_through_the_complement_of_the_condition() {
     check(
         json!({"if": {"type": "string"}, "then": {"minLength": 2}, "else": {"type": "integer"}}),
