@@ -579,6 +579,18 @@ pub(super) fn complement_in(
             }
         }
     }
+    // Some key breaks `propertyNames`: a member whose key is outside the names' language.
+    if let (Some(pn), true) = (&ob.property_names, ctx_has(TypeSet::OBJECT)) {
+        let pn = normalize(table, pn, &format!("{path}/propertyNames"), depth + 1)?;
+        match key_breakers(table, &pn) {
+            Some(cases) => branches.extend(
+                cases
+                    .into_iter()
+                    .map(|o| typed(TypeSet::OBJECT, object_node_facets(o))),
+            ),
+            None => return refuse("propertyNames"),
+        }
+    }
     // Some present property's dependency is missing.
     if let Some(deps) = &ob.dependent_required {
         for (k, needed) in deps {
@@ -636,11 +648,6 @@ pub(super) fn complement_in(
         (
             n.object.some_member.is_some(),
             "some member",
-            TypeSet::OBJECT,
-        ),
-        (
-            n.object.property_names.is_some(),
-            "propertyNames",
             TypeSet::OBJECT,
         ),
     ] {
@@ -1716,6 +1723,51 @@ fn disjoint_at(table: &[Schema], a: &Schema, b: &Schema, depth: usize) -> bool {
         }
     }
     false
+}
+
+/// The objects with a key that `names` (a `propertyNames` schema) refuses, as cases that
+/// together are exactly those objects, where `names` holds only `type`, `enum`/`const`,
+/// `pattern` and `not` of an `enum`: a key outside the `enum`'s strings, a key that misses one
+/// of the patterns, or one of the excluded names. `None` for other keywords.
+fn key_breakers(table: &[Schema], names: &Schema) -> Option<Vec<ObjectFacets>> {
+    let member = |not_names: Vec<String>, not_patterns: Vec<String>| ObjectFacets {
+        some_member: Some(SomeMember {
+            pattern: None,
+            not_names,
+            not_patterns,
+            value: Schema::Any,
+        }),
+        ..ObjectFacets::default()
+    };
+    let n = match deref(table, names) {
+        Schema::Any => return Some(Vec::new()),
+        Schema::Never => return Some(vec![member(Vec::new(), Vec::new())]),
+        Schema::Node(n) => n,
+    };
+    if !n.only(&["type", "enum", "pattern", "not enum"]) {
+        return None;
+    }
+    if n.types.is_some_and(|t| !t.has(TypeSet::STRING)) {
+        // No key is a valid name: any member breaks it.
+        return Some(vec![member(Vec::new(), Vec::new())]);
+    }
+    let mut cases = Vec::new();
+    if let Some(vs) = &n.values {
+        let strings = vs.iter().filter_map(|v| v.as_str().map(str::to_string));
+        cases.push(member(strings.collect(), Vec::new()));
+    }
+    for p in &n.string.patterns {
+        cases.push(member(Vec::new(), vec![p.clone()]));
+    }
+    for v in n.excluded.iter().flatten() {
+        if let Some(k) = v.as_str() {
+            cases.push(ObjectFacets {
+                required: Some(vec![k.to_string()]),
+                ..ObjectFacets::default()
+            });
+        }
+    }
+    Some(cases)
 }
 
 /// For branches (normalised) that match only objects, each requiring a key that every other

@@ -644,6 +644,34 @@ fn not_of_objects_told_apart_by_keys_is_one_case_per_branch() {
 }
 
 #[test]
+fn not_of_property_names_is_some_key_outside_the_names() {
+    // `{}` and `{"xa":1}` match both branches; `{"y":1,"z":2}` neither.
+    check(
+        json!({"type": "object", "oneOf": [
+            {"propertyNames": {"pattern": "^x"}},
+            {"maxProperties": 1}
+        ]}),
+        &[r#"{"y":1}"#, r#"{"xa":1,"xb":2}"#],
+        &["{}", r#"{"xa":1}"#, r#"{"y":1,"z":2}"#, r#"{"xa":1,"y":2}"#],
+    );
+    // Names from an `enum` (SchemaStore's swcrc), and names excluded by `not`.
+    check(
+        json!({"not": {"propertyNames": {"enum": ["a", "b", 3]}}}),
+        &[r#"{"c":1}"#, r#"{"a":1,"3":2}"#],
+        &["{}", r#"{"a":1,"b":2}"#, "1"],
+    );
+    check(
+        json!({"type": "object", "not": {"propertyNames": {"not": {"enum": ["a", "b"]}}}}),
+        &[r#"{"a":1}"#, r#"{"c":1,"b":2}"#],
+        &["{}", r#"{"c":1}"#],
+    );
+    assert_eq!(
+        refused_keyword(json!({"not": {"propertyNames": {"maxLength": 3}}})).0,
+        "not (propertyNames)"
+    );
+}
+
+#[test]
 fn if_then_else_through_the_complement_of_the_condition() {
     check(
         json!({"if": {"type": "string"}, "then": {"minLength": 2}, "else": {"type": "integer"}}),
