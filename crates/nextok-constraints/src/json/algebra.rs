@@ -774,7 +774,10 @@ pub(super) fn complement_in(
             ..Af::default()
         }));
     }
-    if let Some(items) = &ar.items {
+    // Below, the keywords whose complements recurse into subschemas are complemented only
+    // when the context holds values of their type: the others' complements would be dropped
+    // at the end anyway, and building them could only refuse.
+    if let (Some(items), true) = (&ar.items, ctx_has(TypeSet::ARRAY)) {
         // Some item breaks `items`: it matches the complement.
         let ip = format!("{path}/items");
         let items = normalize(table, items, &ip, depth + 1)?;
@@ -791,7 +794,7 @@ pub(super) fn complement_in(
             }));
         }
     }
-    if let Some(c) = &ar.contains {
+    if let (Some(c), true) = (&ar.contains, ctx_has(TypeSet::ARRAY)) {
         // No item matches `contains`.
         let cp = format!("{path}/contains");
         let c = normalize(table, c, &cp, depth + 1)?;
@@ -825,7 +828,7 @@ pub(super) fn complement_in(
             }));
         }
     }
-    if let Some(props) = &ob.properties {
+    if let (Some(props), true) = (&ob.properties, ctx_has(TypeSet::OBJECT)) {
         // Some named property is present and breaks its schema.
         for (k, v) in props {
             let kp = format!("{path}/properties/{}", super::resolve::escape_pointer(k));

@@ -672,6 +672,19 @@ fn not_of_property_names_is_some_key_outside_the_names() {
 }
 
 #[test]
+fn one_of_complements_only_on_the_types_both_branches_hold() {
+    // Booleans match both branches; among booleans, the second branch's `properties` (whose
+    // `uniqueItems` has no complement) is never broken, so it is not complemented at all
+    // (SchemaStore's opspec: `additionalProperties` as a boolean or a schema).
+    let unique = json!({"type": "array", "items": {"enum": [1, 2, 3]}, "uniqueItems": true});
+    check(
+        json!({"oneOf": [{"type": "boolean"}, {"properties": {"p": unique}}]}),
+        &["{}", r#"{"p":[1,2]}"#, "1", r#""s""#],
+        &["true", "false", r#"{"p":[1,1]}"#],
+    );
+}
+
+#[test]
 fn if_then_else_through_the_complement_of_the_condition() {
     check(
         json!({"if": {"type": "string"}, "then": {"minLength": 2}, "else": {"type": "integer"}}),
