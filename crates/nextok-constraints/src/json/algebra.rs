@@ -298,8 +298,26 @@ pub(super) fn complement_in(
         let target = table
             .get(r.target)
             .ok_or_else(|| invalid(path, "$ref target not found"))?;
-        let target = normalize(table, target, &r.uri, depth + 1)?;
-        branches.push(complement_in(table, &target, path, depth + 1, ctx)?);
+        match Complementing::enter(r.target) {
+            Some(_open) => {
+                let target = normalize(table, target, &r.uri, depth + 1)?;
+                branches.push(complement_in(table, &target, path, depth + 1, ctx)?);
+            }
+            // The complement of a recursive target refers to itself: it stays `not` of the
+            // reference, expanded one level where it is compiled (its own recursion closing
+            // the same way), so the complement is a recursive rule, not an unrolling.
+            None => branches.push(Schema::node(Node {
+                not: Some(Schema::node(Node {
+                    reference: Some(r.clone()),
+                    ..Node::default()
+                })),
+                ..Node::default()
+            })),
+        }
+    }
+    // A value breaks `not: x` when it matches `x`.
+    if let Some(x) = &n.not {
+        branches.push(normalize(table, x, &format!("{path}/not"), depth + 1)?);
     }
     if let Some(t) = n.types {
         let mut rest = t.complement();
@@ -351,11 +369,45 @@ pub(super) fn complement_in(
             .enumerate()
             .map(|(i, b)| normalize(table, b, &format!("{path}/{comb}/{i}"), depth + 1))
             .collect::<Result<Vec<_>, Error>>()?;
-        let mut acc = Schema::Any;
-        for (i, b) in bs.iter().enumerate() {
-            let bp = format!("{path}/{comb}/{i}");
-            acc = merge(&acc, &complement_in(table, b, &bp, depth + 1, ctx)?, path)?;
-        }
+        let mut acc = match discriminating_keys(table, &bs) {
+            // Objects told apart by keys: no case multiplies with another.
+            Some(keys) => {
+                let mut cases = vec![
+                    typed_only(TypeSet::OBJECT.complement()),
+                    object_node(ObjectFacets {
+                        properties: Some(keys.iter().map(|k| (k.clone(), Schema::Never)).collect()),
+                        ..ObjectFacets::default()
+                    }),
+                ];
+                for (i, (b, k)) in bs.iter().zip(&keys).enumerate() {
+                    let bp = format!("{path}/{comb}/{i}");
+                    let c = complement_in(table, b, &bp, depth + 1, ctx)?;
+                    let present = Schema::node(Node {
+                        types: Some(TypeSet::OBJECT),
+                        ..object_node_facets(ObjectFacets {
+                            required: Some(vec![k.clone()]),
+                            ..ObjectFacets::default()
+                        })
+                    });
+                    let case = merge(&present, &c, path)?;
+                    if case != Schema::Never {
+                        cases.push(case);
+                    }
+                }
+                Schema::node(Node {
+                    any_of: Some(cases),
+                    ..Node::default()
+                })
+            }
+            None => {
+                let mut acc = Schema::Any;
+                for (i, b) in bs.iter().enumerate() {
+                    let bp = format!("{path}/{comb}/{i}");
+                    acc = merge(&acc, &complement_in(table, b, &bp, depth + 1, ctx)?, path)?;
+                }
+                acc
+            }
+        };
         if comb == "oneOf"
             && !(0..bs.len()).all(|i| (i + 1..bs.len()).all(|j| disjoint(table, &bs[i], &bs[j])))
         {
@@ -527,6 +579,18 @@ pub(super) fn complement_in(
             }
         }
     }
+    // Some key breaks `propertyNames`: a member whose key is outside the names' language.
+    if let (Some(pn), true) = (&ob.property_names, ctx_has(TypeSet::OBJECT)) {
+        let pn = normalize(table, pn, &format!("{path}/propertyNames"), depth + 1)?;
+        match key_breakers(table, &pn) {
+            Some(cases) => branches.extend(
+                cases
+                    .into_iter()
+                    .map(|o| typed(TypeSet::OBJECT, object_node_facets(o))),
+            ),
+            None => return refuse("propertyNames"),
+        }
+    }
     // Some present property's dependency is missing.
     if let Some(deps) = &ob.dependent_required {
         for (k, needed) in deps {
@@ -544,7 +608,6 @@ pub(super) fn complement_in(
     }
     for (present, k, t) in [
         (n.all_of.is_some(), "allOf", TypeSet::ALL),
-        (n.not.is_some(), "not", TypeSet::ALL),
         (n.cond.is_some(), "if", TypeSet::ALL),
         (
             n.dependent_schemas.is_some(),
@@ -585,11 +648,6 @@ pub(super) fn complement_in(
         (
             n.object.some_member.is_some(),
             "some member",
-            TypeSet::OBJECT,
-        ),
-        (
-            n.object.property_names.is_some(),
-            "propertyNames",
             TypeSet::OBJECT,
         ),
     ] {
@@ -716,7 +774,10 @@ pub(super) fn complement_in(
             ..Af::default()
         }));
     }
-    if let Some(items) = &ar.items {
+    // Below, the keywords whose complements recurse into subschemas are complemented only
+    // when the context holds values of their type: the others' complements would be dropped
+    // at the end anyway, and building them could only refuse.
+    if let (Some(items), true) = (&ar.items, ctx_has(TypeSet::ARRAY)) {
         // Some item breaks `items`: it matches the complement.
         let ip = format!("{path}/items");
         let items = normalize(table, items, &ip, depth + 1)?;
@@ -733,7 +794,7 @@ pub(super) fn complement_in(
             }));
         }
     }
-    if let Some(c) = &ar.contains {
+    if let (Some(c), true) = (&ar.contains, ctx_has(TypeSet::ARRAY)) {
         // No item matches `contains`.
         let cp = format!("{path}/contains");
         let c = normalize(table, c, &cp, depth + 1)?;
@@ -767,7 +828,7 @@ pub(super) fn complement_in(
             }));
         }
     }
-    if let Some(props) = &ob.properties {
+    if let (Some(props), true) = (&ob.properties, ctx_has(TypeSet::OBJECT)) {
         // Some named property is present and breaks its schema.
         for (k, v) in props {
             let kp = format!("{path}/properties/{}", super::resolve::escape_pointer(k));
@@ -797,6 +858,40 @@ pub(super) fn complement_in(
             ..Node::default()
         }),
     })
+}
+
+std::thread_local! {
+    /// The reference targets whose complement is being built on this thread, outermost
+    /// first (see [`Complementing`]).
+    static COMPLEMENTING: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A reference target whose complement is being built: while it lives, the complement of the
+/// same target met again inside is left as `not` of the reference (a recursion), instead of
+/// being expanded again without end. Kept beside the call stack rather than passed down, so
+/// that every path into [`complement_in`] sees it.
+struct Complementing;
+
+impl Complementing {
+    /// `None` when `target`'s complement is already being built.
+    fn enter(target: usize) -> Option<Complementing> {
+        COMPLEMENTING.with(|c| {
+            let mut c = c.borrow_mut();
+            if c.contains(&target) {
+                return None;
+            }
+            c.push(target);
+            Some(Complementing)
+        })
+    }
+}
+
+impl Drop for Complementing {
+    fn drop(&mut self) {
+        COMPLEMENTING.with(|c| {
+            c.borrow_mut().pop();
+        });
+    }
 }
 
 /// Exactly one of `branches` (normalised, none `false`): each branch with the complements of
@@ -1237,7 +1332,26 @@ pub(super) fn merge(a: &Schema, b: &Schema, path: &str) -> Result<Schema, Error>
                 (x, y) => x.clone().or_else(|| y.clone()),
             },
             one_of: same(&ma.one_of, &mb.one_of, "oneOf", path)?,
-            not: same(&ma.not, &mb.not, "not", path)?,
+            // Neither of two schemas is "not their union" (a `not` left in a normalised
+            // schema is that of a recursive reference, see `Complementing`).
+            not: match (&ma.not, &mb.not) {
+                (Some(x), Some(y)) if x != y => {
+                    let mut any = Vec::new();
+                    for s in [x, y] {
+                        match s {
+                            Schema::Node(n) if n.only(&["anyOf"]) => {
+                                any.extend(n.any_of.iter().flatten().cloned())
+                            }
+                            s => any.push(s.clone()),
+                        }
+                    }
+                    Some(Schema::node(Node {
+                        any_of: Some(any),
+                        ..Node::default()
+                    }))
+                }
+                (x, y) => x.clone().or_else(|| y.clone()),
+            },
             cond: same(&ma.cond, &mb.cond, "if", path)?,
             then: same(&ma.then, &mb.then, "then", path)?,
             otherwise: same(&ma.otherwise, &mb.otherwise, "else", path)?,
@@ -1572,6 +1686,30 @@ fn disjoint_at(table: &[Schema], a: &Schema, b: &Schema, depth: usize) -> bool {
             return true;
         }
     }
+    // Every value one side allows is one the other excludes (`not` of an `enum`).
+    for (x, y) in [(na, nb), (nb, na)] {
+        if let (Some(vs), Some(out)) = (&x.values, &y.excluded) {
+            if vs.iter().all(|v| out.iter().any(|w| json_eq(v, w))) {
+                return true;
+            }
+        }
+    }
+    // Arrays: lengths that no array has on both sides, or a position both sides require
+    // whose item schemas are disjoint (tuples of other lengths or element types).
+    if ta == TypeSet::ARRAY && tb == TypeSet::ARRAY {
+        let (la, lb) = (length_range(na), length_range(nb));
+        if la.0.max(lb.0) > la.1.min(lb.1) {
+            return true;
+        }
+        let both = la.0.min(lb.0);
+        let tuples = na.array.prefix_items.iter().chain(&nb.array.prefix_items);
+        let positions = tuples.map(Vec::len).max().unwrap_or(0).saturating_add(1);
+        for i in 0..both.min(positions) {
+            if disjoint_at(table, item_at(na, i), item_at(nb, i), depth + 1) {
+                return true;
+            }
+        }
+    }
     // Objects: a property one side requires whose value the two sides' schemas cannot both
     // accept (a discriminator), or that the other side forbids.
     if ta == TypeSet::OBJECT && tb == TypeSet::OBJECT {
@@ -1588,6 +1726,107 @@ fn disjoint_at(table: &[Schema], a: &Schema, b: &Schema, depth: usize) -> bool {
         }
     }
     false
+}
+
+/// The objects with a key that `names` (a `propertyNames` schema) refuses, as cases that
+/// together are exactly those objects, where `names` holds only `type`, `enum`/`const`,
+/// `pattern` and `not` of an `enum`: a key outside the `enum`'s strings, a key that misses one
+/// of the patterns, or one of the excluded names. `None` for other keywords.
+fn key_breakers(table: &[Schema], names: &Schema) -> Option<Vec<ObjectFacets>> {
+    let member = |not_names: Vec<String>, not_patterns: Vec<String>| ObjectFacets {
+        some_member: Some(SomeMember {
+            pattern: None,
+            not_names,
+            not_patterns,
+            value: Schema::Any,
+        }),
+        ..ObjectFacets::default()
+    };
+    let n = match deref(table, names) {
+        Schema::Any => return Some(Vec::new()),
+        Schema::Never => return Some(vec![member(Vec::new(), Vec::new())]),
+        Schema::Node(n) => n,
+    };
+    if !n.only(&["type", "enum", "pattern", "not enum"]) {
+        return None;
+    }
+    if n.types.is_some_and(|t| !t.has(TypeSet::STRING)) {
+        // No key is a valid name: any member breaks it.
+        return Some(vec![member(Vec::new(), Vec::new())]);
+    }
+    let mut cases = Vec::new();
+    if let Some(vs) = &n.values {
+        let strings = vs.iter().filter_map(|v| v.as_str().map(str::to_string));
+        cases.push(member(strings.collect(), Vec::new()));
+    }
+    for p in &n.string.patterns {
+        cases.push(member(Vec::new(), vec![p.clone()]));
+    }
+    for v in n.excluded.iter().flatten() {
+        if let Some(k) = v.as_str() {
+            cases.push(ObjectFacets {
+                required: Some(vec![k.to_string()]),
+                ..ObjectFacets::default()
+            });
+        }
+    }
+    Some(cases)
+}
+
+/// For branches (normalised) that match only objects, each requiring a key that every other
+/// branch forbids, those keys in order: an object matches none of the branches when it holds
+/// none of the keys, or holds branch `i`'s key (which every other branch then refuses) and
+/// breaks branch `i`. `None` when some branch has no such key.
+fn discriminating_keys(table: &[Schema], bs: &[Schema]) -> Option<Vec<String>> {
+    if bs.len() < 2 {
+        return None;
+    }
+    let nodes: Vec<&Node> = bs
+        .iter()
+        .map(|b| match deref(table, b) {
+            s @ Schema::Node(n) if possible_types(s) == TypeSet::OBJECT => Some(&**n),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    let mut keys = Vec::with_capacity(nodes.len());
+    for (i, n) in nodes.iter().enumerate() {
+        let forbidden_elsewhere = |k: &String| {
+            nodes
+                .iter()
+                .enumerate()
+                .all(|(j, m)| j == i || value_schema(m, k) == Some(Schema::Never))
+        };
+        keys.push(
+            n.object
+                .required
+                .iter()
+                .flatten()
+                .find(|k| forbidden_elsewhere(k))?
+                .clone(),
+        );
+    }
+    Some(keys)
+}
+
+/// The fewest and most items an array of a (normalised) node may hold: `minItems`, and the
+/// smaller of `maxItems` and the length of a tuple that admits nothing after it.
+fn length_range(n: &Node) -> (usize, usize) {
+    let a = &n.array;
+    let mut most = a.max_items.unwrap_or(usize::MAX);
+    if let (Some(p), Some(Schema::Never)) = (&a.prefix_items, &a.items) {
+        most = most.min(p.len());
+    }
+    (a.min_items.unwrap_or(0), most)
+}
+
+/// The schema a (normalised) array node gives its item at `index`: its `prefixItems` entry,
+/// or else `items`.
+fn item_at(n: &Node, index: usize) -> &Schema {
+    let a = &n.array;
+    match a.prefix_items.as_ref().and_then(|p| p.get(index)) {
+        Some(s) => s,
+        None => a.items.as_ref().unwrap_or(&Schema::Any),
+    }
 }
 
 /// The schema a (normalised) object node gives the value of property `name`, when it is

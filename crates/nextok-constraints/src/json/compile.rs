@@ -28,6 +28,10 @@ pub(super) struct Compiler<'a> {
     /// The object and array symbols of `any`, for values built around them.
     any_parts: Option<(Sym, Sym)>,
     depth: usize,
+    /// The schemas being compiled, outermost first, each with the nonterminal that stands for
+    /// it once a schema inside it is found equal to it (a recursion through a `$ref` beside
+    /// other keywords, which normalising inlines, so no bare `$ref` closes the loop).
+    open: Vec<(Schema, Option<u32>)>,
     /// The rules of `format: "regex"` strings, once built (`ecma_regex`): any pattern, and
     /// any but the empty one.
     pub(super) regex_format: [Option<Sym>; 2],
@@ -51,6 +55,7 @@ impl<'a> Compiler<'a> {
             any: None,
             any_parts: None,
             depth: 0,
+            open: Vec::new(),
             regex_format: [None, None],
         }
     }
@@ -124,14 +129,41 @@ impl<'a> Compiler<'a> {
     }
 
     /// The rule for the values valid under `s`.
+    ///
+    /// A schema equal to one it is nested in is the same language, so it is that schema's
+    /// nonterminal: the recursion is a rule that refers to itself, not an unrolling (a
+    /// `$ref` beside other keywords is inlined by normalising, and the target's own keywords
+    /// lead back to an equal schema: `"additionalProperties": {"anyOf": [.., {"$ref":
+    /// "#/definitions/resource"}], "minProperties": 1}` inside that resource).
     pub(super) fn schema(&mut self, s: &Schema, path: &str) -> Result<Sym, Error> {
+        if let Schema::Node(_) = s {
+            if let Some(i) = self.open.iter().rposition(|(o, _)| o == s) {
+                let nt = match self.open[i].1 {
+                    Some(nt) => nt,
+                    None => {
+                        let nt = self.b.nt(format!("recursion {path}"));
+                        self.open[i].1 = Some(nt);
+                        nt
+                    }
+                };
+                return Ok(Sym::Nt(nt));
+            }
+        }
         self.depth += 1;
         if self.depth > 200 {
             return Err(unsupported("nesting deeper than 200", path));
         }
+        self.open.push((s.clone(), None));
         let r = self.schema_inner(s, path);
+        let nt = self.open.pop().and_then(|(_, nt)| nt);
         self.depth -= 1;
-        r
+        match (r, nt) {
+            (Ok(body), Some(nt)) => {
+                self.b.rule(nt, vec![body]);
+                Ok(Sym::Nt(nt))
+            }
+            (r, _) => r,
+        }
     }
 
     fn schema_inner(&mut self, s: &Schema, path: &str) -> Result<Sym, Error> {

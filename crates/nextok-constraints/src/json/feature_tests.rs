@@ -478,6 +478,213 @@ fn one_of_with_overlapping_branches_counts_matches() {
 }
 
 #[test]
+fn recursion_through_a_reference_beside_other_keywords_is_a_rule() {
+    // SchemaStore's resjson: the `$ref` beside `minProperties` is inlined, and the target's
+    // `additionalProperties` is the same schema again. The recursion is one rule, so nesting
+    // of any depth (120 levels here) compiles and is checked at every level.
+    let schema = json!({
+        "type": "object",
+        "additionalProperties": {"$ref": "#/definitions/entry"},
+        "definitions": {
+            "entry": {"minProperties": 1,
+                      "anyOf": [{"type": "string"}, {"$ref": "#/definitions/resource"}]},
+            "resource": {"type": "object",
+                         "additionalProperties": {"minProperties": 1,
+                                                  "anyOf": [{"type": "string"},
+                                                            {"$ref": "#/definitions/resource"}]}}
+        }
+    });
+    let deep = |leaf: &str| format!("{}{leaf}{}", r#"{"k":"#.repeat(120), "}".repeat(120));
+    let (deep_ok, deep_empty, deep_number) = (deep(r#""v""#), deep("{}"), deep("1"));
+    check(
+        schema,
+        &["{}", r#"{"a":"x","b":{"c":{"d":"y"}}}"#, &deep_ok],
+        &[
+            r#"{"a":{}}"#,
+            r#"{"a":{"b":{"c":{}}}}"#,
+            r#"{"a":1}"#,
+            r#"{"a":{"b":[]}}"#,
+            &deep_empty,
+            &deep_number,
+        ],
+    );
+    // ninjs: an item's `anyOf` holds `$ref: "#"` beside `type`, so the root is inlined into
+    // itself through `associations`.
+    check(
+        json!({
+            "type": "object",
+            "properties": {
+                "uri": {"type": "string"},
+                "associations": {"type": "array", "items": {"type": "object", "anyOf": [
+                    {"properties": {"name": {"type": "string"}}, "required": ["name"]},
+                    {"$ref": "#"}
+                ]}}
+            },
+            "required": ["uri"]
+        }),
+        &[
+            r#"{"uri":"a","associations":[{"name":"n"},{"uri":"b","associations":[{"uri":"c"}]}]}"#,
+            r#"{"uri":"a","associations":[{"name":"n","uri":1}]}"#,
+        ],
+        &[
+            r#"{"associations":[]}"#,
+            r#"{"uri":"a","associations":[{"uri":"b","associations":[{"x":1}]}]}"#,
+            r#"{"uri":"a","associations":[{"uri":2}]}"#,
+        ],
+    );
+}
+
+#[test]
+fn one_of_branches_proven_disjoint_need_no_complement() {
+    // SchemaStore's putout: tuples of other lengths, or of other element types at a position
+    // both require, never overlap (no complement of `prefixItems` is needed).
+    let tuple = |items: Value, min: usize| json!({"type": "array", "items": items, "minItems": min, "additionalItems": false});
+    check(
+        json!({"oneOf": [
+            {"enum": ["on", "off"]},
+            tuple(json!([{"enum": ["on", "off"]}, {"type": "object"}]), 2),
+            tuple(json!([{"enum": ["on", "off"]}, {"type": "string"}, {"type": "object"}]), 3),
+            tuple(json!([{"enum": ["on", "off"]}, {"type": "string"}]), 2)
+        ]}),
+        &[
+            r#""on""#,
+            r#"["on",{}]"#,
+            r#"["off","x",{}]"#,
+            r#"["on","x"]"#,
+        ],
+        &[
+            r#"["on"]"#,
+            r#"["on",1]"#,
+            r#"["on",{},1]"#,
+            r#"["x","y"]"#,
+            r#""x""#,
+        ],
+    );
+    // Arrays that may overlap are still decided exactly: `["a"]` matches both.
+    check(
+        json!({"type": "array", "oneOf": [
+            {"minItems": 1, "items": {"type": "string"}},
+            {"maxItems": 2}
+        ]}),
+        &[r#"["a","b","c"]"#, "[1]", "[]", r#"["a",1]"#],
+        &[r#"["a"]"#, r#"["a","b"]"#, r#"[1,2,3]"#],
+    );
+    // SchemaStore's template: a branch that allows only values another excludes (`not` of
+    // an `enum`) is disjoint from it, so the `uniqueItems` of the other is never complemented.
+    check(
+        json!({"type": "object", "required": ["k"], "oneOf": [
+            {"not": {"required": ["k"], "properties": {"k": {"enum": ["a", "b"]}}}},
+            {"properties": {"k": {"const": "a"},
+                            "l": {"type": "array", "items": {"enum": [1, 2, 3]}, "uniqueItems": true}}},
+            {"properties": {"k": {"const": "b"}}}
+        ]}),
+        &[
+            r#"{"k":"c","l":[1,1,4]}"#,
+            r#"{"k":"a","l":[1,2]}"#,
+            r#"{"k":"b","l":[1,1]}"#,
+        ],
+        &[r#"{"k":"a","l":[1,1]}"#, "{}", r#"{"k":"a","l":[4]}"#],
+    );
+}
+
+#[test]
+fn one_of_complements_a_recursive_reference_as_a_recursive_rule() {
+    // `{"x": 1}` is a tree and has `x`: it matches both branches. Breaking the tree anywhere
+    // in it, however deep, makes the second branch the only one: the complement of the tree
+    // refers to itself, as the tree does (SchemaStore's workflows and utam-page-object).
+    check(
+        json!({
+            "$defs": {"tree": {"type": "object", "properties": {
+                "x": {"type": "integer"},
+                "kids": {"type": "array", "items": {"$ref": "#/$defs/tree"}}
+            }}},
+            "oneOf": [{"$ref": "#/$defs/tree"}, {"required": ["x"]}]
+        }),
+        &[
+            "{}",
+            r#"{"x":"s"}"#,
+            r#"{"x":1,"kids":[{"x":"s"}]}"#,
+            r#"{"x":2,"kids":[{"kids":[{"x":"s"}]}]}"#,
+            r#"{"kids":[{"kids":[{}]}]}"#,
+        ],
+        &[
+            r#"{"x":1}"#,
+            r#"{"x":1,"kids":[{"x":1}]}"#,
+            r#"{"kids":[{"kids":[{"x":"s"}]}]}"#,
+            r#"{"x":1,"kids":[{"kids":[{"kids":[]}]}]}"#,
+        ],
+    );
+}
+
+#[test]
+fn not_of_objects_told_apart_by_keys_is_one_case_per_branch() {
+    // Each branch requires a key the others forbid: an object breaks them all when it has none
+    // of the keys, or has one and breaks that branch. Valid instances are the complement.
+    let closed = |k: &str| {
+        json!({"type": "object", "required": [k], "additionalProperties": false,
+               "properties": {k: {"type": "string"}, "n": {"type": "integer"}, "m": {"type": "boolean"}}})
+    };
+    check(
+        json!({"not": {"anyOf": [closed("a"), closed("b"), closed("c"), closed("d")]}}),
+        &[
+            "1",
+            "{}",
+            r#"{"a":1}"#,
+            r#"{"a":"x","b":"y"}"#,
+            r#"{"a":"x","z":1}"#,
+            r#"{"d":"x","n":"s"}"#,
+            r#"{"n":1}"#,
+        ],
+        &[
+            r#"{"a":"x"}"#,
+            r#"{"b":"y","n":2}"#,
+            r#"{"d":"y","m":true,"n":-1}"#,
+        ],
+    );
+}
+
+#[test]
+fn not_of_property_names_is_some_key_outside_the_names() {
+    // `{}` and `{"xa":1}` match both branches; `{"y":1,"z":2}` neither.
+    check(
+        json!({"type": "object", "oneOf": [
+            {"propertyNames": {"pattern": "^x"}},
+            {"maxProperties": 1}
+        ]}),
+        &[r#"{"y":1}"#, r#"{"xa":1,"xb":2}"#],
+        &["{}", r#"{"xa":1}"#, r#"{"y":1,"z":2}"#, r#"{"xa":1,"y":2}"#],
+    );
+    // Names from an `enum` (SchemaStore's swcrc), and names excluded by `not`.
+    check(
+        json!({"not": {"propertyNames": {"enum": ["a", "b", 3]}}}),
+        &[r#"{"c":1}"#, r#"{"a":1,"3":2}"#],
+        &["{}", r#"{"a":1,"b":2}"#, "1"],
+    );
+    check(
+        json!({"type": "object", "not": {"propertyNames": {"not": {"enum": ["a", "b"]}}}}),
+        &[r#"{"a":1}"#, r#"{"c":1,"b":2}"#],
+        &["{}", r#"{"c":1}"#],
+    );
+    assert_eq!(
+        refused_keyword(json!({"not": {"propertyNames": {"maxLength": 3}}})).0,
+        "not (propertyNames)"
+    );
+}
+
+#[test]
+fn one_of_complements_only_on_the_types_both_branches_hold() {
+    // Booleans match both branches; among booleans, the second branch's `properties` (whose
+    // `uniqueItems` has no complement) is never broken, so it is not complemented at all
+    // (SchemaStore's opspec: `additionalProperties` as a boolean or a schema).
+    let unique = json!({"type": "array", "items": {"enum": [1, 2, 3]}, "uniqueItems": true});
+    check(
+        json!({"oneOf": [{"type": "boolean"}, {"properties": {"p": unique}}]}),
+        &["{}", r#"{"p":[1,2]}"#, "1", r#""s""#],
+        &["true", "false", r#"{"p":[1,1]}"#],
+    );
+}
+
+#[test]
 fn if_then_else_through_the_complement_of_the_condition() {
     check(
         json!({"if": {"type": "string"}, "then": {"minLength": 2}, "else": {"type": "integer"}}),
