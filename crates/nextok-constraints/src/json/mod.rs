@@ -33,6 +33,7 @@ mod resolve;
 mod schema;
 mod string;
 mod unique;
+mod unique_objects;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -15,8 +15,10 @@
 //! values (`prefix_unbounded`: numbers without bounds, objects that always take one more
 //! member, arrays that always take one more item, `anyOf` of such, strings whose automaton
 //! never narrows to finitely many words). Domains with a prefix of finitely many completions
-//! there (`maxLength`, patterns with finite branches, integers, `null` and booleans, objects
-//! closed by `additionalProperties: false`) are refused by name.
+//! there (`maxLength`, patterns with finite branches, integers, `null` and booleans) are
+//! refused by name. Objects closed by `additionalProperties: false` are exact when every
+//! property is finite or unbounded at every prefix (`unique_objects`); others are refused,
+//! naming the property.
 
 use serde_json::Value;
 
@@ -87,10 +89,18 @@ impl Compiler<'_> {
                     .guarded(&format!("{path} unique item"), t, Guard::UniqueStrings)
             }
             _ => {
-                self.prefix_unbounded(&items, path, &ip, 0)?;
-                let v = self.schema(&items, &ip)?;
-                self.b
-                    .guarded(&format!("{path} unique item"), v, Guard::UniqueValues)
+                let min_items = m.array.min_items.unwrap_or(0);
+                if let Some((item, start)) =
+                    self.unique_closed_objects(&items, min_items, path, &ip)?
+                {
+                    more = Some(start);
+                    item
+                } else {
+                    self.prefix_unbounded(&items, path, &ip, 0)?;
+                    let v = self.schema(&items, &ip)?;
+                    self.b
+                        .guarded(&format!("{path} unique item"), v, Guard::UniqueValues)
+                }
             }
         };
         let a = &m.array;
@@ -327,7 +337,7 @@ impl Compiler<'_> {
     /// false, their own `uniqueItems` over such a domain); `anyOf` of such branches. `null`,
     /// booleans and integers (`0` has no other completion by value), enums and bounded
     /// numbers are finite at some prefix.
-    fn prefix_unbounded(
+    pub(super) fn prefix_unbounded(
         &self,
         s: &Schema,
         path: &str,
