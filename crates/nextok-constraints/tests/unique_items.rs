@@ -560,7 +560,7 @@ fn value_domains_that_could_dead_end_are_refused_by_name() {
         (arr(json!({"type": "number", "maximum": 3})), "maximum"),
         (
             arr(json!({"type": "object", "additionalProperties": false,
-                       "properties": {"a": {"type": "integer"}}})),
+                       "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 5}}})),
             "without additional properties",
         ),
         (

@@ -167,12 +167,72 @@ fn a_string_closing_on_a_used_up_prefix_is_masked_out() {
     assert!(!bit(&mask, id("x")));
 }
 
+/// An integer and a boolean, both required.
+fn counted() -> Value {
+    array_of(
+        json!({"type": "object", "additionalProperties": false, "required": ["n", "b"],
+                    "properties": {"n": {"type": "integer"}, "b": {"type": "boolean"}}}),
+    )
+}
+
+#[test]
+fn integers_are_checked_before_their_fraction() {
+    let s = counted();
+    assert!(accepts(
+        &s,
+        r#"[{"n":1,"b":true},{"n":1.0,"b":false},{"b":true,"n":-0}]"#
+    ));
+    assert!(!accepts(&s, r#"[{"n":1,"b":true},{"b":true,"n":1.00}]"#));
+    assert!(!accepts(&s, r#"[{"n":0,"b":true},{"b":true,"n":-0}]"#));
+    assert!(!accepts(&s, r#"[{"n":1.5,"b":true}]"#));
+    // Bounds hold for the digits and for the spellings with zeros alike.
+    let bounded = |n: Value| {
+        array_of(json!({"type": "object", "additionalProperties": false,
+                        "properties": {"n": n}}))
+    };
+    let above = bounded(json!({"type": "integer", "minimum": 1}));
+    assert!(accepts(&above, r#"[{"n":1.0},{"n":5},{"n":50},{}]"#));
+    for bad in [r#"[{"n":0.0}]"#, r#"[{"n":0}]"#, r#"[{"n":5},{"n":5.0}]"#] {
+        assert!(!accepts(&above, bad), "{bad}");
+    }
+    // Below a maximum every proper prefix (`-`, `-1`, ...) still has infinitely many.
+    let below = bounded(json!({"type": "integer", "maximum": 5}));
+    assert!(accepts(&below, r#"[{"n":5.0},{"n":-7},{"n":-0}]"#));
+    for bad in [r#"[{"n":6}]"#, r#"[{"n":50}]"#, r#"[{"n":-0},{"n":0.0}]"#] {
+        assert!(!accepts(&below, bad), "{bad}");
+    }
+    let vocab = common::synthetic_vocab();
+    let id = |s: &str| {
+        (0..vocab.len() as u32)
+            .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
+            .unwrap()
+    };
+    let used = r#"[{"n":0,"b":true},{"b":false,"n":0},{"n":1,"b":true},{"n":1,"b":false},"#;
+    // `0` has one value and both objects with it are used: it cannot even begin.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"n":"#));
+    assert!(!bit(&mask, id("0")));
+    assert!(bit(&mask, id("1")));
+    assert!(bit(&mask, id("-")));
+    // `1` may go on to `10`, but neither end nor take `.0`.
+    let mask = walk_accepting(&mut c, "1");
+    assert!(bit(&mask, id("0")));
+    assert!(!bit(&mask, id(".")));
+    assert!(!bit(&mask, id(",")));
+    // The other order: after `"b":true`, `1` is used and `1.` is refused.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"b":true,"n":1"#));
+    assert!(!bit(&mask, id(".")));
+    assert!(!bit(&mask, id("}")));
+    assert!(bit(&mask, id("2")));
+}
+
 #[test]
 fn closed_objects_with_a_property_of_finite_prefixes_are_refused_by_name() {
     let cases = [
         (
             array_of(json!({"type": "object", "additionalProperties": false,
-                            "properties": {"a": {"type": "integer"}}})),
+                            "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 5}}})),
             "property `a`",
         ),
         (
@@ -253,6 +313,12 @@ fn random_walks_have_exact_masks_and_end_unique() {
         mixed(),
         one_boolean(false),
         hashes(),
+        counted(),
+        array_of(
+            json!({"type": "object", "additionalProperties": false, "required": ["n"],
+                        "properties": {"n": {"type": "integer", "maximum": 2},
+                                       "b": {"type": "boolean"}}}),
+        ),
         // Short strings from a small alphabet, so that finite prefixes come often.
         array_of(
             json!({"type": "object", "additionalProperties": false, "required": ["n"],

@@ -4,8 +4,9 @@
 //!
 //! Taken when the item is `type: object` with `properties`, `required` and
 //! `additionalProperties: false` alone, and every property's value is either of finitely many
-//! values (`enum`/`const` with `type`, booleans, `null`) or of a domain where every proper
-//! prefix has infinitely many completions into distinct values (`prefix_unbounded`). Any other
+//! values (`enum`/`const` with `type`, booleans, `null`), or of a domain where every proper
+//! prefix has infinitely many completions into distinct values (`prefix_unbounded`), or an
+//! integer whose digits are such (checked after the digits, before a `.0…`). Any other
 //! property (integers, bounded strings, closed objects inside, ...) is refused by name, and
 //! objects with other keywords stay with the general path (which refuses closed ones).
 
@@ -13,7 +14,10 @@ use serde_json::Value;
 
 use super::algebra::normalize;
 use super::compile::Compiler;
+use super::number::number_dfa;
 use super::schema::{compact, invalid, json_eq, unsupported, Node, Schema, TypeSet};
+use super::unique::unbounded;
+use crate::dfa::Dfa;
 use crate::grammar::{canonical_value, Guard, ItemCheck, ItemKey, ItemObject, Sym};
 use crate::Error;
 
@@ -23,6 +27,10 @@ enum Domain {
     Finite(Vec<Value>),
     /// Infinitely many below every proper prefix: the property's own rule, then `After`.
     Unbounded(Schema),
+    /// Integers: the spellings without a fraction (`digits`, infinitely many completions
+    /// below every proper prefix), then `After`, then optionally `.0…` (the same value): the
+    /// check comes before the `.`, whose completions are that one value.
+    Integer(Dfa),
 }
 
 impl Compiler<'_> {
@@ -59,9 +67,14 @@ impl Compiler<'_> {
             let pp = format!("{ip}/properties/{name}");
             let s = self.resolve_bare(s, &pp)?;
             let is_required = required.contains(name);
-            let domain = match finite_values(&s) {
-                Some(vs) => Domain::Finite(vs),
-                None => {
+            let integer = match finite_values(&s) {
+                Some(_) => None,
+                None => integer_digits(&s, &pp)?,
+            };
+            let domain = match (finite_values(&s), integer) {
+                (Some(vs), _) => Domain::Finite(vs),
+                (None, Some(digits)) => Domain::Integer(digits),
+                (None, None) => {
                     if self.prefix_unbounded(&s, path, &pp, 1).is_err() {
                         return Err(unsupported(
                             format!(
@@ -109,7 +122,7 @@ impl Compiler<'_> {
                     }
                     Some(c)
                 }
-                Domain::Unbounded(_) => None,
+                Domain::Unbounded(_) | Domain::Integer(_) => None,
             };
             spec_keys.push(ItemKey {
                 name: name.as_bytes().to_vec(),
@@ -161,6 +174,17 @@ impl Compiler<'_> {
                     t.extend([value, after]);
                     tails.push(t);
                 }
+                Domain::Integer(digits) => {
+                    let value = self.b.terminal(digits.clone())?;
+                    let zeros = self.b.regex(r"\.0+")?;
+                    let after = empty_guarded(self, "item after", ItemCheck::After);
+                    let mut t = head.clone();
+                    t.extend([value, after]);
+                    tails.push(t);
+                    let mut t = head;
+                    t.extend([value, after, zeros]);
+                    tails.push(t);
+                }
             }
         }
         let more = empty_guarded(self, "item more", ItemCheck::More);
@@ -199,6 +223,38 @@ impl Compiler<'_> {
         let start = empty_guarded(self, "item start", ItemCheck::Start);
         Ok(Some((item, start)))
     }
+}
+
+/// For an `integer` schema `s` (type and number keywords alone): its spellings without a
+/// fraction, when every one of their proper prefixes has infinitely many completions (no
+/// `maximum`, say) and every spelling `s` allows is one of them, possibly followed by `.0…`.
+/// (The automaton is built on values, so `N.0…` is allowed exactly when `N` is: the grammar
+/// writes it as the digits, then the zeros.)
+fn integer_digits(s: &Schema, path: &str) -> Result<Option<Dfa>, Error> {
+    let Schema::Node(n) = s else {
+        return Ok(None);
+    };
+    let number_keywords = [
+        "type",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+    ];
+    if n.types != Some(TypeSet::INTEGER) || !n.only(&number_keywords) {
+        return Ok(None);
+    }
+    let all = number_dfa(&n.number, true, path)?;
+    let digits = all.intersect(&Dfa::from_regex("-?[0-9]+")?)?;
+    let with_zeros = digits.union(&all.intersect(&Dfa::from_regex(r"-?[0-9]+\.0+")?)?)?;
+    if digits.is_empty_language()
+        || !all.minus(&with_zeros)?.is_empty_language()
+        || !unbounded(&digits)
+    {
+        return Ok(None);
+    }
+    Ok(Some(digits))
 }
 
 /// The values of `s` when they are finitely many and `s` says nothing else: an `enum` or
