@@ -145,6 +145,9 @@ pub(super) struct GuardState {
     pub(super) max_object_at: u32,
     /// The entry of `objects` found last.
     pub(super) last_object: Option<usize>,
+    /// What the closed-object item guards read last (`unique_objects`), valid while the chart
+    /// is deeper than its place.
+    pub(super) item_memo: Option<super::unique_objects::ItemMemo>,
 }
 
 impl GuardState {
@@ -159,6 +162,13 @@ impl GuardState {
             self.objects.retain(|e| (e.at() as usize) < depth);
             self.last_object = None;
             self.max_object_at = self.objects.iter().map(|e| e.at()).max().unwrap_or(0);
+        }
+        if self
+            .item_memo
+            .as_ref()
+            .is_some_and(|m| m.at as usize >= depth)
+        {
+            self.item_memo = None;
         }
     }
 }

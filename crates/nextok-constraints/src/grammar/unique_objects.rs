@@ -288,6 +288,36 @@ impl ItemObject {
     }
 }
 
+/// The members of one item and the earlier items of its array, as read at one place: the
+/// guards of a place ask for them once per key, and a mask reads the same places again.
+#[derive(Clone, Debug)]
+pub(crate) struct ItemMemo {
+    spec: u32,
+    origin: u32,
+    pub(super) at: u32,
+    start: bool,
+    /// The item's members: key index and canonical value.
+    fixed: Vec<(u32, Vec<u8>)>,
+    /// The earlier items' members: decoded key and canonical value.
+    used: Vec<Vec<(Vec<u8>, Vec<u8>)>>,
+}
+
+impl ItemMemo {
+    fn passes(&self, spec: &ItemObject, check: ItemCheck) -> bool {
+        let fixed: Vec<(u32, &[u8])> = self.fixed.iter().map(|(i, v)| (*i, v.as_slice())).collect();
+        let used: Vec<Vec<(&[u8], &[u8])>> = self
+            .used
+            .iter()
+            .map(|u| {
+                u.iter()
+                    .map(|(k, v)| (k.as_slice(), v.as_slice()))
+                    .collect()
+            })
+            .collect();
+        spec.passes(check, &fixed, &used)
+    }
+}
+
 impl Chart {
     /// Whether [`Guard::Item`] (`spec`, `check`) passes at set `at`, for the item object whose
     /// `{` was read at set `origin` (for [`ItemCheck::Start`], the array whose `[` was).
@@ -302,8 +332,9 @@ impl Chart {
         let Some(spec) = g.item_objects.get(spec_id as usize) else {
             return false;
         };
+        let start = check == ItemCheck::Start;
         // The arrays the item belongs to: the origins of the items waiting for it.
-        let arrays: Vec<u32> = if check == ItemCheck::Start {
+        let arrays: Vec<u32> = if start {
             vec![origin]
         } else {
             let (s, e) = (
@@ -323,7 +354,14 @@ impl Chart {
                 return true;
             }
         }
-        let members = if check == ItemCheck::Start {
+        if let Some(m) = &self.guard.item_memo {
+            if arrays.len() == 1
+                && (m.spec, m.origin, m.at, m.start) == (spec_id, origin, at, start)
+            {
+                return m.passes(spec, check);
+            }
+        }
+        let members = if start {
             Vec::new()
         } else {
             self.work += u64::from(at.saturating_sub(origin));
@@ -336,15 +374,15 @@ impl Chart {
                 None => return false,
             }
         };
-        let mut fixed: Vec<(u32, &[u8])> = Vec::with_capacity(members.len());
-        for (k, v) in &members {
-            match spec.index(k) {
+        let mut fixed: Vec<(u32, Vec<u8>)> = Vec::with_capacity(members.len());
+        for (k, v) in members {
+            match spec.index(&k) {
                 Some(i) if !fixed.iter().any(|&(j, _)| j == i) => fixed.push((i, v)),
                 _ => return false,
             }
         }
-        for array in arrays {
-            let values = if check == ItemCheck::Start {
+        for &array in &arrays {
+            let values = if start {
                 self.finite_used(array, at, false)
             } else {
                 self.earlier(Guard::UniqueValues, array, origin)
@@ -356,11 +394,27 @@ impl Chart {
             for v in values.iter() {
                 self.work += v.len() as u64;
                 match canonical_members(v) {
-                    Some(m) => used.push(m),
+                    Some(m) => used.push(
+                        m.into_iter()
+                            .map(|(k, w)| (k.to_vec(), w.to_vec()))
+                            .collect(),
+                    ),
                     None => return false,
                 }
             }
-            if spec.passes(check, &fixed, &used) {
+            let memo = ItemMemo {
+                spec: spec_id,
+                origin,
+                at,
+                start,
+                fixed: fixed.clone(),
+                used,
+            };
+            let pass = memo.passes(spec, check);
+            if arrays.len() == 1 {
+                self.guard.item_memo = Some(memo);
+            }
+            if pass {
                 return true;
             }
         }
