@@ -16,8 +16,10 @@ use crate::Error;
 
 mod members;
 mod unique;
+mod unique_objects;
 pub(crate) use members::{ObjectSpec, ADDITIONAL};
 pub(crate) use unique::{canonical_value, finite_states, FiniteSet, Guard};
+pub(crate) use unique_objects::{ItemCheck, ItemKey, ItemObject};
 
 /// A grammar symbol while building.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -62,6 +64,9 @@ pub(crate) struct GrammarBuilder {
     objects: Vec<ObjectSpec>,
     /// The finite item domains of `uniqueItems` arrays checked at prediction (`unique`).
     finite_sets: Vec<FiniteSet>,
+    /// The closed-object items of `uniqueItems` arrays checked at prediction
+    /// (`unique_objects`).
+    item_objects: Vec<ItemObject>,
 }
 
 impl GrammarBuilder {
@@ -160,6 +165,19 @@ impl GrammarBuilder {
         self.finite_sets.len() as u32 - 1
     }
 
+    /// Adds `spec` and returns its number, for [`Guard::Item`].
+    pub(crate) fn item_object(&mut self, spec: ItemObject) -> u32 {
+        self.item_objects.push(spec);
+        self.item_objects.len() as u32 - 1
+    }
+
+    /// Sets the guarded item nonterminal of item object `id` (made after its members).
+    pub(crate) fn set_item_object_item(&mut self, id: u32, item: u32) {
+        if let Some(spec) = self.item_objects.get_mut(id as usize) {
+            spec.item = item;
+        }
+    }
+
     /// Guards nonterminal `nt` with a check made when it is predicted (see `members`).
     pub(crate) fn guard_prediction(&mut self, nt: u32, guard: Guard) {
         debug_assert!(guard.at_prediction());
@@ -201,6 +219,7 @@ impl GrammarBuilder {
             guards: guard_list,
             mut objects,
             finite_sets,
+            item_objects,
             ..
         } = self;
         // Augmented start rule S' -> start, so that completion is one item.
@@ -314,6 +333,7 @@ impl GrammarBuilder {
             guarded_pos,
             objects,
             finite_sets,
+            item_objects,
             string_finite,
         })
     }
@@ -414,6 +434,9 @@ pub struct Grammar {
     objects: Vec<ObjectSpec>,
     /// The finite item domains of `uniqueItems` arrays checked at prediction (`unique`).
     finite_sets: Vec<FiniteSet>,
+    /// The closed-object items of `uniqueItems` arrays checked at prediction
+    /// (`unique_objects`).
+    item_objects: Vec<ItemObject>,
     /// Per terminal of a guarded string item with states of finitely many completions, which
     /// states those are (`unique`); shorter than the terminals, or `None`, for the others.
     string_finite: Vec<Option<Arc<Vec<bool>>>>,
@@ -962,15 +985,19 @@ impl Chart {
         true
     }
 
-    /// Whether the top set leads nowhere: nothing in flight and every item completed, none the
-    /// accepting one (what a guard that refuses the only completion leaves).
+    /// Whether the top set leads nowhere: no terminal in flight, no item waiting for a whole
+    /// token, and not the accepting item (what a guard that refuses the only completion
+    /// leaves, or prediction guards that refuse every way on: items waiting for a nonterminal
+    /// whose guard refused it read nothing).
     fn top_is_empty(&self, g: &Grammar) -> bool {
         let k = self.depth() - 1;
         self.infl_starts[k] == self.infl_starts[k + 1]
             && self.items[self.item_starts[k] as usize..self.item_starts[k + 1] as usize]
                 .iter()
                 .all(|&(p, o)| {
-                    matches!(g.syms[p as usize], GSym::End(_)) && !(p == g.accept_pos && o == 0)
+                    let waits = matches!(g.syms[p as usize], GSym::Tok(_));
+                    let accepts = p == g.accept_pos && o == 0;
+                    !waits && !accepts
                 })
     }
 

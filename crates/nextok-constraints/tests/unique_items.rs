@@ -563,7 +563,7 @@ fn value_domains_that_could_dead_end_are_refused_by_name() {
         (arr(json!({"type": "number", "maximum": 3})), "maximum"),
         (
             arr(json!({"type": "object", "additionalProperties": false,
-                       "properties": {"a": {"type": "string"}}})),
+                       "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 5}}})),
             "without additional properties",
         ),
         (

@@ -339,6 +339,7 @@ impl Guard {
                 | Guard::Next { .. }
                 | Guard::MoreStrings { .. }
                 | Guard::Close { .. }
+                | Guard::Item { .. }
         )
     }
 }
@@ -347,6 +348,9 @@ impl Chart {
     /// Whether prediction guard `guard` passes for the object whose `{` was read at set
     /// `object`, at set `at`.
     pub(super) fn predicts(&mut self, g: &Grammar, guard: Guard, object: u32, at: u32) -> bool {
+        if let Guard::Item { spec, check } = guard {
+            return self.item_object_passes(g, spec, check, object, at);
+        }
         if let Some(s) = self.guard.synthetic {
             // The byte into set `s` is unknown. Right at `s` it is the end of a separator or a
             // value, which the reader may ignore; further on, the place is read again.
@@ -363,7 +367,7 @@ impl Chart {
             | Guard::Next { .. }
             | Guard::MoreStrings { .. }
             | Guard::Close { .. } => return self.finite_passes(g, guard, object, at),
-            Guard::UniqueStrings | Guard::UniqueValues => return true,
+            Guard::UniqueStrings | Guard::UniqueValues | Guard::Item { .. } => return true,
         };
         let Some(spec) = g.objects.get(spec_id as usize) else {
             return false;

@@ -72,6 +72,13 @@ pub(crate) enum Guard {
     MoreStrings { terminal: u32 },
     /// Checked at prediction: the array of finite domain `set` may end (`minItems` items).
     Close { set: u32 },
+    /// Checked at prediction: the part `check` of a closed-object item of a `uniqueItems`
+    /// array, [`ItemObject`](super::unique_objects::ItemObject) `spec`, keeps the item
+    /// completable to an object no earlier item equals (`unique_objects`).
+    Item {
+        spec: u32,
+        check: super::unique_objects::ItemCheck,
+    },
 }
 
 /// The finite item domain of a `uniqueItems` array whose items are checked at prediction:
@@ -138,6 +145,9 @@ pub(super) struct GuardState {
     pub(super) max_object_at: u32,
     /// The entry of `objects` found last.
     pub(super) last_object: Option<usize>,
+    /// What the closed-object item guards read last (`unique_objects`), valid while the chart
+    /// is deeper than its place.
+    pub(super) item_memo: Option<super::unique_objects::ItemMemo>,
 }
 
 impl GuardState {
@@ -152,6 +162,13 @@ impl GuardState {
             self.objects.retain(|e| (e.at() as usize) < depth);
             self.last_object = None;
             self.max_object_at = self.objects.iter().map(|e| e.at()).max().unwrap_or(0);
+        }
+        if self
+            .item_memo
+            .as_ref()
+            .is_some_and(|m| m.at as usize >= depth)
+        {
+            self.item_memo = None;
         }
     }
 }
@@ -424,7 +441,7 @@ fn canonical_item(text: &[u8]) -> Option<Vec<u8>> {
     (skip_ws(text, end) == text.len()).then_some(out)
 }
 
-fn skip_ws(text: &[u8], mut i: usize) -> usize {
+pub(super) fn skip_ws(text: &[u8], mut i: usize) -> usize {
     while i < text.len() && is_ws(text[i]) {
         i += 1;
     }
@@ -438,7 +455,7 @@ fn skip_ws(text: &[u8], mut i: usize) -> usize {
 /// member counts, as JSON parsers keep it). The form is self-delimiting: a tag byte, then for
 /// a string its length and bytes, for a number its sign, decimal exponent and significant
 /// digits, for an array or object its length and its items (members sorted by key).
-fn canonical(text: &[u8], i: usize, out: &mut Vec<u8>, depth: usize) -> Option<usize> {
+pub(super) fn canonical(text: &[u8], i: usize, out: &mut Vec<u8>, depth: usize) -> Option<usize> {
     if depth > MAX_CANONICAL_DEPTH {
         return None;
     }
@@ -538,7 +555,7 @@ fn push_string(value: &[u8], out: &mut Vec<u8>) {
 }
 
 /// The decoded JSON string starting at `text[i]` (its opening quote) and where it ends.
-fn string_at(text: &[u8], i: usize) -> Option<(Vec<u8>, usize)> {
+pub(super) fn string_at(text: &[u8], i: usize) -> Option<(Vec<u8>, usize)> {
     let mut d = Decoder::new();
     let mut value = Vec::new();
     let mut j = i;
@@ -722,7 +739,12 @@ impl Chart {
 
     /// The decoded values of the items of the array started at set `array`, before the item
     /// that starts at set `item` (cached until the chart is truncated below `item`).
-    fn earlier(&mut self, guard: Guard, array: u32, item: u32) -> Option<Arc<Vec<Vec<u8>>>> {
+    pub(super) fn earlier(
+        &mut self,
+        guard: Guard,
+        array: u32,
+        item: u32,
+    ) -> Option<Arc<Vec<Vec<u8>>>> {
         let read = match guard {
             Guard::UniqueStrings => earlier_strings,
             Guard::UniqueValues => earlier_values,
@@ -733,7 +755,8 @@ impl Chart {
             | Guard::Fresh { .. }
             | Guard::Next { .. }
             | Guard::MoreStrings { .. }
-            | Guard::Close { .. } => return None,
+            | Guard::Close { .. }
+            | Guard::Item { .. } => return None,
         };
         self.cached_values(array, item, guard, false, item as usize, read)
     }
@@ -986,7 +1009,12 @@ impl Chart {
 
     /// The canonical values of the items of the array started at set `array`, before set `at`
     /// (without its last byte when `cut`), cached until the chart is truncated below `at`.
-    fn finite_used(&mut self, array: u32, at: u32, cut: bool) -> Option<Arc<Vec<Vec<u8>>>> {
+    pub(super) fn finite_used(
+        &mut self,
+        array: u32,
+        at: u32,
+        cut: bool,
+    ) -> Option<Arc<Vec<Vec<u8>>>> {
         let end = at as usize - usize::from(cut);
         self.cached_values(array, at, FINITE_KEY, cut, end, listed_values)
     }

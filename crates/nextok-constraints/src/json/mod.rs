@@ -33,6 +33,7 @@ mod resolve;
 mod schema;
 mod string;
 mod unique;
+mod unique_objects;
 mod unique_split;
 
 use std::collections::BTreeMap;

@@ -16,9 +16,10 @@
 //! member, arrays that always take one more item, `anyOf` of such, strings whose automaton
 //! never narrows to finitely many words). Domains with `null`, booleans, numbers, enums or
 //! unions are split first (`unique_split`: values a prefix pins down are predicted only while
-//! unused). Domains with a prefix of finitely many completions left over (`maxLength`,
-//! patterns with finite branches, objects closed by `additionalProperties: false`) are
-//! refused by name.
+//! unused). Objects closed by `additionalProperties: false` are exact when every property is
+//! finite or unbounded at every prefix (`unique_objects`); others are refused, naming the
+//! property. Domains with a prefix of finitely many completions left over (`maxLength`,
+//! patterns with finite branches) are refused by name.
 
 use serde_json::Value;
 
@@ -115,13 +116,21 @@ impl Compiler<'_> {
                 )]]
             }
             _ => {
-                self.prefix_unbounded(&items, path, &ip, 0)?;
-                let v = self.schema(&items, &ip)?;
-                vec![vec![self.b.guarded(
-                    &format!("{path} unique item"),
-                    v,
-                    Guard::UniqueValues,
-                )]]
+                let min_items = m.array.min_items.unwrap_or(0);
+                if let Some((item, start)) =
+                    self.unique_closed_objects(&items, min_items, path, &ip)?
+                {
+                    more = Some(start);
+                    vec![vec![item]]
+                } else {
+                    self.prefix_unbounded(&items, path, &ip, 0)?;
+                    let v = self.schema(&items, &ip)?;
+                    vec![vec![self.b.guarded(
+                        &format!("{path} unique item"),
+                        v,
+                        Guard::UniqueValues,
+                    )]]
+                }
             }
         };
         let a = &m.array;

@@ -1,0 +1,500 @@
+//! `uniqueItems` over closed objects: run-time checks that keep every prefix of an item
+//! completable to an object that no earlier item of its array equals.
+//!
+//! An item object closed by `additionalProperties: false` may have a prefix with only
+//! finitely many completions (`{"value": "x", "algorithm": ` with an `enum` left to write),
+//! and earlier items may use all of them; the mask must then refuse that prefix. The compiler
+//! (`json::unique_objects`) takes such items when every property's value is either of
+//! finitely many values (an `enum`, booleans, `null`: an [`ItemKey`] with `values`) or of a
+//! domain where every proper prefix has infinitely many completions into distinct values
+//! (strings without bounds, numbers, open objects, ...: `values` is `None`). The item's
+//! members are its own rules, left-recursive so that every member starts from the item's
+//! `{` (set `origin` of every guard below but [`ItemCheck::Start`]):
+//!
+//! ```text
+//! list -> "{" K_i key_i ":" V_i | list More "," K_i key_i ":" V_i     (every key i)
+//! item -> "{" End "}" | list End "}"
+//! V_i  -> value After            (infinitely many values)
+//! V_i  -> F_ij                   (finitely many: one rule per value j, F_ij -> value j)
+//! ```
+//!
+//! A prefix's completions are infinite while some key of infinitely many values is still
+//! unwritten (or is being written); otherwise they are the choices, for every key not yet
+//! written, of one of its values (or none, when it is not required), and there are
+//! `Π (values + optional)` of them, every one a distinct JSON value. The earlier items that
+//! agree with the members written so far are exactly the completions in use, so a prefix is
+//! alive when fewer earlier items agree with it than it has completions ([`alive`]). Every
+//! guarded place asks that of the prefix it would make: `K_i` of the object with key `i`
+//! added (some value of it alive), `F_ij` of it with value `j`, `After` of the object with the
+//! value just read (a string's closing quote may fix the last free member), `More` whether
+//! some `K_i` passes, `End` whether every required key is there and no earlier item equals the
+//! object, and `Start` (before the `,` of another item, reading from the array's `[`) whether
+//! the empty object is alive. Since `alive(o)` is exactly "`End` passes or some `K_i` does",
+//! every place the chart reaches has a passing way on, and every completion of the item
+//! differs from every earlier one: the mask means what `advance` does.
+//!
+//! Equality is JSON equality ([`canonical`]): keys in any order and decoded, numbers by value,
+//! strings decoded. A guard reads the text from its places; at a mask computation's assumed
+//! terminal end (whose last byte is unknown) anything it would read across that byte marks the
+//! place uncertain, to be read again with real bytes.
+
+use super::unique::{canonical, skip_ws, string_at};
+use super::{Chart, GSym, Grammar, Guard};
+
+/// One property of a closed-object item.
+#[derive(Clone, Debug)]
+pub(crate) struct ItemKey {
+    /// The decoded name.
+    pub(crate) name: Vec<u8>,
+    /// Whether `required` names it.
+    pub(crate) required: bool,
+    /// Its values in canonical form (distinct) when finitely many; `None` when every proper
+    /// prefix of a value has infinitely many completions into distinct values.
+    pub(crate) values: Option<Vec<Vec<u8>>>,
+}
+
+/// A closed-object item domain of a `uniqueItems` array (see the module's documentation).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ItemObject {
+    /// Every property that may be written; no other key may.
+    pub(crate) keys: Vec<ItemKey>,
+    /// The guarded item nonterminal ([`Guard::UniqueValues`]) of the array, whose waiting
+    /// items start at the array's `[`.
+    pub(crate) item: u32,
+}
+
+/// The place a [`Guard::Item`] guards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ItemCheck {
+    /// Before the `,` of another item (origin: the array's `[`): an empty object is alive.
+    Start,
+    /// Before key `i`: not written yet, and the object with it is alive.
+    Key(u32),
+    /// Before value `j` of key `i` (of finitely many values): the object with it is alive.
+    Value(u32, u32),
+    /// After a value of infinitely many: the object so far is alive.
+    After,
+    /// Before the `,` of another member: some key may follow.
+    More,
+    /// Before the `}`: every required key is written and no earlier item equals the object.
+    End,
+}
+
+/// The members of the object text `text` (its `{`, then `key: value` pairs separated by
+/// commas, whitespace anywhere JSON allows it, possibly ending inside a member after its key,
+/// its `:` or a `,`), as (decoded key, canonical value). `None` when the text is something
+/// else (which the grammar never lets happen).
+fn read_members(text: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+    if text.first() != Some(&b'{') {
+        return None;
+    }
+    let mut members = Vec::new();
+    let mut i = skip_ws(text, 1);
+    while i < text.len() {
+        let (key, end) = string_at(text, i)?;
+        i = skip_ws(text, end);
+        if i == text.len() {
+            break;
+        }
+        if text[i] != b':' {
+            return None;
+        }
+        i = skip_ws(text, i + 1);
+        if i == text.len() {
+            break;
+        }
+        let mut v = Vec::new();
+        i = skip_ws(text, canonical(text, i, &mut v, 1)?);
+        members.push((key, v));
+        if i == text.len() {
+            break;
+        }
+        if text[i] != b',' {
+            return None;
+        }
+        i = skip_ws(text, i + 1);
+    }
+    Some(members)
+}
+
+/// Where the canonical form starting at `c[i]` ends.
+fn canonical_end(c: &[u8], i: usize) -> Option<usize> {
+    let count = |at: usize| -> Option<u64> {
+        let b: [u8; 8] = c.get(at..at + 8)?.try_into().ok()?;
+        Some(u64::from_be_bytes(b))
+    };
+    match *c.get(i)? {
+        b'n' | b't' | b'f' => Some(i + 1),
+        b's' => {
+            let n = usize::try_from(count(i + 1)?).ok()?;
+            let end = (i + 9).checked_add(n)?;
+            (end <= c.len()).then_some(end)
+        }
+        b'd' if c.get(i + 1) == Some(&b'0') => Some(i + 3),
+        b'd' => {
+            // Sign and 16 bytes of exponent, then ASCII digits up to `;`.
+            let from = i + 18;
+            let k = c.get(from..)?.iter().position(|&b| b == b';')?;
+            Some(from + k + 1)
+        }
+        b'a' => {
+            let mut j = i + 9;
+            for _ in 0..count(i + 1)? {
+                j = canonical_end(c, j)?;
+            }
+            Some(j)
+        }
+        b'o' => {
+            let mut j = i + 9;
+            for _ in 0..count(i + 1)? {
+                j = canonical_end(c, j)?;
+                j = canonical_end(c, j)?;
+            }
+            Some(j)
+        }
+        _ => None,
+    }
+}
+
+/// The members of the canonical object `c` as (decoded key, canonical value); `None` when `c`
+/// is not an object's canonical form.
+fn canonical_members(c: &[u8]) -> Option<Vec<(&[u8], &[u8])>> {
+    if c.first() != Some(&b'o') {
+        return None;
+    }
+    let n: [u8; 8] = c.get(1..9)?.try_into().ok()?;
+    let mut out = Vec::new();
+    let mut j = 9;
+    for _ in 0..u64::from_be_bytes(n) {
+        let k = canonical_end(c, j)?;
+        let v = canonical_end(c, k)?;
+        out.push((c.get(j + 9..k)?, &c[k..v]));
+        j = v;
+    }
+    (j == c.len()).then_some(out)
+}
+
+impl ItemObject {
+    /// The index of the key named `name` (decoded).
+    fn index(&self, name: &[u8]) -> Option<u32> {
+        self.keys
+            .iter()
+            .position(|k| k.name == name)
+            .map(|i| i as u32)
+    }
+
+    /// Whether an earlier item `u` (its members) has every member of `fixed`.
+    fn agrees(&self, u: &[(&[u8], &[u8])], fixed: &[(u32, &[u8])]) -> bool {
+        fixed.iter().all(|&(i, v)| {
+            let name = self.keys[i as usize].name.as_slice();
+            u.iter().any(|&(k, w)| k == name && w == v)
+        })
+    }
+
+    /// Whether the object whose members are `fixed` (key indices, distinct, and canonical
+    /// values) has a completion that no item of `used` equals.
+    fn alive(&self, fixed: &[(u32, &[u8])], used: &[Vec<(&[u8], &[u8])>]) -> bool {
+        let mut completions: u64 = 1;
+        for (i, k) in self.keys.iter().enumerate() {
+            if fixed.iter().any(|&(j, _)| j as usize == i) {
+                continue;
+            }
+            match &k.values {
+                // Infinitely many completions, finitely many earlier items.
+                None => return true,
+                Some(vs) => {
+                    let choices = vs.len() as u64 + u64::from(!k.required);
+                    completions = completions.saturating_mul(choices);
+                }
+            }
+        }
+        if completions == 0 {
+            return false;
+        }
+        if completions > used.len() as u64 {
+            return true;
+        }
+        let agreeing = used.iter().filter(|u| self.agrees(u, fixed)).count() as u64;
+        agreeing < completions
+    }
+
+    /// Whether key `i` may be written next after `fixed`.
+    fn key_ok(&self, i: u32, fixed: &[(u32, &[u8])], used: &[Vec<(&[u8], &[u8])>]) -> bool {
+        let Some(k) = self.keys.get(i as usize) else {
+            return false;
+        };
+        if fixed.iter().any(|&(j, _)| j == i) {
+            return false;
+        }
+        match &k.values {
+            None => true,
+            Some(vs) => vs.iter().any(|v| self.value_ok(i, v, fixed, used)),
+        }
+    }
+
+    /// Whether key `i` may take value `v` after `fixed`.
+    fn value_ok(
+        &self,
+        i: u32,
+        v: &[u8],
+        fixed: &[(u32, &[u8])],
+        used: &[Vec<(&[u8], &[u8])>],
+    ) -> bool {
+        if fixed.iter().any(|&(j, _)| j == i) {
+            return false;
+        }
+        let mut with = fixed.to_vec();
+        with.push((i, v));
+        self.alive(&with, used)
+    }
+
+    /// Whether the object `fixed` may end here.
+    fn end_ok(&self, fixed: &[(u32, &[u8])], used: &[Vec<(&[u8], &[u8])>]) -> bool {
+        let complete = self
+            .keys
+            .iter()
+            .enumerate()
+            .all(|(i, k)| !k.required || fixed.iter().any(|&(j, _)| j as usize == i));
+        complete
+            && !used
+                .iter()
+                .any(|u| u.len() == fixed.len() && self.agrees(u, fixed))
+    }
+
+    /// The answer of `check` for the object `fixed` against the earlier items `used`.
+    fn passes(
+        &self,
+        check: ItemCheck,
+        fixed: &[(u32, &[u8])],
+        used: &[Vec<(&[u8], &[u8])>],
+    ) -> bool {
+        match check {
+            ItemCheck::Start | ItemCheck::After => self.alive(fixed, used),
+            ItemCheck::Key(i) => self.key_ok(i, fixed, used),
+            ItemCheck::Value(i, j) => {
+                let Some(v) = self
+                    .keys
+                    .get(i as usize)
+                    .and_then(|k| k.values.as_ref())
+                    .and_then(|vs| vs.get(j as usize))
+                else {
+                    return false;
+                };
+                self.value_ok(i, v, fixed, used)
+            }
+            ItemCheck::More => (0..self.keys.len() as u32).any(|i| self.key_ok(i, fixed, used)),
+            ItemCheck::End => self.end_ok(fixed, used),
+        }
+    }
+}
+
+/// The members of one item and the earlier items of its array, as read at one place: the
+/// guards of a place ask for them once per key, and a mask reads the same places again.
+#[derive(Clone, Debug)]
+pub(crate) struct ItemMemo {
+    spec: u32,
+    origin: u32,
+    pub(super) at: u32,
+    start: bool,
+    /// The item's members: key index and canonical value.
+    fixed: Vec<(u32, Vec<u8>)>,
+    /// The earlier items' members: decoded key and canonical value.
+    used: Vec<Vec<(Vec<u8>, Vec<u8>)>>,
+}
+
+impl ItemMemo {
+    fn passes(&self, spec: &ItemObject, check: ItemCheck) -> bool {
+        let fixed: Vec<(u32, &[u8])> = self.fixed.iter().map(|(i, v)| (*i, v.as_slice())).collect();
+        let used: Vec<Vec<(&[u8], &[u8])>> = self
+            .used
+            .iter()
+            .map(|u| {
+                u.iter()
+                    .map(|(k, v)| (k.as_slice(), v.as_slice()))
+                    .collect()
+            })
+            .collect();
+        spec.passes(check, &fixed, &used)
+    }
+}
+
+impl Chart {
+    /// Whether [`Guard::Item`] (`spec`, `check`) passes at set `at`, for the item object whose
+    /// `{` was read at set `origin` (for [`ItemCheck::Start`], the array whose `[` was).
+    pub(super) fn item_object_passes(
+        &mut self,
+        g: &Grammar,
+        spec_id: u32,
+        check: ItemCheck,
+        origin: u32,
+        at: u32,
+    ) -> bool {
+        let Some(spec) = g.item_objects.get(spec_id as usize) else {
+            return false;
+        };
+        let start = check == ItemCheck::Start;
+        // The arrays the item belongs to: the origins of the items waiting for it.
+        let arrays: Vec<u32> = if start {
+            vec![origin]
+        } else {
+            let (s, e) = (
+                self.item_starts[origin as usize] as usize,
+                self.item_starts[origin as usize + 1] as usize,
+            );
+            self.items[s..e]
+                .iter()
+                .filter(|&&(p, _)| g.syms[p as usize] == GSym::Nt(spec.item))
+                .map(|&(_, o)| o)
+                .collect()
+        };
+        if let Some(s) = self.guard.synthetic {
+            // The byte into set `s` is unknown: a text across it is read again.
+            if arrays.iter().any(|&a| a < s && s <= at) {
+                self.guard.uncertain = true;
+                return true;
+            }
+        }
+        if let Some(m) = &self.guard.item_memo {
+            if arrays.len() == 1
+                && (m.spec, m.origin, m.at, m.start) == (spec_id, origin, at, start)
+            {
+                return m.passes(spec, check);
+            }
+        }
+        let members = if start {
+            Vec::new()
+        } else {
+            self.work += u64::from(at.saturating_sub(origin));
+            match self
+                .input
+                .get(origin as usize..at as usize)
+                .and_then(read_members)
+            {
+                Some(m) => m,
+                None => return false,
+            }
+        };
+        let mut fixed: Vec<(u32, Vec<u8>)> = Vec::with_capacity(members.len());
+        for (k, v) in members {
+            match spec.index(&k) {
+                Some(i) if !fixed.iter().any(|&(j, _)| j == i) => fixed.push((i, v)),
+                _ => return false,
+            }
+        }
+        for &array in &arrays {
+            let values = if start {
+                self.finite_used(array, at, false)
+            } else {
+                self.earlier(Guard::UniqueValues, array, origin)
+            };
+            let Some(values) = values else {
+                continue;
+            };
+            let mut used = Vec::with_capacity(values.len());
+            for v in values.iter() {
+                self.work += v.len() as u64;
+                match canonical_members(v) {
+                    Some(m) => used.push(
+                        m.into_iter()
+                            .map(|(k, w)| (k.to_vec(), w.to_vec()))
+                            .collect(),
+                    ),
+                    None => return false,
+                }
+            }
+            let memo = ItemMemo {
+                spec: spec_id,
+                origin,
+                at,
+                start,
+                fixed: fixed.clone(),
+                used,
+            };
+            let pass = memo.passes(spec, check);
+            if arrays.len() == 1 {
+                self.guard.item_memo = Some(memo);
+            }
+            if pass {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::unique::canonical_value;
+    use super::*;
+
+    fn canon(text: &str) -> Vec<u8> {
+        canonical_value(text.as_bytes()).unwrap()
+    }
+
+    /// `{"a": boolean, "s": string}`, `a` required.
+    fn spec() -> ItemObject {
+        ItemObject {
+            keys: vec![
+                ItemKey {
+                    name: b"a".to_vec(),
+                    required: true,
+                    values: Some(vec![canon("true"), canon("false")]),
+                },
+                ItemKey {
+                    name: b"s".to_vec(),
+                    required: false,
+                    values: None,
+                },
+            ],
+            item: 0,
+        }
+    }
+
+    #[test]
+    fn canonical_members_read_back_every_kind_of_value() {
+        let c = canon(r#"{"b": [1, "x", null], "a": {"k": 2.50}, "c": -0, "d": true}"#);
+        let m = canonical_members(&c).unwrap();
+        let keys: Vec<&[u8]> = m.iter().map(|&(k, _)| k).collect();
+        assert_eq!(keys, [&b"a"[..], b"b", b"c", b"d"]);
+        assert_eq!(m[0].1, canon(r#"{"k": 2.5}"#).as_slice());
+        assert_eq!(m[1].1, canon(r#"[1, "x", null]"#).as_slice());
+        assert_eq!(m[2].1, canon("0").as_slice());
+        assert_eq!(m[3].1, canon("true").as_slice());
+        assert_eq!(canonical_members(&canon("[1]")), None);
+    }
+
+    #[test]
+    fn read_members_stops_inside_a_member() {
+        let m = read_members(br#"{ "a" : true , "\u0073": "x" , "a"  :  "#).unwrap();
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[1].0, b"s");
+        assert_eq!(m[1].1, canon(r#""x""#));
+        assert_eq!(read_members(b"[").map(|m| m.len()), None);
+    }
+
+    #[test]
+    fn a_prefix_is_alive_while_some_completion_is_unused() {
+        let s = spec();
+        let t = canon("true");
+        let f = canon("false");
+        let x = canon(r#""x""#);
+        let objs = [
+            canon(r#"{"a": true, "s": "x"}"#),
+            canon(r#"{"a": false, "s": "x"}"#),
+            canon(r#"{"a": true}"#),
+        ];
+        let used: Vec<_> = objs.iter().map(|c| canonical_members(c).unwrap()).collect();
+        // `s` unwritten: infinitely many completions.
+        assert!(s.alive(&[(0, &t)], &used));
+        // `s` fixed to "x": both values of `a` used with it.
+        assert!(!s.alive(&[(1, &x)], &used));
+        assert!(!s.key_ok(0, &[(1, &x)], &used));
+        assert!(!s.passes(ItemCheck::More, &[(1, &x)], &used));
+        // `{"a": true}` is used, `{"a": false}` is not.
+        assert!(!s.end_ok(&[(0, &t)], &used));
+        assert!(s.end_ok(&[(0, &f)], &used));
+        // `{"s": "x"}` lacks the required `a`.
+        assert!(!s.end_ok(&[(1, &x)], &used));
+        assert!(s.passes(ItemCheck::Value(0, 1), &[], &used));
+    }
+}

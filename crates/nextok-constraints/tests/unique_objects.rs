@@ -1,0 +1,420 @@
+//! `uniqueItems` over objects closed by `additionalProperties: false` (issue #17): arrays are
+//! accepted exactly when their items differ as JSON values (keys in any order, numbers by
+//! value, strings decoded), masks agree with `advance` at every step, and a prefix whose every
+//! completion is an earlier item is masked out, however the members are ordered.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{bit, check_mask, walk_accepting, walk_refuses};
+use nextok_constraints::{
+    compile_json_schema, from_json_schema, Constraint, Error, JsonOptions, TokenVocab,
+};
+use proptest::prelude::*;
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+use serde_json::{json, Value};
+
+fn accepts(schema: &Value, text: &str) -> bool {
+    compile_json_schema(schema, &JsonOptions::default())
+        .expect("compiles")
+        .recognizes(text.as_bytes())
+}
+
+fn array_of(items: Value) -> Value {
+    json!({"type": "array", "items": items, "uniqueItems": true})
+}
+
+/// A closed object over one boolean field `a` (required when `required`).
+fn one_boolean(required: bool) -> Value {
+    let mut o = json!({"type": "object", "additionalProperties": false,
+                       "properties": {"a": {"type": "boolean"}}});
+    if required {
+        o["required"] = json!(["a"]);
+    }
+    array_of(o)
+}
+
+/// SARIF's `hash` in small: a free string and an enum, both required.
+fn hashes() -> Value {
+    array_of(json!({"type": "object", "additionalProperties": false,
+                    "required": ["value", "algorithm"],
+                    "properties": {"value": {"type": "string"},
+                                   "algorithm": {"enum": ["x", "y"]}}}))
+}
+
+/// Every property optional: a free string, a number enum and a boolean.
+fn mixed() -> Value {
+    array_of(json!({"type": "object", "additionalProperties": false,
+                    "properties": {"s": {"type": "string"},
+                                   "n": {"enum": [1, 2]},
+                                   "b": {"type": "boolean"}}}))
+}
+
+#[test]
+fn distinct_objects_accepted_equal_ones_refused() {
+    let s = mixed();
+    for ok in [
+        "[]",
+        "[{}]",
+        r#"[{},{"s":""}]"#,
+        r#"[{"s":"a"},{"s":"b"},{"s":"a","n":1}]"#,
+        r#"[{"n":1},{"n":2},{"n":1,"b":true},{"b":true}]"#,
+        r#"[{"s":"a","b":false},{"b":true,"s":"a"}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        "[{},{}]",
+        r#"[{"s":"a"},{"s":"a"}]"#,
+        // Keys in another order.
+        r#"[{"s":"a","n":1},{"n":1,"s":"a"}]"#,
+        r#"[{"s":"a","n":1,"b":true},{"b":true,"n":1,"s":"a"}]"#,
+        // Numbers by value.
+        r#"[{"n":1},{"n":1.0}]"#,
+        r#"[{"n":2},{"n":2.0}]"#,
+        // Strings decoded.
+        r#"[{"s":"\n"},{"s":"\u000a"}]"#,
+        r#"[{"s":"/"},{"s":"\/"}]"#,
+        // Not the schema's: an unknown key, a value outside the enum.
+        r#"[{"t":"a"}]"#,
+        r#"[{"n":3}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+}
+
+#[test]
+fn a_boolean_field_used_up_masks_out_the_next_item() {
+    let vocab = common::synthetic_vocab();
+    let id = |s: &str| {
+        (0..vocab.len() as u32)
+            .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
+            .unwrap()
+    };
+    // Required: two objects in all; after both, no third item may start.
+    let mut c = from_json_schema(&one_boolean(true), &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"a":true},{"a":false}"#);
+    assert!(!bit(&mask, id(",")));
+    assert!(!bit(&mask, id("},{")));
+    assert!(bit(&mask, id("]")));
+    // After one, the second item may only be the other value.
+    let mut c = from_json_schema(&one_boolean(true), &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"a":true},{"a":"#);
+    assert!(!bit(&mask, id("true")));
+    assert!(!bit(&mask, id("t")));
+    assert!(bit(&mask, id("false")));
+    // Optional: `{}` is the third object, and then nothing else.
+    let mut c = from_json_schema(&one_boolean(false), &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"a":true},{"a":false},{"#);
+    assert!(bit(&mask, id("}")));
+    assert!(!bit(&mask, id("\"")));
+    assert!(!bit(&mask, id("{\"")));
+    let mask = walk_accepting(&mut c, "}");
+    assert!(!bit(&mask, id(",")));
+    assert!(bit(&mask, id("]")));
+    assert!(walk_refuses(
+        &mut from_json_schema(&one_boolean(false), &vocab, &JsonOptions::default()).unwrap(),
+        r#"[{},{"a":true},{"a":false},{"#
+    ));
+}
+
+#[test]
+fn a_string_closing_on_a_used_up_prefix_is_masked_out() {
+    let vocab = common::synthetic_vocab();
+    let id = |s: &str| {
+        (0..vocab.len() as u32)
+            .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
+            .unwrap()
+    };
+    let used = r#"[{"value":"h","algorithm":"x"},{"algorithm":"y","value":"h"},"#;
+    // `{"value":"h"` has two completions, both used: its closing quote is refused.
+    let mut c = from_json_schema(&hashes(), &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"value":"h"#));
+    assert!(!bit(&mask, id("\"")));
+    assert!(!bit(&mask, id("\",")));
+    assert!(bit(&mask, id("a")));
+    assert!(bit(&mask, id("\\")));
+    // The same in the other order: both values of the enum are used with "h".
+    let mut c = from_json_schema(&hashes(), &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"algorithm":"y","value":"h"#));
+    assert!(!bit(&mask, id("\"")));
+    assert!(!bit(&mask, id("\"}")));
+    // With another value the prefix is alive.
+    let mut c = from_json_schema(&hashes(), &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"value":"hh"#));
+    assert!(bit(&mask, id("\",")));
+    // The same string spelled otherwise is the same value: `/` and `\/`.
+    let used = r#"[{"value":"/","algorithm":"x"},{"algorithm":"y","value":"\/"},"#;
+    assert!(walk_refuses(
+        &mut from_json_schema(&hashes(), &vocab, &JsonOptions::default()).unwrap(),
+        &format!(r#"{used}{{"value":"/""#)
+    ));
+    assert!(walk_refuses(
+        &mut from_json_schema(&hashes(), &vocab, &JsonOptions::default()).unwrap(),
+        &format!(r#"{used}{{"algorithm":"x","value":"\/""#)
+    ));
+    // After `"h"` with one algorithm left, only that one may be written.
+    let mut c = from_json_schema(&hashes(), &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(
+        &mut c,
+        r#"[{"value":"h","algorithm":"x"},{"value":"h","algorithm":"#,
+    );
+    assert!(bit(&mask, id("\"")));
+    let mask = walk_accepting(&mut c, "\"");
+    assert!(bit(&mask, id("y")));
+    assert!(!bit(&mask, id("x")));
+}
+
+/// An integer and a boolean, both required.
+fn counted() -> Value {
+    array_of(
+        json!({"type": "object", "additionalProperties": false, "required": ["n", "b"],
+                    "properties": {"n": {"type": "integer"}, "b": {"type": "boolean"}}}),
+    )
+}
+
+#[test]
+fn integers_are_checked_before_their_fraction() {
+    let s = counted();
+    assert!(accepts(
+        &s,
+        r#"[{"n":1,"b":true},{"n":1.0,"b":false},{"b":true,"n":-0}]"#
+    ));
+    assert!(!accepts(&s, r#"[{"n":1,"b":true},{"b":true,"n":1.00}]"#));
+    assert!(!accepts(&s, r#"[{"n":0,"b":true},{"b":true,"n":-0}]"#));
+    assert!(!accepts(&s, r#"[{"n":1.5,"b":true}]"#));
+    // Bounds hold for the digits and for the spellings with zeros alike.
+    let bounded = |n: Value| {
+        array_of(json!({"type": "object", "additionalProperties": false,
+                        "properties": {"n": n}}))
+    };
+    let above = bounded(json!({"type": "integer", "minimum": 1}));
+    assert!(accepts(&above, r#"[{"n":1.0},{"n":5},{"n":50},{}]"#));
+    for bad in [r#"[{"n":0.0}]"#, r#"[{"n":0}]"#, r#"[{"n":5},{"n":5.0}]"#] {
+        assert!(!accepts(&above, bad), "{bad}");
+    }
+    // Below a maximum every proper prefix (`-`, `-1`, ...) still has infinitely many.
+    let below = bounded(json!({"type": "integer", "maximum": 5}));
+    assert!(accepts(&below, r#"[{"n":5.0},{"n":-7},{"n":-0}]"#));
+    for bad in [r#"[{"n":6}]"#, r#"[{"n":50}]"#, r#"[{"n":-0},{"n":0.0}]"#] {
+        assert!(!accepts(&below, bad), "{bad}");
+    }
+    let vocab = common::synthetic_vocab();
+    let id = |s: &str| {
+        (0..vocab.len() as u32)
+            .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
+            .unwrap()
+    };
+    let used = r#"[{"n":0,"b":true},{"b":false,"n":0},{"n":1,"b":true},{"n":1,"b":false},"#;
+    // `0` has one value and both objects with it are used: it cannot even begin.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"n":"#));
+    assert!(!bit(&mask, id("0")));
+    assert!(bit(&mask, id("1")));
+    assert!(bit(&mask, id("-")));
+    // `1` may go on to `10`, but neither end nor take `.0`.
+    let mask = walk_accepting(&mut c, "1");
+    assert!(bit(&mask, id("0")));
+    assert!(!bit(&mask, id(".")));
+    assert!(!bit(&mask, id(",")));
+    // The other order: after `"b":true`, `1` is used and `1.` is refused.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"b":true,"n":1"#));
+    assert!(!bit(&mask, id(".")));
+    assert!(!bit(&mask, id("}")));
+    assert!(bit(&mask, id("2")));
+}
+
+#[test]
+fn closed_objects_with_a_property_of_finite_prefixes_are_refused_by_name() {
+    let cases = [
+        (
+            array_of(json!({"type": "object", "additionalProperties": false,
+                            "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 5}}})),
+            "property `a`",
+        ),
+        (
+            array_of(json!({"type": "object", "additionalProperties": false,
+                            "properties": {"a": {"type": "string"},
+                                           "o": {"type": "object", "additionalProperties": false,
+                                                 "properties": {"b": {"type": "string"}}}}})),
+            "property `o`",
+        ),
+        (
+            json!({"type": "array", "uniqueItems": true, "minItems": 3,
+                   "items": {"type": "object", "additionalProperties": false,
+                             "properties": {"a": {"type": "boolean"}}}}),
+            "minItems",
+        ),
+    ];
+    for (schema, why) in cases {
+        match compile_json_schema(&schema, &JsonOptions::default()) {
+            Err(Error::UnsupportedKeyword { keyword, path }) => {
+                assert!(keyword.starts_with("uniqueItems ("), "{keyword}");
+                assert!(keyword.contains(why), "{keyword} should say {why}");
+                assert_eq!(path, "#");
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+}
+
+/// Single bytes, then pieces that cross member, value and item boundaries.
+fn object_vocab() -> Arc<TokenVocab> {
+    let mut v: Vec<Vec<u8>> = vec![b"<eos>".to_vec()];
+    v.extend((0..=255u8).map(|b| vec![b]));
+    for piece in [
+        "{\"s\":\"",
+        "\"}",
+        "\",",
+        "\"s\":\"a\"",
+        "{\"n\":",
+        "\"n\":1",
+        "1}",
+        "1,",
+        "2}",
+        "},{",
+        "}]",
+        "{}",
+        "{\"b\":",
+        "true}",
+        "false",
+        "true,",
+        ",\"b\":true}",
+        "\"a\"}",
+        "1.0",
+        "\"a",
+        "a\"",
+        "\\/",
+        "\\u000a\"",
+    ] {
+        v.push(piece.as_bytes().to_vec());
+    }
+    Arc::new(TokenVocab::new(v, &[0]).expect("vocab"))
+}
+
+/// JSON Schema equality: numbers by value, objects as member sets.
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+#[test]
+fn random_walks_have_exact_masks_and_end_unique() {
+    let vocab = object_vocab();
+    let schemas = [
+        mixed(),
+        one_boolean(false),
+        hashes(),
+        counted(),
+        array_of(
+            json!({"type": "object", "additionalProperties": false, "required": ["n"],
+                        "properties": {"n": {"type": "integer", "maximum": 2},
+                                       "b": {"type": "boolean"}}}),
+        ),
+        // Short strings from a small alphabet, so that finite prefixes come often.
+        array_of(
+            json!({"type": "object", "additionalProperties": false, "required": ["n"],
+                        "properties": {"s": {"type": "string", "pattern": "^a*$"},
+                                       "n": {"enum": [1, 2]}, "b": {"type": "boolean"}}}),
+        ),
+    ];
+    // Tokens the walk prefers, so that items repeat often.
+    let preferred: Vec<u32> = (0..vocab.len() as u32)
+        .filter(|&t| {
+            let b = vocab.token_bytes(t).unwrap_or_default();
+            b.len() > 1 || b"a12\",[]{}:tfxyhnsbvlgorm".contains(b.first().unwrap_or(&0))
+        })
+        .collect();
+    let mut finished = 0;
+    for (i, schema) in schemas.iter().enumerate() {
+        for seed in 0..10u64 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed * 29 + i as u64);
+            let mut c = from_json_schema(schema, &vocab, &JsonOptions::default()).unwrap();
+            let mut out = Vec::new();
+            let mut history = Vec::new();
+            for _ in 0..60 {
+                let mask = check_mask(&mut c, &out);
+                history.push(mask.clone());
+                let allowed: Vec<u32> =
+                    (0..vocab.len() as u32).filter(|&t| bit(&mask, t)).collect();
+                let liked: Vec<u32> = preferred
+                    .iter()
+                    .copied()
+                    .filter(|&t| bit(&mask, t))
+                    .collect();
+                let pool = if !liked.is_empty() && rng.next_u32() % 8 != 0 {
+                    &liked
+                } else {
+                    &allowed
+                };
+                let t = pool[rng.next_u32() as usize % pool.len()];
+                c.advance(t).unwrap();
+                if t == 0 {
+                    finished += 1;
+                    let v: Vec<Value> = serde_json::from_slice(&out).expect("JSON array");
+                    for (x, a) in v.iter().enumerate() {
+                        for b in &v[x + 1..] {
+                            assert!(!same(a, b), "{}", String::from_utf8_lossy(&out));
+                        }
+                    }
+                    break;
+                }
+                out.extend_from_slice(vocab.token_bytes(t).unwrap());
+            }
+            // Rolling back restores the masks.
+            let back = history.len().min(4);
+            c.rollback(back).unwrap();
+            let mut mask = vocab.empty_mask();
+            c.fill_mask(&mut mask).unwrap();
+            assert_eq!(mask, history[history.len() - back]);
+        }
+    }
+    assert!(finished >= 10, "only {finished} walks finished");
+}
+
+/// Spellings of items of `mixed()`, each with the class of the JSON value it is.
+const POOL: &[(&str, u8)] = &[
+    ("{}", 0),
+    (r#"{"s":"a"}"#, 1),
+    (r#"{"s":"\/"}"#, 7),
+    (r#"{"s":"/"}"#, 7),
+    (r#"{"n":1}"#, 2),
+    (r#"{"n":1.0}"#, 2),
+    (r#"{"n":1,"s":"a"}"#, 3),
+    (r#"{"s":"a","n":1.00}"#, 3),
+    (r#"{"b":true,"n":2}"#, 4),
+    (r#"{"n":2,"b":true}"#, 4),
+    (r#"{"b":false}"#, 5),
+    (r#"{"s":"a","n":2,"b":false}"#, 6),
+    (r#"{"b":false,"s":"a","n":2}"#, 6),
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// Random arrays of items in random spellings, so that equal objects written apart are
+    /// common: accepted exactly when the objects are distinct, and byte by byte the masks
+    /// agree with `advance` and never leave a dead end.
+    #[test]
+    fn accepted_iff_objects_distinct(picks in proptest::collection::vec(0..POOL.len(), 0..6)) {
+        let text = format!(
+            "[{}]",
+            picks.iter().map(|&i| POOL[i].0).collect::<Vec<_>>().join(",")
+        );
+        let mut classes: Vec<u8> = picks.iter().map(|&i| POOL[i].1).collect();
+        classes.sort_unstable();
+        classes.dedup();
+        let unique = classes.len() == picks.len();
+        prop_assert_eq!(accepts(&mixed(), &text), unique, "{}", text);
+        let vocab = common::synthetic_vocab();
+        let mut c = from_json_schema(&mixed(), &vocab, &JsonOptions::default()).unwrap();
+        prop_assert_eq!(walk_refuses(&mut c, &text), !unique, "{}", text);
+    }
+}
