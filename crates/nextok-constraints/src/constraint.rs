@@ -178,7 +178,9 @@ impl RegexConstraint {
         let radii = self
             .radii
             .get_or_init(|| Arc::new(Radii::compute(&self.dfa)));
-        TerminalMask::compute(&self.vocab, &self.dfa, radii, state, false).inside
+        TerminalMask::compute(&self.vocab, &self.dfa, radii, state, false)
+            .inside
+            .into_dense(self.vocab.mask_words())
     }
 }
 

@@ -976,6 +976,7 @@ impl Dfa {
 
     /// One byte of each class that meets `bytes` (a 256-bit set), given the classes' byte sets
     /// ([`Dfa::class_sets`]): the lowest byte in the meet, in class order.
+    #[cfg(test)]
     pub(crate) fn class_reps_in(class_sets: &[[u64; 4]], bytes: &[u64; 4]) -> Vec<u8> {
         class_sets
             .iter()
@@ -990,6 +991,7 @@ impl Dfa {
 
     /// Per state, the bytes on which it stays where it is (a 256-bit set; the dead state's is
     /// every byte).
+    #[cfg(test)]
     pub(crate) fn self_loops(&self) -> Vec<[u64; 4]> {
         let class_bits = self.class_sets();
         (0..self.num_states())
@@ -1026,6 +1028,13 @@ impl Dfa {
     #[inline(always)]
     pub(crate) fn next(&self, s: u32, b: u8) -> u32 {
         self.trans[s as usize * self.stride + self.classes[b as usize] as usize]
+    }
+
+    /// The transitions of state `s`, one per byte class (`row(s)[c]` is the state after any
+    /// byte of class `c`; [`Dfa::class_sets`] gives the classes' bytes).
+    #[inline(always)]
+    pub(crate) fn row(&self, s: u32) -> &[u32] {
+        &self.trans[s as usize * self.stride..(s as usize + 1) * self.stride]
     }
 
     /// Whether the bytes read so far (ending in state `s`) form a match.

@@ -446,11 +446,86 @@ pub struct Grammar {
 /// shared mask cache.
 type TerminalCache = (u64, HashMap<u32, u32>);
 
+/// A set of tokens: the nonzero words of its bitset, with their indices, when they are few (a
+/// key's or an enum's tokens fill a few words of hundreds), else the whole bitset. Masks are
+/// unions of these, so a sparse one costs a few words to add and a few to keep.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum TokenBits {
+    Dense(Vec<u64>),
+    Sparse(Vec<(u32, u64)>),
+}
+
+impl TokenBits {
+    /// The set of the bitset `words`, sparse when at most a quarter of its words are nonzero
+    /// (half its room or less).
+    pub(crate) fn from_dense(words: Vec<u64>) -> TokenBits {
+        let nonzero = words.iter().filter(|&&w| w != 0).count();
+        if nonzero * 4 <= words.len() {
+            let sparse = (0u32..)
+                .zip(&words)
+                .filter(|&(_, &w)| w != 0)
+                .map(|(i, &w)| (i, w))
+                .collect();
+            TokenBits::Sparse(sparse)
+        } else {
+            TokenBits::Dense(words)
+        }
+    }
+
+    /// Adds the set to the bitset `mask` (of the vocabulary's length).
+    #[inline]
+    pub(crate) fn or_into(&self, mask: &mut [u64]) {
+        match self {
+            TokenBits::Dense(words) => {
+                for (m, w) in mask.iter_mut().zip(words) {
+                    *m |= w;
+                }
+            }
+            TokenBits::Sparse(words) => {
+                for &(i, w) in words {
+                    mask[i as usize] |= w;
+                }
+            }
+        }
+    }
+
+    /// Overwrites the bitset `out` (of the vocabulary's length) with the set.
+    pub(crate) fn copy_into(&self, out: &mut [u64]) {
+        match self {
+            TokenBits::Dense(words) => out.copy_from_slice(words),
+            TokenBits::Sparse(_) => {
+                out.fill(0);
+                self.or_into(out);
+            }
+        }
+    }
+
+    /// The room it takes, in u64 words.
+    pub(crate) fn words(&self) -> usize {
+        match self {
+            TokenBits::Dense(words) => words.len(),
+            TokenBits::Sparse(words) => 2 * words.len(),
+        }
+    }
+
+    /// The bitset of `len` words.
+    pub(crate) fn into_dense(self, len: usize) -> Vec<u64> {
+        match self {
+            TokenBits::Dense(words) => words,
+            TokenBits::Sparse(_) => {
+                let mut out = vec![0; len];
+                self.or_into(&mut out);
+                out
+            }
+        }
+    }
+}
+
 /// What a terminal in one automaton state allows, independent of the parser around it.
 #[derive(Debug)]
 pub(crate) struct TerminalMask {
     /// Tokens whose bytes the automaton reads without dying: always allowed by this item.
-    pub(crate) inside: Vec<u64>,
+    pub(crate) inside: TokenBits,
     /// Trie nodes whose path the automaton accepts: the terminal may end there, and the rest of
     /// the token must then be read by the parser.
     pub(crate) exits: Vec<u32>,
@@ -534,7 +609,7 @@ impl TerminalMask {
             }
         }
         TerminalMask {
-            inside,
+            inside: TokenBits::from_dense(inside),
             exits,
             ends,
         }
@@ -561,57 +636,97 @@ pub(crate) struct Radii {
 
 impl Radii {
     /// Breadth-first search backwards from the dead and accepting states, one category at a
-    /// time, over the category's byte classes only.
+    /// time, over the edges of the category's byte classes only.
+    ///
+    /// The transition table is read once: each state's row gives, in one pass, its distinct
+    /// targets with the categories of the bytes that lead there, the categories on which it
+    /// dies, and the bytes on which it loops. (Reading it once per category, as the searches
+    /// go, cost most of a large automaton's first mask: the table is megabytes and every
+    /// row a cache miss.)
     pub(crate) fn compute(dfa: &Dfa) -> Radii {
+        const K: usize = CATEGORIES.len();
         let n = dfa.num_states();
-        // The last entry of each row is the row's maximum, a quick first test.
-        let mut out = vec![[u8::MAX; CATEGORIES.len() + 1]; n];
         let class_sets = dfa.class_sets();
-        for (k, &bytes) in category_sets().iter().enumerate() {
-            let reps = Dfa::class_reps_in(&class_sets, &bytes);
-            // States with no live byte in the category (in the middle of a multi-byte
-            // character, say) only die on it.
-            let reads = |s: u32| {
-                let live = dfa.live_bytes(s);
-                (0..4).any(|w| live[w] & bytes[w] != 0)
-            };
-            // Reverse edges, those into the dead state apart (they are most of them, and
-            // counting them into one slot would serialise on it), and a state's repeated edges
-            // to one target once (most bytes of a category usually go to the same state).
-            let mut start = vec![0u32; n + 1];
-            let mut to_dead: Vec<u32> = Vec::new();
-            let mut edges: Vec<(u32, u32)> = Vec::new();
-            for s in 1..n as u32 {
-                if !reads(s) {
-                    to_dead.push(s);
-                    continue;
-                }
-                let (mut dies, first) = (false, edges.len());
-                for &r in &reps {
-                    let t = dfa.next(s, r);
-                    if t == DEAD {
-                        dies = true;
-                    } else if !edges[first..].contains(&(t, s)) {
-                        start[t as usize + 1] += 1;
-                        edges.push((t, s));
+        // Per byte class, the categories it meets (bit k for `CATEGORIES[k]`).
+        let class_cats: Vec<u8> = class_sets
+            .iter()
+            .map(|set| {
+                category_sets()
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, cat)| (0..4).any(|w| set[w] & cat[w] != 0))
+                    .fold(0u8, |a, (k, _)| a | 1 << k)
+            })
+            .collect();
+        // Forward edges `(target, categories)`, each state's distinct live targets once, in
+        // the order of `fwd_start`; per state, the categories on which it dies; per state, its
+        // self-loop bytes.
+        let mut fwd: Vec<(u32, u8)> = Vec::new();
+        let mut fwd_start = vec![0u32; n + 1];
+        let mut dies = vec![0u8; n];
+        let mut loops = vec![[0u64; 4]; n];
+        // `slot[t]`: where state `t` sits among the current state's edges, valid when
+        // `stamp[t]` is that state.
+        let mut stamp = vec![u32::MAX; n];
+        let mut slot = vec![0u32; n];
+        for s in 1..n {
+            fwd_start[s] = fwd.len() as u32;
+            let row = dfa.row(s as u32);
+            for (c, &t) in row.iter().enumerate() {
+                if t as usize == s {
+                    for (w, x) in loops[s].iter_mut().zip(class_sets[c]) {
+                        *w |= x;
                     }
                 }
-                if dies {
-                    to_dead.push(s);
+                let cats = class_cats[c];
+                if cats == 0 {
+                    continue;
+                }
+                if t == DEAD {
+                    dies[s] |= cats;
+                } else if stamp[t as usize] == s as u32 {
+                    fwd[slot[t as usize] as usize].1 |= cats;
+                } else {
+                    stamp[t as usize] = s as u32;
+                    slot[t as usize] = fwd.len() as u32;
+                    fwd.push((t, cats));
+                }
+            }
+        }
+        fwd_start[n] = fwd.len() as u32;
+        // The last entry of each row is the row's maximum, a quick first test.
+        let mut out = vec![[u8::MAX; K + 1]; n];
+        let mut start = vec![0u32; n + 1];
+        let mut preds: Vec<u32> = Vec::new();
+        let mut queue: Vec<u32> = Vec::new();
+        for (k, bit) in (0..K).map(|k| (k, 1u8 << k)) {
+            // Reverse edges of the category, those into the dead state apart (they are most
+            // of them, and counting them into one slot would serialise on it).
+            let to_dead: Vec<u32> = (1..n as u32)
+                .filter(|&s| dies[s as usize] & bit != 0)
+                .collect();
+            start.fill(0);
+            for &(t, cats) in &fwd {
+                if cats & bit != 0 {
+                    start[t as usize + 1] += 1;
                 }
             }
             for x in 1..=n {
                 start[x] += start[x - 1];
             }
             let mut fill = start.clone();
-            let mut preds = vec![0u32; edges.len()];
-            for &(t, s) in &edges {
-                preds[fill[t as usize] as usize] = s;
-                fill[t as usize] += 1;
+            preds.clear();
+            preds.resize(start[n] as usize, 0);
+            for s in 1..n {
+                for &(t, cats) in &fwd[fwd_start[s] as usize..fwd_start[s + 1] as usize] {
+                    if cats & bit != 0 {
+                        preds[fill[t as usize] as usize] = s as u32;
+                        fill[t as usize] += 1;
+                    }
+                }
             }
-            let mut queue: Vec<u32> = (0..n as u32)
-                .filter(|&s| s == DEAD || dfa.is_accept(s))
-                .collect();
+            queue.clear();
+            queue.extend((0..n as u32).filter(|&s| s == DEAD || dfa.is_accept(s)));
             for &s in &queue {
                 out[s as usize][k] = 0;
             }
@@ -634,13 +749,13 @@ impl Radii {
             }
         }
         for r in &mut out {
-            r[CATEGORIES.len()] = r[..CATEGORIES.len()].iter().copied().max().unwrap_or(0);
+            r[K] = r[..K].iter().copied().max().unwrap_or(0);
         }
         // Plain depths in order of increasing radius: a state has depth d when every plain
         // byte leads to a state of depth d - 1 (the dead state has depth 0 and accepting states
         // none); its successors were settled first because their radius is at least d - 1 and
         // a depth of d - 1 needs a radius of d - 1.
-        let reps = Dfa::class_reps_in(&class_sets, &category_sets()[0]);
+        let some_plain_class = class_cats.iter().any(|&c| c & 1 != 0);
         let mut by_radius: Vec<u32> = (1..n as u32)
             .filter(|&s| (1..u8::MAX - 1).contains(&out[s as usize][0]))
             .collect();
@@ -650,12 +765,15 @@ impl Radii {
         depth[DEAD as usize] = Some(0);
         for s in by_radius {
             let d = out[s as usize][0];
-            let all = !reps.is_empty()
-                && reps
+            let su = s as usize;
+            let all = some_plain_class
+                && (dies[su] & 1 == 0 || d == 1)
+                && fwd[fwd_start[su] as usize..fwd_start[su + 1] as usize]
                     .iter()
-                    .all(|&b| depth[dfa.next(s, b) as usize] == Some(d - 1));
+                    .filter(|&&(_, cats)| cats & 1 != 0)
+                    .all(|&(t, _)| depth[t as usize] == Some(d - 1));
             if all {
-                depth[s as usize] = Some(d);
+                depth[su] = Some(d);
             }
         }
         let plain_depth = (0..n)
@@ -667,7 +785,7 @@ impl Radii {
                 }
             })
             .collect();
-        let mut loops = dfa.self_loops();
+        // The dead state loops on every byte; accepting states get no loops.
         for (s, l) in loops.iter_mut().enumerate() {
             if s == DEAD as usize || dfa.is_accept(s as u32) {
                 *l = [0; 4];
@@ -762,6 +880,57 @@ impl Grammar {
 type FxSet<K> = rustc_hash::FxHashSet<K>;
 pub(crate) type FxMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
+/// The deduplication of the set under construction: a hash set of its items, and per
+/// nonterminal the set (by a generation number) in which it was last predicted. A rule's first
+/// position is added only by the prediction of its nonterminal (every other item is a position
+/// after a symbol, and the augmented start rule is never predicted), so predicting a
+/// nonterminal adds its rules without hashing them, once per set.
+#[derive(Clone, Debug)]
+struct Seen {
+    set: FxSet<u128>,
+    /// Numbers the sets: bumped by every [`Seen::clear`], never 0.
+    generation: u32,
+    /// Per nonterminal, the generation in which it was last predicted (0: never).
+    predicted: Vec<u32>,
+}
+
+impl Seen {
+    fn new() -> Seen {
+        Seen {
+            set: FxSet::default(),
+            generation: 1,
+            predicted: Vec::new(),
+        }
+    }
+
+    /// Starts a new set.
+    fn clear(&mut self) {
+        self.set.clear();
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            self.predicted.fill(0);
+            self.generation = 1;
+        }
+    }
+
+    #[inline]
+    fn insert(&mut self, key: u128) -> bool {
+        self.set.insert(key)
+    }
+
+    /// Whether nonterminal `a` (of `n`) is predicted for the first time in this set; marks it.
+    #[inline]
+    fn first_prediction(&mut self, a: u32, n: usize) -> bool {
+        if self.predicted.len() < n {
+            self.predicted.resize(n, 0);
+        }
+        let p = &mut self.predicted[a as usize];
+        let first = *p != self.generation;
+        *p = self.generation;
+        first
+    }
+}
+
 /// Sets of more items than this get an index of the items waiting on each nonterminal.
 const INDEX_ABOVE: usize = 32;
 
@@ -785,7 +954,7 @@ pub(crate) struct Chart {
     wait_starts: Vec<u32>,
     /// Per sealed set, whether `waits` indexes it.
     indexed: Vec<bool>,
-    seen: FxSet<u128>,
+    seen: Seen,
     /// Work units since the last [`Chart::start_work`].
     work: u64,
     /// Whether `work` went past the grammar's `max_work`: the sets built since then are
@@ -813,7 +982,7 @@ impl Chart {
             waits: Vec::new(),
             wait_starts: vec![0],
             indexed: Vec::new(),
-            seen: FxSet::default(),
+            seen: Seen::new(),
             work: 0,
             over: false,
             broken: false,
@@ -893,8 +1062,11 @@ impl Chart {
                             continue;
                         }
                     }
-                    for &r in &g.nt_rules[a as usize] {
-                        self.add_item(r, k);
+                    // A rule's first position is only ever added here, so a nonterminal
+                    // predicted once in this set has all its rules in it already.
+                    if self.seen.first_prediction(a, g.nt_rules.len()) {
+                        self.items
+                            .extend(g.nt_rules[a as usize].iter().map(|&r| (r, k)));
                     }
                     if g.nullable[a as usize] {
                         self.add_item(pos + 1, origin);
@@ -1166,9 +1338,7 @@ impl Chart {
                 continue;
             };
             let tm = g.terminal_mask(vocab, t, st);
-            for (m, w) in mask.iter_mut().zip(&tm.inside) {
-                *m |= w;
-            }
+            tm.inside.or_into(mask);
             if tm.exits.is_empty() {
                 continue;
             }
@@ -1368,6 +1538,187 @@ mod tests {
         }
     }
 
+    /// The radii as they were first computed: each category's search reading the transition
+    /// table on its own, and the self loops in a pass of their own. The one-pass
+    /// [`Radii::compute`] must give the very same numbers.
+    impl Radii {
+        /// The reference: one search per category, each reading the table.
+        fn compute_per_category(dfa: &Dfa) -> Radii {
+            let n = dfa.num_states();
+            // The last entry of each row is the row's maximum, a quick first test.
+            let mut out = vec![[u8::MAX; CATEGORIES.len() + 1]; n];
+            let class_sets = dfa.class_sets();
+            for (k, &bytes) in category_sets().iter().enumerate() {
+                let reps = Dfa::class_reps_in(&class_sets, &bytes);
+                // States with no live byte in the category (in the middle of a multi-byte
+                // character, say) only die on it.
+                let reads = |s: u32| {
+                    let live = dfa.live_bytes(s);
+                    (0..4).any(|w| live[w] & bytes[w] != 0)
+                };
+                // Reverse edges, those into the dead state apart (they are most of them, and
+                // counting them into one slot would serialise on it), and a state's repeated edges
+                // to one target once (most bytes of a category usually go to the same state).
+                let mut start = vec![0u32; n + 1];
+                let mut to_dead: Vec<u32> = Vec::new();
+                let mut edges: Vec<(u32, u32)> = Vec::new();
+                for s in 1..n as u32 {
+                    if !reads(s) {
+                        to_dead.push(s);
+                        continue;
+                    }
+                    let (mut dies, first) = (false, edges.len());
+                    for &r in &reps {
+                        let t = dfa.next(s, r);
+                        if t == DEAD {
+                            dies = true;
+                        } else if !edges[first..].contains(&(t, s)) {
+                            start[t as usize + 1] += 1;
+                            edges.push((t, s));
+                        }
+                    }
+                    if dies {
+                        to_dead.push(s);
+                    }
+                }
+                for x in 1..=n {
+                    start[x] += start[x - 1];
+                }
+                let mut fill = start.clone();
+                let mut preds = vec![0u32; edges.len()];
+                for &(t, s) in &edges {
+                    preds[fill[t as usize] as usize] = s;
+                    fill[t as usize] += 1;
+                }
+                let mut queue: Vec<u32> = (0..n as u32)
+                    .filter(|&s| s == DEAD || dfa.is_accept(s))
+                    .collect();
+                for &s in &queue {
+                    out[s as usize][k] = 0;
+                }
+                let mut head = 0;
+                while head < queue.len() {
+                    let t = queue[head] as usize;
+                    head += 1;
+                    let d = out[t][k].saturating_add(1).min(254);
+                    let from = if t == DEAD as usize {
+                        &to_dead[..]
+                    } else {
+                        &preds[start[t] as usize..start[t + 1] as usize]
+                    };
+                    for &p in from {
+                        if out[p as usize][k] == u8::MAX {
+                            out[p as usize][k] = d;
+                            queue.push(p);
+                        }
+                    }
+                }
+            }
+            for r in &mut out {
+                r[CATEGORIES.len()] = r[..CATEGORIES.len()].iter().copied().max().unwrap_or(0);
+            }
+            // Plain depths in order of increasing radius: a state has depth d when every plain
+            // byte leads to a state of depth d - 1 (the dead state has depth 0 and accepting states
+            // none); its successors were settled first because their radius is at least d - 1 and
+            // a depth of d - 1 needs a radius of d - 1.
+            let reps = Dfa::class_reps_in(&class_sets, &category_sets()[0]);
+            let mut by_radius: Vec<u32> = (1..n as u32)
+                .filter(|&s| (1..u8::MAX - 1).contains(&out[s as usize][0]))
+                .collect();
+            by_radius.sort_by_key(|&s| out[s as usize][0]);
+            // `depth[s]`: `Some(d)` when settled with depth d; the dead state has depth 0.
+            let mut depth: Vec<Option<u8>> = vec![None; n];
+            depth[DEAD as usize] = Some(0);
+            for s in by_radius {
+                let d = out[s as usize][0];
+                let all = !reps.is_empty()
+                    && reps
+                        .iter()
+                        .all(|&b| depth[dfa.next(s, b) as usize] == Some(d - 1));
+                if all {
+                    depth[s as usize] = Some(d);
+                }
+            }
+            let plain_depth = (0..n)
+                .map(|s| {
+                    if s == DEAD as usize {
+                        0
+                    } else {
+                        depth[s].unwrap_or(0)
+                    }
+                })
+                .collect();
+            let mut loops = dfa.self_loops();
+            for (s, l) in loops.iter_mut().enumerate() {
+                if s == DEAD as usize || dfa.is_accept(s as u32) {
+                    *l = [0; 4];
+                }
+            }
+            Radii {
+                radius: out,
+                plain_depth,
+                loops,
+            }
+        }
+    }
+
+    #[test]
+    fn token_bits_keep_the_set_sparse_or_dense() {
+        // 12 words: a set in 3 of them (a quarter) is sparse, one in 4 of them dense.
+        for (nonzero, sparse) in [(0, true), (1, true), (3, true), (4, false), (12, false)] {
+            let mut words = vec![0u64; 12];
+            for i in 0..nonzero {
+                words[(i * 5) % 12] = 0x8000_0000_0000_0001 | (i as u64) << 7;
+            }
+            let bits = TokenBits::from_dense(words.clone());
+            assert_eq!(matches!(bits, TokenBits::Sparse(_)), sparse, "{nonzero}");
+            // Added to a mask with other bits, and copied over one.
+            let base: Vec<u64> = (0..12).map(|i| 1u64 << (i * 3)).collect();
+            let mut or = base.clone();
+            bits.or_into(&mut or);
+            let expected: Vec<u64> = base.iter().zip(&words).map(|(a, b)| a | b).collect();
+            assert_eq!(or, expected);
+            let mut copy = base.clone();
+            bits.copy_into(&mut copy);
+            assert_eq!(copy, words);
+            assert!(bits.words() <= words.len());
+            assert_eq!(bits.into_dense(12), words);
+        }
+    }
+
+    #[test]
+    fn one_pass_radii_equal_the_per_category_searches() {
+        let dfas = [
+            Dfa::any_string().json_string().unwrap(),
+            Dfa::any_string()
+                .minus(&Dfa::from_regex("(?s:.)*a(?s:.)*z(?s:.)*").unwrap())
+                .unwrap()
+                .json_string()
+                .unwrap(),
+            Dfa::char_count(0, Some(12)).unwrap().json_string().unwrap(),
+            Dfa::char_count(3, Some(300))
+                .unwrap()
+                .json_string()
+                .unwrap(),
+            Dfa::from_regex("[a-z]{0,6}").unwrap(),
+            Dfa::from_regex("[0-9]+( +[a-z]+)?").unwrap(),
+            Dfa::from_regex("(?s:.){3,20}").unwrap(),
+            Dfa::from_regex("[A-Z][a-z0-9_]*(\\.[a-z]+)*|\\d{4}-\\d{2}-\\d{2}|\\s+x").unwrap(),
+            Dfa::literals(&[b"name", b"names", b"version", b"\"q\"", b"a b"], 1000).unwrap(),
+            Dfa::literal(b"\"only\""),
+        ];
+        let mut plain = 0;
+        for d in &dfas {
+            let (a, b) = (Radii::compute(d), Radii::compute_per_category(d));
+            assert_eq!(a.radius, b.radius);
+            assert_eq!(a.plain_depth, b.plain_depth);
+            assert_eq!(a.loops, b.loops);
+            plain += a.plain_depth.iter().filter(|&&x| x > 0).count();
+        }
+        // The plain depths are compared on states that have one, not only zeros.
+        assert!(plain > 10, "{plain}");
+    }
+
     #[test]
     fn walks_that_skip_subtrees_are_exact() {
         let v = vocab();
@@ -1390,6 +1741,7 @@ mod tests {
             let radii = Radii::compute(d);
             for s in 1..d.num_states() as u32 {
                 let tm = TerminalMask::compute(&v, d, &radii, s, true);
+                let inside = tm.inside.into_dense(v.mask_words());
                 let mut exits = Vec::new();
                 for t in 0..v.len() as u32 {
                     let bytes = v.token_bytes(t).unwrap();
@@ -1400,7 +1752,7 @@ mod tests {
                             q != DEAD
                         });
                     assert_eq!(
-                        tm.inside[t as usize / 64] >> (t % 64) & 1 == 1,
+                        inside[t as usize / 64] >> (t % 64) & 1 == 1,
                         alive,
                         "state {s}, token {bytes:?}"
                     );

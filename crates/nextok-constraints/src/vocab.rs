@@ -446,7 +446,7 @@ impl TokenVocab {
         };
         let m = Arc::new(TerminalMask::compute(self, dfa, &radii, state, true));
         let mut g = self.shared.lock().unwrap_or_else(|p| p.into_inner());
-        g.words += m.inside.len() + (m.exits.len() + m.ends.len()) / 2;
+        g.words += m.inside.words() + (m.exits.len() + m.ends.len()) / 2;
         if g.words > SHARED_WORDS {
             // Radii go too: they are rebuilt with the next first mask of their automaton.
             g.masks.clear();

@@ -1060,12 +1060,10 @@ impl Chart {
             let guarded = g.guarded_pos.get(pos as usize).copied().unwrap_or(false);
             if !guarded && tm.exits.is_empty() && tm.ends.is_empty() {
                 // Tokens inside one terminal: no completion, so no guard, decides them.
-                for (m, w) in mask.iter_mut().zip(&tm.inside) {
-                    *m |= w;
-                }
+                tm.inside.or_into(mask);
                 continue;
             }
-            item.copy_from_slice(&tm.inside);
+            tm.inside.copy_into(item);
             if !tm.exits.is_empty() || !tm.ends.is_empty() {
                 // As in `fill_mask`: one set after the terminal ends, for every place it ends.
                 self.seen.clear();
