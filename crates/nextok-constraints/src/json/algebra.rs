@@ -1453,8 +1453,15 @@ fn merge_objects(
                 .map(|(p, _)| p.clone())
                 .collect()
         };
+        // A side that names no key and has no pattern gives every key its
+        // `additionalProperties`: that schema is folded into the other side's patterns.
+        let uniform = |x: &ObjectFacets| {
+            x.additional_properties.is_some()
+                && x.properties.as_ref().is_none_or(|p| p.is_empty())
+                && x.pattern_properties.as_ref().is_none_or(|p| p.is_empty())
+        };
         for (x, y) in [(a, b), (b, a)] {
-            if x.additional_properties.is_some() {
+            if x.additional_properties.is_some() && !uniform(x) {
                 let own = texts(x);
                 if texts(y).iter().any(|p| !own.contains(p)) {
                     return Err(unsupported(
@@ -1499,7 +1506,16 @@ fn merge_objects(
                     .collect::<Result<_, Error>>()?,
             )
         };
-        o.pattern_properties = merge_named(&a.pattern_properties, &b.pattern_properties);
+        let folded =
+            |x: &ObjectFacets, y: &ObjectFacets| match (&y.additional_properties, uniform(y)) {
+                (Some(extra), true) => x.pattern_properties.as_ref().map(|ps| {
+                    ps.iter()
+                        .map(|(p, v)| (p.clone(), conj(v, extra, "")))
+                        .collect()
+                }),
+                _ => x.pattern_properties.clone(),
+            };
+        o.pattern_properties = merge_named(&folded(a, b), &folded(b, a));
         o.additional_properties = match (&a.additional_properties, &b.additional_properties) {
             (Some(x), Some(y)) => Some(both_of(x.clone(), y.clone())),
             (x, y) => x.clone().or_else(|| y.clone()),

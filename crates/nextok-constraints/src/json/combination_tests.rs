@@ -87,6 +87,23 @@ fn pattern_properties_meet_properties_of_another_branch() {
         &["{}", r#"{"a":1,"x":"s"}"#, r#"{"xb":"ss"}"#],
         &[r#"{"b":true}"#, r#"{"c":1}"#, r#"{"xb":"s"}"#, r#"{"x":1}"#],
     );
+    // A branch that names no key gives every key its additionalProperties, so the schema
+    // joins the other branch's names and patterns.
+    check(
+        json!({"allOf": [
+            {"additionalProperties": {"type": "string"}},
+            {"properties": {"a": {"maxLength": 2}},
+             "patternProperties": {"^x": {"minLength": 2}}}
+        ]}),
+        &[r#"{"a":"ab","xy":"abc","q":"s"}"#, "{}"],
+        &[
+            r#"{"a":1}"#,
+            r#"{"a":"abc"}"#,
+            r#"{"xy":5}"#,
+            r#"{"xy":"a"}"#,
+            r#"{"q":1}"#,
+        ],
+    );
     // A pattern the closed branch does not know would hide keys from its
     // additionalProperties: refused, naming why.
     let (keyword, path) = refused_keyword(json!({"allOf": [
