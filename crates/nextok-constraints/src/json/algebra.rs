@@ -97,6 +97,12 @@ pub(super) fn normalize(
                     None => Ok(Schema::Any),
                 };
                 let (t, e) = (outcome(t, "then")?, outcome(e, "else")?);
+                // A bare `$ref` outcome is inlined: beside the branch's own keywords it could
+                // not be merged, and the branches must merge for contradictions to show.
+                let (t, e) = (
+                    inline(table, &t, path, depth + 1)?,
+                    inline(table, &e, path, depth + 1)?,
+                );
                 let present = |v: Schema| {
                     Schema::node(Node {
                         types: Some(TypeSet::OBJECT),

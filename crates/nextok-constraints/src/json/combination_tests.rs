@@ -149,6 +149,40 @@ fn conditionals_on_one_discriminator_meet_as_one_branch_per_value() {
             r#"{"f0":1}"#,
         ],
     );
+    // Outcomes through references (a `$ref` beside properties, an `anyOf` of two `$ref`s),
+    // as SchemaStore's minecraft-recipe writes them: the branches still merge, so values
+    // that contradict each other drop out.
+    let refs: Vec<_> = (0..10)
+        .map(|i| {
+            let then = if i % 2 == 0 {
+                json!({"$ref": "#/definitions/a", "properties": {format!("f{i}"): {"type": "integer"}}})
+            } else {
+                json!({"anyOf": [{"$ref": "#/definitions/a"}, {"$ref": "#/definitions/b"}]})
+            };
+            json!({"if": {"properties": {"kind": {"const": format!("k{i}")}}}, "then": then})
+        })
+        .collect();
+    check(
+        json!({
+            "definitions": {
+                "a": {"properties": {"g": {"type": "string"}}},
+                "b": {"properties": {"t": {"type": "integer"}}}
+            },
+            "allOf": refs
+        }),
+        &[
+            r#"{"kind":"k0","f0":1,"g":"s"}"#,
+            r#"{"kind":"k1","t":1}"#,
+            r#"{"kind":"zz","g":1}"#,
+            "{}",
+        ],
+        &[
+            r#"{"kind":"k0","g":1}"#,
+            r#"{"kind":"k0","f0":"x"}"#,
+            r#"{"f2":"x"}"#,
+            r#"{"kind":"k1","g":1,"t":"x"}"#,
+        ],
+    );
     // With `else`: an absent discriminator takes `then`, another value `else`.
     check(
         json!({
