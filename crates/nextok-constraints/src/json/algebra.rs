@@ -73,18 +73,73 @@ pub(super) fn normalize(
     // no effect.
     let (cond, then, otherwise) = (m.cond.take(), m.then.take(), m.otherwise.take());
     if let Some(cond) = cond {
-        let applied = match (
-            normalize(table, &cond, &format!("{path}/if"), depth + 1)?,
-            then,
-            otherwise,
-        ) {
-            (_, None, None) => None,
-            (Schema::Any, t, _) => t,
-            (Schema::Never, _, e) => e,
-            (_, Some(t), Some(e)) if t == e => Some(t),
+        let cond = normalize(table, &cond, &format!("{path}/if"), depth + 1)?;
+        let split = single_property(&cond);
+        let applied = match (cond, then, otherwise, split) {
+            (_, None, None, _) => None,
+            (Schema::Any, t, _, _) => t,
+            (Schema::Never, _, e, _) => e,
+            (_, Some(t), Some(e), _) if t == e => Some(t),
+            // A condition on one property's value alone, `{"properties": {d: X}}`, holds where
+            // `d` is absent (and for every non-object), so its branches are three disjoint
+            // ones: `d` absent with `then`, `d` present in `X` with `then`, `d` present outside
+            // `X` with `else`. A chain of conditionals on one discriminator then meets as one
+            // branch per value (the absent case once), not as every subset of conditions that
+            // hold together where `d` is absent.
+            (_, t, e, Some((d, x))) => {
+                let not_x = match complement(table, &x, &format!("{path}/if"), depth + 1) {
+                    Ok(nx) => nx,
+                    Err(Error::UnsupportedKeyword { .. }) => return Err(unsupported("if", path)),
+                    Err(e) => return Err(e),
+                };
+                let outcome = |x: Option<Schema>, at: &str| match x {
+                    Some(x) => normalize(table, &x, &format!("{path}/{at}"), depth + 1),
+                    None => Ok(Schema::Any),
+                };
+                let (t, e) = (outcome(t, "then")?, outcome(e, "else")?);
+                // A bare `$ref` outcome is inlined: beside the branch's own keywords it could
+                // not be merged, and the branches must merge for contradictions to show.
+                let (t, e) = (
+                    inline(table, &t, path, depth + 1)?,
+                    inline(table, &e, path, depth + 1)?,
+                );
+                let present = |v: Schema| {
+                    Schema::node(Node {
+                        types: Some(TypeSet::OBJECT),
+                        object: ObjectFacets {
+                            properties: Some(vec![(d.clone(), v)]),
+                            required: Some(vec![d.clone()]),
+                            ..ObjectFacets::default()
+                        },
+                        ..Node::default()
+                    })
+                };
+                let absent = object_node(ObjectFacets {
+                    properties: Some(vec![(d.clone(), Schema::Never)]),
+                    ..ObjectFacets::default()
+                });
+                let branches: Vec<Schema> = [
+                    merge(&absent, &t, path)?,
+                    merge(&present(x), &t, path)?,
+                    merge(&present(not_x), &e, path)?,
+                ]
+                .into_iter()
+                .filter(|b| *b != Schema::Never)
+                .collect();
+                let either = match branches.len() {
+                    0 => Schema::Never,
+                    1 => branches[0].clone(),
+                    _ => Schema::node(Node {
+                        any_of: Some(branches),
+                        ..Node::default()
+                    }),
+                };
+                acc = meet(table, &acc, &either, path, depth)?;
+                None
+            }
             // Otherwise: the condition and `then`, or the condition's complement and `else`
             // (two disjoint branches), when the complement is exact.
-            (c, t, e) => {
+            (c, t, e, None) => {
                 let nc = match complement(table, &c, &format!("{path}/if"), depth + 1) {
                     Ok(nc) => nc,
                     Err(Error::UnsupportedKeyword { .. }) => return Err(unsupported("if", path)),
@@ -116,48 +171,45 @@ pub(super) fn normalize(
             acc = meet(table, &acc, &a, path, depth)?;
         }
     }
-    // dependentSchemas: for each combination of the trigger properties, either the property
-    // is absent or it is present and its schema holds. The branches are disjoint.
+    // dependentSchemas: for each trigger property, either it is absent or it is present and
+    // its schema holds; each trigger is a conjunct of two disjoint branches, met with what is
+    // already known so that branches contradicting it (or each other) drop out at once.
     if let Some(ds) = m.dependent_schemas.take() {
-        if ds.len() > 3 {
-            return Err(unsupported(
-                "dependentSchemas (more than 3 trigger properties)",
+        for (name, sub) in &ds {
+            let sub = normalize(
+                table,
+                sub,
+                &format!("{path}/dependentSchemas/{name}"),
+                depth + 1,
+            )?;
+            let present = merge(
+                &object_node(ObjectFacets {
+                    required: Some(vec![name.clone()]),
+                    ..ObjectFacets::default()
+                }),
+                &sub,
                 path,
-            ));
+            )?;
+            let absent = object_node(ObjectFacets {
+                properties: Some(vec![(name.clone(), Schema::Never)]),
+                ..ObjectFacets::default()
+            });
+            let either = Schema::node(Node {
+                any_of: Some(vec![absent, present]),
+                ..Node::default()
+            });
+            acc = match meet(table, &acc, &either, path, depth) {
+                Err(Error::UnsupportedKeyword { keyword, path: at })
+                    if keyword.starts_with("allOf (two anyOf") && at == path =>
+                {
+                    return Err(unsupported(
+                        "dependentSchemas (more than 64 combinations of trigger properties that may hold together)",
+                        path,
+                    ))
+                }
+                r => r?,
+            };
         }
-        if m.any_of.is_some() || m.one_of.is_some() {
-            return Err(unsupported(
-                "dependentSchemas (beside anyOf or oneOf)",
-                path,
-            ));
-        }
-        let mut branches = Vec::new();
-        for combo in 0u32..(1 << ds.len()) {
-            let mut b = Schema::Any;
-            for (i, (name, sub)) in ds.iter().enumerate() {
-                let part = if combo >> i & 1 == 1 {
-                    let sub = normalize(
-                        table,
-                        sub,
-                        &format!("{path}/dependentSchemas/{name}"),
-                        depth + 1,
-                    )?;
-                    let required = object_node(ObjectFacets {
-                        required: Some(vec![name.clone()]),
-                        ..ObjectFacets::default()
-                    });
-                    merge(&required, &sub, path)?
-                } else {
-                    object_node(ObjectFacets {
-                        properties: Some(vec![(name.clone(), Schema::Never)]),
-                        ..ObjectFacets::default()
-                    })
-                };
-                b = merge(&b, &part, path)?;
-            }
-            branches.push(b);
-        }
-        m.any_of = Some(branches);
     }
     // `minContains`/`maxContains` without `contains` have no effect.
     if m.array.contains.is_none() {
@@ -1085,6 +1137,21 @@ fn object_node_facets(object: ObjectFacets) -> Node {
     }
 }
 
+/// The property and its schema when `s` is `{"properties": {d: X}}` alone (a normalised node
+/// with nothing else), as conditions on one discriminator are written.
+fn single_property(s: &Schema) -> Option<(String, Schema)> {
+    let Schema::Node(n) = s else {
+        return None;
+    };
+    if !n.only(&["properties"]) {
+        return None;
+    }
+    match n.object.properties.as_deref() {
+        Some([(d, x)]) => Some((d.clone(), x.clone())),
+        _ => None,
+    }
+}
+
 fn object_node(object: ObjectFacets) -> Schema {
     Schema::node(Node {
         object,
@@ -1451,19 +1518,6 @@ fn merge_objects(
     // additionalProperties refers to its own schema's properties, so merging it with other
     // property sets changes its meaning.
     let has_pat = a.pattern_properties.is_some() || b.pattern_properties.is_some();
-    let has_add = a.additional_properties.is_some() || b.additional_properties.is_some();
-    let closed =
-        |x: &ObjectFacets| x.additional_properties.is_some() || x.pattern_properties.is_some();
-    let names = |x: &ObjectFacets| -> Vec<String> {
-        let mut n: Vec<String> = x
-            .properties
-            .iter()
-            .flatten()
-            .map(|(k, _)| k.clone())
-            .collect();
-        n.sort();
-        n
-    };
     let add = |x: &ObjectFacets| x.additional_properties.clone().unwrap_or(Schema::Any);
     let shut = |x: &ObjectFacets| {
         x.additional_properties == Some(Schema::Never) && x.pattern_properties.is_none()
@@ -1504,15 +1558,56 @@ fn merge_objects(
         o.properties = Some(props);
         o.pattern_properties = None;
         o.additional_properties = Some(Schema::Never);
-    } else if has_add && !has_pat {
-        // Without patterns, each key's schema on each side is its `properties` entry or else
-        // that side's `additionalProperties`, so the conjunction is exact key by key.
-        let side = |x: &ObjectFacets, k: &str| {
-            x.properties
-                .as_deref()
-                .and_then(|p| named(p, k))
-                .cloned()
-                .unwrap_or_else(|| add(x))
+    } else {
+        // Each side's view of a key: its `properties` entry, and the patterns that match it,
+        // or else (named by neither) its `additionalProperties`. The union of both sides'
+        // names and patterns says the same for every key, provided a side with
+        // `additionalProperties` knows every pattern of the other side (a key matching only
+        // the other side's pattern would lose it), and a key named only by the other side
+        // carries this side's `additionalProperties` where none of this side's patterns
+        // match it.
+        let texts = |x: &ObjectFacets| -> Vec<String> {
+            x.pattern_properties
+                .iter()
+                .flatten()
+                .map(|(p, _)| p.clone())
+                .collect()
+        };
+        // A side that names no key and has no pattern gives every key its
+        // `additionalProperties`: that schema is folded into the other side's patterns.
+        let uniform = |x: &ObjectFacets| {
+            x.additional_properties.is_some()
+                && x.properties.as_ref().is_none_or(|p| p.is_empty())
+                && x.pattern_properties.as_ref().is_none_or(|p| p.is_empty())
+        };
+        for (x, y) in [(a, b), (b, a)] {
+            if x.additional_properties.is_some() && !uniform(x) {
+                let own = texts(x);
+                if texts(y).iter().any(|p| !own.contains(p)) {
+                    return Err(unsupported(
+                        "allOf (patternProperties beside another branch's additionalProperties)",
+                        path,
+                    ));
+                }
+            }
+        }
+        // The schema side `x` gives a key that `x` does not name.
+        let unnamed = |x: &ObjectFacets, k: &str| -> Result<Schema, Error> {
+            let Some(extra) = &x.additional_properties else {
+                return Ok(Schema::Any);
+            };
+            for (p, _) in x.pattern_properties.iter().flatten() {
+                if pattern_dfa(p)?.matches(k.as_bytes()) {
+                    return Ok(Schema::Any);
+                }
+            }
+            Ok(extra.clone())
+        };
+        let view = |x: &ObjectFacets, k: &str| -> Result<Schema, Error> {
+            match x.properties.as_deref().and_then(|p| named(p, k)) {
+                Some(s) => Ok(s.clone()),
+                None => unnamed(x, k),
+            }
         };
         let mut all: Vec<String> = Vec::new();
         for x in [a, b] {
@@ -1522,26 +1617,25 @@ fn merge_objects(
                 }
             }
         }
-        let props = all
-            .into_iter()
-            .map(|k| {
-                let s = both_of(side(a, &k), side(b, &k));
-                (k, s)
-            })
-            .collect();
-        o.properties = Some(props);
-        o.additional_properties = Some(both_of(add(a), add(b)));
-    } else {
-        if (closed(a) && (b.properties.is_some() || closed(b)) && names(a) != names(b))
-            || (closed(b) && a.properties.is_some() && names(a) != names(b))
-        {
-            return Err(unsupported(
-                "allOf (patternProperties across branches)",
-                path,
-            ));
-        }
-        o.properties = merge_named(&a.properties, &b.properties);
-        o.pattern_properties = merge_named(&a.pattern_properties, &b.pattern_properties);
+        o.properties = if a.properties.is_none() && b.properties.is_none() {
+            None
+        } else {
+            Some(
+                all.into_iter()
+                    .map(|k| Ok((k.clone(), conj(&view(a, &k)?, &view(b, &k)?, ""))))
+                    .collect::<Result<_, Error>>()?,
+            )
+        };
+        let folded =
+            |x: &ObjectFacets, y: &ObjectFacets| match (&y.additional_properties, uniform(y)) {
+                (Some(extra), true) => x.pattern_properties.as_ref().map(|ps| {
+                    ps.iter()
+                        .map(|(p, v)| (p.clone(), conj(v, extra, "")))
+                        .collect()
+                }),
+                _ => x.pattern_properties.clone(),
+            };
+        o.pattern_properties = merge_named(&folded(a, b), &folded(b, a));
         o.additional_properties = match (&a.additional_properties, &b.additional_properties) {
             (Some(x), Some(y)) => Some(both_of(x.clone(), y.clone())),
             (x, y) => x.clone().or_else(|| y.clone()),

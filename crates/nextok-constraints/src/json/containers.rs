@@ -319,9 +319,9 @@ impl Compiler<'_> {
         let props: &[(String, Schema)] = o.properties.as_deref().unwrap_or(&[]);
         let pats: &[(String, Schema)] = o.pattern_properties.as_deref().unwrap_or(&[]);
         let required: &[String] = o.required.as_deref().unwrap_or(&[]);
-        if pats.len() > 4 {
+        if pats.len() > MAX_PATTERNS {
             return Err(unsupported(
-                "patternProperties (more than 4 patterns)",
+                "patternProperties (more than 64 patterns)",
                 path,
             ));
         }
@@ -442,7 +442,6 @@ impl Compiler<'_> {
         let mut add_alts = Vec::new();
         let mut add_witness_alts = Vec::new();
         let closed = additional == Schema::Never && pat_dfas.is_empty();
-        let subsets = if closed { 0 } else { 1u32 << pat_dfas.len() };
         let mut others = Dfa::empty();
         if !closed {
             others = match &key_filter {
@@ -455,23 +454,13 @@ impl Compiler<'_> {
                 others = others.minus(&trie)?;
             }
         }
-        for subset in 0..subsets {
-            let mut keys = others.clone();
-            let mut schemas = Vec::new();
-            for (i, (d, v)) in pat_dfas.iter().zip(pats.iter().map(|(_, v)| v)).enumerate() {
-                if subset >> i & 1 == 1 {
-                    keys = keys.intersect(d)?;
-                    schemas.push(v.clone());
-                } else {
-                    keys = keys.minus(d)?;
-                }
-                if keys.is_empty_language() {
-                    break;
-                }
-            }
-            if keys.is_empty_language() {
-                continue;
-            }
+        let cells = if closed {
+            Vec::new()
+        } else {
+            key_cells(&others, &pat_dfas, path)?
+        };
+        for (keys, matched) in cells {
+            let mut schemas: Vec<Schema> = matched.iter().map(|&i| pats[i].1.clone()).collect();
             let vs = match schemas.len() {
                 0 => additional.clone(),
                 1 => schemas.swap_remove(0),
@@ -789,4 +778,47 @@ struct TrackedObject<'a> {
     dep_pairs: &'a [(String, Vec<String>)],
     min_props: usize,
     max_props: Option<usize>,
+}
+
+/// Most `patternProperties` entries one object compiles.
+const MAX_PATTERNS: usize = 64;
+/// Most classes of additional keys (by the set of patterns they match) one object compiles.
+const MAX_KEY_CELLS: usize = 64;
+
+/// The keys of `keys` split by which of `patterns` they match: each non-empty class once, with
+/// the indices of its patterns, in the order of the subsets' bit masks (pattern 0 the lowest
+/// bit). A depth-first walk over the patterns drops a class as soon as it is empty, so the
+/// work follows the classes that occur (disjoint patterns: one each and the keys matching
+/// none), not the 2^n subsets; more than `MAX_KEY_CELLS` classes are refused by name.
+pub(super) fn key_cells(
+    keys: &Dfa,
+    patterns: &[Dfa],
+    path: &str,
+) -> Result<Vec<(Dfa, Vec<usize>)>, Error> {
+    let mut cells = Vec::new();
+    // (next pattern, keys so far, patterns matched so far)
+    let mut stack = vec![(0usize, keys.clone(), Vec::new())];
+    while let Some((i, k, matched)) = stack.pop() {
+        if k.is_empty_language() {
+            continue;
+        }
+        let Some(d) = patterns.get(i) else {
+            if cells.len() == MAX_KEY_CELLS {
+                return Err(unsupported(
+                    "patternProperties (keys in more than 64 classes of matched patterns)",
+                    path,
+                ));
+            }
+            cells.push((k, matched));
+            continue;
+        };
+        let mut with = matched.clone();
+        with.push(i);
+        // Pushed so that the class without pattern `i` is taken first.
+        stack.push((i + 1, k.intersect(d)?, with));
+        stack.push((i + 1, k.minus(d)?, matched));
+    }
+    // Lowest bit first: sort by the matched indices read from the highest.
+    cells.sort_by(|(_, a), (_, b)| a.iter().rev().cmp(b.iter().rev()));
+    Ok(cells)
 }

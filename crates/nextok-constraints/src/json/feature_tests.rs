@@ -10,6 +10,9 @@ use serde_json::{json, Value};
 use super::*;
 use crate::constraint::Constraint;
 
+#[path = "combination_tests.rs"]
+mod combinations;
+
 /// 256 one-byte tokens and an end token (256).
 fn byte_vocab() -> Arc<TokenVocab> {
     let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();

@@ -1,0 +1,259 @@
+//! Issue #17's conjunctions that multiply: `allOf` of conditionals on one discriminator,
+//! `patternProperties` across `allOf` branches and beyond four patterns, and
+//! `dependentSchemas` with many triggers or beside `oneOf`. Each instance goes through the
+//! constraint byte by byte (mask checked before every byte) and the grammar's recogniser.
+
+use serde_json::json;
+
+use super::{check, refused_keyword};
+
+#[test]
+fn many_patterns_split_keys_by_the_patterns_they_match() {
+    // Six patterns, the last overlapping the others: a key `az` must be an integer of at
+    // least 5; `bz` a string and an integer at once, so no value fits it.
+    let s = json!({
+        "type": "object",
+        "patternProperties": {
+            "^a": {"type": "integer"},
+            "^b": {"type": "string"},
+            "^c": {"type": "boolean"},
+            "^d": {"type": "null"},
+            "^e": {"type": "array"},
+            "z$": {"type": "integer", "minimum": 5}
+        },
+        "additionalProperties": false
+    });
+    check(
+        s,
+        &[
+            "{}",
+            r#"{"a":1}"#,
+            r#"{"az":7}"#,
+            r#"{"z":5,"b":"x","c":true,"d":null,"e":[]}"#,
+        ],
+        &[
+            r#"{"az":3}"#,
+            r#"{"z":4}"#,
+            r#"{"bz":"x"}"#,
+            r#"{"bz":7}"#,
+            r#"{"f":1}"#,
+            r#"{"a":"s"}"#,
+            r#"{"e":1}"#,
+        ],
+    );
+}
+
+#[test]
+fn patterns_whose_key_classes_pass_the_limit_are_refused_by_name() {
+    // Seven unanchored single letters: every subset of them is matched by some key, 128
+    // classes.
+    let pats: serde_json::Map<String, serde_json::Value> = "abcdefg"
+        .chars()
+        .enumerate()
+        .map(|(i, c)| (c.to_string(), json!({"maxLength": i + 1})))
+        .collect();
+    let (keyword, path) = refused_keyword(json!({"patternProperties": pats}));
+    assert!(
+        keyword.starts_with("patternProperties (keys in more than 64 classes"),
+        "{keyword}"
+    );
+    assert_eq!(path, "#");
+}
+
+#[test]
+fn pattern_properties_meet_properties_of_another_branch() {
+    // Both branches open: the union of names and patterns is exact.
+    check(
+        json!({"allOf": [
+            {"properties": {"a": {"type": "integer"}},
+             "patternProperties": {"^x": {"type": "string"}}},
+            {"properties": {"b": {"type": "boolean"}, "xb": {"minLength": 2}}}
+        ]}),
+        &[
+            r#"{"a":1,"b":true,"x1":"s","other":null}"#,
+            r#"{"xb":"ss"}"#,
+        ],
+        &[r#"{"x1":1}"#, r#"{"b":1}"#, r#"{"xb":"s"}"#, r#"{"xb":5}"#],
+    );
+    // One branch closed by additionalProperties: a key only the other branch names is
+    // additional to it (forbidden) unless one of its patterns matches the key.
+    check(
+        json!({"allOf": [
+            {"properties": {"a": {"type": "integer"}},
+             "patternProperties": {"^x": {"type": "string"}},
+             "additionalProperties": false},
+            {"properties": {"b": {"type": "boolean"}, "xb": {"minLength": 2}}}
+        ]}),
+        &["{}", r#"{"a":1,"x":"s"}"#, r#"{"xb":"ss"}"#],
+        &[r#"{"b":true}"#, r#"{"c":1}"#, r#"{"xb":"s"}"#, r#"{"x":1}"#],
+    );
+    // A branch that names no key gives every key its additionalProperties, so the schema
+    // joins the other branch's names and patterns.
+    check(
+        json!({"allOf": [
+            {"additionalProperties": {"type": "string"}},
+            {"properties": {"a": {"maxLength": 2}},
+             "patternProperties": {"^x": {"minLength": 2}}}
+        ]}),
+        &[r#"{"a":"ab","xy":"abc","q":"s"}"#, "{}"],
+        &[
+            r#"{"a":1}"#,
+            r#"{"a":"abc"}"#,
+            r#"{"xy":5}"#,
+            r#"{"xy":"a"}"#,
+            r#"{"q":1}"#,
+        ],
+    );
+    // A pattern the closed branch does not know would hide keys from its
+    // additionalProperties: refused, naming why.
+    let (keyword, path) = refused_keyword(json!({"allOf": [
+        {"patternProperties": {"^x": {"type": "string"}}, "additionalProperties": false},
+        {"patternProperties": {"^y": {"type": "string"}}}
+    ]}));
+    assert_eq!(
+        keyword,
+        "allOf (patternProperties beside another branch's additionalProperties)"
+    );
+    assert_eq!(path, "#");
+}
+
+#[test]
+fn conditionals_on_one_discriminator_meet_as_one_branch_per_value() {
+    // Twelve conditionals: `kind` = k_i requires f_i. Where `kind` is absent every condition
+    // holds, so every f_i is required; a non-object satisfies all of them.
+    let all: Vec<_> = (0..12)
+        .map(|i| {
+            json!({
+                "if": {"properties": {"kind": {"const": format!("k{i}")}}},
+                "then": {"required": [format!("f{i}")]}
+            })
+        })
+        .collect();
+    let every: String = (0..12)
+        .map(|i| format!("\"f{i}\":{i}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    check(
+        json!({"allOf": all}),
+        &[
+            r#"{"kind":"k1","f1":1}"#,
+            r#"{"kind":"k11","f11":1,"f1":2}"#,
+            r#"{"kind":"other"}"#,
+            &format!("{{{every}}}"),
+            "5",
+        ],
+        &[
+            r#"{"kind":"k1"}"#,
+            r#"{"kind":"k1","f2":1}"#,
+            "{}",
+            r#"{"f0":1}"#,
+        ],
+    );
+    // Outcomes through references (a `$ref` beside properties, an `anyOf` of two `$ref`s),
+    // as SchemaStore's minecraft-recipe writes them: the branches still merge, so values
+    // that contradict each other drop out.
+    let refs: Vec<_> = (0..10)
+        .map(|i| {
+            let then = if i % 2 == 0 {
+                json!({"$ref": "#/definitions/a", "properties": {format!("f{i}"): {"type": "integer"}}})
+            } else {
+                json!({"anyOf": [{"$ref": "#/definitions/a"}, {"$ref": "#/definitions/b"}]})
+            };
+            json!({"if": {"properties": {"kind": {"const": format!("k{i}")}}}, "then": then})
+        })
+        .collect();
+    check(
+        json!({
+            "definitions": {
+                "a": {"properties": {"g": {"type": "string"}}},
+                "b": {"properties": {"t": {"type": "integer"}}}
+            },
+            "allOf": refs
+        }),
+        &[
+            r#"{"kind":"k0","f0":1,"g":"s"}"#,
+            r#"{"kind":"k1","t":1}"#,
+            r#"{"kind":"zz","g":1}"#,
+            "{}",
+        ],
+        &[
+            r#"{"kind":"k0","g":1}"#,
+            r#"{"kind":"k0","f0":"x"}"#,
+            r#"{"f2":"x"}"#,
+            r#"{"kind":"k1","g":1,"t":"x"}"#,
+        ],
+    );
+    // With `else`: an absent discriminator takes `then`, another value `else`.
+    check(
+        json!({
+            "type": "object",
+            "if": {"properties": {"kind": {"const": "a"}}},
+            "then": {"required": ["x"]},
+            "else": {"required": ["y"]}
+        }),
+        &[
+            r#"{"kind":"a","x":1}"#,
+            r#"{"kind":"b","y":1}"#,
+            r#"{"x":1}"#,
+        ],
+        &[
+            r#"{"kind":"b","x":1}"#,
+            r#"{"y":1}"#,
+            r#"{"kind":"a","y":1}"#,
+        ],
+    );
+}
+
+#[test]
+fn dependent_schemas_with_many_triggers_and_beside_one_of() {
+    // Five triggers (32 combinations, each trigger adding a bound on `n`) beside a `oneOf`.
+    let s = json!({
+        "type": "object",
+        "properties": {"n": {"type": "integer"}},
+        "oneOf": [{"required": ["a"]}, {"required": ["b"]}],
+        "dependentSchemas": {
+            "a": {"properties": {"n": {"minimum": 1}}},
+            "b": {"properties": {"n": {"maximum": 9}}},
+            "c": {"properties": {"n": {"minimum": 2}}},
+            "d": {"properties": {"n": {"maximum": 8}}},
+            "e": {"required": ["n"]}
+        }
+    });
+    check(
+        s,
+        &[
+            r#"{"a":0}"#,
+            r#"{"a":0,"n":1}"#,
+            r#"{"b":0,"n":-4}"#,
+            r#"{"a":0,"c":0,"d":0,"e":0,"n":8}"#,
+            r#"{"b":0,"e":0,"n":9}"#,
+        ],
+        &[
+            "{}",
+            r#"{"a":0,"b":0}"#,
+            r#"{"a":0,"n":0}"#,
+            r#"{"b":0,"n":10}"#,
+            r#"{"a":0,"c":0,"n":1}"#,
+            r#"{"a":0,"d":0,"n":9}"#,
+            r#"{"b":0,"e":0}"#,
+        ],
+    );
+    // Seven independent triggers: 128 combinations that may all hold together, refused
+    // naming the keyword and the limit.
+    let ds: serde_json::Map<String, serde_json::Value> = "abcdefg"
+        .chars()
+        .enumerate()
+        .map(|(i, c)| {
+            (
+                c.to_string(),
+                json!({"properties": {format!("v{i}"): {"type": "integer"}}}),
+            )
+        })
+        .collect();
+    let (keyword, path) = refused_keyword(json!({"type": "object", "dependentSchemas": ds}));
+    assert!(
+        keyword.starts_with("dependentSchemas (more than 64 combinations"),
+        "{keyword}"
+    );
+    assert_eq!(path, "#");
+}
