@@ -30,8 +30,10 @@ use nextok_constraints::{ConformanceRun, JsonOptions};
 /// of `anyOf`s pruned of contradicting pairs, `not` of `additionalProperties`/`patternProperties`
 /// in open objects as "some member" and `not` of any `oneOf` as "none or two"; 277
 /// with both; 252 alone with `format: regex` and the documents of `schemastore-resources`, and
-/// 279 with all three). Raise it as the compiler learns more; never lower it.
-const COMPILED_FLOOR: usize = 279;
+/// 279 with all three; 280 once a length bound beside a pattern counted only near the bound
+/// and plain strings over 4,000 characters were chunked). Raise it as the compiler learns more;
+/// never lower it.
+const COMPILED_FLOOR: usize = 280;
 /// Valid instances of compiled schemas accepted, at least (7 of 12 when imported, 12 of 19,
 /// then 13 of 20, then 13 of 22; 94 of 148 once the corpus held 322 instances of 229 schemas, 118 of 182 with `$ref`
 /// bundling and `uniqueItems` over strings, 182 of 182 once objects took their members in any

@@ -9,7 +9,7 @@ use super::algebra::{exactly_one, merge, normalize};
 use super::number::Decimal;
 use super::schema::StringFacets;
 use super::schema::{compact, invalid, json_eq, unsupported, Node, ObjectFacets, Schema, TypeSet};
-use super::string::{is_long, string_content};
+use super::string::{is_chunked, string_content};
 use super::JsonOptions;
 use crate::dfa::Dfa;
 use crate::grammar::{GrammarBuilder, Sym};
@@ -312,7 +312,7 @@ impl<'a> Compiler<'a> {
             && f.not_patterns.is_empty()
             && f.format.is_none()
             && f.not_formats.is_empty();
-        if is_long(f) && plain && !excluded.iter().any(Value::is_string) {
+        if is_chunked(f) && plain && !excluded.iter().any(Value::is_string) {
             return self.long_string(f.min_length.unwrap_or(0), f.max_length, path);
         }
         let mut d = string_content(f, path)?;
@@ -324,7 +324,8 @@ impl<'a> Compiler<'a> {
         self.string_terminal(&d)
     }
 
-    /// Strings of `min` to `max` characters with a bound above [`LONG`](super::string::LONG),
+    /// Strings of `min` to `max` characters with a bound above
+    /// [`CHUNKED`](super::string::CHUNKED),
     /// without an automaton that counts to it: the content is written as chunks of exactly
     /// `CHUNK` characters (one terminal, reused) and a last piece of fewer, and one rule per
     /// chunk count keeps the total within the bounds. Exact, with `max / CHUNK` rules.
