@@ -779,6 +779,167 @@ impl Dfa {
         Ok(Dfa::from_trie(&first, &edges, &acc, k, &class_of))
     }
 
+    /// The minimal automaton of the same language (Hopcroft's partition refinement, in
+    /// O(classes × states × log states)).
+    ///
+    /// regex-automata's determinization and the products here are not minimal: a piece that a
+    /// regular expression spells in several places (a quantifier after each kind of atom) is
+    /// as many sets of states with the same futures, and a product with another automaton
+    /// multiplies each. Minimising the operands first keeps products near the size of their
+    /// languages.
+    pub(crate) fn minimized(&self) -> Dfa {
+        let n = self.num_states();
+        let k = self.stride;
+        if n <= 2 || self.start == DEAD {
+            return self.clone();
+        }
+        // Predecessors by (target, class), in compressed rows.
+        let mut first = vec![0u32; n * k + 1];
+        for s in 0..n {
+            for c in 0..k {
+                let t = self.trans[s * k + c] as usize;
+                first[t * k + c + 1] += 1;
+            }
+        }
+        for x in 1..first.len() {
+            first[x] += first[x - 1];
+        }
+        let mut fill = first.clone();
+        let mut preds = vec![0u32; n * k];
+        for s in 0..n {
+            for c in 0..k {
+                let t = self.trans[s * k + c] as usize;
+                preds[fill[t * k + c] as usize] = s as u32;
+                fill[t * k + c] += 1;
+            }
+        }
+        // The partition: `elems` holds the states block by block, `loc` each state's place in
+        // it; block `b` is `elems[start[b]..end[b]]`, and its first `marked[b]` states are
+        // the ones marked in the current round.
+        let mut elems: Vec<u32> = (0..n as u32).collect();
+        elems.sort_by_key(|&s| !self.accept[s as usize]);
+        let mut loc = vec![0u32; n];
+        for (i, &s) in elems.iter().enumerate() {
+            loc[s as usize] = i as u32;
+        }
+        let accepting = self.accept.iter().filter(|&&a| a).count();
+        let mut start: Vec<u32> = Vec::new();
+        let mut end: Vec<u32> = Vec::new();
+        let mut block = vec![0u32; n];
+        for (lo, hi) in [(0, accepting), (accepting, n)] {
+            if lo < hi {
+                let b = start.len() as u32;
+                start.push(lo as u32);
+                end.push(hi as u32);
+                for &s in &elems[lo..hi] {
+                    block[s as usize] = b;
+                }
+            }
+        }
+        let mut marked = vec![0u32; start.len()];
+        let mut is_marked = vec![false; n];
+        let mut waiting: Vec<(u32, u32)> = Vec::new();
+        let mut in_waiting: Vec<bool> = vec![false; start.len() * k];
+        for b in 0..start.len() as u32 {
+            for c in 0..k as u32 {
+                waiting.push((b, c));
+                in_waiting[b as usize * k + c as usize] = true;
+            }
+        }
+        let mut splitter: Vec<u32> = Vec::new();
+        let mut touched: Vec<u32> = Vec::new();
+        while let Some((a, c)) = waiting.pop() {
+            in_waiting[a as usize * k + c as usize] = false;
+            splitter.clear();
+            splitter
+                .extend_from_slice(&elems[start[a as usize] as usize..end[a as usize] as usize]);
+            for &t in &splitter {
+                let row = t as usize * k + c as usize;
+                for &p in &preds[first[row] as usize..first[row + 1] as usize] {
+                    if is_marked[p as usize] {
+                        continue;
+                    }
+                    is_marked[p as usize] = true;
+                    let b = block[p as usize] as usize;
+                    if marked[b] == 0 {
+                        touched.push(b as u32);
+                    }
+                    // Swap `p` into the marked front of its block.
+                    let i = loc[p as usize] as usize;
+                    let j = (start[b] + marked[b]) as usize;
+                    let q = elems[j];
+                    elems.swap(i, j);
+                    loc[p as usize] = j as u32;
+                    loc[q as usize] = i as u32;
+                    marked[b] += 1;
+                }
+            }
+            for &b in &touched {
+                let b = b as usize;
+                let (lo, m) = (start[b] as usize, marked[b] as usize);
+                for &s in &elems[lo..lo + m] {
+                    is_marked[s as usize] = false;
+                }
+                marked[b] = 0;
+                if lo + m == end[b] as usize {
+                    continue;
+                }
+                // The marked states become a block of their own.
+                let nb = start.len();
+                start.push(lo as u32);
+                end.push((lo + m) as u32);
+                marked.push(0);
+                start[b] = (lo + m) as u32;
+                for &s in &elems[lo..lo + m] {
+                    block[s as usize] = nb as u32;
+                }
+                in_waiting.extend(std::iter::repeat_n(false, k));
+                let smaller = if m <= (end[b] - start[b]) as usize {
+                    nb
+                } else {
+                    b
+                };
+                for d in 0..k {
+                    if in_waiting[b * k + d] {
+                        waiting.push((nb as u32, d as u32));
+                        in_waiting[nb * k + d] = true;
+                    } else {
+                        waiting.push((smaller as u32, d as u32));
+                        in_waiting[smaller * k + d] = true;
+                    }
+                }
+            }
+            touched.clear();
+        }
+        // One state per block, the dead state's block first; `from_raw` renumbers.
+        let blocks = start.len();
+        let mut id = vec![u32::MAX; blocks];
+        id[block[DEAD as usize] as usize] = 0;
+        let mut next_id = 1u32;
+        for &b in &block {
+            let b = b as usize;
+            if id[b] == u32::MAX {
+                id[b] = next_id;
+                next_id += 1;
+            }
+        }
+        let m = next_id as usize;
+        let mut raw = vec![0u32; m * k];
+        let mut acc = vec![false; m];
+        for s in 0..n {
+            let row = id[block[s] as usize] as usize;
+            if row == 0 {
+                continue;
+            }
+            acc[row] = self.accept[s];
+            for c in 0..k {
+                raw[row * k + c] = id[block[self.trans[s * k + c] as usize] as usize];
+            }
+        }
+        let start_row = id[block[self.start as usize] as usize];
+        Dfa::from_raw(&raw, k, &self.classes, &acc, m, start_row)
+    }
+
     /// The automaton of the empty language.
     pub(crate) fn empty() -> Dfa {
         Dfa::from_raw(&[0; 2], 1, &[0; 256], &[false, false], 2, 1)
@@ -1397,6 +1558,41 @@ mod tests {
         assert!(m.matches(b"a") && m.matches(b"abc") && !m.matches(b"ab"));
         let ne = Dfa::from_regex("a*").unwrap().without_empty().unwrap();
         assert!(!ne.matches(b"") && ne.matches(b"aa"));
+    }
+
+    #[test]
+    fn minimized_automata_keep_their_language_with_fewest_states() {
+        // The textbook example: (a|b)*abb has four states (and the dead one here).
+        let d = Dfa::from_regex("(?:a|b)*abb").unwrap();
+        let m = d.minimized();
+        assert!(same_language(&d, &m));
+        assert_eq!(m.num_states(), 5);
+        // The same piece spelled in three places: the quantifier after each kind of atom.
+        let q = "(?:[*+?]|\\{[0-9]+(?:,[0-9]*)?\\})";
+        let spelled = format!("(?:a{q}?|b{q}?|c{q}?)*");
+        let d = Dfa::from_regex(&spelled).unwrap();
+        let m = d.minimized();
+        assert!(same_language(&d, &m));
+        let direct = Dfa::from_regex(&format!("(?:[abc]{q}?)*"))
+            .unwrap()
+            .minimized();
+        assert!(same_language(&direct, &m));
+        assert_eq!(m.num_states(), direct.num_states());
+        assert!(m.num_states() <= d.num_states());
+        for p in [
+            "",
+            "a*",
+            "[a-z]{2,5}(\\.[a-z]{2,5})*",
+            "é|e|\\x{10000}+",
+            "(?s:.)*x(?s:.)*",
+        ] {
+            let d = Dfa::from_regex(p).unwrap();
+            let m = d.minimized();
+            assert!(same_language(&d, &m), "{p}");
+            // Minimal: minimising again changes nothing.
+            assert_eq!(m.minimized().num_states(), m.num_states(), "{p}");
+        }
+        assert!(Dfa::empty().minimized().is_empty_language());
     }
 
     #[test]
