@@ -40,7 +40,11 @@
 //! it are refused by name.
 //!
 //! The automata are built once per process (`pieces`): the first schema with the format pays
-//! for them, later ones reuse them.
+//! for them (about 150 ms of CPU), later ones share them (`GrammarBuilder::shared_terminal`),
+//! so that a schema with the format compiles in a few milliseconds. Each operand is made
+//! minimal before a product (`Dfa::minimized`): regex-automata spells the quantifier once per
+//! kind of atom before it, and the braces' check multiplied every spelling (72,000 states per
+//! piece where 4,000 do).
 
 use std::sync::{Arc, OnceLock};
 
