@@ -292,14 +292,28 @@ impl<'a> Compiler<'a> {
         path: &str,
     ) -> Result<Sym, Error> {
         if f.format.as_deref() == Some("regex") {
-            // A grammar, not an automaton: nothing regular can be intersected with it here.
+            // A grammar, not an automaton: nothing regular can be intersected with it here,
+            // but one unanchored `pattern` can be looked for in its runs of atoms.
             // `minLength: 1` only takes out the empty pattern.
-            let alone = f.patterns.is_empty()
-                && f.not_patterns.is_empty()
+            let others = f.not_patterns.is_empty()
                 && f.not_formats.is_empty()
                 && f.min_length.unwrap_or(0) <= 1
                 && f.max_length.is_none()
                 && !excluded.iter().any(Value::is_string);
+            if let [p] = f.patterns.as_slice() {
+                if others && !p.contains(['^', '$']) {
+                    let d = super::string::pattern_dfa(p)?;
+                    if Dfa::any_string().minus(&d)?.is_empty_language() {
+                        // It matches every string.
+                        return self.regex_format_string(f.min_length == Some(1));
+                    }
+                    if !d.accepts_empty() {
+                        // A string with a match is not empty: `minLength: 1` holds already.
+                        return self.regex_format_with_pattern(&d);
+                    }
+                }
+            }
+            let alone = f.patterns.is_empty() && others;
             if !alone {
                 return Err(unsupported(
                     "format \"regex\" with pattern, minLength above 1, maxLength or not",

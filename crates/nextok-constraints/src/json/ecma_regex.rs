@@ -36,8 +36,10 @@
 //! look-around, `\0` not followed by a digit, class ranges in order and without class escapes
 //! at either end, `\c` only before a letter, `\u{...}` at most U+10FFFF, identity escapes only
 //! of syntax characters and `/`, and ES2025's modifiers `(?ims-ims:...)` with each flag once.
-//! Beside it the compiler takes `minLength: 1` (no empty pattern); other string keywords with
-//! it are refused by name.
+//! Beside it the compiler takes `minLength: 1` (no empty pattern) and one `pattern` without
+//! `^` or `$`, looked for within each run of atoms (a match across a group's, class's or
+//! alternative's delimiter is refused: a sixth restriction that only refuses); other string
+//! keywords with it are refused by name.
 //!
 //! The automata are built once per process (`pieces`): the first schema with the format pays
 //! for them (about 150 ms of CPU), later ones share them (`GrammarBuilder::shared_terminal`),
@@ -324,6 +326,11 @@ struct Pieces {
     quantifier: Arc<Dfa>,
     /// `end` without the string that is only the closing quote (`minLength: 1`).
     nonempty_end: Arc<Dfa>,
+    /// The run alone, for a `pattern` beside the format.
+    run: Dfa,
+    /// The delimiters after a run: `open`'s, `look`'s, `named`'s, `class_open`'s, `bar`'s,
+    /// `close`'s and `end`'s, in that order.
+    delims: Vec<Dfa>,
 }
 
 fn pieces() -> Result<&'static Pieces, Error> {
@@ -376,7 +383,21 @@ fn build() -> Result<Pieces, Error> {
             .ok_or_else(|| unsupported(format!("format \"regex\" (internal: {re})"), "#"))
     };
     let end = then("\"")?;
+    let mut delims = Vec::new();
+    for re in [
+        open.as_str(),
+        r"\(\?<?[=!]",
+        r"\(\?<[A-Za-z$_][A-Za-z0-9$_]*>",
+        r"\[",
+        r"\|",
+        r"\)",
+        "\"",
+    ] {
+        delims.push(Dfa::from_regex(re)?);
+    }
     Ok(Pieces {
+        run: run.clone(),
+        delims,
         nonempty_end: Arc::new(end.minus(&Dfa::literal(b"\""))?),
         end: Arc::new(end),
         open: Arc::new(then(&open)?),
@@ -887,6 +908,83 @@ impl Compiler<'_> {
         self.regex_format = [Some(s), Some(s1)];
         Ok(if nonempty { s1 } else { s })
     }
+
+    /// The JSON strings whose content is an ECMA-262 pattern and has a match of `pattern`
+    /// (the automaton of the contents a JSON Schema `pattern` matches somewhere, without `^`
+    /// or `$`), with a restriction that only refuses: the match lies within one run of atoms
+    /// (`a(b)c` has no match of `abc` here). Each rule of [`Compiler::regex_format_string`]
+    /// is split by whether a match was read in it (`f`), a run either holding one or not:
+    ///
+    /// ```text
+    /// S -> '"' T_k,1     T_k,f|g -> Seq_k,f end_g     Seq_k,f|g -> Seq_i,f U_j,g  (i + j = k)
+    /// U_k,f|g -> open_f C_k,g q? | ...                 (end_1 = run ∩ match, then '"')
+    /// ```
+    ///
+    /// Exact otherwise: a run is read as a string of its own, and its neighbours (a delimiter
+    /// before, the delimiter of its terminal after, the string's start) are not word
+    /// characters, so `\b` and `\B` judge its edges as they do in the whole string.
+    pub(super) fn regex_format_with_pattern(&mut self, pattern: &Dfa) -> Result<Sym, Error> {
+        let p = pieces()?;
+        let matched = pattern.json_content()?;
+        let runs = [p.run.minus(&matched)?, p.run.intersect(&matched)?];
+        let internal = || unsupported("format \"regex\" (internal: pattern run)", "#");
+        // terms[i][f]: delimiter i after a run with (f = 1) or without a match.
+        let mut terms = Vec::new();
+        for d in &p.delims {
+            let mut pair = [Sym::Nt(0); 2];
+            for (f, run) in runs.iter().enumerate() {
+                pair[f] = self.b.terminal(run.then(d)?.ok_or_else(internal)?)?;
+            }
+            terms.push(pair);
+        }
+        let [open, look, named, class_open, bar, close, end] =
+            <[[Sym; 2]; 7]>::try_from(terms).map_err(|_| internal())?;
+        let class_rest = self.b.shared_terminal(Arc::clone(&p.class_rest))?;
+        let q = self.b.shared_terminal(Arc::clone(&p.quantifier))?;
+        let quote = self.lit("\"");
+        let mut nts = |name: &str| {
+            [
+                [self.b.nt(name), self.b.nt(name)],
+                [self.b.nt(name), self.b.nt(name)],
+            ]
+        };
+        let top = nts("regex with match");
+        let closed = nts("regex group body with match");
+        let seq = nts("regex units with match");
+        let unit = nts("regex unit with match");
+        let nt = Sym::Nt;
+        self.b.rule(seq[0][0], vec![]);
+        for k in 0..2 {
+            for f in 0..2 {
+                for g in 0..2 {
+                    let fg = f | g;
+                    self.b.rule(top[k][fg], vec![nt(seq[k][f]), end[g]]);
+                    self.b.rule(closed[k][fg], vec![nt(seq[k][f]), close[g]]);
+                    for i in 0..=k {
+                        self.b
+                            .rule(seq[k][fg], vec![nt(seq[i][f]), nt(unit[k - i][g])]);
+                    }
+                    self.b.rule(unit[k][fg], vec![open[f], nt(closed[k][g])]);
+                    self.b.rule(unit[k][fg], vec![open[f], nt(closed[k][g]), q]);
+                    self.b.rule(unit[k][fg], vec![look[f], nt(closed[k][g])]);
+                    if k == 1 {
+                        self.b.rule(unit[1][fg], vec![named[f], nt(closed[0][g])]);
+                        self.b
+                            .rule(unit[1][fg], vec![named[f], nt(closed[0][g]), q]);
+                    }
+                }
+            }
+        }
+        for f in 0..2 {
+            self.b.rule(unit[0][f], vec![class_open[f], class_rest]);
+            self.b.rule(unit[0][f], vec![class_open[f], class_rest, q]);
+            self.b.rule(unit[0][f], vec![bar[f]]);
+        }
+        Ok(self.b.alts(
+            "regex format string with a pattern",
+            vec![vec![quote, nt(top[0][1])], vec![quote, nt(top[1][1])]],
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -1182,6 +1280,67 @@ mod tests {
         ] {
             assert_eq!(accepts(&g, p), ok, "{p}");
         }
+    }
+
+    /// Whether `{"type": "string", "format": "regex", "pattern": pattern}` accepts each of
+    /// `strings` as listed.
+    fn check_with_pattern(pattern: &str, cases: &[(&str, bool)]) {
+        let g = compile_json_schema(
+            &json!({"type": "string", "format": "regex", "pattern": pattern}),
+            &JsonOptions::default(),
+        )
+        .expect("compiles");
+        for &(p, ok) in cases {
+            assert_eq!(accepts(&g, p), ok, "{pattern}: {p}");
+        }
+    }
+
+    /// schema.org's schemas: `format: regex` beside an unanchored `pattern`.
+    #[test]
+    fn a_pattern_beside_it_is_looked_for_in_the_runs() {
+        check_with_pattern(
+            "Action",
+            &[
+                ("Action", true),
+                ("^Action$", true),
+                ("(?:x)Action|y", true),
+                ("[a]Actions*", true),
+                ("(?<n>Action)", true),
+                ("Acton", false),
+                ("", false),
+                // Not a pattern, though it has a match.
+                ("Action(", false),
+                ("(Action", false),
+                ("Action{2,1}", false),
+                // The documented restriction: a match across a group's delimiters.
+                ("(Act)ion", false),
+            ],
+        );
+        check_with_pattern(
+            "\\b\\d{13}\\b",
+            &[
+                ("1234567890123", true),
+                ("(a)1234567890123", true),
+                ("[0-9]1234567890123|x", true),
+                ("x1234567890123", false),
+                ("12345678901234", false),
+                ("123456789012", false),
+            ],
+        );
+        check_with_pattern(
+            "http://schema.org",
+            &[
+                ("http://schema.org", true),
+                ("^http://schema.org$", true),
+                ("http://schema\\.org", false),
+                ("https?://schema.org", false),
+                ("http://schema.org|x", true),
+                // The restriction again: `.` matches the `|`, a delimiter between runs.
+                ("http://schema|org", false),
+            ],
+        );
+        // A pattern every string matches asserts nothing.
+        check_with_pattern("a*", &[("", true), ("b", true), ("b)", false)]);
     }
 
     #[test]
