@@ -309,7 +309,7 @@ impl<'a> Compiler<'a> {
                     }
                     if !d.accepts_empty() {
                         // A string with a match is not empty: `minLength: 1` holds already.
-                        return self.regex_format_with_pattern(&d);
+                        return self.regex_format_with_pattern(p, &d);
                     }
                 }
             }

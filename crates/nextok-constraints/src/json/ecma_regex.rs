@@ -923,19 +923,54 @@ impl Compiler<'_> {
     /// Exact otherwise: a run is read as a string of its own, and its neighbours (a delimiter
     /// before, the delimiter of its terminal after, the string's start) are not word
     /// characters, so `\b` and `\B` judge its edges as they do in the whole string.
-    pub(super) fn regex_format_with_pattern(&mut self, pattern: &Dfa) -> Result<Sym, Error> {
+    ///
+    /// The terminals are kept process-wide per pattern text (`source`), as the pieces are.
+    pub(super) fn regex_format_with_pattern(
+        &mut self,
+        source: &str,
+        pattern: &Dfa,
+    ) -> Result<Sym, Error> {
+        type Split = Arc<Vec<[Arc<Dfa>; 2]>>;
+        static SPLIT: OnceLock<std::sync::Mutex<std::collections::HashMap<String, Split>>> =
+            OnceLock::new();
+        const SPLIT_ENTRIES: usize = 64;
         let p = pieces()?;
-        let matched = pattern.json_content()?;
-        let runs = [p.run.minus(&matched)?, p.run.intersect(&matched)?];
         let internal = || unsupported("format \"regex\" (internal: pattern run)", "#");
-        // terms[i][f]: delimiter i after a run with (f = 1) or without a match.
-        let mut terms = Vec::new();
-        for d in &p.delims {
-            let mut pair = [Sym::Nt(0); 2];
-            for (f, run) in runs.iter().enumerate() {
-                pair[f] = self.b.terminal(run.then(d)?.ok_or_else(internal)?)?;
+        let memo = SPLIT.get_or_init(Default::default);
+        // A poisoned lock only means another thread panicked mid-insert; the map stays valid.
+        let known = memo
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(source)
+            .cloned();
+        let split = match known {
+            Some(split) => split,
+            None => {
+                let matched = pattern.json_content()?;
+                let runs = [p.run.minus(&matched)?, p.run.intersect(&matched)?];
+                // split[i][f]: delimiter i after a run with (f = 1) or without a match.
+                let mut split = Vec::new();
+                for d in &p.delims {
+                    split.push([
+                        Arc::new(runs[0].then(d)?.ok_or_else(internal)?),
+                        Arc::new(runs[1].then(d)?.ok_or_else(internal)?),
+                    ]);
+                }
+                let split = Arc::new(split);
+                let mut m = memo.lock().unwrap_or_else(|e| e.into_inner());
+                if m.len() >= SPLIT_ENTRIES {
+                    m.clear();
+                }
+                m.insert(source.to_string(), Arc::clone(&split));
+                split
             }
-            terms.push(pair);
+        };
+        let mut terms = Vec::new();
+        for pair in split.iter() {
+            terms.push([
+                self.b.shared_terminal(Arc::clone(&pair[0]))?,
+                self.b.shared_terminal(Arc::clone(&pair[1]))?,
+            ]);
         }
         let [open, look, named, class_open, bar, close, end] =
             <[[Sym; 2]; 7]>::try_from(terms).map_err(|_| internal())?;
