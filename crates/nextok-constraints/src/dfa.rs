@@ -453,6 +453,158 @@ impl Dfa {
         )
     }
 
+    /// The strings of `self` of `min` to `max` (None: any number of) Unicode scalar values:
+    /// the language of `self.intersect(&Dfa::char_count(min, max))`, without most of that
+    /// product's states.
+    ///
+    /// The product pairs every state of `self` with every count of characters that can reach
+    /// it, and most of those pairs differ only where the count no longer matters: from a state
+    /// `q` whose accepted continuations all start at most `most(q)` characters, a count that
+    /// leaves room for `most(q)` more is as good as no upper bound, and one whose shortfall is
+    /// at most `least(q)` (the fewest characters any continuation starts) as good as no lower
+    /// bound. Such counts are forgotten as soon as they are reached, so a pattern of bounded
+    /// pieces under a `maxLength` (`[^.]{1,32}(\.[^.]{1,32}){1,3}` with `maxLength: 128`)
+    /// counts only in the states near the bound. `most` and `least` count the bytes that start
+    /// a character; `any_char` beside `self` keeps the count of whole characters exact whatever
+    /// bytes `self` accepts.
+    pub(crate) fn with_char_count(&self, min: usize, max: Option<usize>) -> Result<Dfa, Error> {
+        /// No upper bound left to check.
+        const FREE: usize = usize::MAX;
+        if self.start == DEAD {
+            return Ok(Dfa::empty());
+        }
+        let one = Dfa::any_char();
+        let (most, least) = self.lead_bounds();
+        let boundary = one.start();
+        // Forgets what no continuation from `q` (at a character boundary or not) can break.
+        let settle = |q: u32, m: u32, need: usize, slack: usize| {
+            let mid = usize::from(m != boundary);
+            let need = if need > 0 && least[q as usize].saturating_add(mid) >= need {
+                0
+            } else {
+                need
+            };
+            let slack = match most[q as usize] {
+                Some(l) if slack != FREE && l + mid <= slack => FREE,
+                _ => slack,
+            };
+            (q, m, need, slack)
+        };
+        let start = settle(self.start, boundary, min, max.unwrap_or(FREE));
+        Dfa::explore(
+            start,
+            |&(q, m, need, slack), b| {
+                let q2 = self.next(q, b);
+                let m2 = one.next(m, b);
+                if q2 == DEAD || m2 == DEAD {
+                    return None;
+                }
+                if !one.is_accept(m2) {
+                    return Some(settle(q2, m2, need, slack));
+                }
+                // A character completed.
+                let slack = match slack {
+                    FREE => FREE,
+                    0 => return None,
+                    s => s - 1,
+                };
+                Some(settle(q2, boundary, need.saturating_sub(1), slack))
+            },
+            |&(q, m, need, _)| self.is_accept(q) && m == boundary && need == 0,
+            "string length",
+            &refine(&self.classes, &one.classes),
+        )
+    }
+
+    /// Per state, bounds on the bytes that start a character (any byte but `0x80..=0xBF`) in
+    /// the accepted continuations from it: the most (`None`: unbounded, a cycle is reachable)
+    /// and the fewest (`usize::MAX` for the dead state). A byte class holding both kinds
+    /// counts as one for the most and as none for the fewest, so the bounds hold whatever the
+    /// bytes.
+    fn lead_bounds(&self) -> (Vec<Option<usize>>, Vec<usize>) {
+        let n = self.num_states();
+        let k = self.stride;
+        let (mut any_lead, mut any_cont) = (vec![false; k], vec![false; k]);
+        for b in 0..256 {
+            let c = self.classes[b] as usize;
+            if (0x80..0xC0).contains(&b) {
+                any_cont[c] = true;
+            } else {
+                any_lead[c] = true;
+            }
+        }
+        // Reverse edges (target ← source, class), in compressed rows.
+        let mut first = vec![0usize; n + 1];
+        let mut out_degree = vec![0usize; n];
+        for (s, degree) in out_degree.iter_mut().enumerate().skip(1) {
+            for &t in &self.trans[s * k..(s + 1) * k] {
+                if t != DEAD {
+                    first[t as usize + 1] += 1;
+                    *degree += 1;
+                }
+            }
+        }
+        for x in 1..=n {
+            first[x] += first[x - 1];
+        }
+        let mut fill = first.clone();
+        let mut rev = vec![(0u32, 0u8); first[n]];
+        for s in 1..n {
+            for (c, &t) in self.trans[s * k..(s + 1) * k].iter().enumerate() {
+                if t != DEAD {
+                    rev[fill[t as usize]] = (s as u32, c as u8);
+                    fill[t as usize] += 1;
+                }
+            }
+        }
+        // The most, by peeling from the states without live successors: a state is done once
+        // all its successors are; what is never peeled reaches a cycle.
+        let mut most: Vec<Option<usize>> = vec![None; n];
+        let mut ready: Vec<usize> = (1..n).filter(|&s| out_degree[s] == 0).collect();
+        while let Some(s) = ready.pop() {
+            let mut best = 0;
+            for (c, &t) in self.trans[s * k..(s + 1) * k].iter().enumerate() {
+                if t != DEAD {
+                    // Every successor was peeled before `s`.
+                    let l = most[t as usize].unwrap_or(0);
+                    best = best.max(l + usize::from(any_lead[c]));
+                }
+            }
+            most[s] = Some(best);
+            for &(p, _) in &rev[first[s]..first[s + 1]] {
+                out_degree[p as usize] -= 1;
+                if out_degree[p as usize] == 0 {
+                    ready.push(p as usize);
+                }
+            }
+        }
+        // The fewest, by a breadth-first search backwards from the accepting states with edges
+        // of weight 0 and 1 (a double-ended queue keeps it in order of distance).
+        let mut least = vec![usize::MAX; n];
+        let mut queue: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
+        for (s, l) in least.iter_mut().enumerate().skip(1) {
+            if self.accept[s] {
+                *l = 0;
+                queue.push_back(s);
+            }
+        }
+        while let Some(t) = queue.pop_front() {
+            for &(p, c) in &rev[first[t]..first[t + 1]] {
+                let w = usize::from(!any_cont[c as usize]);
+                let d = least[t] + w;
+                if d < least[p as usize] {
+                    least[p as usize] = d;
+                    if w == 0 {
+                        queue.push_front(p as usize);
+                    } else {
+                        queue.push_back(p as usize);
+                    }
+                }
+            }
+        }
+        (most, least)
+    }
+
     /// An automaton accepting exactly `bytes`.
     ///
     /// Built directly rather than explored: a literal's chain of states is known, and its
@@ -625,6 +777,167 @@ impl Dfa {
             fill[p as usize] += 1;
         }
         Ok(Dfa::from_trie(&first, &edges, &acc, k, &class_of))
+    }
+
+    /// The minimal automaton of the same language (Hopcroft's partition refinement, in
+    /// O(classes × states × log states)).
+    ///
+    /// regex-automata's determinization and the products here are not minimal: a piece that a
+    /// regular expression spells in several places (a quantifier after each kind of atom) is
+    /// as many sets of states with the same futures, and a product with another automaton
+    /// multiplies each. Minimising the operands first keeps products near the size of their
+    /// languages.
+    pub(crate) fn minimized(&self) -> Dfa {
+        let n = self.num_states();
+        let k = self.stride;
+        if n <= 2 || self.start == DEAD {
+            return self.clone();
+        }
+        // Predecessors by (target, class), in compressed rows.
+        let mut first = vec![0u32; n * k + 1];
+        for s in 0..n {
+            for c in 0..k {
+                let t = self.trans[s * k + c] as usize;
+                first[t * k + c + 1] += 1;
+            }
+        }
+        for x in 1..first.len() {
+            first[x] += first[x - 1];
+        }
+        let mut fill = first.clone();
+        let mut preds = vec![0u32; n * k];
+        for s in 0..n {
+            for c in 0..k {
+                let t = self.trans[s * k + c] as usize;
+                preds[fill[t * k + c] as usize] = s as u32;
+                fill[t * k + c] += 1;
+            }
+        }
+        // The partition: `elems` holds the states block by block, `loc` each state's place in
+        // it; block `b` is `elems[start[b]..end[b]]`, and its first `marked[b]` states are
+        // the ones marked in the current round.
+        let mut elems: Vec<u32> = (0..n as u32).collect();
+        elems.sort_by_key(|&s| !self.accept[s as usize]);
+        let mut loc = vec![0u32; n];
+        for (i, &s) in elems.iter().enumerate() {
+            loc[s as usize] = i as u32;
+        }
+        let accepting = self.accept.iter().filter(|&&a| a).count();
+        let mut start: Vec<u32> = Vec::new();
+        let mut end: Vec<u32> = Vec::new();
+        let mut block = vec![0u32; n];
+        for (lo, hi) in [(0, accepting), (accepting, n)] {
+            if lo < hi {
+                let b = start.len() as u32;
+                start.push(lo as u32);
+                end.push(hi as u32);
+                for &s in &elems[lo..hi] {
+                    block[s as usize] = b;
+                }
+            }
+        }
+        let mut marked = vec![0u32; start.len()];
+        let mut is_marked = vec![false; n];
+        let mut waiting: Vec<(u32, u32)> = Vec::new();
+        let mut in_waiting: Vec<bool> = vec![false; start.len() * k];
+        for b in 0..start.len() as u32 {
+            for c in 0..k as u32 {
+                waiting.push((b, c));
+                in_waiting[b as usize * k + c as usize] = true;
+            }
+        }
+        let mut splitter: Vec<u32> = Vec::new();
+        let mut touched: Vec<u32> = Vec::new();
+        while let Some((a, c)) = waiting.pop() {
+            in_waiting[a as usize * k + c as usize] = false;
+            splitter.clear();
+            splitter
+                .extend_from_slice(&elems[start[a as usize] as usize..end[a as usize] as usize]);
+            for &t in &splitter {
+                let row = t as usize * k + c as usize;
+                for &p in &preds[first[row] as usize..first[row + 1] as usize] {
+                    if is_marked[p as usize] {
+                        continue;
+                    }
+                    is_marked[p as usize] = true;
+                    let b = block[p as usize] as usize;
+                    if marked[b] == 0 {
+                        touched.push(b as u32);
+                    }
+                    // Swap `p` into the marked front of its block.
+                    let i = loc[p as usize] as usize;
+                    let j = (start[b] + marked[b]) as usize;
+                    let q = elems[j];
+                    elems.swap(i, j);
+                    loc[p as usize] = j as u32;
+                    loc[q as usize] = i as u32;
+                    marked[b] += 1;
+                }
+            }
+            for &b in &touched {
+                let b = b as usize;
+                let (lo, m) = (start[b] as usize, marked[b] as usize);
+                for &s in &elems[lo..lo + m] {
+                    is_marked[s as usize] = false;
+                }
+                marked[b] = 0;
+                if lo + m == end[b] as usize {
+                    continue;
+                }
+                // The marked states become a block of their own.
+                let nb = start.len();
+                start.push(lo as u32);
+                end.push((lo + m) as u32);
+                marked.push(0);
+                start[b] = (lo + m) as u32;
+                for &s in &elems[lo..lo + m] {
+                    block[s as usize] = nb as u32;
+                }
+                in_waiting.extend(std::iter::repeat_n(false, k));
+                let smaller = if m <= (end[b] - start[b]) as usize {
+                    nb
+                } else {
+                    b
+                };
+                for d in 0..k {
+                    if in_waiting[b * k + d] {
+                        waiting.push((nb as u32, d as u32));
+                        in_waiting[nb * k + d] = true;
+                    } else {
+                        waiting.push((smaller as u32, d as u32));
+                        in_waiting[smaller * k + d] = true;
+                    }
+                }
+            }
+            touched.clear();
+        }
+        // One state per block, the dead state's block first; `from_raw` renumbers.
+        let blocks = start.len();
+        let mut id = vec![u32::MAX; blocks];
+        id[block[DEAD as usize] as usize] = 0;
+        let mut next_id = 1u32;
+        for &b in &block {
+            let b = b as usize;
+            if id[b] == u32::MAX {
+                id[b] = next_id;
+                next_id += 1;
+            }
+        }
+        let m = next_id as usize;
+        let mut raw = vec![0u32; m * k];
+        let mut acc = vec![false; m];
+        for s in 0..n {
+            let row = id[block[s] as usize] as usize;
+            if row == 0 {
+                continue;
+            }
+            acc[row] = self.accept[s];
+            for c in 0..k {
+                raw[row * k + c] = id[block[self.trans[s * k + c] as usize] as usize];
+            }
+        }
+        let start_row = id[block[self.start as usize] as usize];
+        Dfa::from_raw(&raw, k, &self.classes, &acc, m, start_row)
     }
 
     /// The automaton of the empty language.
@@ -1254,6 +1567,112 @@ mod tests {
         assert!(m.matches(b"a") && m.matches(b"abc") && !m.matches(b"ab"));
         let ne = Dfa::from_regex("a*").unwrap().without_empty().unwrap();
         assert!(!ne.matches(b"") && ne.matches(b"aa"));
+    }
+
+    #[test]
+    fn minimized_automata_keep_their_language_with_fewest_states() {
+        // The textbook example: (a|b)*abb has four states (and the dead one here).
+        let d = Dfa::from_regex("(?:a|b)*abb").unwrap();
+        let m = d.minimized();
+        assert!(same_language(&d, &m));
+        assert_eq!(m.num_states(), 5);
+        // The same piece spelled in three places: the quantifier after each kind of atom.
+        let q = "(?:[*+?]|\\{[0-9]+(?:,[0-9]*)?\\})";
+        let spelled = format!("(?:a{q}?|b{q}?|c{q}?)*");
+        let d = Dfa::from_regex(&spelled).unwrap();
+        let m = d.minimized();
+        assert!(same_language(&d, &m));
+        let direct = Dfa::from_regex(&format!("(?:[abc]{q}?)*"))
+            .unwrap()
+            .minimized();
+        assert!(same_language(&direct, &m));
+        assert_eq!(m.num_states(), direct.num_states());
+        assert!(m.num_states() <= d.num_states());
+        for p in [
+            "",
+            "a*",
+            "[a-z]{2,5}(\\.[a-z]{2,5})*",
+            "é|e|\\x{10000}+",
+            "(?s:.)*x(?s:.)*",
+        ] {
+            let d = Dfa::from_regex(p).unwrap();
+            let m = d.minimized();
+            assert!(same_language(&d, &m), "{p}");
+            // Minimal: minimising again changes nothing.
+            assert_eq!(m.minimized().num_states(), m.num_states(), "{p}");
+        }
+        assert!(Dfa::empty().minimized().is_empty_language());
+    }
+
+    #[test]
+    fn char_count_beside_an_automaton_is_the_product_exactly() {
+        let patterns = [
+            "(?s:.)*",
+            "[a-z]{1,3}(\\.[a-z]{1,3}){1,3}",
+            "[^.\\s]{1,5}(\\.[^.\\s]{1,5}){1,2}",
+            "(?:[Hh][Tt][Tt][Pp][Ss]?)://.+",
+            "é{2,4}|x[^x]*",
+            "a*b{0,6}",
+            "",
+            "\\x{10000}{2}[a-c]?",
+        ];
+        let bounds = [
+            (0, Some(0)),
+            (0, Some(3)),
+            (1, Some(4)),
+            (2, None),
+            (3, Some(3)),
+            (4, Some(9)),
+            (5, Some(16)),
+            (7, None),
+            (9, Some(8)),
+        ];
+        for p in patterns {
+            let d = Dfa::from_regex(p).unwrap();
+            for (min, max) in bounds {
+                let product = d.intersect(&Dfa::char_count(min, max).unwrap()).unwrap();
+                let counted = d.with_char_count(min, max).unwrap();
+                assert!(same_language(&product, &counted), "{p} {min} {max:?}");
+            }
+        }
+        // A byte automaton that is not all UTF-8: whole characters are still what is counted.
+        let bytes = Dfa::literal(b"\xc3\xa9\xff");
+        assert!(bytes.with_char_count(0, None).unwrap().is_empty_language());
+        let one = Dfa::literal("é".as_bytes());
+        assert!(one
+            .with_char_count(1, Some(1))
+            .unwrap()
+            .matches("é".as_bytes()));
+        assert!(one.with_char_count(2, None).unwrap().is_empty_language());
+    }
+
+    #[test]
+    fn char_count_counts_only_near_the_bound() {
+        // winget's file-name pattern under `maxLength: 128` (issue #17): the plain product
+        // counted up to 128 in almost every state, past the automaton limit.
+        let p =
+            "[^.\\s\\\\/:*?\"<>|\\x01-\\x1f]{1,32}(\\.[^.\\s\\\\/:*?\"<>|\\x01-\\x1f]{1,32}){1,3}";
+        let d = Dfa::from_regex(p).unwrap();
+        let counted = d.with_char_count(0, Some(128)).unwrap();
+        let long = "a".repeat(32);
+        let ok = format!("{long}.{long}.{long}.{}", "a".repeat(29));
+        assert_eq!(ok.chars().count(), 128);
+        assert!(counted.matches(ok.as_bytes()));
+        let over = format!("{long}.{long}.{long}.{}", "a".repeat(30));
+        assert!(d.matches(over.as_bytes()) && !counted.matches(over.as_bytes()));
+        assert!(!counted.matches("a.b c".as_bytes()) && counted.matches("a.b".as_bytes()));
+        // One non-ASCII character counts once.
+        let wide = format!("{long}.{long}.{long}.{}é", "a".repeat(28));
+        assert!(counted.matches(wide.as_bytes()));
+        assert!(
+            counted.num_states() < 20_000,
+            "{} states",
+            counted.num_states()
+        );
+        assert!(matches!(
+            d.intersect(&Dfa::char_count(0, Some(128)).unwrap()),
+            Err(Error::TooLarge { .. })
+        ));
     }
 
     /// The JSON string encoding as it was first written: explored state by state from an enum.

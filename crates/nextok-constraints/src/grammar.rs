@@ -54,8 +54,8 @@ pub(crate) struct GrammarBuilder {
     /// Number of nonterminals made so far.
     nts: u32,
     rules: Vec<(u32, Vec<Sym>)>,
-    terminals: Vec<Dfa>,
-    terminal_ids: FxMap<Dfa, u32>,
+    terminals: Vec<Arc<Dfa>>,
+    terminal_ids: FxMap<Arc<Dfa>, u32>,
     regex_cache: HashMap<String, Sym>,
     token_sets: Vec<TokenSet>,
     /// Nonterminals whose completions are checked at run time (`unique`), with their check.
@@ -95,6 +95,12 @@ impl GrammarBuilder {
     /// A symbol for the language of `dfa`. Terminals never match the empty string: when the
     /// language holds it, the result is a nonterminal `T | ε`.
     pub(crate) fn terminal(&mut self, dfa: Dfa) -> Result<Sym, Error> {
+        self.shared_terminal(Arc::new(dfa))
+    }
+
+    /// [`GrammarBuilder::terminal`] for an automaton kept elsewhere too (built once per
+    /// process): the grammar shares it rather than copying its table.
+    pub(crate) fn shared_terminal(&mut self, dfa: Arc<Dfa>) -> Result<Sym, Error> {
         if dfa.is_empty_language() {
             // A nonterminal without rules is unproductive; the builder prunes what uses it.
             return Ok(Sym::Nt(self.nt("<empty>")));
@@ -104,7 +110,7 @@ impl GrammarBuilder {
             let n = self.nt("<optional terminal>");
             self.rule(n, vec![]);
             if !ne.is_empty_language() {
-                let t = self.raw_terminal(ne);
+                let t = self.raw_terminal(Arc::new(ne));
                 self.rule(n, vec![t]);
             }
             return Ok(Sym::Nt(n));
@@ -112,12 +118,12 @@ impl GrammarBuilder {
         Ok(self.raw_terminal(dfa))
     }
 
-    fn raw_terminal(&mut self, dfa: Dfa) -> Sym {
+    fn raw_terminal(&mut self, dfa: Arc<Dfa>) -> Sym {
         if let Some(&id) = self.terminal_ids.get(&dfa) {
             return Sym::T(id);
         }
         let id = self.terminals.len() as u32;
-        self.terminal_ids.insert(dfa.clone(), id);
+        self.terminal_ids.insert(Arc::clone(&dfa), id);
         self.terminals.push(dfa);
         Sym::T(id)
     }
@@ -189,7 +195,7 @@ impl GrammarBuilder {
         if bytes.is_empty() {
             return self.alts("<empty literal>", vec![vec![]]);
         }
-        self.raw_terminal(Dfa::literal(bytes))
+        self.raw_terminal(Arc::new(Dfa::literal(bytes)))
     }
 
     /// A terminal for the whole-match language of a regular expression.
@@ -317,7 +323,6 @@ impl GrammarBuilder {
             }
         }
         let terminal_starts = terminals.iter().map(|d| d.start()).collect();
-        let terminals = terminals.into_iter().map(Arc::new).collect();
         Ok(Grammar {
             syms,
             nt_rules,

@@ -9,7 +9,7 @@ use super::algebra::{exactly_one, merge, normalize};
 use super::number::Decimal;
 use super::schema::StringFacets;
 use super::schema::{compact, invalid, json_eq, unsupported, Node, ObjectFacets, Schema, TypeSet};
-use super::string::{is_long, string_content};
+use super::string::{is_chunked, string_content};
 use super::JsonOptions;
 use crate::dfa::Dfa;
 use crate::grammar::{GrammarBuilder, Sym};
@@ -324,14 +324,28 @@ impl<'a> Compiler<'a> {
         path: &str,
     ) -> Result<Sym, Error> {
         if f.format.as_deref() == Some("regex") {
-            // A grammar, not an automaton: nothing regular can be intersected with it here.
+            // A grammar, not an automaton: nothing regular can be intersected with it here,
+            // but one unanchored `pattern` can be looked for in its runs of atoms.
             // `minLength: 1` only takes out the empty pattern.
-            let alone = f.patterns.is_empty()
-                && f.not_patterns.is_empty()
+            let others = f.not_patterns.is_empty()
                 && f.not_formats.is_empty()
                 && f.min_length.unwrap_or(0) <= 1
                 && f.max_length.is_none()
                 && !excluded.iter().any(Value::is_string);
+            if let [p] = f.patterns.as_slice() {
+                if others && !p.contains(['^', '$']) {
+                    let d = super::string::pattern_dfa(p)?;
+                    if Dfa::any_string().minus(&d)?.is_empty_language() {
+                        // It matches every string.
+                        return self.regex_format_string(f.min_length == Some(1));
+                    }
+                    if !d.accepts_empty() {
+                        // A string with a match is not empty: `minLength: 1` holds already.
+                        return self.regex_format_with_pattern(p, &d);
+                    }
+                }
+            }
+            let alone = f.patterns.is_empty() && others;
             if !alone {
                 return Err(unsupported(
                     "format \"regex\" with pattern, minLength above 1, maxLength or not",
@@ -344,7 +358,7 @@ impl<'a> Compiler<'a> {
             && f.not_patterns.is_empty()
             && f.format.is_none()
             && f.not_formats.is_empty();
-        if is_long(f) && plain && !excluded.iter().any(Value::is_string) {
+        if is_chunked(f) && plain && !excluded.iter().any(Value::is_string) {
             return self.long_string(f.min_length.unwrap_or(0), f.max_length, path);
         }
         let mut d = string_content(f, path)?;
@@ -356,7 +370,8 @@ impl<'a> Compiler<'a> {
         self.string_terminal(&d)
     }
 
-    /// Strings of `min` to `max` characters with a bound above [`LONG`](super::string::LONG),
+    /// Strings of `min` to `max` characters with a bound above
+    /// [`CHUNKED`](super::string::CHUNKED),
     /// without an automaton that counts to it: the content is written as chunks of exactly
     /// `CHUNK` characters (one terminal, reused) and a last piece of fewer, and one rule per
     /// chunk count keeps the total within the bounds. Exact, with `max / CHUNK` rules.

@@ -36,13 +36,19 @@
 //! look-around, `\0` not followed by a digit, class ranges in order and without class escapes
 //! at either end, `\c` only before a letter, `\u{...}` at most U+10FFFF, identity escapes only
 //! of syntax characters and `/`, and ES2025's modifiers `(?ims-ims:...)` with each flag once.
-//! Beside it the compiler takes `minLength: 1` (no empty pattern); other string keywords with
-//! it are refused by name.
+//! Beside it the compiler takes `minLength: 1` (no empty pattern) and one `pattern` without
+//! `^` or `$`, looked for within each run of atoms (a match across a group's, class's or
+//! alternative's delimiter is refused: a sixth restriction that only refuses); other string
+//! keywords with it are refused by name.
 //!
 //! The automata are built once per process (`pieces`): the first schema with the format pays
-//! for them, later ones reuse them.
+//! for them (about 150 ms of CPU), later ones share them (`GrammarBuilder::shared_terminal`),
+//! so that a schema with the format compiles in a few milliseconds. Each operand is made
+//! minimal before a product (`Dfa::minimized`): regex-automata spells the quantifier once per
+//! kind of atom before it, and the braces' check multiplied every spelling (72,000 states per
+//! piece where 4,000 do).
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use super::compile::Compiler;
 use super::schema::unsupported;
@@ -236,6 +242,49 @@ const BINARY_PROPERTIES: &[&str] = &[
     "XIDS",
 ];
 
+/// The names of [`property_names`] as a trie over their bytes (node 0 is the root), so that
+/// the class automaton reads a name one byte at a time in one step each.
+struct NameTrie {
+    /// Per node, its children as (byte, node), in byte order.
+    children: Vec<Vec<(u8, u32)>>,
+    /// Per node, whether a whole name ends there.
+    whole: Vec<bool>,
+}
+
+impl NameTrie {
+    fn new(names: &[String]) -> NameTrie {
+        let mut t = NameTrie {
+            children: vec![Vec::new()],
+            whole: vec![false],
+        };
+        for name in names {
+            let mut v = 0usize;
+            for &b in name.as_bytes() {
+                v = match t.child(v as u32, b) {
+                    Some(c) => c as usize,
+                    None => {
+                        let c = t.whole.len();
+                        t.children.push(Vec::new());
+                        t.whole.push(false);
+                        let at = t.children[v].partition_point(|&(x, _)| x < b);
+                        t.children[v].insert(at, (b, c as u32));
+                        c
+                    }
+                };
+            }
+            t.whole[v] = true;
+        }
+        t
+    }
+
+    fn child(&self, node: u32, b: u8) -> Option<u32> {
+        let kids = &self.children[node as usize];
+        kids.binary_search_by_key(&b, |&(x, _)| x)
+            .ok()
+            .map(|i| kids[i].1)
+    }
+}
+
 /// What may stand between the braces of `\p{...}`.
 fn property_names() -> Vec<String> {
     let mut names: Vec<String> = BINARY_PROPERTIES.iter().map(|s| s.to_string()).collect();
@@ -258,23 +307,30 @@ const EXACT_DIGITS: usize = 3;
 /// after any atom (a mask would otherwise look past the end of a run at every byte).
 struct Pieces {
     /// A run, then `(`, `(?:` or `(?flags-flags:`.
-    open: Dfa,
+    open: Arc<Dfa>,
     /// A run, then `(?=`, `(?!`, `(?<=` or `(?<!`.
-    look: Dfa,
+    look: Arc<Dfa>,
     /// A run, then `(?<name>`.
-    named: Dfa,
+    named: Arc<Dfa>,
     /// A run, then a class's `[`.
-    class_open: Dfa,
+    class_open: Arc<Dfa>,
     /// The rest of a character class, to its `]`.
-    class_rest: Dfa,
+    class_rest: Arc<Dfa>,
     /// A run, then `|`.
-    bar: Dfa,
+    bar: Arc<Dfa>,
     /// A run, then `)`.
-    close: Dfa,
+    close: Arc<Dfa>,
     /// A run, then the string's closing quote.
-    end: Dfa,
+    end: Arc<Dfa>,
     /// A quantifier after a group or class.
-    quantifier: Dfa,
+    quantifier: Arc<Dfa>,
+    /// `end` without the string that is only the closing quote (`minLength: 1`).
+    nonempty_end: Arc<Dfa>,
+    /// The run alone, for a `pattern` beside the format.
+    run: Dfa,
+    /// The delimiters after a run: `open`'s, `look`'s, `named`'s, `class_open`'s, `bar`'s,
+    /// `close`'s and `end`'s, in that order.
+    delims: Vec<Dfa>,
 }
 
 fn pieces() -> Result<&'static Pieces, Error> {
@@ -302,8 +358,11 @@ fn build() -> Result<Pieces, Error> {
     let no_digit = format!(r"(?:{atom}{quant}?|\\0{quant}|{assertion})");
     // `\0` is never followed by a digit (a quantifier between them is fine).
     let run = format!(r"(?:{free}|(?:\\0)+{no_digit})*(?:\\0)*");
-    let bad = bad_braces()?;
+    // Minimal operands keep the product small: regex-automata spells the quantifier once per
+    // kind of atom before it, and the braces' check would multiply each spelling.
+    let bad = bad_braces()?.minimized();
     let run = Dfa::from_regex(&run)?
+        .minimized()
         .minus(&bad)?
         .intersect(utf8)?
         .json_content()?;
@@ -323,16 +382,32 @@ fn build() -> Result<Pieces, Error> {
         run.then(&Dfa::from_regex(re)?)?
             .ok_or_else(|| unsupported(format!("format \"regex\" (internal: {re})"), "#"))
     };
+    let end = then("\"")?;
+    let mut delims = Vec::new();
+    for re in [
+        open.as_str(),
+        r"\(\?<?[=!]",
+        r"\(\?<[A-Za-z$_][A-Za-z0-9$_]*>",
+        r"\[",
+        r"\|",
+        r"\)",
+        "\"",
+    ] {
+        delims.push(Dfa::from_regex(re)?);
+    }
     Ok(Pieces {
-        open: then(&open)?,
-        look: then(r"\(\?<?[=!]")?,
-        named: then(r"\(\?<[A-Za-z$_][A-Za-z0-9$_]*>")?,
-        class_open: then(r"\[")?,
-        class_rest: class_dfa()?.intersect(utf8)?.json_content()?,
-        bar: then(r"\|")?,
-        close: then(r"\)")?,
-        end: then("\"")?,
-        quantifier: quantifier.json_content()?,
+        run: run.clone(),
+        delims,
+        nonempty_end: Arc::new(end.minus(&Dfa::literal(b"\""))?),
+        end: Arc::new(end),
+        open: Arc::new(then(&open)?),
+        look: Arc::new(then(r"\(\?<?[=!]")?),
+        named: Arc::new(then(r"\(\?<[A-Za-z$_][A-Za-z0-9$_]*>")?),
+        class_open: Arc::new(then(r"\[")?),
+        class_rest: Arc::new(class_dfa()?.intersect(utf8)?.json_content()?),
+        bar: Arc::new(then(r"\|")?),
+        close: Arc::new(then(r"\)")?),
+        quantifier: Arc::new(quantifier.json_content()?),
     })
 }
 
@@ -413,7 +488,11 @@ fn bad_braces() -> Result<Dfa, Error> {
                         Some(&n0) => b.cmp(&n0),
                         None => Greater,
                     };
-                    S::M(d.clone(), *k, 1, ord)
+                    if ord == Equal {
+                        S::M(d.clone(), *k, 1, ord)
+                    } else {
+                        S::M(vec![0; d.len()], *k, 1, ord)
+                    }
                 }
                 (S::M(d, k, j, ord), _) if digit => {
                     let j = j + 1;
@@ -425,6 +504,9 @@ fn bad_braces() -> Result<Dfa, Error> {
                     if j > *k {
                         // Longer than `n`: fine whatever follows.
                         S::M(Vec::new(), 0, 1, Greater)
+                    } else if ord != Equal {
+                        // Decided: of `n`'s digits only how many were kept still matters.
+                        S::M(vec![0; d.len()], *k, j, ord)
                     } else {
                         S::M(d.clone(), *k, j, ord)
                     }
@@ -446,8 +528,29 @@ fn bad_braces() -> Result<Dfa, Error> {
         },
         |s| *s == S::Found,
         "format regex quantifier bounds",
-        &IDENTITY,
+        &brace_classes(),
     )
+}
+
+/// The bytes that [`bad_braces`] tells apart: each digit, `\\`, `{`, `}`, `,`, the escapes
+/// whose braces hold no quantifier (`u`, `p`, `P`), and every other byte as one.
+fn brace_classes() -> [u8; 256] {
+    let mut classes = [0u8; 256];
+    for b in b'0'..=b'9' {
+        classes[b as usize] = b - b'0' + 1;
+    }
+    for (b, c) in [
+        (b'\\', 11),
+        (b'{', 12),
+        (b'}', 13),
+        (b',', 14),
+        (b'u', 15),
+        (b'p', 15),
+        (b'P', 15),
+    ] {
+        classes[b as usize] = c;
+    }
+    classes
 }
 
 /// A class range's first end as far as the range check needs it.
@@ -515,15 +618,16 @@ enum Class {
         p: u32,
         digits: Digits,
     },
-    /// After `\p` (`None`), then inside its braces: the name so far.
-    Prop(Option<String>),
+    /// After `\p` (`None`), then inside its braces: the name so far, as a node of the
+    /// [`NameTrie`].
+    Prop(Option<u32>),
     Done,
 }
 
 /// The class automaton after its `[`: ECMA-262's `ClassContents[+UnicodeMode,
 /// ~UnicodeSetsMode]` and the `]`, ranges checked as the module docs say.
 fn class_dfa() -> Result<Dfa, Error> {
-    let names = property_names();
+    let names = NameTrie::new(&property_names());
     Dfa::explore(
         Class::Open,
         |s, b| class_next(s, b, &names),
@@ -533,7 +637,7 @@ fn class_dfa() -> Result<Dfa, Error> {
     )
 }
 
-fn class_next(s: &Class, b: u8, names: &[String]) -> Option<Class> {
+fn class_next(s: &Class, b: u8, names: &NameTrie) -> Option<Class> {
     match s {
         Class::Open if b == b'^' => Some(Class::OpenNeg),
         Class::Open | Class::OpenNeg if b == b']' => Some(Class::Done),
@@ -613,20 +717,15 @@ fn class_next(s: &Class, b: u8, names: &[String]) -> Option<Class> {
                 brace_value(*ctx, p.min(0x100), sig, lead)
             }
         },
-        Class::Prop(None) => (b == b'{').then(|| Class::Prop(Some(String::new()))),
-        Class::Prop(Some(name)) => {
+        Class::Prop(None) => (b == b'{').then_some(Class::Prop(Some(0))),
+        Class::Prop(Some(node)) => {
             if b == b'}' {
-                return names.iter().any(|n| n == name).then_some(Class::Post {
+                return names.whole[*node as usize].then_some(Class::Post {
                     x: End::Class,
                     zero: false,
                 });
             }
-            let mut next = name.clone();
-            next.push(b as char);
-            names
-                .iter()
-                .any(|n| n.starts_with(&next))
-                .then_some(Class::Prop(Some(next)))
+            names.child(*node, b).map(|c| Class::Prop(Some(c)))
         }
         Class::Done => None,
     }
@@ -764,7 +863,7 @@ impl Compiler<'_> {
             return Ok(s);
         }
         let p = pieces()?;
-        let mut t = |d: &Dfa| self.b.terminal(d.clone());
+        let mut t = |d: &Arc<Dfa>| self.b.shared_terminal(Arc::clone(d));
         let (open, look, named) = (t(&p.open)?, t(&p.look)?, t(&p.named)?);
         let (class_open, class_rest, q) = (t(&p.class_open)?, t(&p.class_rest)?, t(&p.quantifier)?);
         let (bar, close, end) = (t(&p.bar)?, t(&p.close)?, t(&p.end)?);
@@ -797,7 +896,7 @@ impl Compiler<'_> {
             "regex format string",
             vec![vec![quote, Sym::Nt(top[0])], vec![quote, Sym::Nt(top[1])]],
         );
-        let nonempty_end = self.b.terminal(p.end.minus(&Dfa::literal(b"\""))?)?;
+        let nonempty_end = self.b.shared_terminal(Arc::clone(&p.nonempty_end))?;
         let s1 = self.b.alts(
             "nonempty regex format string",
             vec![
@@ -808,6 +907,118 @@ impl Compiler<'_> {
         );
         self.regex_format = [Some(s), Some(s1)];
         Ok(if nonempty { s1 } else { s })
+    }
+
+    /// The JSON strings whose content is an ECMA-262 pattern and has a match of `pattern`
+    /// (the automaton of the contents a JSON Schema `pattern` matches somewhere, without `^`
+    /// or `$`), with a restriction that only refuses: the match lies within one run of atoms
+    /// (`a(b)c` has no match of `abc` here). Each rule of [`Compiler::regex_format_string`]
+    /// is split by whether a match was read in it (`f`), a run either holding one or not:
+    ///
+    /// ```text
+    /// S -> '"' T_k,1     T_k,f|g -> Seq_k,f end_g     Seq_k,f|g -> Seq_i,f U_j,g  (i + j = k)
+    /// U_k,f|g -> open_f C_k,g q? | ...                 (end_1 = run ∩ match, then '"')
+    /// ```
+    ///
+    /// Exact otherwise: a run is read as a string of its own, and its neighbours (a delimiter
+    /// before, the delimiter of its terminal after, the string's start) are not word
+    /// characters, so `\b` and `\B` judge its edges as they do in the whole string.
+    ///
+    /// The terminals are kept process-wide per pattern text (`source`), as the pieces are.
+    pub(super) fn regex_format_with_pattern(
+        &mut self,
+        source: &str,
+        pattern: &Dfa,
+    ) -> Result<Sym, Error> {
+        type Split = Arc<Vec<[Arc<Dfa>; 2]>>;
+        static SPLIT: OnceLock<std::sync::Mutex<std::collections::HashMap<String, Split>>> =
+            OnceLock::new();
+        const SPLIT_ENTRIES: usize = 64;
+        let p = pieces()?;
+        let internal = || unsupported("format \"regex\" (internal: pattern run)", "#");
+        let memo = SPLIT.get_or_init(Default::default);
+        // A poisoned lock only means another thread panicked mid-insert; the map stays valid.
+        let known = memo
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(source)
+            .cloned();
+        let split = match known {
+            Some(split) => split,
+            None => {
+                let matched = pattern.json_content()?;
+                let runs = [p.run.minus(&matched)?, p.run.intersect(&matched)?];
+                // split[i][f]: delimiter i after a run with (f = 1) or without a match.
+                let mut split = Vec::new();
+                for d in &p.delims {
+                    split.push([
+                        Arc::new(runs[0].then(d)?.ok_or_else(internal)?),
+                        Arc::new(runs[1].then(d)?.ok_or_else(internal)?),
+                    ]);
+                }
+                let split = Arc::new(split);
+                let mut m = memo.lock().unwrap_or_else(|e| e.into_inner());
+                if m.len() >= SPLIT_ENTRIES {
+                    m.clear();
+                }
+                m.insert(source.to_string(), Arc::clone(&split));
+                split
+            }
+        };
+        let mut terms = Vec::new();
+        for pair in split.iter() {
+            terms.push([
+                self.b.shared_terminal(Arc::clone(&pair[0]))?,
+                self.b.shared_terminal(Arc::clone(&pair[1]))?,
+            ]);
+        }
+        let [open, look, named, class_open, bar, close, end] =
+            <[[Sym; 2]; 7]>::try_from(terms).map_err(|_| internal())?;
+        let class_rest = self.b.shared_terminal(Arc::clone(&p.class_rest))?;
+        let q = self.b.shared_terminal(Arc::clone(&p.quantifier))?;
+        let quote = self.lit("\"");
+        let mut nts = |name: &str| {
+            [
+                [self.b.nt(name), self.b.nt(name)],
+                [self.b.nt(name), self.b.nt(name)],
+            ]
+        };
+        let top = nts("regex with match");
+        let closed = nts("regex group body with match");
+        let seq = nts("regex units with match");
+        let unit = nts("regex unit with match");
+        let nt = Sym::Nt;
+        self.b.rule(seq[0][0], vec![]);
+        for k in 0..2 {
+            for f in 0..2 {
+                for g in 0..2 {
+                    let fg = f | g;
+                    self.b.rule(top[k][fg], vec![nt(seq[k][f]), end[g]]);
+                    self.b.rule(closed[k][fg], vec![nt(seq[k][f]), close[g]]);
+                    for i in 0..=k {
+                        self.b
+                            .rule(seq[k][fg], vec![nt(seq[i][f]), nt(unit[k - i][g])]);
+                    }
+                    self.b.rule(unit[k][fg], vec![open[f], nt(closed[k][g])]);
+                    self.b.rule(unit[k][fg], vec![open[f], nt(closed[k][g]), q]);
+                    self.b.rule(unit[k][fg], vec![look[f], nt(closed[k][g])]);
+                    if k == 1 {
+                        self.b.rule(unit[1][fg], vec![named[f], nt(closed[0][g])]);
+                        self.b
+                            .rule(unit[1][fg], vec![named[f], nt(closed[0][g]), q]);
+                    }
+                }
+            }
+        }
+        for f in 0..2 {
+            self.b.rule(unit[0][f], vec![class_open[f], class_rest]);
+            self.b.rule(unit[0][f], vec![class_open[f], class_rest, q]);
+            self.b.rule(unit[0][f], vec![bar[f]]);
+        }
+        Ok(self.b.alts(
+            "regex format string with a pattern",
+            vec![vec![quote, nt(top[0][1])], vec![quote, nt(top[1][1])]],
+        ))
     }
 }
 
@@ -997,6 +1208,55 @@ mod tests {
         );
     }
 
+    /// `{n,m}` bounds compared digit by digit, including once the comparison is decided
+    /// before `m` ends (the automaton then forgets `n`'s digits but not how many there were).
+    #[test]
+    fn brace_bounds_in_order() {
+        check(
+            &[
+                "a{123,124}",
+                "a{12,103}",
+                "a{5,50}",
+                "a{0050,0051}",
+                "a{19,20}",
+                "[a]{7,8}",
+                "(a){99,999}",
+                "a{1,1000}",
+            ],
+            &[
+                "a{124,123}",
+                "a{19,10}",
+                "a{100,99}",
+                "a{050,49}",
+                "a{21,19}",
+                "[a]{8,7}",
+                "(a){999,99}",
+                "a{1000,999}",
+            ],
+        );
+    }
+
+    /// The pieces stay small: each was about 72,000 states when the run automaton (not
+    /// minimal: the quantifier spelled once per kind of atom) met the braces' check.
+    #[test]
+    fn the_pieces_are_small() {
+        let p = super::pieces().expect("pieces");
+        for d in [
+            &p.open,
+            &p.look,
+            &p.named,
+            &p.class_open,
+            &p.class_rest,
+            &p.bar,
+            &p.close,
+            &p.end,
+            &p.quantifier,
+            &p.nonempty_end,
+        ] {
+            assert!(d.num_states() < 10_000, "{} states", d.num_states());
+        }
+    }
+
     /// The documented restrictions: valid ECMA-262 patterns that only a context-sensitive
     /// check would accept without accepting invalid ones, refused.
     #[test]
@@ -1055,6 +1315,67 @@ mod tests {
         ] {
             assert_eq!(accepts(&g, p), ok, "{p}");
         }
+    }
+
+    /// Whether `{"type": "string", "format": "regex", "pattern": pattern}` accepts each of
+    /// `strings` as listed.
+    fn check_with_pattern(pattern: &str, cases: &[(&str, bool)]) {
+        let g = compile_json_schema(
+            &json!({"type": "string", "format": "regex", "pattern": pattern}),
+            &JsonOptions::default(),
+        )
+        .expect("compiles");
+        for &(p, ok) in cases {
+            assert_eq!(accepts(&g, p), ok, "{pattern}: {p}");
+        }
+    }
+
+    /// schema.org's schemas: `format: regex` beside an unanchored `pattern`.
+    #[test]
+    fn a_pattern_beside_it_is_looked_for_in_the_runs() {
+        check_with_pattern(
+            "Action",
+            &[
+                ("Action", true),
+                ("^Action$", true),
+                ("(?:x)Action|y", true),
+                ("[a]Actions*", true),
+                ("(?<n>Action)", true),
+                ("Acton", false),
+                ("", false),
+                // Not a pattern, though it has a match.
+                ("Action(", false),
+                ("(Action", false),
+                ("Action{2,1}", false),
+                // The documented restriction: a match across a group's delimiters.
+                ("(Act)ion", false),
+            ],
+        );
+        check_with_pattern(
+            "\\b\\d{13}\\b",
+            &[
+                ("1234567890123", true),
+                ("(a)1234567890123", true),
+                ("[0-9]1234567890123|x", true),
+                ("x1234567890123", false),
+                ("12345678901234", false),
+                ("123456789012", false),
+            ],
+        );
+        check_with_pattern(
+            "http://schema.org",
+            &[
+                ("http://schema.org", true),
+                ("^http://schema.org$", true),
+                ("http://schema\\.org", false),
+                ("https?://schema.org", false),
+                ("http://schema.org|x", true),
+                // The restriction again: `.` matches the `|`, a delimiter between runs.
+                ("http://schema|org", false),
+            ],
+        );
+        // A pattern every string matches asserts nothing.
+        check_with_pattern("a*", &[("", true), ("b", true), ("b)", false)]);
     }
 
     #[test]

@@ -762,6 +762,48 @@ fn long_length_bounds_compile_without_unrolling() {
 }
 
 #[test]
+fn moderate_length_bounds_beside_patterns_compile() {
+    // publiccode's `longDescription`: counted in one automaton, 10,000 characters took about
+    // 90,000 states; as chunks it compiles, exactly.
+    let s = |n: usize| format!("\"{}\"", "é".repeat(n));
+    check(
+        json!({"type": "string", "minLength": 500, "maxLength": 10_000}),
+        &[&s(500), &s(4_001), &s(10_000)],
+        &[&s(499), &s(10_001), &s(0)],
+    );
+    // winget's file names: four dot-separated pieces of at most 32 characters, at most 128 in
+    // all, which the pieces alone would allow up to 131.
+    let piece = r#"[^\.\s\\/:\*\?"<>\|\x01-\x1f]{1,32}"#;
+    let schema = json!({"type": "string", "maxLength": 128,
+                        "pattern": format!("^{piece}(\\.{piece}){{1,3}}$")});
+    let a = |n: usize| "a".repeat(n);
+    let name = |last: usize| format!("\"{}.{}.{}.{}\"", a(32), a(32), a(32), a(last));
+    check(
+        schema,
+        &[
+            &name(29),
+            "\"setup.exe\"",
+            "\"é.b\"",
+            &format!("\"{}.x\"", a(32)),
+        ],
+        &[
+            &name(30),
+            &name(32),
+            "\"setup\"",
+            "\"a b.exe\"",
+            &format!("\"{}.x\"", a(33)),
+        ],
+    );
+    // The tag pattern of winget's locales, with its `maxLength: 20`.
+    check(
+        json!({"type": "string", "maxLength": 20,
+               "pattern": "^([a-zA-Z]{2}|[iI]-[a-zA-Z]+|[xX]-[a-zA-Z]{1,8})(-[a-zA-Z]{1,8})*$"}),
+        &["\"en-US\"", "\"i-abcdefghijklmnopqr\""],
+        &["\"i-abcdefghijklmnopqrs\"", "\"en-\"", "\"e\""],
+    );
+}
+
+#[test]
 fn many_named_properties_and_counts_without_blowup() {
     let mut props = serde_json::Map::new();
     for i in 0..100 {

@@ -353,6 +353,17 @@ pub(super) fn is_long(f: &StringFacets) -> bool {
     f.min_length.unwrap_or(0) > LONG || f.max_length.is_some_and(|x| x > LONG)
 }
 
+/// Length bounds above this on a string without `pattern` or `format` are written as chunks,
+/// as those above [`LONG`] always are: one automaton counting to 10,000 characters has a state
+/// per count and place in a UTF-8 sequence, about 90,000 (publiccode's `longDescription`,
+/// `minLength: 500` and `maxLength: 10000`, went past the automaton limit).
+pub(super) const CHUNKED: usize = 4_000;
+
+/// Whether a length bound is above [`CHUNKED`].
+pub(super) fn is_chunked(f: &StringFacets) -> bool {
+    f.min_length.unwrap_or(0) > CHUNKED || f.max_length.is_some_and(|x| x > CHUNKED)
+}
+
 /// The decoded-content automaton of a string schema.
 ///
 /// Length bounds above [`LONG`] are kept only when the other keywords already bound the
@@ -365,7 +376,7 @@ fn format_dfa(format: &str, path: &str) -> Result<Dfa, Error> {
     let re = format_regex(format).ok_or_else(|| unsupported(format!("format {format:?}"), path))?;
     let mut d = Dfa::from_regex(&format!("(?:{re})"))?;
     if format == "hostname" {
-        d = d.intersect(&Dfa::char_count(1, Some(63))?)?;
+        d = d.with_char_count(1, Some(63))?;
         // RFC 5891 (4.2.3.1): no label has `--` in its third and fourth places. This
         // refuses IDNA A-labels (`xn--...`), whose Punycode no automaton checks: stricter
         // than RFC 5890, never looser.
@@ -429,7 +440,7 @@ pub(super) fn string_content(f: &StringFacets, path: &str) -> Result<Dfa, Error>
         }
     }
     if min > 0 || max.is_some() {
-        d = d.intersect(&Dfa::char_count(min, max)?)?;
+        d = d.with_char_count(min, max)?;
     }
     Ok(d)
 }
