@@ -89,6 +89,15 @@ impl ThreadPool {
         } else {
             SPIN_LIMIT
         };
+        Self::with_spin_limit(threads, spin_limit)
+            .unwrap_or_else(|e| panic!("cannot start a worker thread: {e}"))
+    }
+
+    /// A pool of `threads` threads in all (at least 1) whose waiting threads poll `spin_limit`
+    /// times before they sleep, or why a thread could not be started (the threads already
+    /// started are stopped again). A pool whose jobs come far apart (one per decode step, say)
+    /// gains nothing by spinning between them: a small limit leaves the core to others.
+    pub fn with_spin_limit(threads: usize, spin_limit: u32) -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
             epoch: AtomicU64::new(0),
             done: AtomicUsize::new(0),
@@ -103,20 +112,20 @@ impl ThreadPool {
             finished: Condvar::new(),
             job: UnsafeCell::new(None),
         });
-        let workers = (1..threads.max(1))
-            .map(|part| {
-                let shared = Arc::clone(&shared);
-                std::thread::Builder::new()
-                    .name(format!("nextok-worker-{part}"))
-                    .spawn(move || worker(&shared, part))
-                    .unwrap_or_else(|e| panic!("cannot start a worker thread: {e}"))
-            })
-            .collect();
-        ThreadPool {
+        let mut pool = ThreadPool {
             shared,
-            workers,
+            workers: Vec::with_capacity(threads.max(1) - 1),
             running: Mutex::new(()),
+        };
+        for part in 1..threads.max(1) {
+            let shared = Arc::clone(&pool.shared);
+            // On an error `pool` is dropped here, which stops and joins the workers started.
+            let handle = std::thread::Builder::new()
+                .name(format!("nextok-worker-{part}"))
+                .spawn(move || worker(&shared, part))?;
+            pool.workers.push(handle);
         }
+        Ok(pool)
     }
 
     /// Threads in all, the caller included.
@@ -140,15 +149,22 @@ impl ThreadPool {
     /// Runs `f(part)` for every part `0..threads()` and waits for all of them. A panic in any
     /// part is re-raised here, after every part has finished.
     pub fn run<F: Fn(usize) + Sync>(&self, f: F) {
+        self.run_beside(|| f(0), &f);
+    }
+
+    /// Runs `main` on the calling thread while the workers run `others(part)` for every part
+    /// `1..threads()`, and returns what `main` returns once all have finished: [`run`](Self::run)
+    /// with a part 0 of its own (which may borrow mutably what the others do not touch). A panic
+    /// in `main` goes on once the workers are done; one in a worker's part is re-raised here.
+    pub fn run_beside<R>(&self, main: impl FnOnce() -> R, others: &(dyn Fn(usize) + Sync)) -> R {
         if self.workers.is_empty() {
-            f(0);
-            return;
+            return main();
         }
         let _serial = self.running.lock().unwrap_or_else(|e| e.into_inner());
         let shared = &*self.shared;
-        let job: &(dyn Fn(usize) + Sync + '_) = &f;
+        let job: &(dyn Fn(usize) + Sync + '_) = others;
         // SAFETY: the erased reference is only used by workers until `done` reaches the worker
-        // count, and this function waits for that (also when part 0 panics, through `Wait`).
+        // count, and this function waits for that (also when `main` panics, through `Wait`).
         let job: *const Job =
             unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync + '_), &'static Job>(job) };
         // SAFETY: no worker reads the slot until the epoch below changes.
@@ -185,13 +201,14 @@ impl ThreadPool {
                 }
             }
         }
-        {
+        let out = {
             let _wait = Wait(shared, self.workers.len());
-            f(0);
-        }
+            main()
+        };
         if shared.panicked.swap(false, Ordering::SeqCst) {
             panic!("a worker thread of the nextok thread pool panicked");
         }
+        out
     }
 }
 

@@ -400,6 +400,57 @@ fn an_oversubscribed_pool_polls_briefly_then_sleeps() {
     );
 }
 
+#[test]
+fn a_pool_with_a_chosen_spin_limit_keeps_it_and_runs_every_part() {
+    // A pool whose jobs come far apart (the mask worker of a constrained decode) polls a few
+    // times and sleeps: the limit it is given is the one its waits keep to.
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let pool = ThreadPool::with_spin_limit(2, 8).unwrap();
+    assert_eq!(pool.threads(), 2);
+    assert_eq!(pool.spin_limit(), 8);
+    let runs = 200u64;
+    let hits: [AtomicUsize; 2] = Default::default();
+    for _ in 0..runs {
+        pool.run(|part| {
+            hits[part].fetch_add(1, Ordering::SeqCst);
+        });
+    }
+    assert!(hits
+        .iter()
+        .all(|h| h.load(Ordering::SeqCst) == runs as usize));
+    let bound = (runs + 1) * 2 * 8;
+    assert!(
+        pool.polls() <= bound,
+        "{} polls (bound {bound})",
+        pool.polls()
+    );
+    // `run_beside`: the caller's own part returns a value and borrows mutably; the workers run
+    // the other parts, and both have finished when it returns.
+    let pool3 = ThreadPool::with_spin_limit(3, 8).unwrap();
+    let mut mine = vec![0u32; 4];
+    let others: [AtomicUsize; 3] = Default::default();
+    let got = pool3.run_beside(
+        || {
+            mine.iter_mut().for_each(|m| *m += 1);
+            mine.len()
+        },
+        &|part| {
+            others[part].fetch_add(1, Ordering::SeqCst);
+        },
+    );
+    assert_eq!(got, 4);
+    assert_eq!(mine, [1; 4]);
+    let counts: Vec<usize> = others.iter().map(|o| o.load(Ordering::SeqCst)).collect();
+    assert_eq!(counts, [0, 1, 1], "part 0 is the caller's own");
+    // One thread: no worker, the caller runs the only part.
+    let alone = ThreadPool::with_spin_limit(1, 0).unwrap();
+    let ran = AtomicUsize::new(0);
+    alone.run(|part| {
+        ran.fetch_add(part + 1, Ordering::SeqCst);
+    });
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]

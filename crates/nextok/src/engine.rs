@@ -4,11 +4,12 @@ use crate::language_model::{LanguageModel, LlamaOnBackend};
 use crate::Error;
 use nextok_constraints::{CompiledSchema, Constraint, JsonOptions, Limits, TokenVocab};
 use nextok_gguf::GgufFile;
+use nextok_kernels::ThreadPool;
 use nextok_kv_cache::{KvCache, KvType};
 use nextok_model::{Backend, CpuBackend, LlamaModel, LoadOptions, Logits, Sequence};
 use nextok_tokenizer::{ChatTemplate, EncodeOptions, Message, TokenKind, Tokenizer};
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// A format the answer must follow (constrained decoding).
 #[derive(Debug, Clone, PartialEq)]
@@ -75,6 +76,10 @@ impl EngineOptions {
             .min(Self::MAX_THREADS)
     }
 }
+
+/// Polls the mask worker makes before it sleeps: its jobs come one per decode step, far apart,
+/// so spinning between them would only take a core from others.
+const MASK_SPIN_LIMIT: u32 = 64;
 
 /// The backend for `options`, or why there is none.
 fn backend(options: &EngineOptions) -> Result<Box<dyn Backend>, Error> {
@@ -180,6 +185,10 @@ pub struct Engine {
     vocab: OnceLock<Arc<TokenVocab>>,
     /// How JSON Schemas given as constraints are read (their limits come with each call).
     json_schema: JsonOptions,
+    /// The thread that computes constraint masks while a forward pass runs, started on first
+    /// use; `None` when the forward pass's own threads take every core (or no thread could be
+    /// started), and the masks are computed by the choices themselves.
+    mask_worker: OnceLock<Option<Mutex<ThreadPool>>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -280,6 +289,7 @@ impl Engine {
             kv_type,
             vocab: OnceLock::new(),
             json_schema: JsonOptions::default(),
+            mask_worker: OnceLock::new(),
         })
     }
 
@@ -380,6 +390,27 @@ impl Engine {
             }
             ConstraintSpec::Lark(text) => grammar(c::compile_lark_with_limits(text, limits)?),
         })
+    }
+
+    /// The thread that computes constraint masks while the forward pass runs
+    /// ([`overlapping_masks`](crate::generate::overlapping_masks)), started on first use and
+    /// kept: a pool of the caller and one worker that sleeps between steps. `None` when the
+    /// forward pass's host threads already take every core (a mask thread would take the core of
+    /// one of them, and every barrier of the pass would wait for it; the mask is then computed
+    /// on the caller, a few microseconds against a step of milliseconds) or when no thread
+    /// can be started.
+    pub(crate) fn mask_worker(&self) -> Option<&Mutex<ThreadPool>> {
+        self.mask_worker
+            .get_or_init(|| {
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                if self.model.host_parts() >= cores {
+                    return None;
+                }
+                ThreadPool::with_spin_limit(2, MASK_SPIN_LIMIT)
+                    .ok()
+                    .map(Mutex::new)
+            })
+            .as_ref()
     }
 
     /// The model the loop runs on.

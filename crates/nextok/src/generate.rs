@@ -14,6 +14,7 @@ use nextok_stopping::{Stop, StopConditions, StopState};
 use nextok_tokenizer::{StreamDecoder, Tokenizer};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
 use std::time::Instant;
 
 /// Everything that shapes an answer besides the prompt.
@@ -280,29 +281,30 @@ impl Masking {
     }
 }
 
-/// Runs `forward` while a worker thread computes `masks` (the masks of the choices its logits
-/// are for), so that a constraint costs the loop no time of its own. The masks are the same
-/// bits as when [`Decoding::choose`] computes them, and an error computing one is reported by
-/// the choice that needs it, as it would be without the worker. If no thread can be started,
-/// the choices compute their masks themselves.
-pub(crate) fn overlapping_masks<T>(masks: Vec<&mut Masking>, forward: impl FnOnce() -> T) -> T {
+/// Runs `forward` on the calling thread while the engine's mask worker
+/// ([`Engine::mask_worker`]) computes `masks` (the masks of the choices its logits are for), so
+/// that a constraint costs the loop no time of its own. The masks are the same bits as when
+/// [`Decoding::choose`] computes them, and an error computing one is reported by the choice
+/// that needs it, as it would be without the worker. Where the engine has no mask worker (the
+/// forward pass's threads take every core, or no thread could be started) or another thread is
+/// using it, the choices compute their masks themselves; no thread is started per step.
+pub(crate) fn overlapping_masks<T>(
+    engine: &Engine,
+    masks: Vec<&mut Masking>,
+    forward: impl FnOnce() -> T,
+) -> T {
     if masks.is_empty() {
         return forward();
     }
-    std::thread::scope(|s| {
-        let worker = std::thread::Builder::new()
-            .name("nextok-mask".into())
-            .spawn_scoped(s, move || {
-                for m in masks {
-                    m.prepare();
-                }
-            });
-        let out = forward();
-        if let Ok(worker) = worker {
-            // `prepare` does not panic; if it did, the choice computes its mask again.
-            let _ = worker.join();
+    let Some(worker) = engine.mask_worker().and_then(|w| w.try_lock().ok()) else {
+        return forward();
+    };
+    let masks = Mutex::new(masks);
+    worker.run_beside(forward, &|_| {
+        // `prepare` does not panic; if it did, the pool re-raises it here.
+        for m in masks.lock().unwrap_or_else(|e| e.into_inner()).iter_mut() {
+            m.prepare();
         }
-        out
     })
 }
 
@@ -812,7 +814,8 @@ impl<'e> Generation<'e> {
             masks.extend(run.decoding.masking.as_mut());
         }
         let engine = self.engine;
-        let logits = overlapping_masks(masks, || engine.forward_batch(&mut caches, &tokens))?;
+        let logits =
+            overlapping_masks(engine, masks, || engine.forward_batch(&mut caches, &tokens))?;
         for (run, logits) in going.iter_mut().zip(logits) {
             run.logits = logits;
         }
@@ -866,7 +869,7 @@ impl<'e> Generation<'e> {
         let rows = {
             let masks = run.decoding.masking.as_mut().into_iter().collect();
             let cache = &mut run.cache;
-            overlapping_masks(masks, || engine.forward(cache, &input, positions))?
+            overlapping_masks(engine, masks, || engine.forward(cache, &input, positions))?
         };
         let vocab = engine.vocab_size();
         if rows.len() != input.len() * vocab {

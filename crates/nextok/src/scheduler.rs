@@ -28,8 +28,8 @@
 //! 5. **Drafts.** With [`SchedulerOptions::speculative`], each decode may bring a draft (see
 //!    below) within [`SchedulerOptions::max_draft_tokens_per_step`] and what the step's token
 //!    budgets and the free blocks have left.
-//! 6. **The pass**, while a worker thread computes the constraint masks of the choices it
-//!    scores; then every completion that got logits chooses its token (all of the step's
+//! 6. **The pass**, while the engine's mask worker computes the constraint masks of the choices
+//!    it scores (where the pass leaves a core free; otherwise each choice computes its own); then every completion that got logits chooses its token (all of the step's
 //!    choices drawn in one [`sample_batch`] over the backend's threads), and every cache that
 //!    ran publishes its full blocks to the pool's prefix cache.
 //!
@@ -1283,7 +1283,7 @@ impl<'e> Worker<'_, 'e> {
                     }
                 }
             }
-            overlapping_masks(masks, || forward(engine, &mut plan))
+            overlapping_masks(engine, masks, || forward(engine, &mut plan))
         };
         let mut results: Vec<Result<Vec<f32>, Error>> = match outcome {
             Ok(rows) => rows.into_iter().map(Ok).collect(),

@@ -570,6 +570,56 @@ fn a_regex_constraint_is_the_masked_argmax_at_every_step() {
     assert!(constraint.is_finished());
 }
 
+/// Constrained answers are the same whoever computes the masks: a one-thread engine computes
+/// them on its mask worker while the forward pass runs (on a machine of two cores or more), one
+/// whose forward pass takes every core computes them on the caller. Greedy and seeded sampling,
+/// three completions decoded in one batch, a regular expression and JSON.
+#[test]
+fn constrained_answers_do_not_depend_on_who_computes_the_masks() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let file = GgufFile::from_bytes(common::gguf(SEED, 4096)).unwrap();
+    let options = EngineOptions {
+        threads: Some(cores),
+        ..EngineOptions::default()
+    };
+    let every_core = Engine::from_gguf(file, &options).unwrap();
+    let prompt = Prompt::Ids(prompt_ids());
+    let pattern = "[a-z]{3}[0-9]{2}";
+    for spec in [ConstraintSpec::Regex(pattern.into()), ConstraintSpec::Json] {
+        for mut options in [greedy(24), sampled(11, 24)] {
+            options.n = 3;
+            let plain = all(engine(), &prompt, &options);
+            options.constraint = Some(spec.clone());
+            let worker = all(engine(), &prompt, &options);
+            let caller = all(&every_core, &prompt, &options);
+            assert_eq!(worker.len(), 3);
+            for (i, (w, c)) in worker.iter().zip(&caller).enumerate() {
+                assert_eq!(w.tokens, c.tokens, "{spec:?}, completion {i}");
+                assert_eq!(w.text, c.text, "{spec:?}, completion {i}");
+                assert_eq!(w.logprob, c.logprob, "{spec:?}, completion {i}");
+            }
+            // The constraint was applied: the answers differ from unconstrained ones, and the
+            // regular expression's answers match it.
+            assert!(
+                worker.iter().zip(&plain).any(|(w, p)| w.tokens != p.tokens),
+                "{spec:?}: the constraint changed nothing"
+            );
+            if matches!(spec, ConstraintSpec::Regex(_)) {
+                for w in &worker {
+                    let t = w.text.as_bytes();
+                    assert!(
+                        t.len() == 5
+                            && t[..3].iter().all(u8::is_ascii_lowercase)
+                            && t[3..].iter().all(u8::is_ascii_digit),
+                        "{:?} does not match {pattern}",
+                        w.text
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn a_choice_constraint_gives_one_of_the_choices() {
     let choices = ["hello", "the user", "system"];
