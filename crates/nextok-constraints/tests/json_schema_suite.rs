@@ -107,13 +107,14 @@ fn every_draft_of_the_suite() {
     // enforced, and again (from 236/493, 321/628 and 318/627) once `format: "regex"` was
     // (the main folders' `format.json`), and again (from 145/321, 214/438, 237/499, 322/634
     // and 319/633) once `uniqueItems` took items of any type, `null`, booleans, integers and
-    // unions.
+    // unions, and `dependentSchemas` met its triggers beside `anyOf`/`oneOf` (2019-09 and
+    // 2020-12 one more each).
     let floors = [
         ("draft4", 146, 338),
         ("draft6", 215, 455),
         ("draft7", 238, 516),
-        ("draft2019-09", 323, 651),
-        ("draft2020-12", 320, 650),
+        ("draft2019-09", 324, 652),
+        ("draft2020-12", 321, 651),
     ];
     let mut problems = Vec::new();
     for (draft, compiled, accepted) in floors {
