@@ -9,10 +9,8 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{bit, check_mask, walk_refuses};
-use nextok_constraints::{
-    compile_json_schema, from_json_schema, Constraint, Error, JsonOptions, TokenVocab,
-};
+use common::{assert_rollback_restores, preferred_tokens, random_walk, walk_refuses};
+use nextok_constraints::{compile_json_schema, from_json_schema, Error, JsonOptions, TokenVocab};
 use proptest::prelude::*;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
@@ -542,55 +540,26 @@ fn random_walks_have_exact_masks_and_end_valid() {
         (open, tracked()),
     ];
     // Tokens the walk prefers, so that keys repeat and objects end often.
-    let preferred: Vec<u32> = (0..vocab.len() as u32)
-        .filter(|&t| {
-            let b = vocab.token_bytes(t).unwrap_or_default();
-            b.len() > 1 || b"abc1\",:{}/\\".contains(b.first().unwrap_or(&0))
-        })
-        .collect();
+    let preferred = preferred_tokens(&vocab, b"abc1\",:{}/\\", true);
     let mut finished = 0;
     for (i, (rule, opts)) in cases.iter().enumerate() {
         let schema = rule.schema();
         for seed in 0..10u64 {
             let mut rng = ChaCha8Rng::seed_from_u64(seed * 31 + i as u64);
             let mut c = from_json_schema(&schema, &vocab, opts).expect("compiles");
-            let mut out = Vec::new();
-            let mut history = Vec::new();
-            for _ in 0..60 {
-                let mask = check_mask(&mut c, &out);
-                history.push(mask.clone());
-                let allowed: Vec<u32> =
-                    (0..vocab.len() as u32).filter(|&t| bit(&mask, t)).collect();
-                let liked: Vec<u32> = preferred
-                    .iter()
-                    .copied()
-                    .filter(|&t| bit(&mask, t))
-                    .collect();
-                let pool = if !liked.is_empty() && rng.next_u32() % 8 != 0 {
-                    &liked
-                } else {
-                    &allowed
-                };
-                let t = pool[rng.next_u32() as usize % pool.len()];
-                c.advance(t).expect("an allowed token");
-                if t == 0 {
-                    finished += 1;
-                    // The validator's parser reads compact JSON.
-                    let compact: Vec<u8> = serde_json::from_slice::<Value>(&out)
-                        .map(|_| strip_ws(&out))
-                        .expect("JSON");
-                    let v = parse(&compact).expect("JSON");
-                    assert!(rule.check(&v), "{}", String::from_utf8_lossy(&out));
-                    break;
-                }
-                out.extend_from_slice(vocab.token_bytes(t).expect("token"));
+            let walk = random_walk(&mut c, &mut rng, &preferred, 8, 60);
+            if walk.ended {
+                finished += 1;
+                let out = &walk.out;
+                // The validator's parser reads compact JSON.
+                let compact: Vec<u8> = serde_json::from_slice::<Value>(out)
+                    .map(|_| strip_ws(out))
+                    .expect("JSON");
+                let v = parse(&compact).expect("JSON");
+                assert!(rule.check(&v), "{}", String::from_utf8_lossy(out));
             }
             // Rolling back (the cached object states included) restores the masks.
-            let back = history.len().min(5);
-            c.rollback(back).expect("rollback");
-            let mut mask = vocab.empty_mask();
-            c.fill_mask(&mut mask).expect("mask");
-            assert_eq!(mask, history[history.len() - back]);
+            assert_rollback_restores(&mut c, &walk, 5);
         }
     }
     assert!(finished >= 8, "only {finished} walks finished");
@@ -623,43 +592,20 @@ fn unique_items_of_objects_checked_at_run_time() {
     // Random walks: every mask bit equals `advance`, and finished outputs are arrays of
     // distinct objects, each with its required member.
     let vocab = vocab();
-    let preferred: Vec<u32> = (0..vocab.len() as u32)
-        .filter(|&t| {
-            let b = vocab.token_bytes(t).unwrap_or_default();
-            b.len() == 1 && b"ab1\",:{}[]".contains(&b[0])
-        })
-        .collect();
+    let preferred = preferred_tokens(&vocab, b"ab1\",:{}[]", false);
     let mut finished = 0;
     for seed in 0..12u64 {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut c = from_json_schema(&schema, &vocab, &opts).expect("compiles");
-        let mut out = Vec::new();
-        for _ in 0..50 {
-            let mask = check_mask(&mut c, &out);
-            let liked: Vec<u32> = preferred
-                .iter()
-                .copied()
-                .filter(|&t| bit(&mask, t))
-                .collect();
-            let allowed: Vec<u32> = (0..vocab.len() as u32).filter(|&t| bit(&mask, t)).collect();
-            let pool = if !liked.is_empty() && rng.next_u32() % 8 != 0 {
-                &liked
-            } else {
-                &allowed
-            };
-            let t = pool[rng.next_u32() as usize % pool.len()];
-            c.advance(t).expect("an allowed token");
-            if t == 0 {
-                finished += 1;
-                let v: Value = serde_json::from_slice(&out).expect("JSON");
-                let items = v.as_array().expect("an array");
-                for (i, x) in items.iter().enumerate() {
-                    assert!(x.get("a").is_some_and(Value::is_i64), "{v}");
-                    assert!(!items[..i].contains(x), "a repeated item in {v}");
-                }
-                break;
+        let walk = random_walk(&mut c, &mut rng, &preferred, 8, 50);
+        if walk.ended {
+            finished += 1;
+            let v: Value = serde_json::from_slice(&walk.out).expect("JSON");
+            let items = v.as_array().expect("an array");
+            for (i, x) in items.iter().enumerate() {
+                assert!(x.get("a").is_some_and(Value::is_i64), "{v}");
+                assert!(!items[..i].contains(x), "a repeated item in {v}");
             }
-            out.extend_from_slice(vocab.token_bytes(t).expect("token"));
         }
     }
     assert!(finished >= 3, "only {finished} walks finished");

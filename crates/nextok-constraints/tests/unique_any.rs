@@ -9,13 +9,13 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{bit, check_mask, walk_accepting, walk_refuses};
+use common::{assert_distinct, bit, preferred_tokens, random_walk, walk_accepting, walk_refuses};
 use nextok_constraints::{
     compile_json_schema, from_json_schema, Constraint, JsonOptions, TokenVocab,
 };
 use proptest::prelude::*;
 use rand_chacha::ChaCha8Rng;
-use rand_core::{RngCore, SeedableRng};
+use rand_core::SeedableRng;
 use serde_json::{json, Value};
 
 fn accepts(schema: &Value, text: &str) -> bool {
@@ -302,20 +302,6 @@ fn domains_that_could_dead_end_stay_refused_by_name() {
     }
 }
 
-/// JSON Schema equality: numbers by value, objects as member sets.
-fn same(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
-        }
-        _ => a == b,
-    }
-}
-
 /// A random walk of at most 40 tokens under `schema`, preferring short values and the pieces
 /// that spell literals and zeros: every mask checked against `advance` (and non-empty while
 /// the output is incomplete); a finished output must be an array of distinct values.
@@ -323,46 +309,21 @@ fn walk(schema: &Value, seed: u64) -> bool {
     let vocab = vocab();
     let mut c = from_json_schema(schema, &vocab, &JsonOptions::default()).unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let preferred: Vec<u32> = (0..vocab.len() as u32)
-        .filter(|&t| {
-            let b = vocab.token_bytes(t).unwrap_or_default();
-            b.len() > 1 || b"01-.e,[]{}\"tfn".contains(b.first().unwrap_or(&0))
-        })
-        .collect();
-    let mut out = Vec::new();
-    for _ in 0..40 {
-        let mask = check_mask(&mut c, &out);
-        let allowed: Vec<u32> = (0..vocab.len() as u32).filter(|&t| bit(&mask, t)).collect();
-        let liked: Vec<u32> = preferred
-            .iter()
-            .copied()
-            .filter(|&t| bit(&mask, t))
-            .collect();
-        let pool = if !liked.is_empty() && rng.next_u32() % 8 != 0 {
-            &liked
-        } else {
-            &allowed
-        };
-        let t = pool[rng.next_u32() as usize % pool.len()];
-        c.advance(t).unwrap();
-        if t == 0 {
-            let v: Vec<Value> = match serde_json::from_slice(&out) {
-                Ok(v) => v,
-                // serde_json reads numbers as f64 and refuses `1e999`: valid JSON that this
-                // oracle cannot compare, so the walk counts as unfinished.
-                Err(e) if e.to_string().contains("number out of range") => return false,
-                Err(e) => panic!("{e}: {}", String::from_utf8_lossy(&out)),
-            };
-            for (x, a) in v.iter().enumerate() {
-                for b in &v[x + 1..] {
-                    assert!(!same(a, b), "{}", String::from_utf8_lossy(&out));
-                }
-            }
-            return true;
-        }
-        out.extend_from_slice(vocab.token_bytes(t).unwrap());
+    let preferred = preferred_tokens(&vocab, b"01-.e,[]{}\"tfn", true);
+    let walk = random_walk(&mut c, &mut rng, &preferred, 8, 40);
+    if !walk.ended {
+        return false;
     }
-    false
+    let out = &walk.out;
+    let v: Vec<Value> = match serde_json::from_slice(out) {
+        Ok(v) => v,
+        // serde_json reads numbers as f64 and refuses `1e999`: valid JSON that this
+        // oracle cannot compare, so the walk counts as unfinished.
+        Err(e) if e.to_string().contains("number out of range") => return false,
+        Err(e) => panic!("{e}: {}", String::from_utf8_lossy(out)),
+    };
+    assert_distinct(&v, out);
+    true
 }
 
 fn walk_schemas() -> Vec<Value> {

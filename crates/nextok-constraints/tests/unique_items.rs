@@ -10,13 +10,16 @@ mod common;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use common::{bit, check_mask, walk_accepting, walk_refuses};
+use common::{
+    assert_distinct, assert_rollback_restores, bit, check_mask, preferred_tokens, random_walk,
+    same, walk_accepting, walk_refuses,
+};
 use nextok_constraints::{
     compile_json_schema, from_json_schema, Constraint, Error, JsonOptions, TokenVocab,
 };
 use proptest::prelude::*;
 use rand_chacha::ChaCha8Rng;
-use rand_core::{RngCore, SeedableRng};
+use rand_core::SeedableRng;
 use serde_json::{json, Value};
 
 fn accepts(schema: &Value, text: &str) -> bool {
@@ -197,61 +200,32 @@ fn random_walks_have_exact_masks_and_end_unique() {
                "uniqueItems": true}),
     ];
     // Tokens the walk prefers, so that items repeat often.
-    let preferred: Vec<u32> = (0..vocab.len() as u32)
-        .filter(|&t| {
-            let b = vocab.token_bytes(t).unwrap_or_default();
-            b.len() > 1 || b"ab\",[]/\\".contains(b.first().unwrap_or(&0))
-        })
-        .collect();
+    let preferred = preferred_tokens(&vocab, b"ab\",[]/\\", true);
     let mut finished = 0;
     for (i, schema) in schemas.iter().enumerate() {
         for seed in 0..12u64 {
             let mut rng = ChaCha8Rng::seed_from_u64(seed * 31 + i as u64);
             let mut c = from_json_schema(schema, &vocab, &JsonOptions::default()).unwrap();
-            let mut out = Vec::new();
-            let mut history = Vec::new();
-            for _ in 0..40 {
-                let mask = check_mask(&mut c, &out);
-                history.push(mask.clone());
-                let allowed: Vec<u32> =
-                    (0..vocab.len() as u32).filter(|&t| bit(&mask, t)).collect();
-                let liked: Vec<u32> = preferred
-                    .iter()
-                    .copied()
-                    .filter(|&t| bit(&mask, t))
-                    .collect();
-                let pool = if !liked.is_empty() && rng.next_u32() % 8 != 0 {
-                    &liked
-                } else {
-                    &allowed
-                };
-                let t = pool[rng.next_u32() as usize % pool.len()];
-                c.advance(t).unwrap();
-                if t == 0 {
-                    finished += 1;
-                    let v: Value = serde_json::from_slice(&out).expect("JSON");
-                    let flat: Vec<String> = match (items(&out), &v) {
-                        (Some(x), _) => x,
-                        (None, Value::Array(inner)) => {
-                            for a in inner {
-                                let x: Vec<String> = serde_json::from_value(a.clone()).unwrap();
-                                assert!(distinct(&x), "{}", String::from_utf8_lossy(&out));
-                            }
-                            Vec::new()
+            let walk = random_walk(&mut c, &mut rng, &preferred, 8, 40);
+            if walk.ended {
+                finished += 1;
+                let out = &walk.out;
+                let v: Value = serde_json::from_slice(out).expect("JSON");
+                let flat: Vec<String> = match (items(out), &v) {
+                    (Some(x), _) => x,
+                    (None, Value::Array(inner)) => {
+                        for a in inner {
+                            let x: Vec<String> = serde_json::from_value(a.clone()).unwrap();
+                            assert!(distinct(&x), "{}", String::from_utf8_lossy(out));
                         }
-                        _ => panic!("not an array: {}", String::from_utf8_lossy(&out)),
-                    };
-                    assert!(distinct(&flat), "{}", String::from_utf8_lossy(&out));
-                    break;
-                }
-                out.extend_from_slice(vocab.token_bytes(t).unwrap());
+                        Vec::new()
+                    }
+                    _ => panic!("not an array: {}", String::from_utf8_lossy(out)),
+                };
+                assert!(distinct(&flat), "{}", String::from_utf8_lossy(out));
             }
             // Rolling back (the earlier values the chart keeps included) restores the masks.
-            let back = history.len().min(4);
-            c.rollback(back).unwrap();
-            let mut mask = vocab.empty_mask();
-            c.fill_mask(&mut mask).unwrap();
-            assert_eq!(mask, history[history.len() - back]);
+            assert_rollback_restores(&mut c, &walk, 4);
         }
     }
     assert!(finished >= 10, "only {finished} walks finished");
@@ -691,65 +665,23 @@ fn random_value_walks_have_exact_masks_and_end_unique() {
         json!({"type": "array", "uniqueItems": true,
                "items": {"type": "array", "items": {"type": "number"}, "uniqueItems": true}}),
     ];
-    let preferred: Vec<u32> = (0..vocab.len() as u32)
-        .filter(|&t| {
-            let b = vocab.token_bytes(t).unwrap_or_default();
-            b.len() > 1 || b"1a\",[]{}:".contains(b.first().unwrap_or(&0))
-        })
-        .collect();
+    let preferred = preferred_tokens(&vocab, b"1a\",[]{}:", true);
     let mut finished = 0;
     for (i, schema) in schemas.iter().enumerate() {
         for seed in 0..10u64 {
             let mut rng = ChaCha8Rng::seed_from_u64(seed * 17 + i as u64);
             let mut c = from_json_schema(schema, &vocab, &JsonOptions::default()).unwrap();
-            let mut out = Vec::new();
-            for _ in 0..40 {
-                let mask = check_mask(&mut c, &out);
-                let allowed: Vec<u32> =
-                    (0..vocab.len() as u32).filter(|&t| bit(&mask, t)).collect();
-                let liked: Vec<u32> = preferred
-                    .iter()
-                    .copied()
-                    .filter(|&t| bit(&mask, t))
-                    .collect();
-                let pool = if !liked.is_empty() && rng.next_u32() % 8 != 0 {
-                    &liked
-                } else {
-                    &allowed
-                };
-                let t = pool[rng.next_u32() as usize % pool.len()];
-                c.advance(t).unwrap();
-                if t == 0 {
-                    finished += 1;
-                    // Distinct as values: serde_json's equality, with every number written
-                    // as an integer or the same decimal spelling the walk can produce.
-                    let v: Vec<Value> = serde_json::from_slice(&out).expect("JSON array");
-                    for (x, a) in v.iter().enumerate() {
-                        for b in &v[x + 1..] {
-                            assert!(!same(a, b), "{}", String::from_utf8_lossy(&out));
-                        }
-                    }
-                    break;
-                }
-                out.extend_from_slice(vocab.token_bytes(t).unwrap());
+            let walk = random_walk(&mut c, &mut rng, &preferred, 8, 40);
+            if walk.ended {
+                finished += 1;
+                // Distinct as values: serde_json's equality, with every number written
+                // as an integer or the same decimal spelling the walk can produce.
+                let v: Vec<Value> = serde_json::from_slice(&walk.out).expect("JSON array");
+                assert_distinct(&v, &walk.out);
             }
         }
     }
     assert!(finished >= 6, "only {finished} walks finished");
-}
-
-/// JSON Schema equality: numbers by value, objects as member sets.
-fn same(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
-        }
-        _ => a == b,
-    }
 }
 
 /// An enum of more than 12 values (too many to unroll a rule per subset), of every type, some
@@ -931,33 +863,19 @@ proptest! {
         }
         let mut c = from_json_schema(&schema, &vocab, &JsonOptions::default()).unwrap();
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let preferred: Vec<u32> = (0..vocab.len() as u32)
-            .filter(|&t| {
-                let b = vocab.token_bytes(t).unwrap_or_default();
-                b.len() > 1 || b"1a\",[]{}:.e".contains(b.first().unwrap_or(&0))
-            })
-            .collect();
-        let mut out = Vec::new();
-        for _ in 0..60 {
-            let mask = check_mask(&mut c, &out);
-            let allowed: Vec<u32> = (0..vocab.len() as u32).filter(|&t| bit(&mask, t)).collect();
-            let liked: Vec<u32> = preferred.iter().copied().filter(|&t| bit(&mask, t)).collect();
-            let pool = if !liked.is_empty() && rng.next_u32() % 4 != 0 { &liked } else { &allowed };
-            let t = pool[rng.next_u32() as usize % pool.len()];
-            c.advance(t).unwrap();
-            if t == 0 {
-                let v: Vec<Value> = serde_json::from_slice(&out).expect("JSON array");
-                for (x, a) in v.iter().enumerate() {
-                    for b in &v[x + 1..] {
-                        prop_assert!(!same(a, b), "{}", String::from_utf8_lossy(&out));
-                    }
+        let preferred = preferred_tokens(&vocab, b"1a\",[]{}:.e", true);
+        let walk = random_walk(&mut c, &mut rng, &preferred, 4, 60);
+        if walk.ended {
+            let out = &walk.out;
+            let v: Vec<Value> = serde_json::from_slice(out).expect("JSON array");
+            for (x, a) in v.iter().enumerate() {
+                for b in &v[x + 1..] {
+                    prop_assert!(!same(a, b), "{}", String::from_utf8_lossy(out));
                 }
-                if which == 1 {
-                    prop_assert!((2..=4).contains(&v.len()), "{}", String::from_utf8_lossy(&out));
-                }
-                break;
             }
-            out.extend_from_slice(vocab.token_bytes(t).unwrap());
+            if which == 1 {
+                prop_assert!((2..=4).contains(&v.len()), "{}", String::from_utf8_lossy(out));
+            }
         }
     }
 }

@@ -7,13 +7,14 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{bit, check_mask, walk_accepting, walk_refuses};
-use nextok_constraints::{
-    compile_json_schema, from_json_schema, Constraint, Error, JsonOptions, TokenVocab,
+use common::{
+    assert_distinct, assert_rollback_restores, bit, preferred_tokens, random_walk, walk_accepting,
+    walk_refuses,
 };
+use nextok_constraints::{compile_json_schema, from_json_schema, Error, JsonOptions, TokenVocab};
 use proptest::prelude::*;
 use rand_chacha::ChaCha8Rng;
-use rand_core::{RngCore, SeedableRng};
+use rand_core::SeedableRng;
 use serde_json::{json, Value};
 
 fn accepts(schema: &Value, text: &str) -> bool {
@@ -295,17 +296,6 @@ fn object_vocab() -> Arc<TokenVocab> {
     Arc::new(TokenVocab::new(v, &[0]).expect("vocab"))
 }
 
-/// JSON Schema equality: numbers by value, objects as member sets.
-fn same(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
-        }
-        _ => a == b,
-    }
-}
-
 #[test]
 fn random_walks_have_exact_masks_and_end_unique() {
     let vocab = object_vocab();
@@ -327,54 +317,19 @@ fn random_walks_have_exact_masks_and_end_unique() {
         ),
     ];
     // Tokens the walk prefers, so that items repeat often.
-    let preferred: Vec<u32> = (0..vocab.len() as u32)
-        .filter(|&t| {
-            let b = vocab.token_bytes(t).unwrap_or_default();
-            b.len() > 1 || b"a12\",[]{}:tfxyhnsbvlgorm".contains(b.first().unwrap_or(&0))
-        })
-        .collect();
+    let preferred = preferred_tokens(&vocab, b"a12\",[]{}:tfxyhnsbvlgorm", true);
     let mut finished = 0;
     for (i, schema) in schemas.iter().enumerate() {
         for seed in 0..10u64 {
             let mut rng = ChaCha8Rng::seed_from_u64(seed * 29 + i as u64);
             let mut c = from_json_schema(schema, &vocab, &JsonOptions::default()).unwrap();
-            let mut out = Vec::new();
-            let mut history = Vec::new();
-            for _ in 0..60 {
-                let mask = check_mask(&mut c, &out);
-                history.push(mask.clone());
-                let allowed: Vec<u32> =
-                    (0..vocab.len() as u32).filter(|&t| bit(&mask, t)).collect();
-                let liked: Vec<u32> = preferred
-                    .iter()
-                    .copied()
-                    .filter(|&t| bit(&mask, t))
-                    .collect();
-                let pool = if !liked.is_empty() && rng.next_u32() % 8 != 0 {
-                    &liked
-                } else {
-                    &allowed
-                };
-                let t = pool[rng.next_u32() as usize % pool.len()];
-                c.advance(t).unwrap();
-                if t == 0 {
-                    finished += 1;
-                    let v: Vec<Value> = serde_json::from_slice(&out).expect("JSON array");
-                    for (x, a) in v.iter().enumerate() {
-                        for b in &v[x + 1..] {
-                            assert!(!same(a, b), "{}", String::from_utf8_lossy(&out));
-                        }
-                    }
-                    break;
-                }
-                out.extend_from_slice(vocab.token_bytes(t).unwrap());
+            let walk = random_walk(&mut c, &mut rng, &preferred, 8, 60);
+            if walk.ended {
+                finished += 1;
+                let v: Vec<Value> = serde_json::from_slice(&walk.out).expect("JSON array");
+                assert_distinct(&v, &walk.out);
             }
-            // Rolling back restores the masks.
-            let back = history.len().min(4);
-            c.rollback(back).unwrap();
-            let mut mask = vocab.empty_mask();
-            c.fill_mask(&mut mask).unwrap();
-            assert_eq!(mask, history[history.len() - back]);
+            assert_rollback_restores(&mut c, &walk, 4);
         }
     }
     assert!(finished >= 10, "only {finished} walks finished");

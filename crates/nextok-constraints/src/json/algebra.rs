@@ -118,22 +118,11 @@ pub(super) fn normalize(
                     properties: Some(vec![(d.clone(), Schema::Never)]),
                     ..ObjectFacets::default()
                 });
-                let branches: Vec<Schema> = [
+                let either = any_of_possible([
                     merge(&absent, &t, path)?,
                     merge(&present(x), &t, path)?,
                     merge(&present(not_x), &e, path)?,
-                ]
-                .into_iter()
-                .filter(|b| *b != Schema::Never)
-                .collect();
-                let either = match branches.len() {
-                    0 => Schema::Never,
-                    1 => branches[0].clone(),
-                    _ => Schema::node(Node {
-                        any_of: Some(branches),
-                        ..Node::default()
-                    }),
-                };
+                ]);
                 acc = meet(table, &acc, &either, path, depth)?;
                 None
             }
@@ -150,18 +139,7 @@ pub(super) fn normalize(
                     None => Ok(Schema::Any),
                 };
                 let (t, e) = (outcome(t, "then")?, outcome(e, "else")?);
-                let branches: Vec<Schema> = [merge(&c, &t, path)?, merge(&nc, &e, path)?]
-                    .into_iter()
-                    .filter(|b| *b != Schema::Never)
-                    .collect();
-                let either = match branches.len() {
-                    0 => Schema::Never,
-                    1 => branches[0].clone(),
-                    _ => Schema::node(Node {
-                        any_of: Some(branches),
-                        ..Node::default()
-                    }),
-                };
+                let either = any_of_possible([merge(&c, &t, path)?, merge(&nc, &e, path)?]);
                 acc = meet(table, &acc, &either, path, depth)?;
                 None
             }
@@ -1254,6 +1232,23 @@ fn upper<T: Ord + Clone>(a: &Option<T>, b: &Option<T>) -> Option<T> {
 }
 
 /// `a`'s items followed by `b`'s that `a` lacks.
+/// The `anyOf` of the branches that some value can match: `Never` when none can, the branch
+/// itself when one can.
+fn any_of_possible(branches: impl IntoIterator<Item = Schema>) -> Schema {
+    let mut live: Vec<Schema> = branches
+        .into_iter()
+        .filter(|b| *b != Schema::Never)
+        .collect();
+    match live.len() {
+        0 => Schema::Never,
+        1 => live.remove(0),
+        _ => Schema::node(Node {
+            any_of: Some(live),
+            ..Node::default()
+        }),
+    }
+}
+
 fn union<T: PartialEq + Clone>(a: &[T], b: &[T]) -> Vec<T> {
     let mut out = a.to_vec();
     for x in b {

@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use nextok_constraints::{decode_gpt2_byte_level, Constraint, TokenVocab};
 use nextok_tokenizer::{BpeTokenizer, EncodeOptions, TokenKind, Tokenizer};
+use rand_core::RngCore;
+use serde_json::Value;
 
 /// The default model's path, by the rule of `nextok::default_model_path` and `cargo xtask
 /// fetch-model`: `$NEXTOK_MODEL` if set, else `nextok/models/` under `$XDG_CACHE_HOME`, else
@@ -205,4 +207,100 @@ pub fn check_mask(c: &mut dyn Constraint, out: &[u8]) -> Vec<u64> {
         String::from_utf8_lossy(out)
     );
     mask
+}
+
+/// Tokens a random walk prefers: those whose first byte is in `first` and, with `long`, every
+/// token of more than one byte.
+pub fn preferred_tokens(vocab: &TokenVocab, first: &[u8], long: bool) -> Vec<u32> {
+    (0..vocab.len() as u32)
+        .filter(|&t| match vocab.token_bytes(t).unwrap_or_default() {
+            [] => false,
+            [b] => first.contains(b),
+            _ => long,
+        })
+        .collect()
+}
+
+/// What [`random_walk`] wrote: the output's bytes (the end token's none), whether it took the
+/// end token (0), and the mask before each token it took.
+pub struct Walk {
+    pub out: Vec<u8>,
+    pub ended: bool,
+    pub masks: Vec<Vec<u64>>,
+}
+
+/// A random walk of at most `steps` tokens, every mask checked against `advance`
+/// ([`check_mask`]): the next token is one of `preferred` the mask allows, except one time in
+/// `odds` (or when it allows none of them) any allowed token, so that keys and items repeat.
+pub fn random_walk(
+    c: &mut dyn Constraint,
+    rng: &mut impl RngCore,
+    preferred: &[u32],
+    odds: u32,
+    steps: usize,
+) -> Walk {
+    let vocab = Arc::clone(c.vocab());
+    let mut walk = Walk {
+        out: Vec::new(),
+        ended: false,
+        masks: Vec::new(),
+    };
+    for _ in 0..steps {
+        let mask = check_mask(c, &walk.out);
+        let allowed: Vec<u32> = (0..vocab.len() as u32).filter(|&t| bit(&mask, t)).collect();
+        let liked: Vec<u32> = preferred
+            .iter()
+            .copied()
+            .filter(|&t| bit(&mask, t))
+            .collect();
+        walk.masks.push(mask);
+        let pool = if !liked.is_empty() && !rng.next_u32().is_multiple_of(odds) {
+            &liked
+        } else {
+            &allowed
+        };
+        let t = pool[rng.next_u32() as usize % pool.len()];
+        c.advance(t).expect("an allowed token");
+        if t == 0 {
+            walk.ended = true;
+            break;
+        }
+        walk.out
+            .extend_from_slice(vocab.token_bytes(t).expect("a token of the vocabulary"));
+    }
+    walk
+}
+
+/// Rolling back the last `n` tokens of `walk` (all of them if it took fewer) restores the mask
+/// from before them.
+pub fn assert_rollback_restores(c: &mut dyn Constraint, walk: &Walk, n: usize) {
+    let back = walk.masks.len().min(n);
+    c.rollback(back).expect("rollback");
+    let mut mask = c.vocab().empty_mask();
+    c.fill_mask(&mut mask).expect("mask");
+    assert_eq!(mask, walk.masks[walk.masks.len() - back]);
+}
+
+/// JSON Schema's equality of instances: numbers by value, arrays item by item, objects as
+/// member sets.
+pub fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Panics, naming the output `out` they were read from, when two of `items` are [`same`].
+pub fn assert_distinct(items: &[Value], out: &[u8]) {
+    for (x, a) in items.iter().enumerate() {
+        for b in &items[x + 1..] {
+            assert!(!same(a, b), "{}", String::from_utf8_lossy(out));
+        }
+    }
 }
