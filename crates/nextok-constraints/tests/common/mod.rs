@@ -222,7 +222,7 @@ pub fn preferred_tokens(vocab: &TokenVocab, first: &[u8], long: bool) -> Vec<u32
 }
 
 /// What [`random_walk`] wrote: the output's bytes (the end token's none), whether it took the
-/// end token (0), and the mask before each token it took.
+/// end token (any of the vocabulary's end tokens), and the mask before each token it took.
 pub struct Walk {
     pub out: Vec<u8>,
     pub ended: bool,
@@ -261,7 +261,7 @@ pub fn random_walk(
         };
         let t = pool[rng.next_u32() as usize % pool.len()];
         c.advance(t).expect("an allowed token");
-        if t == 0 {
+        if vocab.is_eos(t) {
             walk.ended = true;
             break;
         }
