@@ -551,7 +551,7 @@ fn value_domains_that_could_dead_end_are_refused_by_name() {
         ),
         (
             arr(json!({"anyOf": [{"type": "null"}, {"type": "string", "maxLength": 3}]})),
-            "finitely many completions",
+            "finitely many values, fewer than maxItems",
         ),
         (
             arr(json!({"type": ["number", "null"], "minimum": -1})),

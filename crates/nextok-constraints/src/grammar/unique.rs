@@ -48,8 +48,8 @@ use crate::Error;
 /// A check on the completions of a guarded nonterminal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Guard {
-    /// A JSON string item of an array whose items are all strings: its decoded value must
-    /// differ from every earlier item's.
+    /// A JSON string item of an array: its decoded value must differ from every earlier
+    /// string item's (earlier items of other types never equal it).
     UniqueStrings,
     /// Checked at prediction (`members`): member `key` (a name's index, or
     /// `members::ADDITIONAL`) of object spec `object` may come next.
@@ -312,7 +312,9 @@ pub(crate) fn decode_string(text: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// The decoded string items of the array text `text` (its `[`, then items each followed by a
-/// comma, with JSON whitespace around them), sorted and without repeats.
+/// comma, with JSON whitespace around them), sorted and without repeats. Items that are not
+/// strings (`null` or a number beside string items, `unique_split`) are read past: they never
+/// equal a string.
 fn earlier_strings(text: &[u8]) -> Option<Vec<Vec<u8>>> {
     let ws = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
     let mut i = 1;
@@ -326,6 +328,17 @@ fn earlier_strings(text: &[u8]) -> Option<Vec<Vec<u8>>> {
         }
         if i == text.len() {
             break;
+        }
+        if text[i] != b'"' {
+            i = canonical(text, i, &mut Vec::new(), 0)?;
+            while i < text.len() && ws(text[i]) {
+                i += 1;
+            }
+            if text.get(i) != Some(&b',') {
+                return None;
+            }
+            i += 1;
+            continue;
         }
         let mut d = Decoder::new();
         let mut v = Vec::new();
@@ -1421,6 +1434,10 @@ mod tests {
         assert_eq!(v, vec![b"a".to_vec(), b"b".to_vec()]);
         assert_eq!(earlier_strings(b"[").unwrap(), Vec::<Vec<u8>>::new());
         assert_eq!(earlier_strings(br#"["a""#), None);
-        assert_eq!(earlier_strings(br#"[1,"#), None);
+        // Items of other types are read past: they never equal a string.
+        let v = earlier_strings(br#"[null, "a",{"x":"b"},["c"],-1.5e3 ,"#).unwrap();
+        assert_eq!(v, vec![b"a".to_vec()]);
+        assert_eq!(earlier_strings(br#"[1"#), None);
+        assert_eq!(earlier_strings(br#"[nul,"#), None);
     }
 }

@@ -18,8 +18,10 @@
 //! unions are split first (`unique_split`: values a prefix pins down are predicted only while
 //! unused). Objects closed by `additionalProperties: false` are exact when every property is
 //! finite or unbounded at every prefix (`unique_objects`); others are refused, naming the
-//! property. Domains with a prefix of finitely many completions left over (`maxLength`,
-//! patterns with finite branches) are refused by name.
+//! property. Strings with a prefix of finitely many completions beside other item types are a
+//! guarded string item of their own (`unique_split`). Domains with a prefix of finitely many
+//! completions left over (`maxLength` inside objects, patterns with finite branches inside
+//! arrays) are refused by name.
 
 use serde_json::Value;
 
@@ -76,7 +78,7 @@ impl Compiler<'_> {
         // Domains with values that some prefix pins down, and unions (`unique_split`).
         let split = match string_item {
             true => None,
-            false => self.unique_split(&items, path, &ip)?,
+            false => self.unique_split(&items, m.array.max_items, path, &ip)?,
         };
         let (items, union, split) = match split {
             Some(Split::Finite(values)) => return self.unique_finite(m, &values, path),
@@ -514,7 +516,7 @@ impl Compiler<'_> {
 /// The number of words of `d`'s language, `u64::MAX` when infinite or at least that many.
 /// A depth-first count with an explicit stack; a state met again on the current path is a
 /// cycle through a live state (dead states are never entered), so the language is infinite.
-fn count_words(d: &Dfa) -> u64 {
+pub(super) fn count_words(d: &Dfa) -> u64 {
     let n = d.num_states();
     // 0: not seen, 1: on the path, 2: counted.
     let mut mark = vec![0u8; n];

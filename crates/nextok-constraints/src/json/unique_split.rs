@@ -12,9 +12,15 @@
 //! guarded terminal completed (compared with the earlier items) before the optional `.0+`
 //! that cannot change the value, so `[5,5.` is refused at the `.`; their canonical spellings
 //! are one per value, so an automaton state with finitely many completions is exactly a prefix
-//! with finitely many values, and bounds that leave one are refused. Strings, objects and
-//! arrays keep the existing checks (`prefix_unbounded`). Everything not pinned by a prefix
-//! is one value item guarded at completion ([`Guard::UniqueValues`]), and every such item's
+//! with finitely many values, and bounds that leave one are refused. Values excluded by `not`
+//! of `enum` go too: zero as a whole, an integer's canonical spelling, a number's spellings
+//! (the others then written without exponent, whose every live prefix still goes on to
+//! infinitely many values). Strings whose every prefix has infinitely many completions, objects
+//! and arrays keep the existing checks (`prefix_unbounded`); strings with a prefix of finitely
+//! many completions are a [`Guard::UniqueStrings`] item of their own, checked the string way
+//! (`Chart::string_item_alive`; earlier items of other types are read past), when earlier
+//! items can never use them all (infinitely many, or at least `maxItems`). Everything else is
+//! one value item guarded at completion ([`Guard::UniqueValues`]), and every such item's
 //! proper prefixes have infinitely many completions into distinct values, so a finite set of
 //! earlier items never leaves one without a valid end. All the alternatives sit right in the
 //! array's left-recursive list rules, so that every guard's waiting item starts at the `[`.
@@ -26,13 +32,15 @@ use super::compile::Compiler;
 use super::number::{number_dfa, Decimal};
 use super::schema::{compact, invalid, json_eq, unsupported, Node, NumberFacets, Schema, TypeSet};
 use super::string::{is_long, string_content};
-use super::unique::unbounded;
+use super::unique::{count_words, unbounded};
 use crate::dfa::Dfa;
 use crate::grammar::{canonical_value, FiniteSet, Guard, Sym};
 use crate::Error;
 
 /// Every JSON spelling of zero, of either sign.
 const ZERO: &str = r"-?0(\.0+)?([eE][+-]?[0-9]+)?";
+/// The spellings of numbers without exponent.
+const NO_EXPONENT: &str = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?";
 /// The canonical spellings of the integers other than zero.
 const NONZERO_INTEGER: &str = r"-?[1-9][0-9]*";
 
@@ -127,6 +135,7 @@ impl Compiler<'_> {
     pub(super) fn unique_split(
         &mut self,
         items: &Schema,
+        max_items: Option<usize>,
         path: &str,
         ip: &str,
     ) -> Result<Option<Split>, Error> {
@@ -158,7 +167,7 @@ impl Compiler<'_> {
                 return Ok(Some(Split::Strings(s)));
             }
         }
-        self.split_items(parts, path, ip)
+        self.split_items(parts, max_items, path, ip)
             .map(|a| Some(Split::Items(a)))
     }
 
@@ -294,14 +303,23 @@ impl Compiler<'_> {
             return Err(unsupported(format!("uniqueItems (items with {k})"), path));
         }
         let excluded: &[Value] = n.excluded.as_deref().unwrap_or(&[]);
-        if excluded
-            .iter()
-            .any(|v| v.is_number() || v.is_array() || v.is_object())
-        {
+        if excluded.iter().any(|v| v.is_array() || v.is_object()) {
             return Err(unsupported(
-                "uniqueItems (items with not enum of numbers, arrays or objects)",
+                "uniqueItems (items with not enum of arrays or objects)",
                 path,
             ));
+        }
+        // Excluded numbers, by value; zero apart.
+        let zero_value = Decimal::parse(&Value::from(0), ip)?;
+        let mut zero_out = false;
+        let mut numbers_out = Vec::new();
+        for v in excluded.iter().filter(|v| v.is_number()) {
+            let x = Decimal::parse(v, ip)?;
+            if x == zero_value {
+                zero_out = true;
+            } else {
+                numbers_out.push(Dfa::from_regex(&x.equal_regex())?);
+            }
         }
         let out = |v: &Value| excluded.contains(v);
         if types.has(TypeSet::NULL) && !out(&Value::Null) {
@@ -318,9 +336,16 @@ impl Compiler<'_> {
             let integer = !types.has(TypeSet::NUMBER);
             let d = number_dfa(&n.number, integer, ip)?;
             let zero = Dfa::from_regex(ZERO)?;
-            parts.zero = Some(d.intersect(&zero)?);
+            if !zero_out {
+                parts.zero = Some(d.intersect(&zero)?);
+            }
             if integer {
-                let canon = d.intersect(&Dfa::from_regex(NONZERO_INTEGER)?)?;
+                let mut canon = d.intersect(&Dfa::from_regex(NONZERO_INTEGER)?)?;
+                // An excluded integer's canonical spelling goes, and with it the `.0+` that
+                // would follow it; the check below sees what is left.
+                for x in &numbers_out {
+                    canon = canon.minus(x)?;
+                }
                 // One canonical spelling per value: finitely many words from a state are
                 // finitely many values.
                 if !unbounded(&canon) {
@@ -341,7 +366,18 @@ impl Compiler<'_> {
                         path,
                     ));
                 }
-                parts.numbers = Some(d.minus(&zero)?);
+                let mut numbers = d.minus(&zero)?;
+                if !numbers_out.is_empty() {
+                    // Exponent spellings of an excluded value would escape the difference,
+                    // so the other numbers are written without exponent (as `compile` does).
+                    // Every live prefix of such a number still goes on to infinitely many
+                    // values (`5` as `5.1`, `5.11`, ...), finitely many of them excluded.
+                    numbers = numbers.intersect(&Dfa::from_regex(NO_EXPONENT)?)?;
+                    for x in &numbers_out {
+                        numbers = numbers.minus(x)?;
+                    }
+                }
+                parts.numbers = Some(numbers);
             }
         }
         if types.has(TypeSet::STRING) {
@@ -377,7 +413,13 @@ impl Compiler<'_> {
     /// The alternatives of one item for `parts`: each fresh value (and zero) its own
     /// nonterminal guarded at prediction, integers a guarded terminal with the optional `.0+`
     /// after it, and the rest one value guarded at completion.
-    fn split_items(&mut self, parts: Parts, path: &str, ip: &str) -> Result<Vec<Vec<Sym>>, Error> {
+    fn split_items(
+        &mut self,
+        parts: Parts,
+        max_items: Option<usize>,
+        path: &str,
+        ip: &str,
+    ) -> Result<Vec<Vec<Sym>>, Error> {
         if parts.fresh.len() > 4096 {
             return Err(unsupported(
                 "uniqueItems (more than 4096 enum values among other item types)",
@@ -439,14 +481,29 @@ impl Compiler<'_> {
         }
         if let Some(s) = parts.strings.filter(|d| !d.is_empty_language()) {
             let encoded = s.json_string()?;
-            if !unbounded(&encoded) {
-                return Err(unsupported(
-                    "uniqueItems (a string domain with finitely many completions of some \
-                     prefix, among other item types)",
-                    path,
-                ));
+            if unbounded(&encoded) {
+                rest.push(vec![self.b.terminal(encoded)?]);
+            } else {
+                // Some prefix has finitely many completions: a string item of its own,
+                // checked the string way (`Chart::string_item_alive` keeps a prefix only while
+                // one of its completions is a new string). Nothing checks the `,` before an
+                // item, so a domain finite as a whole needs more strings than earlier items
+                // can use: at least `maxItems`.
+                let values = count_words(&s);
+                if values != u64::MAX && max_items.is_none_or(|m| m as u64 > values) {
+                    return Err(unsupported(
+                        "uniqueItems (a string domain with finitely many values, fewer than \
+                         maxItems or without it, among other item types)",
+                        path,
+                    ));
+                }
+                let t = self.b.terminal(encoded)?;
+                alts.push(vec![self.b.guarded(
+                    &format!("{path} unique string"),
+                    t,
+                    Guard::UniqueStrings,
+                )]);
             }
-            rest.push(vec![self.b.terminal(encoded)?]);
         }
         for o in &parts.others {
             rest.push(vec![self.schema(o, ip)?]);
