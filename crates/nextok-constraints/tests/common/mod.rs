@@ -221,8 +221,9 @@ pub fn preferred_tokens(vocab: &TokenVocab, first: &[u8], long: bool) -> Vec<u32
         .collect()
 }
 
-/// What [`random_walk`] wrote: the output's bytes (the end token's none), whether it took the
-/// end token (0), and the mask before each token it took.
+/// What [`random_walk`] wrote: the output's bytes (the end token's none), whether it took an
+/// end token (0 in the synthetic vocabularies; 0, 2 or 4 in SmolLM2's), and the mask before
+/// each token it took.
 pub struct Walk {
     pub out: Vec<u8>,
     pub ended: bool,
@@ -261,7 +262,7 @@ pub fn random_walk(
         };
         let t = pool[rng.next_u32() as usize % pool.len()];
         c.advance(t).expect("an allowed token");
-        if t == 0 {
+        if vocab.is_eos(t) {
             walk.ended = true;
             break;
         }
