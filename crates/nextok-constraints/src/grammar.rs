@@ -308,10 +308,30 @@ impl GrammarBuilder {
                 }
             }
         }
+        // Per position, the (item object, key) whose string value of finitely many completions
+        // at some state the terminal there is: the terminal right before its `AfterString`.
+        let mut item_string: Vec<Option<(u32, u32)>> = Vec::new();
+        if !guards.is_empty() {
+            for (p, s) in syms.iter().enumerate() {
+                if let (GSym::T(_), Some(GSym::Nt(a))) = (s, syms.get(p + 1)) {
+                    if let Some(Guard::Item {
+                        spec,
+                        check: ItemCheck::AfterString(i),
+                    }) = guards[*a as usize]
+                    {
+                        if item_string.is_empty() {
+                            item_string = vec![None; syms.len()];
+                        }
+                        item_string[p] = Some((spec, i));
+                    }
+                }
+            }
+        }
         // Per terminal of a guarded string item, its states with finitely many completions,
         // where `unique` checks that some completion is still a new value.
         let mut string_finite: Vec<Option<Arc<Vec<bool>>>> = Vec::new();
         for (p, &is) in guarded_pos.iter().enumerate() {
+            let is = is || item_string.get(p).is_some_and(Option::is_some);
             if let (true, GSym::T(t)) = (is, syms[p]) {
                 let t = t as usize;
                 if string_finite.len() <= t {
@@ -336,6 +356,7 @@ impl GrammarBuilder {
             token_sets,
             guards,
             guarded_pos,
+            item_string,
             objects,
             finite_sets,
             item_objects,
@@ -435,6 +456,10 @@ pub struct Grammar {
     guards: Vec<Option<Guard>>,
     /// Per position, whether it is the terminal of a guarded rule; empty without guards.
     guarded_pos: Vec<bool>,
+    /// Per position, the closed-object item and key whose string value (finitely many
+    /// completions at some state) the terminal there reads (`unique_objects`); empty when
+    /// there is none.
+    item_string: Vec<Option<(u32, u32)>>,
     /// What the objects whose members are checked at run time allow (`members`).
     objects: Vec<ObjectSpec>,
     /// The finite item domains of `uniqueItems` arrays checked at prediction (`unique`).

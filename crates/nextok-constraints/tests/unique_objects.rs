@@ -228,6 +228,178 @@ fn integers_are_checked_before_their_fraction() {
     assert!(bit(&mask, id("2")));
 }
 
+/// A GUID in small: a required string of exactly two characters from `a`, `b` (four values,
+/// and after one character two completions), with an optional number enum when `with_n`
+/// (required when `n_required`).
+fn pairs(with_n: bool, n_required: bool) -> Value {
+    let mut o = json!({"type": "object", "additionalProperties": false, "required": ["g"],
+                       "properties": {"g": {"type": "string", "pattern": "^[ab]{2}$"}}});
+    if with_n {
+        o["properties"]["n"] = json!({"enum": [1, 2]});
+        if n_required {
+            o["required"] = json!(["g", "n"]);
+        }
+    }
+    array_of(o)
+}
+
+#[test]
+fn a_string_of_finite_completions_is_accepted_when_the_objects_differ() {
+    let s = pairs(false, false);
+    for ok in [
+        r#"[{"g":"aa"},{"g":"ab"}]"#,
+        r#"[{"g":"aa"},{"g":"ab"},{"g":"ba"},{"g":"bb"}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"[{"g":"aa"},{"g":"aa"}]"#,
+        r#"[{"g":"ab"},{"g":"aa"},{"g":"ab"}]"#,
+        // A fifth object: the four values are used.
+        r#"[{"g":"aa"},{"g":"ab"},{"g":"ba"},{"g":"bb"},{"g":"aa"}]"#,
+        // Not the pattern's.
+        r#"[{"g":"abc"}]"#,
+        r#"[{"g":"a"}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let s = pairs(true, true);
+    assert!(accepts(
+        &s,
+        r#"[{"g":"aa","n":1},{"n":2,"g":"aa"},{"g":"ab","n":1}]"#
+    ));
+    assert!(!accepts(&s, r#"[{"g":"aa","n":1},{"n":1,"g":"aa"}]"#));
+}
+
+#[test]
+fn a_string_prefix_whose_completions_are_used_up_is_masked_out() {
+    let vocab = common::synthetic_vocab();
+    let id = |s: &str| {
+        (0..vocab.len() as u32)
+            .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
+            .unwrap()
+    };
+    let new = |schema: &Value| from_json_schema(schema, &vocab, &JsonOptions::default()).unwrap();
+    // "aa" and "ab" used: a third item may not begin with `a`.
+    let mut c = new(&pairs(false, false));
+    let mask = walk_accepting(&mut c, r#"[{"g":"aa"},{"g":"ab"},{"g":""#);
+    assert!(!bit(&mask, id("a")));
+    assert!(bit(&mask, id("b")));
+    assert!(walk_refuses(
+        &mut new(&pairs(false, false)),
+        r#"[{"g":"aa"},{"g":"ab"},{"g":"a"#
+    ));
+    // The last character: after "b", only the unused one.
+    let mut c = new(&pairs(false, false));
+    let mask = walk_accepting(&mut c, r#"[{"g":"aa"},{"g":"ba"},{"g":"b"#);
+    assert!(!bit(&mask, id("a")));
+    assert!(bit(&mask, id("b")));
+    // All four used: no further item may start.
+    let mut c = new(&pairs(false, false));
+    let mask = walk_accepting(&mut c, r#"[{"g":"aa"},{"g":"ab"},{"g":"ba"},{"g":"bb"}"#);
+    assert!(!bit(&mask, id(",")));
+    assert!(!bit(&mask, id("},{")));
+    assert!(bit(&mask, id("]")));
+    // With a required enum beside it, a value of `g` is used up when both numbers are.
+    let used = r#"[{"g":"aa","n":1},{"n":2,"g":"aa"},"#;
+    let mut c = new(&pairs(true, true));
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"g":"a"#));
+    assert!(!bit(&mask, id("a")));
+    assert!(bit(&mask, id("b")));
+    // The number first: "aa" is used with it, "ab" is not.
+    let mut c = new(&pairs(true, true));
+    let mask = walk_accepting(&mut c, r#"[{"g":"aa","n":1},{"n":1,"g":"a"#);
+    assert!(!bit(&mask, id("a")));
+    assert!(bit(&mask, id("b")));
+    // Optional `n`: three objects per value of `g`, two used, so `a` stays open.
+    let mut c = new(&pairs(true, false));
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"g":"a"#));
+    assert!(bit(&mask, id("a")));
+}
+
+/// A GUID's pattern, as SARIF writes it.
+const GUID: &str =
+    "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-5][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$";
+
+/// SARIF's `reportingDescriptor` in small: a required GUID and a `uniqueItems` array of them.
+fn descriptors() -> Value {
+    let guid = json!({"type": "string", "pattern": GUID});
+    array_of(
+        json!({"type": "object", "additionalProperties": false, "required": ["guid"],
+                    "properties": {"guid": guid,
+                                   "deprecatedGuids": {"type": "array", "uniqueItems": true,
+                                                       "items": guid}}}),
+    )
+}
+
+#[test]
+fn guids_and_unique_arrays_of_them_compile_and_compare_as_json() {
+    let s = descriptors();
+    let g1 = "01234567-89ab-4def-8123-456789abcdef";
+    let g2 = "01234567-89ab-4def-8123-456789abcdee";
+    let upper = "01234567-89AB-4DEF-8123-456789ABCDEF";
+    for ok in [
+        format!(r#"[{{"guid":"{g1}"}},{{"guid":"{g2}"}}]"#),
+        // Another spelling of the hex digits is another string.
+        format!(r#"[{{"guid":"{g1}"}},{{"guid":"{upper}"}}]"#),
+        format!(r#"[{{"guid":"{g1}"}},{{"guid":"{g1}","deprecatedGuids":[]}}]"#),
+        // Arrays are ordered.
+        format!(
+            r#"[{{"guid":"{g1}","deprecatedGuids":["{g1}","{g2}"]}},{{"deprecatedGuids":["{g2}","{g1}"],"guid":"{g1}"}}]"#
+        ),
+    ] {
+        assert!(accepts(&s, &ok), "{ok}");
+    }
+    for bad in [
+        format!(r#"[{{"guid":"{g1}"}},{{"guid":"{g1}"}}]"#),
+        format!(r#"[{{"guid":"{g1}"}},{{"guid":"{g2}"}},{{"guid":"{g1}"}}]"#),
+        format!(
+            r#"[{{"guid":"{g1}","deprecatedGuids":["{g2}"]}},{{"deprecatedGuids":["{g2}"],"guid":"{g1}"}}]"#
+        ),
+        // Escapes decode to the same string.
+        format!(r#"[{{"guid":"{g1}"}},{{"guid":"\u0030{}"}}]"#, &g1[1..]),
+        // Repeated inside the inner array.
+        format!(r#"[{{"guid":"{g1}","deprecatedGuids":["{g2}","{g2}"]}}]"#),
+        // Not a GUID (the version digit is 0).
+        r#"[{"guid":"01234567-89ab-0def-8123-456789abcdef"}]"#.to_string(),
+    ] {
+        assert!(!accepts(&s, &bad), "{bad}");
+    }
+}
+
+/// With SmolLM2's vocabulary (multi-byte tokens that cross quotes, keys and items), walks over
+/// strings of finitely many completions keep every mask equal to `advance` and end unique.
+#[test]
+fn random_walks_over_the_real_vocabulary_have_exact_masks() {
+    let (vocab, _) = common::smollm2();
+    let schemas = [
+        pairs(true, true),
+        pairs(false, false),
+        array_of(json!({"type": "object", "additionalProperties": false,
+                        "properties": {"s": {"type": "string", "pattern": "^(a|ab?)$"},
+                                       "b": {"type": "boolean"}}})),
+        descriptors(),
+    ];
+    // Single bytes of the items (no `]`, so that arrays grow and items repeat); one token in 6
+    // is any allowed one.
+    let preferred = preferred_tokens(&vocab, b"ab12\",[{}:gsn0-", false);
+    let mut finished = 0;
+    for (i, schema) in schemas.iter().enumerate() {
+        for seed in 0..5u64 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed * 31 + i as u64);
+            let mut c = from_json_schema(schema, &vocab, &JsonOptions::default()).unwrap();
+            let walk = random_walk(&mut c, &mut rng, &preferred, 6, 80);
+            if walk.ended {
+                finished += 1;
+                let v: Vec<Value> = serde_json::from_slice(&walk.out).expect("JSON array");
+                assert_distinct(&v, &walk.out);
+            }
+            assert_rollback_restores(&mut c, &walk, 4);
+        }
+    }
+    assert!(finished >= 3, "only {finished} walks finished");
+}
+
 #[test]
 fn closed_objects_with_a_property_of_finite_prefixes_are_refused_by_name() {
     let cases = [
@@ -242,6 +414,29 @@ fn closed_objects_with_a_property_of_finite_prefixes_are_refused_by_name() {
                                            "o": {"type": "object", "additionalProperties": false,
                                                  "properties": {"b": {"type": "string"}}}}})),
             "property `o`",
+        ),
+        // A string of finitely many completions beside another type.
+        (
+            array_of(json!({"type": "object", "additionalProperties": false,
+                            "properties": {"a": {"type": ["string", "null"],
+                                                 "pattern": "^[ab]{2}$"}}})),
+            "property `a`",
+        ),
+        // A unique array of strings of few values: it runs out of items.
+        (
+            array_of(json!({"type": "object", "additionalProperties": false,
+                            "properties": {"a": {"type": "array", "uniqueItems": true,
+                                                 "items": {"type": "string",
+                                                           "pattern": "^[ab]{2}$"}}}})),
+            "property `a`",
+        ),
+        // Four objects in all, five asked for.
+        (
+            json!({"type": "array", "uniqueItems": true, "minItems": 5,
+                   "items": {"type": "object", "additionalProperties": false,
+                             "required": ["g"],
+                             "properties": {"g": {"type": "string", "pattern": "^[ab]{2}$"}}}}),
+            "minItems",
         ),
         (
             json!({"type": "array", "uniqueItems": true, "minItems": 3,
@@ -309,6 +504,15 @@ fn random_walks_have_exact_masks_and_end_unique() {
                         "properties": {"n": {"type": "integer", "maximum": 2},
                                        "b": {"type": "boolean"}}}),
         ),
+        // Strings of finitely many completions (two characters), beside an enum.
+        array_of(
+            json!({"type": "object", "additionalProperties": false, "required": ["s"],
+                        "properties": {"s": {"type": "string", "pattern": "^[ab]{2}$"},
+                                       "n": {"enum": [1, 2]}}}),
+        ),
+        array_of(json!({"type": "object", "additionalProperties": false,
+                        "properties": {"s": {"type": "string", "pattern": "^(a|ab?)$"},
+                                       "b": {"type": "boolean"}}})),
         // Short strings from a small alphabet, so that finite prefixes come often.
         array_of(
             json!({"type": "object", "additionalProperties": false, "required": ["n"],

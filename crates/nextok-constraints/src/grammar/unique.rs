@@ -175,7 +175,7 @@ impl GuardState {
 
 /// An incremental decoder of one JSON string literal (its opening quote first), byte by byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mode {
+pub(super) enum Mode {
     /// Before the opening quote.
     Start,
     /// Inside the string, between characters.
@@ -191,14 +191,14 @@ enum Mode {
 }
 
 #[derive(Clone, Copy, Debug)]
-struct Decoder {
-    mode: Mode,
+pub(super) struct Decoder {
+    pub(super) mode: Mode,
     /// A high surrogate waiting for its low half.
     high: Option<u16>,
 }
 
 impl Decoder {
-    fn new() -> Decoder {
+    pub(super) fn new() -> Decoder {
         Decoder {
             mode: Mode::Start,
             high: None,
@@ -220,7 +220,7 @@ impl Decoder {
     }
 
     /// Reads byte `b`, appending decoded bytes to `out`.
-    fn feed(&mut self, b: u8, out: &mut Vec<u8>) {
+    pub(super) fn feed(&mut self, b: u8, out: &mut Vec<u8>) {
         self.mode = match (self.mode, b) {
             (Mode::Start, b'"') => Mode::Content,
             (Mode::Content, b'"') => {
@@ -824,7 +824,7 @@ impl Chart {
     /// ends. One work unit per byte tried; past `budget` it answers yes and the chart reports
     /// the limit. `decoded` is left changed.
     #[allow(clippy::too_many_arguments)]
-    fn some_unused(
+    pub(super) fn some_unused(
         &mut self,
         d: &crate::dfa::Dfa,
         st: u32,
@@ -907,9 +907,13 @@ impl Chart {
         let Some(fin) = g.string_finite.get(t as usize).and_then(Option::as_ref) else {
             return true;
         };
-        if !fin.get(st as usize).copied().unwrap_or(false)
-            || !g.guarded_pos.get(pos as usize).copied().unwrap_or(false)
-        {
+        if !fin.get(st as usize).copied().unwrap_or(false) {
+            return true;
+        }
+        if let Some(&Some((spec, key))) = g.item_string.get(pos as usize) {
+            return self.item_string_alive(g, spec, key, t, origin, st);
+        }
+        if !g.guarded_pos.get(pos as usize).copied().unwrap_or(false) {
             return true;
         }
         let Some(&GSym::End(a)) = g.syms.get(pos as usize + 1) else {
@@ -1071,7 +1075,8 @@ impl Chart {
             };
             let tm = g.terminal_mask(vocab, t, st);
             let guarded = g.guarded_pos.get(pos as usize).copied().unwrap_or(false);
-            if !guarded && tm.exits.is_empty() && tm.ends.is_empty() {
+            let item_string = g.item_string.get(pos as usize).copied().flatten();
+            if !guarded && item_string.is_none() && tm.exits.is_empty() && tm.ends.is_empty() {
                 // Tokens inside one terminal: no completion, so no guard, decides them.
                 tm.inside.or_into(mask);
                 continue;
@@ -1120,8 +1125,13 @@ impl Chart {
                     self.exact_walk(g, vocab, p as usize, &path, all, item);
                 }
             }
-            if guarded {
-                for (q, path) in self.q_nodes(g, vocab, pos, origin, st) {
+            let dead_ends = match item_string {
+                Some((spec, key)) => self.item_string_q_nodes(g, vocab, spec, key, t, origin, st),
+                None if guarded => self.q_nodes(g, vocab, pos, origin, st),
+                None => Vec::new(),
+            };
+            {
+                for (q, path) in dead_ends {
                     let node = &vocab.trie[q];
                     clear(
                         vocab,
@@ -1142,7 +1152,7 @@ impl Chart {
 
     /// Reads `path` (the bytes of trie node `p`) with real bytes from the top set and adds the
     /// tokens below `p` (and at `p` itself with `with_node`) that the parser accepts.
-    fn exact_walk(
+    pub(super) fn exact_walk(
         &mut self,
         g: &Grammar,
         vocab: &TokenVocab,
@@ -1229,7 +1239,7 @@ impl Chart {
     /// (the string's automaton, in state `st` now, and its states of finitely many
     /// completions), the nodes where every completion of the string is among `values`.
     #[allow(clippy::too_many_arguments)]
-    fn spelling_walk(
+    pub(super) fn spelling_walk(
         &mut self,
         vocab: &TokenVocab,
         values: &[Vec<u8>],

@@ -16,6 +16,7 @@
 //! item -> "{" End "}" | list End "}"
 //! V_i  -> value After            (infinitely many values)
 //! V_i  -> F_ij                   (finitely many: one rule per value j, F_ij -> value j)
+//! V_i  -> string AfterString_i   (a string with finitely many completions at some state)
 //! ```
 //!
 //! A prefix's completions are infinite while some key of infinitely many values is still
@@ -33,13 +34,26 @@
 //! every place the chart reaches has a passing way on, and every completion of the item
 //! differs from every earlier one: the mask means what `advance` does.
 //!
+//! A string key of `words` (finitely many completions at some state of its automaton, such
+//! as a GUID's pattern) counts its values in the product, and is checked while it is read:
+//! in a state of finitely many completions, the terminal (`Grammar::item_string`) is kept
+//! only while one of them is not among the values of the key that agreeing earlier items
+//! use up (each has as many agreeing items as the other unwritten keys give completions,
+//! [`ItemObject::full_values`]): `Chart::item_string_alive`, the search of guarded string
+//! items. The mask reads again with real bytes the trie nodes where that fails, found along
+//! those values' spellings (`Chart::item_string_q_nodes`), and `AfterString_i` asks `alive`
+//! of the object with the value read, as `After` does.
+//!
 //! Equality is JSON equality ([`canonical`]): keys in any order and decoded, numbers by value,
 //! strings decoded. A guard reads the text from its places; at a mask computation's assumed
 //! terminal end (whose last byte is unknown) anything it would read across that byte marks the
 //! place uncertain, to be read again with real bytes.
 
-use super::unique::{canonical, skip_ws, string_at};
+use std::sync::Arc;
+
+use super::unique::{canonical, skip_ws, string_at, Decoder, Mode};
 use super::{Chart, GSym, Grammar, Guard};
+use crate::vocab::TokenVocab;
 
 /// One property of a closed-object item.
 #[derive(Clone, Debug)]
@@ -49,8 +63,13 @@ pub(crate) struct ItemKey {
     /// Whether `required` names it.
     pub(crate) required: bool,
     /// Its values in canonical form (distinct) when finitely many; `None` when every proper
-    /// prefix of a value has infinitely many completions into distinct values.
+    /// prefix of a value has infinitely many completions into distinct values, or for a
+    /// string of `words`.
     pub(crate) values: Option<Vec<Vec<u8>>>,
+    /// For a string whose automaton has finitely many completions at some state (checked
+    /// while it is read: [`ItemCheck::AfterString`]), the number of its values (decoded
+    /// strings; `u64::MAX` when infinitely many or more); `None` for the others.
+    pub(crate) words: Option<u64>,
 }
 
 /// A closed-object item domain of a `uniqueItems` array (see the module's documentation).
@@ -74,17 +93,23 @@ pub(crate) enum ItemCheck {
     Value(u32, u32),
     /// After a value of infinitely many: the object so far is alive.
     After,
+    /// After the string value of key `i` (of `words`: the terminal right before it is
+    /// checked while it is read, `Chart::item_string_alive`): the object so far is alive.
+    AfterString(u32),
     /// Before the `,` of another member: some key may follow.
     More,
     /// Before the `}`: every required key is written and no earlier item equals the object.
     End,
 }
 
+/// Members read from an object's text: (decoded key, canonical value).
+type Members = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// The members of the object text `text` (its `{`, then `key: value` pairs separated by
 /// commas, whitespace anywhere JSON allows it, possibly ending inside a member after its key,
 /// its `:` or a `,`), as (decoded key, canonical value). `None` when the text is something
 /// else (which the grammar never lets happen).
-fn read_members(text: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+fn read_members(text: &[u8]) -> Option<Members> {
     if text.first() != Some(&b'{') {
         return None;
     }
@@ -115,6 +140,44 @@ fn read_members(text: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
         i = skip_ws(text, i + 1);
     }
     Some(members)
+}
+
+/// The members of the object text `text` that ends inside the string value of its last
+/// member (or right before it): the complete members (as [`read_members`] gives them), the
+/// last member's decoded key and where its value's opening quote is (or is to come). `None`
+/// when the text is something else.
+fn read_partial(text: &[u8]) -> Option<(Members, Vec<u8>, usize)> {
+    if text.first() != Some(&b'{') {
+        return None;
+    }
+    let mut members = Vec::new();
+    let mut i = skip_ws(text, 1);
+    while i < text.len() {
+        let (key, end) = string_at(text, i)?;
+        i = skip_ws(text, end);
+        if text.get(i) != Some(&b':') {
+            return None;
+        }
+        i = skip_ws(text, i + 1);
+        if i == text.len() {
+            // The value's opening quote is next.
+            return Some((members, key, i));
+        }
+        let mut v = Vec::new();
+        match canonical(text, i, &mut v, 1) {
+            Some(end) => {
+                members.push((key, v));
+                i = skip_ws(text, end);
+                if text.get(i) != Some(&b',') {
+                    return None;
+                }
+                i = skip_ws(text, i + 1);
+            }
+            None if text.get(i) == Some(&b'"') => return Some((members, key, i)),
+            None => return None,
+        }
+    }
+    None
 }
 
 /// Where the canonical form starting at `c[i]` ends.
@@ -199,10 +262,14 @@ impl ItemObject {
             if fixed.iter().any(|&(j, _)| j as usize == i) {
                 continue;
             }
-            match &k.values {
+            match (&k.values, k.words) {
+                (None, Some(n)) => {
+                    completions =
+                        completions.saturating_mul(n.saturating_add(u64::from(!k.required)));
+                }
                 // Infinitely many completions, finitely many earlier items.
-                None => return true,
-                Some(vs) => {
+                (None, None) => return true,
+                (Some(vs), _) => {
                     let choices = vs.len() as u64 + u64::from(!k.required);
                     completions = completions.saturating_mul(choices);
                 }
@@ -226,10 +293,66 @@ impl ItemObject {
         if fixed.iter().any(|&(j, _)| j == i) {
             return false;
         }
-        match &k.values {
-            None => true,
-            Some(vs) => vs.iter().any(|v| self.value_ok(i, v, fixed, used)),
+        match (&k.values, k.words) {
+            (None, None) => true,
+            // Some value of the string is unused with `fixed`: the values of key `i` that
+            // every completion uses up are fewer than all of them.
+            (None, Some(n)) => match self.full_values(i, fixed, used) {
+                None => true,
+                Some(full) => (full.len() as u64) < n,
+            },
+            (Some(vs), _) => vs.iter().any(|v| self.value_ok(i, v, fixed, used)),
         }
+    }
+
+    /// The decoded string values `c` of key `i` such that every completion of the object
+    /// `fixed` with `i: c` is an item of `used` (sorted, distinct); `None` when there are
+    /// none because those completions outnumber the earlier items (or are infinitely many).
+    /// Each earlier item that agrees with `fixed` is one such completion, and there are as
+    /// many completions for each `c` as the other unwritten keys give (`Π (values +
+    /// optional)`), so `c` is used up when that many agreeing items have it.
+    fn full_values(
+        &self,
+        i: u32,
+        fixed: &[(u32, &[u8])],
+        used: &[Vec<(&[u8], &[u8])>],
+    ) -> Option<Vec<Vec<u8>>> {
+        let mut per: u64 = 1;
+        for (j, k) in self.keys.iter().enumerate() {
+            if j as u32 == i || fixed.iter().any(|&(f, _)| f as usize == j) {
+                continue;
+            }
+            let n = match (&k.values, k.words) {
+                (Some(vs), _) => vs.len() as u64,
+                (None, Some(n)) => n,
+                (None, None) => return None,
+            };
+            per = per.saturating_mul(n.saturating_add(u64::from(!k.required)));
+        }
+        if per == 0 || per > used.len() as u64 {
+            return None;
+        }
+        let name = self.keys.get(i as usize)?.name.as_slice();
+        let mut values: Vec<&[u8]> = used
+            .iter()
+            .filter(|u| self.agrees(u, fixed))
+            .filter_map(|u| u.iter().find(|&&(k, _)| k == name).map(|&(_, w)| w))
+            .filter_map(|w| (w.first() == Some(&b's')).then(|| w.get(9..)).flatten())
+            .collect();
+        values.sort_unstable();
+        let mut full = Vec::new();
+        let mut at = 0;
+        while at < values.len() {
+            let run = values[at..]
+                .iter()
+                .take_while(|&&v| v == values[at])
+                .count();
+            if run as u64 >= per {
+                full.push(values[at].to_vec());
+            }
+            at += run;
+        }
+        Some(full)
     }
 
     /// Whether key `i` may take value `v` after `fixed`.
@@ -269,7 +392,9 @@ impl ItemObject {
         used: &[Vec<(&[u8], &[u8])>],
     ) -> bool {
         match check {
-            ItemCheck::Start | ItemCheck::After => self.alive(fixed, used),
+            ItemCheck::Start | ItemCheck::After | ItemCheck::AfterString(_) => {
+                self.alive(fixed, used)
+            }
             ItemCheck::Key(i) => self.key_ok(i, fixed, used),
             ItemCheck::Value(i, j) => {
                 let Some(v) = self
@@ -422,6 +547,162 @@ impl Chart {
     }
 }
 
+/// What a string value of an item object in flight is checked against: per array the item
+/// belongs to, the decoded values of the key that earlier items use up ([`ItemObject::
+/// full_values`]) and the string read so far.
+struct InFlight {
+    /// Per array, the used-up values (sorted); an array where none is used up is left out.
+    full: Vec<Vec<Vec<u8>>>,
+    /// The decoder after the string's text so far, and the decoded text.
+    dec: Decoder,
+    decoded: Vec<u8>,
+}
+
+impl Chart {
+    /// The arrays (sets of their `[`) that item object `spec` whose `{` was read at set
+    /// `origin` belongs to: the origins of the items waiting for it.
+    fn item_arrays(&self, g: &Grammar, spec: &ItemObject, origin: u32) -> Vec<u32> {
+        let (s, e) = (
+            self.item_starts[origin as usize] as usize,
+            self.item_starts[origin as usize + 1] as usize,
+        );
+        self.items[s..e]
+            .iter()
+            .filter(|&&(p, _)| g.syms[p as usize] == GSym::Nt(spec.item))
+            .map(|&(_, o)| o)
+            .collect()
+    }
+
+    /// Reads the item object whose `{` was read at set `origin`, up to `end` (inside the
+    /// string value of key `key`), and the earlier items of each of its `arrays`. `None`
+    /// when the text is not such an object (which the grammar never lets happen).
+    fn in_flight(
+        &mut self,
+        spec: &ItemObject,
+        key: u32,
+        origin: u32,
+        end: usize,
+        arrays: &[u32],
+    ) -> Option<InFlight> {
+        self.work += (end - origin as usize) as u64;
+        let (members, name, at) = read_partial(self.input.get(origin as usize..end)?)?;
+        if spec.index(&name) != Some(key) {
+            return None;
+        }
+        let mut fixed: Vec<(u32, Vec<u8>)> = Vec::with_capacity(members.len());
+        for (k, v) in members {
+            match spec.index(&k) {
+                Some(i) if i != key && !fixed.iter().any(|&(j, _)| j == i) => fixed.push((i, v)),
+                _ => return None,
+            }
+        }
+        let fixed: Vec<(u32, &[u8])> = fixed.iter().map(|(i, v)| (*i, v.as_slice())).collect();
+        let mut full = Vec::new();
+        for &array in arrays {
+            let Some(values) = self.earlier(Guard::UniqueValues, array, origin) else {
+                continue;
+            };
+            let mut used: Vec<Vec<(&[u8], &[u8])>> = Vec::with_capacity(values.len());
+            for v in values.iter() {
+                self.work += v.len() as u64;
+                used.push(canonical_members(v)?);
+            }
+            if let Some(f) = spec.full_values(key, &fixed, &used) {
+                if !f.is_empty() {
+                    full.push(f);
+                }
+            }
+        }
+        let mut dec = Decoder::new();
+        let mut decoded = Vec::new();
+        for &b in &self.input[origin as usize + at..end] {
+            dec.feed(b, &mut decoded);
+        }
+        Some(InFlight { full, dec, decoded })
+    }
+
+    /// Whether the string value of key `key` of item object `spec_id` (terminal `t`, in
+    /// state `st` with finitely many completions after the byte just read), in the object
+    /// whose `{` was read at set `origin`, can still end with a value that leaves the object
+    /// completable to one no earlier item of its array equals. At a mask computation's
+    /// assumed terminal end, an array whose earlier items would be read across its unknown
+    /// byte marks the place uncertain (read again with real bytes) and passes.
+    pub(super) fn item_string_alive(
+        &mut self,
+        g: &Grammar,
+        spec_id: u32,
+        key: u32,
+        t: u32,
+        origin: u32,
+        st: u32,
+    ) -> bool {
+        let Some(spec) = g.item_objects.get(spec_id as usize) else {
+            return false;
+        };
+        let arrays = self.item_arrays(g, spec, origin);
+        let end = self.input.len();
+        if let Some(syn) = self.guard.synthetic {
+            if arrays.iter().any(|&a| a < syn && syn as usize <= end) {
+                self.guard.uncertain = true;
+                return true;
+            }
+        }
+        let Some(f) = self.in_flight(spec, key, origin, end, &arrays) else {
+            return false;
+        };
+        if f.full.len() < arrays.len() {
+            // Some array uses up no value of the key.
+            return true;
+        }
+        let d = Arc::clone(&g.terminals[t as usize]);
+        f.full.iter().any(|used| {
+            let mut decoded = f.decoded.clone();
+            self.some_unused(&d, st, f.dec, &mut decoded, used, g.max_work)
+        })
+    }
+
+    /// The trie nodes (with their bytes) where the string value of key `key` of item object
+    /// `spec_id` in flight (terminal `t` in state `st`, its object's `{` read at set
+    /// `origin`) would reach a state where [`Chart::item_string_alive`] fails, or end with a
+    /// used-up value: read again with real bytes.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn item_string_q_nodes(
+        &mut self,
+        g: &Grammar,
+        vocab: &TokenVocab,
+        spec_id: u32,
+        key: u32,
+        t: u32,
+        origin: u32,
+        st: u32,
+    ) -> Vec<(usize, Vec<u8>)> {
+        let Some(spec) = g.item_objects.get(spec_id as usize) else {
+            return Vec::new();
+        };
+        let Some(fin) = g.string_finite.get(t as usize).and_then(Option::as_ref) else {
+            return Vec::new();
+        };
+        let arrays = self.item_arrays(g, spec, origin);
+        let end = self.input.len();
+        let Some(f) = self.in_flight(spec, key, origin, end, &arrays) else {
+            return Vec::new();
+        };
+        if f.full.len() < arrays.len() || f.dec.mode == Mode::Closed || f.dec.mode == Mode::Bad {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for used in &f.full {
+            let finite = Some((
+                Arc::clone(&g.terminals[t as usize]),
+                Arc::clone(fin),
+                g.max_work,
+            ));
+            self.spelling_walk(vocab, used, f.dec, f.decoded.clone(), finite, st, &mut out);
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::unique::canonical_value;
@@ -439,11 +720,13 @@ mod tests {
                     name: b"a".to_vec(),
                     required: true,
                     values: Some(vec![canon("true"), canon("false")]),
+                    words: None,
                 },
                 ItemKey {
                     name: b"s".to_vec(),
                     required: false,
                     values: None,
+                    words: None,
                 },
             ],
             item: 0,

@@ -373,14 +373,16 @@ impl Compiler<'_> {
     }
 
     /// `Ok` when every proper prefix of a value of `s` has infinitely many completions into
-    /// distinct values, so that a finite set of earlier items never leaves a prefix without a
-    /// valid end (the grammar being pruned of what can never finish); otherwise the refusal,
+    /// distinct values (or at least `u64::MAX`, more than any input holds items), so that a
+    /// finite set of earlier items never leaves a prefix without a valid end (the grammar
+    /// being pruned of what can never finish); otherwise the refusal,
     /// naming `uniqueItems` at `path` and why. Sufficient conditions, by type: strings whose
     /// automaton never narrows to finitely many words (`unbounded`); numbers without bounds
     /// (`0` goes on as `0.1`, `1e5` as `1e50`); objects that always take one more member
     /// (`additionalProperties` not false, no `maxProperties`, `propertyNames` or
     /// `patternProperties`); arrays that always take one more item (no `maxItems`, items not
-    /// false, their own `uniqueItems` over such a domain); `anyOf` of such branches. `null`,
+    /// false, their own `uniqueItems` over such a domain or over strings of at least
+    /// `u64::MAX` values, whose own guards keep every item prefix completable); `anyOf` of such branches. `null`,
     /// booleans and integers (`0` has no other completion by value), enums and bounded
     /// numbers are finite at some prefix.
     pub(super) fn prefix_unbounded(
@@ -482,7 +484,15 @@ impl Compiler<'_> {
             let inner = a.items.clone().unwrap_or(Schema::Any);
             let inner_path = format!("{ip}/items");
             if a.unique_items {
-                self.prefix_unbounded(&inner, path, &inner_path, depth + 1)?;
+                if let Err(e) = self.prefix_unbounded(&inner, path, &inner_path, depth + 1) {
+                    // Strings of at least `u64::MAX` values (a GUID's pattern): the array
+                    // can always take one more of them, and no input holds that many items.
+                    let inner = self.resolve_bare(&inner, &inner_path)?;
+                    match super::unique_objects::finite_string(&inner, &inner_path)? {
+                        Some(content) if count_words(&content) == u64::MAX => {}
+                        _ => return Err(e),
+                    }
+                }
             } else if normalize(self.table, &inner, &inner_path, 0)? == Schema::Never {
                 return Err(unsupported(
                     "uniqueItems (items that are arrays of finitely many items)",

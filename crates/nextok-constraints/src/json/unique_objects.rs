@@ -5,8 +5,11 @@
 //! Taken when the item is `type: object` with `properties`, `required` and
 //! `additionalProperties: false` alone, and every property's value is either of finitely many
 //! values (`enum`/`const` with `type`, booleans, `null`), or of a domain where every proper
-//! prefix has infinitely many completions into distinct values (`prefix_unbounded`), or an
-//! integer whose digits are such (checked after the digits, before a `.0…`). Any other
+//! prefix has infinitely many completions into distinct values (`prefix_unbounded`), an
+//! integer whose digits are such (checked after the digits, before a `.0…`), or a string of
+//! string keywords alone with finitely many completions at some state of its automaton
+//! (checked while it is read, against the values of it that agreeing earlier items use up:
+//! `ItemCheck::AfterString`). Any other
 //! property (integers, bounded strings, closed objects inside, ...) is refused by name, and
 //! objects with other keywords stay with the general path (which refuses closed ones).
 
@@ -16,7 +19,8 @@ use super::algebra::normalize;
 use super::compile::Compiler;
 use super::number::number_dfa;
 use super::schema::{compact, invalid, json_eq, unsupported, Node, Schema, TypeSet};
-use super::unique::unbounded;
+use super::string::{is_long, string_content};
+use super::unique::{count_words, unbounded};
 use crate::dfa::Dfa;
 use crate::grammar::{canonical_value, Guard, ItemCheck, ItemKey, ItemObject, Sym};
 use crate::Error;
@@ -27,6 +31,9 @@ enum Domain {
     Finite(Vec<Value>),
     /// Infinitely many below every proper prefix: the property's own rule, then `After`.
     Unbounded(Schema),
+    /// A string whose automaton (the decoded content here) has finitely many completions at
+    /// some state: its terminal, then `AfterString`, the terminal checked while it is read.
+    FiniteString(Dfa),
     /// Integers: the spellings without a fraction (`digits`, infinitely many completions
     /// below every proper prefix), then `After`, then optionally `.0…` (the same value): the
     /// check comes before the `.`, whose completions are that one value.
@@ -76,6 +83,16 @@ impl Compiler<'_> {
                 (None, Some(digits)) => Domain::Integer(digits),
                 (None, None) => {
                     if self.prefix_unbounded(&s, path, &pp, 1).is_err() {
+                        if let Some(content) = finite_string(&s, &pp)? {
+                            if content.is_empty_language() {
+                                if is_required {
+                                    return Ok(None);
+                                }
+                                continue;
+                            }
+                            keys.push((name.clone(), is_required, Domain::FiniteString(content)));
+                            continue;
+                        }
                         return Err(unsupported(
                             format!(
                                 "uniqueItems (objects without additional properties: property \
@@ -103,7 +120,13 @@ impl Compiler<'_> {
         {
             return Ok(None);
         }
-        if min_items > 1 && keys.iter().all(|(_, _, d)| matches!(d, Domain::Finite(_))) {
+        // A finite object domain may run out of objects before `minItems` is reached.
+        let finite = |d: &Domain| match d {
+            Domain::Finite(_) => true,
+            Domain::FiniteString(content) => count_words(content) < u64::MAX,
+            _ => false,
+        };
+        if min_items > 1 && keys.iter().all(|(_, _, d)| finite(d)) {
             return Err(unsupported(
                 "uniqueItems (objects of finitely many values without additional properties, \
                  with minItems above 1)",
@@ -122,12 +145,17 @@ impl Compiler<'_> {
                     }
                     Some(c)
                 }
-                Domain::Unbounded(_) | Domain::Integer(_) => None,
+                Domain::Unbounded(_) | Domain::Integer(_) | Domain::FiniteString(_) => None,
+            };
+            let words = match d {
+                Domain::FiniteString(content) => Some(count_words(content)),
+                _ => None,
             };
             spec_keys.push(ItemKey {
                 name: name.as_bytes().to_vec(),
                 required: *req,
                 values,
+                words,
             });
         }
         let spec = self.b.item_object(ItemObject {
@@ -170,6 +198,13 @@ impl Compiler<'_> {
                 Domain::Unbounded(s) => {
                     let value = self.schema(s, &pp)?;
                     let after = empty_guarded(self, "item after", ItemCheck::After);
+                    let mut t = head;
+                    t.extend([value, after]);
+                    tails.push(t);
+                }
+                Domain::FiniteString(content) => {
+                    let value = self.string_terminal(content)?;
+                    let after = empty_guarded(self, "item after", ItemCheck::AfterString(i));
                     let mut t = head;
                     t.extend([value, after]);
                     tails.push(t);
@@ -255,6 +290,33 @@ fn integer_digits(s: &Schema, path: &str) -> Result<Option<Dfa>, Error> {
         return Ok(None);
     }
     Ok(Some(digits))
+}
+
+/// For a string schema `s` (string keywords alone, no `enum`): its decoded strings, when
+/// their automaton can be built (no counter too long to unroll).
+pub(super) fn finite_string(s: &Schema, path: &str) -> Result<Option<Dfa>, Error> {
+    let Schema::Node(n) = s else {
+        return Ok(None);
+    };
+    let keywords = [
+        "type",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "not pattern",
+        "format",
+        "not enum",
+    ];
+    if n.types != Some(TypeSet::STRING) || !n.only(&keywords) || is_long(&n.string) {
+        return Ok(None);
+    }
+    let mut content = string_content(&n.string, path)?;
+    for v in n.excluded.iter().flatten() {
+        if let Value::String(x) = v {
+            content = content.minus(&Dfa::literal(x.as_bytes()))?;
+        }
+    }
+    Ok(Some(content))
 }
 
 /// The values of `s` when they are finitely many and `s` says nothing else: an `enum` or

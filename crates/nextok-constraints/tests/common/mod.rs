@@ -221,8 +221,9 @@ pub fn preferred_tokens(vocab: &TokenVocab, first: &[u8], long: bool) -> Vec<u32
         .collect()
 }
 
-/// What [`random_walk`] wrote: the output's bytes (the end token's none), whether it took the
-/// end token (any of the vocabulary's end tokens), and the mask before each token it took.
+/// What [`random_walk`] wrote: the output's bytes (the end token's none), whether it took an
+/// end token (0 in the synthetic vocabularies; 0, 2 or 4 in SmolLM2's), and the mask before
+/// each token it took.
 pub struct Walk {
     pub out: Vec<u8>,
     pub ended: bool,
