@@ -462,15 +462,7 @@ impl Chart {
         let arrays: Vec<u32> = if start {
             vec![origin]
         } else {
-            let (s, e) = (
-                self.item_starts[origin as usize] as usize,
-                self.item_starts[origin as usize + 1] as usize,
-            );
-            self.items[s..e]
-                .iter()
-                .filter(|&&(p, _)| g.syms[p as usize] == GSym::Nt(spec.item))
-                .map(|&(_, o)| o)
-                .collect()
+            self.item_arrays(g, spec, origin)
         };
         if let Some(s) = self.guard.synthetic {
             // The byte into set `s` is unknown: a text across it is read again.

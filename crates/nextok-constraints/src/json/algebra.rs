@@ -87,16 +87,8 @@ pub(super) fn normalize(
             // branch per value (the absent case once), not as every subset of conditions that
             // hold together where `d` is absent.
             (_, t, e, Some((d, x))) => {
-                let not_x = match complement(table, &x, &format!("{path}/if"), depth + 1) {
-                    Ok(nx) => nx,
-                    Err(Error::UnsupportedKeyword { .. }) => return Err(unsupported("if", path)),
-                    Err(e) => return Err(e),
-                };
-                let outcome = |x: Option<Schema>, at: &str| match x {
-                    Some(x) => normalize(table, &x, &format!("{path}/{at}"), depth + 1),
-                    None => Ok(Schema::Any),
-                };
-                let (t, e) = (outcome(t, "then")?, outcome(e, "else")?);
+                let not_x = if_complement(table, &x, path, depth)?;
+                let (t, e) = if_outcomes(table, t, e, path, depth)?;
                 // A bare `$ref` outcome is inlined: beside the branch's own keywords it could
                 // not be merged, and the branches must merge for contradictions to show.
                 let (t, e) = (
@@ -129,16 +121,8 @@ pub(super) fn normalize(
             // Otherwise: the condition and `then`, or the condition's complement and `else`
             // (two disjoint branches), when the complement is exact.
             (c, t, e, None) => {
-                let nc = match complement(table, &c, &format!("{path}/if"), depth + 1) {
-                    Ok(nc) => nc,
-                    Err(Error::UnsupportedKeyword { .. }) => return Err(unsupported("if", path)),
-                    Err(e) => return Err(e),
-                };
-                let outcome = |x: Option<Schema>, at: &str| match x {
-                    Some(x) => normalize(table, &x, &format!("{path}/{at}"), depth + 1),
-                    None => Ok(Schema::Any),
-                };
-                let (t, e) = (outcome(t, "then")?, outcome(e, "else")?);
+                let nc = if_complement(table, &c, path, depth)?;
+                let (t, e) = if_outcomes(table, t, e, path, depth)?;
                 let either = any_of_possible([merge(&c, &t, path)?, merge(&nc, &e, path)?]);
                 acc = meet(table, &acc, &either, path, depth)?;
                 None
@@ -261,6 +245,31 @@ fn meet(
         }
         _ => merge(a, b, path),
     }
+}
+
+/// The complement of an `if` condition `c` at `path` (`/if`), a refusal naming `if` where it is
+/// not exact.
+fn if_complement(table: &[Schema], c: &Schema, path: &str, depth: usize) -> Result<Schema, Error> {
+    match complement(table, c, &format!("{path}/if"), depth + 1) {
+        Ok(nc) => Ok(nc),
+        Err(Error::UnsupportedKeyword { .. }) => Err(unsupported("if", path)),
+        Err(e) => Err(e),
+    }
+}
+
+/// The normalised `then` and `else` of a conditional at `path` (either absent: any value).
+fn if_outcomes(
+    table: &[Schema],
+    then: Option<Schema>,
+    other: Option<Schema>,
+    path: &str,
+    depth: usize,
+) -> Result<(Schema, Schema), Error> {
+    let outcome = |x: Option<Schema>, at: &str| match x {
+        Some(x) => normalize(table, &x, &format!("{path}/{at}"), depth + 1),
+        None => Ok(Schema::Any),
+    };
+    Ok((outcome(then, "then")?, outcome(other, "else")?))
 }
 
 /// `s` with its top-level `$ref` replaced by the normalised target merged with the keywords
