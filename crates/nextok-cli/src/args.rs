@@ -743,7 +743,8 @@ pub struct BenchArgs {
     /// Print one JSON object: device, threads, prefill_tok_s (per prompt length), decode_tok_s,
     /// constrained_decode_tok_s (the same decode under a JSON schema), ttft_ms and, with
     /// --batch, batch_decode_tok_s (per batch size), each as {min, median, max}; with
-    /// --speculative, {"speculative": {TASK: {"plain", "speculative"}}} instead.
+    /// --speculative, {"speculative": {TASK: {"plain", "speculative", "stats": {"drafts",
+    /// "drafted_tokens", "accepted_tokens"}}}} instead.
     #[arg(long)]
     pub json: bool,
     /// Time the sampler instead, on the logits files DIR/logits_<vocab>.f32 (little-endian f32,

@@ -1014,7 +1014,7 @@ fn serve_help_documents_every_setting_with_its_default() {
 }
 
 #[test]
-fn bench_speculative_json_has_plain_and_speculative_rates() {
+fn bench_speculative_json_has_plain_and_speculative_rates_and_stats() {
     // Issue 16's shape: decode tokens/s, plain and speculative, on a repetitive and a free task.
     let o = nextok(&[
         "bench",
@@ -1033,6 +1033,11 @@ fn bench_speculative_json_has_plain_and_speculative_rates() {
             let rate = v["speculative"][task][mode].as_f64();
             assert!(rate.is_some_and(|r| r > 0.0), "{task} {mode}: {v}");
         }
+        let stats = &v["speculative"][task]["stats"];
+        for count in ["drafts", "drafted_tokens", "accepted_tokens"] {
+            assert!(stats[count].is_u64(), "{task} {count}: {v}");
+        }
+        assert!(stats["accepted_tokens"].as_u64() <= stats["drafted_tokens"].as_u64());
     }
 }
 

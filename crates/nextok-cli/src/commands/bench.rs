@@ -7,6 +7,7 @@ use anyhow::bail;
 use nextok::sampling::SamplingParams;
 use nextok::{
     ConstraintSpec, Engine, Event, GenerateOptions, Prompt, Request, Scheduler, SchedulerOptions,
+    SpeculativeStats,
 };
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
@@ -40,24 +41,28 @@ fn decode_schema() -> Value {
 }
 
 /// Decode tokens per second of one greedy answer to `prompt`, with speculative decoding on or
-/// off.
+/// off, and how its drafts went (all zero when off).
 fn decode_rate(
     engine: &Engine,
     prompt: &Prompt,
     max_tokens: usize,
     speculative: bool,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<(f64, SpeculativeStats)> {
     let options = GenerateOptions {
         sampling: SamplingParams::greedy(),
         max_tokens: Some(max_tokens),
         speculative,
         ..GenerateOptions::default()
     };
-    let c = engine.generate(prompt, &options)?.collect_completions()?;
+    let mut generation = engine.generate(prompt, &options)?;
+    let c = generation.collect_completions()?;
     let Some(c) = c.first() else {
         bail!("the generation produced no completion");
     };
-    Ok(c.timings.decode_tokens_per_s)
+    Ok((
+        c.timings.decode_tokens_per_s,
+        generation.speculative_stats(),
+    ))
 }
 
 /// `nextok bench --speculative`: plain and speculative decoding of the same answers,
@@ -77,13 +82,21 @@ fn speculative(engine: &Engine, a: &BenchArgs) -> anyhow::Result<()> {
     let mut table = String::new();
     for (name, prompt) in &tasks {
         let (mut plain, mut spec) = (Vec::new(), Vec::new());
+        // Greedy drafting depends only on the tokens, so every run's stats are the same; the
+        // last run's are reported.
+        let mut stats = SpeculativeStats::default();
         for _ in 0..a.repetitions {
-            let p = decode_rate(engine, prompt, a.decode, false)?;
-            let s = decode_rate(engine, prompt, a.decode, true)?;
+            let (p, _) = decode_rate(engine, prompt, a.decode, false)?;
+            let (s, st) = decode_rate(engine, prompt, a.decode, true)?;
+            stats = st;
             eprintln!(
-                "nextok: bench {name}: plain {} tokens/s, speculative {} tokens/s",
+                "nextok: bench {name}: plain {} tokens/s, speculative {} tokens/s \
+                 ({} drafts, {} tokens drafted, {} kept)",
                 significant(p),
-                significant(s)
+                significant(s),
+                st.drafts,
+                st.drafted_tokens,
+                st.accepted_tokens
             );
             plain.push(p);
             spec.push(s);
@@ -92,7 +105,7 @@ fn speculative(engine: &Engine, a: &BenchArgs) -> anyhow::Result<()> {
         let (_, spec, _) = summary(&mut spec);
         results.insert(
             name.to_string(),
-            json!({"plain": plain, "speculative": spec}),
+            json!({"plain": plain, "speculative": spec, "stats": stats}),
         );
         table.push_str(&format!(
             "{name:<12} {:>10} {:>12} {:>8}\n",
