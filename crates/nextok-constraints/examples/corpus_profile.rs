@@ -22,7 +22,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use nextok_constraints::{
-    compile_json_schema, ConformanceRun, Constraint, GrammarConstraint, JsonOptions, TokenVocab,
+    compile_json_schema, ConformanceRun, Constraint, GrammarConstraint, JsonOptions, Percentiles,
+    TokenVocab,
 };
 use nextok_tokenizer::EncodeOptions;
 use serde_json::Value;
@@ -66,14 +67,6 @@ impl Timer {
     fn elapsed(&self) -> (f64, f64) {
         (cpu_now() - self.0, self.1.elapsed().as_secs_f64())
     }
-}
-
-fn percentile(v: &mut [f64], p: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -168,18 +161,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("CPU", &mut c, &mut m),
         ("wall", &mut compiles_wall, &mut masks_wall),
     ] {
+        let (pc, pm) = (Percentiles::of(c), Percentiles::of(m));
         println!(
             "{what} compile ms: median {:.3} p99 {:.3} max {:.3} ({} schemas)",
-            percentile(c, 0.5),
-            percentile(c, 0.99),
-            percentile(c, 1.0),
+            pc.median,
+            pc.p99,
+            pc.max,
             c.len()
         );
         println!(
             "{what} mask µs: median {:.2} p99 {:.1} max {:.1} ({} masks)",
-            percentile(m, 0.5),
-            percentile(m, 0.99),
-            percentile(m, 1.0),
+            pm.median,
+            pm.p99,
+            pm.max,
             m.len()
         );
     }

@@ -18,17 +18,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use nextok_constraints::{
-    compile_json_schema, Constraint, GrammarConstraint, JsonOptions, TokenVocab,
+    compile_json_schema, Constraint, GrammarConstraint, JsonOptions, Percentiles, TokenVocab,
 };
 use nextok_tokenizer::EncodeOptions;
-
-fn percentile(v: &mut [f64], p: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]
-}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -62,13 +54,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             let total: f64 = us.iter().sum();
             let mean = total / us.len() as f64;
+            let at = Percentiles::of(&mut us);
             println!(
                 "round {round} {walk}: mask µs median {:.1} p99 {:.1} mean {:.1} max {:.1}; \
                  walk total {:.2} ms",
-                percentile(&mut us, 0.5),
-                percentile(&mut us, 0.99),
+                at.median,
+                at.p99,
                 mean,
-                percentile(&mut us, 1.0),
+                at.max,
                 total / 1e3
             );
         }

@@ -105,11 +105,21 @@ pub(crate) enum ItemCheck {
 /// Members read from an object's text: (decoded key, canonical value).
 type Members = Vec<(Vec<u8>, Vec<u8>)>;
 
-/// The members of the object text `text` (its `{`, then `key: value` pairs separated by
-/// commas, whitespace anywhere JSON allows it, possibly ending inside a member after its key,
-/// its `:` or a `,`), as (decoded key, canonical value). `None` when the text is something
-/// else (which the grammar never lets happen).
-fn read_members(text: &[u8]) -> Option<Members> {
+/// Where an object's text stops, for [`scan_members`].
+enum Stop {
+    /// Right after `{`, a member, a `,` or a key.
+    Between,
+    /// After the `:` of the member with this key: its value is to come at `usize`.
+    BeforeValue(Vec<u8>, usize),
+    /// Inside the string value of the member with this key, whose opening quote is at `usize`.
+    InString(Vec<u8>, usize),
+}
+
+/// The complete members of the object text `text` (its `{`, then `key: value` pairs separated
+/// by commas, whitespace anywhere JSON allows it) as (decoded key, canonical value), and where
+/// the text stops. `None` when the text is something else (which the grammar never lets
+/// happen), or stops inside a value that is not a string.
+fn scan_members(text: &[u8]) -> Option<(Members, Stop)> {
     if text.first() != Some(&b'{') {
         return None;
     }
@@ -126,11 +136,16 @@ fn read_members(text: &[u8]) -> Option<Members> {
         }
         i = skip_ws(text, i + 1);
         if i == text.len() {
-            break;
+            return Some((members, Stop::BeforeValue(key, i)));
         }
         let mut v = Vec::new();
-        i = skip_ws(text, canonical(text, i, &mut v, 1)?);
+        let end = match canonical(text, i, &mut v, 1) {
+            Some(end) => end,
+            None if text[i] == b'"' => return Some((members, Stop::InString(key, i))),
+            None => return None,
+        };
         members.push((key, v));
+        i = skip_ws(text, end);
         if i == text.len() {
             break;
         }
@@ -139,7 +154,17 @@ fn read_members(text: &[u8]) -> Option<Members> {
         }
         i = skip_ws(text, i + 1);
     }
-    Some(members)
+    Some((members, Stop::Between))
+}
+
+/// The members of the object text `text`, which may stop inside a member after its key, its
+/// `:` or a `,` (see [`scan_members`]). `None` when it stops inside a value, or is something
+/// else.
+fn read_members(text: &[u8]) -> Option<Members> {
+    match scan_members(text)? {
+        (members, Stop::Between | Stop::BeforeValue(..)) => Some(members),
+        (_, Stop::InString(..)) => None,
+    }
 }
 
 /// The members of the object text `text` that ends inside the string value of its last
@@ -147,37 +172,10 @@ fn read_members(text: &[u8]) -> Option<Members> {
 /// last member's decoded key and where its value's opening quote is (or is to come). `None`
 /// when the text is something else.
 fn read_partial(text: &[u8]) -> Option<(Members, Vec<u8>, usize)> {
-    if text.first() != Some(&b'{') {
-        return None;
+    match scan_members(text)? {
+        (members, Stop::BeforeValue(key, at) | Stop::InString(key, at)) => Some((members, key, at)),
+        (_, Stop::Between) => None,
     }
-    let mut members = Vec::new();
-    let mut i = skip_ws(text, 1);
-    while i < text.len() {
-        let (key, end) = string_at(text, i)?;
-        i = skip_ws(text, end);
-        if text.get(i) != Some(&b':') {
-            return None;
-        }
-        i = skip_ws(text, i + 1);
-        if i == text.len() {
-            // The value's opening quote is next.
-            return Some((members, key, i));
-        }
-        let mut v = Vec::new();
-        match canonical(text, i, &mut v, 1) {
-            Some(end) => {
-                members.push((key, v));
-                i = skip_ws(text, end);
-                if text.get(i) != Some(&b',') {
-                    return None;
-                }
-                i = skip_ws(text, i + 1);
-            }
-            None if text.get(i) == Some(&b'"') => return Some((members, key, i)),
-            None => return None,
-        }
-    }
-    None
 }
 
 /// Where the canonical form starting at `c[i]` ends.

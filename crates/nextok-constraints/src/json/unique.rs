@@ -34,6 +34,18 @@ use crate::dfa::{Dfa, DEAD};
 use crate::grammar::{canonical_value, finite_states, FiniteSet, Guard, Sym};
 use crate::Error;
 
+/// The keywords of a string schema whose decoded strings are read as an automaton (a domain
+/// of unique items).
+pub(super) const STRING_KEYWORDS: [&str; 7] = [
+    "type",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "not pattern",
+    "format",
+    "not enum",
+];
+
 impl Compiler<'_> {
     /// The arrays of `m` (with `uniqueItems`) whose items, `items` once normalised, are
     /// strings of an unbounded domain (guarded string terminals), or values of a domain where
@@ -47,15 +59,6 @@ impl Compiler<'_> {
     ) -> Result<Sym, Error> {
         let ip = format!("{path}/items");
         let items = self.resolve_bare(items, &ip)?;
-        let string_keywords = [
-            "type",
-            "minLength",
-            "maxLength",
-            "pattern",
-            "not pattern",
-            "format",
-            "not enum",
-        ];
         // For string items whose domain is finite as a whole, an empty nonterminal before the
         // `,` that is predicted only while some value is unused.
         let mut more: Option<Sym> = None;
@@ -65,7 +68,7 @@ impl Compiler<'_> {
                 if n.types == Some(TypeSet::STRING)
                     && n.values.is_none()
                     && n.any_of.is_some()
-                    && n.only(&[&string_keywords[..], &["anyOf"]].concat()) =>
+                    && n.only(&[&STRING_KEYWORDS[..], &["anyOf"]].concat()) =>
             {
                 self.any_of_strings(n, &ip)?
             }
@@ -74,7 +77,7 @@ impl Compiler<'_> {
         let string_item = matches!(&items, Schema::Node(n)
             if n.types == Some(TypeSet::STRING)
                 && n.values.is_none()
-                && (n.only(&string_keywords) || union.is_some()));
+                && (n.only(&STRING_KEYWORDS) || union.is_some()));
         // Domains with values that some prefix pins down, and unions (`unique_split`).
         let split = match string_item {
             true => None,
@@ -97,7 +100,7 @@ impl Compiler<'_> {
             Schema::Node(n)
                 if n.types == Some(TypeSet::STRING)
                     && n.values.is_none()
-                    && (n.only(&string_keywords) || union.is_some()) =>
+                    && (n.only(&STRING_KEYWORDS) || union.is_some()) =>
             {
                 let (encoded, values) = self.unique_strings(n, path, &ip, true, union)?;
                 if values < m.array.min_items.unwrap_or(0) as u64 {

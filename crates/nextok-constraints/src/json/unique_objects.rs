@@ -20,7 +20,7 @@ use super::compile::Compiler;
 use super::number::number_dfa;
 use super::schema::{compact, invalid, json_eq, unsupported, Node, Schema, TypeSet};
 use super::string::{is_long, string_content};
-use super::unique::{count_words, unbounded};
+use super::unique::{count_words, unbounded, STRING_KEYWORDS};
 use crate::dfa::Dfa;
 use crate::grammar::{canonical_value, Guard, ItemCheck, ItemKey, ItemObject, Sym};
 use crate::Error;
@@ -298,16 +298,7 @@ pub(super) fn finite_string(s: &Schema, path: &str) -> Result<Option<Dfa>, Error
     let Schema::Node(n) = s else {
         return Ok(None);
     };
-    let keywords = [
-        "type",
-        "minLength",
-        "maxLength",
-        "pattern",
-        "not pattern",
-        "format",
-        "not enum",
-    ];
-    if n.types != Some(TypeSet::STRING) || !n.only(&keywords) || is_long(&n.string) {
+    if n.types != Some(TypeSet::STRING) || !n.only(&STRING_KEYWORDS) || is_long(&n.string) {
         return Ok(None);
     }
     let mut content = string_content(&n.string, path)?;
