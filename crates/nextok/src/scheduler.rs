@@ -29,7 +29,8 @@
 //!    below) within [`SchedulerOptions::max_draft_tokens_per_step`] and what the step's token
 //!    budgets and the free blocks have left.
 //! 6. **The pass**, while the engine's mask worker computes the constraint masks of the choices
-//!    it scores (where the pass leaves a core free; otherwise each choice computes its own); then every completion that got logits chooses its token (all of the step's
+//!    it scores (where the pass leaves a core free; otherwise each choice computes its own);
+//!    then every completion that got logits chooses its token (all of the step's
 //!    choices drawn in one [`sample_batch`] over the backend's threads), and every cache that
 //!    ran publishes its full blocks to the pool's prefix cache.
 //!

@@ -104,8 +104,8 @@ impl Speculation {
 
     /// Records how a draft of `drafted` tokens went: its first `accepted` were kept. A pass saves
     /// `accepted` plain steps and costs about `DRAFT_COST * drafted` more than a plain one; while
-    /// the running estimate of that gain stays above [`MIN_GAIN`] drafting goes on, and when it
-    /// does not, drafting pauses.
+    /// the running estimate of that gain less the margin [`MIN_GAIN`] stays above zero drafting
+    /// goes on, and when it does not, drafting pauses.
     pub(crate) fn record(&mut self, drafted: usize, accepted: usize) {
         if drafted == 0 {
             return;
