@@ -463,9 +463,7 @@ fn grammar_grows_linearly_with_the_names() {
 
 /// Single bytes, then pieces that cross key and member boundaries.
 fn vocab() -> Arc<TokenVocab> {
-    let mut v: Vec<Vec<u8>> = vec![b"<eos>".to_vec()];
-    v.extend((0..=255u8).map(|b| vec![b]));
-    for piece in [
+    common::byte_vocab(&[
         "{\"",
         "\":",
         "\":1",
@@ -493,10 +491,7 @@ fn vocab() -> Arc<TokenVocab> {
         "c\":",
         "\"c\":\"",
         "\"}}",
-    ] {
-        v.push(piece.as_bytes().to_vec());
-    }
-    Arc::new(TokenVocab::new(v, &[0]).expect("vocab"))
+    ])
 }
 
 /// `text` without the whitespace outside strings.

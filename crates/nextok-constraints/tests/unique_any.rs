@@ -37,9 +37,7 @@ fn any_items() -> Value {
 
 /// `<eos>`, then token `b + 1` is byte `b`, then pieces that cross value and item boundaries.
 fn vocab() -> Arc<TokenVocab> {
-    let mut v: Vec<Vec<u8>> = vec![b"<eos>".to_vec()];
-    v.extend((0..=255u8).map(|b| vec![b]));
-    for piece in [
+    common::byte_vocab(&[
         "true",
         "false",
         "null",
@@ -62,10 +60,7 @@ fn vocab() -> Arc<TokenVocab> {
         "null]",
         "-0",
         "1.0",
-    ] {
-        v.push(piece.as_bytes().to_vec());
-    }
-    Arc::new(TokenVocab::new(v, &[0]).expect("vocab"))
+    ])
 }
 
 fn constraint(schema: &Value) -> Box<dyn Constraint> {

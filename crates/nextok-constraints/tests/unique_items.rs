@@ -140,9 +140,7 @@ fn domains_that_could_dead_end_are_refused_by_name() {
 
 /// All single bytes, then pieces that cross string and item boundaries.
 fn vocab() -> Arc<TokenVocab> {
-    let mut v: Vec<Vec<u8>> = vec![b"<eos>".to_vec()];
-    v.extend((0..=255u8).map(|b| vec![b]));
-    for piece in [
+    common::byte_vocab(&[
         "\",",
         "\"]",
         "\",\"",
@@ -168,10 +166,7 @@ fn vocab() -> Arc<TokenVocab> {
         "\"b\"]",
         "é\"",
         "\",\"é",
-    ] {
-        v.push(piece.as_bytes().to_vec());
-    }
-    Arc::new(TokenVocab::new(v, &[0]).expect("vocab"))
+    ])
 }
 
 /// The decoded items if `text` is an array of strings.
@@ -568,15 +563,10 @@ fn value_domains_that_could_dead_end_are_refused_by_name() {
 
 /// Single bytes, then pieces that cross value and item boundaries.
 fn value_vocab() -> Arc<TokenVocab> {
-    let mut v: Vec<Vec<u8>> = vec![b"<eos>".to_vec()];
-    v.extend((0..=255u8).map(|b| vec![b]));
-    for piece in [
+    common::byte_vocab(&[
         "{\"a\":", "1}", "},{", "}]", "},", "\"}", "1.0", "0}", "]]", "],[", "[[", "1]", "1,",
         "\"a\"", "{}", "[]", "e0", ".0]",
-    ] {
-        v.push(piece.as_bytes().to_vec());
-    }
-    Arc::new(TokenVocab::new(v, &[0]).expect("vocab"))
+    ])
 }
 
 #[test]

@@ -459,9 +459,7 @@ fn closed_objects_with_a_property_of_finite_prefixes_are_refused_by_name() {
 
 /// Single bytes, then pieces that cross member, value and item boundaries.
 fn object_vocab() -> Arc<TokenVocab> {
-    let mut v: Vec<Vec<u8>> = vec![b"<eos>".to_vec()];
-    v.extend((0..=255u8).map(|b| vec![b]));
-    for piece in [
+    common::byte_vocab(&[
         "{\"s\":\"",
         "\"}",
         "\",",
@@ -485,10 +483,7 @@ fn object_vocab() -> Arc<TokenVocab> {
         "a\"",
         "\\/",
         "\\u000a\"",
-    ] {
-        v.push(piece.as_bytes().to_vec());
-    }
-    Arc::new(TokenVocab::new(v, &[0]).expect("vocab"))
+    ])
 }
 
 #[test]

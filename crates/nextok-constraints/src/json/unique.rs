@@ -331,16 +331,7 @@ impl Compiler<'_> {
     /// The decoded strings that the `anyOf` of string node `n` allows, when every branch is
     /// string keywords alone (`enum` among them); `None` when some branch is something else.
     fn any_of_strings(&self, n: &Node, ip: &str) -> Result<Option<Dfa>, Error> {
-        let branch_keywords = [
-            "type",
-            "minLength",
-            "maxLength",
-            "pattern",
-            "not pattern",
-            "format",
-            "enum",
-            "not enum",
-        ];
+        let branch_keywords = [&STRING_KEYWORDS[..], &["enum"]].concat();
         let mut union = Dfa::empty();
         for (i, b) in n.any_of.iter().flatten().enumerate() {
             let bp = format!("{ip}/anyOf/{i}");

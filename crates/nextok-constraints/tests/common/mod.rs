@@ -91,12 +91,24 @@ pub fn smollm2_vocab_from_gguf() -> Arc<TokenVocab> {
     Arc::new(TokenVocab::new(bytes, &[0, 2, 4]).expect("vocab"))
 }
 
+/// The tokens of a byte-level vocabulary: `<eos>` (token 0), the 256 single bytes (token
+/// `b + 1` is byte `b`), then `pieces`.
+pub fn byte_tokens(pieces: &[&str]) -> Vec<Vec<u8>> {
+    let mut v: Vec<Vec<u8>> = vec![b"<eos>".to_vec()];
+    v.extend((0..=255u8).map(|b| vec![b]));
+    v.extend(pieces.iter().map(|p| p.as_bytes().to_vec()));
+    v
+}
+
+/// [`byte_tokens`] as a vocabulary whose end token is 0.
+pub fn byte_vocab(pieces: &[&str]) -> Arc<TokenVocab> {
+    Arc::new(TokenVocab::new(byte_tokens(pieces), &[0]).expect("vocab"))
+}
+
 /// A synthetic byte-level vocabulary: token 0 is the end token, then all 256 single bytes, then
 /// multi-byte pieces that cross JSON boundaries and split UTF-8 characters.
 pub fn synthetic_vocab() -> Arc<TokenVocab> {
-    let mut v: Vec<Vec<u8>> = vec![b"<eos>".to_vec()];
-    v.extend((0..=255u8).map(|b| vec![b]));
-    for piece in [
+    let mut v = byte_tokens(&[
         "\"}",
         "\",",
         "\":",
@@ -143,9 +155,7 @@ pub fn synthetic_vocab() -> Arc<TokenVocab> {
         "aaaa",
         "ab",
         "ba",
-    ] {
-        v.push(piece.as_bytes().to_vec());
-    }
+    ]);
     // Split UTF-8: the first two bytes of a 4-byte emoji, and the rest.
     let emoji = "\u{1F600}".as_bytes().to_vec();
     v.push(emoji[..2].to_vec());
