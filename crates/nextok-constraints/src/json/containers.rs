@@ -190,14 +190,7 @@ impl Compiler<'_> {
             Schema::Node(n) if n.only(&["enum", "type"]) && n.values.is_some() => {
                 let t = n.types.unwrap_or(TypeSet::ALL);
                 for v in n.values.iter().flatten() {
-                    let ok = match v {
-                        Value::Number(x) => {
-                            t.has(TypeSet::NUMBER)
-                                || (t.has(TypeSet::INTEGER)
-                                    && x.as_f64().is_some_and(|f| f.fract() == 0.0))
-                        }
-                        _ => t.has(TypeSet::of(v)),
-                    };
+                    let ok = t.admits(v);
                     if ok && !values.iter().any(|w| super::schema::json_eq(v, w)) {
                         values.push(v.clone());
                     }

@@ -131,6 +131,17 @@ impl TypeSet {
         }
     }
 
+    /// Whether a value of this set's types may be `v` (an integer-valued number for `integer`).
+    pub(super) fn admits(self, v: &Value) -> bool {
+        match v {
+            Value::Number(x) => {
+                self.has(TypeSet::NUMBER)
+                    || (self.has(TypeSet::INTEGER) && x.as_f64().is_some_and(|f| f.fract() == 0.0))
+            }
+            _ => self.has(TypeSet::of(v)),
+        }
+    }
+
     fn parse(v: &Value, path: &str) -> Result<TypeSet, Error> {
         let name = |v: &Value| -> Result<TypeSet, Error> {
             match v.as_str() {

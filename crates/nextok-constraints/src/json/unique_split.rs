@@ -255,14 +255,7 @@ impl Compiler<'_> {
                 ));
             }
             for v in values {
-                let ok = match v {
-                    Value::Number(x) => {
-                        types.has(TypeSet::NUMBER)
-                            || (types.has(TypeSet::INTEGER)
-                                && x.as_f64().is_some_and(|f| f.fract() == 0.0))
-                    }
-                    _ => types.has(TypeSet::of(v)),
-                };
+                let ok = types.admits(v);
                 if ok {
                     parts.push_fresh(v.clone());
                 }
