@@ -151,9 +151,12 @@ __device__ void matmul_lanes(const unsigned char* __restrict__ w, const float* _
 
 // out[t * rows + r] = sum_k W[r, k] x[t * cols + k] for Q4_1 rows (`block_q4_1`: f16 d, f16 m,
 // 16 bytes of nibbles, element j low and element j + 16 high), by the CPU's Q4_1 arithmetic
-// (`nextok_kernels::portable::q4_1_row`): per block b, S_b = the nibbles times the activations,
-// fused multiply-adds in element order from 0, and X_b = the activations' sum in the `reduce32`
-// tree; then D = fmaf(d_b, S_b, D) and M = fmaf(m_b, X_b, M) in block order from 0, and D + M.
+// (`nextok_kernels::portable::q4_1_row`): per block b, the activations in fixed point
+// (`portable::fixed_point`: integers X_i = rint(x_i 2^k), k = 29 - the exponent of the block's
+// largest magnitude, at least -90; scale 2^-k, 0 for a block of zeros, NaN for a block with an
+// infinity or a NaN), S_b = the integer sum of the nibbles times X_i rounded once to f32, times
+// the scale, and X_b = the activations' sum in the `reduce32` tree; then D = fmaf(d_b, S_b, D)
+// and M = fmaf(m_b, X_b, M) in block order from 0, and D + M.
 //
 // One warp per weight row: lane l computes S_b and X_b of the blocks b = l (mod 32), and every
 // lane then runs the two chains over the blocks in order, taking each block's sums from its
@@ -179,10 +182,26 @@ __device__ void matmul_q4_1_blocks(const unsigned char* __restrict__ w,
             if (b < nblocks) {
                 const unsigned char* blk = row + (size_t)b * 20;
                 const float* xb = xt + (size_t)b * 32;
+                bool finite = true;
+                float amax = 0.0f;
                 for (int i = 0; i < 32; ++i) {
-                    const unsigned char q = blk[4 + (i & 15)];
-                    const int v = i < 16 ? (q & 15) : (q >> 4);
-                    s = fmaf((float)v, xb[i], s);
+                    finite = finite && isfinite(xb[i]);
+                    amax = fmaxf(amax, fabsf(xb[i]));
+                }
+                if (!finite) {
+                    s = __int_as_float(0x7fc00000);
+                } else if (amax != 0.0f) {
+                    const int e = max((int)((__float_as_uint(amax) >> 23) & 0xff) - 127, -90);
+                    const int k = 29 - e;
+                    const float up = __uint_as_float((unsigned)(k + 127) << 23);
+                    const float scale = __uint_as_float((unsigned)(127 - k) << 23);
+                    long long acc = 0;
+                    for (int i = 0; i < 32; ++i) {
+                        const unsigned char q = blk[4 + (i & 15)];
+                        const int v = i < 16 ? (q & 15) : (q >> 4);
+                        acc += (long long)v * __float2int_rn(__fmul_rn(xb[i], up));
+                    }
+                    s = __fmul_rn(__ll2float_rn(acc), scale);
                 }
                 float a[16];
                 for (int i = 0; i < 16; ++i) a[i] = xb[i] + xb[i + 16];

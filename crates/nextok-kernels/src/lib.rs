@@ -16,13 +16,18 @@
 //! Weights are never stored dequantised.
 //!
 //! - **Q4_1** (most weights of the default model): `Σ_b Σ_i (d_b · q_i + m_b) · x_i` is computed
-//!   as `Σ_b d_b · S_b + Σ_b m_b · X_b`, where `S_b` sums the products of the 4-bit integers
-//!   `q_i` with the activations (fused multiply-adds in element order; each product is exact)
-//!   and `X_b` is the block's activation sum, computed once per token row and shared by every
-//!   weight row. [`portable::q4_1_row`] is the definition. The kernels keep 16 weight rows in
-//!   the lanes of a register ([`packed`] stores Q4_1 matrices in tiles of 16 rows): per 16
-//!   weights, one shift, one 16-entry table lookup and one fused multiply-add per token row,
-//!   where expanding every weight to `d · q + m` first cost about half as much again.
+//!   as `Σ_b d_b · S_b + Σ_b m_b · X_b`, where `S_b` is the sum of the products of the 4-bit
+//!   integers `q_i` with the block's activations in fixed point ([`portable::fixed_point`]:
+//!   integers on a power-of-two scale, exact for every activation within a factor 64 of the
+//!   block's largest), summed exactly in integers and rounded once, and `X_b` is the block's
+//!   activation sum; both are computed once per token row and shared by every weight row.
+//!   [`portable::q4_1_row`] is the definition. The kernels keep 16 weight rows in the lanes of a
+//!   register ([`packed`] stores Q4_1 matrices in tiles of 16 rows) and multiply the nibbles, as
+//!   bytes, by the four bytes of each activation integer with 8-bit dot-product instructions
+//!   (AVX-512 VNNI `vpdpbusd`; `vpmaddubsw` and `vpmaddwd` on AVX2): four products per lane and
+//!   instruction, no shift or table lookup per element. That made one-token products (decode)
+//!   about 1.2× faster than the f32 route's shift, table lookup and fused multiply-add per 16
+//!   weights, and its sums more accurate (one rounding per block where it had 32).
 //! - **Q8_0** (the default model's output layer, the tied embedding): `Σ_b d_b · S_b` the same
 //!   way, `S_b` the products of the signed bytes with the activations (fused multiply-adds in
 //!   element order). [`portable::q8_0_row`] is the definition. [`packed`] stores Q8_0 matrices in
@@ -138,7 +143,8 @@ pub enum Isa {
     Portable,
     /// AVX2 with FMA and F16C (x86-64).
     Avx2,
-    /// AVX-512F with FMA and F16C (x86-64).
+    /// AVX-512F with BW, VNNI, FMA and F16C (x86-64: Ice Lake, Sapphire Rapids, Zen 4 and
+    /// later; a CPU with AVX-512F but not VNNI, such as Skylake-SP, runs the AVX2 kernels).
     Avx512,
 }
 
@@ -176,6 +182,8 @@ impl Isa {
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => {
                 std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx512bw")
+                    && std::arch::is_x86_feature_detected!("avx512vnni")
                     && std::arch::is_x86_feature_detected!("fma")
                     && std::arch::is_x86_feature_detected!("f16c")
             }
@@ -698,9 +706,10 @@ unsafe fn tiled_chunks(
     if tokens == 0 {
         return;
     }
+    let prep = Prepared::new(isa, w, x, tokens);
     if tokens <= TOKEN_BLOCK {
         // SAFETY: the function's contract.
-        unsafe { tiled_rows(isa, w, x, 0..tokens, rows, out, &mut scratch) };
+        unsafe { tiled_rows(isa, w, x, &prep, 0..tokens, rows, out, &mut scratch) };
         return;
     }
     let chunk_rows = (CHUNK_BYTES / w.tile_bytes().max(1)).max(1) * TILE_ROWS;
@@ -713,15 +722,94 @@ unsafe fn tiled_chunks(
             for t0 in (g0..g1).step_by(TOKEN_BLOCK) {
                 let t1 = (t0 + TOKEN_BLOCK).min(g1);
                 // SAFETY: the function's contract; `start..end` lies within `rows`.
-                unsafe { tiled_rows(isa, w, x, t0..t1, start..end, out, &mut scratch) };
+                unsafe { tiled_rows(isa, w, x, &prep, t0..t1, start..end, out, &mut scratch) };
             }
             start = end;
         }
     }
 }
 
-/// Activation block sums kept on the stack: 8 token rows of up to 2,048 numbers.
-const STACK_SUMS: usize = TOKEN_BLOCK * 64;
+/// One token row's activations as the SIMD Q4_1 kernels read them, computed once per product
+/// and shared by all its weight rows: the blocks in fixed point
+/// (`portable::fixed_point_digits`: 32 words of digits and one scale per block) and the block
+/// sums (`portable::block_sums`).
+#[derive(Clone, Copy)]
+pub(crate) struct Q4_1Act<'a> {
+    pub(crate) digits: &'a [i32],
+    pub(crate) scales: &'a [f32],
+    pub(crate) sums: &'a [f32],
+}
+
+/// What a Q4_1 product needs of its token rows besides the numbers, computed once per product
+/// (and thread) and shared by all its weight rows and chunks: each row's block sums
+/// (`portable::block_sums`), and for the SIMD kernels its blocks in fixed point
+/// (`portable::fixed_point_digits`). Empty for other types.
+struct Prepared {
+    blocks: usize,
+    sums: Vec<f32>,
+    scales: Vec<f32>,
+    digits: Vec<i32>,
+}
+
+impl Prepared {
+    fn new(isa: Isa, w: &QMat<'_>, x: &[f32], tokens: usize) -> Prepared {
+        let q4_1 = w.ty == GgmlType::Q4_1;
+        let (cols, blocks) = (w.cols, w.cols / 32);
+        let n = if q4_1 { tokens } else { 0 };
+        let fixed = q4_1 && isa != Isa::Portable;
+        let mut prep = Prepared {
+            blocks,
+            sums: vec![0.0; n * blocks],
+            scales: vec![0.0; if fixed { n * blocks } else { 0 }],
+            digits: vec![0; if fixed { 32 * n * blocks } else { 0 }],
+        };
+        for t in 0..n {
+            let xt = &x[t * cols..(t + 1) * cols];
+            let st = &mut prep.sums[t * blocks..(t + 1) * blocks];
+            let (sc, dg) = if fixed {
+                (
+                    &mut prep.scales[t * blocks..(t + 1) * blocks],
+                    &mut prep.digits[32 * t * blocks..32 * (t + 1) * blocks],
+                )
+            } else {
+                (&mut [][..], &mut [][..])
+            };
+            match isa {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the ISA is available (checked in `check`); `xt` has `32 · blocks`
+                // numbers, `st` and `sc` `blocks` and `dg` `32 · blocks`.
+                Isa::Avx512 => unsafe {
+                    x86::block_sums_avx512(xt, st);
+                    x86::fixed_point_digits_avx512(xt, sc, dg);
+                },
+                _ => {
+                    portable::block_sums(xt, st);
+                    if fixed {
+                        portable::fixed_point_digits(xt, sc, dg);
+                    }
+                }
+            }
+        }
+        prep
+    }
+
+    /// Token row `t`'s block sums (empty for other types than Q4_1).
+    fn sums(&self, t: usize) -> &[f32] {
+        self.sums
+            .get(t * self.blocks..(t + 1) * self.blocks)
+            .unwrap_or(&[])
+    }
+
+    /// Token row `t` as the SIMD Q4_1 kernels read it.
+    fn act(&self, t: usize) -> Q4_1Act<'_> {
+        let b = self.blocks;
+        Q4_1Act {
+            digits: self.digits.get(32 * t * b..32 * (t + 1) * b).unwrap_or(&[]),
+            scales: self.scales.get(t * b..(t + 1) * b).unwrap_or(&[]),
+            sums: self.sums(t),
+        }
+    }
+}
 
 /// Q4_1 or Q8_0 rows `rows` against token rows `tokens`, by `portable::q4_1_row`'s or
 /// `portable::q8_0_row`'s arithmetic: the packed layout's tiles of 16 rows (the file's rows are
@@ -730,10 +818,12 @@ const STACK_SUMS: usize = TOKEN_BLOCK * 64;
 ///
 /// # Safety
 /// As for `rows_kernel`.
+#[allow(clippy::too_many_arguments)]
 unsafe fn tiled_rows(
     isa: Isa,
     w: &QMat<'_>,
     x: &[f32],
+    prep: &Prepared,
     tokens: std::ops::Range<usize>,
     rows: std::ops::Range<usize>,
     out: SyncPtr,
@@ -743,38 +833,9 @@ unsafe fn tiled_rows(
     let q4_1 = w.ty == GgmlType::Q4_1;
     let (cols, blocks) = (w.cols, w.cols / 32);
     let n = tokens.len();
-    // Q4_1's block sums of the activations (Q8_0 has no minimum, and needs none).
-    let mut stack = [0.0f32; STACK_SUMS];
-    let mut heap = Vec::new();
-    let sums: &mut [f32] = if !q4_1 {
-        &mut []
-    } else if n * blocks <= STACK_SUMS {
-        &mut stack[..n * blocks]
-    } else {
-        heap.resize(n * blocks, 0.0);
-        &mut heap
-    };
-    for (i, t) in tokens.clone().enumerate().filter(|_| q4_1) {
-        let (xt, st) = (
-            &x[t * cols..(t + 1) * cols],
-            &mut sums[i * blocks..(i + 1) * blocks],
-        );
-        match isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the ISA is available (checked in `check`); `xt` has `32 · blocks` numbers.
-            Isa::Avx512 => unsafe { x86::block_sums_avx512(xt, st) },
-            _ => portable::block_sums(xt, st),
-        }
-    }
-    let sums = &*sums;
     let xrow = |t: usize| &x[t * cols..(t + 1) * cols];
-    let srow = |t: usize| {
-        if q4_1 {
-            &sums[(t - tokens.start) * blocks..(t - tokens.start + 1) * blocks]
-        } else {
-            &[]
-        }
-    };
+    let srow = |t: usize| prep.sums(t);
+    let act = |t: usize| prep.act(t);
     if isa == Isa::Portable && w.layout == Layout::Gguf {
         for r in rows {
             let row = w.row(r);
@@ -818,13 +879,13 @@ unsafe fn tiled_rows(
         macro_rules! batched {
             ($n:literal) => {{
                 let xs: [&[f32]; $n] = std::array::from_fn(|i| xrow(t0 + i));
-                let ss: [&[f32]; $n] = std::array::from_fn(|i| srow(t0 + i));
                 let ds: [&mut [f32]; $n] = std::array::from_fn(|i| dst(t0 + i));
                 // SAFETY: the ISA is available (checked in `check`), `tiles` holds `len / 16`
                 // tiles of `blocks` blocks, and every row `blocks` blocks' numbers and sums.
                 unsafe {
                     if q4_1 {
-                        x86::q4_1_tiles_avx512::<$n>(tiles, blocks, xs, ss, ds);
+                        let acts: [Q4_1Act<'_>; $n] = std::array::from_fn(|i| act(t0 + i));
+                        x86::q4_1_tiles_avx512::<$n>(tiles, blocks, acts, ds);
                     } else {
                         x86::q8_0_tiles_avx512::<$n>(tiles, blocks, xs, ds);
                     }
@@ -835,7 +896,7 @@ unsafe fn tiled_rows(
             // SAFETY: as above.
             1 => unsafe {
                 if q4_1 {
-                    x86::q4_1_tiles_decode_avx512(tiles, blocks, xrow(t0), srow(t0), dst(t0));
+                    x86::q4_1_tiles_decode_avx512(tiles, blocks, act(t0), dst(t0));
                 } else {
                     x86::q8_0_tiles_decode_avx512(tiles, blocks, xrow(t0), dst(t0));
                 }
@@ -879,11 +940,15 @@ unsafe fn tiled_rows(
                         // SAFETY: the ISA is available (checked in `check`), the tile holds
                         // `blocks` blocks, and every row `blocks` blocks' numbers and sums.
                         (Isa::Avx512, true) => unsafe {
-                            x86::q4_1_tile_avx512(tile, xs, ss, &mut res)
+                            let acts: [Q4_1Act<'_>; $n] = std::array::from_fn(|i| act(t + i));
+                            x86::q4_1_tile_avx512(tile, acts, &mut res)
                         },
                         #[cfg(target_arch = "x86_64")]
                         // SAFETY: as above.
-                        (Isa::Avx2, true) => unsafe { x86::q4_1_tile_avx2(tile, xs, ss, &mut res) },
+                        (Isa::Avx2, true) => unsafe {
+                            let acts: [Q4_1Act<'_>; $n] = std::array::from_fn(|i| act(t + i));
+                            x86::q4_1_tile_avx2(tile, acts, &mut res)
+                        },
                         (_, true) => packed::q4_1_tile(tile, xs, ss, &mut res),
                         #[cfg(target_arch = "x86_64")]
                         // SAFETY: as above.

@@ -9,17 +9,19 @@
 //! A GGUF Q4_1 block is 20 bytes: an f16 scale `d`, an f16 minimum `m` and 16 bytes of
 //! nibbles (byte `l` holds element `l` in its low half and element `l + 16` in its high half).
 //! Q4_1's arithmetic (see [`crate::portable::q4_1_row`]) multiplies the nibbles themselves with
-//! the activations, one block at a time, and applies `d` and `m` once per block. The packed
-//! matrix stores the rows in **tiles of 16** ([`Q4_1_TILE_ROWS`]) so that one vector register
-//! holds the same element of 16 rows: the kernels then turn 16 nibbles into 16 numbers with one
-//! shift and one table lookup, and multiply them by one broadcast activation. A tile stores its
-//! blocks in order, each as [`Q4_1_TILE_BLOCK_BYTES`] = 320 bytes:
+//! the activations (as integers), one block at a time, and applies `d` and `m` once per block.
+//! The packed matrix stores the rows in **tiles of 16** ([`Q4_1_TILE_ROWS`]) so that one vector
+//! register holds the same elements of 16 rows: the kernels turn the nibbles into bytes with one
+//! mask (and one shift), four consecutive elements of a row in each 32-bit lane, ready for an
+//! 8-bit dot-product instruction. A tile stores its blocks in order, each as
+//! [`Q4_1_TILE_BLOCK_BYTES`] = 320 bytes:
 //!
 //! ```text
 //! d of rows 0..16   (16 × f16, the file's bits)
 //! m of rows 0..16   (16 × f16)
-//! nibbles: 4 registers k = 0..4 of 16 little-endian u32 lanes, lane r holding elements
-//!          8k .. 8k + 8 of row r, element 8k + j in bits 4j .. 4j + 4
+//! nibbles: 4 registers k = 0..4 of 16 lanes of 4 bytes, lane r holding elements
+//!          8k .. 8k + 8 of row r: byte j (0..4) holds element 8k + j in its low half and
+//!          element 8k + 4 + j in its high half
 //! ```
 //!
 //! That is 20 bytes per block and row, as in the file. The last tile of a matrix whose row count
@@ -45,31 +47,23 @@ pub(crate) fn pack_q4_1_tile(rows: &[&[u8]], blocks: usize, out: &mut [u8]) {
             let at = b * Q4_1_TILE_BLOCK_BYTES;
             out[at + 2 * r..at + 2 * r + 2].copy_from_slice(&blk[0..2]);
             out[at + 32 + 2 * r..at + 32 + 2 * r + 2].copy_from_slice(&blk[2..4]);
-            // Elements 0–7 are the low nibbles of bytes 0–7, 8–15 those of bytes 8–15, 16–23
-            // the high nibbles of bytes 0–7 and 24–31 those of bytes 8–15.
-            let lo = u64::from_le_bytes([
-                blk[4], blk[5], blk[6], blk[7], blk[8], blk[9], blk[10], blk[11],
-            ]);
-            let hi = u64::from_le_bytes([
-                blk[12], blk[13], blk[14], blk[15], blk[16], blk[17], blk[18], blk[19],
-            ]);
-            const LOW: u64 = 0x0f0f_0f0f_0f0f_0f0f;
-            let lanes = [lo & LOW, hi & LOW, (lo >> 4) & LOW, (hi >> 4) & LOW];
-            for (k, &v) in lanes.iter().enumerate() {
+            // Element i < 16 is the low nibble of byte i, element i ≥ 16 the high nibble of
+            // byte i − 16.
+            let q = |i: usize| {
+                if i < 16 {
+                    blk[4 + i] & 15
+                } else {
+                    blk[4 + i - 16] >> 4
+                }
+            };
+            for k in 0..4 {
                 let o = at + 64 + 64 * k + 4 * r;
-                out[o..o + 4].copy_from_slice(&squeeze_nibbles(v).to_le_bytes());
+                for j in 0..4 {
+                    out[o + j] = q(8 * k + j) | (q(8 * k + 4 + j) << 4);
+                }
             }
         }
     }
-}
-
-/// Eight bytes that each hold a nibble in their low half, as eight nibbles in 32 bits (byte `j`
-/// to bits `4j .. 4j + 4`).
-#[inline(always)]
-fn squeeze_nibbles(v: u64) -> u32 {
-    let v = (v | (v >> 4)) & 0x00ff_00ff_00ff_00ff;
-    let v = (v | (v >> 8)) & 0x0000_ffff_0000_ffff;
-    (v | (v >> 16)) as u32
 }
 
 /// Restores the GGUF bytes of row `r` (0..16) of one packed Q4_1 tile of `blocks` blocks into
@@ -90,9 +84,8 @@ pub fn unpack_q4_1_row(tile: &[u8], r: usize, out: &mut [u8]) {
 /// Element `i` of block `b` of row `r` of a packed Q4_1 tile.
 #[inline(always)]
 fn tile_nibble(tile: &[u8], r: usize, b: usize, i: usize) -> u8 {
-    let o = b * Q4_1_TILE_BLOCK_BYTES + 64 + 64 * (i / 8) + 4 * r;
-    let lane = u32::from_le_bytes([tile[o], tile[o + 1], tile[o + 2], tile[o + 3]]);
-    ((lane >> (4 * (i % 8))) & 15) as u8
+    let o = b * Q4_1_TILE_BLOCK_BYTES + 64 + 64 * (i / 8) + 4 * r + i % 4;
+    (tile[o] >> (4 * (i % 8 / 4))) & 15
 }
 
 /// The f16 at byte `at`.

@@ -13,6 +13,7 @@
 use std::arch::x86_64::*;
 
 use crate::portable::{BLOCK_LANES, LANES};
+use crate::Q4_1Act;
 
 #[inline(always)]
 unsafe fn f16_one(ptr: *const u8) -> f32 {
@@ -32,8 +33,6 @@ const fn iota(offset: f32) -> [f32; 16] {
     }
     t
 }
-
-static NIBBLES: [f32; 16] = iota(0.0);
 
 static NIBBLES_CENTRED: [f32; 16] = iota(-8.0);
 
@@ -386,79 +385,85 @@ unsafe fn prefetch_ahead(p: *const u8, at: usize, len: usize, ahead: usize) {
 const TILE_PREFETCH_BYTES: usize = 8 * TILE_BLOCK;
 
 /// Adds `G` blocks of a packed Q4_1 tile, from block `b`, to the sums `D` and `M` of
-/// `portable::q4_1_row` for `T` token rows, 16 weight rows in the lanes: per element, one shift
-/// and one table lookup give the nibbles of the 16 rows as f32, and one fused multiply-add per
-/// token adds them times the broadcast activation to the block's sum `S_b`.
+/// `portable::q4_1_row` for `T` token rows, 16 weight rows in the lanes: the nibbles become
+/// bytes (one mask, and one shift for the high halves: eight registers of four elements per
+/// row), each of the four digit bytes of the activations is multiplied in with one 8-bit dot
+/// product per four elements (`vpdpbusd`, exact in 32-bit integers), and the four digit sums
+/// make the block's integer sum, rounded once to f32 (`hi · 2^16 + lo` with one fused
+/// multiply-add, both parts exact in f32).
 #[inline(always)]
 unsafe fn q4_1_tile_blocks_avx512<const T: usize, const G: usize>(
     tile: *const u8,
     b: usize,
-    x: &[&[f32]; T],
-    xs: &[&[f32]; T],
-    table: __m512,
+    act: &[Q4_1Act<'_>; T],
     dsum: &mut [__m512; T],
     msum: &mut [__m512; T],
 ) {
-    // SAFETY: the caller guarantees `G` whole blocks from `b` in the tile, `32 · (b + G)`
-    // numbers in every `x[t]`, `b + G` block sums in every `xs[t]`, and the features.
+    // SAFETY: the caller guarantees `G` whole blocks from `b` in the tile, `b + G` blocks of
+    // digits, scales and sums in every `act[t]`, and the features.
     unsafe {
-        let mut s = [[_mm512_setzero_ps(); T]; G];
-        for k in 0..4 {
-            let nib: [__m512i; G] = std::array::from_fn(|g| {
-                _mm512_loadu_si512(tile.add((b + g) * TILE_BLOCK + 64 + 64 * k) as *const _)
+        let low = _mm512_set1_epi8(0x0f);
+        for g in 0..G {
+            let blk = tile.add((b + g) * TILE_BLOCK);
+            let w: [__m512i; 8] = std::array::from_fn(|i| {
+                let v = _mm512_loadu_si512(blk.add(64 + 64 * (i / 2)) as *const _);
+                if i % 2 == 0 {
+                    _mm512_and_si512(v, low)
+                } else {
+                    _mm512_and_si512(_mm512_srli_epi32::<4>(v), low)
+                }
             });
-            macro_rules! element {
-                ($j:literal) => {
-                    for g in 0..G {
-                        let q =
-                            _mm512_permutexvar_ps(_mm512_srli_epi32::<{ 4 * $j }>(nib[g]), table);
-                        let at = 32 * (b + g) + 8 * k + $j;
-                        for t in 0..T {
-                            s[g][t] = _mm512_fmadd_ps(
-                                q,
-                                _mm512_set1_ps(*x[t].get_unchecked(at)),
-                                s[g][t],
+            let d = _mm512_cvtph_ps(_mm256_loadu_si256(blk as *const __m256i));
+            let m = _mm512_cvtph_ps(_mm256_loadu_si256(blk.add(32) as *const __m256i));
+            // Two token rows at a time where there are two: eight chains of dot products.
+            let mut t = 0;
+            while t < T {
+                let pair = if t + 1 < T { 2 } else { 1 };
+                let mut a = [[_mm512_setzero_si512(); 4]; 2];
+                for i in 0..8 {
+                    for (u, au) in a.iter_mut().enumerate().take(pair) {
+                        let dp = act[t + u].digits.as_ptr().add(32 * (b + g));
+                        for (j, aj) in au.iter_mut().enumerate() {
+                            *aj = _mm512_dpbusd_epi32(
+                                *aj,
+                                w[i],
+                                _mm512_set1_epi32(*dp.add(8 * j + i)),
                             );
                         }
                     }
-                };
-            }
-            element!(0);
-            element!(1);
-            element!(2);
-            element!(3);
-            element!(4);
-            element!(5);
-            element!(6);
-            element!(7);
-        }
-        for g in 0..G {
-            let blk = tile.add((b + g) * TILE_BLOCK);
-            let d = _mm512_cvtph_ps(_mm256_loadu_si256(blk as *const __m256i));
-            let m = _mm512_cvtph_ps(_mm256_loadu_si256(blk.add(32) as *const __m256i));
-            for t in 0..T {
-                dsum[t] = _mm512_fmadd_ps(d, s[g][t], dsum[t]);
-                msum[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(*xs[t].get_unchecked(b + g)), msum[t]);
+                }
+                for (u, au) in a.iter().enumerate().take(pair) {
+                    let at = &act[t + u];
+                    let lo = _mm512_add_epi32(au[0], _mm512_slli_epi32::<8>(au[1]));
+                    let hi = _mm512_add_epi32(au[2], _mm512_slli_epi32::<8>(au[3]));
+                    let s = _mm512_fmadd_ps(
+                        _mm512_cvtepi32_ps(hi),
+                        _mm512_set1_ps(65536.0),
+                        _mm512_cvtepi32_ps(lo),
+                    );
+                    let s = _mm512_mul_ps(s, _mm512_set1_ps(*at.scales.get_unchecked(b + g)));
+                    dsum[t + u] = _mm512_fmadd_ps(d, s, dsum[t + u]);
+                    msum[t + u] = _mm512_fmadd_ps(
+                        m,
+                        _mm512_set1_ps(*at.sums.get_unchecked(b + g)),
+                        msum[t + u],
+                    );
+                }
+                t += pair;
             }
         }
     }
 }
 
 /// One token row against one packed Q4_1 tile of `blocks` blocks at `p`, AVX-512: the 16 rows'
-/// `D + M` of `portable::q4_1_row`. Blocks go four at a time, so that four chains of fused
-/// multiply-adds are in flight, and the last four to seven blocks as one group.
+/// `D + M` of `portable::q4_1_row`. Blocks go four at a time, so that sixteen chains of dot
+/// products are in flight, and the last four to seven blocks as one group.
 #[inline(always)]
-unsafe fn q4_1_decode_tile_avx512(
-    p: *const u8,
-    blocks: usize,
-    x: &[f32],
-    xs: &[f32],
-    table: __m512,
-) -> __m512 {
-    // SAFETY: the caller guarantees a tile of `blocks` blocks at `p`, `32 · blocks` numbers in
-    // `x`, `blocks` sums in `xs`, and the features.
+unsafe fn q4_1_decode_tile_avx512(p: *const u8, blocks: usize, act: Q4_1Act<'_>) -> __m512 {
+    // SAFETY: the caller guarantees a tile of `blocks` blocks at `p`, `blocks` blocks of
+    // digits, scales and sums in `act`, and the features.
     unsafe {
-        let (x1, xs1) = ([x], [xs]);
+        let act1 = [act];
         let (mut dsum, mut msum) = ([_mm512_setzero_ps()], [_mm512_setzero_ps()]);
         let mut b = 0;
         // Decode streams every weight from memory once per token: each group first asks for
@@ -467,7 +472,7 @@ unsafe fn q4_1_decode_tile_avx512(
         macro_rules! group {
             ($g:literal) => {{
                 prefetch_ahead(p, b * TILE_BLOCK, $g * TILE_BLOCK, TILE_PREFETCH_BYTES);
-                q4_1_tile_blocks_avx512::<1, $g>(p, b, &x1, &xs1, table, &mut dsum, &mut msum)
+                q4_1_tile_blocks_avx512::<1, $g>(p, b, &act1, &mut dsum, &mut msum)
             }};
         }
         while blocks - b >= 8 {
@@ -491,43 +496,36 @@ unsafe fn q4_1_decode_tile_avx512(
 /// Consecutive packed Q4_1 tiles of `blocks` blocks (`tiles`) against one token row, AVX-512:
 /// `out[16 · i + r]` is row `r` of tile `i`, the bits of `q4_1_tile_avx512`. Decode's path: one
 /// call for all of a thread's tiles.
-#[target_feature(enable = "avx512f,f16c,fma")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c,fma")]
 pub unsafe fn q4_1_tiles_decode_avx512(
     tiles: &[u8],
     blocks: usize,
-    x: &[f32],
-    xs: &[f32],
+    act: Q4_1Act<'_>,
     out: &mut [f32],
 ) {
-    // SAFETY: the caller guarantees `out.len() / 16` tiles of `blocks` blocks in `tiles`,
-    // `32 · blocks` numbers in `x` and `blocks` sums in `xs`.
+    // SAFETY: the caller guarantees `out.len() / 16` tiles of `blocks` blocks in `tiles` and
+    // `blocks` blocks of digits, scales and sums in `act`.
     unsafe {
-        let table = _mm512_loadu_ps(NIBBLES.as_ptr());
         for (i, o) in out.chunks_exact_mut(TILE_ROWS).enumerate() {
             let p = tiles.as_ptr().add(i * blocks * TILE_BLOCK);
-            _mm512_storeu_ps(
-                o.as_mut_ptr(),
-                q4_1_decode_tile_avx512(p, blocks, x, xs, table),
-            );
+            _mm512_storeu_ps(o.as_mut_ptr(), q4_1_decode_tile_avx512(p, blocks, act));
         }
     }
 }
 
 /// One packed Q4_1 tile (`crate::packed`) against `T` token rows, AVX-512: `out[t][r]` for the
 /// tile's 16 rows, with the operations of `portable::q4_1_row`, so the same bits.
-#[target_feature(enable = "avx512f,f16c,fma")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c,fma")]
 pub unsafe fn q4_1_tile_avx512<const T: usize>(
     tile: &[u8],
-    x: [&[f32]; T],
-    xs: [&[f32]; T],
+    act: [Q4_1Act<'_>; T],
     out: &mut [[f32; TILE_ROWS]; T],
 ) {
     let blocks = tile.len() / TILE_BLOCK;
-    // SAFETY: the caller guarantees a tile of `blocks` blocks, `32 · blocks` numbers in every
-    // `x[t]` and `blocks` block sums in every `xs[t]`.
+    // SAFETY: the caller guarantees a tile of `blocks` blocks and `blocks` blocks of digits,
+    // scales and sums in every `act[t]`.
     unsafe {
-        let table = _mm512_loadu_ps(NIBBLES.as_ptr());
-        let v = q4_1_tile_sums_avx512(tile.as_ptr(), blocks, &x, &xs, table);
+        let v = q4_1_tile_sums_avx512(tile.as_ptr(), blocks, &act);
         for t in 0..T {
             _mm512_storeu_ps(out[t].as_mut_ptr(), v[t]);
         }
@@ -538,23 +536,21 @@ pub unsafe fn q4_1_tile_avx512<const T: usize>(
 /// `out[t][16 · i + r]` is row `r` of tile `i` for token row `t`, the bits of
 /// `q4_1_tile_avx512`. The batched path: one call for all of a thread's whole tiles, each
 /// tile's 16 sums stored straight into every token's output row.
-#[target_feature(enable = "avx512f,f16c,fma")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c,fma")]
 pub unsafe fn q4_1_tiles_avx512<const T: usize>(
     tiles: &[u8],
     blocks: usize,
-    x: [&[f32]; T],
-    xs: [&[f32]; T],
+    act: [Q4_1Act<'_>; T],
     out: [&mut [f32]; T],
 ) {
     let count = out.iter().map(|o| o.len()).min().unwrap_or(0) / TILE_ROWS;
-    // SAFETY: the caller guarantees `count` tiles of `blocks` blocks in `tiles`, `32 · blocks`
-    // numbers in every `x[t]` and `blocks` sums in every `xs[t]`; each `out[t]` holds
-    // `16 · count` numbers.
+    // SAFETY: the caller guarantees `count` tiles of `blocks` blocks in `tiles` and `blocks`
+    // blocks of digits, scales and sums in every `act[t]`; each `out[t]` holds `16 · count`
+    // numbers.
     unsafe {
-        let table = _mm512_loadu_ps(NIBBLES.as_ptr());
         for i in 0..count {
             let p = tiles.as_ptr().add(i * blocks * TILE_BLOCK);
-            let v = q4_1_tile_sums_avx512(p, blocks, &x, &xs, table);
+            let v = q4_1_tile_sums_avx512(p, blocks, &act);
             for t in 0..T {
                 _mm512_storeu_ps(out[t].as_mut_ptr().add(TILE_ROWS * i), v[t]);
             }
@@ -569,101 +565,121 @@ pub unsafe fn q4_1_tiles_avx512<const T: usize>(
 unsafe fn q4_1_tile_sums_avx512<const T: usize>(
     p: *const u8,
     blocks: usize,
-    x: &[&[f32]; T],
-    xs: &[&[f32]; T],
-    table: __m512,
+    act: &[Q4_1Act<'_>; T],
 ) -> [__m512; T] {
-    // SAFETY: the caller guarantees a tile of `blocks` blocks at `p`, `32 · blocks` numbers in
-    // every `x[t]`, `blocks` block sums in every `xs[t]`, and the features.
+    // SAFETY: the caller guarantees a tile of `blocks` blocks at `p`, `blocks` blocks of digits,
+    // scales and sums in every `act[t]`, and the features.
     unsafe {
         if T == 1 {
             let mut one = [_mm512_setzero_ps(); T];
-            one[0] = q4_1_decode_tile_avx512(p, blocks, x[0], xs[0], table);
+            one[0] = q4_1_decode_tile_avx512(p, blocks, act[0]);
             return one;
         }
         let mut dsum = [_mm512_setzero_ps(); T];
         let mut msum = [_mm512_setzero_ps(); T];
-        let mut b = 0;
-        // Two tokens: two blocks at a time, so that four chains are in flight.
         // Each block first asks for the bytes as far ahead as decode does (the next tile
         // follows this one in a packed matrix).
-        if T == 2 {
-            while b + 2 <= blocks {
-                prefetch_ahead(p, b * TILE_BLOCK, 2 * TILE_BLOCK, TILE_PREFETCH_BYTES);
-                q4_1_tile_blocks_avx512::<T, 2>(p, b, x, xs, table, &mut dsum, &mut msum);
-                b += 2;
-            }
-        }
-        while b < blocks {
+        for b in 0..blocks {
             prefetch_ahead(p, b * TILE_BLOCK, TILE_BLOCK, TILE_PREFETCH_BYTES);
-            q4_1_tile_blocks_avx512::<T, 1>(p, b, x, xs, table, &mut dsum, &mut msum);
-            b += 1;
+            q4_1_tile_blocks_avx512::<T, 1>(p, b, act, &mut dsum, &mut msum);
         }
         std::array::from_fn(|t| _mm512_add_ps(dsum[t], msum[t]))
     }
 }
 
-/// `q4_1_tile_blocks_avx512` with AVX2: the 16 rows in two registers of 8, the nibbles turned
-/// into f32 by a mask and a conversion.
+/// `portable::fixed_point_digits`, AVX-512: per block, the largest magnitude by a maximum
+/// tree, its exponent from the bits, one multiply by `2^k` and one rounding conversion, and
+/// the four digits by sign-extending shifts, each narrowed to bytes with one instruction.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub unsafe fn fixed_point_digits_avx512(x: &[f32], scales: &mut [f32], digits: &mut [i32]) {
+    use crate::portable::{FIXED_BITS, FIXED_MIN_EXPONENT};
+    // SAFETY: the caller guarantees `32 · scales.len()` numbers in `x` and `32 · scales.len()`
+    // words in `digits`.
+    unsafe {
+        for (b, sc) in scales.iter_mut().enumerate() {
+            let p = x.as_ptr().add(32 * b);
+            let v = [_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16))];
+            let dp = digits.as_mut_ptr().add(32 * b);
+            // x − x is 0 exactly when x is finite.
+            let zero = _mm512_setzero_ps();
+            let nonfinite = _mm512_cmp_ps_mask::<_CMP_NEQ_UQ>(_mm512_sub_ps(v[0], v[0]), zero)
+                | _mm512_cmp_ps_mask::<_CMP_NEQ_UQ>(_mm512_sub_ps(v[1], v[1]), zero);
+            let amax =
+                _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v[0]), _mm512_abs_ps(v[1])));
+            if nonfinite != 0 || amax == 0.0 {
+                *sc = if nonfinite != 0 { f32::NAN } else { 0.0 };
+                for i in 0..32 {
+                    *dp.add(i) = 0;
+                }
+                continue;
+            }
+            let e = (((amax.to_bits() >> 23) & 0xff) as i32 - 127).max(FIXED_MIN_EXPONENT);
+            let k = FIXED_BITS - e;
+            let up = _mm512_set1_ps(f32::from_bits(((k + 127) as u32) << 23));
+            *sc = f32::from_bits(((127 - k) as u32) << 23);
+            for (h, vh) in v.iter().enumerate() {
+                let mut r = _mm512_cvtps_epi32(_mm512_mul_ps(*vh, up));
+                for j in 0..4 {
+                    let d = _mm512_srai_epi32::<24>(_mm512_slli_epi32::<24>(r));
+                    _mm_storeu_si128(
+                        dp.add(8 * j + 4 * h) as *mut __m128i,
+                        _mm512_cvtepi32_epi8(d),
+                    );
+                    r = _mm512_srai_epi32::<8>(_mm512_sub_epi32(r, d));
+                }
+            }
+        }
+    }
+}
+
+/// `q4_1_tile_blocks_avx512` with AVX2: the 16 rows in two registers of 8; each 8-bit dot
+/// product is `vpmaddubsw` (pairs of products into 16 bits, which hold them: at most
+/// 2 · 15 · 128) then `vpmaddwd` by ones (pairs into 32 bits), exact as `vpdpbusd`.
 #[inline(always)]
-unsafe fn q4_1_tile_blocks_avx2<const T: usize, const G: usize>(
+unsafe fn q4_1_tile_block_avx2<const T: usize>(
     tile: *const u8,
     b: usize,
-    x: &[&[f32]; T],
-    xs: &[&[f32]; T],
+    act: &[Q4_1Act<'_>; T],
     dsum: &mut [[__m256; 2]; T],
     msum: &mut [[__m256; 2]; T],
 ) {
     // SAFETY: as for `q4_1_tile_blocks_avx512`.
     unsafe {
-        let mask = _mm256_set1_epi32(15);
-        let mut s = [[[_mm256_setzero_ps(); 2]; T]; G];
-        for k in 0..4 {
-            let nib: [[__m256i; 2]; G] = std::array::from_fn(|g| {
-                let at = tile.add((b + g) * TILE_BLOCK + 64 + 64 * k);
-                [
-                    _mm256_loadu_si256(at as *const __m256i),
-                    _mm256_loadu_si256(at.add(32) as *const __m256i),
-                ]
-            });
-            macro_rules! element {
-                ($j:literal) => {
-                    for g in 0..G {
-                        let q: [__m256; 2] = std::array::from_fn(|h| {
-                            _mm256_cvtepi32_ps(_mm256_and_si256(
-                                _mm256_srli_epi32::<{ 4 * $j }>(nib[g][h]),
-                                mask,
-                            ))
-                        });
-                        let at = 32 * (b + g) + 8 * k + $j;
-                        for t in 0..T {
-                            let xv = _mm256_set1_ps(*x[t].get_unchecked(at));
-                            for h in 0..2 {
-                                s[g][t][h] = _mm256_fmadd_ps(q[h], xv, s[g][t][h]);
-                            }
-                        }
-                    }
-                };
-            }
-            element!(0);
-            element!(1);
-            element!(2);
-            element!(3);
-            element!(4);
-            element!(5);
-            element!(6);
-            element!(7);
-        }
-        for g in 0..G {
-            let blk = tile.add((b + g) * TILE_BLOCK);
-            for h in 0..2 {
-                let d = _mm256_cvtph_ps(_mm_loadu_si128(blk.add(16 * h) as *const __m128i));
-                let m = _mm256_cvtph_ps(_mm_loadu_si128(blk.add(32 + 16 * h) as *const __m128i));
-                for t in 0..T {
-                    dsum[t][h] = _mm256_fmadd_ps(d, s[g][t][h], dsum[t][h]);
-                    msum[t][h] =
-                        _mm256_fmadd_ps(m, _mm256_set1_ps(*xs[t].get_unchecked(b + g)), msum[t][h]);
+        let low = _mm256_set1_epi8(0x0f);
+        let ones = _mm256_set1_epi16(1);
+        let blk = tile.add(b * TILE_BLOCK);
+        for h in 0..2 {
+            let w: [__m256i; 8] = std::array::from_fn(|i| {
+                let v = _mm256_loadu_si256(blk.add(64 + 64 * (i / 2) + 32 * h) as *const __m256i);
+                if i % 2 == 0 {
+                    _mm256_and_si256(v, low)
+                } else {
+                    _mm256_and_si256(_mm256_srli_epi32::<4>(v), low)
                 }
+            });
+            let d = _mm256_cvtph_ps(_mm_loadu_si128(blk.add(16 * h) as *const __m128i));
+            let m = _mm256_cvtph_ps(_mm_loadu_si128(blk.add(32 + 16 * h) as *const __m128i));
+            for t in 0..T {
+                let dp = act[t].digits.as_ptr().add(32 * b);
+                let mut a = [_mm256_setzero_si256(); 4];
+                for i in 0..8 {
+                    for (j, aj) in a.iter_mut().enumerate() {
+                        let pairs =
+                            _mm256_maddubs_epi16(w[i], _mm256_set1_epi32(*dp.add(8 * j + i)));
+                        *aj = _mm256_add_epi32(*aj, _mm256_madd_epi16(pairs, ones));
+                    }
+                }
+                let lo = _mm256_add_epi32(a[0], _mm256_slli_epi32::<8>(a[1]));
+                let hi = _mm256_add_epi32(a[2], _mm256_slli_epi32::<8>(a[3]));
+                let s = _mm256_fmadd_ps(
+                    _mm256_cvtepi32_ps(hi),
+                    _mm256_set1_ps(65536.0),
+                    _mm256_cvtepi32_ps(lo),
+                );
+                let s = _mm256_mul_ps(s, _mm256_set1_ps(*act[t].scales.get_unchecked(b)));
+                dsum[t][h] = _mm256_fmadd_ps(d, s, dsum[t][h]);
+                msum[t][h] =
+                    _mm256_fmadd_ps(m, _mm256_set1_ps(*act[t].sums.get_unchecked(b)), msum[t][h]);
             }
         }
     }
@@ -673,8 +689,7 @@ unsafe fn q4_1_tile_blocks_avx2<const T: usize, const G: usize>(
 #[target_feature(enable = "avx2,f16c,fma")]
 pub unsafe fn q4_1_tile_avx2<const T: usize>(
     tile: &[u8],
-    x: [&[f32]; T],
-    xs: [&[f32]; T],
+    act: [Q4_1Act<'_>; T],
     out: &mut [[f32; TILE_ROWS]; T],
 ) {
     let blocks = tile.len() / TILE_BLOCK;
@@ -683,16 +698,8 @@ pub unsafe fn q4_1_tile_avx2<const T: usize>(
         let p = tile.as_ptr();
         let mut dsum = [[_mm256_setzero_ps(); 2]; T];
         let mut msum = [[_mm256_setzero_ps(); 2]; T];
-        let mut b = 0;
-        if T == 1 {
-            while b + 2 <= blocks {
-                q4_1_tile_blocks_avx2::<T, 2>(p, b, &x, &xs, &mut dsum, &mut msum);
-                b += 2;
-            }
-        }
-        while b < blocks {
-            q4_1_tile_blocks_avx2::<T, 1>(p, b, &x, &xs, &mut dsum, &mut msum);
-            b += 1;
+        for b in 0..blocks {
+            q4_1_tile_block_avx2::<T>(p, b, &act, &mut dsum, &mut msum);
         }
         for t in 0..T {
             for h in 0..2 {

@@ -609,3 +609,134 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn q4_1_block_sums_are_the_exact_sum_rounded_once_on_every_isa() {
+    // With d = 1 (f16 0x3c00) and m = 0, a one-block row's product is S_0 itself. Activations
+    // within a factor 64 of the block's largest are exact in fixed point, so S_0 must be the
+    // exact sum of the products (computed here in f64, where 32 products of 4-bit integers and
+    // numbers spanning 7 binades are exact) rounded once to f32: 32 chained f32 roundings
+    // would miss it for many of these rows.
+    let mut rng = Lcg(0x5eed_0001);
+    let mut differs_from_chained = 0;
+    for case in 0..400 {
+        let mut block = vec![0x00u8, 0x3c, 0x00, 0x00];
+        block.extend((0..16).map(|_| rng.next() as u8));
+        let q = |i: usize| {
+            f64::from(if i < 16 {
+                block[4 + i] & 15
+            } else {
+                block[4 + i - 16] >> 4
+            })
+        };
+        let x: Vec<f32> = (0..32)
+            .map(|_| {
+                let mant = 1.0 + (rng.next() % (1 << 23)) as f32 / (1 << 23) as f32;
+                let exp = (rng.next() % 6) as i32 - 3;
+                let sign = if rng.next().is_multiple_of(2) {
+                    1.0
+                } else {
+                    -1.0
+                };
+                sign * mant * 2f32.powi(exp)
+            })
+            .collect();
+        let exact: f64 = (0..32).map(|i| q(i) * f64::from(x[i])).sum();
+        let chained = (0..32).fold(0.0f32, |s, i| (q(i) as f32).mul_add(x[i], s));
+        if chained != exact as f32 {
+            differs_from_chained += 1;
+        }
+        let w = QMat::new(GgmlType::Q4_1, 1, 32, &block).unwrap();
+        let packed = w.pack().unwrap();
+        for isa in Isa::available() {
+            for m in [w, QMat::new_packed(GgmlType::Q4_1, 1, 32, &packed).unwrap()] {
+                let mut out = [0.0f32];
+                matmul_serial(isa, m, &x, 1, &mut out).unwrap();
+                assert_eq!(
+                    out[0],
+                    exact as f32,
+                    "case {case}, {isa:?} {:?}",
+                    m.layout()
+                );
+            }
+        }
+    }
+    assert!(differs_from_chained > 40, "{differs_from_chained}");
+}
+
+#[test]
+fn fixed_point_is_exact_near_the_largest_and_its_digits_restore_it() {
+    use nextok_kernels::portable::{fixed_point, fixed_point_digits};
+    let mut rng = Lcg(0x5eed_0002);
+    for _ in 0..200 {
+        let e0 = (rng.next() % 200) as i32 - 100;
+        let x: Vec<f32> = (0..32)
+            .map(|_| {
+                let mant = (rng.next() % (1 << 24)) as f32 / (1 << 23) as f32;
+                let exp = e0 - (rng.next() % 12) as i32;
+                if rng.next().is_multiple_of(2) {
+                    mant * 2f32.powi(exp)
+                } else {
+                    -mant * 2f32.powi(exp)
+                }
+            })
+            .collect();
+        let (scale, xq) = fixed_point(&x);
+        let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        for (i, &v) in x.iter().enumerate() {
+            let back = f64::from(xq[i]) * f64::from(scale);
+            if v.abs() >= amax / 64.0 && amax >= 2f32.powi(-89) {
+                assert_eq!(
+                    back,
+                    f64::from(v),
+                    "element {i} of a block with largest {amax}"
+                );
+            }
+            // Below 2^-90 the scale stays 2^-119 (every scale a normal f32).
+            let bound = (f64::from(amax) * 2f64.powi(-30)).max(2f64.powi(-120));
+            assert!(
+                (back - f64::from(v)).abs() <= bound,
+                "element {i}: {v} as {back}"
+            );
+        }
+        let (mut scales, mut digits) = ([0.0f32; 1], [0i32; 32]);
+        fixed_point_digits(&x, &mut scales, &mut digits);
+        assert_eq!(scales[0].to_bits(), scale.to_bits());
+        for (i, &want) in xq.iter().enumerate() {
+            let (g, byte) = (i / 4, i % 4);
+            let got: i64 = (0..4)
+                .map(|j| i64::from(digits[8 * j + g].to_le_bytes()[byte] as i8) << (8 * j))
+                .sum();
+            assert_eq!(got, i64::from(want), "element {i}");
+        }
+    }
+    assert_eq!(fixed_point(&[0.0; 32]), (0.0, [0; 32]));
+    let mut with_inf = [1.0f32; 32];
+    with_inf[7] = f32::INFINITY;
+    assert!(fixed_point(&with_inf).0.is_nan());
+}
+
+#[test]
+fn a_q4_1_block_with_a_nan_or_an_infinity_gives_nan_on_every_isa() {
+    let mut block = vec![0x00u8, 0x3c, 0x00, 0x00];
+    block.extend_from_slice(&[0x21u8; 16]);
+    let row = [block.clone(), block].concat();
+    let w = QMat::new(GgmlType::Q4_1, 1, 64, &row).unwrap();
+    let packed = w.pack().unwrap();
+    for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+        let mut x = vec![0.5f32; 64];
+        x[40] = bad;
+        for isa in Isa::available() {
+            for m in [w, QMat::new_packed(GgmlType::Q4_1, 1, 64, &packed).unwrap()] {
+                let mut out = [0.0f32];
+                matmul_serial(isa, m, &x, 1, &mut out).unwrap();
+                assert!(
+                    out[0].is_nan(),
+                    "{bad} {isa:?} {:?}: {}",
+                    m.layout(),
+                    out[0]
+                );
+            }
+        }
+    }
+}
