@@ -46,7 +46,15 @@ inline EmuPointers emu_pointers;
 #define __shared__ static
 
 using std::fmaxf;
+using std::isfinite;
+using std::max;
 using std::min;
+
+// The rounded-as-named intrinsics: the host's default rounding is to nearest, ties to even,
+// and the emulator is compiled without contraction of multiplies into fused multiply-adds.
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline int __float2int_rn(float f) { return (int)std::nearbyint(f); }
+inline float __ll2float_rn(long long v) { return (float)v; }
 
 inline void __syncthreads() { emu_block->arrive_and_wait(); }
 
