@@ -702,19 +702,52 @@ unsafe fn tiled_chunks(
     rows: std::ops::Range<usize>,
     out: SyncPtr,
 ) {
-    let mut scratch = Vec::new();
     if tokens == 0 {
         return;
     }
-    let prep = Prepared::new(isa, w, x, tokens);
-    if tokens <= TOKEN_BLOCK {
+    PREPARED.with(|cell| match cell.try_borrow_mut() {
         // SAFETY: the function's contract.
-        unsafe { tiled_rows(isa, w, x, &prep, 0..tokens, rows, out, &mut scratch) };
+        Ok(mut prep) => unsafe { tiled_prepared(isa, w, x, &mut prep, tokens, rows, out) },
+        // Not reached (a product does not start another on its own thread), but correct.
+        Err(_) => {
+            let mut prep = Prepared {
+                blocks: 0,
+                tokens: 0..0,
+                sums: Vec::new(),
+                scales: Vec::new(),
+                digits: Vec::new(),
+            };
+            // SAFETY: the function's contract.
+            unsafe { tiled_prepared(isa, w, x, &mut prep, tokens, rows, out) }
+        }
+    });
+}
+
+/// [`tiled_chunks`] with this thread's [`Prepared`], filled for each group of token rows just
+/// before its products, while it fits in cache.
+///
+/// # Safety
+/// As for `rows_kernel`.
+unsafe fn tiled_prepared(
+    isa: Isa,
+    w: &QMat<'_>,
+    x: &[f32],
+    prep: &mut Prepared,
+    tokens: usize,
+    rows: std::ops::Range<usize>,
+    out: SyncPtr,
+) {
+    let mut scratch = Vec::new();
+    if tokens <= TOKEN_BLOCK {
+        prep.fill(isa, w, x, 0..tokens);
+        // SAFETY: the function's contract.
+        unsafe { tiled_rows(isa, w, x, prep, 0..tokens, rows, out, &mut scratch) };
         return;
     }
     let chunk_rows = (CHUNK_BYTES / w.tile_bytes().max(1)).max(1) * TILE_ROWS;
     for g0 in (0..tokens).step_by(TOKEN_GROUP) {
         let g1 = (g0 + TOKEN_GROUP).min(tokens);
+        prep.fill(isa, w, x, g0..g1);
         let mut start = rows.start;
         while start < rows.end {
             // Chunks end on tile boundaries, so that no tile is cut.
@@ -722,7 +755,7 @@ unsafe fn tiled_chunks(
             for t0 in (g0..g1).step_by(TOKEN_BLOCK) {
                 let t1 = (t0 + TOKEN_BLOCK).min(g1);
                 // SAFETY: the function's contract; `start..end` lies within `rows`.
-                unsafe { tiled_rows(isa, w, x, &prep, t0..t1, start..end, out, &mut scratch) };
+                unsafe { tiled_rows(isa, w, x, prep, t0..t1, start..end, out, &mut scratch) };
             }
             start = end;
         }
@@ -743,33 +776,68 @@ pub(crate) struct Q4_1Act<'a> {
 /// What a Q4_1 product needs of its token rows besides the numbers, computed once per product
 /// (and thread) and shared by all its weight rows and chunks: each row's block sums
 /// (`portable::block_sums`), and for the SIMD kernels its blocks in fixed point
-/// (`portable::fixed_point_digits`). Empty for other types.
+/// (`portable::fixed_point_digits`). Empty for other types. Each thread keeps one, whose
+/// buffers only grow (see [`PREPARED`]): a prefill's activations would otherwise be fresh pages
+/// of memory for every product.
 struct Prepared {
     blocks: usize,
+    /// The token rows prepared: `tokens.start` is at index 0.
+    tokens: std::ops::Range<usize>,
     sums: Vec<f32>,
     scales: Vec<f32>,
     digits: Vec<i32>,
 }
 
+thread_local! {
+    /// This thread's [`Prepared`], reused by every product it computes.
+    static PREPARED: std::cell::RefCell<Prepared> = const {
+        std::cell::RefCell::new(Prepared {
+            blocks: 0,
+            tokens: 0..0,
+            sums: Vec::new(),
+            scales: Vec::new(),
+            digits: Vec::new(),
+        })
+    };
+}
+
+/// Words between two token rows' digits in a [`Prepared`]: a row's `32 · blocks`, and 16 more
+/// (64 bytes), so that the rows a tile kernel reads together do not fall in the same few sets
+/// of the L1 cache (a row of 1,536 numbers is 6 KB of digits: 1.5 × 4 KB).
+fn digit_stride(blocks: usize) -> usize {
+    32 * blocks + 16
+}
+
+/// Grows `v` to at least `len` elements; the ones it had keep their values, which the caller
+/// overwrites.
+fn at_least<T: Copy + Default>(v: &mut Vec<T>, len: usize) {
+    if v.len() < len {
+        v.resize(len, T::default());
+    }
+}
+
 impl Prepared {
-    fn new(isa: Isa, w: &QMat<'_>, x: &[f32], tokens: usize) -> Prepared {
+    /// Computes what `w` needs of the token rows `tokens` of `x`.
+    fn fill(&mut self, isa: Isa, w: &QMat<'_>, x: &[f32], tokens: std::ops::Range<usize>) {
         let q4_1 = w.ty == GgmlType::Q4_1;
         let (cols, blocks) = (w.cols, w.cols / 32);
-        let n = if q4_1 { tokens } else { 0 };
+        let n = if q4_1 { tokens.len() } else { 0 };
         let fixed = q4_1 && isa != Isa::Portable;
-        let mut prep = Prepared {
-            blocks,
-            sums: vec![0.0; n * blocks],
-            scales: vec![0.0; if fixed { n * blocks } else { 0 }],
-            digits: vec![0; if fixed { 32 * n * blocks } else { 0 }],
-        };
+        let first = tokens.start;
+        self.blocks = blocks;
+        self.tokens = first..first + n;
+        at_least(&mut self.sums, n * blocks);
+        if fixed {
+            at_least(&mut self.scales, n * blocks);
+            at_least(&mut self.digits, digit_stride(blocks) * n);
+        }
         for t in 0..n {
-            let xt = &x[t * cols..(t + 1) * cols];
-            let st = &mut prep.sums[t * blocks..(t + 1) * blocks];
+            let xt = &x[(first + t) * cols..(first + t + 1) * cols];
+            let st = &mut self.sums[t * blocks..(t + 1) * blocks];
             let (sc, dg) = if fixed {
                 (
-                    &mut prep.scales[t * blocks..(t + 1) * blocks],
-                    &mut prep.digits[32 * t * blocks..32 * (t + 1) * blocks],
+                    &mut self.scales[t * blocks..(t + 1) * blocks],
+                    &mut self.digits[digit_stride(blocks) * t..][..32 * blocks],
                 )
             } else {
                 (&mut [][..], &mut [][..])
@@ -790,22 +858,33 @@ impl Prepared {
                 }
             }
         }
-        prep
     }
 
     /// Token row `t`'s block sums (empty for other types than Q4_1).
     fn sums(&self, t: usize) -> &[f32] {
+        if !self.tokens.contains(&t) {
+            return &[];
+        }
+        let i = t - self.tokens.start;
         self.sums
-            .get(t * self.blocks..(t + 1) * self.blocks)
+            .get(i * self.blocks..(i + 1) * self.blocks)
             .unwrap_or(&[])
     }
 
     /// Token row `t` as the SIMD Q4_1 kernels read it.
     fn act(&self, t: usize) -> Q4_1Act<'_> {
-        let b = self.blocks;
+        let (b, i) = if self.tokens.contains(&t) {
+            (self.blocks, t - self.tokens.start)
+        } else {
+            (0, 0)
+        };
         Q4_1Act {
-            digits: self.digits.get(32 * t * b..32 * (t + 1) * b).unwrap_or(&[]),
-            scales: self.scales.get(t * b..(t + 1) * b).unwrap_or(&[]),
+            digits: self
+                .digits
+                .get(digit_stride(b) * i..)
+                .and_then(|d| d.get(..32 * b))
+                .unwrap_or(&[]),
+            scales: self.scales.get(i * b..(i + 1) * b).unwrap_or(&[]),
             sums: self.sums(t),
         }
     }

@@ -417,40 +417,83 @@ unsafe fn q4_1_tile_blocks_avx512<const T: usize, const G: usize>(
             let m = _mm512_cvtph_ps(_mm256_loadu_si256(blk.add(32) as *const __m256i));
             // Two token rows at a time where there are two: eight chains of dot products.
             let mut t = 0;
-            while t < T {
-                let pair = if t + 1 < T { 2 } else { 1 };
-                let mut a = [[_mm512_setzero_si512(); 4]; 2];
-                for i in 0..8 {
-                    for (u, au) in a.iter_mut().enumerate().take(pair) {
-                        let dp = act[t + u].digits.as_ptr().add(32 * (b + g));
-                        for (j, aj) in au.iter_mut().enumerate() {
-                            *aj = _mm512_dpbusd_epi32(
-                                *aj,
-                                w[i],
-                                _mm512_set1_epi32(*dp.add(8 * j + i)),
-                            );
-                        }
-                    }
-                }
-                for (u, au) in a.iter().enumerate().take(pair) {
-                    let at = &act[t + u];
-                    let lo = _mm512_add_epi32(au[0], _mm512_slli_epi32::<8>(au[1]));
-                    let hi = _mm512_add_epi32(au[2], _mm512_slli_epi32::<8>(au[3]));
-                    let s = _mm512_fmadd_ps(
-                        _mm512_cvtepi32_ps(hi),
-                        _mm512_set1_ps(65536.0),
-                        _mm512_cvtepi32_ps(lo),
-                    );
-                    let s = _mm512_mul_ps(s, _mm512_set1_ps(*at.scales.get_unchecked(b + g)));
-                    dsum[t + u] = _mm512_fmadd_ps(d, s, dsum[t + u]);
-                    msum[t + u] = _mm512_fmadd_ps(
-                        m,
-                        _mm512_set1_ps(*at.sums.get_unchecked(b + g)),
-                        msum[t + u],
-                    );
-                }
-                t += pair;
+            while t + 4 <= T {
+                q4_1_block_tokens::<4>(
+                    &w,
+                    d,
+                    m,
+                    &act[t..t + 4],
+                    b + g,
+                    &mut dsum[t..],
+                    &mut msum[t..],
+                );
+                t += 4;
             }
+            while t + 2 <= T {
+                q4_1_block_tokens::<2>(
+                    &w,
+                    d,
+                    m,
+                    &act[t..t + 2],
+                    b + g,
+                    &mut dsum[t..],
+                    &mut msum[t..],
+                );
+                t += 2;
+            }
+            if t < T {
+                q4_1_block_tokens::<1>(
+                    &w,
+                    d,
+                    m,
+                    &act[t..t + 1],
+                    b + g,
+                    &mut dsum[t..],
+                    &mut msum[t..],
+                );
+            }
+        }
+    }
+}
+
+/// One block of a Q4_1 tile (its nibbles as bytes in `w`, its 16 scales `d` and minimums `m`)
+/// against `P` token rows `act`: the four digit sums of each by `vpdpbusd`, its integer sum
+/// rounded once to f32 and scaled, then `dsum[u] += d · S` and `msum[u] += m · X_b`.
+#[inline(always)]
+unsafe fn q4_1_block_tokens<const P: usize>(
+    w: &[__m512i; 8],
+    d: __m512,
+    m: __m512,
+    act: &[Q4_1Act<'_>],
+    b: usize,
+    dsum: &mut [__m512],
+    msum: &mut [__m512],
+) {
+    // SAFETY: the caller guarantees `P` token rows in `act`, `dsum` and `msum`, block `b` of
+    // digits, scales and sums in each, and the features.
+    unsafe {
+        let mut a = [[_mm512_setzero_si512(); 4]; P];
+        for (i, wi) in w.iter().enumerate() {
+            for u in 0..P {
+                let dp = act.get_unchecked(u).digits.as_ptr().add(32 * b);
+                for (j, aj) in a[u].iter_mut().enumerate() {
+                    *aj = _mm512_dpbusd_epi32(*aj, *wi, _mm512_set1_epi32(*dp.add(8 * j + i)));
+                }
+            }
+        }
+        for u in 0..P {
+            let at = act.get_unchecked(u);
+            let lo = _mm512_add_epi32(a[u][0], _mm512_slli_epi32::<8>(a[u][1]));
+            let hi = _mm512_add_epi32(a[u][2], _mm512_slli_epi32::<8>(a[u][3]));
+            let s = _mm512_fmadd_ps(
+                _mm512_cvtepi32_ps(hi),
+                _mm512_set1_ps(65536.0),
+                _mm512_cvtepi32_ps(lo),
+            );
+            let s = _mm512_mul_ps(s, _mm512_set1_ps(*at.scales.get_unchecked(b)));
+            let (ds, ms) = (dsum.get_unchecked_mut(u), msum.get_unchecked_mut(u));
+            *ds = _mm512_fmadd_ps(d, s, *ds);
+            *ms = _mm512_fmadd_ps(m, _mm512_set1_ps(*at.sums.get_unchecked(b)), *ms);
         }
     }
 }
