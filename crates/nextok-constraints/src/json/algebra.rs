@@ -73,6 +73,13 @@ pub(super) fn normalize(
     // no effect.
     let (cond, then, otherwise) = (m.cond.take(), m.then.take(), m.otherwise.take());
     if let Some(cond) = cond {
+        // A condition written as `not: y` has `y` itself for complement, as written: the
+        // complement of its normalised form would be a union of cases (`y`'s property absent,
+        // or present and matching) that multiplies with every other conditional's.
+        let negated = match &cond {
+            Schema::Node(n) if n.only(&["not"]) => n.not.clone(),
+            _ => None,
+        };
         let cond = normalize(table, &cond, &format!("{path}/if"), depth + 1)?;
         let split = single_property(&cond);
         let applied = match (cond, then, otherwise, split) {
@@ -121,7 +128,10 @@ pub(super) fn normalize(
             // Otherwise: the condition and `then`, or the condition's complement and `else`
             // (two disjoint branches), when the complement is exact.
             (c, t, e, None) => {
-                let nc = if_complement(table, &c, path, depth)?;
+                let nc = match negated {
+                    Some(y) => normalize(table, &y, &format!("{path}/if/not"), depth + 1)?,
+                    None => if_complement(table, &c, path, depth)?,
+                };
                 let (t, e) = if_outcomes(table, t, e, path, depth)?;
                 let either = any_of_possible([merge(&c, &t, path)?, merge(&nc, &e, path)?]);
                 acc = meet(table, &acc, &either, path, depth)?;
@@ -134,32 +144,37 @@ pub(super) fn normalize(
         }
     }
     // dependentSchemas: for each trigger property, either it is absent or it is present and
-    // its schema holds; each trigger is a conjunct of two disjoint branches, met with what is
-    // already known so that branches contradicting it (or each other) drop out at once.
+    // its schema holds; each trigger is a conjunct of two disjoint branches (three, split on
+    // the property's values, where triggers constrain one property), met with what is already
+    // known so that branches contradicting it (or each other) drop out at once.
     if let Some(ds) = m.dependent_schemas.take() {
-        for (name, sub) in &ds {
-            let sub = normalize(
-                table,
-                sub,
-                &format!("{path}/dependentSchemas/{name}"),
-                depth + 1,
-            )?;
-            let present = merge(
-                &object_node(ObjectFacets {
-                    required: Some(vec![name.clone()]),
-                    ..ObjectFacets::default()
-                }),
-                &sub,
-                path,
-            )?;
-            let absent = object_node(ObjectFacets {
-                properties: Some(vec![(name.clone(), Schema::Never)]),
-                ..ObjectFacets::default()
-            });
-            let either = Schema::node(Node {
-                any_of: Some(vec![absent, present]),
-                ..Node::default()
-            });
+        let subs = ds
+            .iter()
+            .map(|(name, sub)| {
+                let at = format!("{path}/dependentSchemas/{name}");
+                normalize(table, sub, &at, depth + 1)
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        // Triggers whose schemas all constrain one property `d` (`{"properties": {d: X}}`)
+        // hold together in as many ways as `d`'s values fall differently in their `X`s, not
+        // in every subset of triggers: see `trigger_on_one_property`.
+        let discriminators: Vec<Option<(String, Schema)>> =
+            subs.iter().map(single_property).collect();
+        let shared = |d: &str| {
+            discriminators
+                .iter()
+                .flatten()
+                .filter(|(e, _)| e == d)
+                .count()
+                > 1
+        };
+        for (((name, _), sub), split) in ds.iter().zip(&subs).zip(&discriminators) {
+            let either = match split {
+                Some((d, x)) if shared(d) => {
+                    trigger_on_one_property(table, name, d, x, path, depth)?
+                }
+                _ => trigger(name, sub, path)?,
+            };
             acc = match meet(table, &acc, &either, path, depth) {
                 Err(Error::UnsupportedKeyword { keyword, path: at })
                     if keyword.starts_with("allOf (two anyOf") && at == path =>
@@ -270,6 +285,86 @@ fn if_outcomes(
         None => Ok(Schema::Any),
     };
     Ok((outcome(then, "then")?, outcome(other, "else")?))
+}
+
+/// One `dependentSchemas` trigger (`sub` normalised): `name` absent, or present with `sub`
+/// holding; two disjoint branches.
+fn trigger(name: &str, sub: &Schema, path: &str) -> Result<Schema, Error> {
+    let present = merge(
+        &object_node(ObjectFacets {
+            required: Some(vec![name.to_string()]),
+            ..ObjectFacets::default()
+        }),
+        sub,
+        path,
+    )?;
+    let absent = object_node(ObjectFacets {
+        properties: Some(vec![(name.to_string(), Schema::Never)]),
+        ..ObjectFacets::default()
+    });
+    Ok(Schema::node(Node {
+        any_of: Some(vec![absent, present]),
+        ..Node::default()
+    }))
+}
+
+/// One `dependentSchemas` trigger whose schema is `{"properties": {d: x}}` (normalised), split
+/// on `d` instead of on the trigger: `d` absent (the trigger free, its schema holds), `d`
+/// present in `x` (the trigger free), or `d` present outside `x` with the trigger absent.
+/// The three are disjoint and together the same values as [`trigger`]'s two, and when several
+/// triggers constrain one `d` their branches meet as one per way `d`'s values fall in their
+/// `x`s (those that contradict drop out), where the two-branch form would keep every subset
+/// of triggers that may hold together while `d` is absent. Where `x` has no exact
+/// complement, the two branches of [`trigger`].
+fn trigger_on_one_property(
+    table: &[Schema],
+    name: &str,
+    d: &str,
+    x: &Schema,
+    path: &str,
+    depth: usize,
+) -> Result<Schema, Error> {
+    let at = format!("{path}/dependentSchemas/{name}");
+    let not_x = match complement(table, x, &at, depth + 1) {
+        Ok(c) => c,
+        Err(Error::UnsupportedKeyword { .. }) => {
+            let sub = object_node(ObjectFacets {
+                properties: Some(vec![(d.to_string(), x.clone())]),
+                ..ObjectFacets::default()
+            });
+            return trigger(name, &sub, path);
+        }
+        Err(e) => return Err(e),
+    };
+    let present = |v: Schema, absent: Option<&str>| {
+        let mut properties = vec![(d.to_string(), v)];
+        properties.extend(absent.map(|k| (k.to_string(), Schema::Never)));
+        Schema::node(Node {
+            types: Some(TypeSet::OBJECT),
+            object: ObjectFacets {
+                properties: Some(properties),
+                required: Some(vec![d.to_string()]),
+                ..ObjectFacets::default()
+            },
+            ..Node::default()
+        })
+    };
+    let absent = object_node(ObjectFacets {
+        properties: Some(vec![(d.to_string(), Schema::Never)]),
+        ..ObjectFacets::default()
+    });
+    // A branch of no value is left out: `d` in `false`, outside `true`, or present where the
+    // trigger, which is `d` itself, is absent.
+    let inside = match x {
+        Schema::Never => Schema::Never,
+        x => present(x.clone(), None),
+    };
+    let outside = if name == d || not_x == Schema::Never {
+        Schema::Never
+    } else {
+        present(not_x, Some(name))
+    };
+    Ok(any_of_possible([absent, inside, outside]))
 }
 
 /// `s` with its top-level `$ref` replaced by the normalised target merged with the keywords
@@ -1792,6 +1887,10 @@ fn disjoint_at(table: &[Schema], a: &Schema, b: &Schema, depth: usize) -> bool {
             }
         }
     }
+    // Strings only: no string matches the patterns of both sides (`\.js$` and `\.css$`).
+    if ta.intersect(tb) == TypeSet::STRING && patterns_exclusive(na, nb) {
+        return true;
+    }
     // Arrays: lengths that no array has on both sides, or a position both sides require
     // whose item schemas are disjoint (tuples of other lengths or element types).
     if ta == TypeSet::ARRAY && tb == TypeSet::ARRAY {
@@ -1824,6 +1923,29 @@ fn disjoint_at(table: &[Schema], a: &Schema, b: &Schema, depth: usize) -> bool {
         }
     }
     false
+}
+
+/// Whether no string matches every pattern of `a` and of `b` (patterns on both sides, and
+/// their automata small enough to intersect; otherwise not proven).
+fn patterns_exclusive(a: &Node, b: &Node) -> bool {
+    let (pa, pb) = (&a.string.patterns, &b.string.patterns);
+    if pa.is_empty() || pb.is_empty() {
+        return false;
+    }
+    let mut all = pa.iter().chain(pb.iter().filter(|p| !pa.contains(p)));
+    let Some(first) = all.next() else {
+        return false;
+    };
+    let Ok(mut d) = pattern_dfa(first) else {
+        return false;
+    };
+    for p in all {
+        match pattern_dfa(p).and_then(|e| d.intersect(&e)) {
+            Ok(e) => d = e,
+            Err(_) => return false,
+        }
+    }
+    d.is_empty_language()
 }
 
 /// The objects with a key that `names` (a `propertyNames` schema) refuses, as cases that

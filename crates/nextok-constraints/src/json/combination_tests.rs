@@ -257,3 +257,165 @@ fn dependent_schemas_with_many_triggers_and_beside_one_of() {
     );
     assert_eq!(path, "#");
 }
+
+#[test]
+fn dependent_schemas_on_one_discriminator_meet_as_one_branch_per_value() {
+    // Eight triggers, each allowed only for some values of `kind` (as mongodb-atlas's
+    // MappingsField writes them), `kind` optional: where it is absent every trigger may
+    // appear (256 subsets), so the triggers are split on `kind`'s values instead.
+    let allowed = [
+        ("a", json!(["x", "y"])),
+        ("b", json!(["x"])),
+        ("c", json!(["x"])),
+        ("d", json!(["y"])),
+        ("e", json!(["y", "z"])),
+        ("f", json!(["z"])),
+        ("g", json!(["z"])),
+        ("h", json!(["w"])),
+    ];
+    let ds: serde_json::Map<String, serde_json::Value> = allowed
+        .iter()
+        .map(|(k, vs)| (k.to_string(), json!({"properties": {"kind": {"enum": vs}}})))
+        .collect();
+    let mut props: serde_json::Map<String, serde_json::Value> = allowed
+        .iter()
+        .map(|(k, _)| (k.to_string(), json!({"type": "integer"})))
+        .collect();
+    props.insert("kind".into(), json!({"enum": ["x", "y", "z", "w", "v"]}));
+    let s = json!({
+        "type": "object",
+        "additionalProperties": false,
+        "properties": props,
+        "dependentSchemas": ds
+    });
+    check(
+        s,
+        &[
+            "{}",
+            r#"{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8}"#,
+            r#"{"a":1,"b":2,"c":3,"kind":"x"}"#,
+            r#"{"kind":"y","a":1,"d":2,"e":3}"#,
+            r#"{"e":1,"kind":"z","g":2,"f":3}"#,
+            r#"{"h":1,"kind":"w"}"#,
+            r#"{"kind":"v"}"#,
+        ],
+        &[
+            r#"{"a":1,"kind":"z"}"#,
+            r#"{"kind":"x","d":1}"#,
+            r#"{"b":1,"kind":"y"}"#,
+            r#"{"h":1,"a":2,"kind":"w"}"#,
+            r#"{"kind":"v","f":1}"#,
+            r#"{"a":1,"kind":"u"}"#,
+            r#"{"a":"s"}"#,
+            r#"{"q":1}"#,
+        ],
+    );
+    // A trigger that constrains itself, beside one that constrains it: `n` present must be
+    // at least 2, and `m` present needs `n` absent or at most 5.
+    check(
+        json!({
+            "dependentSchemas": {
+                "n": {"properties": {"n": {"minimum": 2}}},
+                "m": {"properties": {"n": {"maximum": 5}}}
+            }
+        }),
+        &[
+            r#"{"n":2}"#,
+            r#"{"m":0,"n":5}"#,
+            r#"{"m":0}"#,
+            r#"{"n":9}"#,
+            "3",
+        ],
+        &[r#"{"n":1}"#, r#"{"m":0,"n":6}"#, r#"{"n":1,"m":0}"#],
+    );
+}
+
+#[test]
+fn conditionals_on_negated_conditions_take_the_negated_schema_for_else() {
+    // At most one of six properties set to something other than `null`, as prometheus's
+    // `auth` writes it: `if` a property is not absent-or-null, `then` every other one is.
+    // The complement of each condition is its `not` as written (one branch: absent or
+    // null), so the six meet as seven cases, not as every mix of absent and null.
+    let names = ["a", "b", "c", "d", "e", "f"];
+    let all: Vec<_> = names
+        .iter()
+        .map(|p| {
+            let others: serde_json::Map<String, serde_json::Value> = names
+                .iter()
+                .filter(|q| *q != p)
+                .map(|q| (q.to_string(), json!({"const": null})))
+                .collect();
+            json!({
+                "if": {"not": {"properties": {*p: {"const": null}}}},
+                "then": {"properties": others}
+            })
+        })
+        .collect();
+    check(
+        json!({"type": "object", "allOf": all}),
+        &[
+            "{}",
+            r#"{"a":1}"#,
+            r#"{"a":null,"b":null,"c":null,"d":null,"e":null,"f":null}"#,
+            r#"{"b":null,"c":"x","e":null}"#,
+            r#"{"a":null,"f":[1]}"#,
+        ],
+        &[
+            r#"{"a":1,"b":2}"#,
+            r#"{"c":"x","f":[1]}"#,
+            r#"{"a":null,"d":0,"b":null,"e":false}"#,
+            "null",
+        ],
+    );
+}
+
+#[test]
+fn one_of_branches_told_apart_by_patterns_need_no_complement() {
+    // A required file name whose patterns no string matches together (bundleconfig's
+    // `\.js$`, `\.css$`, `\.html?$`): the branches are disjoint, so none is complemented,
+    // and `format: regex` (which has no complement) may stand in them.
+    let branch = |ext: &str| {
+        json!({"properties": {
+            "name": {"pattern": format!("\\.{ext}$")},
+            "x": {"type": "string", "format": "regex"}
+        }})
+    };
+    check(
+        json!({
+            "type": "object",
+            "required": ["name"],
+            "properties": {"name": {"type": "string"}},
+            "oneOf": [branch("js"), branch("css"), branch("(html|htm)")]
+        }),
+        &[
+            r#"{"name":"a.js","x":"a+"}"#,
+            r#"{"name":"b.css"}"#,
+            r#"{"x":"[ab]","name":"c.htm"}"#,
+        ],
+        &[
+            r#"{"name":"a.txt"}"#,
+            r#"{"name":"a.js","x":1}"#,
+            "{}",
+            r#""a.js""#,
+        ],
+    );
+    // Patterns that one string matches together: that string matches both branches, so it
+    // is refused, and each branch alone is accepted.
+    check(
+        json!({
+            "type": "object",
+            "required": ["name"],
+            "properties": {"name": {"type": "string"}},
+            "oneOf": [
+                {"properties": {"name": {"pattern": "^a"}}},
+                {"properties": {"name": {"pattern": "b$"}}}
+            ]
+        }),
+        &[r#"{"name":"ax"}"#, r#"{"name":"xb"}"#],
+        &[
+            r#"{"name":"ab"}"#,
+            r#"{"name":"x"}"#,
+            r#"{"name":"a\u0062"}"#,
+        ],
+    );
+}
