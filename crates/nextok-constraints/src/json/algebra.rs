@@ -1151,7 +1151,7 @@ const JSON_TYPES: [TypeSet; 6] = [
 /// discriminator property of two schemas without `type: object` separates their objects,
 /// though both match every number.
 fn overlap_types(table: &[Schema], a: &Schema, b: &Schema, path: &str) -> TypeSet {
-    let both = possible_types(deref(table, a)).intersect(possible_types(deref(table, b)));
+    let both = possible_types_in(table, a, 0).intersect(possible_types_in(table, b, 0));
     if both.is_empty() || disjoint(table, a, b) {
         return TypeSet::EMPTY;
     }
@@ -1796,6 +1796,43 @@ fn possible_types(s: &Schema) -> TypeSet {
     }
 }
 
+/// [`possible_types`] reading bare `$ref`s through, its own and its branches' (to a depth of
+/// 8): a `oneOf` of references two of which match every value of a type has no value of it.
+fn possible_types_in(table: &[Schema], s: &Schema, depth: usize) -> TypeSet {
+    let s = deref(table, s);
+    let Schema::Node(n) = s else {
+        return possible_types(s);
+    };
+    if depth > 8 {
+        return possible_types(s);
+    }
+    let within = |bs: &[Schema]| {
+        bs.iter().fold(TypeSet::EMPTY, |u, b| {
+            u.union(possible_types_in(table, b, depth + 1))
+        })
+    };
+    let mut t = match &n.values {
+        Some(_) => possible_types(s),
+        None => n.types.unwrap_or(TypeSet::ALL).json_types(),
+    };
+    for b in n.all_of.iter().flatten() {
+        t = t.intersect(possible_types_in(table, b, depth + 1));
+    }
+    if let Some(bs) = &n.any_of {
+        t = t.intersect(within(bs));
+    }
+    if let Some(bs) = &n.one_of {
+        let mut u = within(bs);
+        for x in JSON_TYPES {
+            if bs.iter().filter(|b| total_on(deref(table, b), x)).count() >= 2 {
+                u = u.intersect(x.complement());
+            }
+        }
+        t = t.intersect(u);
+    }
+    t
+}
+
 /// The schema a chain of bare `$ref`s leads to (`s` itself when it is not a bare reference;
 /// a chain longer than 32 stops where it is).
 fn deref<'s>(table: &'s [Schema], s: &'s Schema) -> &'s Schema {
@@ -1857,9 +1894,23 @@ fn disjoint_at(table: &[Schema], a: &Schema, b: &Schema, depth: usize) -> bool {
     if ta.intersect(tb).is_empty() {
         return true;
     }
+    // A branch holds only with the keywords beside it (a `type` or `required` written once
+    // for every branch), so each is compared with them merged in where they merge.
     for (x, other) in [(na, b), (nb, a)] {
+        if x.any_of.is_none() && x.one_of.is_none() {
+            continue;
+        }
+        let beside = Schema::node(Node {
+            any_of: None,
+            one_of: None,
+            ..(**x).clone()
+        });
         for bs in [&x.any_of, &x.one_of].into_iter().flatten() {
-            if bs.iter().all(|br| disjoint_at(table, br, other, depth + 1)) {
+            if bs.iter().all(|br| {
+                let br = deref(table, br);
+                let within = merge(br, &beside, "").unwrap_or_else(|_| br.clone());
+                disjoint_at(table, &within, other, depth + 1)
+            }) {
                 return true;
             }
         }
@@ -1890,6 +1941,17 @@ fn disjoint_at(table: &[Schema], a: &Schema, b: &Schema, depth: usize) -> bool {
     // Strings only: no string matches the patterns of both sides (`\.js$` and `\.css$`).
     if ta.intersect(tb) == TypeSet::STRING && patterns_exclusive(na, nb) {
         return true;
+    }
+    // Every value one side allows is in an `enum` the other is `not` of (a property's schema
+    // is normalised only when compiled, so its `not` may still stand).
+    for (x, y) in [(na, nb), (nb, na)] {
+        if let (Some(vs), Some(Schema::Node(z))) = (&x.values, &y.not) {
+            if let Some(out) = z.values.as_ref().filter(|_| z.only(&["enum"])) {
+                if vs.iter().all(|v| out.iter().any(|w| json_eq(v, w))) {
+                    return true;
+                }
+            }
+        }
     }
     // Arrays: lengths that no array has on both sides, or a position both sides require
     // whose item schemas are disjoint (tuples of other lengths or element types).

@@ -419,3 +419,58 @@ fn one_of_branches_told_apart_by_patterns_need_no_complement() {
         ],
     );
 }
+
+#[test]
+fn one_of_of_references_with_their_own_one_of_told_apart_by_a_discriminator() {
+    // As function.json's bindings: the keywords every branch shares (`type` a required
+    // string) written once beside a `oneOf` of a catch-all (`type` not one of the known
+    // values) and a `oneOf` of references, some with a `oneOf` of their own whose branches
+    // name neither `type: object` nor `required`. Objects are told apart by `type`'s
+    // value; non-objects match two of the inner references (`b`, `c`), so only the
+    // catch-all takes them. `format: regex` (no complement) shows that nothing was
+    // complemented.
+    let p = json!({"type": "string", "format": "regex"});
+    let s = json!({
+        "definitions": {
+            "base": {"properties": {"type": {"type": "string"}}, "required": ["type"]},
+            "dyn": {"properties": {"type": {"not": {"enum": ["a", "b", "c"]}}, "p": p}},
+            "a": {
+                "properties": {"type": {"enum": ["a"]}, "p": p},
+                "oneOf": [
+                    {"properties": {"d": {"const": 1}}},
+                    {"properties": {"d": {"const": 2}}}
+                ]
+            },
+            "b": {"properties": {"type": {"enum": ["b"]}, "p": p}},
+            "c": {"properties": {"type": {"enum": ["c"]}}}
+        },
+        "allOf": [{"$ref": "#/definitions/base"}],
+        "oneOf": [
+            {"$ref": "#/definitions/dyn"},
+            {"oneOf": [
+                {"$ref": "#/definitions/a"},
+                {"$ref": "#/definitions/b"},
+                {"$ref": "#/definitions/c"}
+            ]}
+        ]
+    });
+    check(
+        s,
+        &[
+            r#"{"type":"z","p":"a+"}"#,
+            r#"{"type":"a","d":1}"#,
+            r#"{"type":"b","p":"x","d":7}"#,
+            r#"{"type":"c","d":1}"#,
+            "5",
+            "null",
+        ],
+        &[
+            r#"{"type":"a"}"#,
+            r#"{"type":"a","d":3}"#,
+            r#"{"type":"b","p":1}"#,
+            r#"{"p":"x"}"#,
+            r#"{"type":1}"#,
+            r#"{"type":"z","p":2}"#,
+        ],
+    );
+}
