@@ -41,9 +41,10 @@ use nextok_constraints::{ConformanceRun, JsonOptions};
 /// conditionals on `not` taking what the `not` holds for their `else` (prometheus) and
 /// `dependentSchemas` on one property split on its values (mongodb-atlas-search-index-definition);
 /// 309 with `oneOf` branches compared with the keywords beside their own `oneOf`s, their types
-/// read through references and `not` of an `enum` in a property not yet normalised: function).
-/// Raise it as the compiler learns more; never lower it.
-const COMPILED_FLOOR: usize = 309;
+/// read through references and `not` of an `enum` in a property not yet normalised: function;
+/// 310 with `oneOf` branches of closed objects whose keys never meet sharing only `{}`:
+/// pyrseas). Raise it as the compiler learns more; never lower it.
+const COMPILED_FLOOR: usize = 310;
 /// Valid instances of compiled schemas accepted, at least (7 of 12 when imported, 12 of 19,
 /// then 13 of 20, then 13 of 22; 94 of 148 once the corpus held 322 instances of 229 schemas, 118 of 182 with `$ref`
 /// bundling and `uniqueItems` over strings, 182 of 182 once objects took their members in any

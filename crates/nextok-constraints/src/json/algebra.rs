@@ -1067,6 +1067,17 @@ pub(super) fn exactly_one(
                     Err(_) => resolved[i].clone(),
                 }
             };
+            // Closed objects whose keys never meet share `{}` at most: no complement needed.
+            if let Some(c) = complement_of_closed_apart(table, &resolved[i], &resolved[j]) {
+                b = match merge(&b, &c, path) {
+                    Ok(m) => m,
+                    Err(Error::UnsupportedKeyword { keyword, path }) => {
+                        return Ok(Err(format!("{keyword} at {path}")))
+                    }
+                    Err(e) => return Err(e),
+                };
+                continue;
+            }
             // The complement of branch j among branch i's values is all that branch i needs.
             let c = match complement_in(table, &own[j], path, 1, Some(&ctx)) {
                 Ok(c) if !rest.is_empty() && c != Schema::Any => either(typed_only(rest), c),
@@ -1870,6 +1881,86 @@ fn closed_keys(s: &Schema) -> Option<Vec<String>> {
             .map(|(k, _)| k.clone())
             .collect(),
     )
+}
+
+/// The keys a closed object of `n` (`additionalProperties: false`) can hold, as an automaton:
+/// its named properties whose schema is not `false` and its patterns. `None` for an open
+/// object, or where an automaton is too large.
+fn closed_key_language(n: &Node) -> Option<Dfa> {
+    let o = &n.object;
+    if o.additional_properties != Some(Schema::Never) {
+        return None;
+    }
+    let names: Vec<&[u8]> = o
+        .properties
+        .iter()
+        .flatten()
+        .filter(|(_, v)| *v != Schema::Never)
+        .map(|(k, _)| k.as_bytes())
+        .collect();
+    let mut d = if names.is_empty() {
+        Dfa::empty()
+    } else {
+        Dfa::literals(&names, 4096).ok()?
+    };
+    for (p, _) in o.pattern_properties.iter().flatten() {
+        d = d.union(&pattern_dfa(p).ok()?).ok()?;
+    }
+    Some(d)
+}
+
+/// Whether `{}` matches `s` (normalised): `Some` where its keywords decide it, `None` where a
+/// combination or reference would have to be read.
+fn accepts_empty_object(s: &Schema) -> Option<bool> {
+    let n = match s {
+        Schema::Any => return Some(true),
+        Schema::Never => return Some(false),
+        Schema::Node(n) => n,
+    };
+    let o = &n.object;
+    if n.types.is_some_and(|t| !t.has(TypeSet::OBJECT))
+        || o.required.as_ref().is_some_and(|r| !r.is_empty())
+        || o.min_properties.is_some_and(|m| m > 0)
+        || o.some_member.is_some()
+    {
+        return Some(false);
+    }
+    let decided = n.values.is_none()
+        && n.excluded.is_none()
+        && n.reference.is_none()
+        && n.all_of.is_none()
+        && n.any_of.is_none()
+        && n.one_of.is_none()
+        && n.not.is_none()
+        && n.cond.is_none()
+        && n.dependent_schemas.is_none()
+        && n.unevaluated_properties.is_none();
+    decided.then_some(true)
+}
+
+/// Where every value of `a` that `b` may match is an object, both close their objects and no
+/// key can be in objects of both (`a`'s and `b`'s keys, names and patterns, never the same):
+/// `b`'s complement among `a`'s values, which share only `{}` with `b`. `{"minProperties":
+/// 1}` where `b` matches `{}`, `true` where it does not; `None` where this does not decide it.
+fn complement_of_closed_apart(table: &[Schema], a: &Schema, b: &Schema) -> Option<Schema> {
+    let (Schema::Node(na), Schema::Node(nb)) = (a, b) else {
+        return None;
+    };
+    let objects_only = |s: &Schema| possible_types_in(table, s, 0) == TypeSet::OBJECT;
+    if !objects_only(a) && !objects_only(b) {
+        return None;
+    }
+    let (ka, kb) = (closed_key_language(na)?, closed_key_language(nb)?);
+    if !ka.intersect(&kb).ok()?.is_empty_language() {
+        return None;
+    }
+    Some(match accepts_empty_object(b)? {
+        true => object_node(ObjectFacets {
+            min_properties: Some(1),
+            ..ObjectFacets::default()
+        }),
+        false => Schema::Any,
+    })
 }
 
 /// Whether two schemas can never both match one value (a sufficient test only). Every

@@ -474,3 +474,60 @@ fn one_of_of_references_with_their_own_one_of_told_apart_by_a_discriminator() {
         ],
     );
 }
+
+#[test]
+fn one_of_closed_objects_whose_keys_never_meet_share_only_the_empty_object() {
+    // As pyrseas's `db` and `schema`: closed objects whose names and patterns no key
+    // matches on both sides. Only `{}` can match both, so each branch takes a member more
+    // and no complement is built (`format: regex` has none).
+    let member = json!({"type": "string", "format": "regex"});
+    let branches = |required: serde_json::Value| {
+        json!([
+            {"type": "object", "additionalProperties": false,
+             "patternProperties": {"^schema ": member}},
+            {"type": "object", "additionalProperties": false, "required": required,
+             "properties": {"owner": {"type": "string"}},
+             "patternProperties": {"^table ": member}}
+        ])
+    };
+    check(
+        json!({"oneOf": branches(json!([]))}),
+        &[
+            r#"{"schema a":"x+"}"#,
+            r#"{"owner":"me","table t":"[a]"}"#,
+            r#"{"table t":"a"}"#,
+            r#"{"owner":"me"}"#,
+        ],
+        &[
+            "{}",
+            r#"{"schema a":"x","owner":"me"}"#,
+            r#"{"schema a":1}"#,
+            r#"{"other":1}"#,
+            "5",
+        ],
+    );
+    // The second branch requires a member: `{}` matches the first only.
+    check(
+        json!({"oneOf": branches(json!(["owner"]))}),
+        &["{}", r#"{"schema a":"x"}"#, r#"{"owner":"me"}"#],
+        &[r#"{"table t":"a"}"#, r#"{"owner":1}"#],
+    );
+    // Keys that may meet (`ab` matches both patterns): complemented as before, so a key
+    // valid on both sides is refused.
+    check(
+        json!({"oneOf": [
+            {"type": "object", "additionalProperties": false,
+             "patternProperties": {"^a": {"type": "integer"}}},
+            {"type": "object", "additionalProperties": false,
+             "patternProperties": {"b$": {"type": "integer", "minimum": 5}}}
+        ]}),
+        &[r#"{"ab":3}"#, r#"{"a":1,"ab":2}"#, r#"{"xb":9}"#],
+        &[
+            "{}",
+            r#"{"ab":7}"#,
+            r#"{"xb":1}"#,
+            r#"{"q":1}"#,
+            r#"{"a":1,"xb":9}"#,
+        ],
+    );
+}
