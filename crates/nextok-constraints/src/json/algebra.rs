@@ -1029,7 +1029,8 @@ impl Drop for Complementing {
 }
 
 /// Exactly one of `branches` (normalised, none `false`): each branch with the complements of
-/// the branches it may overlap, so that an instance matching two matches no alternative.
+/// the branches it may overlap, so that an instance matching two matches no alternative (a
+/// branch equal to another is `false`).
 /// `own[i]` is branch `i` as written, before the keywords beside `oneOf` were merged into
 /// it (`branches[i]` is `own[i]` and those keywords): among the values of branch `i`, which
 /// all match those keywords, branch `j` fails exactly where `own[j]` does, so only `own[j]`
@@ -1045,10 +1046,17 @@ pub(super) fn exactly_one(
     let resolved: Vec<Schema> = branches.iter().map(read).collect();
     let own: Vec<Schema> = own.iter().map(read).collect();
     let mut out = Vec::with_capacity(branches.len());
+    // A branch equal to another: each of its values matches both, so it has none of its own
+    // (`false`), and the others exclude it once.
+    let repeated = |i: usize| (0..branches.len()).any(|j| j != i && branches[j] == branches[i]);
     for i in 0..branches.len() {
+        if repeated(i) {
+            out.push(Schema::Never);
+            continue;
+        }
         let mut b = branches[i].clone();
         for j in 0..branches.len() {
-            if i == j {
+            if i == j || (0..j).any(|k| branches[k] == branches[j]) {
                 continue;
             }
             // Only values of the JSON types on which the two may overlap can match both:

@@ -531,3 +531,38 @@ fn one_of_closed_objects_whose_keys_never_meet_share_only_the_empty_object() {
         ],
     );
 }
+
+#[test]
+fn one_of_with_a_repeated_branch_keeps_none_of_its_values() {
+    // As schema-org's `areaServed` items: the same reference three times beside a string.
+    // Every object of `thing` matches three branches, so only strings are valid, and
+    // `thing` (with `format: regex`, which has no complement) is never complemented.
+    let s = json!({
+        "definitions": {
+            "thing": {"type": "object", "required": ["@type"],
+                      "properties": {"@type": {"type": "string", "format": "regex"}}}
+        },
+        "oneOf": [
+            {"$ref": "#/definitions/thing"},
+            {"$ref": "#/definitions/thing"},
+            {"$ref": "#/definitions/thing"},
+            {"type": "string"}
+        ]
+    });
+    check(
+        s,
+        &[r#""x""#, r#""""#],
+        &[r#"{"@type":"a+"}"#, "{}", "1", "null"],
+    );
+    // Twice the same branch beside one that overlaps it: values of the repeated branch
+    // are refused, those of the other outside it kept.
+    check(
+        json!({"oneOf": [
+            {"type": "integer", "minimum": 5},
+            {"type": "integer", "minimum": 5},
+            {"type": "integer", "maximum": 10}
+        ]}),
+        &["4", "-3"],
+        &["5", "10", "11", "\"a\""],
+    );
+}
