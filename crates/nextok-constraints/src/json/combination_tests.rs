@@ -1,7 +1,9 @@
-//! Issue #17's conjunctions that multiply: `allOf` of conditionals on one discriminator,
-//! `patternProperties` across `allOf` branches and beyond four patterns, and
-//! `dependentSchemas` with many triggers or beside `oneOf`. Each instance goes through the
-//! constraint byte by byte (mask checked before every byte) and the grammar's recogniser.
+//! Issue #17's conjunctions that multiply: `allOf` of conditionals on one discriminator or on
+//! `not`, `patternProperties` across `allOf` branches and beyond four patterns,
+//! `dependentSchemas` with many triggers, on one property or beside `oneOf`, and `oneOf`s
+//! whose branches are told apart without complements (patterns, discriminators under nested
+//! `oneOf`s, closed objects, repeated branches). Each instance goes through the constraint
+//! byte by byte (mask checked before every byte) and the grammar's recogniser.
 
 use serde_json::json;
 
