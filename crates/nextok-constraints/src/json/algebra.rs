@@ -73,6 +73,13 @@ pub(super) fn normalize(
     // no effect.
     let (cond, then, otherwise) = (m.cond.take(), m.then.take(), m.otherwise.take());
     if let Some(cond) = cond {
+        // A condition written as `not: y` has `y` itself for complement, as written: the
+        // complement of its normalised form would be a union of cases (`y`'s property absent,
+        // or present and matching) that multiplies with every other conditional's.
+        let negated = match &cond {
+            Schema::Node(n) if n.only(&["not"]) => n.not.clone(),
+            _ => None,
+        };
         let cond = normalize(table, &cond, &format!("{path}/if"), depth + 1)?;
         let split = single_property(&cond);
         let applied = match (cond, then, otherwise, split) {
@@ -121,7 +128,10 @@ pub(super) fn normalize(
             // Otherwise: the condition and `then`, or the condition's complement and `else`
             // (two disjoint branches), when the complement is exact.
             (c, t, e, None) => {
-                let nc = if_complement(table, &c, path, depth)?;
+                let nc = match negated {
+                    Some(y) => normalize(table, &y, &format!("{path}/if/not"), depth + 1)?,
+                    None => if_complement(table, &c, path, depth)?,
+                };
                 let (t, e) = if_outcomes(table, t, e, path, depth)?;
                 let either = any_of_possible([merge(&c, &t, path)?, merge(&nc, &e, path)?]);
                 acc = meet(table, &acc, &either, path, depth)?;
@@ -134,32 +144,37 @@ pub(super) fn normalize(
         }
     }
     // dependentSchemas: for each trigger property, either it is absent or it is present and
-    // its schema holds; each trigger is a conjunct of two disjoint branches, met with what is
-    // already known so that branches contradicting it (or each other) drop out at once.
+    // its schema holds; each trigger is a conjunct of two disjoint branches (three, split on
+    // the property's values, where triggers constrain one property), met with what is already
+    // known so that branches contradicting it (or each other) drop out at once.
     if let Some(ds) = m.dependent_schemas.take() {
-        for (name, sub) in &ds {
-            let sub = normalize(
-                table,
-                sub,
-                &format!("{path}/dependentSchemas/{name}"),
-                depth + 1,
-            )?;
-            let present = merge(
-                &object_node(ObjectFacets {
-                    required: Some(vec![name.clone()]),
-                    ..ObjectFacets::default()
-                }),
-                &sub,
-                path,
-            )?;
-            let absent = object_node(ObjectFacets {
-                properties: Some(vec![(name.clone(), Schema::Never)]),
-                ..ObjectFacets::default()
-            });
-            let either = Schema::node(Node {
-                any_of: Some(vec![absent, present]),
-                ..Node::default()
-            });
+        let subs = ds
+            .iter()
+            .map(|(name, sub)| {
+                let at = format!("{path}/dependentSchemas/{name}");
+                normalize(table, sub, &at, depth + 1)
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        // Triggers whose schemas all constrain one property `d` (`{"properties": {d: X}}`)
+        // hold together in as many ways as `d`'s values fall differently in their `X`s, not
+        // in every subset of triggers: see `trigger_on_one_property`.
+        let discriminators: Vec<Option<(String, Schema)>> =
+            subs.iter().map(single_property).collect();
+        let shared = |d: &str| {
+            discriminators
+                .iter()
+                .flatten()
+                .filter(|(e, _)| e == d)
+                .count()
+                > 1
+        };
+        for (((name, _), sub), split) in ds.iter().zip(&subs).zip(&discriminators) {
+            let either = match split {
+                Some((d, x)) if shared(d) => {
+                    trigger_on_one_property(table, name, d, x, path, depth)?
+                }
+                _ => trigger(name, sub, path)?,
+            };
             acc = match meet(table, &acc, &either, path, depth) {
                 Err(Error::UnsupportedKeyword { keyword, path: at })
                     if keyword.starts_with("allOf (two anyOf") && at == path =>
@@ -270,6 +285,86 @@ fn if_outcomes(
         None => Ok(Schema::Any),
     };
     Ok((outcome(then, "then")?, outcome(other, "else")?))
+}
+
+/// One `dependentSchemas` trigger (`sub` normalised): `name` absent, or present with `sub`
+/// holding; two disjoint branches.
+fn trigger(name: &str, sub: &Schema, path: &str) -> Result<Schema, Error> {
+    let present = merge(
+        &object_node(ObjectFacets {
+            required: Some(vec![name.to_string()]),
+            ..ObjectFacets::default()
+        }),
+        sub,
+        path,
+    )?;
+    let absent = object_node(ObjectFacets {
+        properties: Some(vec![(name.to_string(), Schema::Never)]),
+        ..ObjectFacets::default()
+    });
+    Ok(Schema::node(Node {
+        any_of: Some(vec![absent, present]),
+        ..Node::default()
+    }))
+}
+
+/// One `dependentSchemas` trigger whose schema is `{"properties": {d: x}}` (normalised), split
+/// on `d` instead of on the trigger: `d` absent (the trigger free, its schema holds), `d`
+/// present in `x` (the trigger free), or `d` present outside `x` with the trigger absent.
+/// The three are disjoint and together the same values as [`trigger`]'s two, and when several
+/// triggers constrain one `d` their branches meet as one per way `d`'s values fall in their
+/// `x`s (those that contradict drop out), where the two-branch form would keep every subset
+/// of triggers that may hold together while `d` is absent. Where `x` has no exact
+/// complement, the two branches of [`trigger`].
+fn trigger_on_one_property(
+    table: &[Schema],
+    name: &str,
+    d: &str,
+    x: &Schema,
+    path: &str,
+    depth: usize,
+) -> Result<Schema, Error> {
+    let at = format!("{path}/dependentSchemas/{name}");
+    let not_x = match complement(table, x, &at, depth + 1) {
+        Ok(c) => c,
+        Err(Error::UnsupportedKeyword { .. }) => {
+            let sub = object_node(ObjectFacets {
+                properties: Some(vec![(d.to_string(), x.clone())]),
+                ..ObjectFacets::default()
+            });
+            return trigger(name, &sub, path);
+        }
+        Err(e) => return Err(e),
+    };
+    let present = |v: Schema, absent: Option<&str>| {
+        let mut properties = vec![(d.to_string(), v)];
+        properties.extend(absent.map(|k| (k.to_string(), Schema::Never)));
+        Schema::node(Node {
+            types: Some(TypeSet::OBJECT),
+            object: ObjectFacets {
+                properties: Some(properties),
+                required: Some(vec![d.to_string()]),
+                ..ObjectFacets::default()
+            },
+            ..Node::default()
+        })
+    };
+    let absent = object_node(ObjectFacets {
+        properties: Some(vec![(d.to_string(), Schema::Never)]),
+        ..ObjectFacets::default()
+    });
+    // A branch of no value is left out: `d` in `false`, outside `true`, or present where the
+    // trigger, which is `d` itself, is absent.
+    let inside = match x {
+        Schema::Never => Schema::Never,
+        x => present(x.clone(), None),
+    };
+    let outside = if name == d || not_x == Schema::Never {
+        Schema::Never
+    } else {
+        present(not_x, Some(name))
+    };
+    Ok(any_of_possible([absent, inside, outside]))
 }
 
 /// `s` with its top-level `$ref` replaced by the normalised target merged with the keywords
@@ -934,7 +1029,8 @@ impl Drop for Complementing {
 }
 
 /// Exactly one of `branches` (normalised, none `false`): each branch with the complements of
-/// the branches it may overlap, so that an instance matching two matches no alternative.
+/// the branches it may overlap, so that an instance matching two matches no alternative (a
+/// branch equal to another is `false`).
 /// `own[i]` is branch `i` as written, before the keywords beside `oneOf` were merged into
 /// it (`branches[i]` is `own[i]` and those keywords): among the values of branch `i`, which
 /// all match those keywords, branch `j` fails exactly where `own[j]` does, so only `own[j]`
@@ -950,10 +1046,17 @@ pub(super) fn exactly_one(
     let resolved: Vec<Schema> = branches.iter().map(read).collect();
     let own: Vec<Schema> = own.iter().map(read).collect();
     let mut out = Vec::with_capacity(branches.len());
+    // A branch equal to another: each of its values matches both, so it has none of its own
+    // (`false`), and the others exclude it once.
+    let repeated = |i: usize| (0..branches.len()).any(|j| j != i && branches[j] == branches[i]);
     for i in 0..branches.len() {
+        if repeated(i) {
+            out.push(Schema::Never);
+            continue;
+        }
         let mut b = branches[i].clone();
         for j in 0..branches.len() {
-            if i == j {
+            if i == j || (0..j).any(|k| branches[k] == branches[j]) {
                 continue;
             }
             // Only values of the JSON types on which the two may overlap can match both:
@@ -972,6 +1075,17 @@ pub(super) fn exactly_one(
                     Err(_) => resolved[i].clone(),
                 }
             };
+            // Closed objects whose keys never meet share `{}` at most: no complement needed.
+            if let Some(c) = complement_of_closed_apart(table, &resolved[i], &resolved[j]) {
+                b = match merge(&b, &c, path) {
+                    Ok(m) => m,
+                    Err(Error::UnsupportedKeyword { keyword, path }) => {
+                        return Ok(Err(format!("{keyword} at {path}")))
+                    }
+                    Err(e) => return Err(e),
+                };
+                continue;
+            }
             // The complement of branch j among branch i's values is all that branch i needs.
             let c = match complement_in(table, &own[j], path, 1, Some(&ctx)) {
                 Ok(c) if !rest.is_empty() && c != Schema::Any => either(typed_only(rest), c),
@@ -1056,7 +1170,7 @@ const JSON_TYPES: [TypeSet; 6] = [
 /// discriminator property of two schemas without `type: object` separates their objects,
 /// though both match every number.
 fn overlap_types(table: &[Schema], a: &Schema, b: &Schema, path: &str) -> TypeSet {
-    let both = possible_types(deref(table, a)).intersect(possible_types(deref(table, b)));
+    let both = possible_types_in(table, a, 0).intersect(possible_types_in(table, b, 0));
     if both.is_empty() || disjoint(table, a, b) {
         return TypeSet::EMPTY;
     }
@@ -1701,6 +1815,43 @@ fn possible_types(s: &Schema) -> TypeSet {
     }
 }
 
+/// [`possible_types`] reading bare `$ref`s through, its own and its branches' (to a depth of
+/// 8): a `oneOf` of references two of which match every value of a type has no value of it.
+fn possible_types_in(table: &[Schema], s: &Schema, depth: usize) -> TypeSet {
+    let s = deref(table, s);
+    let Schema::Node(n) = s else {
+        return possible_types(s);
+    };
+    if depth > 8 {
+        return possible_types(s);
+    }
+    let within = |bs: &[Schema]| {
+        bs.iter().fold(TypeSet::EMPTY, |u, b| {
+            u.union(possible_types_in(table, b, depth + 1))
+        })
+    };
+    let mut t = match &n.values {
+        Some(_) => possible_types(s),
+        None => n.types.unwrap_or(TypeSet::ALL).json_types(),
+    };
+    for b in n.all_of.iter().flatten() {
+        t = t.intersect(possible_types_in(table, b, depth + 1));
+    }
+    if let Some(bs) = &n.any_of {
+        t = t.intersect(within(bs));
+    }
+    if let Some(bs) = &n.one_of {
+        let mut u = within(bs);
+        for x in JSON_TYPES {
+            if bs.iter().filter(|b| total_on(deref(table, b), x)).count() >= 2 {
+                u = u.intersect(x.complement());
+            }
+        }
+        t = t.intersect(u);
+    }
+    t
+}
+
 /// The schema a chain of bare `$ref`s leads to (`s` itself when it is not a bare reference;
 /// a chain longer than 32 stops where it is).
 fn deref<'s>(table: &'s [Schema], s: &'s Schema) -> &'s Schema {
@@ -1740,6 +1891,86 @@ fn closed_keys(s: &Schema) -> Option<Vec<String>> {
     )
 }
 
+/// The keys a closed object of `n` (`additionalProperties: false`) can hold, as an automaton:
+/// its named properties whose schema is not `false` and its patterns. `None` for an open
+/// object, or where an automaton is too large.
+fn closed_key_language(n: &Node) -> Option<Dfa> {
+    let o = &n.object;
+    if o.additional_properties != Some(Schema::Never) {
+        return None;
+    }
+    let names: Vec<&[u8]> = o
+        .properties
+        .iter()
+        .flatten()
+        .filter(|(_, v)| *v != Schema::Never)
+        .map(|(k, _)| k.as_bytes())
+        .collect();
+    let mut d = if names.is_empty() {
+        Dfa::empty()
+    } else {
+        Dfa::literals(&names, 4096).ok()?
+    };
+    for (p, _) in o.pattern_properties.iter().flatten() {
+        d = d.union(&pattern_dfa(p).ok()?).ok()?;
+    }
+    Some(d)
+}
+
+/// Whether `{}` matches `s` (normalised): `Some` where its keywords decide it, `None` where a
+/// combination or reference would have to be read.
+fn accepts_empty_object(s: &Schema) -> Option<bool> {
+    let n = match s {
+        Schema::Any => return Some(true),
+        Schema::Never => return Some(false),
+        Schema::Node(n) => n,
+    };
+    let o = &n.object;
+    if n.types.is_some_and(|t| !t.has(TypeSet::OBJECT))
+        || o.required.as_ref().is_some_and(|r| !r.is_empty())
+        || o.min_properties.is_some_and(|m| m > 0)
+        || o.some_member.is_some()
+    {
+        return Some(false);
+    }
+    let decided = n.values.is_none()
+        && n.excluded.is_none()
+        && n.reference.is_none()
+        && n.all_of.is_none()
+        && n.any_of.is_none()
+        && n.one_of.is_none()
+        && n.not.is_none()
+        && n.cond.is_none()
+        && n.dependent_schemas.is_none()
+        && n.unevaluated_properties.is_none();
+    decided.then_some(true)
+}
+
+/// Where every value of `a` that `b` may match is an object, both close their objects and no
+/// key can be in objects of both (`a`'s and `b`'s keys, names and patterns, never the same):
+/// `b`'s complement among `a`'s values, which share only `{}` with `b`. `{"minProperties":
+/// 1}` where `b` matches `{}`, `true` where it does not; `None` where this does not decide it.
+fn complement_of_closed_apart(table: &[Schema], a: &Schema, b: &Schema) -> Option<Schema> {
+    let (Schema::Node(na), Schema::Node(nb)) = (a, b) else {
+        return None;
+    };
+    let objects_only = |s: &Schema| possible_types_in(table, s, 0) == TypeSet::OBJECT;
+    if !objects_only(a) && !objects_only(b) {
+        return None;
+    }
+    let (ka, kb) = (closed_key_language(na)?, closed_key_language(nb)?);
+    if !ka.intersect(&kb).ok()?.is_empty_language() {
+        return None;
+    }
+    Some(match accepts_empty_object(b)? {
+        true => object_node(ObjectFacets {
+            min_properties: Some(1),
+            ..ObjectFacets::default()
+        }),
+        false => Schema::Any,
+    })
+}
+
 /// Whether two schemas can never both match one value (a sufficient test only). Every
 /// keyword of a schema is a conjunct, so a test on some of them holds for the whole; bare
 /// references are read through, and a schema under `anyOf`/`oneOf` is disjoint from another
@@ -1762,9 +1993,23 @@ fn disjoint_at(table: &[Schema], a: &Schema, b: &Schema, depth: usize) -> bool {
     if ta.intersect(tb).is_empty() {
         return true;
     }
+    // A branch holds only with the keywords beside it (a `type` or `required` written once
+    // for every branch), so each is compared with them merged in where they merge.
     for (x, other) in [(na, b), (nb, a)] {
+        if x.any_of.is_none() && x.one_of.is_none() {
+            continue;
+        }
+        let beside = Schema::node(Node {
+            any_of: None,
+            one_of: None,
+            ..(**x).clone()
+        });
         for bs in [&x.any_of, &x.one_of].into_iter().flatten() {
-            if bs.iter().all(|br| disjoint_at(table, br, other, depth + 1)) {
+            if bs.iter().all(|br| {
+                let br = deref(table, br);
+                let within = merge(br, &beside, "").unwrap_or_else(|_| br.clone());
+                disjoint_at(table, &within, other, depth + 1)
+            }) {
                 return true;
             }
         }
@@ -1789,6 +2034,21 @@ fn disjoint_at(table: &[Schema], a: &Schema, b: &Schema, depth: usize) -> bool {
         if let (Some(vs), Some(out)) = (&x.values, &y.excluded) {
             if vs.iter().all(|v| out.iter().any(|w| json_eq(v, w))) {
                 return true;
+            }
+        }
+    }
+    // Strings only: no string matches the patterns of both sides (`\.js$` and `\.css$`).
+    if ta.intersect(tb) == TypeSet::STRING && patterns_exclusive(na, nb) {
+        return true;
+    }
+    // Every value one side allows is in an `enum` the other is `not` of (a property's schema
+    // is normalised only when compiled, so its `not` may still stand).
+    for (x, y) in [(na, nb), (nb, na)] {
+        if let (Some(vs), Some(Schema::Node(z))) = (&x.values, &y.not) {
+            if let Some(out) = z.values.as_ref().filter(|_| z.only(&["enum"])) {
+                if vs.iter().all(|v| out.iter().any(|w| json_eq(v, w))) {
+                    return true;
+                }
             }
         }
     }
@@ -1824,6 +2084,29 @@ fn disjoint_at(table: &[Schema], a: &Schema, b: &Schema, depth: usize) -> bool {
         }
     }
     false
+}
+
+/// Whether no string matches every pattern of `a` and of `b` (patterns on both sides, and
+/// their automata small enough to intersect; otherwise not proven).
+fn patterns_exclusive(a: &Node, b: &Node) -> bool {
+    let (pa, pb) = (&a.string.patterns, &b.string.patterns);
+    if pa.is_empty() || pb.is_empty() {
+        return false;
+    }
+    let mut all = pa.iter().chain(pb.iter().filter(|p| !pa.contains(p)));
+    let Some(first) = all.next() else {
+        return false;
+    };
+    let Ok(mut d) = pattern_dfa(first) else {
+        return false;
+    };
+    for p in all {
+        match pattern_dfa(p).and_then(|e| d.intersect(&e)) {
+            Ok(e) => d = e,
+            Err(_) => return false,
+        }
+    }
+    d.is_empty_language()
 }
 
 /// The objects with a key that `names` (a `propertyNames` schema) refuses, as cases that

@@ -1,7 +1,9 @@
-//! Issue #17's conjunctions that multiply: `allOf` of conditionals on one discriminator,
-//! `patternProperties` across `allOf` branches and beyond four patterns, and
-//! `dependentSchemas` with many triggers or beside `oneOf`. Each instance goes through the
-//! constraint byte by byte (mask checked before every byte) and the grammar's recogniser.
+//! Issue #17's conjunctions that multiply: `allOf` of conditionals on one discriminator or on
+//! `not`, `patternProperties` across `allOf` branches and beyond four patterns,
+//! `dependentSchemas` with many triggers, on one property or beside `oneOf`, and `oneOf`s
+//! whose branches are told apart without complements (patterns, discriminators under nested
+//! `oneOf`s, closed objects, repeated branches). Each instance goes through the constraint
+//! byte by byte (mask checked before every byte) and the grammar's recogniser.
 
 use serde_json::json;
 
@@ -256,4 +258,313 @@ fn dependent_schemas_with_many_triggers_and_beside_one_of() {
         "{keyword}"
     );
     assert_eq!(path, "#");
+}
+
+#[test]
+fn dependent_schemas_on_one_discriminator_meet_as_one_branch_per_value() {
+    // Eight triggers, each allowed only for some values of `kind` (as mongodb-atlas's
+    // MappingsField writes them), `kind` optional: where it is absent every trigger may
+    // appear (256 subsets), so the triggers are split on `kind`'s values instead.
+    let allowed = [
+        ("a", json!(["x", "y"])),
+        ("b", json!(["x"])),
+        ("c", json!(["x"])),
+        ("d", json!(["y"])),
+        ("e", json!(["y", "z"])),
+        ("f", json!(["z"])),
+        ("g", json!(["z"])),
+        ("h", json!(["w"])),
+    ];
+    let ds: serde_json::Map<String, serde_json::Value> = allowed
+        .iter()
+        .map(|(k, vs)| (k.to_string(), json!({"properties": {"kind": {"enum": vs}}})))
+        .collect();
+    let mut props: serde_json::Map<String, serde_json::Value> = allowed
+        .iter()
+        .map(|(k, _)| (k.to_string(), json!({"type": "integer"})))
+        .collect();
+    props.insert("kind".into(), json!({"enum": ["x", "y", "z", "w", "v"]}));
+    let s = json!({
+        "type": "object",
+        "additionalProperties": false,
+        "properties": props,
+        "dependentSchemas": ds
+    });
+    check(
+        s,
+        &[
+            "{}",
+            r#"{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8}"#,
+            r#"{"a":1,"b":2,"c":3,"kind":"x"}"#,
+            r#"{"kind":"y","a":1,"d":2,"e":3}"#,
+            r#"{"e":1,"kind":"z","g":2,"f":3}"#,
+            r#"{"h":1,"kind":"w"}"#,
+            r#"{"kind":"v"}"#,
+        ],
+        &[
+            r#"{"a":1,"kind":"z"}"#,
+            r#"{"kind":"x","d":1}"#,
+            r#"{"b":1,"kind":"y"}"#,
+            r#"{"h":1,"a":2,"kind":"w"}"#,
+            r#"{"kind":"v","f":1}"#,
+            r#"{"a":1,"kind":"u"}"#,
+            r#"{"a":"s"}"#,
+            r#"{"q":1}"#,
+        ],
+    );
+    // A trigger that constrains itself, beside one that constrains it: `n` present must be
+    // at least 2, and `m` present needs `n` absent or at most 5.
+    check(
+        json!({
+            "dependentSchemas": {
+                "n": {"properties": {"n": {"minimum": 2}}},
+                "m": {"properties": {"n": {"maximum": 5}}}
+            }
+        }),
+        &[
+            r#"{"n":2}"#,
+            r#"{"m":0,"n":5}"#,
+            r#"{"m":0}"#,
+            r#"{"n":9}"#,
+            "3",
+        ],
+        &[r#"{"n":1}"#, r#"{"m":0,"n":6}"#, r#"{"n":1,"m":0}"#],
+    );
+}
+
+#[test]
+fn conditionals_on_negated_conditions_take_the_negated_schema_for_else() {
+    // At most one of six properties set to something other than `null`, as prometheus's
+    // `auth` writes it: `if` a property is not absent-or-null, `then` every other one is.
+    // The complement of each condition is its `not` as written (one branch: absent or
+    // null), so the six meet as seven cases, not as every mix of absent and null.
+    let names = ["a", "b", "c", "d", "e", "f"];
+    let all: Vec<_> = names
+        .iter()
+        .map(|p| {
+            let others: serde_json::Map<String, serde_json::Value> = names
+                .iter()
+                .filter(|q| *q != p)
+                .map(|q| (q.to_string(), json!({"const": null})))
+                .collect();
+            json!({
+                "if": {"not": {"properties": {*p: {"const": null}}}},
+                "then": {"properties": others}
+            })
+        })
+        .collect();
+    check(
+        json!({"type": "object", "allOf": all}),
+        &[
+            "{}",
+            r#"{"a":1}"#,
+            r#"{"a":null,"b":null,"c":null,"d":null,"e":null,"f":null}"#,
+            r#"{"b":null,"c":"x","e":null}"#,
+            r#"{"a":null,"f":[1]}"#,
+        ],
+        &[
+            r#"{"a":1,"b":2}"#,
+            r#"{"c":"x","f":[1]}"#,
+            r#"{"a":null,"d":0,"b":null,"e":false}"#,
+            "null",
+        ],
+    );
+}
+
+#[test]
+fn one_of_branches_told_apart_by_patterns_need_no_complement() {
+    // A required file name whose patterns no string matches together (bundleconfig's
+    // `\.js$`, `\.css$`, `\.html?$`): the branches are disjoint, so none is complemented,
+    // and `format: regex` (which has no complement) may stand in them.
+    let branch = |ext: &str| {
+        json!({"properties": {
+            "name": {"pattern": format!("\\.{ext}$")},
+            "x": {"type": "string", "format": "regex"}
+        }})
+    };
+    check(
+        json!({
+            "type": "object",
+            "required": ["name"],
+            "properties": {"name": {"type": "string"}},
+            "oneOf": [branch("js"), branch("css"), branch("(html|htm)")]
+        }),
+        &[
+            r#"{"name":"a.js","x":"a+"}"#,
+            r#"{"name":"b.css"}"#,
+            r#"{"x":"[ab]","name":"c.htm"}"#,
+        ],
+        &[
+            r#"{"name":"a.txt"}"#,
+            r#"{"name":"a.js","x":1}"#,
+            "{}",
+            r#""a.js""#,
+        ],
+    );
+    // Patterns that one string matches together: that string matches both branches, so it
+    // is refused, and each branch alone is accepted.
+    check(
+        json!({
+            "type": "object",
+            "required": ["name"],
+            "properties": {"name": {"type": "string"}},
+            "oneOf": [
+                {"properties": {"name": {"pattern": "^a"}}},
+                {"properties": {"name": {"pattern": "b$"}}}
+            ]
+        }),
+        &[r#"{"name":"ax"}"#, r#"{"name":"xb"}"#],
+        &[
+            r#"{"name":"ab"}"#,
+            r#"{"name":"x"}"#,
+            r#"{"name":"a\u0062"}"#,
+        ],
+    );
+}
+
+#[test]
+fn one_of_of_references_with_their_own_one_of_told_apart_by_a_discriminator() {
+    // As function.json's bindings: the keywords every branch shares (`type` a required
+    // string) written once beside a `oneOf` of a catch-all (`type` not one of the known
+    // values) and a `oneOf` of references, some with a `oneOf` of their own whose branches
+    // name neither `type: object` nor `required`. Objects are told apart by `type`'s
+    // value; non-objects match two of the inner references (`b`, `c`), so only the
+    // catch-all takes them. `format: regex` (no complement) shows that nothing was
+    // complemented.
+    let p = json!({"type": "string", "format": "regex"});
+    let s = json!({
+        "definitions": {
+            "base": {"properties": {"type": {"type": "string"}}, "required": ["type"]},
+            "dyn": {"properties": {"type": {"not": {"enum": ["a", "b", "c"]}}, "p": p}},
+            "a": {
+                "properties": {"type": {"enum": ["a"]}, "p": p},
+                "oneOf": [
+                    {"properties": {"d": {"const": 1}}},
+                    {"properties": {"d": {"const": 2}}}
+                ]
+            },
+            "b": {"properties": {"type": {"enum": ["b"]}, "p": p}},
+            "c": {"properties": {"type": {"enum": ["c"]}}}
+        },
+        "allOf": [{"$ref": "#/definitions/base"}],
+        "oneOf": [
+            {"$ref": "#/definitions/dyn"},
+            {"oneOf": [
+                {"$ref": "#/definitions/a"},
+                {"$ref": "#/definitions/b"},
+                {"$ref": "#/definitions/c"}
+            ]}
+        ]
+    });
+    check(
+        s,
+        &[
+            r#"{"type":"z","p":"a+"}"#,
+            r#"{"type":"a","d":1}"#,
+            r#"{"type":"b","p":"x","d":7}"#,
+            r#"{"type":"c","d":1}"#,
+            "5",
+            "null",
+        ],
+        &[
+            r#"{"type":"a"}"#,
+            r#"{"type":"a","d":3}"#,
+            r#"{"type":"b","p":1}"#,
+            r#"{"p":"x"}"#,
+            r#"{"type":1}"#,
+            r#"{"type":"z","p":2}"#,
+        ],
+    );
+}
+
+#[test]
+fn one_of_closed_objects_whose_keys_never_meet_share_only_the_empty_object() {
+    // As pyrseas's `db` and `schema`: closed objects whose names and patterns no key
+    // matches on both sides. Only `{}` can match both, so each branch takes a member more
+    // and no complement is built (`format: regex` has none).
+    let member = json!({"type": "string", "format": "regex"});
+    let branches = |required: serde_json::Value| {
+        json!([
+            {"type": "object", "additionalProperties": false,
+             "patternProperties": {"^schema ": member}},
+            {"type": "object", "additionalProperties": false, "required": required,
+             "properties": {"owner": {"type": "string"}},
+             "patternProperties": {"^table ": member}}
+        ])
+    };
+    check(
+        json!({"oneOf": branches(json!([]))}),
+        &[
+            r#"{"schema a":"x+"}"#,
+            r#"{"owner":"me","table t":"[a]"}"#,
+            r#"{"table t":"a"}"#,
+            r#"{"owner":"me"}"#,
+        ],
+        &[
+            "{}",
+            r#"{"schema a":"x","owner":"me"}"#,
+            r#"{"schema a":1}"#,
+            r#"{"other":1}"#,
+            "5",
+        ],
+    );
+    // The second branch requires a member: `{}` matches the first only.
+    check(
+        json!({"oneOf": branches(json!(["owner"]))}),
+        &["{}", r#"{"schema a":"x"}"#, r#"{"owner":"me"}"#],
+        &[r#"{"table t":"a"}"#, r#"{"owner":1}"#],
+    );
+    // Keys that may meet (`ab` matches both patterns): complemented as before, so a key
+    // valid on both sides is refused.
+    check(
+        json!({"oneOf": [
+            {"type": "object", "additionalProperties": false,
+             "patternProperties": {"^a": {"type": "integer"}}},
+            {"type": "object", "additionalProperties": false,
+             "patternProperties": {"b$": {"type": "integer", "minimum": 5}}}
+        ]}),
+        &[r#"{"ab":3}"#, r#"{"a":1,"ab":2}"#, r#"{"xb":9}"#],
+        &[
+            "{}",
+            r#"{"ab":7}"#,
+            r#"{"xb":1}"#,
+            r#"{"q":1}"#,
+            r#"{"a":1,"xb":9}"#,
+        ],
+    );
+}
+
+#[test]
+fn one_of_with_a_repeated_branch_keeps_none_of_its_values() {
+    // As schema-org's `areaServed` items: the same reference three times beside a string.
+    // Every object of `thing` matches three branches, so only strings are valid, and
+    // `thing` (with `format: regex`, which has no complement) is never complemented.
+    let s = json!({
+        "definitions": {
+            "thing": {"type": "object", "required": ["@type"],
+                      "properties": {"@type": {"type": "string", "format": "regex"}}}
+        },
+        "oneOf": [
+            {"$ref": "#/definitions/thing"},
+            {"$ref": "#/definitions/thing"},
+            {"$ref": "#/definitions/thing"},
+            {"type": "string"}
+        ]
+    });
+    check(
+        s,
+        &[r#""x""#, r#""""#],
+        &[r#"{"@type":"a+"}"#, "{}", "1", "null"],
+    );
+    // Twice the same branch beside one that overlaps it: values of the repeated branch
+    // are refused, those of the other outside it kept.
+    check(
+        json!({"oneOf": [
+            {"type": "integer", "minimum": 5},
+            {"type": "integer", "minimum": 5},
+            {"type": "integer", "maximum": 10}
+        ]}),
+        &["4", "-3"],
+        &["5", "10", "11", "\"a\""],
+    );
 }
