@@ -102,21 +102,8 @@ pub(super) fn normalize(
                     inline(table, &t, path, depth + 1)?,
                     inline(table, &e, path, depth + 1)?,
                 );
-                let present = |v: Schema| {
-                    Schema::node(Node {
-                        types: Some(TypeSet::OBJECT),
-                        object: ObjectFacets {
-                            properties: Some(vec![(d.clone(), v)]),
-                            required: Some(vec![d.clone()]),
-                            ..ObjectFacets::default()
-                        },
-                        ..Node::default()
-                    })
-                };
-                let absent = object_node(ObjectFacets {
-                    properties: Some(vec![(d.clone(), Schema::Never)]),
-                    ..ObjectFacets::default()
-                });
+                let present = |v: Schema| present_property(&d, v, None);
+                let absent = absent_property(&d);
                 let either = any_of_possible([
                     merge(&absent, &t, path)?,
                     merge(&present(x), &t, path)?,
@@ -336,23 +323,8 @@ fn trigger_on_one_property(
         }
         Err(e) => return Err(e),
     };
-    let present = |v: Schema, absent: Option<&str>| {
-        let mut properties = vec![(d.to_string(), v)];
-        properties.extend(absent.map(|k| (k.to_string(), Schema::Never)));
-        Schema::node(Node {
-            types: Some(TypeSet::OBJECT),
-            object: ObjectFacets {
-                properties: Some(properties),
-                required: Some(vec![d.to_string()]),
-                ..ObjectFacets::default()
-            },
-            ..Node::default()
-        })
-    };
-    let absent = object_node(ObjectFacets {
-        properties: Some(vec![(d.to_string(), Schema::Never)]),
-        ..ObjectFacets::default()
-    });
+    let present = |v: Schema, absent: Option<&str>| present_property(d, v, absent);
+    let absent = absent_property(d);
     // A branch of no value is left out: `d` in `false`, outside `true`, or present where the
     // trigger, which is `d` itself, is absent.
     let inside = match x {
@@ -1256,6 +1228,29 @@ fn single_property(s: &Schema) -> Option<(String, Schema)> {
 fn object_node(object: ObjectFacets) -> Schema {
     Schema::node(Node {
         object,
+        ..Node::default()
+    })
+}
+
+/// Objects without property `name` (and any other value).
+fn absent_property(name: &str) -> Schema {
+    object_node(ObjectFacets {
+        properties: Some(vec![(name.to_string(), Schema::Never)]),
+        ..ObjectFacets::default()
+    })
+}
+
+/// Objects that hold property `name`, valid under `v`, and none of `absent`.
+fn present_property(name: &str, v: Schema, absent: Option<&str>) -> Schema {
+    let mut properties = vec![(name.to_string(), v)];
+    properties.extend(absent.map(|k| (k.to_string(), Schema::Never)));
+    Schema::node(Node {
+        types: Some(TypeSet::OBJECT),
+        object: ObjectFacets {
+            properties: Some(properties),
+            required: Some(vec![name.to_string()]),
+            ..ObjectFacets::default()
+        },
         ..Node::default()
     })
 }
