@@ -44,8 +44,10 @@ use nextok_constraints::{ConformanceRun, JsonOptions};
 /// read through references and `not` of an `enum` in a property not yet normalised: function;
 /// 310 with `oneOf` branches of closed objects whose keys never meet sharing only `{}`:
 /// pyrseas; 311 with a `oneOf` branch repeated keeping none of its values:
-/// schema-org-contact-point). Raise it as the compiler learns more; never lower it.
-const COMPILED_FLOOR: usize = 311;
+/// schema-org-contact-point; 312 with closed objects as the one object type of a `uniqueItems`
+/// union beside infinitely many other values: cargo-make's `env_files`). Raise it as the
+/// compiler learns more; never lower it.
+const COMPILED_FLOOR: usize = 312;
 /// Valid instances of compiled schemas accepted, at least (7 of 12 when imported, 12 of 19,
 /// then 13 of 20, then 13 of 22; 94 of 148 once the corpus held 322 instances of 229 schemas, 118 of 182 with `$ref`
 /// bundling and `uniqueItems` over strings, 182 of 182 once objects took their members in any

@@ -457,6 +457,103 @@ fn closed_objects_with_a_property_of_finite_prefixes_are_refused_by_name() {
     }
 }
 
+/// cargo-make's `env_files` in small: a path string, or a closed object of a required path
+/// and an optional profile.
+fn paths_or_files() -> Value {
+    array_of(json!({"oneOf": [
+        {"type": "string"},
+        {"type": "object", "additionalProperties": false, "required": ["path"],
+         "properties": {"path": {"type": "string"}, "profile": {"type": "string"}}}]}))
+}
+
+/// Integers, or a closed object of one required boolean: two objects in all.
+fn integers_or_flags() -> Value {
+    array_of(json!({"anyOf": [
+        {"type": "integer"},
+        {"type": "object", "additionalProperties": false, "required": ["a"],
+         "properties": {"a": {"type": "boolean"}}}]}))
+}
+
+#[test]
+fn closed_objects_beside_other_item_types_compare_as_json() {
+    let s = paths_or_files();
+    for ok in [
+        r#"["a",{"path":"a"}]"#,
+        r#"[{"path":"a"},{"path":"a","profile":"x"},"a"]"#,
+        r#"[{"path":"a","profile":"x"},{"profile":"a","path":"x"}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"["a","a"]"#,
+        r#"[{"path":"a"},"b",{"path":"a"}]"#,
+        r#"[{"path":"a","profile":"x"},"b",{"profile":"x","path":"a"}]"#,
+        r#"[{"path":"\/"},{"path":"/"}]"#,
+        r#"[{"profile":"x"}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let t = integers_or_flags();
+    for ok in [r#"[1,{"a":true},{"a":false},2]"#, r#"[{"a":true},1.0,2]"#] {
+        assert!(accepts(&t, ok), "{ok}");
+    }
+    for bad in [
+        r#"[{"a":true},1,{"a":true}]"#,
+        "[1,1.0]",
+        r#"[{"a":false},{"a":false}]"#,
+    ] {
+        assert!(!accepts(&t, bad), "{bad}");
+    }
+}
+
+#[test]
+fn a_closed_object_used_up_beside_other_items_is_masked_out() {
+    let vocab = common::synthetic_vocab();
+    let id = |s: &str| {
+        (0..vocab.len() as u32)
+            .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
+            .unwrap()
+    };
+    // The closing quote would make the object an earlier item: refused, with a string item
+    // between them read past.
+    let mut c = from_json_schema(&paths_or_files(), &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(
+        &mut c,
+        r#"[{"path":"a","profile":"x"},"s",{"profile":"x","path":"a"#,
+    );
+    assert!(!bit(&mask, id("\"")));
+    assert!(bit(&mask, id("a")));
+    // Both objects used: another item may be an integer, never an object.
+    let mut c = from_json_schema(&integers_or_flags(), &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"a":true},7,{"a":false},"#);
+    assert!(!bit(&mask, id("{")));
+    assert!(bit(&mask, id("1")));
+    let mask = walk_accepting(&mut c, "7");
+    assert!(!bit(&mask, id("]")));
+    assert!(bit(&mask, id("0")));
+    // One object left: after `{"a":` only its value.
+    let mut c = from_json_schema(&integers_or_flags(), &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[3,{"a":false},{"a":"#);
+    assert!(bit(&mask, id("t")));
+    assert!(!bit(&mask, id("f")));
+}
+
+#[test]
+fn closed_objects_beside_item_types_of_finitely_many_values_are_refused() {
+    // Booleans and three objects: the `,` before another item would need a check.
+    let schema = array_of(json!({"anyOf": [
+        {"type": "boolean"},
+        {"type": "object", "additionalProperties": false,
+         "properties": {"a": {"type": "boolean"}}}]}));
+    match compile_json_schema(&schema, &JsonOptions::default()) {
+        Err(Error::UnsupportedKeyword { keyword, path }) => {
+            assert!(keyword.contains("beside other item types"), "{keyword}");
+            assert_eq!(path, "#");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
 /// Single bytes, then pieces that cross member, value and item boundaries.
 fn object_vocab() -> Arc<TokenVocab> {
     common::byte_vocab(&[
@@ -514,6 +611,12 @@ fn random_walks_have_exact_masks_and_end_unique() {
                         "properties": {"s": {"type": "string", "pattern": "^a*$"},
                                        "n": {"enum": [1, 2]}, "b": {"type": "boolean"}}}),
         ),
+        // Closed objects of finitely many values beside integers and strings.
+        array_of(json!({"anyOf": [
+            {"type": "integer"},
+            {"type": "string", "pattern": "^a*$"},
+            {"type": "object", "additionalProperties": false,
+             "properties": {"n": {"enum": [1, 2]}, "b": {"type": "boolean"}}}]})),
     ];
     // Tokens the walk prefers, so that items repeat often.
     let preferred = preferred_tokens(&vocab, b"a12\",[]{}:tfxyhnsbvlgorm", true);

@@ -17,8 +17,9 @@
 //! never narrows to finitely many words). Domains with `null`, booleans, numbers, enums or
 //! unions are split first (`unique_split`: values a prefix pins down are predicted only while
 //! unused). Objects closed by `additionalProperties: false` are exact when every property is
-//! finite or unbounded at every prefix (`unique_objects`); others are refused, naming the
-//! property. Strings with a prefix of finitely many completions beside other item types are a
+//! finite or unbounded at every prefix (`unique_objects`), as the items or as the one object
+//! type of a union beside infinitely many other values (`unique_split`); others are refused,
+//! naming the property. Strings with a prefix of finitely many completions beside other item types are a
 //! guarded string item of their own (`unique_split`). Domains with a prefix of finitely many
 //! completions left over (`maxLength` inside objects, patterns with finite branches inside
 //! arrays) are refused by name.
@@ -122,7 +123,7 @@ impl Compiler<'_> {
             }
             _ => {
                 let min_items = m.array.min_items.unwrap_or(0);
-                if let Some((item, start)) =
+                if let Some((item, start, _)) =
                     self.unique_closed_objects(&items, min_items, path, &ip)?
                 {
                     more = Some(start);
