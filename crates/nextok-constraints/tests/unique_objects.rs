@@ -554,6 +554,87 @@ fn closed_objects_beside_item_types_of_finitely_many_values_are_refused() {
     }
 }
 
+/// package.manifest's `dashboards` in small: closed objects whose `access` is a unique array
+/// of open objects naming exactly one of `deny` and `grant`, and whose `rule` is such an
+/// object itself.
+fn dashboards() -> Value {
+    let grant = json!({"type": "object",
+                       "properties": {"deny": {"type": "string"}, "grant": {"type": "string"}},
+                       "oneOf": [{"required": ["deny"]}, {"required": ["grant"]}]});
+    array_of(
+        json!({"type": "object", "additionalProperties": false, "required": ["alias"],
+                    "properties": {"alias": {"type": "string"},
+                                   "access": {"type": "array", "uniqueItems": true,
+                                              "items": grant},
+                                   "rule": grant}}),
+    )
+}
+
+#[test]
+fn open_objects_whose_one_of_is_required_alone_are_unbounded_at_every_prefix() {
+    let s = dashboards();
+    for ok in [
+        r#"[{"alias":"a","access":[{"deny":"x"},{"grant":"x"}]},{"alias":"a"}]"#,
+        r#"[{"alias":"a","rule":{"deny":"x"}},{"alias":"a","rule":{"deny":"x","z":1}}]"#,
+        r#"[{"alias":"a","access":[{"deny":"x"}]},{"access":[{"deny":"x","n":null}],"alias":"a"}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        // Equal items, members in another order.
+        r#"[{"alias":"a","rule":{"deny":"x","z":1}},{"rule":{"z":1.0,"deny":"x"},"alias":"a"}]"#,
+        // Equal items of the inner unique array.
+        r#"[{"alias":"a","access":[{"deny":"x"},{"deny":"x"}]}]"#,
+        // Both or neither of `deny` and `grant`.
+        r#"[{"alias":"a","rule":{"deny":"x","grant":"y"}}]"#,
+        r#"[{"alias":"a","access":[{}]}]"#,
+        r#"[{"alias":"a","rule":{"z":1}}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    // A `oneOf` branch that says more than `required` may bound the object: still refused.
+    let schema = array_of(json!({"type": "object", "additionalProperties": false,
+        "properties": {"alias": {"type": "string"},
+                       "rule": {"type": "object",
+                                "oneOf": [{"required": ["deny"]}, {"maxProperties": 1}]}}}));
+    match compile_json_schema(&schema, &JsonOptions::default()) {
+        Err(Error::UnsupportedKeyword { keyword, .. }) => {
+            assert!(keyword.contains("property `rule`"), "{keyword}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn random_walks_over_open_objects_of_required_branches_have_exact_masks() {
+    let vocab = common::byte_vocab(&[
+        "{\"alias\":\"",
+        "\"deny\":\"",
+        "\"grant\":\"",
+        "\",\"rule\":{",
+        "\",\"access\":[{",
+        "\"},{",
+        "\"}]",
+        "\"}}",
+        "}},{",
+        "x\"",
+    ]);
+    let preferred = preferred_tokens(&vocab, b"x\",[]{}:adegnrt", true);
+    let mut finished = 0;
+    for seed in 0..12u64 {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed * 31 + 7);
+        let mut c = from_json_schema(&dashboards(), &vocab, &JsonOptions::default()).unwrap();
+        let walk = random_walk(&mut c, &mut rng, &preferred, 8, 80);
+        if walk.ended {
+            finished += 1;
+            let v: Vec<Value> = serde_json::from_slice(&walk.out).expect("JSON array");
+            assert_distinct(&v, &walk.out);
+        }
+        assert_rollback_restores(&mut c, &walk, 4);
+    }
+    assert!(finished >= 2, "only {finished} walks finished");
+}
+
 /// Single bytes, then pieces that cross member, value and item boundaries.
 fn object_vocab() -> Arc<TokenVocab> {
     common::byte_vocab(&[
