@@ -539,18 +539,34 @@ fn a_closed_object_used_up_beside_other_items_is_masked_out() {
 }
 
 #[test]
-fn closed_objects_beside_item_types_of_finitely_many_values_are_refused() {
-    // Booleans and three objects: the `,` before another item would need a check.
-    let schema = array_of(json!({"anyOf": [
-        {"type": "boolean"},
-        {"type": "object", "additionalProperties": false,
-         "properties": {"a": {"type": "boolean"}}}]}));
-    match compile_json_schema(&schema, &JsonOptions::default()) {
-        Err(Error::UnsupportedKeyword { keyword, path }) => {
-            assert!(keyword.contains("beside other item types"), "{keyword}");
-            assert_eq!(path, "#");
+fn closed_objects_beside_item_types_of_finitely_many_values_or_other_objects_are_refused() {
+    let cases = [
+        // Booleans and three objects: the `,` before another item would need a check.
+        (
+            json!({"anyOf": [
+                {"type": "boolean"},
+                {"type": "object", "additionalProperties": false,
+                 "properties": {"a": {"type": "boolean"}}}]}),
+            "beside other item types",
+        ),
+        // Open objects too: `{"a":true,"b":"x"}` is no completion of `{"a":true`, but the
+        // closed objects' checks would count it as one.
+        (
+            json!({"anyOf": [
+                {"type": "object", "properties": {"b": {"type": "string"}}},
+                {"type": "object", "additionalProperties": false,
+                 "properties": {"a": {"type": "boolean"}}}]}),
+            "objects without additional properties",
+        ),
+    ];
+    for (items, why) in cases {
+        match compile_json_schema(&array_of(items), &JsonOptions::default()) {
+            Err(Error::UnsupportedKeyword { keyword, path }) => {
+                assert!(keyword.contains(why), "{keyword} should say {why}");
+                assert_eq!(path, "#");
+            }
+            other => panic!("expected a refusal, got {other:?}"),
         }
-        other => panic!("expected a refusal, got {other:?}"),
     }
 }
 

@@ -446,11 +446,17 @@ impl Compiler<'_> {
                 .is_some_and(|s| count_words(s) == u64::MAX);
         let mut closed = parts.closed;
         if let Some((sub, why)) = closed.pop() {
-            if !closed.is_empty() {
+            // Objects of another part (open ones) would be read as earlier items of these,
+            // counted as completions they may not be.
+            let objects = |o: &Schema| match o {
+                Schema::Node(n) => n.types.unwrap_or(TypeSet::ALL).has(TypeSet::OBJECT),
+                _ => true,
+            };
+            if !closed.is_empty() || parts.others.iter().any(objects) {
                 return Err(why);
             }
-            // One object type among the items: no earlier item of another part equals one
-            // of its objects, and its guards read past them. Its own `,` guard
+            // The one object type among the items: no earlier item of another part equals
+            // one of its objects, and its guards read past them. Its own `,` guard
             // (`ItemCheck::Start`) is left out, so the objects or the other parts must be
             // infinitely many for every further item to have a value to be.
             let Some((item, _, infinite)) = self.unique_closed_objects(&sub, 0, path, ip)? else {
