@@ -457,6 +457,200 @@ fn closed_objects_with_a_property_of_finite_prefixes_are_refused_by_name() {
     }
 }
 
+/// cargo-make's `env_files` in small: a path string, or a closed object of a required path
+/// and an optional profile.
+fn paths_or_files() -> Value {
+    array_of(json!({"oneOf": [
+        {"type": "string"},
+        {"type": "object", "additionalProperties": false, "required": ["path"],
+         "properties": {"path": {"type": "string"}, "profile": {"type": "string"}}}]}))
+}
+
+/// Integers, or a closed object of one required boolean: two objects in all.
+fn integers_or_flags() -> Value {
+    array_of(json!({"anyOf": [
+        {"type": "integer"},
+        {"type": "object", "additionalProperties": false, "required": ["a"],
+         "properties": {"a": {"type": "boolean"}}}]}))
+}
+
+#[test]
+fn closed_objects_beside_other_item_types_compare_as_json() {
+    let s = paths_or_files();
+    for ok in [
+        r#"["a",{"path":"a"}]"#,
+        r#"[{"path":"a"},{"path":"a","profile":"x"},"a"]"#,
+        r#"[{"path":"a","profile":"x"},{"profile":"a","path":"x"}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"["a","a"]"#,
+        r#"[{"path":"a"},"b",{"path":"a"}]"#,
+        r#"[{"path":"a","profile":"x"},"b",{"profile":"x","path":"a"}]"#,
+        r#"[{"path":"\/"},{"path":"/"}]"#,
+        r#"[{"profile":"x"}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let t = integers_or_flags();
+    for ok in [r#"[1,{"a":true},{"a":false},2]"#, r#"[{"a":true},1.0,2]"#] {
+        assert!(accepts(&t, ok), "{ok}");
+    }
+    for bad in [
+        r#"[{"a":true},1,{"a":true}]"#,
+        "[1,1.0]",
+        r#"[{"a":false},{"a":false}]"#,
+    ] {
+        assert!(!accepts(&t, bad), "{bad}");
+    }
+}
+
+#[test]
+fn a_closed_object_used_up_beside_other_items_is_masked_out() {
+    let vocab = common::synthetic_vocab();
+    let id = |s: &str| {
+        (0..vocab.len() as u32)
+            .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
+            .unwrap()
+    };
+    // The closing quote would make the object an earlier item: refused, with a string item
+    // between them read past.
+    let mut c = from_json_schema(&paths_or_files(), &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(
+        &mut c,
+        r#"[{"path":"a","profile":"x"},"s",{"profile":"x","path":"a"#,
+    );
+    assert!(!bit(&mask, id("\"")));
+    assert!(bit(&mask, id("a")));
+    // Both objects used: another item may be an integer, never an object.
+    let mut c = from_json_schema(&integers_or_flags(), &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"a":true},7,{"a":false},"#);
+    assert!(!bit(&mask, id("{")));
+    assert!(bit(&mask, id("1")));
+    let mask = walk_accepting(&mut c, "7");
+    assert!(!bit(&mask, id("]")));
+    assert!(bit(&mask, id("0")));
+    // One object left: after `{"a":` only its value.
+    let mut c = from_json_schema(&integers_or_flags(), &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[3,{"a":false},{"a":"#);
+    assert!(bit(&mask, id("t")));
+    assert!(!bit(&mask, id("f")));
+}
+
+#[test]
+fn closed_objects_beside_item_types_of_finitely_many_values_or_other_objects_are_refused() {
+    let cases = [
+        // Booleans and three objects: the `,` before another item would need a check.
+        (
+            json!({"anyOf": [
+                {"type": "boolean"},
+                {"type": "object", "additionalProperties": false,
+                 "properties": {"a": {"type": "boolean"}}}]}),
+            "beside other item types",
+        ),
+        // Open objects too: `{"a":true,"b":"x"}` is no completion of `{"a":true`, but the
+        // closed objects' checks would count it as one.
+        (
+            json!({"anyOf": [
+                {"type": "object", "properties": {"b": {"type": "string"}}},
+                {"type": "object", "additionalProperties": false,
+                 "properties": {"a": {"type": "boolean"}}}]}),
+            "objects without additional properties",
+        ),
+    ];
+    for (items, why) in cases {
+        match compile_json_schema(&array_of(items), &JsonOptions::default()) {
+            Err(Error::UnsupportedKeyword { keyword, path }) => {
+                assert!(keyword.contains(why), "{keyword} should say {why}");
+                assert_eq!(path, "#");
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+}
+
+/// package.manifest's `dashboards` in small: closed objects whose `access` is a unique array
+/// of open objects naming exactly one of `deny` and `grant`, and whose `rule` is such an
+/// object itself.
+fn dashboards() -> Value {
+    let grant = json!({"type": "object",
+                       "properties": {"deny": {"type": "string"}, "grant": {"type": "string"}},
+                       "oneOf": [{"required": ["deny"]}, {"required": ["grant"]}]});
+    array_of(
+        json!({"type": "object", "additionalProperties": false, "required": ["alias"],
+                    "properties": {"alias": {"type": "string"},
+                                   "access": {"type": "array", "uniqueItems": true,
+                                              "items": grant},
+                                   "rule": grant}}),
+    )
+}
+
+#[test]
+fn open_objects_whose_one_of_is_required_alone_are_unbounded_at_every_prefix() {
+    let s = dashboards();
+    for ok in [
+        r#"[{"alias":"a","access":[{"deny":"x"},{"grant":"x"}]},{"alias":"a"}]"#,
+        r#"[{"alias":"a","rule":{"deny":"x"}},{"alias":"a","rule":{"deny":"x","z":1}}]"#,
+        r#"[{"alias":"a","access":[{"deny":"x"}]},{"access":[{"deny":"x","n":null}],"alias":"a"}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        // Equal items, members in another order.
+        r#"[{"alias":"a","rule":{"deny":"x","z":1}},{"rule":{"z":1.0,"deny":"x"},"alias":"a"}]"#,
+        // Equal items of the inner unique array.
+        r#"[{"alias":"a","access":[{"deny":"x"},{"deny":"x"}]}]"#,
+        // Both or neither of `deny` and `grant`.
+        r#"[{"alias":"a","rule":{"deny":"x","grant":"y"}}]"#,
+        r#"[{"alias":"a","access":[{}]}]"#,
+        r#"[{"alias":"a","rule":{"z":1}}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    // A `oneOf` branch that says more than `required` may bound the object: still refused.
+    let schema = array_of(json!({"type": "object", "additionalProperties": false,
+        "properties": {"alias": {"type": "string"},
+                       "rule": {"type": "object",
+                                "oneOf": [{"required": ["deny"]}, {"maxProperties": 1}]}}}));
+    match compile_json_schema(&schema, &JsonOptions::default()) {
+        Err(Error::UnsupportedKeyword { keyword, .. }) => {
+            assert!(keyword.contains("property `rule`"), "{keyword}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn random_walks_over_open_objects_of_required_branches_have_exact_masks() {
+    let vocab = common::byte_vocab(&[
+        "{\"alias\":\"",
+        "\"deny\":\"",
+        "\"grant\":\"",
+        "\",\"rule\":{",
+        "\",\"access\":[{",
+        "\"},{",
+        "\"}]",
+        "\"}}",
+        "}},{",
+        "x\"",
+    ]);
+    let preferred = preferred_tokens(&vocab, b"x\",[]{}:adegnrt", true);
+    let mut finished = 0;
+    for seed in 0..12u64 {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed * 31 + 7);
+        let mut c = from_json_schema(&dashboards(), &vocab, &JsonOptions::default()).unwrap();
+        let walk = random_walk(&mut c, &mut rng, &preferred, 8, 80);
+        if walk.ended {
+            finished += 1;
+            let v: Vec<Value> = serde_json::from_slice(&walk.out).expect("JSON array");
+            assert_distinct(&v, &walk.out);
+        }
+        assert_rollback_restores(&mut c, &walk, 4);
+    }
+    assert!(finished >= 2, "only {finished} walks finished");
+}
+
 /// Single bytes, then pieces that cross member, value and item boundaries.
 fn object_vocab() -> Arc<TokenVocab> {
     common::byte_vocab(&[
@@ -514,6 +708,12 @@ fn random_walks_have_exact_masks_and_end_unique() {
                         "properties": {"s": {"type": "string", "pattern": "^a*$"},
                                        "n": {"enum": [1, 2]}, "b": {"type": "boolean"}}}),
         ),
+        // Closed objects of finitely many values beside integers and strings.
+        array_of(json!({"anyOf": [
+            {"type": "integer"},
+            {"type": "string", "pattern": "^a*$"},
+            {"type": "object", "additionalProperties": false,
+             "properties": {"n": {"enum": [1, 2]}, "b": {"type": "boolean"}}}]})),
     ];
     // Tokens the walk prefers, so that items repeat often.
     let preferred = preferred_tokens(&vocab, b"a12\",[]{}:tfxyhnsbvlgorm", true);

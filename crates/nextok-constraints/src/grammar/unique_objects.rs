@@ -44,6 +44,9 @@
 //! those values' spellings (`Chart::item_string_q_nodes`), and `AfterString_i` asks `alive`
 //! of the object with the value read, as `After` does.
 //!
+//! The items may be a union where these objects are the one object type (`json::unique_split`):
+//! earlier items of other types never equal an object, and the guards read past them.
+//!
 //! Equality is JSON equality ([`canonical`]): keys in any order and decoded, numbers by value,
 //! strings decoded. A guard reads the text from its places; at a mask computation's assumed
 //! terminal end (whose last byte is unknown) anything it would read across that byte marks the
@@ -506,7 +509,9 @@ impl Chart {
                 continue;
             };
             let mut used = Vec::with_capacity(values.len());
-            for v in values.iter() {
+            // Earlier items of other types (an item union's strings, numbers, ...) never equal
+            // an object: they are read past.
+            for v in values.iter().filter(|v| v.first() == Some(&b'o')) {
                 self.work += v.len() as u64;
                 match canonical_members(v) {
                     Some(m) => used.push(
@@ -593,7 +598,7 @@ impl Chart {
                 continue;
             };
             let mut used: Vec<Vec<(&[u8], &[u8])>> = Vec::with_capacity(values.len());
-            for v in values.iter() {
+            for v in values.iter().filter(|v| v.first() == Some(&b'o')) {
                 self.work += v.len() as u64;
                 used.push(canonical_members(v)?);
             }

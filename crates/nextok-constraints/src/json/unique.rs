@@ -13,12 +13,13 @@
 //! finite as a whole the `,` before another item is guarded too ([`Guard::MoreStrings`]).
 //! Other items need every proper prefix to have infinitely many completions into distinct
 //! values (`prefix_unbounded`: numbers without bounds, objects that always take one more
-//! member, arrays that always take one more item, `anyOf` of such, strings whose automaton
+//! member (a `oneOf`/`anyOf` of `required` alone among their keywords), arrays that always take one more item, `anyOf` of such, strings whose automaton
 //! never narrows to finitely many words). Domains with `null`, booleans, numbers, enums or
 //! unions are split first (`unique_split`: values a prefix pins down are predicted only while
 //! unused). Objects closed by `additionalProperties: false` are exact when every property is
-//! finite or unbounded at every prefix (`unique_objects`); others are refused, naming the
-//! property. Strings with a prefix of finitely many completions beside other item types are a
+//! finite or unbounded at every prefix (`unique_objects`), as the items or as the one object
+//! type of a union beside infinitely many other values (`unique_split`); others are refused,
+//! naming the property. Strings with a prefix of finitely many completions beside other item types are a
 //! guarded string item of their own (`unique_split`). Domains with a prefix of finitely many
 //! completions left over (`maxLength` inside objects, patterns with finite branches inside
 //! arrays) are refused by name.
@@ -122,7 +123,7 @@ impl Compiler<'_> {
             }
             _ => {
                 let min_items = m.array.min_items.unwrap_or(0);
-                if let Some((item, start)) =
+                if let Some((item, start, _)) =
                     self.unique_closed_objects(&items, min_items, path, &ip)?
                 {
                     more = Some(start);
@@ -374,7 +375,8 @@ impl Compiler<'_> {
     /// automaton never narrows to finitely many words (`unbounded`); numbers without bounds
     /// (`0` goes on as `0.1`, `1e5` as `1e50`); objects that always take one more member
     /// (`additionalProperties` not false, no `maxProperties`, `propertyNames` or
-    /// `patternProperties`); arrays that always take one more item (no `maxItems`, items not
+    /// `patternProperties`; a `oneOf` or `anyOf` of `required` alone, which members of fresh
+    /// names never change); arrays that always take one more item (no `maxItems`, items not
     /// false, their own `uniqueItems` over such a domain or over strings of at least
     /// `u64::MAX` values, whose own guards keep every item prefix completable); `anyOf` of such branches. `null`,
     /// booleans and integers (`0` has no other completion by value), enums and bounded
@@ -402,6 +404,22 @@ impl Compiler<'_> {
                     path,
                 ))
             }
+        };
+        // An object of one type whose `oneOf`/`anyOf` branches are `required` alone: whether
+        // a branch holds depends on the named members only, so the members of fresh names that
+        // an open object always takes one more of (checked below) never change it.
+        let stripped;
+        let n = if n.types == Some(TypeSet::OBJECT)
+            && (n.one_of.is_some() || n.any_of.is_some())
+            && self.required_branches(n, ip)?
+        {
+            let mut m = (**n).clone();
+            m.one_of = None;
+            m.any_of = None;
+            stripped = m;
+            &stripped
+        } else {
+            &**n
         };
         if let Some(vs) = &n.values {
             let what = if vs.len() > 12 {
@@ -495,6 +513,21 @@ impl Compiler<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Whether every branch of `n`'s `oneOf` and `anyOf` (either may be absent) is `required`
+    /// alone (or any value).
+    fn required_branches(&self, n: &Node, ip: &str) -> Result<bool, Error> {
+        for (comb, branches) in [("oneOf", &n.one_of), ("anyOf", &n.any_of)] {
+            for (i, b) in branches.iter().flatten().enumerate() {
+                match self.resolve_bare(b, &format!("{ip}/{comb}/{i}"))? {
+                    Schema::Any => {}
+                    Schema::Node(b) if b.only(&["required"]) => {}
+                    _ => return Ok(false),
+                }
+            }
+        }
+        Ok(true)
     }
 
     /// `s` normalised, through bare references (at most 32).

@@ -2,7 +2,8 @@
 //! members are rules of their own, guarded at prediction (`grammar::unique_objects`) so that
 //! the chart never takes a prefix all of whose completions earlier items already are.
 //!
-//! Taken when the item is `type: object` with `properties`, `required` and
+//! Taken when the item (or the one object type of an item union, `unique_split`, which then
+//! leaves out the check before the `,`) is `type: object` with `properties`, `required` and
 //! `additionalProperties: false` alone, and every property's value is either of finitely many
 //! values (`enum`/`const` with `type`, booleans, `null`), or of a domain where every proper
 //! prefix has infinitely many completions into distinct values (`prefix_unbounded`), an
@@ -42,8 +43,9 @@ enum Domain {
 
 impl Compiler<'_> {
     /// For a `uniqueItems` array whose items `items` (normalised) are closed objects as the
-    /// module describes: the guarded item ([`Guard::UniqueValues`]) and the guard to put
-    /// before the `,` of every further item ([`ItemCheck::Start`]). `None` when the items are
+    /// module describes: the guarded item ([`Guard::UniqueValues`]), the guard to put
+    /// before the `,` of every further item ([`ItemCheck::Start`]), and whether the objects
+    /// are infinitely many (at least `u64::MAX`: the guard then always passes). `None` when the items are
     /// not such objects (the caller's path refuses or takes them); an error when they are
     /// closed objects with a property neither finite nor unbounded at every prefix, or when
     /// `minItems` asks for more items than a finite object domain holds.
@@ -53,7 +55,7 @@ impl Compiler<'_> {
         min_items: usize,
         path: &str,
         ip: &str,
-    ) -> Result<Option<(Sym, Sym)>, Error> {
+    ) -> Result<Option<(Sym, Sym, bool)>, Error> {
         let Schema::Node(n) = items else {
             return Ok(None);
         };
@@ -126,7 +128,8 @@ impl Compiler<'_> {
             Domain::FiniteString(content) => count_words(content) < u64::MAX,
             _ => false,
         };
-        if min_items > 1 && keys.iter().all(|(_, _, d)| finite(d)) {
+        let infinite = !keys.iter().all(|(_, _, d)| finite(d));
+        if min_items > 1 && !infinite {
             return Err(unsupported(
                 "uniqueItems (objects of finitely many values without additional properties, \
                  with minItems above 1)",
@@ -256,7 +259,7 @@ impl Compiler<'_> {
             self.b.set_item_object_item(spec, g);
         }
         let start = empty_guarded(self, "item start", ItemCheck::Start);
-        Ok(Some((item, start)))
+        Ok(Some((item, start, infinite)))
     }
 }
 

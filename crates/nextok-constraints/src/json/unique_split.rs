@@ -16,7 +16,11 @@
 //! of `enum` go too: zero as a whole, an integer's canonical spelling, a number's spellings
 //! (the others then written without exponent, whose every live prefix still goes on to
 //! infinitely many values). Strings whose every prefix has infinitely many completions, objects
-//! and arrays keep the existing checks (`prefix_unbounded`); strings with a prefix of finitely
+//! and arrays keep the existing checks (`prefix_unbounded`), but for one object type that it
+//! refuses (closed by `additionalProperties: false`), which is a closed-object item of its own
+//! (`unique_closed_objects`, whose guards read past earlier items of other types) when the
+//! objects or the other parts are infinitely many: its check before the `,` of another item is
+//! left out, so some value must always be left to write; strings with a prefix of finitely
 //! many completions are a [`Guard::UniqueStrings`] item of their own, checked the string way
 //! (`Chart::string_item_alive`; earlier items of other types are read past), when earlier
 //! items can never use them all (infinitely many, or at least `maxItems`). Everything else is
@@ -60,6 +64,10 @@ struct Parts {
     strings: Option<Dfa>,
     /// Objects and arrays, each passing `prefix_unbounded`.
     others: Vec<Schema>,
+    /// Objects that do not pass `prefix_unbounded` (closed by `additionalProperties: false`,
+    /// say), with its refusal: one of them may be a closed-object item of its own
+    /// (`unique_closed_objects`).
+    closed: Vec<(Schema, Error)>,
 }
 
 /// What [`Compiler::unique_split`] makes of an item domain.
@@ -90,6 +98,7 @@ impl Parts {
         self.integers = union(self.integers.take(), o.integers)?;
         self.strings = union(self.strings.take(), o.strings)?;
         self.others.extend(o.others);
+        self.closed.extend(o.closed);
         Ok(())
     }
 
@@ -147,6 +156,7 @@ impl Compiler<'_> {
         let infinite = !none(&parts.numbers)
             || !none(&parts.integers)
             || !parts.others.is_empty()
+            || !parts.closed.is_empty()
             || !none(&parts.strings);
         if !infinite {
             // Finitely many values: the `,` before another item needs a check too.
@@ -162,6 +172,7 @@ impl Compiler<'_> {
             && none(&parts.numbers)
             && none(&parts.integers)
             && parts.others.is_empty()
+            && parts.closed.is_empty()
         {
             if let Some(s) = parts.strings {
                 return Ok(Some(Split::Strings(s)));
@@ -397,8 +408,11 @@ impl Compiler<'_> {
                 object: n.object.clone(),
                 ..Node::default()
             });
-            self.prefix_unbounded(&sub, path, ip, depth + 1)?;
-            parts.others.push(sub);
+            match self.prefix_unbounded(&sub, path, ip, depth + 1) {
+                Ok(()) => parts.others.push(sub),
+                Err(e) if containers == TypeSet::OBJECT => parts.closed.push((sub, e)),
+                Err(e) => return Err(e),
+            }
         }
         Ok(parts)
     }
@@ -420,6 +434,43 @@ impl Compiler<'_> {
             ));
         }
         let mut alts = Vec::new();
+        // Whether the parts other than `closed` hold infinitely many values (at least
+        // `u64::MAX`), so that another item always has one of them to be.
+        let some = |d: &Option<Dfa>| d.as_ref().is_some_and(|d| !d.is_empty_language());
+        let rest_infinite = some(&parts.numbers)
+            || some(&parts.integers)
+            || !parts.others.is_empty()
+            || parts
+                .strings
+                .as_ref()
+                .is_some_and(|s| count_words(s) == u64::MAX);
+        let mut closed = parts.closed;
+        if let Some((sub, why)) = closed.pop() {
+            // Objects of another part (open ones) would be read as earlier items of these,
+            // counted as completions they may not be.
+            let objects = |o: &Schema| match o {
+                Schema::Node(n) => n.types.unwrap_or(TypeSet::ALL).has(TypeSet::OBJECT),
+                _ => true,
+            };
+            if !closed.is_empty() || parts.others.iter().any(objects) {
+                return Err(why);
+            }
+            // The one object type among the items: no earlier item of another part equals
+            // one of its objects, and its guards read past them. Its own `,` guard
+            // (`ItemCheck::Start`) is left out, so the objects or the other parts must be
+            // infinitely many for every further item to have a value to be.
+            let Some((item, _, infinite)) = self.unique_closed_objects(&sub, 0, path, ip)? else {
+                return Err(why);
+            };
+            if !infinite && !rest_infinite {
+                return Err(unsupported(
+                    "uniqueItems (objects without additional properties, finitely many, \
+                     beside other item types of finitely many values)",
+                    path,
+                ));
+            }
+            alts.push(vec![item]);
+        }
         let mut fresh: Vec<(Vec<u8>, Sym)> = Vec::new();
         for v in &parts.fresh {
             let c = canonical_value(compact(v).as_bytes())
