@@ -990,10 +990,15 @@ unsafe fn tiled_rows(
             _ => batched!(8),
         }
     }
-    for tile_index in rows.start / TR..rows.end.div_ceil(TR) {
-        if whole.contains(&tile_index) {
-            continue; // a whole tile, done above
-        }
+    // The tiles not done above: those before and after the whole ones (a decode's thread has
+    // a few thousand whole tiles in the output layer, not worth a pass to skip).
+    let tiles = rows.start / TR..rows.end.div_ceil(TR);
+    let (skip_from, skip_to) = if whole.is_empty() {
+        (tiles.end, tiles.end)
+    } else {
+        (whole.start, whole.end)
+    };
+    for tile_index in (tiles.start..skip_from).chain(skip_to..tiles.end) {
         let first = tile_index * TR;
         let tile: &[u8] = if w.layout == Layout::Packed {
             w.tile(tile_index)
