@@ -710,13 +710,7 @@ unsafe fn tiled_chunks(
         Ok(mut prep) => unsafe { tiled_prepared(isa, w, x, &mut prep, tokens, rows, out) },
         // Not reached (a product does not start another on its own thread), but correct.
         Err(_) => {
-            let mut prep = Prepared {
-                blocks: 0,
-                tokens: 0..0,
-                sums: Vec::new(),
-                scales: Vec::new(),
-                digits: Vec::new(),
-            };
+            let mut prep = Prepared::EMPTY;
             // SAFETY: the function's contract.
             unsafe { tiled_prepared(isa, w, x, &mut prep, tokens, rows, out) }
         }
@@ -791,13 +785,7 @@ struct Prepared {
 thread_local! {
     /// This thread's [`Prepared`], reused by every product it computes.
     static PREPARED: std::cell::RefCell<Prepared> = const {
-        std::cell::RefCell::new(Prepared {
-            blocks: 0,
-            tokens: 0..0,
-            sums: Vec::new(),
-            scales: Vec::new(),
-            digits: Vec::new(),
-        })
+        std::cell::RefCell::new(Prepared::EMPTY)
     };
 }
 
@@ -817,6 +805,15 @@ fn at_least<T: Copy + Default>(v: &mut Vec<T>, len: usize) {
 }
 
 impl Prepared {
+    /// Nothing prepared, no buffers.
+    const EMPTY: Prepared = Prepared {
+        blocks: 0,
+        tokens: 0..0,
+        sums: Vec::new(),
+        scales: Vec::new(),
+        digits: Vec::new(),
+    };
+
     /// Computes what `w` needs of the token rows `tokens` of `x`.
     fn fill(&mut self, isa: Isa, w: &QMat<'_>, x: &[f32], tokens: std::ops::Range<usize>) {
         let q4_1 = w.ty == GgmlType::Q4_1;
@@ -846,10 +843,7 @@ impl Prepared {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: the ISA is available (checked in `check`); `xt` has `32 · blocks`
                 // numbers, `st` and `sc` `blocks` and `dg` `32 · blocks`.
-                Isa::Avx512 => unsafe {
-                    x86::block_sums_avx512(xt, st);
-                    x86::fixed_point_digits_avx512(xt, sc, dg);
-                },
+                Isa::Avx512 => unsafe { x86::q4_1_prepare_avx512(xt, st, sc, dg) },
                 _ => {
                     portable::block_sums(xt, st);
                     if fixed {

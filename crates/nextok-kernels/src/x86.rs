@@ -415,7 +415,8 @@ unsafe fn q4_1_tile_blocks_avx512<const T: usize, const G: usize>(
             });
             let d = _mm512_cvtph_ps(_mm256_loadu_si256(blk as *const __m256i));
             let m = _mm512_cvtph_ps(_mm256_loadu_si256(blk.add(32) as *const __m256i));
-            // Two token rows at a time where there are two: eight chains of dot products.
+            // Four token rows at a time, then two, then one: 16, 8 or 4 chains of dot
+            // products.
             let mut t = 0;
             while t + 4 <= T {
                 q4_1_block_tokens::<4>(
@@ -630,18 +631,25 @@ unsafe fn q4_1_tile_sums_avx512<const T: usize>(
     }
 }
 
-/// `portable::fixed_point_digits`, AVX-512: per block, the largest magnitude by a maximum
+/// `portable::block_sums` and `portable::fixed_point_digits` in one pass over the numbers,
+/// AVX-512: per block, its `reduce32` tree in registers; the largest magnitude by a maximum
 /// tree, its exponent from the bits, one multiply by `2^k` and one rounding conversion, and
 /// the four digits by sign-extending shifts, each narrowed to bytes with one instruction.
 #[target_feature(enable = "avx512f,avx512bw")]
-pub unsafe fn fixed_point_digits_avx512(x: &[f32], scales: &mut [f32], digits: &mut [i32]) {
+pub unsafe fn q4_1_prepare_avx512(
+    x: &[f32],
+    sums: &mut [f32],
+    scales: &mut [f32],
+    digits: &mut [i32],
+) {
     use crate::portable::{FIXED_BITS, FIXED_MIN_EXPONENT};
-    // SAFETY: the caller guarantees `32 · scales.len()` numbers in `x` and `32 · scales.len()`
-    // words in `digits`.
+    // SAFETY: the caller guarantees `scales.len()` sums in `sums`, `32 · scales.len()` numbers
+    // in `x` and `32 · scales.len()` words in `digits`.
     unsafe {
         for (b, sc) in scales.iter_mut().enumerate() {
             let p = x.as_ptr().add(32 * b);
             let v = [_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16))];
+            *sums.get_unchecked_mut(b) = reduce32_avx512((v[0], v[1]));
             let dp = digits.as_mut_ptr().add(32 * b);
             // x − x is 0 exactly when x is finite.
             let zero = _mm512_setzero_ps();
@@ -751,18 +759,6 @@ pub unsafe fn q4_1_tile_avx2<const T: usize>(
                     _mm256_add_ps(dsum[t][h], msum[t][h]),
                 );
             }
-        }
-    }
-}
-
-/// `portable::block_sums`, AVX-512: each block's `reduce32` tree in registers.
-#[target_feature(enable = "avx512f")]
-pub unsafe fn block_sums_avx512(x: &[f32], out: &mut [f32]) {
-    // SAFETY: the caller guarantees `x` holds `32 · out.len()` numbers.
-    unsafe {
-        for (b, o) in out.iter_mut().enumerate() {
-            let p = x.as_ptr().add(32 * b);
-            *o = reduce32_avx512((_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16))));
         }
     }
 }
