@@ -25,9 +25,7 @@ fn closes(content: &[u8], min: usize, max: Option<usize>) -> bool {
 #[test]
 fn long_length_bounds_mask_exactly_over_the_real_vocabulary() {
     let (vocab, _) = common::smollm2();
-    let quote = (0..vocab.len() as u32)
-        .find(|&t| vocab.token_bytes(t) == Some(&b"\""[..]))
-        .expect("SmolLM2 has a token for the quote");
+    let quote = common::token_id(&vocab, "\"");
     // Tokens of plain text, mostly several characters each, so that a walk reaches the bound
     // in a hundred steps or so; one step in `ODDS` takes any allowed token instead (escapes,
     // multi-byte characters, split UTF-8 sequences).

@@ -229,11 +229,7 @@ fn random_walks_have_exact_masks_and_end_unique() {
 #[test]
 fn masks_refuse_exactly_the_closing_of_a_repeat() {
     let vocab = vocab();
-    let id = |s: &str| {
-        (0..vocab.len() as u32)
-            .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
-            .unwrap()
-    };
+    let id = |s: &str| common::token_id(&vocab, s);
     let mut c = from_json_schema(&strings(), &vocab, &JsonOptions::default()).unwrap();
     for t in ["[\"a\"", ",", "\"", "a"] {
         c.advance(id(t)).unwrap();
@@ -274,11 +270,7 @@ fn string_prefixes_with_finitely_many_completions_need_a_new_one() {
         assert!(!accepts(&s, bad), "{bad}");
     }
     let vocab = vocab();
-    let id = |s: &str| {
-        (0..vocab.len() as u32)
-            .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
-            .unwrap()
-    };
+    let id = |s: &str| common::token_id(&vocab, s);
     let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
     let text = br#"["ab","1x","#;
     for (i, b) in text.iter().enumerate() {
@@ -334,11 +326,7 @@ fn finite_string_domains_end_when_used_up() {
     assert!(accepts(&dates, r#"["2024-02-29","2024-03-01"]"#));
     assert!(!accepts(&dates, r#"["2024-02-29","2024-02-29"]"#));
     let vocab = vocab();
-    let id = |s: &str| {
-        (0..vocab.len() as u32)
-            .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
-            .unwrap()
-    };
+    let id = |s: &str| common::token_id(&vocab, s);
     for (opts, text) in [
         (JsonOptions::default(), r#"["a","","b""#),
         (
@@ -572,11 +560,7 @@ fn value_vocab() -> Arc<TokenVocab> {
 #[test]
 fn masks_refuse_exactly_the_closing_of_a_repeated_value() {
     let vocab = value_vocab();
-    let id = |s: &str| {
-        (0..vocab.len() as u32)
-            .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
-            .unwrap()
-    };
+    let id = |s: &str| common::token_id(&vocab, s);
     let objects = json!({"type": "array", "items": {"type": "object"}, "uniqueItems": true});
     let mut c = from_json_schema(&objects, &vocab, &JsonOptions::default()).unwrap();
     for t in ["[", "{\"a\":", "1}", ",", "{\"a\":", "1"] {
@@ -747,11 +731,7 @@ fn large_enums_keep_counts_and_refs() {
 #[test]
 fn finite_domains_mask_out_the_item_that_cannot_be() {
     let vocab = value_vocab();
-    let id = |s: &str| {
-        (0..vocab.len() as u32)
-            .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
-            .unwrap()
-    };
+    let id = |s: &str| common::token_id(&vocab, s);
     let letters: Vec<String> = (b'a'..=b'm').map(|b| (b as char).to_string()).collect();
     let cases = [
         // Unrolled: a 2-value enum.

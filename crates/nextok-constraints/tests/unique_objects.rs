@@ -89,11 +89,7 @@ fn distinct_objects_accepted_equal_ones_refused() {
 #[test]
 fn a_boolean_field_used_up_masks_out_the_next_item() {
     let vocab = common::synthetic_vocab();
-    let id = |s: &str| {
-        (0..vocab.len() as u32)
-            .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
-            .unwrap()
-    };
+    let id = |s: &str| common::token_id(&vocab, s);
     // Required: two objects in all; after both, no third item may start.
     let mut c = from_json_schema(&one_boolean(true), &vocab, &JsonOptions::default()).unwrap();
     let mask = walk_accepting(&mut c, r#"[{"a":true},{"a":false}"#);
@@ -124,11 +120,7 @@ fn a_boolean_field_used_up_masks_out_the_next_item() {
 #[test]
 fn a_string_closing_on_a_used_up_prefix_is_masked_out() {
     let vocab = common::synthetic_vocab();
-    let id = |s: &str| {
-        (0..vocab.len() as u32)
-            .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
-            .unwrap()
-    };
+    let id = |s: &str| common::token_id(&vocab, s);
     let used = r#"[{"value":"h","algorithm":"x"},{"algorithm":"y","value":"h"},"#;
     // `{"value":"h"` has two completions, both used: its closing quote is refused.
     let mut c = from_json_schema(&hashes(), &vocab, &JsonOptions::default()).unwrap();
@@ -203,11 +195,7 @@ fn integers_are_checked_before_their_fraction() {
         assert!(!accepts(&below, bad), "{bad}");
     }
     let vocab = common::synthetic_vocab();
-    let id = |s: &str| {
-        (0..vocab.len() as u32)
-            .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
-            .unwrap()
-    };
+    let id = |s: &str| common::token_id(&vocab, s);
     let used = r#"[{"n":0,"b":true},{"b":false,"n":0},{"n":1,"b":true},{"n":1,"b":false},"#;
     // `0` has one value and both objects with it are used: it cannot even begin.
     let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
@@ -274,11 +262,7 @@ fn a_string_of_finite_completions_is_accepted_when_the_objects_differ() {
 #[test]
 fn a_string_prefix_whose_completions_are_used_up_is_masked_out() {
     let vocab = common::synthetic_vocab();
-    let id = |s: &str| {
-        (0..vocab.len() as u32)
-            .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
-            .unwrap()
-    };
+    let id = |s: &str| common::token_id(&vocab, s);
     let new = |schema: &Value| from_json_schema(schema, &vocab, &JsonOptions::default()).unwrap();
     // "aa" and "ab" used: a third item may not begin with `a`.
     let mut c = new(&pairs(false, false));
@@ -509,11 +493,7 @@ fn closed_objects_beside_other_item_types_compare_as_json() {
 #[test]
 fn a_closed_object_used_up_beside_other_items_is_masked_out() {
     let vocab = common::synthetic_vocab();
-    let id = |s: &str| {
-        (0..vocab.len() as u32)
-            .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
-            .unwrap()
-    };
+    let id = |s: &str| common::token_id(&vocab, s);
     // The closing quote would make the object an earlier item: refused, with a string item
     // between them read past.
     let mut c = from_json_schema(&paths_or_files(), &vocab, &JsonOptions::default()).unwrap();

@@ -1164,6 +1164,19 @@ fn overlap_types(table: &[Schema], a: &Schema, b: &Schema, path: &str) -> TypeSe
     out
 }
 
+/// Whether only `n`'s types and facets constrain it: no value list or exclusion, reference,
+/// combination (`allOf`, `anyOf`, `oneOf`, `not`) or conditional.
+fn facets_only(n: &Node) -> bool {
+    n.values.is_none()
+        && n.excluded.is_none()
+        && n.reference.is_none()
+        && n.all_of.is_none()
+        && n.any_of.is_none()
+        && n.one_of.is_none()
+        && n.not.is_none()
+        && n.cond.is_none()
+}
+
 /// Whether `s` (normalised) matches every value of the JSON type `t`: no keyword of it
 /// constrains values of that type.
 fn total_on(s: &Schema, t: TypeSet) -> bool {
@@ -1179,14 +1192,7 @@ fn total_on(s: &Schema, t: TypeSet) -> bool {
             x.has(t)
         }
     });
-    let plain = n.values.is_none()
-        && n.excluded.is_none()
-        && n.reference.is_none()
-        && n.all_of.is_none()
-        && n.any_of.is_none()
-        && n.one_of.is_none()
-        && n.not.is_none()
-        && n.cond.is_none();
+    let plain = facets_only(n);
     let facets = if t == TypeSet::STRING {
         n.string == super::schema::StringFacets::default()
     } else if t == TypeSet::NUMBER {
@@ -1928,16 +1934,8 @@ fn accepts_empty_object(s: &Schema) -> Option<bool> {
     {
         return Some(false);
     }
-    let decided = n.values.is_none()
-        && n.excluded.is_none()
-        && n.reference.is_none()
-        && n.all_of.is_none()
-        && n.any_of.is_none()
-        && n.one_of.is_none()
-        && n.not.is_none()
-        && n.cond.is_none()
-        && n.dependent_schemas.is_none()
-        && n.unevaluated_properties.is_none();
+    let decided =
+        facets_only(n) && n.dependent_schemas.is_none() && n.unevaluated_properties.is_none();
     decided.then_some(true)
 }
 

@@ -163,6 +163,13 @@ pub fn synthetic_vocab() -> Arc<TokenVocab> {
     Arc::new(TokenVocab::new(v, &[0]).expect("vocab"))
 }
 
+/// The token whose bytes are `s`.
+pub fn token_id(vocab: &TokenVocab, s: &str) -> u32 {
+    (0..vocab.len() as u32)
+        .find(|&t| vocab.token_bytes(t) == Some(s.as_bytes()))
+        .unwrap_or_else(|| panic!("no token for {s:?}"))
+}
+
 /// Whether token `t`'s bit is set in `mask`.
 pub fn bit(mask: &[u64], t: u32) -> bool {
     mask[t as usize / 64] >> (t % 64) & 1 == 1
