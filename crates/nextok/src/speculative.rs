@@ -15,21 +15,22 @@ use serde::Serialize;
 const NGRAM_MAX: usize = 3;
 /// The shortest: a single token matches too often in ordinary text to be worth a pass.
 const NGRAM_MIN: usize = 2;
+/// The most tokens a draft from a match of only [`NGRAM_MIN`] tokens may hold: such matches are
+/// common in text that does not repeat itself, and most of their drafts fail.
+const SHORT_MATCH_DRAFT: usize = 2;
 /// The length of the first draft.
-const FIRST_DRAFT: usize = 4;
+const FIRST_DRAFT: usize = 2;
 /// The longest draft.
 const MAX_DRAFT: usize = 16;
 /// The most rounds that decode without drafting after drafts that did not pay.
 const MAX_PAUSE: usize = 64;
-/// The rounds without drafting after a draft that failed at its first token while drafting
-/// pays: the text departs from its match there, and the next few tokens rarely match either.
-const FIRST_MISS_PAUSE: usize = 2;
 /// What one drafted token adds to a verifying pass, in plain decode steps: a pass of the pending
 /// token and `d` drafted ones costs about `1 + DRAFT_COST * d` steps. Measured on SmolLM2-135M
-/// Q4_1 with 2 threads on a 2-core CPU (a pass of 3 to 17 tokens grows by about 0.21 steps a
-/// token, and each drafted position also needs its row of logits); larger models on wider
-/// machines cost less per drafted token, so this errs on the side of drafting less.
-const DRAFT_COST: f32 = 0.25;
+/// Q4_1 on a 2-core CPU with AVX-512 VNNI, rows of logits included: a pass of 4 to 16 tokens
+/// grows by about 0.35 steps a token with 2 threads and 0.5 with 1 (decode streams the weights
+/// once a token, a pass multiplies them by every token). Larger models on wider machines cost
+/// less per drafted token, so this errs on the side of drafting less.
+const DRAFT_COST: f32 = 0.4;
 /// What a pass must gain, in plain decode steps, beyond the cost of its drafted tokens before
 /// drafting counts as paying: a margin for the choices, the dropped cache positions and the
 /// error of [`DRAFT_COST`], so that text where drafts barely break even stops drafting.
@@ -122,11 +123,6 @@ impl Speculation {
         self.gain = self.gain * 0.5 + pass;
         if self.gain > 0.0 {
             self.misses = self.misses.saturating_sub(1);
-            if accepted == 0 {
-                // The text departs from its match here; while drafting pays, only the rounds
-                // right after wait.
-                self.pause = FIRST_MISS_PAUSE;
-            }
         } else {
             // Drafting does not pay: pause, longer each time, then judge the drafts after the
             // pause afresh.
@@ -141,7 +137,8 @@ impl Speculation {
 
 /// Prompt lookup: finds the latest earlier occurrence of the last `n` tokens of `history` (the
 /// longest `n` from [`NGRAM_MAX`] down to [`NGRAM_MIN`] that occurs) and appends to `out` the
-/// `k` tokens that followed it. Where the copy reaches the end of `history` it goes on copying
+/// `k` tokens that followed it (at most [`SHORT_MATCH_DRAFT`] after a match of [`NGRAM_MIN`]
+/// tokens while [`NGRAM_MAX`] is longer). Where the copy reaches the end of `history` it goes on copying
 /// its own draft, so a text that repeats with a short period gets a full draft.
 pub(crate) fn lookup(history: &[u32], k: usize, out: &mut Vec<u32>) {
     let len = history.len();
@@ -155,6 +152,11 @@ pub(crate) fn lookup(history: &[u32], k: usize, out: &mut Vec<u32>) {
         let tail = &history[len - n..];
         let Some(start) = (0..len - n).rev().find(|&s| history[s..s + n] == *tail) else {
             continue;
+        };
+        let k = if n < NGRAM_MAX {
+            k.min(SHORT_MATCH_DRAFT)
+        } else {
+            k
         };
         // `start + n < len`: the match ends before the tail does.
         let from = start + n;
@@ -184,15 +186,26 @@ mod tests {
 
     #[test]
     fn the_latest_longest_match_is_copied() {
-        // "5 6" occurs twice before the end; the later one is followed by 9.
-        assert_eq!(draft(&[5, 6, 7, 8, 5, 6, 9, 1, 5, 6], 3), vec![9, 1, 5]);
+        // "4 5 6" occurs twice before the end; the later one is followed by 9.
+        assert_eq!(
+            draft(&[4, 5, 6, 7, 8, 4, 5, 6, 9, 1, 4, 5, 6], 3),
+            vec![9, 1, 4]
+        );
         // The trigram "1 2 3" wins over the later bigram "2 3".
         assert_eq!(draft(&[1, 2, 3, 4, 0, 2, 3, 7, 1, 2, 3], 2), vec![4, 0]);
     }
 
     #[test]
+    fn a_bigram_match_drafts_at_most_two_tokens() {
+        // Only "5 6" matches; its latest earlier occurrence is followed by 3 5 6.
+        assert_eq!(SHORT_MATCH_DRAFT, 2);
+        assert_eq!(draft(&[5, 6, 9, 1, 5, 6, 3, 5, 6], 4), vec![3, 5]);
+        assert_eq!(draft(&[5, 6, 9, 1, 5, 6, 3, 5, 6], 1), vec![3]);
+    }
+
+    #[test]
     fn a_short_period_is_copied_past_the_end() {
-        assert_eq!(draft(&[1, 2, 1, 2], 5), vec![1, 2, 1, 2, 1]);
+        assert_eq!(draft(&[1, 2, 3, 1, 2, 3], 7), vec![1, 2, 3, 1, 2, 3, 1]);
     }
 
     #[test]
@@ -204,43 +217,40 @@ mod tests {
 
     #[test]
     fn failed_drafts_pause_drafting_and_a_kept_one_resumes_it() {
-        let mut s = Speculation::new(&[1, 2, 1, 2]);
+        let mut s = Speculation::new(&[1, 2, 3, 1, 2, 3]);
         let mut out = Vec::new();
-        s.draft(&[], 8, &mut out);
-        assert_eq!(out.len(), FIRST_DRAFT);
-        s.record(out.len(), 0);
+        // Drafts `rounds` times; returns the lengths of the drafts made.
+        let mut rounds = |s: &mut Speculation, n: usize, limit: usize| {
+            let mut lengths = Vec::new();
+            for _ in 0..n {
+                out.clear();
+                s.draft(&[], limit, &mut out);
+                lengths.push(out.len());
+            }
+            lengths
+        };
+        assert_eq!(rounds(&mut s, 1, 8), [FIRST_DRAFT]);
+        s.record(FIRST_DRAFT, 0);
         // One miss: two rounds without a draft, then drafts again, one token shorter.
-        out.clear();
-        for _ in 0..2 {
-            s.draft(&[], 8, &mut out);
-        }
-        assert!(out.is_empty());
-        s.draft(&[], 8, &mut out);
-        assert_eq!(out.len(), FIRST_DRAFT - 1);
-        s.record(out.len(), 0);
-        // Two misses in a row: four rounds without.
-        out.clear();
-        for _ in 0..4 {
-            s.draft(&[], 8, &mut out);
-        }
-        assert!(out.is_empty());
-        s.draft(&[], 8, &mut out);
-        assert_eq!(out.len(), FIRST_DRAFT - 2);
-        // Kept whole: no pause, and the next draft may be two tokens longer.
-        s.record(out.len(), out.len());
-        out.clear();
-        s.draft(&[], 8, &mut out);
-        assert_eq!(out.len(), FIRST_DRAFT);
+        assert_eq!(rounds(&mut s, 3, 8), [0, 0, FIRST_DRAFT - 1]);
+        s.record(FIRST_DRAFT - 1, 0);
+        // Two misses in a row: four rounds without; the drafts stay at least one token long.
+        assert_eq!(rounds(&mut s, 5, 8), [0, 0, 0, 0, 1]);
+        // Kept whole: it pays, so no pause, and the next draft is two tokens longer.
+        s.record(1, 1);
+        assert_eq!(rounds(&mut s, 1, 8), [3]);
+        assert_eq!(s.misses, 1);
+        s.record(3, 3);
+        assert_eq!(rounds(&mut s, 1, 8), [5]);
+        assert_eq!(s.misses, 0);
         // The limit caps a draft.
-        out.clear();
-        s.draft(&[], 1, &mut out);
-        assert_eq!(out.len(), 1);
+        assert_eq!(rounds(&mut s, 1, 1), [1]);
         assert_eq!(
             s.stats(),
             SpeculativeStats {
-                drafts: 3,
-                drafted_tokens: 3 * FIRST_DRAFT - 3,
-                accepted_tokens: FIRST_DRAFT - 2,
+                drafts: 4,
+                drafted_tokens: FIRST_DRAFT + (FIRST_DRAFT - 1) + 1 + 3,
+                accepted_tokens: 4,
             }
         );
     }
@@ -250,7 +260,7 @@ mod tests {
     /// in only a few rounds in a hundred.
     #[test]
     fn drafts_kept_only_at_their_first_token_pause_drafting() {
-        let mut s = Speculation::new(&[1, 2, 1, 2]);
+        let mut s = Speculation::new(&[1, 2, 3, 1, 2, 3]);
         let mut out = Vec::new();
         let (mut drafted_rounds, mut paused_run, mut longest_pause) = (0, 0, 0);
         for round in 0..1000 {
@@ -281,7 +291,7 @@ mod tests {
     /// Drafts kept whole always pay: drafting never pauses, and the drafts grow to the longest.
     #[test]
     fn drafts_kept_whole_never_pause_and_grow_to_the_longest() {
-        let mut s = Speculation::new(&[1, 2, 1, 2]);
+        let mut s = Speculation::new(&[1, 2, 3, 1, 2, 3]);
         let mut out = Vec::new();
         let mut lengths = Vec::new();
         for _ in 0..100 {
@@ -305,28 +315,30 @@ mod tests {
         assert_eq!(s.stats().drafted_tokens, s.stats().accepted_tokens);
     }
 
-    /// A draft that fails at its first token amid drafts that pay waits the rounds right after
-    /// it, and drafting goes on without a longer pause.
+    /// A short draft that fails at its first token amid drafts that pay costs its drafted
+    /// tokens, but drafting goes on in the very next round, one token shorter.
     #[test]
-    fn a_first_token_miss_amid_paying_drafts_waits_briefly() {
-        let mut s = Speculation::new(&[1, 2, 1, 2]);
+    fn a_first_token_miss_amid_paying_drafts_does_not_pause() {
+        let mut s = Speculation::new(&[1, 2, 3, 1, 2, 3]);
         let mut out = Vec::new();
-        for len in [FIRST_DRAFT, FIRST_DRAFT + 2, FIRST_DRAFT + 4] {
+        for len in [
+            FIRST_DRAFT,
+            FIRST_DRAFT + 2,
+            FIRST_DRAFT + 4,
+            FIRST_DRAFT + 6,
+        ] {
             out.clear();
             s.draft(&[], 64, &mut out);
             assert_eq!(out.len(), len);
             s.record(len, len);
         }
         out.clear();
-        s.draft(&[], 64, &mut out);
+        s.draft(&[], 4, &mut out);
+        assert_eq!(out.len(), 4);
         s.record(out.len(), 0);
         out.clear();
-        for _ in 0..FIRST_MISS_PAUSE {
-            s.draft(&[], 64, &mut out);
-        }
-        assert!(out.is_empty());
         s.draft(&[], 64, &mut out);
-        assert_eq!(out.len(), FIRST_DRAFT + 5);
+        assert_eq!(out.len(), FIRST_DRAFT + 7);
         assert_eq!(s.misses, 0);
     }
 }
