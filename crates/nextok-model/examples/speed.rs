@@ -1,4 +1,6 @@
-//! Plain prefill and decode speed of the default model, and resident memory while generating.
+//! Plain prefill and decode speed of the default model, resident memory while generating, and
+//! what a pass over a few tokens with every position's logits costs in decode steps (a
+//! speculative draft's verifying pass: `DRAFT_COST` in `nextok`'s `speculative.rs`).
 //!
 //! `cargo run --release -p nextok-model --example speed -- [MODEL.gguf] [THREADS...]`
 
@@ -94,6 +96,46 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             cache.bytes() as f64 / 1e6,
             rss_mb()
         );
+        // A verifying pass: `n` new positions after the prompt, each with its logits, against
+        // one decode step (the fastest of several tries of each, on a fresh copy of the
+        // prefilled cache).
+        let pass = |n: usize| -> Result<f64, nextok_model::Error> {
+            let tokens: Vec<u32> = (0..n as u32).map(|i| 500 + i).collect();
+            let mut best = f64::INFINITY;
+            for _ in 0..9 {
+                let mut c = model.new_cache(KvType::F32);
+                model.forward(
+                    &backend,
+                    &mut [Sequence {
+                        cache: &mut c,
+                        tokens: &prompt,
+                        logits: Logits::None,
+                    }],
+                )?;
+                let start = Instant::now();
+                model.forward(
+                    &backend,
+                    &mut [Sequence {
+                        cache: &mut c,
+                        tokens: &tokens,
+                        logits: Logits::All,
+                    }],
+                )?;
+                best = best.min(start.elapsed().as_secs_f64());
+            }
+            Ok(best)
+        };
+        let step = pass(1)?;
+        let mut line = format!("{t} thread(s): one decode step {:.2} ms", step * 1e3);
+        for n in [5, 9, 17] {
+            let cost = pass(n)?;
+            line.push_str(&format!(
+                "; a pass of {n} tokens {:.2} steps ({:.2} a drafted token)",
+                cost / step,
+                (cost / step - 1.0) / (n - 1) as f64
+            ));
+        }
+        println!("{line}");
     }
     Ok(())
 }

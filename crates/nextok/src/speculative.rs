@@ -28,8 +28,9 @@ const MAX_PAUSE: usize = 64;
 /// token and `d` drafted ones costs about `1 + DRAFT_COST * d` steps. Measured on SmolLM2-135M
 /// Q4_1 on a 2-core CPU with AVX-512 VNNI, rows of logits included: a pass of 4 to 16 tokens
 /// grows by about 0.35 steps a token with 2 threads and 0.5 with 1 (decode streams the weights
-/// once a token, a pass multiplies them by every token). Larger models on wider machines cost
-/// less per drafted token, so this errs on the side of drafting less.
+/// once a token, a pass multiplies them by every token; `cargo run --release -p nextok-model
+/// --example speed` prints it). Larger models on wider machines cost less per drafted token, so
+/// this errs on the side of drafting less.
 const DRAFT_COST: f32 = 0.4;
 /// What a pass must gain, in plain decode steps, beyond the cost of its drafted tokens before
 /// drafting counts as paying: a margin for the choices, the dropped cache positions and the
