@@ -74,6 +74,45 @@ pub(crate) const DEAD: u32 = 0;
 /// Default limit on the number of states of one automaton.
 pub(crate) const STATE_LIMIT: usize = 100_000;
 
+/// The most pairs of states a product numbers through a table indexed by the pair (4 bytes
+/// each, of which only the pages of pairs met are touched) rather than a hash map.
+const DENSE_PAIRS: usize = 1 << 24;
+
+/// How [`Dfa::explore`] numbers the states it meets (1 for the start, 0 for none yet).
+trait StateIds<K> {
+    fn get(&self, key: &K) -> Option<u32>;
+    fn insert(&mut self, key: K, id: u32);
+}
+
+impl<K: Hash + Eq> StateIds<K> for FxMap<K, u32> {
+    fn get(&self, key: &K) -> Option<u32> {
+        HashMap::get(self, key).copied()
+    }
+
+    fn insert(&mut self, key: K, id: u32) {
+        HashMap::insert(self, key, id);
+    }
+}
+
+/// Pairs of states numbered through a table: `ids[a * width + b]`, 0 for none yet.
+struct DensePairs {
+    width: usize,
+    ids: Vec<u32>,
+}
+
+impl StateIds<(u32, u32)> for DensePairs {
+    #[inline]
+    fn get(&self, &(a, b): &(u32, u32)) -> Option<u32> {
+        let id = self.ids[a as usize * self.width + b as usize];
+        (id != 0).then_some(id)
+    }
+
+    #[inline]
+    fn insert(&mut self, (a, b): (u32, u32), id: u32) {
+        self.ids[a as usize * self.width + b as usize] = id;
+    }
+}
+
 /// A deterministic automaton over bytes in which every non-dead state can still reach a match.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Dfa {
@@ -112,6 +151,50 @@ impl Dfa {
     /// class must behave alike in every state); [`IDENTITY`] is always correct.
     pub(crate) fn explore<K: Hash + Eq + Clone>(
         start: K,
+        next: impl FnMut(&K, u8) -> Option<K>,
+        accept: impl Fn(&K) -> bool,
+        what: &str,
+        classes: &[u8; 256],
+    ) -> Result<Dfa, Error> {
+        Self::explore_with(FxMap::default(), start, next, accept, what, classes)
+    }
+
+    /// [`Dfa::explore`] over pairs of states of `self` and `other` (a product): the pairs are
+    /// numbered through a table indexed by the pair when the two automata are small enough
+    /// for one (their state counts multiply to at most [`DENSE_PAIRS`]), instead of a hash
+    /// map. A product of a pattern's automaton with a few thousand states and a small one
+    /// makes hundreds of thousands of pairs, and hashing each was most of its time.
+    fn explore_pairs(
+        &self,
+        other: &Dfa,
+        start: (u32, u32),
+        next: impl FnMut(&(u32, u32), u8) -> Option<(u32, u32)>,
+        accept: impl Fn(&(u32, u32)) -> bool,
+        what: &str,
+    ) -> Result<Dfa, Error> {
+        let classes = refine(&self.classes, &other.classes);
+        let width = other.num_states();
+        match self.num_states().checked_mul(width) {
+            Some(cells) if cells <= DENSE_PAIRS => Self::explore_with(
+                DensePairs {
+                    width,
+                    // Zeroed memory is mapped lazily: only the pages of pairs met cost.
+                    ids: vec![0; cells],
+                },
+                start,
+                next,
+                accept,
+                what,
+                &classes,
+            ),
+            _ => Self::explore_with(FxMap::default(), start, next, accept, what, &classes),
+        }
+    }
+
+    /// [`Dfa::explore`] numbering the states through `ids`.
+    fn explore_with<K: Clone>(
+        mut ids: impl StateIds<K>,
+        start: K,
         mut next: impl FnMut(&K, u8) -> Option<K>,
         accept: impl Fn(&K) -> bool,
         what: &str,
@@ -130,7 +213,6 @@ impl Dfa {
             class_of[b] = index[c] as u8;
         }
         let k = reps.len();
-        let mut ids: FxMap<K, u32> = FxMap::default();
         let mut keys: Vec<K> = vec![start.clone()];
         ids.insert(start, 1);
         // Raw table with `k` columns; row 0 is the dead state, state i has row i.
@@ -141,7 +223,7 @@ impl Dfa {
             for (c, &rep) in reps.iter().enumerate() {
                 if let Some(k2) = next(&key, rep) {
                     let id = match ids.get(&k2) {
-                        Some(&id) => id,
+                        Some(id) => id,
                         None => {
                             if keys.len() >= STATE_LIMIT {
                                 return Err(Error::TooLarge {
@@ -182,10 +264,17 @@ impl Dfa {
         // compressed rows).
         let mut rev_count = vec![0u32; n + 1];
         // Edges into the dead state are skipped: it never becomes live, and they are most of
-        // the table (counting them all into one slot serialises on that slot).
-        for &t in &raw[k..n * k] {
-            if t != 0 {
-                rev_count[t as usize + 1] += 1;
+        // the table (counting them all into one slot serialises on that slot). A row's edges
+        // into one state count once (`seen[t]` is the last row that had an edge into `t`):
+        // most of a row's classes lead to a few states, and only whether an edge exists
+        // matters here.
+        let mut seen = vec![0u32; n];
+        for s in 1..n {
+            for &t in &raw[s * k..(s + 1) * k] {
+                if t != 0 && seen[t as usize] != s as u32 {
+                    seen[t as usize] = s as u32;
+                    rev_count[t as usize + 1] += 1;
+                }
             }
         }
         for x in 1..=n {
@@ -193,9 +282,11 @@ impl Dfa {
         }
         let mut rev = vec![0u32; rev_count[n] as usize];
         let mut fill = rev_count.clone();
+        seen.fill(0);
         for s in 1..n {
             for &t in &raw[s * k..(s + 1) * k] {
-                if t != 0 {
+                if t != 0 && seen[t as usize] != s as u32 {
+                    seen[t as usize] = s as u32;
                     rev[fill[t as usize] as usize] = s as u32;
                     fill[t as usize] += 1;
                 }
@@ -240,30 +331,60 @@ impl Dfa {
                 *id = DEAD;
             }
         }
-        // The pruned, renumbered table over all `k` input classes, row by row.
+        // The pruned, renumbered table over all `k` input classes, row by row; in the same
+        // pass, each column's hash (to merge the input classes whose columns agree after
+        // pruning) and each row's live columns (its live bytes, once the bytes of each column
+        // are known).
         let mut tab = vec![DEAD; m * k];
+        let mut hashes = vec![0u64; k];
+        // The dead row first, as the hash of a column reads every row in order.
+        for h in hashes.iter_mut() {
+            *h = (h.rotate_left(5) ^ DEAD as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+        let mut live_cols = vec![[0u64; 4]; m];
         for (i, &s) in order.iter().enumerate() {
             let src = &raw[s * k..(s + 1) * k];
-            for (d, &t) in tab[(i + 1) * k..(i + 2) * k].iter_mut().zip(src) {
-                *d = new_id[t as usize];
-            }
-        }
-        // Merge input classes whose columns agree after pruning: columns are hashed in one
-        // pass over the rows, and equal hashes are checked column against column.
-        let mut hashes = vec![0u64; k];
-        for row in tab.chunks_exact(k) {
-            for (h, &t) in hashes.iter_mut().zip(row) {
+            let cols = &mut live_cols[i + 1];
+            for (c, ((d, &t), h)) in tab[(i + 1) * k..(i + 2) * k]
+                .iter_mut()
+                .zip(src)
+                .zip(hashes.iter_mut())
+                .enumerate()
+            {
+                let t = new_id[t as usize];
+                *d = t;
                 *h = (h.rotate_left(5) ^ t as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+                if t != DEAD {
+                    cols[c >> 6] |= 1 << (c & 63);
+                }
             }
         }
+        // Each column is compared with the first column of its hash, all of them in one pass
+        // over the rows (column by column, each row a cache miss, was most of the time of a
+        // large table); if some pair differs after all (a collision), column by column.
+        let first: Vec<usize> = (0..k)
+            .map(|c| (0..c).find(|&r| hashes[r] == hashes[c]).unwrap_or(c))
+            .collect();
+        let pairs: Vec<(usize, usize)> = (0..k)
+            .filter(|&c| first[c] != c)
+            .map(|c| (first[c], c))
+            .collect();
+        let all_same = pairs.is_empty()
+            || tab
+                .chunks_exact(k)
+                .all(|row| pairs.iter().all(|&(r, c)| row[r] == row[c]));
         let same = |a: usize, b: usize| tab.chunks_exact(k).all(|row| row[a] == row[b]);
         let mut merged = vec![0u8; k];
         let mut reps: Vec<usize> = Vec::new();
         for (c, slot) in merged.iter_mut().enumerate() {
-            *slot = match reps
-                .iter()
-                .position(|&r| hashes[r] == hashes[c] && same(r, c))
-            {
+            let found = if all_same {
+                // The first column of a hash is a representative, and the one `c` equals.
+                reps.iter().position(|&r| r == first[c] && r != c)
+            } else {
+                reps.iter()
+                    .position(|&r| hashes[r] == hashes[c] && same(r, c))
+            };
+            *slot = match found {
                 Some(id) => id as u8,
                 None => {
                     reps.push(c);
@@ -292,18 +413,23 @@ impl Dfa {
         };
         let mut accept = vec![false; m];
         let mut livebytes = vec![[0u64; 4]; m];
-        // The bytes of each final class, to build each state's live-byte set class by class.
-        let mut class_bits = vec![[0u64; 4]; stride];
+        // The bytes of each input column, to build each state's live-byte set column by
+        // column (merging columns changes no byte's target).
+        let mut col_bits = vec![[0u64; 4]; k];
         for b in 0..256 {
-            class_bits[classes[b] as usize][b >> 6] |= 1 << (b & 63);
+            col_bits[class_of[b] as usize][b >> 6] |= 1 << (b & 63);
         }
         for (i, &s) in order.iter().enumerate() {
             let row = i + 1;
             accept[row] = acc[s];
-            for (c, &t) in trans[row * stride..(row + 1) * stride].iter().enumerate() {
-                if t != DEAD {
-                    for w in 0..4 {
-                        livebytes[row][w] |= class_bits[c][w];
+            let bytes = &mut livebytes[row];
+            for (w, &word) in live_cols[row].iter().enumerate() {
+                let mut word = word;
+                while word != 0 {
+                    let c = w * 64 + word.trailing_zeros() as usize;
+                    word &= word - 1;
+                    for (x, y) in bytes.iter_mut().zip(&col_bits[c]) {
+                        *x |= y;
                     }
                 }
             }
@@ -322,24 +448,40 @@ impl Dfa {
     /// into an anchored automaton that accepts exactly the strings the whole pattern matches.
     pub(crate) fn from_regex(pattern: &str) -> Result<Dfa, Error> {
         // Determinization dominates compile time, and schemas repeat their patterns (bounds such
-        // as `minimum: 0`, formats, user patterns across schemas): automata of moderate size are
-        // kept per pattern, process-wide, up to a bound.
-        type Memo = std::sync::Mutex<HashMap<String, std::sync::Arc<Dfa>>>;
+        // as `minimum: 0`, formats, user patterns across schemas, and within one schema each
+        // comparison of `oneOf` branches by their patterns): automata are kept per pattern,
+        // process-wide, up to a bound on their number and one on their cells together. A
+        // large one is kept too (a URL pattern with `{1,256}` is some 150,000 cells and 60 ms
+        // to determinize, where copying it is a fraction of a millisecond).
+        type Memo = std::sync::Mutex<(HashMap<String, std::sync::Arc<Dfa>>, usize)>;
         static MEMO: OnceLock<Memo> = OnceLock::new();
         const MEMO_ENTRIES: usize = 512;
-        const MEMO_CELLS: usize = 1 << 16;
+        const MEMO_CELLS: usize = 1 << 22;
         let memo = MEMO.get_or_init(Default::default);
         // A poisoned lock only means another thread panicked mid-insert; the map stays valid.
-        if let Some(d) = memo.lock().unwrap_or_else(|p| p.into_inner()).get(pattern) {
+        if let Some(d) = memo
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+            .get(pattern)
+        {
             return Ok(Dfa::clone(d));
         }
         let d = Self::build_regex(pattern)?;
-        if d.trans.len() <= MEMO_CELLS {
+        let cells = d.trans.len();
+        if cells <= MEMO_CELLS / 4 {
             let mut m = memo.lock().unwrap_or_else(|p| p.into_inner());
-            if m.len() >= MEMO_ENTRIES {
-                m.clear();
+            let (map, total) = &mut *m;
+            if map.len() >= MEMO_ENTRIES || *total + cells > MEMO_CELLS {
+                map.clear();
+                *total = 0;
             }
-            m.insert(pattern.to_string(), std::sync::Arc::new(d.clone()));
+            if map
+                .insert(pattern.to_string(), std::sync::Arc::new(d.clone()))
+                .is_none()
+            {
+                *total += cells;
+            }
         }
         Ok(d)
     }
@@ -947,7 +1089,8 @@ impl Dfa {
 
     /// Strings accepted by both.
     pub(crate) fn intersect(&self, other: &Dfa) -> Result<Dfa, Error> {
-        Dfa::explore(
+        self.explore_pairs(
+            other,
             (self.start, other.start),
             |&(a, b), x| {
                 let (a2, b2) = (self.next(a, x), other.next(b, x));
@@ -955,13 +1098,13 @@ impl Dfa {
             },
             |&(a, b)| self.is_accept(a) && other.is_accept(b),
             "intersection",
-            &refine(&self.classes, &other.classes),
         )
     }
 
     /// Strings accepted by either.
     pub(crate) fn union(&self, other: &Dfa) -> Result<Dfa, Error> {
-        Dfa::explore(
+        self.explore_pairs(
+            other,
             (self.start, other.start),
             |&(a, b), x| {
                 let (a2, b2) = (self.next(a, x), other.next(b, x));
@@ -969,13 +1112,13 @@ impl Dfa {
             },
             |&(a, b)| self.is_accept(a) || other.is_accept(b),
             "union",
-            &refine(&self.classes, &other.classes),
         )
     }
 
     /// Strings accepted by `self` and not by `other`.
     pub(crate) fn minus(&self, other: &Dfa) -> Result<Dfa, Error> {
-        Dfa::explore(
+        self.explore_pairs(
+            other,
             (self.start, other.start),
             |&(a, b), x| {
                 let a2 = self.next(a, x);
@@ -983,38 +1126,113 @@ impl Dfa {
             },
             |&(a, b)| self.is_accept(a) && !other.is_accept(b),
             "difference",
-            &refine(&self.classes, &other.classes),
         )
     }
 
     /// `self` then `other`, when no accepting state of `self` reads on with a byte that
     /// `other` can start with: then the switch to `other` is deterministic and one state of
     /// each at a time suffices. `None` when the two overlap so.
+    ///
+    /// Without overlap the automaton is the two tables side by side, `self`'s accepting states
+    /// also stepping into `other` on the bytes it starts with, so it is written out directly
+    /// (no product to explore: a pattern's run of atoms has tens of thousands of states, and
+    /// numbering them as pairs cost most of the time), then pruned and renumbered as any
+    /// exploration is, which gives the very automaton the product would.
     pub(crate) fn then(&self, other: &Dfa) -> Result<Option<Dfa>, Error> {
-        let mut overlap = false;
-        let d = Dfa::explore(
-            (self.start, DEAD),
-            |&(a, b), x| {
-                let a2 = if a == DEAD { DEAD } else { self.next(a, x) };
-                let enter = if a != DEAD && self.is_accept(a) {
-                    other.next(other.start, x)
+        // Input classes renumbered densely, as `explore` does.
+        let classes = refine(&self.classes, &other.classes);
+        let mut index = [u16::MAX; 256];
+        let mut class_of = [0u8; 256];
+        let mut reps: Vec<u8> = Vec::new();
+        for b in 0..256 {
+            let c = classes[b] as usize;
+            if index[c] == u16::MAX {
+                index[c] = reps.len() as u16;
+                reps.push(b as u8);
+            }
+            class_of[b] = index[c] as u8;
+        }
+        let k = reps.len();
+        let (na, nb) = (self.num_states(), other.num_states());
+        // Where `other` goes on the first byte of each class (DEAD where it cannot start).
+        let enter: Vec<u32> = reps.iter().map(|&x| other.next(other.start, x)).collect();
+        // Every state of `self` is reachable, so an accepting one that reads on with a byte
+        // that `other` starts with is an overlap.
+        for a in 1..na as u32 {
+            if self.is_accept(a) {
+                let both = reps
+                    .iter()
+                    .zip(&enter)
+                    .any(|(&x, &e)| e != DEAD && self.next(a, x) != DEAD);
+                if both {
+                    return Ok(None);
+                }
+            }
+        }
+        // The states of `other` reachable from where it is entered, which with `self`'s are
+        // the states the product would explore (and count against the limit).
+        let mut seen = vec![false; nb];
+        let mut stack: Vec<u32> = Vec::new();
+        let entered = (1..na as u32).any(|a| self.is_accept(a));
+        if entered && self.start != DEAD {
+            for &e in &enter {
+                if e != DEAD && !seen[e as usize] {
+                    seen[e as usize] = true;
+                    stack.push(e);
+                }
+            }
+        }
+        let mut reached = 0usize;
+        while let Some(b) = stack.pop() {
+            reached += 1;
+            for &x in &reps {
+                let t = other.next(b, x);
+                if t != DEAD && !seen[t as usize] {
+                    seen[t as usize] = true;
+                    stack.push(t);
+                }
+            }
+        }
+        let states = if self.start == DEAD {
+            1
+        } else {
+            na - 1 + reached
+        };
+        if states > STATE_LIMIT {
+            return Err(Error::TooLarge {
+                what: "concatenation".to_string(),
+                limit: STATE_LIMIT,
+            });
+        }
+        // Raw rows: 0 dead, `self`'s state a at row a, `other`'s state b at row na - 1 + b.
+        let n = na + nb.max(1) - 1;
+        let mut raw = vec![DEAD; n * k];
+        let mut acc = vec![false; n];
+        let shift = na as u32 - 1;
+        for a in 1..na as u32 {
+            let accepting = self.is_accept(a);
+            let row = &mut raw[a as usize * k..(a as usize + 1) * k];
+            for ((r, &x), &e) in row.iter_mut().zip(&reps).zip(&enter) {
+                let t = self.next(a, x);
+                *r = if t != DEAD {
+                    t
+                } else if accepting && e != DEAD {
+                    e + shift
                 } else {
                     DEAD
                 };
-                let b2 = if b == DEAD { enter } else { other.next(b, x) };
-                if enter != DEAD && (b != DEAD || a2 != DEAD) {
-                    overlap = true;
-                }
-                (a2 != DEAD || b2 != DEAD).then_some((a2, b2))
-            },
-            |&(a, b)| {
-                (b != DEAD && other.is_accept(b))
-                    || (a != DEAD && self.is_accept(a) && other.accepts_empty())
-            },
-            "concatenation",
-            &refine(&self.classes, &other.classes),
-        )?;
-        Ok((!overlap).then_some(d))
+            }
+            acc[a as usize] = accepting && other.accepts_empty();
+        }
+        for b in 1..nb as u32 {
+            let at = (b + shift) as usize;
+            for (r, &x) in raw[at * k..(at + 1) * k].iter_mut().zip(&reps) {
+                let t = other.next(b, x);
+                *r = if t != DEAD { t + shift } else { DEAD };
+            }
+            acc[at] = other.is_accept(b);
+        }
+        Ok(Some(Dfa::from_raw(&raw, k, &class_of, &acc, n, self.start)))
     }
 
     /// The same language without the empty string (the start state is split off).
@@ -2063,6 +2281,87 @@ mod tests {
         let a = contents[0].json_string().unwrap();
         let b = contents[1].json_string().unwrap();
         assert!(a.matches(b"\"abcdefg\"") && !b.matches(b"\"abcdefg\""));
+    }
+
+    /// `Dfa::then` as the product it is, explored pair by pair: the reference the direct
+    /// construction must equal.
+    fn then_by_product(a: &Dfa, b: &Dfa) -> Option<Dfa> {
+        let mut overlap = false;
+        let d = Dfa::explore(
+            (a.start, DEAD),
+            |&(x, y), byte| {
+                let x2 = if x == DEAD { DEAD } else { a.next(x, byte) };
+                let enter = if x != DEAD && a.is_accept(x) {
+                    b.next(b.start, byte)
+                } else {
+                    DEAD
+                };
+                let y2 = if y == DEAD { enter } else { b.next(y, byte) };
+                if enter != DEAD && (y != DEAD || x2 != DEAD) {
+                    overlap = true;
+                }
+                (x2 != DEAD || y2 != DEAD).then_some((x2, y2))
+            },
+            |&(x, y)| {
+                (y != DEAD && b.is_accept(y)) || (x != DEAD && a.is_accept(x) && b.accepts_empty())
+            },
+            "concatenation",
+            &refine(&a.classes, &b.classes),
+        )
+        .unwrap();
+        (!overlap).then_some(d)
+    }
+
+    #[test]
+    fn concatenations_built_directly_equal_the_product() {
+        let patterns = [
+            "",
+            "a",
+            "a*",
+            "[a-c]+x",
+            "(ab|cd)*",
+            "[0-9]{1,3}",
+            "x?",
+            "\\p{Greek}+",
+            "(?s:.)*q",
+            "[^a]*",
+            "abc|abd",
+            "é+",
+            "[a-z]+[0-9]",
+            "\"",
+        ];
+        let dfas: Vec<Dfa> = patterns
+            .iter()
+            .map(|p| Dfa::from_regex(p).unwrap())
+            .collect();
+        let mut some = 0;
+        for (i, a) in dfas.iter().enumerate() {
+            for (j, b) in dfas.iter().enumerate() {
+                let direct = a.then(b).unwrap();
+                let product = then_by_product(a, b);
+                assert_eq!(direct, product, "{:?} then {:?}", patterns[i], patterns[j]);
+                some += direct.is_some() as usize;
+            }
+        }
+        // Both outcomes are compared: concatenations that switch deterministically and ones
+        // that overlap.
+        assert!(
+            some > 20 && some < patterns.len() * patterns.len(),
+            "{some}"
+        );
+        // The empty language on either side.
+        let empty = Dfa::empty();
+        assert_eq!(
+            empty.then(&dfas[1]).unwrap(),
+            then_by_product(&empty, &dfas[1])
+        );
+        assert_eq!(
+            dfas[1].then(&empty).unwrap(),
+            then_by_product(&dfas[1], &empty)
+        );
+        // A match: `[a-z]+[0-9]` then `"`.
+        let d = dfas[12].then(&dfas[13]).unwrap().unwrap();
+        assert!(d.matches(b"ab7\"") && !d.matches(b"ab7") && !d.matches(b"7\""));
     }
 
     #[test]
