@@ -1115,6 +1115,24 @@ impl Dfa {
         )
     }
 
+    /// Strings accepted by any of `dfas` (none: the empty language), united in pairs, then
+    /// pairs of those, and so on: united one after another, each product was over an
+    /// automaton that had grown with every one before it.
+    pub(crate) fn union_all(mut dfas: Vec<Dfa>) -> Result<Dfa, Error> {
+        while dfas.len() > 1 {
+            let mut next = Vec::with_capacity(dfas.len().div_ceil(2));
+            let mut it = dfas.into_iter();
+            while let Some(a) = it.next() {
+                next.push(match it.next() {
+                    Some(b) => a.union(&b)?,
+                    None => a,
+                });
+            }
+            dfas = next;
+        }
+        Ok(dfas.pop().unwrap_or_else(Dfa::empty))
+    }
+
     /// Strings accepted by `self` and not by `other`.
     pub(crate) fn minus(&self, other: &Dfa) -> Result<Dfa, Error> {
         self.explore_pairs(
@@ -1785,6 +1803,19 @@ mod tests {
         assert!(m.matches(b"a") && m.matches(b"abc") && !m.matches(b"ab"));
         let ne = Dfa::from_regex("a*").unwrap().without_empty().unwrap();
         assert!(!ne.matches(b"") && ne.matches(b"aa"));
+        // A union of many, in pairs, is the union one after another (odd counts included).
+        for n in [0, 1, 2, 5, 8] {
+            let parts: Vec<Dfa> = (0..n)
+                .map(|i| Dfa::from_regex(&format!("x{i}[a-c]*|[0-9]{{{i}}}")).unwrap())
+                .collect();
+            let mut one_by_one = Dfa::empty();
+            for p in &parts {
+                one_by_one = one_by_one.union(p).unwrap();
+            }
+            let all = Dfa::union_all(parts).unwrap();
+            assert!(same_language(&all, &one_by_one), "{n}");
+            assert_eq!(all.is_empty_language(), n == 0);
+        }
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! bounds, as one automaton of the decoded content.
 
 use super::schema::{unsupported, StringFacets};
-use crate::dfa::Dfa;
+use crate::dfa::{Dfa, STATE_LIMIT};
 use crate::Error;
+use serde_json::Value;
 
 /// Translates an ECMA-262 pattern to regex-automata syntax for an unanchored search over the
 /// whole string (JSON Schema patterns are not anchored). A pattern anchored at both ends with no
@@ -443,4 +444,75 @@ pub(super) fn string_content(f: &StringFacets, path: &str) -> Result<Dfa, Error>
         d = d.with_char_count(min, max)?;
     }
     Ok(d)
+}
+
+/// The strings among `values` (other values are skipped) as one automaton, their trie.
+/// Built as a union of one literal per value it took a product per value over an automaton
+/// that grew with each: quadratic in a long `enum`.
+pub(crate) fn string_set<'a>(values: impl IntoIterator<Item = &'a Value>) -> Result<Dfa, Error> {
+    let words: Vec<&[u8]> = values
+        .into_iter()
+        .filter_map(|v| v.as_str().map(str::as_bytes))
+        .collect();
+    Dfa::literals(&words, STATE_LIMIT)
+}
+
+/// `d` without the strings among `values` (other values are skipped): one difference with
+/// their trie ([`string_set`]), where taking them out one by one cost a product each (a long
+/// `not: {enum: [...]}`). `d` itself when there are none.
+pub(crate) fn without_strings<'a>(
+    d: Dfa,
+    values: impl IntoIterator<Item = &'a Value>,
+) -> Result<Dfa, Error> {
+    let set = string_set(values)?;
+    if set.is_empty_language() {
+        return Ok(d);
+    }
+    d.minus(&set)
+}
+
+#[cfg(test)]
+mod set_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn string_sets_hold_the_strings_and_only_them() {
+        let values = [
+            json!("ab"),
+            json!(1),
+            json!("a\"b"),
+            json!(""),
+            json!(null),
+            json!("ab"),
+        ];
+        let set = string_set(&values).unwrap();
+        let words: [(&[u8], bool); 6] = [
+            (b"ab", true),
+            (b"a\"b", true),
+            (b"", true),
+            (b"a", false),
+            (b"1", false),
+            (b"abc", false),
+        ];
+        for (w, inside) in words {
+            assert_eq!(set.matches(w), inside, "{w:?}");
+        }
+        // Taken out of an automaton: exactly those strings go.
+        let d = without_strings(Dfa::from_regex("a.*|").unwrap(), &values).unwrap();
+        for (w, kept) in [
+            (&b"ab"[..], false),
+            (b"a\"b", false),
+            (b"", false),
+            (b"a", true),
+            (b"abc", true),
+            (b"b", false),
+        ] {
+            assert_eq!(d.matches(w), kept, "{w:?}");
+        }
+        // No strings among the values: the automaton itself, and an empty set.
+        let e = Dfa::from_regex("x+").unwrap();
+        assert_eq!(without_strings(e.clone(), &[json!(3)]).unwrap(), e);
+        assert!(string_set(&[json!(true)]).unwrap().is_empty_language());
+    }
 }
