@@ -1154,8 +1154,10 @@ impl Dfa {
     /// Without overlap the automaton is the two tables side by side, `self`'s accepting states
     /// also stepping into `other` on the bytes it starts with, so it is written out directly
     /// (no product to explore: a pattern's run of atoms has tens of thousands of states, and
-    /// numbering them as pairs cost most of the time), then pruned and renumbered as any
-    /// exploration is, which gives the very automaton the product would.
+    /// numbering them as pairs cost most of the time). When `other` is entered at all, every
+    /// state written is reachable and reaches a match, and the table is kept as written
+    /// ([`Dfa::then_direct`]: the product's states and language, numbered differently);
+    /// otherwise it is pruned and renumbered as any exploration is.
     pub(crate) fn then(&self, other: &Dfa) -> Result<Option<Dfa>, Error> {
         // Input classes renumbered densely, as `explore` does.
         let classes = refine(&self.classes, &other.classes);
@@ -1222,6 +1224,11 @@ impl Dfa {
                 limit: STATE_LIMIT,
             });
         }
+        if self.start != DEAD && reached > 0 {
+            return Ok(Some(
+                self.then_direct(other, &class_of, &reps, &enter, &seen),
+            ));
+        }
         // Raw rows: 0 dead, `self`'s state a at row a, `other`'s state b at row na - 1 + b.
         let n = na + nb.max(1) - 1;
         let mut raw = vec![DEAD; n * k];
@@ -1251,6 +1258,87 @@ impl Dfa {
             acc[at] = other.is_accept(b);
         }
         Ok(Some(Dfa::from_raw(&raw, k, &class_of, &acc, n, self.start)))
+    }
+
+    /// [`Dfa::then`] when `self` accepts something and `other` is entered on some byte
+    /// (`enter`, per class of `class_of`, with the states of `other` reached from there in
+    /// `reached`): every state of `self` then reaches a match through `other`, and every
+    /// state written is reachable, so nothing needs pruning and the table is final as it is
+    /// written, `self`'s states first under their own numbers, then the states of `other`
+    /// reached, in their order (no renumbering, and no merging of the classes, which
+    /// cost five passes over a table of tens of thousands of rows).
+    fn then_direct(
+        &self,
+        other: &Dfa,
+        class_of: &[u8; 256],
+        reps: &[u8],
+        enter: &[u32],
+        reached: &[bool],
+    ) -> Dfa {
+        let k = reps.len();
+        let na = self.num_states();
+        // `other`'s state b becomes `moved[b]` (DEAD when it is not reached).
+        let mut moved = vec![DEAD; other.num_states()];
+        let mut m = na as u32;
+        for (b, r) in reached.iter().enumerate() {
+            if *r {
+                moved[b] = m;
+                m += 1;
+            }
+        }
+        let m = m as usize;
+        let enter: Vec<u32> = enter.iter().map(|&e| moved[e as usize]).collect();
+        let mut trans = vec![DEAD; m * k];
+        let mut accept = vec![false; m];
+        let mut live = vec![[0u64; 4]; m];
+        // The bytes of each class.
+        let mut class_bits = vec![[0u64; 4]; k];
+        for b in 0..256 {
+            class_bits[class_of[b] as usize][b >> 6] |= 1 << (b & 63);
+        }
+        for a in 1..na as u32 {
+            let accepting = self.is_accept(a);
+            let row = &mut trans[a as usize * k..(a as usize + 1) * k];
+            for (c, ((r, &x), &e)) in row.iter_mut().zip(reps).zip(&enter).enumerate() {
+                let t = self.next(a, x);
+                *r = if t != DEAD {
+                    t
+                } else if accepting {
+                    e
+                } else {
+                    DEAD
+                };
+                if *r != DEAD {
+                    for (w, y) in live[a as usize].iter_mut().zip(&class_bits[c]) {
+                        *w |= y;
+                    }
+                }
+            }
+            accept[a as usize] = accepting && other.accepts_empty();
+        }
+        for (b, &to) in moved.iter().enumerate() {
+            if to == DEAD {
+                continue;
+            }
+            let at = to as usize;
+            for (c, (r, &x)) in trans[at * k..(at + 1) * k].iter_mut().zip(reps).enumerate() {
+                *r = moved[other.next(b as u32, x) as usize];
+                if *r != DEAD {
+                    for (w, y) in live[at].iter_mut().zip(&class_bits[c]) {
+                        *w |= y;
+                    }
+                }
+            }
+            accept[at] = other.is_accept(b as u32);
+        }
+        Dfa {
+            classes: Box::new(*class_of),
+            stride: k,
+            trans,
+            accept,
+            start: self.start,
+            live,
+        }
     }
 
     /// The same language without the empty string (the start state is split off).
@@ -2343,8 +2431,26 @@ mod tests {
         (!overlap).then_some(d)
     }
 
+    /// Whether some path from state `s` ends in an accepting state.
+    fn reaches_a_match(d: &Dfa, s: u32) -> bool {
+        let mut seen = vec![false; d.num_states()];
+        let mut stack = vec![s];
+        while let Some(t) = stack.pop() {
+            if d.is_accept(t) {
+                return true;
+            }
+            for x in 0..=255u8 {
+                let u = d.next(t, x);
+                if u != DEAD && !std::mem::replace(&mut seen[u as usize], true) {
+                    stack.push(u);
+                }
+            }
+        }
+        false
+    }
+
     #[test]
-    fn concatenations_built_directly_equal_the_product() {
+    fn concatenations_built_directly_match_the_product() {
         let patterns = [
             "",
             "a",
@@ -2368,10 +2474,25 @@ mod tests {
         let mut some = 0;
         for (i, a) in dfas.iter().enumerate() {
             for (j, b) in dfas.iter().enumerate() {
+                let what = format!("{:?} then {:?}", patterns[i], patterns[j]);
                 let direct = a.then(b).unwrap();
                 let product = then_by_product(a, b);
-                assert_eq!(direct, product, "{:?} then {:?}", patterns[i], patterns[j]);
-                some += direct.is_some() as usize;
+                assert_eq!(direct.is_some(), product.is_some(), "{what}");
+                if let (Some(d), Some(p)) = (&direct, &product) {
+                    // The same language with the same states (all reachable, each reaching
+                    // a match), numbered in another order.
+                    assert!(same_language(d, p), "{what}");
+                    assert_eq!(d.num_states(), p.num_states(), "{what}");
+                    assert_eq!(d.start(), p.start(), "{what}");
+                    for s in 1..d.num_states() as u32 {
+                        assert!(reaches_a_match(d, s), "{what}: state {s}");
+                        let live = (0..=255u8).filter(|&x| d.next(s, x) != DEAD);
+                        let set = d.live_bytes(s);
+                        let bytes = (0..=255u8).filter(|&x| crate::vocab::has_byte(set, x));
+                        assert!(live.eq(bytes), "{what}: state {s}");
+                    }
+                    some += 1;
+                }
             }
         }
         // Both outcomes are compared: concatenations that switch deterministically and ones
