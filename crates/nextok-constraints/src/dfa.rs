@@ -1733,34 +1733,63 @@ impl Dfa {
 
     /// Per state, whether only finitely many words lead on from it (the dead state counts as
     /// finite). Found by peeling: a state whose successors are all dead or finite is finite;
-    /// what is never peeled reaches a cycle.
+    /// what is never peeled reaches a cycle. Each state is peeled once, when the last of its
+    /// successors is (a count per state and the reverse edges), rather than in passes over
+    /// every state until none changes: a chain of a long counted string took a pass per link.
     pub(crate) fn finite_completions(&self) -> Vec<bool> {
         let n = self.num_states();
         let reps = self.class_reps(|_| true);
-        let succ: Vec<Vec<u32>> = (0..n as u32)
-            .map(|s| {
-                let mut v: Vec<u32> = reps
-                    .iter()
-                    .map(|&b| self.next(s, b))
-                    .filter(|&t| t != DEAD)
-                    .collect();
-                v.sort_unstable();
-                v.dedup();
-                v
-            })
-            .collect();
-        let mut finite = vec![false; n];
-        finite[DEAD as usize] = true;
-        loop {
-            let mut changed = false;
-            for s in 1..n {
-                if !finite[s] && succ[s].iter().all(|&t| finite[t as usize]) {
-                    finite[s] = true;
-                    changed = true;
-                }
+        // Distinct live successors of each state, in one array cut by state.
+        let mut succ: Vec<u32> = Vec::new();
+        let mut first = vec![0usize; n + 1];
+        let mut row: Vec<u32> = Vec::with_capacity(reps.len());
+        for (s, start) in first.iter_mut().enumerate().take(n) {
+            *start = succ.len();
+            if s != DEAD as usize {
+                row.clear();
+                row.extend(
+                    reps.iter()
+                        .map(|&b| self.next(s as u32, b))
+                        .filter(|&t| t != DEAD),
+                );
+                row.sort_unstable();
+                row.dedup();
+                succ.extend_from_slice(&row);
             }
-            if !changed {
-                break;
+        }
+        first[n] = succ.len();
+        // Reverse edges, and per state the successors not yet peeled.
+        let mut waiting: Vec<usize> = (0..n).map(|s| first[s + 1] - first[s]).collect();
+        let mut rev_first = vec![0usize; n + 1];
+        for &t in &succ {
+            rev_first[t as usize + 1] += 1;
+        }
+        for x in 1..=n {
+            rev_first[x] += rev_first[x - 1];
+        }
+        let mut rev = vec![0u32; succ.len()];
+        let mut fill = rev_first.clone();
+        for s in 0..n {
+            for &t in &succ[first[s]..first[s + 1]] {
+                rev[fill[t as usize]] = s as u32;
+                fill[t as usize] += 1;
+            }
+        }
+        let mut finite = vec![false; n];
+        let mut stack: Vec<u32> = (0..n as u32)
+            .filter(|&s| waiting[s as usize] == 0)
+            .collect();
+        for &s in &stack {
+            finite[s as usize] = true;
+        }
+        while let Some(t) = stack.pop() {
+            for &p in &rev[rev_first[t as usize]..rev_first[t as usize + 1]] {
+                let w = &mut waiting[p as usize];
+                *w -= 1;
+                if *w == 0 {
+                    finite[p as usize] = true;
+                    stack.push(p);
+                }
             }
         }
         finite
@@ -2514,6 +2543,51 @@ mod tests {
         // A match: `[a-z]+[0-9]` then `"`.
         let d = dfas[12].then(&dfas[13]).unwrap().unwrap();
         assert!(d.matches(b"ab7\"") && !d.matches(b"ab7") && !d.matches(b"7\""));
+    }
+
+    /// `Dfa::finite_completions` as passes over every state until none changes: the
+    /// reference the peeling must equal.
+    fn finite_by_passes(d: &Dfa) -> Vec<bool> {
+        let n = d.num_states();
+        let mut finite = vec![false; n];
+        finite[DEAD as usize] = true;
+        loop {
+            let mut changed = false;
+            for s in 1..n {
+                let all = (0..=255u8)
+                    .map(|b| d.next(s as u32, b))
+                    .all(|t| t == DEAD || finite[t as usize]);
+                if !finite[s] && all {
+                    finite[s] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                return finite;
+            }
+        }
+    }
+
+    #[test]
+    fn finite_completions_are_found_by_peeling() {
+        for p in [
+            "abc|abd|x",
+            "a*",
+            "ab*c|de",
+            "(ab)*|q[0-9]{1,3}",
+            "[a-z]{0,40}",
+            "x(yz)+w?|x[0-9]",
+            "",
+        ] {
+            let d = Dfa::from_regex(p).unwrap();
+            let f = d.finite_completions();
+            assert_eq!(f, finite_by_passes(&d), "{p}");
+            // Some state of each kind among these.
+            if p == "ab*c|de" {
+                assert!(f.iter().skip(1).any(|&x| x) && f.iter().any(|&x| !x), "{p}");
+            }
+        }
+        assert_eq!(Dfa::empty().finite_completions(), vec![true]);
     }
 
     #[test]
