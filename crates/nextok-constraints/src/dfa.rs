@@ -113,6 +113,33 @@ impl StateIds<(u32, u32)> for DensePairs {
     }
 }
 
+/// An exploration's raw table (`k` columns, row 0 the dead state, row i + 1 for `keys[i]`),
+/// which becomes an automaton once its accepting states are said.
+struct Explored<K> {
+    raw: Vec<u32>,
+    k: usize,
+    class_of: [u8; 256],
+    keys: Vec<K>,
+}
+
+impl<K> Explored<K> {
+    /// The automaton whose accepting states are those whose keys pass `accept`, pruned of
+    /// what cannot reach one.
+    fn automaton(&self, accept: impl Fn(&K) -> bool) -> Dfa {
+        let acc: Vec<bool> = std::iter::once(false)
+            .chain(self.keys.iter().map(accept))
+            .collect();
+        Dfa::from_raw(
+            &self.raw,
+            self.k,
+            &self.class_of,
+            &acc,
+            self.keys.len() + 1,
+            1,
+        )
+    }
+}
+
 /// A deterministic automaton over bytes in which every non-dead state can still reach a match.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Dfa {
@@ -172,10 +199,23 @@ impl Dfa {
         accept: impl Fn(&(u32, u32)) -> bool,
         what: &str,
     ) -> Result<Dfa, Error> {
+        Ok(self
+            .explore_pairs_raw(other, start, next, what)?
+            .automaton(accept))
+    }
+
+    /// The exploration of [`Dfa::explore_pairs`], before acceptance is known.
+    fn explore_pairs_raw(
+        &self,
+        other: &Dfa,
+        start: (u32, u32),
+        next: impl FnMut(&(u32, u32), u8) -> Option<(u32, u32)>,
+        what: &str,
+    ) -> Result<Explored<(u32, u32)>, Error> {
         let classes = refine(&self.classes, &other.classes);
         let width = other.num_states();
         match self.num_states().checked_mul(width) {
-            Some(cells) if cells <= DENSE_PAIRS => Self::explore_with(
+            Some(cells) if cells <= DENSE_PAIRS => Self::explore_raw(
                 DensePairs {
                     width,
                     // Zeroed memory is mapped lazily: only the pages of pairs met cost.
@@ -183,23 +223,33 @@ impl Dfa {
                 },
                 start,
                 next,
-                accept,
                 what,
                 &classes,
             ),
-            _ => Self::explore_with(FxMap::default(), start, next, accept, what, &classes),
+            _ => Self::explore_raw(FxMap::default(), start, next, what, &classes),
         }
     }
 
     /// [`Dfa::explore`] numbering the states through `ids`.
     fn explore_with<K: Clone>(
-        mut ids: impl StateIds<K>,
+        ids: impl StateIds<K>,
         start: K,
-        mut next: impl FnMut(&K, u8) -> Option<K>,
+        next: impl FnMut(&K, u8) -> Option<K>,
         accept: impl Fn(&K) -> bool,
         what: &str,
         classes: &[u8; 256],
     ) -> Result<Dfa, Error> {
+        Ok(Self::explore_raw(ids, start, next, what, classes)?.automaton(accept))
+    }
+
+    /// The exploration of [`Dfa::explore_with`], before acceptance is known.
+    fn explore_raw<K: Clone>(
+        mut ids: impl StateIds<K>,
+        start: K,
+        mut next: impl FnMut(&K, u8) -> Option<K>,
+        what: &str,
+        classes: &[u8; 256],
+    ) -> Result<Explored<K>, Error> {
         // Input classes renumbered densely: `class_of[b]` indexes `reps` (one byte per class).
         let mut index = [u16::MAX; 256];
         let mut class_of = [0u8; 256];
@@ -243,11 +293,12 @@ impl Dfa {
             }
             i += 1;
         }
-        let n = keys.len() + 1;
-        let acc: Vec<bool> = std::iter::once(false)
-            .chain(keys.iter().map(&accept))
-            .collect();
-        Ok(Self::from_raw(&raw, k, &class_of, &acc, n, 1))
+        Ok(Explored {
+            raw,
+            k,
+            class_of,
+            keys,
+        })
     }
 
     /// Prunes, renumbers and compresses a raw table of `k` columns (`class_of` maps bytes to
@@ -1147,6 +1198,26 @@ impl Dfa {
         )
     }
 
+    /// `[self.minus(other), self.intersect(other)]`, the strings of `self` that `other`
+    /// refuses and those it accepts, from one exploration: the difference's pairs hold the
+    /// intersection's (the pairs where `other` is dead are pruned from it, as they reach no
+    /// match), so both are the very automata the two products give.
+    pub(crate) fn split_by(&self, other: &Dfa) -> Result<[Dfa; 2], Error> {
+        let e = self.explore_pairs_raw(
+            other,
+            (self.start, other.start),
+            |&(a, b), x| {
+                let a2 = self.next(a, x);
+                (a2 != DEAD).then_some((a2, other.next(b, x)))
+            },
+            "difference",
+        )?;
+        Ok([
+            e.automaton(|&(a, b)| self.is_accept(a) && !other.is_accept(b)),
+            e.automaton(|&(a, b)| self.is_accept(a) && other.is_accept(b)),
+        ])
+    }
+
     /// `self` then `other`, when no accepting state of `self` reads on with a byte that
     /// `other` can start with: then the switch to `other` is deterministic and one state of
     /// each at a time suffices. `None` when the two overlap so.
@@ -1920,6 +1991,18 @@ mod tests {
         assert!(m.matches(b"a") && m.matches(b"abc") && !m.matches(b"ab"));
         let ne = Dfa::from_regex("a*").unwrap().without_empty().unwrap();
         assert!(!ne.matches(b"") && ne.matches(b"aa"));
+        // Split by another automaton: the difference and the intersection, exactly.
+        for (x, y) in [
+            ("[a-z]+", "x.*"),
+            ("[0-9]{2,5}", "1.*|.*9"),
+            ("a|b", "c"),
+            ("", ""),
+        ] {
+            let (x, y) = (Dfa::from_regex(x).unwrap(), Dfa::from_regex(y).unwrap());
+            let [out, inside] = x.split_by(&y).unwrap();
+            assert_eq!(out, x.minus(&y).unwrap());
+            assert_eq!(inside, x.intersect(&y).unwrap());
+        }
         // A union of many, in pairs, is the union one after another (odd counts included).
         for n in [0, 1, 2, 5, 8] {
             let parts: Vec<Dfa> = (0..n)
