@@ -11,6 +11,8 @@
 //! cargo run --release -p nextok-constraints --example corpus_profile -- \
 //!     conformance/real-world/schemastore [top] [file name filter]
 //! ```
+//! `$CORPUS_RESOURCES` names a folder of more documents that `$ref`s may name (as
+//! `constrain-bench --resources`).
 //! The model's tokenizer is read from `$NEXTOK_MODEL` or the default model's place in the cache
 //! (`$XDG_CACHE_HOME` or `~/.cache`, then `nextok/models/SmolLM2-135M-Instruct.Q4_1.gguf`).
 
@@ -81,7 +83,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let model = common::model_path();
     let tok = nextok_tokenizer::load_from_gguf_path(&model)?;
     let vocab = Arc::new(TokenVocab::from_tokenizer(tok.as_ref())?);
-    let resources = ConformanceRun::resources_in_dir(&dir)?;
+    let mut resources = ConformanceRun::resources_in_dir(&dir)?;
+    // More documents that `$ref`s may name, as `constrain-bench --resources` takes them.
+    if let Some(extra) = std::env::var_os("CORPUS_RESOURCES") {
+        resources.extend(ConformanceRun::resources_in_dir(std::path::Path::new(
+            &extra,
+        ))?);
+    }
     let opts = JsonOptions::default().with_resources(resources);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))

@@ -74,6 +74,72 @@ pub(crate) const DEAD: u32 = 0;
 /// Default limit on the number of states of one automaton.
 pub(crate) const STATE_LIMIT: usize = 100_000;
 
+/// The most pairs of states a product numbers through a table indexed by the pair (4 bytes
+/// each, of which only the pages of pairs met are touched) rather than a hash map.
+const DENSE_PAIRS: usize = 1 << 24;
+
+/// How [`Dfa::explore`] numbers the states it meets (1 for the start, 0 for none yet).
+trait StateIds<K> {
+    fn get(&self, key: &K) -> Option<u32>;
+    fn insert(&mut self, key: K, id: u32);
+}
+
+impl<K: Hash + Eq> StateIds<K> for FxMap<K, u32> {
+    fn get(&self, key: &K) -> Option<u32> {
+        HashMap::get(self, key).copied()
+    }
+
+    fn insert(&mut self, key: K, id: u32) {
+        HashMap::insert(self, key, id);
+    }
+}
+
+/// Pairs of states numbered through a table: `ids[a * width + b]`, 0 for none yet.
+struct DensePairs {
+    width: usize,
+    ids: Vec<u32>,
+}
+
+impl StateIds<(u32, u32)> for DensePairs {
+    #[inline]
+    fn get(&self, &(a, b): &(u32, u32)) -> Option<u32> {
+        let id = self.ids[a as usize * self.width + b as usize];
+        (id != 0).then_some(id)
+    }
+
+    #[inline]
+    fn insert(&mut self, (a, b): (u32, u32), id: u32) {
+        self.ids[a as usize * self.width + b as usize] = id;
+    }
+}
+
+/// An exploration's raw table (`k` columns, row 0 the dead state, row i + 1 for `keys[i]`),
+/// which becomes an automaton once its accepting states are said.
+struct Explored<K> {
+    raw: Vec<u32>,
+    k: usize,
+    class_of: [u8; 256],
+    keys: Vec<K>,
+}
+
+impl<K> Explored<K> {
+    /// The automaton whose accepting states are those whose keys pass `accept`, pruned of
+    /// what cannot reach one.
+    fn automaton(&self, accept: impl Fn(&K) -> bool) -> Dfa {
+        let acc: Vec<bool> = std::iter::once(false)
+            .chain(self.keys.iter().map(accept))
+            .collect();
+        Dfa::from_raw(
+            &self.raw,
+            self.k,
+            &self.class_of,
+            &acc,
+            self.keys.len() + 1,
+            1,
+        )
+    }
+}
+
 /// A deterministic automaton over bytes in which every non-dead state can still reach a match.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Dfa {
@@ -112,11 +178,78 @@ impl Dfa {
     /// class must behave alike in every state); [`IDENTITY`] is always correct.
     pub(crate) fn explore<K: Hash + Eq + Clone>(
         start: K,
-        mut next: impl FnMut(&K, u8) -> Option<K>,
+        next: impl FnMut(&K, u8) -> Option<K>,
         accept: impl Fn(&K) -> bool,
         what: &str,
         classes: &[u8; 256],
     ) -> Result<Dfa, Error> {
+        Self::explore_with(FxMap::default(), start, next, accept, what, classes)
+    }
+
+    /// [`Dfa::explore`] over pairs of states of `self` and `other` (a product): the pairs are
+    /// numbered through a table indexed by the pair when the two automata are small enough
+    /// for one (their state counts multiply to at most [`DENSE_PAIRS`]), instead of a hash
+    /// map. A product of a pattern's automaton with a few thousand states and a small one
+    /// makes hundreds of thousands of pairs, and hashing each was most of its time.
+    fn explore_pairs(
+        &self,
+        other: &Dfa,
+        start: (u32, u32),
+        next: impl FnMut(&(u32, u32), u8) -> Option<(u32, u32)>,
+        accept: impl Fn(&(u32, u32)) -> bool,
+        what: &str,
+    ) -> Result<Dfa, Error> {
+        Ok(self
+            .explore_pairs_raw(other, start, next, what)?
+            .automaton(accept))
+    }
+
+    /// The exploration of [`Dfa::explore_pairs`], before acceptance is known.
+    fn explore_pairs_raw(
+        &self,
+        other: &Dfa,
+        start: (u32, u32),
+        next: impl FnMut(&(u32, u32), u8) -> Option<(u32, u32)>,
+        what: &str,
+    ) -> Result<Explored<(u32, u32)>, Error> {
+        let classes = refine(&self.classes, &other.classes);
+        let width = other.num_states();
+        match self.num_states().checked_mul(width) {
+            Some(cells) if cells <= DENSE_PAIRS => Self::explore_raw(
+                DensePairs {
+                    width,
+                    // Zeroed memory is mapped lazily: only the pages of pairs met cost.
+                    ids: vec![0; cells],
+                },
+                start,
+                next,
+                what,
+                &classes,
+            ),
+            _ => Self::explore_raw(FxMap::default(), start, next, what, &classes),
+        }
+    }
+
+    /// [`Dfa::explore`] numbering the states through `ids`.
+    fn explore_with<K: Clone>(
+        ids: impl StateIds<K>,
+        start: K,
+        next: impl FnMut(&K, u8) -> Option<K>,
+        accept: impl Fn(&K) -> bool,
+        what: &str,
+        classes: &[u8; 256],
+    ) -> Result<Dfa, Error> {
+        Ok(Self::explore_raw(ids, start, next, what, classes)?.automaton(accept))
+    }
+
+    /// The exploration of [`Dfa::explore_with`], before acceptance is known.
+    fn explore_raw<K: Clone>(
+        mut ids: impl StateIds<K>,
+        start: K,
+        mut next: impl FnMut(&K, u8) -> Option<K>,
+        what: &str,
+        classes: &[u8; 256],
+    ) -> Result<Explored<K>, Error> {
         // Input classes renumbered densely: `class_of[b]` indexes `reps` (one byte per class).
         let mut index = [u16::MAX; 256];
         let mut class_of = [0u8; 256];
@@ -130,7 +263,6 @@ impl Dfa {
             class_of[b] = index[c] as u8;
         }
         let k = reps.len();
-        let mut ids: FxMap<K, u32> = FxMap::default();
         let mut keys: Vec<K> = vec![start.clone()];
         ids.insert(start, 1);
         // Raw table with `k` columns; row 0 is the dead state, state i has row i.
@@ -141,7 +273,7 @@ impl Dfa {
             for (c, &rep) in reps.iter().enumerate() {
                 if let Some(k2) = next(&key, rep) {
                     let id = match ids.get(&k2) {
-                        Some(&id) => id,
+                        Some(id) => id,
                         None => {
                             if keys.len() >= STATE_LIMIT {
                                 return Err(Error::TooLarge {
@@ -161,11 +293,12 @@ impl Dfa {
             }
             i += 1;
         }
-        let n = keys.len() + 1;
-        let acc: Vec<bool> = std::iter::once(false)
-            .chain(keys.iter().map(&accept))
-            .collect();
-        Ok(Self::from_raw(&raw, k, &class_of, &acc, n, 1))
+        Ok(Explored {
+            raw,
+            k,
+            class_of,
+            keys,
+        })
     }
 
     /// Prunes, renumbers and compresses a raw table of `k` columns (`class_of` maps bytes to
@@ -182,10 +315,17 @@ impl Dfa {
         // compressed rows).
         let mut rev_count = vec![0u32; n + 1];
         // Edges into the dead state are skipped: it never becomes live, and they are most of
-        // the table (counting them all into one slot serialises on that slot).
-        for &t in &raw[k..n * k] {
-            if t != 0 {
-                rev_count[t as usize + 1] += 1;
+        // the table (counting them all into one slot serialises on that slot). A row's edges
+        // into one state count once (`seen[t]` is the last row that had an edge into `t`):
+        // most of a row's classes lead to a few states, and only whether an edge exists
+        // matters here.
+        let mut seen = vec![0u32; n];
+        for s in 1..n {
+            for &t in &raw[s * k..(s + 1) * k] {
+                if t != 0 && seen[t as usize] != s as u32 {
+                    seen[t as usize] = s as u32;
+                    rev_count[t as usize + 1] += 1;
+                }
             }
         }
         for x in 1..=n {
@@ -193,9 +333,11 @@ impl Dfa {
         }
         let mut rev = vec![0u32; rev_count[n] as usize];
         let mut fill = rev_count.clone();
+        seen.fill(0);
         for s in 1..n {
             for &t in &raw[s * k..(s + 1) * k] {
-                if t != 0 {
+                if t != 0 && seen[t as usize] != s as u32 {
+                    seen[t as usize] = s as u32;
                     rev[fill[t as usize] as usize] = s as u32;
                     fill[t as usize] += 1;
                 }
@@ -240,30 +382,60 @@ impl Dfa {
                 *id = DEAD;
             }
         }
-        // The pruned, renumbered table over all `k` input classes, row by row.
+        // The pruned, renumbered table over all `k` input classes, row by row; in the same
+        // pass, each column's hash (to merge the input classes whose columns agree after
+        // pruning) and each row's live columns (its live bytes, once the bytes of each column
+        // are known).
         let mut tab = vec![DEAD; m * k];
+        let mut hashes = vec![0u64; k];
+        // The dead row first, as the hash of a column reads every row in order.
+        for h in hashes.iter_mut() {
+            *h = (h.rotate_left(5) ^ DEAD as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+        let mut live_cols = vec![[0u64; 4]; m];
         for (i, &s) in order.iter().enumerate() {
             let src = &raw[s * k..(s + 1) * k];
-            for (d, &t) in tab[(i + 1) * k..(i + 2) * k].iter_mut().zip(src) {
-                *d = new_id[t as usize];
-            }
-        }
-        // Merge input classes whose columns agree after pruning: columns are hashed in one
-        // pass over the rows, and equal hashes are checked column against column.
-        let mut hashes = vec![0u64; k];
-        for row in tab.chunks_exact(k) {
-            for (h, &t) in hashes.iter_mut().zip(row) {
+            let cols = &mut live_cols[i + 1];
+            for (c, ((d, &t), h)) in tab[(i + 1) * k..(i + 2) * k]
+                .iter_mut()
+                .zip(src)
+                .zip(hashes.iter_mut())
+                .enumerate()
+            {
+                let t = new_id[t as usize];
+                *d = t;
                 *h = (h.rotate_left(5) ^ t as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+                if t != DEAD {
+                    cols[c >> 6] |= 1 << (c & 63);
+                }
             }
         }
+        // Each column is compared with the first column of its hash, all of them in one pass
+        // over the rows (column by column, each row a cache miss, was most of the time of a
+        // large table); if some pair differs after all (a collision), column by column.
+        let first: Vec<usize> = (0..k)
+            .map(|c| (0..c).find(|&r| hashes[r] == hashes[c]).unwrap_or(c))
+            .collect();
+        let pairs: Vec<(usize, usize)> = (0..k)
+            .filter(|&c| first[c] != c)
+            .map(|c| (first[c], c))
+            .collect();
+        let all_same = pairs.is_empty()
+            || tab
+                .chunks_exact(k)
+                .all(|row| pairs.iter().all(|&(r, c)| row[r] == row[c]));
         let same = |a: usize, b: usize| tab.chunks_exact(k).all(|row| row[a] == row[b]);
         let mut merged = vec![0u8; k];
         let mut reps: Vec<usize> = Vec::new();
         for (c, slot) in merged.iter_mut().enumerate() {
-            *slot = match reps
-                .iter()
-                .position(|&r| hashes[r] == hashes[c] && same(r, c))
-            {
+            let found = if all_same {
+                // The first column of a hash is a representative, and the one `c` equals.
+                reps.iter().position(|&r| r == first[c] && r != c)
+            } else {
+                reps.iter()
+                    .position(|&r| hashes[r] == hashes[c] && same(r, c))
+            };
+            *slot = match found {
                 Some(id) => id as u8,
                 None => {
                     reps.push(c);
@@ -292,18 +464,23 @@ impl Dfa {
         };
         let mut accept = vec![false; m];
         let mut livebytes = vec![[0u64; 4]; m];
-        // The bytes of each final class, to build each state's live-byte set class by class.
-        let mut class_bits = vec![[0u64; 4]; stride];
+        // The bytes of each input column, to build each state's live-byte set column by
+        // column (merging columns changes no byte's target).
+        let mut col_bits = vec![[0u64; 4]; k];
         for b in 0..256 {
-            class_bits[classes[b] as usize][b >> 6] |= 1 << (b & 63);
+            col_bits[class_of[b] as usize][b >> 6] |= 1 << (b & 63);
         }
         for (i, &s) in order.iter().enumerate() {
             let row = i + 1;
             accept[row] = acc[s];
-            for (c, &t) in trans[row * stride..(row + 1) * stride].iter().enumerate() {
-                if t != DEAD {
-                    for w in 0..4 {
-                        livebytes[row][w] |= class_bits[c][w];
+            let bytes = &mut livebytes[row];
+            for (w, &word) in live_cols[row].iter().enumerate() {
+                let mut word = word;
+                while word != 0 {
+                    let c = w * 64 + word.trailing_zeros() as usize;
+                    word &= word - 1;
+                    for (x, y) in bytes.iter_mut().zip(&col_bits[c]) {
+                        *x |= y;
                     }
                 }
             }
@@ -322,24 +499,40 @@ impl Dfa {
     /// into an anchored automaton that accepts exactly the strings the whole pattern matches.
     pub(crate) fn from_regex(pattern: &str) -> Result<Dfa, Error> {
         // Determinization dominates compile time, and schemas repeat their patterns (bounds such
-        // as `minimum: 0`, formats, user patterns across schemas): automata of moderate size are
-        // kept per pattern, process-wide, up to a bound.
-        type Memo = std::sync::Mutex<HashMap<String, std::sync::Arc<Dfa>>>;
+        // as `minimum: 0`, formats, user patterns across schemas, and within one schema each
+        // comparison of `oneOf` branches by their patterns): automata are kept per pattern,
+        // process-wide, up to a bound on their number and one on their cells together. A
+        // large one is kept too (a URL pattern with `{1,256}` is some 150,000 cells and 60 ms
+        // to determinize, where copying it is a fraction of a millisecond).
+        type Memo = std::sync::Mutex<(HashMap<String, std::sync::Arc<Dfa>>, usize)>;
         static MEMO: OnceLock<Memo> = OnceLock::new();
         const MEMO_ENTRIES: usize = 512;
-        const MEMO_CELLS: usize = 1 << 16;
+        const MEMO_CELLS: usize = 1 << 22;
         let memo = MEMO.get_or_init(Default::default);
         // A poisoned lock only means another thread panicked mid-insert; the map stays valid.
-        if let Some(d) = memo.lock().unwrap_or_else(|p| p.into_inner()).get(pattern) {
+        if let Some(d) = memo
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+            .get(pattern)
+        {
             return Ok(Dfa::clone(d));
         }
         let d = Self::build_regex(pattern)?;
-        if d.trans.len() <= MEMO_CELLS {
+        let cells = d.trans.len();
+        if cells <= MEMO_CELLS / 4 {
             let mut m = memo.lock().unwrap_or_else(|p| p.into_inner());
-            if m.len() >= MEMO_ENTRIES {
-                m.clear();
+            let (map, total) = &mut *m;
+            if map.len() >= MEMO_ENTRIES || *total + cells > MEMO_CELLS {
+                map.clear();
+                *total = 0;
             }
-            m.insert(pattern.to_string(), std::sync::Arc::new(d.clone()));
+            if map
+                .insert(pattern.to_string(), std::sync::Arc::new(d.clone()))
+                .is_none()
+            {
+                *total += cells;
+            }
         }
         Ok(d)
     }
@@ -947,7 +1140,8 @@ impl Dfa {
 
     /// Strings accepted by both.
     pub(crate) fn intersect(&self, other: &Dfa) -> Result<Dfa, Error> {
-        Dfa::explore(
+        self.explore_pairs(
+            other,
             (self.start, other.start),
             |&(a, b), x| {
                 let (a2, b2) = (self.next(a, x), other.next(b, x));
@@ -955,13 +1149,13 @@ impl Dfa {
             },
             |&(a, b)| self.is_accept(a) && other.is_accept(b),
             "intersection",
-            &refine(&self.classes, &other.classes),
         )
     }
 
     /// Strings accepted by either.
     pub(crate) fn union(&self, other: &Dfa) -> Result<Dfa, Error> {
-        Dfa::explore(
+        self.explore_pairs(
+            other,
             (self.start, other.start),
             |&(a, b), x| {
                 let (a2, b2) = (self.next(a, x), other.next(b, x));
@@ -969,13 +1163,31 @@ impl Dfa {
             },
             |&(a, b)| self.is_accept(a) || other.is_accept(b),
             "union",
-            &refine(&self.classes, &other.classes),
         )
+    }
+
+    /// Strings accepted by any of `dfas` (none: the empty language), united in pairs, then
+    /// pairs of those, and so on: united one after another, each product was over an
+    /// automaton that had grown with every one before it.
+    pub(crate) fn union_all(mut dfas: Vec<Dfa>) -> Result<Dfa, Error> {
+        while dfas.len() > 1 {
+            let mut next = Vec::with_capacity(dfas.len().div_ceil(2));
+            let mut it = dfas.into_iter();
+            while let Some(a) = it.next() {
+                next.push(match it.next() {
+                    Some(b) => a.union(&b)?,
+                    None => a,
+                });
+            }
+            dfas = next;
+        }
+        Ok(dfas.pop().unwrap_or_else(Dfa::empty))
     }
 
     /// Strings accepted by `self` and not by `other`.
     pub(crate) fn minus(&self, other: &Dfa) -> Result<Dfa, Error> {
-        Dfa::explore(
+        self.explore_pairs(
+            other,
             (self.start, other.start),
             |&(a, b), x| {
                 let a2 = self.next(a, x);
@@ -983,38 +1195,221 @@ impl Dfa {
             },
             |&(a, b)| self.is_accept(a) && !other.is_accept(b),
             "difference",
-            &refine(&self.classes, &other.classes),
         )
+    }
+
+    /// `[self.minus(other), self.intersect(other)]`, the strings of `self` that `other`
+    /// refuses and those it accepts, from one exploration: the difference's pairs hold the
+    /// intersection's (the pairs where `other` is dead are pruned from it, as they reach no
+    /// match), so both are the very automata the two products give.
+    pub(crate) fn split_by(&self, other: &Dfa) -> Result<[Dfa; 2], Error> {
+        let e = self.explore_pairs_raw(
+            other,
+            (self.start, other.start),
+            |&(a, b), x| {
+                let a2 = self.next(a, x);
+                (a2 != DEAD).then_some((a2, other.next(b, x)))
+            },
+            "difference",
+        )?;
+        Ok([
+            e.automaton(|&(a, b)| self.is_accept(a) && !other.is_accept(b)),
+            e.automaton(|&(a, b)| self.is_accept(a) && other.is_accept(b)),
+        ])
     }
 
     /// `self` then `other`, when no accepting state of `self` reads on with a byte that
     /// `other` can start with: then the switch to `other` is deterministic and one state of
     /// each at a time suffices. `None` when the two overlap so.
+    ///
+    /// Without overlap the automaton is the two tables side by side, `self`'s accepting states
+    /// also stepping into `other` on the bytes it starts with, so it is written out directly
+    /// (no product to explore: a pattern's run of atoms has tens of thousands of states, and
+    /// numbering them as pairs cost most of the time). When `other` is entered at all, every
+    /// state written is reachable and reaches a match, and the table is kept as written
+    /// ([`Dfa::then_direct`]: the product's states and language, numbered differently);
+    /// otherwise it is pruned and renumbered as any exploration is.
     pub(crate) fn then(&self, other: &Dfa) -> Result<Option<Dfa>, Error> {
-        let mut overlap = false;
-        let d = Dfa::explore(
-            (self.start, DEAD),
-            |&(a, b), x| {
-                let a2 = if a == DEAD { DEAD } else { self.next(a, x) };
-                let enter = if a != DEAD && self.is_accept(a) {
-                    other.next(other.start, x)
+        // Input classes renumbered densely, as `explore` does.
+        let classes = refine(&self.classes, &other.classes);
+        let mut index = [u16::MAX; 256];
+        let mut class_of = [0u8; 256];
+        let mut reps: Vec<u8> = Vec::new();
+        for b in 0..256 {
+            let c = classes[b] as usize;
+            if index[c] == u16::MAX {
+                index[c] = reps.len() as u16;
+                reps.push(b as u8);
+            }
+            class_of[b] = index[c] as u8;
+        }
+        let k = reps.len();
+        let (na, nb) = (self.num_states(), other.num_states());
+        // Where `other` goes on the first byte of each class (DEAD where it cannot start).
+        let enter: Vec<u32> = reps.iter().map(|&x| other.next(other.start, x)).collect();
+        // Every state of `self` is reachable, so an accepting one that reads on with a byte
+        // that `other` starts with is an overlap.
+        for a in 1..na as u32 {
+            if self.is_accept(a) {
+                let both = reps
+                    .iter()
+                    .zip(&enter)
+                    .any(|(&x, &e)| e != DEAD && self.next(a, x) != DEAD);
+                if both {
+                    return Ok(None);
+                }
+            }
+        }
+        // The states of `other` reachable from where it is entered, which with `self`'s are
+        // the states the product would explore (and count against the limit).
+        let mut seen = vec![false; nb];
+        let mut stack: Vec<u32> = Vec::new();
+        let entered = (1..na as u32).any(|a| self.is_accept(a));
+        if entered && self.start != DEAD {
+            for &e in &enter {
+                if e != DEAD && !seen[e as usize] {
+                    seen[e as usize] = true;
+                    stack.push(e);
+                }
+            }
+        }
+        let mut reached = 0usize;
+        while let Some(b) = stack.pop() {
+            reached += 1;
+            for &x in &reps {
+                let t = other.next(b, x);
+                if t != DEAD && !seen[t as usize] {
+                    seen[t as usize] = true;
+                    stack.push(t);
+                }
+            }
+        }
+        let states = if self.start == DEAD {
+            1
+        } else {
+            na - 1 + reached
+        };
+        if states > STATE_LIMIT {
+            return Err(Error::TooLarge {
+                what: "concatenation".to_string(),
+                limit: STATE_LIMIT,
+            });
+        }
+        if self.start != DEAD && reached > 0 {
+            return Ok(Some(
+                self.then_direct(other, &class_of, &reps, &enter, &seen),
+            ));
+        }
+        // Raw rows: 0 dead, `self`'s state a at row a, `other`'s state b at row na - 1 + b.
+        let n = na + nb.max(1) - 1;
+        let mut raw = vec![DEAD; n * k];
+        let mut acc = vec![false; n];
+        let shift = na as u32 - 1;
+        for a in 1..na as u32 {
+            let accepting = self.is_accept(a);
+            let row = &mut raw[a as usize * k..(a as usize + 1) * k];
+            for ((r, &x), &e) in row.iter_mut().zip(&reps).zip(&enter) {
+                let t = self.next(a, x);
+                *r = if t != DEAD {
+                    t
+                } else if accepting && e != DEAD {
+                    e + shift
                 } else {
                     DEAD
                 };
-                let b2 = if b == DEAD { enter } else { other.next(b, x) };
-                if enter != DEAD && (b != DEAD || a2 != DEAD) {
-                    overlap = true;
+            }
+            acc[a as usize] = accepting && other.accepts_empty();
+        }
+        for b in 1..nb as u32 {
+            let at = (b + shift) as usize;
+            for (r, &x) in raw[at * k..(at + 1) * k].iter_mut().zip(&reps) {
+                let t = other.next(b, x);
+                *r = if t != DEAD { t + shift } else { DEAD };
+            }
+            acc[at] = other.is_accept(b);
+        }
+        Ok(Some(Dfa::from_raw(&raw, k, &class_of, &acc, n, self.start)))
+    }
+
+    /// [`Dfa::then`] when `self` accepts something and `other` is entered on some byte
+    /// (`enter`, per class of `class_of`, with the states of `other` reached from there in
+    /// `reached`): every state of `self` then reaches a match through `other`, and every
+    /// state written is reachable, so nothing needs pruning and the table is final as it is
+    /// written, `self`'s states first under their own numbers, then the states of `other`
+    /// reached, in their order (no renumbering, and no merging of the classes, which
+    /// cost five passes over a table of tens of thousands of rows).
+    fn then_direct(
+        &self,
+        other: &Dfa,
+        class_of: &[u8; 256],
+        reps: &[u8],
+        enter: &[u32],
+        reached: &[bool],
+    ) -> Dfa {
+        let k = reps.len();
+        let na = self.num_states();
+        // `other`'s state b becomes `moved[b]` (DEAD when it is not reached).
+        let mut moved = vec![DEAD; other.num_states()];
+        let mut m = na as u32;
+        for (b, r) in reached.iter().enumerate() {
+            if *r {
+                moved[b] = m;
+                m += 1;
+            }
+        }
+        let m = m as usize;
+        let enter: Vec<u32> = enter.iter().map(|&e| moved[e as usize]).collect();
+        let mut trans = vec![DEAD; m * k];
+        let mut accept = vec![false; m];
+        let mut live = vec![[0u64; 4]; m];
+        // The bytes of each class.
+        let mut class_bits = vec![[0u64; 4]; k];
+        for b in 0..256 {
+            class_bits[class_of[b] as usize][b >> 6] |= 1 << (b & 63);
+        }
+        for a in 1..na as u32 {
+            let accepting = self.is_accept(a);
+            let row = &mut trans[a as usize * k..(a as usize + 1) * k];
+            for (c, ((r, &x), &e)) in row.iter_mut().zip(reps).zip(&enter).enumerate() {
+                let t = self.next(a, x);
+                *r = if t != DEAD {
+                    t
+                } else if accepting {
+                    e
+                } else {
+                    DEAD
+                };
+                if *r != DEAD {
+                    for (w, y) in live[a as usize].iter_mut().zip(&class_bits[c]) {
+                        *w |= y;
+                    }
                 }
-                (a2 != DEAD || b2 != DEAD).then_some((a2, b2))
-            },
-            |&(a, b)| {
-                (b != DEAD && other.is_accept(b))
-                    || (a != DEAD && self.is_accept(a) && other.accepts_empty())
-            },
-            "concatenation",
-            &refine(&self.classes, &other.classes),
-        )?;
-        Ok((!overlap).then_some(d))
+            }
+            accept[a as usize] = accepting && other.accepts_empty();
+        }
+        for (b, &to) in moved.iter().enumerate() {
+            if to == DEAD {
+                continue;
+            }
+            let at = to as usize;
+            for (c, (r, &x)) in trans[at * k..(at + 1) * k].iter_mut().zip(reps).enumerate() {
+                *r = moved[other.next(b as u32, x) as usize];
+                if *r != DEAD {
+                    for (w, y) in live[at].iter_mut().zip(&class_bits[c]) {
+                        *w |= y;
+                    }
+                }
+            }
+            accept[at] = other.is_accept(b as u32);
+        }
+        Dfa {
+            classes: Box::new(*class_of),
+            stride: k,
+            trans,
+            accept,
+            start: self.start,
+            live,
+        }
     }
 
     /// The same language without the empty string (the start state is split off).
@@ -1409,34 +1804,63 @@ impl Dfa {
 
     /// Per state, whether only finitely many words lead on from it (the dead state counts as
     /// finite). Found by peeling: a state whose successors are all dead or finite is finite;
-    /// what is never peeled reaches a cycle.
+    /// what is never peeled reaches a cycle. Each state is peeled once, when the last of its
+    /// successors is (a count per state and the reverse edges), rather than in passes over
+    /// every state until none changes: a chain of a long counted string took a pass per link.
     pub(crate) fn finite_completions(&self) -> Vec<bool> {
         let n = self.num_states();
         let reps = self.class_reps(|_| true);
-        let succ: Vec<Vec<u32>> = (0..n as u32)
-            .map(|s| {
-                let mut v: Vec<u32> = reps
-                    .iter()
-                    .map(|&b| self.next(s, b))
-                    .filter(|&t| t != DEAD)
-                    .collect();
-                v.sort_unstable();
-                v.dedup();
-                v
-            })
-            .collect();
-        let mut finite = vec![false; n];
-        finite[DEAD as usize] = true;
-        loop {
-            let mut changed = false;
-            for s in 1..n {
-                if !finite[s] && succ[s].iter().all(|&t| finite[t as usize]) {
-                    finite[s] = true;
-                    changed = true;
-                }
+        // Distinct live successors of each state, in one array cut by state.
+        let mut succ: Vec<u32> = Vec::new();
+        let mut first = vec![0usize; n + 1];
+        let mut row: Vec<u32> = Vec::with_capacity(reps.len());
+        for (s, start) in first.iter_mut().enumerate().take(n) {
+            *start = succ.len();
+            if s != DEAD as usize {
+                row.clear();
+                row.extend(
+                    reps.iter()
+                        .map(|&b| self.next(s as u32, b))
+                        .filter(|&t| t != DEAD),
+                );
+                row.sort_unstable();
+                row.dedup();
+                succ.extend_from_slice(&row);
             }
-            if !changed {
-                break;
+        }
+        first[n] = succ.len();
+        // Reverse edges, and per state the successors not yet peeled.
+        let mut waiting: Vec<usize> = (0..n).map(|s| first[s + 1] - first[s]).collect();
+        let mut rev_first = vec![0usize; n + 1];
+        for &t in &succ {
+            rev_first[t as usize + 1] += 1;
+        }
+        for x in 1..=n {
+            rev_first[x] += rev_first[x - 1];
+        }
+        let mut rev = vec![0u32; succ.len()];
+        let mut fill = rev_first.clone();
+        for s in 0..n {
+            for &t in &succ[first[s]..first[s + 1]] {
+                rev[fill[t as usize]] = s as u32;
+                fill[t as usize] += 1;
+            }
+        }
+        let mut finite = vec![false; n];
+        let mut stack: Vec<u32> = (0..n as u32)
+            .filter(|&s| waiting[s as usize] == 0)
+            .collect();
+        for &s in &stack {
+            finite[s as usize] = true;
+        }
+        while let Some(t) = stack.pop() {
+            for &p in &rev[rev_first[t as usize]..rev_first[t as usize + 1]] {
+                let w = &mut waiting[p as usize];
+                *w -= 1;
+                if *w == 0 {
+                    finite[p as usize] = true;
+                    stack.push(p);
+                }
             }
         }
         finite
@@ -1567,6 +1991,31 @@ mod tests {
         assert!(m.matches(b"a") && m.matches(b"abc") && !m.matches(b"ab"));
         let ne = Dfa::from_regex("a*").unwrap().without_empty().unwrap();
         assert!(!ne.matches(b"") && ne.matches(b"aa"));
+        // Split by another automaton: the difference and the intersection, exactly.
+        for (x, y) in [
+            ("[a-z]+", "x.*"),
+            ("[0-9]{2,5}", "1.*|.*9"),
+            ("a|b", "c"),
+            ("", ""),
+        ] {
+            let (x, y) = (Dfa::from_regex(x).unwrap(), Dfa::from_regex(y).unwrap());
+            let [out, inside] = x.split_by(&y).unwrap();
+            assert_eq!(out, x.minus(&y).unwrap());
+            assert_eq!(inside, x.intersect(&y).unwrap());
+        }
+        // A union of many, in pairs, is the union one after another (odd counts included).
+        for n in [0, 1, 2, 5, 8] {
+            let parts: Vec<Dfa> = (0..n)
+                .map(|i| Dfa::from_regex(&format!("x{i}[a-c]*|[0-9]{{{i}}}")).unwrap())
+                .collect();
+            let mut one_by_one = Dfa::empty();
+            for p in &parts {
+                one_by_one = one_by_one.union(p).unwrap();
+            }
+            let all = Dfa::union_all(parts).unwrap();
+            assert!(same_language(&all, &one_by_one), "{n}");
+            assert_eq!(all.is_empty_language(), n == 0);
+        }
     }
 
     #[test]
@@ -2063,6 +2512,165 @@ mod tests {
         let a = contents[0].json_string().unwrap();
         let b = contents[1].json_string().unwrap();
         assert!(a.matches(b"\"abcdefg\"") && !b.matches(b"\"abcdefg\""));
+    }
+
+    /// `Dfa::then` as the product it is, explored pair by pair: the reference the direct
+    /// construction must equal.
+    fn then_by_product(a: &Dfa, b: &Dfa) -> Option<Dfa> {
+        let mut overlap = false;
+        let d = Dfa::explore(
+            (a.start, DEAD),
+            |&(x, y), byte| {
+                let x2 = if x == DEAD { DEAD } else { a.next(x, byte) };
+                let enter = if x != DEAD && a.is_accept(x) {
+                    b.next(b.start, byte)
+                } else {
+                    DEAD
+                };
+                let y2 = if y == DEAD { enter } else { b.next(y, byte) };
+                if enter != DEAD && (y != DEAD || x2 != DEAD) {
+                    overlap = true;
+                }
+                (x2 != DEAD || y2 != DEAD).then_some((x2, y2))
+            },
+            |&(x, y)| {
+                (y != DEAD && b.is_accept(y)) || (x != DEAD && a.is_accept(x) && b.accepts_empty())
+            },
+            "concatenation",
+            &refine(&a.classes, &b.classes),
+        )
+        .unwrap();
+        (!overlap).then_some(d)
+    }
+
+    /// Whether some path from state `s` ends in an accepting state.
+    fn reaches_a_match(d: &Dfa, s: u32) -> bool {
+        let mut seen = vec![false; d.num_states()];
+        let mut stack = vec![s];
+        while let Some(t) = stack.pop() {
+            if d.is_accept(t) {
+                return true;
+            }
+            for x in 0..=255u8 {
+                let u = d.next(t, x);
+                if u != DEAD && !std::mem::replace(&mut seen[u as usize], true) {
+                    stack.push(u);
+                }
+            }
+        }
+        false
+    }
+
+    #[test]
+    fn concatenations_built_directly_match_the_product() {
+        let patterns = [
+            "",
+            "a",
+            "a*",
+            "[a-c]+x",
+            "(ab|cd)*",
+            "[0-9]{1,3}",
+            "x?",
+            "\\p{Greek}+",
+            "(?s:.)*q",
+            "[^a]*",
+            "abc|abd",
+            "é+",
+            "[a-z]+[0-9]",
+            "\"",
+        ];
+        let dfas: Vec<Dfa> = patterns
+            .iter()
+            .map(|p| Dfa::from_regex(p).unwrap())
+            .collect();
+        let mut some = 0;
+        for (i, a) in dfas.iter().enumerate() {
+            for (j, b) in dfas.iter().enumerate() {
+                let what = format!("{:?} then {:?}", patterns[i], patterns[j]);
+                let direct = a.then(b).unwrap();
+                let product = then_by_product(a, b);
+                assert_eq!(direct.is_some(), product.is_some(), "{what}");
+                if let (Some(d), Some(p)) = (&direct, &product) {
+                    // The same language with the same states (all reachable, each reaching
+                    // a match), numbered in another order.
+                    assert!(same_language(d, p), "{what}");
+                    assert_eq!(d.num_states(), p.num_states(), "{what}");
+                    assert_eq!(d.start(), p.start(), "{what}");
+                    for s in 1..d.num_states() as u32 {
+                        assert!(reaches_a_match(d, s), "{what}: state {s}");
+                        let live = (0..=255u8).filter(|&x| d.next(s, x) != DEAD);
+                        let set = d.live_bytes(s);
+                        let bytes = (0..=255u8).filter(|&x| crate::vocab::has_byte(set, x));
+                        assert!(live.eq(bytes), "{what}: state {s}");
+                    }
+                    some += 1;
+                }
+            }
+        }
+        // Both outcomes are compared: concatenations that switch deterministically and ones
+        // that overlap.
+        assert!(
+            some > 20 && some < patterns.len() * patterns.len(),
+            "{some}"
+        );
+        // The empty language on either side.
+        let empty = Dfa::empty();
+        assert_eq!(
+            empty.then(&dfas[1]).unwrap(),
+            then_by_product(&empty, &dfas[1])
+        );
+        assert_eq!(
+            dfas[1].then(&empty).unwrap(),
+            then_by_product(&dfas[1], &empty)
+        );
+        // A match: `[a-z]+[0-9]` then `"`.
+        let d = dfas[12].then(&dfas[13]).unwrap().unwrap();
+        assert!(d.matches(b"ab7\"") && !d.matches(b"ab7") && !d.matches(b"7\""));
+    }
+
+    /// `Dfa::finite_completions` as passes over every state until none changes: the
+    /// reference the peeling must equal.
+    fn finite_by_passes(d: &Dfa) -> Vec<bool> {
+        let n = d.num_states();
+        let mut finite = vec![false; n];
+        finite[DEAD as usize] = true;
+        loop {
+            let mut changed = false;
+            for s in 1..n {
+                let all = (0..=255u8)
+                    .map(|b| d.next(s as u32, b))
+                    .all(|t| t == DEAD || finite[t as usize]);
+                if !finite[s] && all {
+                    finite[s] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                return finite;
+            }
+        }
+    }
+
+    #[test]
+    fn finite_completions_are_found_by_peeling() {
+        for p in [
+            "abc|abd|x",
+            "a*",
+            "ab*c|de",
+            "(ab)*|q[0-9]{1,3}",
+            "[a-z]{0,40}",
+            "x(yz)+w?|x[0-9]",
+            "",
+        ] {
+            let d = Dfa::from_regex(p).unwrap();
+            let f = d.finite_completions();
+            assert_eq!(f, finite_by_passes(&d), "{p}");
+            // Some state of each kind among these.
+            if p == "ab*c|de" {
+                assert!(f.iter().skip(1).any(|&x| x) && f.iter().any(|&x| !x), "{p}");
+            }
+        }
+        assert_eq!(Dfa::empty().finite_completions(), vec![true]);
     }
 
     #[test]

@@ -66,8 +66,12 @@
 //! grammar: a fraction of a millisecond for most
 //! schemas, a few for Unicode classes such as `\p{Letter}`, whose determinization dominates.
 //! Automata of regular expressions (numeric bounds, formats, patterns) are kept process-wide per
-//! pattern, up to 512 of moderate size, and JSON string encodings per content, up to 1,024, so
-//! schemas that repeat them skip that work.
+//! pattern, up to 512 and about 4 million table cells together, the string contents of a set
+//! of string keywords (patterns, format, lengths) up to 1,024 of at most 4,096 states, and
+//! JSON string encodings per content, up to 1,024, so schemas that repeat them (and a schema that compares the same
+//! patterns again and again, as `oneOf` branches do) skip that work. Products of automata
+//! (intersections, differences, unions) number their pairs of states through a table rather
+//! than a hash map, and a concatenation is written out directly.
 //!
 //! # Crate features
 //! - `tokenizer` (on by default): `TokenVocab::from_tokenizer`, over `nextok-tokenizer` without

@@ -9,7 +9,7 @@ use super::algebra::{exactly_one, merge, normalize};
 use super::number::Decimal;
 use super::schema::StringFacets;
 use super::schema::{compact, invalid, json_eq, unsupported, Node, ObjectFacets, Schema, TypeSet};
-use super::string::{is_chunked, string_content};
+use super::string::{is_chunked, string_content, without_strings};
 use super::JsonOptions;
 use crate::dfa::Dfa;
 use crate::grammar::{GrammarBuilder, Sym};
@@ -361,12 +361,7 @@ impl<'a> Compiler<'a> {
         if is_chunked(f) && plain && !excluded.iter().any(Value::is_string) {
             return self.long_string(f.min_length.unwrap_or(0), f.max_length, path);
         }
-        let mut d = string_content(f, path)?;
-        for v in excluded {
-            if let Value::String(x) = v {
-                d = d.minus(&Dfa::literal(x.as_bytes()))?;
-            }
-        }
+        let d = without_strings(string_content(f, path)?, excluded)?;
         self.string_terminal(&d)
     }
 
@@ -522,21 +517,15 @@ impl<'a> Compiler<'a> {
                 alts.push(vec![self.lit(lit)]);
             }
         }
-        let mut strings = Dfa::any_string().clone();
+        let strings = without_strings(Dfa::any_string().clone(), values)?;
         let mut numbers = Dfa::from_regex(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")?;
-        for v in values {
-            match v {
-                Value::String(x) => strings = strings.minus(&Dfa::literal(x.as_bytes()))?,
-                Value::Number(_) => {
-                    // Values equal to the number in exponent notation would escape the
-                    // difference, so numbers other than it are written without exponent.
-                    let shape = Dfa::from_regex(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")?;
-                    numbers = numbers
-                        .intersect(&shape)?
-                        .minus(&Dfa::from_regex(&Decimal::parse(v, path)?.equal_regex())?)?;
-                }
-                _ => {}
-            }
+        for v in values.iter().filter(|v| v.is_number()) {
+            // Values equal to the number in exponent notation would escape the difference,
+            // so numbers other than it are written without exponent.
+            let shape = Dfa::from_regex(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")?;
+            numbers = numbers
+                .intersect(&shape)?
+                .minus(&Dfa::from_regex(&Decimal::parse(v, path)?.equal_regex())?)?;
         }
         alts.push(vec![self.string_terminal(&strings)?]);
         alts.push(vec![self.b.terminal(numbers)?]);

@@ -9,7 +9,7 @@ use super::algebra::{both_of, merge, normalize};
 use super::compile::Compiler;
 use super::resolve::escape_pointer;
 use super::schema::{named, unsupported, Node, Schema, TypeSet};
-use super::string::{pattern_dfa, string_content};
+use super::string::{pattern_dfa, string_content, string_set, without_strings};
 use crate::dfa::Dfa;
 use crate::grammar::{GrammarBuilder, Guard, ObjectSpec, Sym, ADDITIONAL};
 use crate::Error;
@@ -290,20 +290,9 @@ impl Compiler<'_> {
         }
         let mut d = string_content(&m.string, path)?;
         if let Some(values) = &m.values {
-            let mut allowed = Dfa::empty();
-            for v in values {
-                if let Value::String(s) = v {
-                    allowed = allowed.union(&Dfa::literal(s.as_bytes()))?;
-                }
-            }
-            d = d.intersect(&allowed)?;
+            d = d.intersect(&string_set(values)?)?;
         }
-        for v in m.excluded.iter().flatten() {
-            if let Value::String(x) = v {
-                d = d.minus(&Dfa::literal(x.as_bytes()))?;
-            }
-        }
-        Ok(d)
+        without_strings(d, m.excluded.iter().flatten())
     }
 
     /// The rule for the objects a (normalised) node allows.

@@ -947,7 +947,7 @@ impl Compiler<'_> {
             Some(split) => split,
             None => {
                 let matched = pattern.json_content()?;
-                let runs = [p.run.minus(&matched)?, p.run.intersect(&matched)?];
+                let runs = p.run.split_by(&matched)?;
                 // split[i][f]: delimiter i after a run with (f = 1) or without a match.
                 let mut split = Vec::new();
                 for d in &p.delims {

@@ -231,7 +231,7 @@ pub(super) struct Node {
 }
 
 /// The keywords that apply to strings.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(super) struct StringFacets {
     pub min_length: Option<usize>,
     pub max_length: Option<usize>,

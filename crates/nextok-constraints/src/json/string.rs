@@ -2,8 +2,13 @@
 //! something else, leading look-aheads as automaton differences), `format`, and length
 //! bounds, as one automaton of the decoded content.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use serde_json::Value;
+
 use super::schema::{unsupported, StringFacets};
-use crate::dfa::Dfa;
+use crate::dfa::{Dfa, STATE_LIMIT};
 use crate::Error;
 
 /// Translates an ECMA-262 pattern to regex-automata syntax for an unanchored search over the
@@ -412,6 +417,34 @@ fn format_superset_dfa(format: &str, path: &str) -> Result<Dfa, Error> {
 }
 
 pub(super) fn string_content(f: &StringFacets, path: &str) -> Result<Dfa, Error> {
+    // Schemas repeat their string keywords (one pattern or format on many properties, and
+    // again in each schema that shares a definition), and each build is a product or more:
+    // automata of moderate size are kept per set of keywords, process-wide, up to a bound,
+    // as `Dfa::from_regex` keeps its automata. Errors are not kept (they name the path).
+    type Memo = Mutex<HashMap<StringFacets, Arc<Dfa>>>;
+    static MEMO: OnceLock<Memo> = OnceLock::new();
+    const MEMO_ENTRIES: usize = 1024;
+    const MEMO_STATES: usize = 1 << 12;
+    if *f == StringFacets::default() {
+        return Ok(Dfa::any_string().clone());
+    }
+    let memo = MEMO.get_or_init(Default::default);
+    // A poisoned lock only means another thread panicked mid-insert; the map stays valid.
+    if let Some(d) = memo.lock().unwrap_or_else(|p| p.into_inner()).get(f) {
+        return Ok(Dfa::clone(d));
+    }
+    let d = build_string_content(f, path)?;
+    if d.num_states() <= MEMO_STATES {
+        let mut m = memo.lock().unwrap_or_else(|p| p.into_inner());
+        if m.len() >= MEMO_ENTRIES {
+            m.clear();
+        }
+        m.insert(f.clone(), Arc::new(d.clone()));
+    }
+    Ok(d)
+}
+
+fn build_string_content(f: &StringFacets, path: &str) -> Result<Dfa, Error> {
     let mut d = Dfa::any_string().clone();
     for p in &f.patterns {
         d = d.intersect(&pattern_dfa(p)?)?;
@@ -443,4 +476,104 @@ pub(super) fn string_content(f: &StringFacets, path: &str) -> Result<Dfa, Error>
         d = d.with_char_count(min, max)?;
     }
     Ok(d)
+}
+
+/// The strings among `values` (other values are skipped) as one automaton, their trie.
+/// Built as a union of one literal per value it took a product per value over an automaton
+/// that grew with each: quadratic in a long `enum`.
+pub(crate) fn string_set<'a>(values: impl IntoIterator<Item = &'a Value>) -> Result<Dfa, Error> {
+    let words: Vec<&[u8]> = values
+        .into_iter()
+        .filter_map(|v| v.as_str().map(str::as_bytes))
+        .collect();
+    Dfa::literals(&words, STATE_LIMIT)
+}
+
+/// `d` without the strings among `values` (other values are skipped): one difference with
+/// their trie ([`string_set`]), where taking them out one by one cost a product each (a long
+/// `not: {enum: [...]}`). `d` itself when there are none.
+pub(crate) fn without_strings<'a>(
+    d: Dfa,
+    values: impl IntoIterator<Item = &'a Value>,
+) -> Result<Dfa, Error> {
+    let set = string_set(values)?;
+    if set.is_empty_language() {
+        return Ok(d);
+    }
+    d.minus(&set)
+}
+
+#[cfg(test)]
+mod set_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn string_sets_hold_the_strings_and_only_them() {
+        let values = [
+            json!("ab"),
+            json!(1),
+            json!("a\"b"),
+            json!(""),
+            json!(null),
+            json!("ab"),
+        ];
+        let set = string_set(&values).unwrap();
+        let words: [(&[u8], bool); 6] = [
+            (b"ab", true),
+            (b"a\"b", true),
+            (b"", true),
+            (b"a", false),
+            (b"1", false),
+            (b"abc", false),
+        ];
+        for (w, inside) in words {
+            assert_eq!(set.matches(w), inside, "{w:?}");
+        }
+        // Taken out of an automaton: exactly those strings go.
+        let d = without_strings(Dfa::from_regex("a.*|").unwrap(), &values).unwrap();
+        for (w, kept) in [
+            (&b"ab"[..], false),
+            (b"a\"b", false),
+            (b"", false),
+            (b"a", true),
+            (b"abc", true),
+            (b"b", false),
+        ] {
+            assert_eq!(d.matches(w), kept, "{w:?}");
+        }
+        // No strings among the values: the automaton itself, and an empty set.
+        let e = Dfa::from_regex("x+").unwrap();
+        assert_eq!(without_strings(e.clone(), &[json!(3)]).unwrap(), e);
+        assert!(string_set(&[json!(true)]).unwrap().is_empty_language());
+    }
+
+    #[test]
+    fn remembered_string_contents_are_the_ones_built() {
+        let facets = [
+            StringFacets::default(),
+            StringFacets {
+                patterns: vec!["^[a-z]+$".into()],
+                max_length: Some(5),
+                ..StringFacets::default()
+            },
+            StringFacets {
+                format: Some("date".into()),
+                not_patterns: vec!["^2000".into()],
+                ..StringFacets::default()
+            },
+        ];
+        for f in &facets {
+            let fresh = build_string_content(f, "#").unwrap();
+            let first = string_content(f, "#").unwrap();
+            let again = string_content(f, "#").unwrap();
+            assert!(first == fresh && again == fresh, "{f:?}");
+        }
+        // Errors are not remembered as automata.
+        let bad = StringFacets {
+            patterns: vec!["(".into()],
+            ..StringFacets::default()
+        };
+        assert!(string_content(&bad, "#").is_err() && string_content(&bad, "#").is_err());
+    }
 }

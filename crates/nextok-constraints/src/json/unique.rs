@@ -29,7 +29,7 @@ use serde_json::Value;
 use super::algebra::normalize;
 use super::compile::Compiler;
 use super::schema::{compact, invalid, unsupported, Node, Schema, TypeSet};
-use super::string::{is_long, string_content};
+use super::string::{is_long, string_content, string_set, without_strings};
 use super::unique_split::Split;
 use crate::dfa::{Dfa, DEAD};
 use crate::grammar::{canonical_value, finite_states, FiniteSet, Guard, Sym};
@@ -311,11 +311,7 @@ impl Compiler<'_> {
         if let Some(u) = union {
             content = content.intersect(&u)?;
         }
-        for v in n.excluded.iter().flatten() {
-            if let Value::String(x) = v {
-                content = content.minus(&Dfa::literal(x.as_bytes()))?;
-            }
-        }
+        content = without_strings(content, n.excluded.iter().flatten())?;
         let encoded = content.json_string()?;
         if item {
             return Ok((encoded, count_words(&content)));
@@ -333,7 +329,7 @@ impl Compiler<'_> {
     /// string keywords alone (`enum` among them); `None` when some branch is something else.
     fn any_of_strings(&self, n: &Node, ip: &str) -> Result<Option<Dfa>, Error> {
         let branch_keywords = [&STRING_KEYWORDS[..], &["enum"]].concat();
-        let mut union = Dfa::empty();
+        let mut branches = Vec::new();
         for (i, b) in n.any_of.iter().flatten().enumerate() {
             let bp = format!("{ip}/anyOf/{i}");
             let b = match self.resolve_bare(b, &bp)? {
@@ -349,22 +345,11 @@ impl Compiler<'_> {
             }
             let mut d = string_content(&b.string, &bp)?;
             if let Some(values) = &b.values {
-                let mut allowed = Dfa::empty();
-                for v in values {
-                    if let Value::String(x) = v {
-                        allowed = allowed.union(&Dfa::literal(x.as_bytes()))?;
-                    }
-                }
-                d = d.intersect(&allowed)?;
+                d = d.intersect(&string_set(values)?)?;
             }
-            for v in b.excluded.iter().flatten() {
-                if let Value::String(x) = v {
-                    d = d.minus(&Dfa::literal(x.as_bytes()))?;
-                }
-            }
-            union = union.union(&d)?;
+            branches.push(without_strings(d, b.excluded.iter().flatten())?);
         }
-        Ok(Some(union))
+        Ok(Some(Dfa::union_all(branches)?))
     }
 
     /// `Ok` when every proper prefix of a value of `s` has infinitely many completions into

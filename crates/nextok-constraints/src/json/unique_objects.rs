@@ -20,7 +20,7 @@ use super::algebra::normalize;
 use super::compile::Compiler;
 use super::number::number_dfa;
 use super::schema::{compact, invalid, json_eq, unsupported, Node, Schema, TypeSet};
-use super::string::{is_long, string_content};
+use super::string::{is_long, string_content, without_strings};
 use super::unique::{count_words, unbounded, STRING_KEYWORDS};
 use crate::dfa::Dfa;
 use crate::grammar::{canonical_value, Guard, ItemCheck, ItemKey, ItemObject, Sym};
@@ -304,13 +304,8 @@ pub(super) fn finite_string(s: &Schema, path: &str) -> Result<Option<Dfa>, Error
     if n.types != Some(TypeSet::STRING) || !n.only(&STRING_KEYWORDS) || is_long(&n.string) {
         return Ok(None);
     }
-    let mut content = string_content(&n.string, path)?;
-    for v in n.excluded.iter().flatten() {
-        if let Value::String(x) = v {
-            content = content.minus(&Dfa::literal(x.as_bytes()))?;
-        }
-    }
-    Ok(Some(content))
+    let content = string_content(&n.string, path)?;
+    Ok(Some(without_strings(content, n.excluded.iter().flatten())?))
 }
 
 /// The values of `s` when they are finitely many and `s` says nothing else: an `enum` or

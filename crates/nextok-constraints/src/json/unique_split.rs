@@ -35,7 +35,7 @@ use super::algebra::{exactly_one, merge, normalize};
 use super::compile::Compiler;
 use super::number::{number_dfa, Decimal};
 use super::schema::{compact, invalid, json_eq, unsupported, Node, NumberFacets, Schema, TypeSet};
-use super::string::{is_long, string_content};
+use super::string::{is_long, string_content, without_strings};
 use super::unique::{count_words, unbounded};
 use crate::dfa::Dfa;
 use crate::grammar::{canonical_value, FiniteSet, Guard, Sym};
@@ -392,13 +392,7 @@ impl Compiler<'_> {
                     path,
                 ));
             }
-            let mut content = string_content(f, ip)?;
-            for v in excluded {
-                if let Value::String(x) = v {
-                    content = content.minus(&Dfa::literal(x.as_bytes()))?;
-                }
-            }
-            parts.strings = Some(content);
+            parts.strings = Some(without_strings(string_content(f, ip)?, excluded)?);
         }
         let containers = types.intersect(TypeSet::OBJECT.union(TypeSet::ARRAY));
         if !containers.is_empty() {
