@@ -1067,6 +1067,10 @@ impl Chart {
             self.infl_starts[k] as usize,
             self.infl_starts[k + 1] as usize,
         );
+        // The trie nodes read again with real bytes so far, with whether their own tokens
+        // were. Such a reading starts from the top set, whichever item asked for it, so its
+        // tokens are in `mask` already when another item asks for the same node.
+        let mut read: Vec<(u32, bool)> = Vec::new();
         for i in s..e {
             self.work += 1;
             let (pos, origin, st) = self.infl[i];
@@ -1099,6 +1103,11 @@ impl Chart {
                     if self.over {
                         break;
                     }
+                    if all {
+                        // Read again whatever the walk would find.
+                        again.push(p);
+                        continue;
+                    }
                     self.guard.uncertain = false;
                     self.walk_subtrie(g, vocab, p as usize, item);
                     if all || self.guard.uncertain {
@@ -1121,8 +1130,10 @@ impl Chart {
                         vocab.subtree_tokens_end(p as usize),
                         item,
                     );
-                    let path = trie_path(vocab, p as usize);
-                    self.exact_walk(g, vocab, p as usize, &path, all, item);
+                    if !read_before(&mut read, p, all) {
+                        let path = trie_path(vocab, p as usize);
+                        self.exact_walk(g, vocab, p as usize, &path, all, item);
+                    }
                 }
             }
             let dead_ends = match item_string {
@@ -1139,7 +1150,9 @@ impl Chart {
                         vocab.subtree_tokens_end(q),
                         item,
                     );
-                    self.exact_walk(g, vocab, q, &path, true, item);
+                    if !read_before(&mut read, q as u32, true) {
+                        self.exact_walk(g, vocab, q, &path, true, item);
+                    }
                 }
             }
             self.check_work(g)?;
@@ -1319,6 +1332,16 @@ impl Chart {
             }
         }
     }
+}
+
+/// Whether trie node `p` was read again with real bytes in this mask, with its own tokens when
+/// `with_node` (a reading with them covers one without); records it otherwise.
+fn read_before(read: &mut Vec<(u32, bool)>, p: u32, with_node: bool) -> bool {
+    if read.iter().any(|&(q, w)| q == p && (w || !with_node)) {
+        return true;
+    }
+    read.push((p, with_node));
+    false
 }
 
 /// The bytes that may follow the string read so far (decoder `d`, decoded `decoded`) on some
