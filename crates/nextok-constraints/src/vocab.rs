@@ -15,7 +15,7 @@ use crate::Error;
 pub(crate) struct SharedMasks {
     ids: FxMap<Arc<Dfa>, u32>,
     masks: HashMap<(u32, u32), Arc<TerminalMask>>,
-    /// Per automaton number, its radii (computed with its first mask).
+    /// Per automaton number, its radii (computed with the first mask whose walk needs them).
     radii: FxMap<u32, Arc<Radii>>,
     /// Words of mask memory held, to bound the cache.
     words: usize,
@@ -23,6 +23,11 @@ pub(crate) struct SharedMasks {
 
 /// Most mask memory the shared cache keeps (in u64 words: 32 MiB); past it, it starts afresh.
 const SHARED_WORDS: usize = 4 << 20;
+
+/// Most trie nodes a first mask of an automaton without radii visits before the radii are
+/// computed (a walk of this many costs some tens of microseconds; radii of an automaton of
+/// thousands of states, most of a millisecond).
+const UNSKIPPED_NODES: usize = 4096;
 
 /// One node of the token trie, stored in depth-first preorder.
 #[derive(Clone, Copy, Debug)]
@@ -436,15 +441,25 @@ impl TokenVocab {
             .radii
             .get(&id)
             .cloned();
-        let radii = match radii {
-            Some(r) => r,
-            None => {
+        // Radii cost a pass over the whole automaton (most of a first mask of a large one):
+        // they are computed only once a walk without them visits too many nodes.
+        let unskipped = match radii {
+            Some(_) => None,
+            None => TerminalMask::compute_unskipped(self, dfa, state, UNSKIPPED_NODES),
+        };
+        let m = match (unskipped, radii) {
+            (Some(m), _) => m,
+            (None, Some(r)) => TerminalMask::compute(self, dfa, &r, state, true),
+            (None, None) => {
                 let r = Arc::new(Radii::compute(dfa));
-                let mut g = self.shared.lock().unwrap_or_else(|p| p.into_inner());
-                Arc::clone(g.radii.entry(id).or_insert(r))
+                let r = {
+                    let mut g = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+                    Arc::clone(g.radii.entry(id).or_insert(r))
+                };
+                TerminalMask::compute(self, dfa, &r, state, true)
             }
         };
-        let m = Arc::new(TerminalMask::compute(self, dfa, &radii, state, true));
+        let m = Arc::new(m);
         let mut g = self.shared.lock().unwrap_or_else(|p| p.into_inner());
         g.words += m.inside.words() + (m.exits.len() + m.ends.len()) / 2;
         if g.words > SHARED_WORDS {
