@@ -142,6 +142,8 @@ pub struct TokenVocab {
     pub(crate) byte_sets: Vec<[u64; 4]>,
     /// Per trie node, its index in `byte_sets`.
     pub(crate) below_set: Vec<u32>,
+    /// Per trie node, its parent (0 for the root).
+    parent: Vec<u32>,
     /// The tokens made only of bytes of the first category (what a JSON string holds
     /// unescaped), by length.
     pub(crate) plain: PlainTokens,
@@ -219,7 +221,7 @@ impl TokenVocab {
             trie[n].end = trie.len() as u32;
         }
         trie[0].end = trie.len() as u32;
-        let (byte_sets, below_set) = summarize(&mut trie);
+        let (byte_sets, below_set, parent) = summarize(&mut trie);
         let plain = PlainTokens::new(&tokens, &trie_tokens, tokens.len().div_ceil(64));
         Ok(TokenVocab {
             tokens,
@@ -228,6 +230,7 @@ impl TokenVocab {
             trie_tokens,
             byte_sets,
             below_set,
+            parent,
             plain,
             shared: Arc::default(),
             serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
@@ -481,6 +484,17 @@ impl TokenVocab {
             .map_or(self.trie_tokens.len(), |next| next.tok_start as usize)
     }
 
+    /// Writes into `path` the bytes on the way from the root to trie node `n`.
+    pub(crate) fn trie_path(&self, n: usize, path: &mut Vec<u8>) {
+        path.clear();
+        let mut n = n;
+        while n != 0 {
+            path.push(self.trie[n].byte);
+            n = self.parent[n] as usize;
+        }
+        path.reverse();
+    }
+
     /// Sets the bits of all tokens ending at trie node `n`.
     #[inline(always)]
     pub(crate) fn mark_node(&self, n: usize, mask: &mut [u64]) {
@@ -492,8 +506,9 @@ impl TokenVocab {
 }
 
 /// Sets the height and byte categories of every subtree of a preorder trie, and returns the set
-/// of bytes on the edges below each node: interned sets, and each node's index among them.
-fn summarize(trie: &mut [TrieNode]) -> (Vec<[u64; 4]>, Vec<u32>) {
+/// of bytes on the edges below each node (interned sets, and each node's index among them) and
+/// each node's parent.
+fn summarize(trie: &mut [TrieNode]) -> (Vec<[u64; 4]>, Vec<u32>, Vec<u32>) {
     let mut cat_of = [0u8; 256];
     for (b, c) in cat_of.iter_mut().enumerate() {
         for (k, f) in CATEGORIES.iter().enumerate() {
@@ -507,18 +522,18 @@ fn summarize(trie: &mut [TrieNode]) -> (Vec<[u64; 4]>, Vec<u32>) {
         n.cats = (1 << CATEGORIES.len()) - 1;
     }
     // Parents from a preorder pass, then children fold into parents in reverse preorder.
-    let mut parent = vec![0usize; trie.len()];
+    let mut parent = vec![0u32; trie.len()];
     let mut stack: Vec<usize> = vec![0];
     for (i, p) in parent.iter_mut().enumerate().skip(1) {
         while stack.last().is_some_and(|&t| trie[t].end as usize <= i) {
             stack.pop();
         }
-        *p = *stack.last().unwrap_or(&0);
+        *p = *stack.last().unwrap_or(&0) as u32;
         stack.push(i);
     }
     let mut below = vec![[0u64; 4]; trie.len()];
     for i in (1..trie.len()).rev() {
-        let (c, p) = (trie[i], parent[i]);
+        let (c, p) = (trie[i], parent[i] as usize);
         let n = &mut trie[p];
         n.height = n.height.max(c.height.saturating_add(1));
         n.cats &= c.cats & cat_of[c.byte as usize];
@@ -539,7 +554,7 @@ fn summarize(trie: &mut [TrieNode]) -> (Vec<[u64; 4]>, Vec<u32>) {
             })
         })
         .collect();
-    (sets, index)
+    (sets, index, parent)
 }
 
 /// Decodes a GPT-2 byte-level token string (as stored in GGUF `tokenizer.ggml.tokens` and in

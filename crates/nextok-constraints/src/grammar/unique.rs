@@ -21,7 +21,9 @@
 //! places where it ends with a value that some guard refuses (`q_nodes`: found by walking the
 //! token trie along the spellings of the earlier values) are read again with their real bytes,
 //! and a set past an assumed terminal end (`GuardState::synthetic`) that a guard would read is
-//! marked uncertain, and the place is read again with real bytes (with the tokens that end
+//! marked uncertain (but for the object members' guards, which read the bytes of the place's
+//! path in the token trie instead: `members`), and the place is read again with real bytes
+//! once per mask, whichever items in flight ask for it (with the tokens that end
 //! exactly there when the set right after the terminal is itself uncertain: a value item
 //! completed by its closing `}` or `]`, or by the last byte of a number or string). Reading
 //! real bytes is
@@ -131,6 +133,11 @@ pub(super) struct GuardState {
     /// Set when a guard read text across the synthetic set's unknown byte (it then passes):
     /// the place being walked must be read again with real bytes.
     pub(super) uncertain: bool,
+    /// While the tokens below one place where the assumed terminal ends are walked
+    /// (`in_exit`), the bytes of that place's path in the token trie (what the unknown byte
+    /// stands for there): the members reader reads them instead (`members`).
+    exit: Vec<u8>,
+    in_exit: bool,
     /// Earlier values per (array, item) position, valid while the chart is deeper than the
     /// item's set.
     cache: Vec<Earlier>,
@@ -151,6 +158,12 @@ pub(super) struct GuardState {
 }
 
 impl GuardState {
+    /// The bytes the synthetic set's unknown byte stands for, in a walk below one place where
+    /// the assumed terminal ends.
+    pub(super) fn exit_path(&self) -> Option<&[u8]> {
+        self.in_exit.then_some(&self.exit[..])
+    }
+
     /// Forgets what was read from sets that are gone (`depth` sets remain).
     #[inline]
     pub(super) fn forget_above(&mut self, depth: usize) {
@@ -1109,7 +1122,12 @@ impl Chart {
                         continue;
                     }
                     self.guard.uncertain = false;
+                    if !g.objects.is_empty() {
+                        vocab.trie_path(p as usize, &mut self.guard.exit);
+                        self.guard.in_exit = true;
+                    }
                     self.walk_subtrie(g, vocab, p as usize, item);
+                    self.guard.in_exit = false;
                     if all || self.guard.uncertain {
                         again.push(p);
                     }
@@ -1131,7 +1149,8 @@ impl Chart {
                         item,
                     );
                     if !read_before(&mut read, p, all) {
-                        let path = trie_path(vocab, p as usize);
+                        let mut path = Vec::new();
+                        vocab.trie_path(p as usize, &mut path);
                         self.exact_walk(g, vocab, p as usize, &path, all, item);
                     }
                 }
@@ -1374,23 +1393,6 @@ fn clear(vocab: &TokenVocab, from: usize, to: usize, mask: &mut [u64]) {
     for &t in &vocab.trie_tokens[from..to] {
         mask[(t >> 6) as usize] &= !(1 << (t & 63));
     }
-}
-
-/// The bytes on the path from the trie's root to node `p`.
-fn trie_path(vocab: &TokenVocab, p: usize) -> Vec<u8> {
-    let trie = &vocab.trie;
-    let mut path = Vec::new();
-    let mut n = 0usize;
-    while n != p {
-        // The child of `n` whose subtree holds `p`.
-        let mut c = n + 1;
-        while (trie[c].end as usize) <= p {
-            c = trie[c].end as usize;
-        }
-        path.push(trie[c].byte);
-        n = c;
-    }
-    path
 }
 
 #[cfg(test)]
