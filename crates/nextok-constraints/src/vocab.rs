@@ -445,9 +445,17 @@ impl TokenVocab {
             .get(&id)
             .cloned();
         // Radii cost a pass over the whole automaton (most of a first mask of a large one):
-        // they are computed only once a walk without them visits too many nodes.
+        // they are computed only once a walk without them visits too many nodes, or at once
+        // from a state that reads most bytes (free text, whose walk would not end soon).
+        let free = dfa
+            .live_bytes(state)
+            .iter()
+            .map(|w| w.count_ones())
+            .sum::<u32>()
+            >= 128;
         let unskipped = match radii {
             Some(_) => None,
+            None if free => None,
             None => TerminalMask::compute_unskipped(self, dfa, state, UNSKIPPED_NODES),
         };
         let m = match (unskipped, radii) {
