@@ -579,6 +579,32 @@ impl TerminalMask {
         start: u32,
         with_exits: bool,
     ) -> TerminalMask {
+        Self::walk(vocab, dfa, Some(radii), start, with_exits, usize::MAX).0
+    }
+
+    /// [`TerminalMask::compute`] (with exits) without radii, visiting every node where the
+    /// automaton lives: `None` when that is more than `budget` nodes. For automata that die
+    /// on most paths (keys, enums) this is cheaper than their radii.
+    pub(crate) fn compute_unskipped(
+        vocab: &TokenVocab,
+        dfa: &Dfa,
+        start: u32,
+        budget: usize,
+    ) -> Option<TerminalMask> {
+        let (m, whole) = Self::walk(vocab, dfa, None, start, true, budget);
+        whole.then_some(m)
+    }
+
+    /// The walk, skipping subtrees when `radii` are given; stops after `budget` live nodes,
+    /// returning whether it went through.
+    fn walk(
+        vocab: &TokenVocab,
+        dfa: &Dfa,
+        radii: Option<&Radii>,
+        start: u32,
+        with_exits: bool,
+        budget: usize,
+    ) -> (TerminalMask, bool) {
         let mut inside = vocab.empty_mask();
         let mut exits = Vec::new();
         let mut ends = Vec::new();
@@ -587,11 +613,11 @@ impl TerminalMask {
         // not accepting for the same number of bytes and then dies, or never dies, the plain
         // tokens allowed are exactly the shorter ones: they are marked at once, and subtrees
         // whose path and bytes are all plain are not visited.
-        let plain_limit = match radii.plain_depth(start) {
+        let plain_limit = radii.and_then(|radii| match radii.plain_depth(start) {
             Some(d) => Some(d),
             None if radii.exceeds(start, 1, u8::MAX - 1) => Some(usize::MAX),
             None => None,
-        };
+        });
         if let Some(limit) = plain_limit {
             vocab.plain.mark_shorter_than(limit, &mut inside);
         }
@@ -599,6 +625,7 @@ impl TerminalMask {
         // (end of the node's subtree, automaton state, whether the path so far is plain).
         let mut stack: Vec<(u32, u32, bool)> = vec![(trie[0].end, start, plain_limit.is_some())];
         let mut i = 1usize;
+        let mut visited = 0usize;
         while i < trie.len() {
             while stack.last().is_some_and(|&(e, _, _)| e as usize <= i) {
                 stack.pop();
@@ -614,8 +641,10 @@ impl TerminalMask {
             let s2 = dfa.next(cur, node.byte);
             if s2 != DEAD {
                 if node.height > 0
-                    && (radii.loops_over(s2, &vocab.byte_sets[vocab.below_set[i] as usize])
-                        || radii.exceeds(s2, node.cats, node.height))
+                    && radii.is_some_and(|radii| {
+                        radii.loops_over(s2, &vocab.byte_sets[vocab.below_set[i] as usize])
+                            || radii.exceeds(s2, node.cats, node.height)
+                    })
                 {
                     let end = vocab.subtree_tokens_end(i);
                     for &t in &vocab.trie_tokens[node.tok_start as usize..end] {
@@ -623,6 +652,10 @@ impl TerminalMask {
                     }
                     i = node.end as usize;
                     continue;
+                }
+                visited += 1;
+                if visited > budget {
+                    break;
                 }
                 vocab.mark_node(i, &mut inside);
                 if with_exits && dfa.is_accept(s2) {
@@ -638,11 +671,12 @@ impl TerminalMask {
                 i = node.end as usize;
             }
         }
-        TerminalMask {
+        let mask = TerminalMask {
             inside: TokenBits::from_dense(inside),
             exits,
             ends,
-        }
+        };
+        (mask, visited <= budget)
     }
 }
 
@@ -1766,11 +1800,18 @@ mod tests {
             Dfa::from_regex("[0-9]+( +[a-z]+)?").unwrap(),
             Dfa::from_regex("(?s:.){3,20}").unwrap(),
         ];
-        let (mut skipping_states, mut plain_states) = (0, 0);
+        let (mut skipping_states, mut plain_states, mut over_budget) = (0, 0, 0);
         for d in &dfas {
             let radii = Radii::compute(d);
             for s in 1..d.num_states() as u32 {
                 let tm = TerminalMask::compute(&v, d, &radii, s, true);
+                // The walk without radii, which visits every live node, finds the same.
+                let Some(unskipped) = TerminalMask::compute_unskipped(&v, d, s, v.trie.len())
+                else {
+                    panic!("a walk of every node is within a budget of every node");
+                };
+                assert_eq!(unskipped.inside, tm.inside, "state {s}");
+                assert_eq!((&unskipped.exits, &unskipped.ends), (&tm.exits, &tm.ends));
                 let inside = tm.inside.into_dense(v.mask_words());
                 let mut exits = Vec::new();
                 for t in 0..v.len() as u32 {
@@ -1789,6 +1830,7 @@ mod tests {
                 }
                 // Exits: nodes with children whose path the automaton accepts.
                 let mut stack = vec![(v.trie[0].end, s)];
+                let mut live_nodes = 0;
                 for i in 1..v.trie.len() {
                     while stack.last().is_some_and(|&(e, _)| e as usize <= i) {
                         stack.pop();
@@ -1798,9 +1840,18 @@ mod tests {
                     if q2 != DEAD && d.is_accept(q2) && v.trie[i].end as usize > i + 1 {
                         exits.push(i as u32);
                     }
+                    live_nodes += (q2 != DEAD) as usize;
                     stack.push((v.trie[i].end, q2));
                 }
                 assert_eq!(tm.exits, exits, "state {s}");
+                // With a budget below the live nodes, the walk without radii gives up; with
+                // one of exactly as many, it goes through.
+                if live_nodes > 0 {
+                    let under = TerminalMask::compute_unskipped(&v, d, s, live_nodes - 1);
+                    assert!(under.is_none(), "state {s}");
+                    assert!(TerminalMask::compute_unskipped(&v, d, s, live_nodes).is_some());
+                    over_budget += 1;
+                }
                 // States of the length-bounded string where the plain tokens are marked by
                 // length (beyond the opening quote, which every plain byte kills).
                 plain_states += (radii.plain_depth(s).unwrap_or(0) > 1) as usize;
@@ -1812,5 +1863,6 @@ mod tests {
         // Some states must be able to take subtrees at once, or this test checks nothing new.
         assert!(skipping_states > 10, "{skipping_states}");
         assert!(plain_states >= 12, "{plain_states}");
+        assert!(over_budget > 10, "{over_budget}");
     }
 }

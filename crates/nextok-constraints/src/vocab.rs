@@ -15,7 +15,7 @@ use crate::Error;
 pub(crate) struct SharedMasks {
     ids: FxMap<Arc<Dfa>, u32>,
     masks: HashMap<(u32, u32), Arc<TerminalMask>>,
-    /// Per automaton number, its radii (computed with its first mask).
+    /// Per automaton number, its radii (computed with the first mask whose walk needs them).
     radii: FxMap<u32, Arc<Radii>>,
     /// Words of mask memory held, to bound the cache.
     words: usize,
@@ -23,6 +23,11 @@ pub(crate) struct SharedMasks {
 
 /// Most mask memory the shared cache keeps (in u64 words: 32 MiB); past it, it starts afresh.
 const SHARED_WORDS: usize = 4 << 20;
+
+/// Most trie nodes a first mask of an automaton without radii visits before the radii are
+/// computed (a walk of this many costs some tens of microseconds; radii of an automaton of
+/// thousands of states, most of a millisecond).
+const UNSKIPPED_NODES: usize = 4096;
 
 /// One node of the token trie, stored in depth-first preorder.
 #[derive(Clone, Copy, Debug)]
@@ -137,6 +142,8 @@ pub struct TokenVocab {
     pub(crate) byte_sets: Vec<[u64; 4]>,
     /// Per trie node, its index in `byte_sets`.
     pub(crate) below_set: Vec<u32>,
+    /// Per trie node, its parent (0 for the root).
+    parent: Vec<u32>,
     /// The tokens made only of bytes of the first category (what a JSON string holds
     /// unescaped), by length.
     pub(crate) plain: PlainTokens,
@@ -214,7 +221,7 @@ impl TokenVocab {
             trie[n].end = trie.len() as u32;
         }
         trie[0].end = trie.len() as u32;
-        let (byte_sets, below_set) = summarize(&mut trie);
+        let (byte_sets, below_set, parent) = summarize(&mut trie);
         let plain = PlainTokens::new(&tokens, &trie_tokens, tokens.len().div_ceil(64));
         Ok(TokenVocab {
             tokens,
@@ -223,6 +230,7 @@ impl TokenVocab {
             trie_tokens,
             byte_sets,
             below_set,
+            parent,
             plain,
             shared: Arc::default(),
             serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
@@ -436,15 +444,33 @@ impl TokenVocab {
             .radii
             .get(&id)
             .cloned();
-        let radii = match radii {
-            Some(r) => r,
-            None => {
+        // Radii cost a pass over the whole automaton (most of a first mask of a large one):
+        // they are computed only once a walk without them visits too many nodes, or at once
+        // from a state that reads most bytes (free text, whose walk would not end soon).
+        let free = dfa
+            .live_bytes(state)
+            .iter()
+            .map(|w| w.count_ones())
+            .sum::<u32>()
+            >= 128;
+        let unskipped = match radii {
+            Some(_) => None,
+            None if free => None,
+            None => TerminalMask::compute_unskipped(self, dfa, state, UNSKIPPED_NODES),
+        };
+        let m = match (unskipped, radii) {
+            (Some(m), _) => m,
+            (None, Some(r)) => TerminalMask::compute(self, dfa, &r, state, true),
+            (None, None) => {
                 let r = Arc::new(Radii::compute(dfa));
-                let mut g = self.shared.lock().unwrap_or_else(|p| p.into_inner());
-                Arc::clone(g.radii.entry(id).or_insert(r))
+                let r = {
+                    let mut g = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+                    Arc::clone(g.radii.entry(id).or_insert(r))
+                };
+                TerminalMask::compute(self, dfa, &r, state, true)
             }
         };
-        let m = Arc::new(TerminalMask::compute(self, dfa, &radii, state, true));
+        let m = Arc::new(m);
         let mut g = self.shared.lock().unwrap_or_else(|p| p.into_inner());
         g.words += m.inside.words() + (m.exits.len() + m.ends.len()) / 2;
         if g.words > SHARED_WORDS {
@@ -466,6 +492,17 @@ impl TokenVocab {
             .map_or(self.trie_tokens.len(), |next| next.tok_start as usize)
     }
 
+    /// Writes into `path` the bytes on the way from the root to trie node `n`.
+    pub(crate) fn trie_path(&self, n: usize, path: &mut Vec<u8>) {
+        path.clear();
+        let mut n = n;
+        while n != 0 {
+            path.push(self.trie[n].byte);
+            n = self.parent[n] as usize;
+        }
+        path.reverse();
+    }
+
     /// Sets the bits of all tokens ending at trie node `n`.
     #[inline(always)]
     pub(crate) fn mark_node(&self, n: usize, mask: &mut [u64]) {
@@ -477,8 +514,9 @@ impl TokenVocab {
 }
 
 /// Sets the height and byte categories of every subtree of a preorder trie, and returns the set
-/// of bytes on the edges below each node: interned sets, and each node's index among them.
-fn summarize(trie: &mut [TrieNode]) -> (Vec<[u64; 4]>, Vec<u32>) {
+/// of bytes on the edges below each node (interned sets, and each node's index among them) and
+/// each node's parent.
+fn summarize(trie: &mut [TrieNode]) -> (Vec<[u64; 4]>, Vec<u32>, Vec<u32>) {
     let mut cat_of = [0u8; 256];
     for (b, c) in cat_of.iter_mut().enumerate() {
         for (k, f) in CATEGORIES.iter().enumerate() {
@@ -492,18 +530,18 @@ fn summarize(trie: &mut [TrieNode]) -> (Vec<[u64; 4]>, Vec<u32>) {
         n.cats = (1 << CATEGORIES.len()) - 1;
     }
     // Parents from a preorder pass, then children fold into parents in reverse preorder.
-    let mut parent = vec![0usize; trie.len()];
+    let mut parent = vec![0u32; trie.len()];
     let mut stack: Vec<usize> = vec![0];
     for (i, p) in parent.iter_mut().enumerate().skip(1) {
         while stack.last().is_some_and(|&t| trie[t].end as usize <= i) {
             stack.pop();
         }
-        *p = *stack.last().unwrap_or(&0);
+        *p = *stack.last().unwrap_or(&0) as u32;
         stack.push(i);
     }
     let mut below = vec![[0u64; 4]; trie.len()];
     for i in (1..trie.len()).rev() {
-        let (c, p) = (trie[i], parent[i]);
+        let (c, p) = (trie[i], parent[i] as usize);
         let n = &mut trie[p];
         n.height = n.height.max(c.height.saturating_add(1));
         n.cats &= c.cats & cat_of[c.byte as usize];
@@ -524,7 +562,7 @@ fn summarize(trie: &mut [TrieNode]) -> (Vec<[u64; 4]>, Vec<u32>) {
             })
         })
         .collect();
-    (sets, index)
+    (sets, index, parent)
 }
 
 /// Decodes a GPT-2 byte-level token string (as stored in GGUF `tokenizer.ggml.tokens` and in

@@ -29,9 +29,11 @@
 //! mask computation's assumed terminal end (`GuardState::synthetic`) is such a place, and
 //! its unknown byte is the last byte of that separator or value, which changes neither the
 //! keys nor the count, so the guard is evaluated there exactly (the reader ignores the
-//! unknown byte and what it cut short). A guard further on that would read across the
-//! unknown byte marks the place uncertain, and it is read again with real bytes, as for
-//! `uniqueItems`. Because `More` passes only when a member can follow, and every member that
+//! unknown byte and what it cut short). A guard further on reads across the unknown byte:
+//! the walk below one place where the terminal ends knows the bytes it stands for (the
+//! place's path in the token trie, `GuardState::exit`), and the reader reads those instead,
+//! so the guard is as exact as with real bytes. (Outside such a walk it marks the place
+//! uncertain, and the place is read again with real bytes, as for `uniqueItems`.) Because `More` passes only when a member can follow, and every member that
 //! passes leaves an object that can still end, every prefix the chart accepts has a valid
 //! completion; objects that cannot end at all (a required key whose value is impossible,
 //! counts out of reach) are pruned when the grammar is built (`ObjectSpec::settle`).
@@ -351,10 +353,15 @@ impl Chart {
         if let Guard::Item { spec, check } = guard {
             return self.item_object_passes(g, spec, check, object, at);
         }
+        let members = matches!(
+            guard,
+            Guard::Member { .. } | Guard::More { .. } | Guard::End { .. }
+        );
         if let Some(s) = self.guard.synthetic {
             // The byte into set `s` is unknown. Right at `s` it is the end of a separator or a
-            // value, which the reader may ignore; further on, the place is read again.
-            if object < s && s < at {
+            // value, which the reader may ignore; further on, the members reader reads the
+            // bytes it stands for when they are known, and otherwise the place is read again.
+            if object < s && s < at && !(members && self.guard.exit_path().is_some()) {
                 self.guard.uncertain = true;
                 return true;
             }
@@ -419,13 +426,32 @@ impl Chart {
             Some(j) => (cache[j].at, cache[j].state.clone()),
             None => (object, ObjState::default()),
         };
-        let mut text = self.input.get(from as usize..at as usize)?;
-        if self.guard.synthetic == Some(at) {
-            // The unknown last byte (see `predicts`).
-            text = &text[..text.len().saturating_sub(1)];
-        }
-        self.work += text.len() as u64;
-        if !scan(spec, text, &mut st) {
+        let read = match (self.guard.synthetic, self.guard.exit_path()) {
+            (Some(s), Some(path)) if object < s && s < at => {
+                // Across the unknown byte into set `s`, which stands for `path`: an entry at
+                // `s` itself was read without that byte, and entries past `s` with `path`.
+                let before = match from < s {
+                    true => self.input.get(from as usize..s as usize - 1)?,
+                    false => &[],
+                };
+                let path: &[u8] = if from <= s { path } else { &[] };
+                let after = self.input.get(from.max(s) as usize..at as usize)?;
+                self.work += (before.len() + path.len() + after.len()) as u64;
+                scan(spec, before, &mut st)
+                    && scan(spec, path, &mut st)
+                    && scan(spec, after, &mut st)
+            }
+            _ => {
+                let mut text = self.input.get(from as usize..at as usize)?;
+                if self.guard.synthetic == Some(at) {
+                    // The unknown last byte (see `predicts`).
+                    text = &text[..text.len().saturating_sub(1)];
+                }
+                self.work += text.len() as u64;
+                scan(spec, text, &mut st)
+            }
+        };
+        if !read {
             debug_assert!(false, "object text that is not an object's inside");
             return None;
         }

@@ -21,7 +21,9 @@
 //! places where it ends with a value that some guard refuses (`q_nodes`: found by walking the
 //! token trie along the spellings of the earlier values) are read again with their real bytes,
 //! and a set past an assumed terminal end (`GuardState::synthetic`) that a guard would read is
-//! marked uncertain, and the place is read again with real bytes (with the tokens that end
+//! marked uncertain (but for the object members' guards, which read the bytes of the place's
+//! path in the token trie instead: `members`), and the place is read again with real bytes
+//! once per mask, whichever items in flight ask for it (with the tokens that end
 //! exactly there when the set right after the terminal is itself uncertain: a value item
 //! completed by its closing `}` or `]`, or by the last byte of a number or string). Reading
 //! real bytes is
@@ -131,6 +133,11 @@ pub(super) struct GuardState {
     /// Set when a guard read text across the synthetic set's unknown byte (it then passes):
     /// the place being walked must be read again with real bytes.
     pub(super) uncertain: bool,
+    /// While the tokens below one place where the assumed terminal ends are walked
+    /// (`in_exit`), the bytes of that place's path in the token trie (what the unknown byte
+    /// stands for there): the members reader reads them instead (`members`).
+    exit: Vec<u8>,
+    in_exit: bool,
     /// Earlier values per (array, item) position, valid while the chart is deeper than the
     /// item's set.
     cache: Vec<Earlier>,
@@ -151,6 +158,12 @@ pub(super) struct GuardState {
 }
 
 impl GuardState {
+    /// The bytes the synthetic set's unknown byte stands for, in a walk below one place where
+    /// the assumed terminal ends.
+    pub(super) fn exit_path(&self) -> Option<&[u8]> {
+        self.in_exit.then_some(&self.exit[..])
+    }
+
     /// Forgets what was read from sets that are gone (`depth` sets remain).
     #[inline]
     pub(super) fn forget_above(&mut self, depth: usize) {
@@ -1067,6 +1080,10 @@ impl Chart {
             self.infl_starts[k] as usize,
             self.infl_starts[k + 1] as usize,
         );
+        // The trie nodes read again with real bytes so far, with whether their own tokens
+        // were. Such a reading starts from the top set, whichever item asked for it, so its
+        // tokens are in `mask` already when another item asks for the same node.
+        let mut read: Vec<(u32, bool)> = Vec::new();
         for i in s..e {
             self.work += 1;
             let (pos, origin, st) = self.infl[i];
@@ -1099,8 +1116,18 @@ impl Chart {
                     if self.over {
                         break;
                     }
+                    if all {
+                        // Read again whatever the walk would find.
+                        again.push(p);
+                        continue;
+                    }
                     self.guard.uncertain = false;
+                    if !g.objects.is_empty() {
+                        vocab.trie_path(p as usize, &mut self.guard.exit);
+                        self.guard.in_exit = true;
+                    }
                     self.walk_subtrie(g, vocab, p as usize, item);
+                    self.guard.in_exit = false;
                     if all || self.guard.uncertain {
                         again.push(p);
                     }
@@ -1121,8 +1148,11 @@ impl Chart {
                         vocab.subtree_tokens_end(p as usize),
                         item,
                     );
-                    let path = trie_path(vocab, p as usize);
-                    self.exact_walk(g, vocab, p as usize, &path, all, item);
+                    if !read_before(&mut read, p, all) {
+                        let mut path = Vec::new();
+                        vocab.trie_path(p as usize, &mut path);
+                        self.exact_walk(g, vocab, p as usize, &path, all, item);
+                    }
                 }
             }
             let dead_ends = match item_string {
@@ -1139,7 +1169,9 @@ impl Chart {
                         vocab.subtree_tokens_end(q),
                         item,
                     );
-                    self.exact_walk(g, vocab, q, &path, true, item);
+                    if !read_before(&mut read, q as u32, true) {
+                        self.exact_walk(g, vocab, q, &path, true, item);
+                    }
                 }
             }
             self.check_work(g)?;
@@ -1321,6 +1353,16 @@ impl Chart {
     }
 }
 
+/// Whether trie node `p` was read again with real bytes in this mask, with its own tokens when
+/// `with_node` (a reading with them covers one without); records it otherwise.
+fn read_before(read: &mut Vec<(u32, bool)>, p: u32, with_node: bool) -> bool {
+    if read.iter().any(|&(q, w)| q == p && (w || !with_node)) {
+        return true;
+    }
+    read.push((p, with_node));
+    false
+}
+
 /// The bytes that may follow the string read so far (decoder `d`, decoded `decoded`) on some
 /// spelling of one of the sorted `values`: the opening quote first; then, between characters,
 /// the next byte of each value that continues `decoded`, the closing quote if `decoded` is
@@ -1351,23 +1393,6 @@ fn clear(vocab: &TokenVocab, from: usize, to: usize, mask: &mut [u64]) {
     for &t in &vocab.trie_tokens[from..to] {
         mask[(t >> 6) as usize] &= !(1 << (t & 63));
     }
-}
-
-/// The bytes on the path from the trie's root to node `p`.
-fn trie_path(vocab: &TokenVocab, p: usize) -> Vec<u8> {
-    let trie = &vocab.trie;
-    let mut path = Vec::new();
-    let mut n = 0usize;
-    while n != p {
-        // The child of `n` whose subtree holds `p`.
-        let mut c = n + 1;
-        while (trie[c].end as usize) <= p {
-            c = trie[c].end as usize;
-        }
-        path.push(trie[c].byte);
-        n = c;
-    }
-    path
 }
 
 #[cfg(test)]
