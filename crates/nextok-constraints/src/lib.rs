@@ -50,31 +50,33 @@
 //! vocabularies do).
 //!
 //! # Cost
-//! A mask is the union, over the terminals in flight, of a bitset cached per (terminal,
-//! automaton state) for the tokens that stay inside the terminal, plus a walk of the token trie
-//! below the few nodes where a terminal may end. The cache lives in the [`TokenVocab`] and is
-//! shared by every grammar built on it, so its first use of a state costs a trie walk and later
-//! uses a copy. The walk takes whole subtrees at once where all their bytes lie in one byte
-//! category (printable ASCII that a JSON string holds unescaped, letters and digits, letters,
-//! digits, JSON whitespace, each recorded per trie node when the vocabulary is built) and the
-//! automaton can read more bytes of that category than the subtree is deep without dying or
-//! accepting: inside a JSON string a first mask is some tens of microseconds at 49k tokens, up
-//! to about a millisecond for automata that die on rare byte pairs (keys that must not match
-//! a pattern). Those distances (an automaton's radii) cost a pass over its whole transition
-//! table, most of a millisecond at thousands of states, so they are computed only once a walk
-//! without them visits more than a few thousand trie nodes: automata that die on most bytes
-//! (an object's keys, an enum) never need them. Compiling a JSON Schema parses it once into typed schemas (references become
-//! indices into a table of targets), merges `allOf` and references on those types, then builds
-//! automata (byte classes, products, the JSON string encoding, built directly) and an Earley
-//! grammar: a fraction of a millisecond for most
-//! schemas, a few for Unicode classes such as `\p{Letter}`, whose determinization dominates.
-//! Automata of regular expressions (numeric bounds, formats, patterns) are kept process-wide per
-//! pattern, up to 512 and about 4 million table cells together, the string contents of a set
-//! of string keywords (patterns, format, lengths) up to 1,024 of at most 4,096 states, and
-//! JSON string encodings per content, up to 1,024, so schemas that repeat them (and a schema that compares the same
-//! patterns again and again, as `oneOf` branches do) skip that work. Products of automata
-//! (intersections, differences, unions) number their pairs of states through a table rather
-//! than a hash map, and a concatenation is written out directly.
+//! A mask is the union, over the terminals in flight, of a bitset cached per (terminal, automaton
+//! state) for the tokens that stay inside the terminal, plus a walk of the token trie below the few
+//! nodes where a terminal may end. The cache lives in the [`TokenVocab`] and is shared by every
+//! grammar built on it, so its first use of a state costs a trie walk and later uses a copy. The
+//! walk takes whole subtrees at once where all their bytes lie in one byte category (printable
+//! ASCII that a JSON string holds unescaped, letters and digits, letters, digits, JSON whitespace,
+//! each recorded per trie node when the vocabulary is built) and the automaton can read more bytes
+//! of that category than the subtree is deep without dying or accepting: inside a JSON string a
+//! first mask is some tens of microseconds at 49k tokens, up to about a millisecond for automata
+//! that die on rare byte pairs (keys that must not match a pattern). Those distances (an
+//! automaton's radii) cost a pass over its whole transition table, most of a millisecond at
+//! thousands of states, so they are computed only once a walk without them visits more than a few
+//! thousand trie nodes: automata that die on most bytes (an object's keys, an enum) never need
+//! them, and a state that reads most bytes (free text) computes them at once. Compiling a JSON
+//! Schema parses it once into typed schemas (references become indices into a table of targets),
+//! merges `allOf` and references on those types, then builds automata (byte classes, products, the
+//! JSON string encoding, built directly) and an Earley grammar: a fraction of a millisecond for
+//! most small schemas, a few for Unicode classes such as `\p{Letter}`, whose determinization
+//! dominates; real-world schemas take about 2 ms at the median and up to a few hundred for patterns
+//! whose automata run to tens of thousands of states. Automata of regular expressions (numeric
+//! bounds, formats, patterns) are kept process-wide per pattern, up to 512 and about 4 million
+//! table cells together, the string contents of a set of string keywords (patterns, format,
+//! lengths) up to 1,024 of at most 4,096 states, and JSON string encodings per content, up to
+//! 1,024, so schemas that repeat them (and a schema that compares the same patterns again and
+//! again, as `oneOf` branches do) skip that work. Products of automata (intersections, differences,
+//! unions) number their pairs of states through a table rather than a hash map, and a concatenation
+//! is written out directly.
 //!
 //! # Crate features
 //! - `tokenizer` (on by default): `TokenVocab::from_tokenizer`, over `nextok-tokenizer` without
