@@ -204,7 +204,7 @@ pub(super) fn normalize(
     let mut o = match out {
         Schema::Never => return Ok(Schema::Never),
         Schema::Any => Node::default(),
-        Schema::Node(o) => *o,
+        Schema::Node(o) => std::sync::Arc::unwrap_or_clone(o),
     };
     let deferred = o.any_of.is_some() || o.one_of.is_some();
     if let Some(v) = unevaluated_properties {
@@ -1105,7 +1105,12 @@ fn either(a: Schema, c: Schema) -> Schema {
         Schema::Never => a,
         Schema::Node(n) if n.only(&["anyOf"]) => {
             let mut all = vec![a];
-            all.extend(n.any_of.into_iter().flatten());
+            all.extend(
+                std::sync::Arc::unwrap_or_clone(n)
+                    .any_of
+                    .into_iter()
+                    .flatten(),
+            );
             Schema::node(Node {
                 any_of: Some(all),
                 ..Node::default()
@@ -1274,7 +1279,9 @@ pub(super) fn both_of(a: Schema, b: Schema) -> Schema {
             let mut all: Vec<Schema> = Vec::new();
             for s in [a, b] {
                 let parts = match s {
-                    Schema::Node(n) if n.only(&["allOf"]) => n.all_of.unwrap_or_default(),
+                    Schema::Node(n) if n.only(&["allOf"]) => std::sync::Arc::unwrap_or_clone(n)
+                        .all_of
+                        .unwrap_or_default(),
                     s => vec![s],
                 };
                 for p in parts {

@@ -229,8 +229,9 @@ impl<'a> Compiler<'a> {
                         ..Node::default()
                     }),
                     Schema::Node(mut o) => {
-                        o.unevaluated_properties = kept.0.clone();
-                        o.unevaluated_items = kept.1.clone();
+                        let node = std::sync::Arc::make_mut(&mut o);
+                        node.unevaluated_properties = kept.0.clone();
+                        node.unevaluated_items = kept.1.clone();
                         Schema::Node(o)
                     }
                 };

@@ -11,6 +11,7 @@
 //! silently.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -173,8 +174,10 @@ pub(super) enum Schema {
     Any,
     /// No value (`false`).
     Never,
-    /// Assertions, at least one.
-    Node(Box<Node>),
+    /// Assertions, at least one. Shared: a clone of a schema (the algebra clones subschemas
+    /// often, and large ones) copies a pointer, and a change copies the node first
+    /// ([`Arc::make_mut`]).
+    Node(Arc<Node>),
 }
 
 impl Schema {
@@ -183,7 +186,7 @@ impl Schema {
         if node.keywords().is_empty() {
             Schema::Any
         } else {
-            Schema::Node(Box::new(node))
+            Schema::Node(Arc::new(node))
         }
     }
 

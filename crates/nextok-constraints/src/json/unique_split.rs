@@ -214,7 +214,7 @@ impl Compiler<'_> {
         }
         let n = match self.resolve_bare(s, ip)? {
             Schema::Never => return Ok(Parts::default()),
-            Schema::Any => Box::new(Node::default()),
+            Schema::Any => std::sync::Arc::new(Node::default()),
             Schema::Node(n) => n,
         };
         for (comb, branches) in [("anyOf", &n.any_of), ("oneOf", &n.one_of)] {
