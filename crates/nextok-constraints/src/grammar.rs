@@ -352,7 +352,7 @@ impl GrammarBuilder {
             start_pos,
             accept_pos,
             max_work: limits.max_mask_work,
-            cache: Mutex::new((0, HashMap::new())),
+            cache: Mutex::new((0, FxMap::default())),
             token_sets,
             guards,
             guarded_pos,
@@ -474,7 +474,7 @@ pub struct Grammar {
 
 /// The vocabulary's serial number and, per terminal, its automaton's number in that vocabulary's
 /// shared mask cache.
-type TerminalCache = (u64, HashMap<u32, u32>);
+type TerminalCache = (u64, FxMap<u32, u32>);
 
 /// A set of tokens: the nonzero words of its bitset, with their indices, when they are few (a
 /// key's or an enum's tokens fill a few words of hundreds), else the whole bitset. Masks are

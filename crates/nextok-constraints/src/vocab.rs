@@ -14,7 +14,9 @@ use crate::Error;
 #[derive(Debug, Default)]
 pub(crate) struct SharedMasks {
     ids: FxMap<Arc<Dfa>, u32>,
-    masks: HashMap<(u32, u32), Arc<TerminalMask>>,
+    /// Keyed by small integers: a fast hash (no SipHash), and room reserved up front, since a
+    /// table that grows rehashes every entry inside one mask (milliseconds once it is large).
+    masks: FxMap<(u32, u32), Arc<TerminalMask>>,
     /// Per automaton number, its radii (computed with the first mask whose walk needs them).
     radii: FxMap<u32, Arc<Radii>>,
     /// Words of mask memory held, to bound the cache.
@@ -23,6 +25,9 @@ pub(crate) struct SharedMasks {
 
 /// Most mask memory the shared cache keeps (in u64 words: 32 MiB); past it, it starts afresh.
 const SHARED_WORDS: usize = 4 << 20;
+
+/// Entries the shared mask table reserves when it takes its first mask.
+const SHARED_MASKS_RESERVED: usize = 1 << 14;
 
 /// Most trie nodes a first mask of an automaton without radii visits before the radii are
 /// computed (a walk of this many costs some tens of microseconds; radii of an automaton of
@@ -472,6 +477,9 @@ impl TokenVocab {
         };
         let m = Arc::new(m);
         let mut g = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        if g.masks.capacity() == 0 {
+            g.masks.reserve(SHARED_MASKS_RESERVED);
+        }
         g.words += m.inside.words() + (m.exits.len() + m.ends.len()) / 2;
         if g.words > SHARED_WORDS {
             // Radii go too: they are rebuilt with the next first mask of their automaton.
