@@ -64,6 +64,23 @@ fn partition(key: impl Fn(usize) -> u64) -> [u8; 256] {
 }
 
 /// The common refinement of two byte partitions.
+/// Input classes renumbered densely: `class_of[b]` is the index in `reps` of byte `b`'s class,
+/// and `reps` holds one byte of each class, in the order of their first bytes.
+fn dense_classes(classes: &[u8; 256]) -> ([u8; 256], Vec<u8>) {
+    let mut index = [u16::MAX; 256];
+    let mut class_of = [0u8; 256];
+    let mut reps: Vec<u8> = Vec::new();
+    for b in 0..256 {
+        let c = classes[b] as usize;
+        if index[c] == u16::MAX {
+            index[c] = reps.len() as u16;
+            reps.push(b as u8);
+        }
+        class_of[b] = index[c] as u8;
+    }
+    (class_of, reps)
+}
+
 fn refine(a: &[u8; 256], b: &[u8; 256]) -> [u8; 256] {
     partition(|x| (a[x] as u64) << 8 | b[x] as u64)
 }
@@ -250,18 +267,7 @@ impl Dfa {
         what: &str,
         classes: &[u8; 256],
     ) -> Result<Explored<K>, Error> {
-        // Input classes renumbered densely: `class_of[b]` indexes `reps` (one byte per class).
-        let mut index = [u16::MAX; 256];
-        let mut class_of = [0u8; 256];
-        let mut reps: Vec<u8> = Vec::new();
-        for b in 0..256 {
-            let c = classes[b] as usize;
-            if index[c] == u16::MAX {
-                index[c] = reps.len() as u16;
-                reps.push(b as u8);
-            }
-            class_of[b] = index[c] as u8;
-        }
+        let (class_of, reps) = dense_classes(classes);
         let k = reps.len();
         let mut keys: Vec<K> = vec![start.clone()];
         ids.insert(start, 1);
@@ -1230,19 +1236,8 @@ impl Dfa {
     /// ([`Dfa::then_direct`]: the product's states and language, numbered differently);
     /// otherwise it is pruned and renumbered as any exploration is.
     pub(crate) fn then(&self, other: &Dfa) -> Result<Option<Dfa>, Error> {
-        // Input classes renumbered densely, as `explore` does.
         let classes = refine(&self.classes, &other.classes);
-        let mut index = [u16::MAX; 256];
-        let mut class_of = [0u8; 256];
-        let mut reps: Vec<u8> = Vec::new();
-        for b in 0..256 {
-            let c = classes[b] as usize;
-            if index[c] == u16::MAX {
-                index[c] = reps.len() as u16;
-                reps.push(b as u8);
-            }
-            class_of[b] = index[c] as u8;
-        }
+        let (class_of, reps) = dense_classes(&classes);
         let k = reps.len();
         let (na, nb) = (self.num_states(), other.num_states());
         // Where `other` goes on the first byte of each class (DEAD where it cannot start).
