@@ -1192,16 +1192,9 @@ impl Dfa {
 
     /// Strings accepted by `self` and not by `other`.
     pub(crate) fn minus(&self, other: &Dfa) -> Result<Dfa, Error> {
-        self.explore_pairs(
-            other,
-            (self.start, other.start),
-            |&(a, b), x| {
-                let a2 = self.next(a, x);
-                (a2 != DEAD).then_some((a2, other.next(b, x)))
-            },
-            |&(a, b)| self.is_accept(a) && !other.is_accept(b),
-            "difference",
-        )
+        Ok(self
+            .difference_pairs(other)?
+            .automaton(|&(a, b)| self.is_accept(a) && !other.is_accept(b)))
     }
 
     /// `[self.minus(other), self.intersect(other)]`, the strings of `self` that `other`
@@ -1209,7 +1202,17 @@ impl Dfa {
     /// intersection's (the pairs where `other` is dead are pruned from it, as they reach no
     /// match), so both are the very automata the two products give.
     pub(crate) fn split_by(&self, other: &Dfa) -> Result<[Dfa; 2], Error> {
-        let e = self.explore_pairs_raw(
+        let e = self.difference_pairs(other)?;
+        Ok([
+            e.automaton(|&(a, b)| self.is_accept(a) && !other.is_accept(b)),
+            e.automaton(|&(a, b)| self.is_accept(a) && other.is_accept(b)),
+        ])
+    }
+
+    /// The pairs of states a difference `self − other` explores: `self`'s live states beside
+    /// wherever `other` is (its dead state included), before acceptance is chosen.
+    fn difference_pairs(&self, other: &Dfa) -> Result<Explored<(u32, u32)>, Error> {
+        self.explore_pairs_raw(
             other,
             (self.start, other.start),
             |&(a, b), x| {
@@ -1217,11 +1220,7 @@ impl Dfa {
                 (a2 != DEAD).then_some((a2, other.next(b, x)))
             },
             "difference",
-        )?;
-        Ok([
-            e.automaton(|&(a, b)| self.is_accept(a) && !other.is_accept(b)),
-            e.automaton(|&(a, b)| self.is_accept(a) && other.is_accept(b)),
-        ])
+        )
     }
 
     /// `self` then `other`, when no accepting state of `self` reads on with a byte that

@@ -463,15 +463,14 @@ impl TokenVocab {
             None if free => None,
             None => TerminalMask::compute_unskipped(self, dfa, state, UNSKIPPED_NODES),
         };
-        let m = match (unskipped, radii) {
-            (Some(m), _) => m,
-            (None, Some(r)) => TerminalMask::compute(self, dfa, &r, state, true),
-            (None, None) => {
-                let r = Arc::new(Radii::compute(dfa));
-                let r = {
+        let m = match unskipped {
+            Some(m) => m,
+            None => {
+                let r = radii.unwrap_or_else(|| {
+                    let r = Arc::new(Radii::compute(dfa));
                     let mut g = self.shared.lock().unwrap_or_else(|p| p.into_inner());
                     Arc::clone(g.radii.entry(id).or_insert(r))
-                };
+                });
                 TerminalMask::compute(self, dfa, &r, state, true)
             }
         };
