@@ -406,7 +406,12 @@ impl<'a> ConformanceRun<'a> {
                 Some(d) => format!("{stem}: {d}"),
                 None => stem.clone(),
             };
+            // A schema published at a URL is read with it as its base URI, as a fetched
+            // schema is, so that its relative `$ref`s name the documents beside it.
+            let base = g.as_object().and_then(source_url).map(str::to_string);
+            let saved = std::mem::replace(&mut self.options.base_uri, base);
             outs.push(self.run_group(&file, group, &name, schema, &cases));
+            self.options.base_uri = saved;
         }
         Ok(outs)
     }
@@ -432,12 +437,7 @@ impl<'a> ConformanceRun<'a> {
             let Some(schema) = file.get("schema") else {
                 continue;
             };
-            let url = file
-                .get("source")
-                .and_then(|s| s.as_str())
-                .and_then(|s| s.split_whitespace().skip_while(|w| *w != "schema").nth(1))
-                .filter(|u| u.starts_with("https://") || u.starts_with("http://"));
-            if let Some(url) = url {
+            if let Some(url) = source_url(&file) {
                 resources.insert(url, schema.clone());
                 if let Some(short) = url.strip_suffix(".json") {
                     resources.insert(short, schema.clone());
@@ -498,4 +498,14 @@ fn json_files(dir: &Path) -> Result<Vec<std::path::PathBuf>, Error> {
         .collect();
     files.sort();
     Ok(files)
+}
+
+/// The URL a MaskBench-format file says its schema was published at: the word after `schema`
+/// in its `source` (`"... schema https://json.schemastore.org/x.json ..."`, as
+/// `conformance/real-world` writes it), when it is an `http(s)` URL.
+fn source_url(file: &serde_json::Map<String, Value>) -> Option<&str> {
+    file.get("source")
+        .and_then(|s| s.as_str())
+        .and_then(|s| s.split_whitespace().skip_while(|w| *w != "schema").nth(1))
+        .filter(|u| u.starts_with("https://") || u.starts_with("http://"))
 }

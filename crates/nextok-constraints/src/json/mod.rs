@@ -82,6 +82,11 @@ pub struct JsonOptions {
     /// Documents that `$ref`s may name by absolute URI (default: none; nextok never fetches
     /// a URI, so a reference to a document not given here is refused by name).
     pub resources: SchemaResources,
+    /// The URI the schema was retrieved from, its base URI when its root has no `$id` (or
+    /// draft-04 `id`) of its own, as RFC 3986 and JSON Schema take a retrieval URI (default:
+    /// none). Relative `$ref`s to other documents (`"other.json#/definitions/x"`) then resolve
+    /// against it and can name [`JsonOptions::resources`].
+    pub base_uri: Option<String>,
 }
 
 /// Schema documents by absolute URI, for `$ref`s that name other documents. A referenced
@@ -161,6 +166,25 @@ impl SchemaResources {
     pub fn is_empty(&self) -> bool {
         self.docs.is_empty()
     }
+}
+
+/// `root` with `base` written as its identifier (`id` for draft-04, `$id` otherwise) when it
+/// is an object without one of its own; `None` when nothing changes.
+fn with_base_uri(root: &Value, draft: Option<Draft>, base: Option<&str>) -> Option<Value> {
+    let (base, Value::Object(m)) = (base?, root) else {
+        return None;
+    };
+    if resolve::identifier(m, draft).is_some() {
+        return None;
+    }
+    let key = if draft == Some(Draft::Draft4) {
+        "id"
+    } else {
+        "$id"
+    };
+    let mut m = m.clone();
+    m.insert(key.to_string(), Value::String(base.to_string()));
+    Some(Value::Object(m))
 }
 
 /// Most documents bundled into one schema.
@@ -357,6 +381,7 @@ impl Default for JsonOptions {
             strict: false,
             format: FormatMode::Assert,
             resources: SchemaResources::default(),
+            base_uri: None,
         }
     }
 }
@@ -407,6 +432,12 @@ impl JsonOptions {
     /// Sets [`JsonOptions::resources`].
     pub fn with_resources(mut self, resources: SchemaResources) -> Self {
         self.resources = resources;
+        self
+    }
+
+    /// Sets [`JsonOptions::base_uri`].
+    pub fn with_base_uri(mut self, uri: Option<String>) -> Self {
+        self.base_uri = uri;
         self
     }
 }
@@ -483,6 +514,8 @@ pub fn compile_json_schema_report(
         },
         _ => options.draft,
     };
+    let based = with_base_uri(schema, draft, options.base_uri.as_deref());
+    let schema = based.as_ref().unwrap_or(schema);
     let bundled = bundle(schema, draft, &options.resources)?;
     let schema = bundled.as_ref().unwrap_or(schema);
     let rewritten = resolve::resolve_identifiers(schema, draft);
@@ -530,6 +563,44 @@ mod tests {
             a.get("https://example.com/c.json"),
             Some(&json!({"type": "boolean"}))
         );
+    }
+
+    #[test]
+    fn a_base_uri_resolves_relative_references_of_a_schema_without_an_identifier() {
+        let mut resources = SchemaResources::new();
+        resources.insert(
+            "https://example.com/schemas/b.json",
+            json!({"definitions": {"id": {"type": "string", "pattern": "^[a-z]+$"}}}),
+        );
+        for (draft, key) in [("draft-04", "id"), ("draft-07", "$id")] {
+            let s = json!({"$schema": format!("http://json-schema.org/{draft}/schema#"),
+                           "anyOf": [{"$ref": "b.json#/definitions/id"}, {"type": "null"}]});
+            // Without a base the relative URI names no document nextok holds.
+            let options = JsonOptions::default().with_resources(resources.clone());
+            assert!(matches!(
+                compile_json_schema(&s, &options),
+                Err(Error::UnsupportedKeyword { keyword, .. }) if keyword.starts_with("$ref b.json")
+            ));
+            let options =
+                options.with_base_uri(Some("https://example.com/schemas/main.json".into()));
+            let compiled = compile_json_schema_report(&s, &options).unwrap();
+            let g = &compiled.grammar;
+            for (text, ok) in [
+                (r#""ab""#, true),
+                ("null", true),
+                (r#""A""#, false),
+                ("1", false),
+            ] {
+                assert_eq!(g.recognizes(text.as_bytes()), ok, "{draft} {text}");
+            }
+            // The identifier written from the base is the draft's own keyword, not an
+            // annotation.
+            assert!(compiled.ignored.iter().all(|i| i.keyword != key), "{draft}");
+            // A schema's own identifier wins over the base.
+            let mut own = s.clone();
+            own[key] = json!("https://example.com/other/main.json");
+            assert!(compile_json_schema(&own, &options).is_err(), "{draft}");
+        }
     }
 
     #[test]
