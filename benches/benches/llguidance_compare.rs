@@ -9,7 +9,8 @@
 //! `conformance/real-world/schemastore`).
 //!
 //! nextok reads the folder's MaskBench files, and those of a sibling `<dir>-resources` folder, as
-//! documents that `$ref`s may name; llguidance takes none.
+//! documents that `$ref`s may name, and each schema with the URL its file's `source` names as
+//! its base URI; llguidance takes none.
 //!
 //! It also counts, for each engine on its own, the schemas it compiles and, of their instances,
 //! the valid ones it accepts and the invalid ones it accepts (every token allowed and the end
@@ -321,7 +322,7 @@ fn main() {
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
     files.sort();
-    let options = JsonOptions::default().with_resources(resources(&dir));
+    let mut options = JsonOptions::default().with_resources(resources(&dir));
     let (mut ours, mut theirs) = (Times::default(), Times::default());
     let (mut groups, mut compiled, mut instances, mut walked) = (0, 0, 0, 0);
     let (mut ours_compiled, mut theirs_compiled) = (0, 0);
@@ -341,6 +342,9 @@ fn main() {
                 continue;
             };
             groups += 1;
+            // nextok reads a schema with the URL it was published at as its base URI, as the
+            // conformance runner does; llguidance takes no documents to resolve against.
+            options.base_uri = ConformanceRun::source_url(g).map(str::to_string);
             let c = compile_both(schema, &options, &vocab, &factory, &mut ours, &mut theirs);
             ours_compiled += c.ours.is_some() as usize;
             theirs_compiled += c.theirs.is_some() as usize;

@@ -408,7 +408,7 @@ impl<'a> ConformanceRun<'a> {
             };
             // A schema published at a URL is read with it as its base URI, as a fetched
             // schema is, so that its relative `$ref`s name the documents beside it.
-            let base = g.as_object().and_then(source_url).map(str::to_string);
+            let base = Self::source_url(g).map(str::to_string);
             let saved = std::mem::replace(&mut self.options.base_uri, base);
             outs.push(self.run_group(&file, group, &name, schema, &cases));
             self.options.base_uri = saved;
@@ -431,13 +431,13 @@ impl<'a> ConformanceRun<'a> {
                 path: f.display().to_string(),
                 reason: e.to_string(),
             })?;
-            let Ok(Value::Object(file)) = serde_json::from_str::<Value>(&text) else {
+            let Ok(file @ Value::Object(_)) = serde_json::from_str::<Value>(&text) else {
                 continue;
             };
             let Some(schema) = file.get("schema") else {
                 continue;
             };
-            if let Some(url) = source_url(&file) {
+            if let Some(url) = Self::source_url(&file) {
                 resources.insert(url, schema.clone());
                 if let Some(short) = url.strip_suffix(".json") {
                     resources.insert(short, schema.clone());
@@ -446,6 +446,17 @@ impl<'a> ConformanceRun<'a> {
             resources.insert_document(schema.clone());
         }
         Ok(resources)
+    }
+
+    /// The URL a MaskBench-format file says its schema was published at: the word after
+    /// `schema` in its `source` (`"... schema https://json.schemastore.org/x.json ..."`, as
+    /// `conformance/real-world` writes it), when it is an `http(s)` URL. [`Self::run_file`]
+    /// reads the schema with it as [`JsonOptions::base_uri`].
+    pub fn source_url(file: &Value) -> Option<&str> {
+        file.get("source")
+            .and_then(|s| s.as_str())
+            .and_then(|s| s.split_whitespace().skip_while(|w| *w != "schema").nth(1))
+            .filter(|u| u.starts_with("https://") || u.starts_with("http://"))
     }
 
     /// Runs every `*.json` file of a directory (sorted by name) and totals the results.
@@ -498,14 +509,4 @@ fn json_files(dir: &Path) -> Result<Vec<std::path::PathBuf>, Error> {
         .collect();
     files.sort();
     Ok(files)
-}
-
-/// The URL a MaskBench-format file says its schema was published at: the word after `schema`
-/// in its `source` (`"... schema https://json.schemastore.org/x.json ..."`, as
-/// `conformance/real-world` writes it), when it is an `http(s)` URL.
-fn source_url(file: &serde_json::Map<String, Value>) -> Option<&str> {
-    file.get("source")
-        .and_then(|s| s.as_str())
-        .and_then(|s| s.split_whitespace().skip_while(|w| *w != "schema").nth(1))
-        .filter(|u| u.starts_with("https://") || u.starts_with("http://"))
 }
