@@ -8,10 +8,12 @@ mod common;
 use std::sync::Arc;
 
 use common::{
-    assert_distinct, assert_rollback_restores, bit, preferred_tokens, random_walk, walk_accepting,
-    walk_refuses,
+    assert_distinct, assert_rollback_restores, bit, check_mask, preferred_tokens, random_walk,
+    walk_accepting, walk_refuses,
 };
-use nextok_constraints::{compile_json_schema, from_json_schema, Error, JsonOptions, TokenVocab};
+use nextok_constraints::{
+    compile_json_schema, from_json_schema, Constraint, Error, JsonOptions, TokenVocab,
+};
 use proptest::prelude::*;
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
@@ -396,8 +398,11 @@ fn closed_objects_with_a_property_of_finite_prefixes_are_refused_by_name() {
             array_of(json!({"type": "object", "additionalProperties": false,
                             "properties": {"a": {"type": "string"},
                                            "o": {"type": "object", "additionalProperties": false,
-                                                 "properties": {"b": {"type": "string"}}}}})),
-            "property `o`",
+                                                 "properties": {"b": {"type": "integer",
+                                                                      "maximum": 5,
+                                                                      "minimum": 0}}}}})),
+            // The nested closed object's own property.
+            "property `b`",
         ),
         // A string of finitely many completions beside another type.
         (
@@ -750,5 +755,229 @@ proptest! {
         let vocab = common::synthetic_vocab();
         let mut c = from_json_schema(&mixed(), &vocab, &JsonOptions::default()).unwrap();
         prop_assert_eq!(walk_refuses(&mut c, &text), !unique, "{}", text);
+    }
+}
+
+/// SARIF's `result` in small: a free string `id`, and a closed `formattedRuleMessage` of a
+/// required free string and an array of strings (a nested closed object whose members are
+/// all written once `formatId` and `arguments` are: one completion left).
+fn results() -> Value {
+    array_of(json!({"type": "object", "additionalProperties": false,
+                    "properties": {
+                        "id": {"type": "string"},
+                        "message": {"type": "object", "additionalProperties": false,
+                                    "required": ["formatId"],
+                                    "properties": {
+                                        "formatId": {"type": "string"},
+                                        "arguments": {"type": "array",
+                                                      "items": {"type": "string"}}}}}}))
+}
+
+#[test]
+fn nested_closed_objects_compare_as_json() {
+    let s = results();
+    for ok in [
+        r#"[{"message":{"formatId":"f"}},{"message":{"formatId":"g"}}]"#,
+        r#"[{"id":"a","message":{"formatId":"f"}},{"message":{"formatId":"f"}}]"#,
+        r#"[{"message":{"formatId":"f"}},{"message":{"formatId":"f","arguments":[]}}]"#,
+        r#"[{"message":{"formatId":"f","arguments":["x"]}},{"message":{"arguments":["x","x"],"formatId":"f"}}]"#,
+        r#"[{},{"id":"a"},{"message":{"formatId":""}}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"[{"message":{"formatId":"f"}},{"message":{"formatId":"f"}}]"#,
+        // Keys in another order, outside and inside.
+        r#"[{"id":"a","message":{"formatId":"f","arguments":["x"]}},{"message":{"arguments":["x"],"formatId":"f"},"id":"a"}]"#,
+        // Strings decoded.
+        r#"[{"message":{"formatId":"\/"}},{"message":{"formatId":"/"}}]"#,
+        // Not the schema's: the nested object lacks its required key, or has another.
+        r#"[{"message":{}}]"#,
+        r#"[{"message":{"formatId":"f","id":"a"}}]"#,
+        r#"[{"message":{"formatId":"f"},"formatId":"f"}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+}
+
+#[test]
+fn a_nested_object_closing_on_a_used_item_is_masked_out() {
+    let vocab = common::synthetic_vocab();
+    let id = |s: &str| common::token_id(&vocab, s);
+    let new = || from_json_schema(&results(), &vocab, &JsonOptions::default()).unwrap();
+    let used = r#"[{"id":"a","message":{"formatId":"f","arguments":[]}},"#;
+    // Every key but the array written: `]` would leave one completion, the used item.
+    let mut c = new();
+    let mask = walk_accepting(
+        &mut c,
+        &format!(r#"{used}{{"id":"a","message":{{"formatId":"f","arguments":["#),
+    );
+    assert!(!bit(&mask, id("]")));
+    assert!(bit(&mask, id("\"")));
+    // The nested object's `}`: with `arguments` left out, the item is `{"id":"a",
+    // "message":{"formatId":"f"}}`, used; `,` goes on to `arguments`.
+    let used2 = r#"[{"id":"a","message":{"formatId":"f"}},"#;
+    let mut c = new();
+    let mask = walk_accepting(
+        &mut c,
+        &format!(r#"{used2}{{"id":"a","message":{{"formatId":"f""#),
+    );
+    assert!(!bit(&mask, id("}")));
+    assert!(bit(&mask, id(",")));
+    // The message first, `id` to come: infinitely many completions.
+    let mut c = new();
+    let mask = walk_accepting(
+        &mut c,
+        &format!(r#"{used}{{"message":{{"formatId":"f","arguments":[]"#),
+    );
+    assert!(bit(&mask, id("}")));
+    // After `"id":"a"`, the message's `formatId` "f" cannot close once `arguments` is written
+    // first: its one completion is used.
+    let mut c = new();
+    let mask = walk_accepting(
+        &mut c,
+        &format!(r#"{used}{{"id":"a","message":{{"arguments":[],"formatId":"f"#),
+    );
+    assert!(!bit(&mask, id("\"")));
+    assert!(!bit(&mask, id("\"}")));
+    assert!(bit(&mask, id("g")));
+    assert!(walk_refuses(
+        &mut new(),
+        &format!(r#"{used}{{"message":{{"arguments":[],"formatId":"f"}},"id":"a"}}]"#)
+    ));
+}
+
+/// A finite domain with a nested closed object: a required boolean `a` and an optional `m`
+/// of a required boolean `b` and an optional enum `c` (2 × (1 + 2 × 3) = 14 objects).
+fn nested_finite() -> Value {
+    array_of(
+        json!({"type": "object", "additionalProperties": false, "required": ["a"],
+                    "properties": {
+                        "a": {"type": "boolean"},
+                        "m": {"type": "object", "additionalProperties": false,
+                              "required": ["b"],
+                              "properties": {"b": {"type": "boolean"},
+                                             "c": {"enum": [1, 2]}}}}}),
+    )
+}
+
+/// Every object of `nested_finite()`, each as the list of its compact spellings (every key
+/// order, outside and inside).
+fn nested_finite_objects() -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for a in ["true", "false"] {
+        let mut ms: Vec<Option<Vec<String>>> = vec![None];
+        for b in ["true", "false"] {
+            ms.push(Some(vec![format!(r#"{{"b":{b}}}"#)]));
+            for c in ["1", "2"] {
+                ms.push(Some(vec![
+                    format!(r#"{{"b":{b},"c":{c}}}"#),
+                    format!(r#"{{"c":{c},"b":{b}}}"#),
+                ]));
+            }
+        }
+        for m in ms {
+            out.push(match m {
+                None => vec![format!(r#"{{"a":{a}}}"#)],
+                Some(inner) => inner
+                    .iter()
+                    .flat_map(|i| {
+                        [
+                            format!(r#"{{"a":{a},"m":{i}}}"#),
+                            format!(r#"{{"m":{i},"a":{a}}}"#),
+                        ]
+                    })
+                    .collect(),
+            });
+        }
+    }
+    out
+}
+
+/// Brute force over the 14 objects of `nested_finite()`: after earlier items (random
+/// spellings of random distinct objects), every prefix of every spelling of every object is
+/// taken exactly when some unused object has a spelling that begins with it, and the mask
+/// after it holds exactly the bytes that keep it so (with `,` and `]` after a whole unused
+/// item: `,` while another object is unused). No prefix the mask allows is a dead end.
+#[test]
+fn nested_objects_leave_no_dead_end() {
+    use rand_core::RngCore;
+    let vocab = common::synthetic_vocab();
+    let objects = nested_finite_objects();
+    let alphabet: Vec<u8> = {
+        let mut a: Vec<u8> = objects
+            .iter()
+            .flatten()
+            .flat_map(|s| s.bytes())
+            .chain([b',', b']'])
+            .collect();
+        a.sort_unstable();
+        a.dedup();
+        a
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(17);
+    for round in 0..14 {
+        // `round` distinct objects, in a random order and spelling.
+        let mut order: Vec<usize> = (0..objects.len()).collect();
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.next_u32() as usize % (i + 1));
+        }
+        let used: Vec<usize> = order[..round].to_vec();
+        let spelled: Vec<&str> = used
+            .iter()
+            .map(|&o| objects[o][rng.next_u32() as usize % objects[o].len()].as_str())
+            .collect();
+        let unused: Vec<usize> = (0..objects.len()).filter(|o| !used.contains(o)).collect();
+        let head = if used.is_empty() {
+            "[".to_string()
+        } else {
+            format!("[{},", spelled.join(","))
+        };
+        let mut c = from_json_schema(&nested_finite(), &vocab, &JsonOptions::default()).unwrap();
+        walk_accepting(&mut c, &head);
+        let expected = |p: &str, b: u8| {
+            let next = format!("{p}{}", b as char);
+            let whole = |o: usize| objects[o].iter().any(|s| s == p);
+            unused
+                .iter()
+                .any(|&o| objects[o].iter().any(|s| s.starts_with(&next)))
+                || (b == b']' && unused.iter().any(|&o| whole(o)))
+                || (b == b']' && p.is_empty() && used.is_empty())
+                || (b == b',' && unused.len() > 1 && unused.iter().any(|&o| whole(o)))
+        };
+        for spellings in &objects {
+            for s in spellings {
+                let mut taken = 0;
+                for (i, b) in s.bytes().enumerate() {
+                    let p = &s[..i];
+                    let mask = check_mask(&mut c, format!("{head}{p}").as_bytes());
+                    for &x in &alphabet {
+                        assert_eq!(
+                            bit(&mask, x as u32 + 1),
+                            expected(p, x),
+                            "{:?} after {head}{p}",
+                            x as char
+                        );
+                    }
+                    if !expected(p, b) {
+                        break;
+                    }
+                    c.advance(b as u32 + 1).unwrap();
+                    taken += 1;
+                }
+                if taken == s.len() {
+                    let mask = check_mask(&mut c, format!("{head}{s}").as_bytes());
+                    for &x in &alphabet {
+                        assert_eq!(
+                            bit(&mask, x as u32 + 1),
+                            expected(s, x),
+                            "{:?} after {head}{s}",
+                            x as char
+                        );
+                    }
+                }
+                c.rollback(taken).unwrap();
+            }
+        }
     }
 }

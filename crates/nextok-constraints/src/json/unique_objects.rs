@@ -23,7 +23,7 @@ use super::schema::{compact, invalid, json_eq, unsupported, Node, Schema, TypeSe
 use super::string::{is_long, string_content, without_strings};
 use super::unique::{count_words, unbounded, STRING_KEYWORDS};
 use crate::dfa::Dfa;
-use crate::grammar::{canonical_value, Guard, ItemCheck, ItemKey, ItemObject, Sym};
+use crate::grammar::{canonical_value, total_objects, Guard, ItemCheck, ItemKey, ItemObject, Sym};
 use crate::Error;
 
 /// How a property's value is written in the item's rules.
@@ -34,12 +34,27 @@ enum Domain {
     Unbounded(Schema),
     /// A string whose automaton (the decoded content here) has finitely many completions at
     /// some state: its terminal, then `AfterString`, the terminal checked while it is read.
+    /// Only a key of the item itself (the check reads the item's own members).
     FiniteString(Dfa),
     /// Integers: the spellings without a fraction (`digits`, infinitely many completions
     /// below every proper prefix), then `After`, then optionally `.0…` (the same value): the
     /// check comes before the `.`, whose completions are that one value.
     Integer(Dfa),
+    /// A nested closed object (`type: object`, `properties`, `required` and
+    /// `additionalProperties: false` alone) whose own properties are such domains (no
+    /// `FiniteString`): its members are rules of the item's own, guarded as the item's are.
+    Object(Vec<Key>),
 }
+
+/// One property of a closed object of the item.
+struct Key {
+    name: String,
+    required: bool,
+    domain: Domain,
+}
+
+/// How deep closed objects may nest inside an item.
+const MAX_NESTED: usize = 8;
 
 impl Compiler<'_> {
     /// For a `uniqueItems` array whose items `items` (normalised) are closed objects as the
@@ -47,8 +62,9 @@ impl Compiler<'_> {
     /// before the `,` of every further item ([`ItemCheck::Start`]), and whether the objects
     /// are infinitely many (at least `u64::MAX`: the guard then always passes). `None` when the items are
     /// not such objects (the caller's path refuses or takes them); an error when they are
-    /// closed objects with a property neither finite nor unbounded at every prefix, or when
-    /// `minItems` asks for more items than a finite object domain holds.
+    /// closed objects with a property neither finite nor unbounded at every prefix nor a
+    /// nested closed object of such properties, or when `minItems` asks for more items than
+    /// a finite object domain holds.
     pub(super) fn unique_closed_objects(
         &mut self,
         items: &Schema,
@@ -56,79 +72,15 @@ impl Compiler<'_> {
         path: &str,
         ip: &str,
     ) -> Result<Option<(Sym, Sym, bool)>, Error> {
-        let Schema::Node(n) = items else {
+        let Some(n) = self.closed_object(items, ip)? else {
             return Ok(None);
         };
-        if n.types != Some(TypeSet::OBJECT)
-            || !n.only(&["type", "properties", "required", "additionalProperties"])
-        {
-            return Ok(None);
-        }
-        let Some(ap) = &n.object.additional_properties else {
+        let Some(keys) = self.closed_keys(&n, path, ip, 0)? else {
             return Ok(None);
         };
-        if normalize(self.table, ap, &format!("{ip}/additionalProperties"), 0)? != Schema::Never {
-            return Ok(None);
-        }
-        let required = n.object.required.clone().unwrap_or_default();
-        let mut keys: Vec<(String, bool, Domain)> = Vec::new();
-        for (name, s) in n.object.properties.iter().flatten() {
-            let pp = format!("{ip}/properties/{name}");
-            let s = self.resolve_bare(s, &pp)?;
-            let is_required = required.contains(name);
-            let integer = match finite_values(&s) {
-                Some(_) => None,
-                None => integer_digits(&s, &pp)?,
-            };
-            let domain = match (finite_values(&s), integer) {
-                (Some(vs), _) => Domain::Finite(vs),
-                (None, Some(digits)) => Domain::Integer(digits),
-                (None, None) => {
-                    if self.prefix_unbounded(&s, path, &pp, 1).is_err() {
-                        if let Some(content) = finite_string(&s, &pp)? {
-                            if content.is_empty_language() {
-                                if is_required {
-                                    return Ok(None);
-                                }
-                                continue;
-                            }
-                            keys.push((name.clone(), is_required, Domain::FiniteString(content)));
-                            continue;
-                        }
-                        return Err(unsupported(
-                            format!(
-                                "uniqueItems (objects without additional properties: property \
-                                 `{name}` has finitely many completions of some prefix but is \
-                                 not a finite set of values)"
-                            ),
-                            path,
-                        ));
-                    }
-                    Domain::Unbounded(s)
-                }
-            };
-            if matches!(&domain, Domain::Finite(vs) if vs.is_empty()) {
-                if is_required {
-                    // No object can be written: the array can only be empty.
-                    return Ok(None);
-                }
-                continue;
-            }
-            keys.push((name.clone(), is_required, domain));
-        }
-        if required
-            .iter()
-            .any(|r| !keys.iter().any(|(name, _, _)| name == r))
-        {
-            return Ok(None);
-        }
+        let spec_keys = spec_keys(&keys, ip)?;
         // A finite object domain may run out of objects before `minItems` is reached.
-        let finite = |d: &Domain| match d {
-            Domain::Finite(_) => true,
-            Domain::FiniteString(content) => count_words(content) < u64::MAX,
-            _ => false,
-        };
-        let infinite = !keys.iter().all(|(_, _, d)| finite(d));
+        let infinite = total_objects(&spec_keys) == u64::MAX;
         if min_items > 1 && !infinite {
             return Err(unsupported(
                 "uniqueItems (objects of finitely many values without additional properties, \
@@ -136,111 +88,14 @@ impl Compiler<'_> {
                 path,
             ));
         }
-        let mut spec_keys = Vec::with_capacity(keys.len());
-        for (name, req, d) in &keys {
-            let values = match d {
-                Domain::Finite(vs) => {
-                    let mut c = Vec::with_capacity(vs.len());
-                    for v in vs {
-                        c.push(canonical_value(compact(v).as_bytes()).ok_or_else(|| {
-                            invalid(ip, "internal: an enum value that is not JSON")
-                        })?);
-                    }
-                    Some(c)
-                }
-                Domain::Unbounded(_) | Domain::Integer(_) | Domain::FiniteString(_) => None,
-            };
-            let words = match d {
-                Domain::FiniteString(content) => Some(count_words(content)),
-                _ => None,
-            };
-            spec_keys.push(ItemKey {
-                name: name.as_bytes().to_vec(),
-                required: *req,
-                values,
-                words,
-            });
-        }
         let spec = self.b.item_object(ItemObject {
             keys: spec_keys,
             item: 0,
         });
-        let guard = |check| Guard::Item { spec, check };
-        let empty_guarded = |c: &mut Compiler<'_>, name: &str, check: ItemCheck| {
-            let nt = c.b.nt(name);
-            c.b.rule(nt, Vec::new());
-            c.b.guard_prediction(nt, guard(check));
-            Sym::Nt(nt)
-        };
-        let (lb, rb, comma, colon) = (self.lit("{"), self.lit("}"), self.lit(","), self.lit(":"));
+        let (lb, rb) = (self.lit("{"), self.lit("}"));
         let ws: Vec<Sym> = self.ws.into_iter().collect();
-        // Per key, the ways to write its member after `K_i`: key, `:`, then a value.
-        let mut tails: Vec<Vec<Sym>> = Vec::new();
-        for (i, (name, _, d)) in keys.iter().enumerate() {
-            let i = i as u32;
-            let k = empty_guarded(self, "item key", ItemCheck::Key(i));
-            let key = self.string_terminal(&crate::dfa::Dfa::literal(name.as_bytes()))?;
-            let mut head = vec![k, key];
-            head.extend(&ws);
-            head.push(colon);
-            head.extend(&ws);
-            let pp = format!("{ip}/properties/{name}");
-            match d {
-                Domain::Finite(vs) => {
-                    for (j, v) in vs.iter().enumerate() {
-                        let value = self.const_value(v, &pp)?;
-                        let f = self.b.nt(format!("{path} item value {i} {j}"));
-                        self.b.rule(f, vec![value]);
-                        self.b
-                            .guard_prediction(f, guard(ItemCheck::Value(i, j as u32)));
-                        let mut t = head.clone();
-                        t.push(Sym::Nt(f));
-                        tails.push(t);
-                    }
-                }
-                Domain::Unbounded(s) => {
-                    let value = self.schema(s, &pp)?;
-                    let after = empty_guarded(self, "item after", ItemCheck::After);
-                    let mut t = head;
-                    t.extend([value, after]);
-                    tails.push(t);
-                }
-                Domain::FiniteString(content) => {
-                    let value = self.string_terminal(content)?;
-                    let after = empty_guarded(self, "item after", ItemCheck::AfterString(i));
-                    let mut t = head;
-                    t.extend([value, after]);
-                    tails.push(t);
-                }
-                Domain::Integer(digits) => {
-                    let value = self.b.terminal(digits.clone())?;
-                    let zeros = self.b.regex(r"\.0+")?;
-                    let after = empty_guarded(self, "item after", ItemCheck::After);
-                    let mut t = head.clone();
-                    t.extend([value, after]);
-                    tails.push(t);
-                    let mut t = head;
-                    t.extend([value, after, zeros]);
-                    tails.push(t);
-                }
-            }
-        }
-        let more = empty_guarded(self, "item more", ItemCheck::More);
-        let end = empty_guarded(self, "item end", ItemCheck::End);
-        // list: `{` and members, every rule starting at the `{` (left recursion).
-        let list = self.b.nt(format!("{path} item members"));
-        for t in &tails {
-            let mut r = vec![lb];
-            r.extend(&ws);
-            r.extend(t);
-            self.b.rule(list, r);
-            let mut r = vec![Sym::Nt(list)];
-            r.extend(&ws);
-            r.extend([more, comma]);
-            r.extend(&ws);
-            r.extend(t);
-            self.b.rule(list, r);
-        }
+        let list = self.item_members(spec, &keys, lb, path, ip)?;
+        let end = self.item_guard(spec, "item end", ItemCheck::End);
         let object = self.b.nt(format!("{path} item object"));
         let mut r = vec![lb];
         r.extend(&ws);
@@ -258,9 +113,271 @@ impl Compiler<'_> {
         if let Sym::Nt(g) = item {
             self.b.set_item_object_item(spec, g);
         }
-        let start = empty_guarded(self, "item start", ItemCheck::Start);
+        let start = self.item_guard(spec, "item start", ItemCheck::Start);
         Ok(Some((item, start, infinite)))
     }
+
+    /// `s` (through bare references) when it is a closed object as items and nested
+    /// objects must be: `type: object` with `properties`, `required` and
+    /// `additionalProperties: false` alone.
+    fn closed_object(&self, s: &Schema, ip: &str) -> Result<Option<Node>, Error> {
+        let Schema::Node(n) = self.resolve_bare(s, ip)? else {
+            return Ok(None);
+        };
+        if n.types != Some(TypeSet::OBJECT)
+            || !n.only(&["type", "properties", "required", "additionalProperties"])
+        {
+            return Ok(None);
+        }
+        let Some(ap) = &n.object.additional_properties else {
+            return Ok(None);
+        };
+        if normalize(self.table, ap, &format!("{ip}/additionalProperties"), 0)? != Schema::Never {
+            return Ok(None);
+        }
+        Ok(Some((*n).clone()))
+    }
+
+    /// The properties of closed object `n` (at `ip`, `depth` objects deep in the item) as
+    /// domains; `None` when no object can be written (a required property without values).
+    fn closed_keys(
+        &mut self,
+        n: &Node,
+        path: &str,
+        ip: &str,
+        depth: usize,
+    ) -> Result<Option<Vec<Key>>, Error> {
+        let required = n.object.required.clone().unwrap_or_default();
+        let mut keys: Vec<Key> = Vec::new();
+        for (name, s) in n.object.properties.iter().flatten() {
+            let pp = format!("{ip}/properties/{name}");
+            let s = self.resolve_bare(s, &pp)?;
+            let is_required = required.contains(name);
+            let integer = match finite_values(&s) {
+                Some(_) => None,
+                None => integer_digits(&s, &pp)?,
+            };
+            let domain = match (finite_values(&s), integer) {
+                (Some(vs), _) if vs.is_empty() => None,
+                (Some(vs), _) => Some(Domain::Finite(vs)),
+                (None, Some(digits)) => Some(Domain::Integer(digits)),
+                (None, None) => match self.prefix_unbounded(&s, path, &pp, 1) {
+                    Ok(()) => Some(Domain::Unbounded(s)),
+                    Err(_) => self.bounded_domain(&s, name, path, &pp, depth)?,
+                },
+            };
+            match domain {
+                Some(domain) => keys.push(Key {
+                    name: name.clone(),
+                    required: is_required,
+                    domain,
+                }),
+                // No value: the property is never written, and the object never either when
+                // it is required.
+                None if is_required => return Ok(None),
+                None => {}
+            }
+        }
+        if required.iter().any(|r| !keys.iter().any(|k| &k.name == r)) {
+            return Ok(None);
+        }
+        Ok(Some(keys))
+    }
+
+    /// The domain of property `name` (schema `s` at `pp`) of a closed object `depth` deep in
+    /// the item, when it is neither finite nor unbounded at every prefix: a string with
+    /// finitely many completions at some state (a key of the item itself), or a nested closed
+    /// object; `None` when it has no value; otherwise the refusal, naming the property.
+    fn bounded_domain(
+        &mut self,
+        s: &Schema,
+        name: &str,
+        path: &str,
+        pp: &str,
+        depth: usize,
+    ) -> Result<Option<Domain>, Error> {
+        if depth == 0 {
+            if let Some(content) = finite_string(s, pp)? {
+                if content.is_empty_language() {
+                    return Ok(None);
+                }
+                return Ok(Some(Domain::FiniteString(content)));
+            }
+        }
+        if depth < MAX_NESTED {
+            if let Some(n) = self.closed_object(s, pp)? {
+                return Ok(self
+                    .closed_keys(&n, path, pp, depth + 1)?
+                    .map(Domain::Object));
+            }
+        }
+        Err(unsupported(
+            format!(
+                "uniqueItems (objects without additional properties: property `{name}` has \
+                 finitely many completions of some prefix but is not a finite set of values \
+                 nor a closed object of such properties)"
+            ),
+            path,
+        ))
+    }
+
+    /// A guard of item object `spec` at `check`: an empty nonterminal, checked when it is
+    /// predicted.
+    fn item_guard(&mut self, spec: u32, name: &str, check: ItemCheck) -> Sym {
+        let nt = self.b.nt(name);
+        self.b.rule(nt, Vec::new());
+        self.b.guard_prediction(nt, Guard::Item { spec, check });
+        Sym::Nt(nt)
+    }
+
+    /// The rules of the members of one closed object of the item (of keys `keys`, at `ip`),
+    /// after `open`, whose text runs from the item's `{` to this object's `{`: returns
+    /// `list`, that text and one or more members (every rule starting at the item's `{`, the
+    /// origin of every guard). A member whose value is a nested object is written as that
+    /// object's own members, after `open_k` (the members so far, the key, `:` and `{`), and
+    /// the nested object's `End` and `}` complete it:
+    ///
+    /// ```text
+    /// list   -> open K_i key_i ":" V_i | list More "," K_i key_i ":" V_i
+    /// open_k -> open K_k key_k ":" "{" | list More "," K_k key_k ":" "{"
+    /// list   -> open_k End "}" | list_k End "}"
+    /// ```
+    fn item_members(
+        &mut self,
+        spec: u32,
+        keys: &[Key],
+        open: Sym,
+        path: &str,
+        ip: &str,
+    ) -> Result<u32, Error> {
+        let (lb, rb, comma, colon) = (self.lit("{"), self.lit("}"), self.lit(","), self.lit(":"));
+        let ws: Vec<Sym> = self.ws.into_iter().collect();
+        let list = self.b.nt(format!("{path} item members"));
+        let more = self.item_guard(spec, "item more", ItemCheck::More);
+        // The two ways to come to a member: the first one after `open`, or after `list`.
+        let mut first = vec![open];
+        first.extend(&ws);
+        let mut next = vec![Sym::Nt(list)];
+        next.extend(&ws);
+        next.extend([more, comma]);
+        next.extend(&ws);
+        let befores = [first, next];
+        for (i, key) in keys.iter().enumerate() {
+            let i = i as u32;
+            let name = &key.name;
+            let k = self.item_guard(spec, "item key", ItemCheck::Key(i));
+            let key_t = self.string_terminal(&Dfa::literal(name.as_bytes()))?;
+            let mut head = vec![k, key_t];
+            head.extend(&ws);
+            head.push(colon);
+            head.extend(&ws);
+            let pp = format!("{ip}/properties/{name}");
+            let mut tails: Vec<Vec<Sym>> = Vec::new();
+            match &key.domain {
+                Domain::Finite(vs) => {
+                    for (j, v) in vs.iter().enumerate() {
+                        let value = self.const_value(v, &pp)?;
+                        let f = self.b.nt(format!("{path} item value {i} {j}"));
+                        self.b.rule(f, vec![value]);
+                        self.b.guard_prediction(
+                            f,
+                            Guard::Item {
+                                spec,
+                                check: ItemCheck::Value(i, j as u32),
+                            },
+                        );
+                        let mut t = head.clone();
+                        t.push(Sym::Nt(f));
+                        tails.push(t);
+                    }
+                }
+                Domain::Unbounded(s) => {
+                    let value = self.schema(s, &pp)?;
+                    let after = self.item_guard(spec, "item after", ItemCheck::After);
+                    let mut t = head;
+                    t.extend([value, after]);
+                    tails.push(t);
+                }
+                Domain::FiniteString(content) => {
+                    let value = self.string_terminal(content)?;
+                    let after = self.item_guard(spec, "item after", ItemCheck::AfterString(i));
+                    let mut t = head;
+                    t.extend([value, after]);
+                    tails.push(t);
+                }
+                Domain::Integer(digits) => {
+                    let value = self.b.terminal(digits.clone())?;
+                    let zeros = self.b.regex(r"\.0+")?;
+                    let after = self.item_guard(spec, "item after", ItemCheck::After);
+                    let mut t = head.clone();
+                    t.extend([value, after]);
+                    tails.push(t);
+                    let mut t = head;
+                    t.extend([value, after, zeros]);
+                    tails.push(t);
+                }
+                Domain::Object(sub) => {
+                    let open_k = self.b.nt(format!("{path} item nested {name}"));
+                    for b in &befores {
+                        let mut r = b.clone();
+                        r.extend(&head);
+                        r.push(lb);
+                        self.b.rule(open_k, r);
+                    }
+                    let sub_list = self.item_members(spec, sub, Sym::Nt(open_k), path, &pp)?;
+                    let end = self.item_guard(spec, "item end", ItemCheck::End);
+                    for from in [open_k, sub_list] {
+                        let mut r = vec![Sym::Nt(from)];
+                        r.extend(&ws);
+                        r.extend([end, rb]);
+                        self.b.rule(list, r);
+                    }
+                }
+            }
+            for t in &tails {
+                for b in &befores {
+                    let mut r = b.clone();
+                    r.extend(t);
+                    self.b.rule(list, r);
+                }
+            }
+        }
+        Ok(list)
+    }
+}
+
+/// The keys of the run-time checks ([`ItemKey`]) for `keys` (of the object at `ip`).
+fn spec_keys(keys: &[Key], ip: &str) -> Result<Vec<ItemKey>, Error> {
+    let mut out = Vec::with_capacity(keys.len());
+    for key in keys {
+        let mut k = ItemKey {
+            name: key.name.as_bytes().to_vec(),
+            required: key.required,
+            values: None,
+            words: None,
+            object: None,
+        };
+        match &key.domain {
+            Domain::Finite(vs) => {
+                let mut c = Vec::with_capacity(vs.len());
+                for v in vs {
+                    c.push(
+                        canonical_value(compact(v).as_bytes()).ok_or_else(|| {
+                            invalid(ip, "internal: an enum value that is not JSON")
+                        })?,
+                    );
+                }
+                k.values = Some(c);
+            }
+            Domain::FiniteString(content) => k.words = Some(count_words(content)),
+            Domain::Object(sub) => {
+                k.object = Some(spec_keys(sub, &format!("{ip}/properties/{}", key.name))?)
+            }
+            Domain::Unbounded(_) | Domain::Integer(_) => {}
+        }
+        out.push(k);
+    }
+    Ok(out)
 }
 
 /// For an `integer` schema `s` (type and number keywords alone): its spellings without a
