@@ -981,3 +981,46 @@ fn nested_objects_leave_no_dead_end() {
         }
     }
 }
+
+/// SARIF's `result` with its `locations`: a free string `id`, and a `uniqueItems` array of
+/// closed objects of infinitely many values (a free string `uri`).
+fn located() -> Value {
+    array_of(json!({"type": "object", "additionalProperties": false,
+                    "properties": {
+                        "id": {"type": "string"},
+                        "locations": array_of(json!({
+                            "type": "object", "additionalProperties": false,
+                            "properties": {"uri": {"type": "string"}}}))}}))
+}
+
+#[test]
+fn unique_arrays_of_infinitely_many_closed_objects_are_unbounded_at_every_prefix() {
+    let s = located();
+    for ok in [
+        r#"[{"locations":[]},{"locations":[{}]},{"locations":[{},{"uri":""}]}]"#,
+        r#"[{"id":"a","locations":[{"uri":"x"}]},{"locations":[{"uri":"x"}],"id":"b"}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"[{"locations":[]},{"locations":[]}]"#,
+        r#"[{"id":"a","locations":[{"uri":"x"}]},{"locations":[{"uri":"x"}],"id":"a"}]"#,
+        // Repeated inside the inner array.
+        r#"[{"locations":[{"uri":"x"},{"uri":"x"}]}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let vocab = common::synthetic_vocab();
+    let id = |s: &str| common::token_id(&vocab, s);
+    // `id` written, the array last: `]` would end the used item, `{` goes on.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(
+        &mut c,
+        r#"[{"id":"a","locations":[]},{"id":"a","locations":["#,
+    );
+    assert!(!bit(&mask, id("]")));
+    assert!(bit(&mask, id("{")));
+    // Inside the inner array's item, the outer item is new whatever follows.
+    let mask = walk_accepting(&mut c, r#"{"uri":"x"}"#);
+    assert!(bit(&mask, id("]")));
+}

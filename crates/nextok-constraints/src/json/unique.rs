@@ -482,11 +482,19 @@ impl Compiler<'_> {
             let inner_path = format!("{ip}/items");
             if a.unique_items {
                 if let Err(e) = self.prefix_unbounded(&inner, path, &inner_path, depth + 1) {
-                    // Strings of at least `u64::MAX` values (a GUID's pattern): the array
-                    // can always take one more of them, and no input holds that many items.
+                    // Strings of at least `u64::MAX` values (a GUID's pattern), or closed
+                    // objects of infinitely many values: the array can always take one more
+                    // of them (no input holds `u64::MAX` items), and the objects' own checks
+                    // keep every prefix of an item completable.
                     let inner = self.resolve_bare(&inner, &inner_path)?;
                     match super::unique_objects::finite_string(&inner, &inner_path)? {
                         Some(content) if count_words(&content) == u64::MAX => {}
+                        _ if self.infinite_closed_objects(
+                            &inner,
+                            path,
+                            &inner_path,
+                            depth + 1,
+                        )? => {}
                         _ => return Err(e),
                     }
                 }

@@ -75,7 +75,7 @@ impl Compiler<'_> {
         let Some(n) = self.closed_object(items, ip)? else {
             return Ok(None);
         };
-        let Some(keys) = self.closed_keys(&n, path, ip, 0)? else {
+        let Some(keys) = self.closed_keys(&n, path, ip, 0, 1)? else {
             return Ok(None);
         };
         let spec_keys = spec_keys(&keys, ip)?;
@@ -138,14 +138,16 @@ impl Compiler<'_> {
         Ok(Some((*n).clone()))
     }
 
-    /// The properties of closed object `n` (at `ip`, `depth` objects deep in the item) as
-    /// domains; `None` when no object can be written (a required property without values).
+    /// The properties of closed object `n` (at `ip`, `depth` objects deep in the item, its
+    /// values `nesting` deep in `prefix_unbounded`'s count) as domains; `None` when no object
+    /// can be written (a required property without values).
     fn closed_keys(
-        &mut self,
+        &self,
         n: &Node,
         path: &str,
         ip: &str,
         depth: usize,
+        nesting: usize,
     ) -> Result<Option<Vec<Key>>, Error> {
         let required = n.object.required.clone().unwrap_or_default();
         let mut keys: Vec<Key> = Vec::new();
@@ -161,9 +163,9 @@ impl Compiler<'_> {
                 (Some(vs), _) if vs.is_empty() => None,
                 (Some(vs), _) => Some(Domain::Finite(vs)),
                 (None, Some(digits)) => Some(Domain::Integer(digits)),
-                (None, None) => match self.prefix_unbounded(&s, path, &pp, 1) {
+                (None, None) => match self.prefix_unbounded(&s, path, &pp, nesting) {
                     Ok(()) => Some(Domain::Unbounded(s)),
-                    Err(_) => self.bounded_domain(&s, name, path, &pp, depth)?,
+                    Err(_) => self.bounded_domain(&s, name, path, &pp, depth, nesting)?,
                 },
             };
             match domain {
@@ -189,12 +191,13 @@ impl Compiler<'_> {
     /// finitely many completions at some state (a key of the item itself), or a nested closed
     /// object; `None` when it has no value; otherwise the refusal, naming the property.
     fn bounded_domain(
-        &mut self,
+        &self,
         s: &Schema,
         name: &str,
         path: &str,
         pp: &str,
         depth: usize,
+        nesting: usize,
     ) -> Result<Option<Domain>, Error> {
         if depth == 0 {
             if let Some(content) = finite_string(s, pp)? {
@@ -207,7 +210,7 @@ impl Compiler<'_> {
         if depth < MAX_NESTED {
             if let Some(n) = self.closed_object(s, pp)? {
                 return Ok(self
-                    .closed_keys(&n, path, pp, depth + 1)?
+                    .closed_keys(&n, path, pp, depth + 1, nesting + 1)?
                     .map(Domain::Object));
             }
         }
@@ -343,6 +346,29 @@ impl Compiler<'_> {
             }
         }
         Ok(list)
+    }
+}
+
+impl Compiler<'_> {
+    /// Whether `s` (at `ip`, `nesting` deep in `prefix_unbounded`) is a closed object as
+    /// items may be (the module's kind) of infinitely many values (at least `u64::MAX`): a
+    /// `uniqueItems` array of such items can always take one more, its own checks keeping
+    /// every item's prefixes completable. An error when it is such an object with a property
+    /// the items refuse.
+    pub(super) fn infinite_closed_objects(
+        &self,
+        s: &Schema,
+        path: &str,
+        ip: &str,
+        nesting: usize,
+    ) -> Result<bool, Error> {
+        let Some(n) = self.closed_object(s, ip)? else {
+            return Ok(false);
+        };
+        let Some(keys) = self.closed_keys(&n, path, ip, 0, nesting)? else {
+            return Ok(false);
+        };
+        Ok(total_objects(&spec_keys(&keys, ip)?) == u64::MAX)
     }
 }
 
