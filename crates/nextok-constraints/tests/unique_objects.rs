@@ -1024,3 +1024,49 @@ fn unique_arrays_of_infinitely_many_closed_objects_are_unbounded_at_every_prefix
     let mask = walk_accepting(&mut c, r#"{"uri":"x"}"#);
     assert!(bit(&mask, id("]")));
 }
+
+/// chrome-manifest's `tts_engine.voices` in small: a required free string and a required
+/// `uniqueItems` array of an enum of two values (four arrays in all).
+fn voices() -> Value {
+    array_of(json!({"type": "object", "additionalProperties": false,
+                    "required": ["name", "events"],
+                    "properties": {
+                        "name": {"type": "string"},
+                        "events": {"type": "array", "minItems": 1, "uniqueItems": true,
+                                   "items": {"type": "string", "enum": ["a", "b"]}}}}))
+}
+
+#[test]
+fn arrays_of_finitely_many_values_are_a_finite_domain() {
+    let s = voices();
+    for ok in [
+        r#"[{"name":"x","events":["a"]},{"name":"x","events":["b"]}]"#,
+        r#"[{"name":"x","events":["a","b"]},{"events":["b","a"],"name":"x"}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"[{"name":"x","events":["a"]},{"events":["a"],"name":"x"}]"#,
+        r#"[{"name":"x","events":["a","a"]}]"#,
+        r#"[{"name":"x","events":[]}]"#,
+        r#"[{"name":"x","events":["c"]}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let vocab = common::synthetic_vocab();
+    let id = |s: &str| common::token_id(&vocab, s);
+    // `["a"]` is used with "x": after `["a"`, only `,` goes on (to `["a","b"]`).
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(
+        &mut c,
+        r#"[{"name":"x","events":["a"]},{"name":"x","events":["a""#,
+    );
+    assert!(!bit(&mask, id("]")));
+    assert!(bit(&mask, id(",")));
+    // All four used with "x": `"x"` may not close when `events` is written first.
+    let used = r#"[{"name":"x","events":["a"]},{"name":"x","events":["b"]},{"name":"x","events":["a","b"]},{"name":"x","events":["b","a"]},"#;
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"events":["b"],"name":"x"#));
+    assert!(!bit(&mask, id("\"")));
+    assert!(bit(&mask, id("y")));
+}

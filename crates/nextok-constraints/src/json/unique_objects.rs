@@ -53,6 +53,10 @@ struct Key {
     domain: Domain,
 }
 
+/// The most arrays a property of arrays of finitely many values may have to be taken as a
+/// finite domain (each array its own guarded rule).
+const MAX_FINITE_ARRAYS: usize = 4096;
+
 /// How deep closed objects may nest inside an item.
 const MAX_NESTED: usize = 8;
 
@@ -155,11 +159,15 @@ impl Compiler<'_> {
             let pp = format!("{ip}/properties/{name}");
             let s = self.resolve_bare(s, &pp)?;
             let is_required = required.contains(name);
-            let integer = match finite_values(&s) {
+            let finite = match finite_values(&s) {
+                Some(vs) => Some(vs),
+                None => self.finite_arrays(&s, &pp)?,
+            };
+            let integer = match finite {
                 Some(_) => None,
                 None => integer_digits(&s, &pp)?,
             };
-            let domain = match (finite_values(&s), integer) {
+            let domain = match (finite, integer) {
                 (Some(vs), _) if vs.is_empty() => None,
                 (Some(vs), _) => Some(Domain::Finite(vs)),
                 (None, Some(digits)) => Some(Domain::Integer(digits)),
@@ -222,6 +230,57 @@ impl Compiler<'_> {
             ),
             path,
         ))
+    }
+
+    /// The values of array schema `s` (at `pp`) when they are few (at most
+    /// [`MAX_FINITE_ARRAYS`]) and `s` says nothing but `items` of finitely many values
+    /// (`finite_values`), `minItems`, and `uniqueItems` or `maxItems` (which make the arrays
+    /// finitely many): every array of them, distinct JSON values, as a finite domain.
+    fn finite_arrays(&self, s: &Schema, pp: &str) -> Result<Option<Vec<Value>>, Error> {
+        let Schema::Node(n) = s else {
+            return Ok(None);
+        };
+        if n.types != Some(TypeSet::ARRAY)
+            || !n.only(&["type", "items", "uniqueItems", "minItems", "maxItems"])
+        {
+            return Ok(None);
+        }
+        let a = &n.array;
+        let Some(items) = &a.items else {
+            return Ok(None);
+        };
+        let Some(values) = finite_values(&self.resolve_bare(items, &format!("{pp}/items"))?) else {
+            return Ok(None);
+        };
+        let longest = match (a.unique_items, a.max_items) {
+            (true, max) => max.unwrap_or(usize::MAX).min(values.len()),
+            (false, Some(max)) => max,
+            (false, None) => return Ok(None),
+        };
+        let shortest = a.min_items.unwrap_or(0);
+        let mut out: Vec<Value> = Vec::new();
+        // Depth-first over the arrays, the shortest first at every prefix.
+        let mut stack: Vec<Vec<usize>> = vec![Vec::new()];
+        while let Some(picks) = stack.pop() {
+            if picks.len() >= shortest {
+                if out.len() == MAX_FINITE_ARRAYS {
+                    return Ok(None);
+                }
+                out.push(Value::Array(
+                    picks.iter().map(|&i| values[i].clone()).collect(),
+                ));
+            }
+            if picks.len() < longest {
+                for i in (0..values.len()).rev() {
+                    if !(a.unique_items && picks.contains(&i)) {
+                        let mut next = picks.clone();
+                        next.push(i);
+                        stack.push(next);
+                    }
+                }
+            }
+        }
+        Ok(Some(out))
     }
 
     /// A guard of item object `spec` at `check`: an empty nonterminal, checked when it is
