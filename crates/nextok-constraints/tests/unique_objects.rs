@@ -1070,3 +1070,55 @@ fn arrays_of_finitely_many_values_are_a_finite_domain() {
     assert!(!bit(&mask, id("\"")));
     assert!(bit(&mask, id("y")));
 }
+
+/// expo's `intentFilters` in small: a free string `id`, and `data`: a closed object of one
+/// required boolean (two objects) or an array of strings.
+fn filters() -> Value {
+    array_of(json!({"type": "object", "additionalProperties": false,
+                    "properties": {
+                        "id": {"type": "string"},
+                        "data": {"anyOf": [
+                            {"type": "object", "additionalProperties": false,
+                             "required": ["b"], "properties": {"b": {"type": "boolean"}}},
+                            {"type": "array", "items": {"type": "string"}}]}}}))
+}
+
+#[test]
+fn a_nested_object_beside_unbounded_values_of_other_types_is_checked_at_its_brace() {
+    let s = filters();
+    for ok in [
+        r#"[{"data":{"b":true}},{"data":{"b":false}},{"data":[]},{"data":["x"]}]"#,
+        r#"[{"id":"a","data":{"b":true}},{"data":{"b":true}}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"[{"data":{"b":true}},{"data":{"b":true}}]"#,
+        r#"[{"data":["x"]},{"data":["x"]}]"#,
+        r#"[{"data":{}}]"#,
+        r#"[{"data":"x"}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let vocab = common::synthetic_vocab();
+    let id = |s: &str| common::token_id(&vocab, s);
+    // Both objects used with `"id":"a"`: `{` may not begin, `[` may.
+    let used = r#"[{"id":"a","data":{"b":true}},{"data":{"b":false},"id":"a"},"#;
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"id":"a","data":"#));
+    assert!(!bit(&mask, id("{")));
+    assert!(!bit(&mask, id("{\"")));
+    assert!(bit(&mask, id("[")));
+    // With `id` to come, the objects are free.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"data":"#));
+    assert!(bit(&mask, id("{")));
+    // One used: the other value only.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(
+        &mut c,
+        r#"[{"id":"a","data":{"b":true}},{"id":"a","data":{"b":"#,
+    );
+    assert!(!bit(&mask, id("t")));
+    assert!(bit(&mask, id("f")));
+}

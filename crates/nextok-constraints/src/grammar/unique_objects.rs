@@ -77,6 +77,11 @@ pub(crate) struct ItemKey {
     /// members are rules of the item's own (starting at the item's `{`), guarded as the
     /// item's are, and the object is counted as the product of its keys' choices.
     pub(crate) object: Option<Vec<ItemKey>>,
+    /// With `object`: whether the key also takes infinitely many values of other types than
+    /// objects (an `anyOf` of the closed object and such), every proper prefix of which has
+    /// infinitely many completions. Its nested object's `{` is then checked on its own
+    /// ([`ItemCheck::Open`]).
+    pub(crate) more: bool,
 }
 
 /// A closed-object item domain of a `uniqueItems` array (see the module's documentation).
@@ -96,6 +101,9 @@ pub(crate) enum ItemCheck {
     Start,
     /// Before key `i`: not written yet, and the object with it is alive.
     Key(u32),
+    /// Before the `{` of the nested object of key `i` (whose key and `:` are read): the item
+    /// with that object begun is alive.
+    Open(u32),
     /// Before value `j` of key `i` (of finitely many values): the object with it is alive.
     Value(u32, u32),
     /// After a value of infinitely many: the object so far is alive.
@@ -316,6 +324,7 @@ fn choices(k: &ItemKey) -> u64 {
     let n = match (&k.values, k.words, &k.object) {
         (Some(vs), _, _) => vs.len() as u64,
         (None, Some(n), _) => n,
+        (None, None, Some(_)) if k.more => u64::MAX,
         (None, None, Some(keys)) => total_objects(keys),
         (None, None, None) => u64::MAX,
     };
@@ -497,13 +506,11 @@ impl ItemObject {
                     Some(full) => (full.len() as u64) < n,
                 }
             }
+            // Values of other types too: infinitely many completions while one is written
+            // (the nested object's `{` is checked on its own).
+            (None, None, Some(_)) if k.more => true,
             // A nested object: the item with it begun (`{` read) is alive.
-            (None, None, Some(_)) => self
-                .edited(p, |o, _| {
-                    o.open = Some((i, Box::default()));
-                    true
-                })
-                .is_some_and(|q| self.alive(&q, used)),
+            (None, None, Some(_)) => self.open_ok(i, p, used),
             // Infinitely many completions while the value is written.
             (None, None, None) => true,
         }
@@ -554,6 +561,17 @@ impl ItemObject {
         Some(full)
     }
 
+    /// Whether the nested object of key `i` of the innermost object of item `p` may begin:
+    /// the item with it begun (`{` read) is alive.
+    fn open_ok(&self, i: u32, p: &Partial, used: &[Vec<(&[u8], &[u8])>]) -> bool {
+        self.edited(p, |o, _| {
+            let free = !o.has(i);
+            o.open = Some((i, Box::default()));
+            free
+        })
+        .is_some_and(|q| self.alive(&q, used))
+    }
+
     /// Whether key `i` of the innermost object of item `p` may take value `v` next.
     fn value_ok(&self, i: u32, v: &[u8], p: &Partial, used: &[Vec<(&[u8], &[u8])>]) -> bool {
         self.edited(p, |o, _| {
@@ -593,6 +611,7 @@ impl ItemObject {
         match check {
             ItemCheck::Start | ItemCheck::After | ItemCheck::AfterString(_) => self.alive(p, used),
             ItemCheck::Key(i) => self.key_ok(i, p, used),
+            ItemCheck::Open(i) => self.open_ok(i, p, used),
             ItemCheck::Value(i, j) => {
                 let Some(v) = p
                     .innermost(&self.keys)
@@ -908,6 +927,7 @@ mod tests {
                     values: Some(vec![canon("true"), canon("false")]),
                     words: None,
                     object: None,
+                    more: false,
                 },
                 ItemKey {
                     name: b"s".to_vec(),
@@ -915,6 +935,7 @@ mod tests {
                     values: None,
                     words: None,
                     object: None,
+                    more: false,
                 },
             ],
             item: 0,
@@ -989,6 +1010,7 @@ mod tests {
             required: true,
             values: None,
             words: None,
+            more: false,
             object: Some(vec![
                 ItemKey {
                     name: b"t".to_vec(),
@@ -996,6 +1018,7 @@ mod tests {
                     values: None,
                     words: None,
                     object: None,
+                    more: false,
                 },
                 ItemKey {
                     name: b"b".to_vec(),
@@ -1003,6 +1026,7 @@ mod tests {
                     values: Some(vec![canon("true"), canon("false")]),
                     words: None,
                     object: None,
+                    more: false,
                 },
             ]),
         };

@@ -43,7 +43,10 @@ enum Domain {
     /// A nested closed object (`type: object`, `properties`, `required` and
     /// `additionalProperties: false` alone) whose own properties are such domains (no
     /// `FiniteString`): its members are rules of the item's own, guarded as the item's are.
-    Object(Vec<Key>),
+    /// With `Some`, the property is an `anyOf` of that object and other branches (their
+    /// `anyOf`, here) of infinitely many values below every proper prefix, none of them an
+    /// object: those are written as `Unbounded`, and the object's `{` is checked on its own.
+    Object(Vec<Key>, Option<Schema>),
 }
 
 /// One property of a closed object of the item.
@@ -219,7 +222,45 @@ impl Compiler<'_> {
             if let Some(n) = self.closed_object(s, pp)? {
                 return Ok(self
                     .closed_keys(&n, path, pp, depth + 1, nesting + 1)?
-                    .map(Domain::Object));
+                    .map(|keys| Domain::Object(keys, None)));
+            }
+            // An `anyOf` of one closed object and branches of other types, unbounded at every
+            // prefix (the object's own values then need no count: the key has infinitely many).
+            if let Schema::Node(u) = s {
+                if let (Some(branches), true) = (&u.any_of, u.only(&["anyOf"])) {
+                    let mut object = None;
+                    let mut others = Vec::new();
+                    for (i, b) in branches.iter().enumerate() {
+                        let bp = format!("{pp}/anyOf/{i}");
+                        let b = self.resolve_bare(b, &bp)?;
+                        match self.closed_object(&b, &bp)? {
+                            Some(n) if object.is_none() => object = Some((n, bp)),
+                            _ => {
+                                let not_object = matches!(&b, Schema::Node(n)
+                                    if n.types.is_some_and(|t| !t.has(TypeSet::OBJECT)));
+                                if !not_object
+                                    || self.prefix_unbounded(&b, path, &bp, nesting).is_err()
+                                {
+                                    object = None;
+                                    break;
+                                }
+                                others.push(b);
+                            }
+                        }
+                    }
+                    if let Some((n, bp)) = object {
+                        let rest = Schema::node(Node {
+                            any_of: Some(others),
+                            ..Node::default()
+                        });
+                        if let Some(keys) =
+                            self.closed_keys(&n, path, &bp, depth + 1, nesting + 1)?
+                        {
+                            return Ok(Some(Domain::Object(keys, Some(rest))));
+                        }
+                        return Ok(Some(Domain::Unbounded(rest)));
+                    }
+                }
             }
         }
         Err(unsupported(
@@ -378,12 +419,25 @@ impl Compiler<'_> {
                     t.extend([value, after, zeros]);
                     tails.push(t);
                 }
-                Domain::Object(sub) => {
+                Domain::Object(sub, rest) => {
                     let open_k = self.b.nt(format!("{path} item nested {name}"));
+                    let mut opening = head.clone();
+                    if let Some(rest) = rest {
+                        let value = self.schema(rest, &pp)?;
+                        let after = self.item_guard(spec, "item after", ItemCheck::After);
+                        let mut t = head.clone();
+                        t.extend([value, after]);
+                        for b in &befores {
+                            let mut r = b.clone();
+                            r.extend(&t);
+                            self.b.rule(list, r);
+                        }
+                        opening.push(self.item_guard(spec, "item open", ItemCheck::Open(i)));
+                    }
+                    opening.push(lb);
                     for b in &befores {
                         let mut r = b.clone();
-                        r.extend(&head);
-                        r.push(lb);
+                        r.extend(&opening);
                         self.b.rule(open_k, r);
                     }
                     let sub_list = self.item_members(spec, sub, Sym::Nt(open_k), path, &pp)?;
@@ -441,6 +495,7 @@ fn spec_keys(keys: &[Key], ip: &str) -> Result<Vec<ItemKey>, Error> {
             values: None,
             words: None,
             object: None,
+            more: false,
         };
         match &key.domain {
             Domain::Finite(vs) => {
@@ -455,8 +510,9 @@ fn spec_keys(keys: &[Key], ip: &str) -> Result<Vec<ItemKey>, Error> {
                 k.values = Some(c);
             }
             Domain::FiniteString(content) => k.words = Some(count_words(content)),
-            Domain::Object(sub) => {
-                k.object = Some(spec_keys(sub, &format!("{ip}/properties/{}", key.name))?)
+            Domain::Object(sub, rest) => {
+                k.object = Some(spec_keys(sub, &format!("{ip}/properties/{}", key.name))?);
+                k.more = rest.is_some();
             }
             Domain::Unbounded(_) | Domain::Integer(_) => {}
         }
