@@ -5,34 +5,49 @@
 //! finitely many completions (`{"value": "x", "algorithm": ` with an `enum` left to write),
 //! and earlier items may use all of them; the mask must then refuse that prefix. The compiler
 //! (`json::unique_objects`) takes such items when every property's value is either of
-//! finitely many values (an `enum`, booleans, `null`: an [`ItemKey`] with `values`) or of a
-//! domain where every proper prefix has infinitely many completions into distinct values
-//! (strings without bounds, numbers, open objects, ...: `values` is `None`). The item's
-//! members are its own rules, left-recursive so that every member starts from the item's
-//! `{` (set `origin` of every guard below but [`ItemCheck::Start`]):
+//! finitely many values (an `enum`, booleans, `null`, a few arrays of those: an [`ItemKey`]
+//! with `values`), of a domain where every proper prefix has infinitely many completions into
+//! distinct values (strings without bounds, numbers, open objects, ...: `values` is `None`),
+//! or a nested closed object of such keys ([`ItemKey::object`]). The item's members, and those
+//! of its nested objects, are its own rules, left-recursive so that every member starts from
+//! the item's `{` (set `origin` of every guard below but [`ItemCheck::Start`]):
 //!
 //! ```text
-//! list -> "{" K_i key_i ":" V_i | list More "," K_i key_i ":" V_i     (every key i)
-//! item -> "{" End "}" | list End "}"
-//! V_i  -> value After            (infinitely many values)
-//! V_i  -> F_ij                   (finitely many: one rule per value j, F_ij -> value j)
-//! V_i  -> string AfterString_i   (a string with finitely many completions at some state)
+//! list   -> "{" K_i key_i ":" V_i | list More "," K_i key_i ":" V_i     (every key i)
+//! item   -> "{" End "}" | list End "}"
+//! V_i    -> value After            (infinitely many values)
+//! V_i    -> F_ij                   (finitely many: one rule per value j, F_ij -> value j)
+//! V_i    -> string AfterString_i   (a string with finitely many completions at some state)
+//! open_k -> "{" K_k key_k ":" [Open_k] "{" | list More "," K_k key_k ":" [Open_k] "{"
+//! list   -> open_k End "}" | list_k End "}"   (a nested object of key k, its members
+//!                                              list_k as list's, after open_k)
 //! ```
 //!
-//! A prefix's completions are infinite while some key of infinitely many values is still
-//! unwritten (or is being written); otherwise they are the choices, for every key not yet
-//! written, of one of its values (or none, when it is not required), and there are
-//! `Π (values + optional)` of them, every one a distinct JSON value. The earlier items that
-//! agree with the members written so far are exactly the completions in use, so a prefix is
-//! alive when fewer earlier items agree with it than it has completions ([`alive`]). Every
-//! guarded place asks that of the prefix it would make: `K_i` of the object with key `i`
-//! added (some value of it alive), `F_ij` of it with value `j`, `After` of the object with the
-//! value just read (a string's closing quote may fix the last free member), `More` whether
-//! some `K_i` passes, `End` whether every required key is there and no earlier item equals the
-//! object, and `Start` (before the `,` of another item, reading from the array's `[`) whether
-//! the empty object is alive. Since `alive(o)` is exactly "`End` passes or some `K_i` does",
-//! every place the chart reaches has a passing way on, and every completion of the item
-//! differs from every earlier one: the mask means what `advance` does.
+//! The item as read so far is a [`Partial`]: the complete members of the item, and of the
+//! nested object being written (if any) its own complete members and nested object, and so
+//! on. Its completions, as JSON values, are every choice, for every key not yet written in any
+//! of those objects, of one of its values or none (when it is not required): the objects are
+//! closed and their keys independent, so they form a product, `Π (values + optional)`, with a
+//! nested object counted as the product of its own keys ([`completions`]); a key of
+//! infinitely many values makes it infinite. The earlier items that agree with the prefix
+//! (every complete member equal, the nested object being written agreeing the same way,
+//! [`tree_agrees`]) are exactly the completions in use, each a distinct one, so a prefix is
+//! alive when fewer earlier items agree with it than it has completions ([`ItemObject::
+//! alive`]). Every guarded place asks that of the prefix it would make: `K_i` of the innermost
+//! object with key `i` added (some value of it alive; for a nested object, the item with it
+//! begun), `F_ij` of it with value `j`, `After` of the item with the value just read (a
+//! string's closing quote, or an array's `]`, may fix the last free member), `More` whether
+//! some `K_i` passes, `End` whether every required key of the innermost object is there and
+//! the item with that object closed is alive (for the item itself: no earlier item equals
+//! it), `Open_k` (when the key also takes unbounded values of other types, so that `K_k`
+//! passes for those) whether the item with the nested object begun is alive, and `Start`
+//! (before the `,` of another item, reading from the array's `[`) whether the empty object
+//! is alive. A value of infinitely many values is never checked inside: each of its proper
+//! prefixes has infinitely many completions, and so has the item. Since `alive(o)` is exactly
+//! "`End` passes or some `K_i` does" for the innermost object of `o` (a completion either
+//! closes it now or writes one more key of it), every place the chart reaches has a passing
+//! way on, and every completion of the item differs from every earlier one: the mask means
+//! what `advance` does.
 //!
 //! A string key of `words` (finitely many completions at some state of its automaton, such
 //! as a GUID's pattern) counts its values in the product, and is checked while it is read:

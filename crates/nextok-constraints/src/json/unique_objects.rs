@@ -4,15 +4,34 @@
 //!
 //! Taken when the item (or the one object type of an item union, `unique_split`, which then
 //! leaves out the check before the `,`) is `type: object` with `properties`, `required` and
-//! `additionalProperties: false` alone, and every property's value is either of finitely many
-//! values (`enum`/`const` with `type`, booleans, `null`), or of a domain where every proper
-//! prefix has infinitely many completions into distinct values (`prefix_unbounded`), an
-//! integer whose digits are such (checked after the digits, before a `.0…`), or a string of
-//! string keywords alone with finitely many completions at some state of its automaton
-//! (checked while it is read, against the values of it that agreeing earlier items use up:
-//! `ItemCheck::AfterString`). Any other
-//! property (integers, bounded strings, closed objects inside, ...) is refused by name, and
-//! objects with other keywords stay with the general path (which refuses closed ones).
+//! `additionalProperties: false` alone, and every property's value is
+//!
+//! - of finitely many values: `enum`/`const` with `type`, booleans, `null`, or arrays of such
+//!   values made finitely many by `uniqueItems` or `maxItems` (at most
+//!   [`MAX_FINITE_ARRAYS`] of them, each a value of its own, as chrome-manifest's
+//!   `event_types`);
+//! - of a domain where every proper prefix has infinitely many completions into distinct
+//!   values (`prefix_unbounded`; among them `uniqueItems` arrays of closed objects of
+//!   infinitely many values, SARIF's `locations`, which can always take one more item while
+//!   their own checks keep every item completable);
+//! - an integer whose digits are such (checked after the digits, before a `.0…`);
+//! - a string of string keywords alone with finitely many completions at some state of its
+//!   automaton, as a key of the item itself (checked while it is read, against the values of
+//!   it that agreeing earlier items use up: `ItemCheck::AfterString`);
+//! - or a nested closed object of the same kind (no such strings in it), up to
+//!   [`MAX_NESTED`] deep, alone or in an `anyOf` beside branches of other types that are
+//!   unbounded at every prefix (expo's `intentFilters.data`, an object or an array).
+//!
+//! A nested object is the reason the property-level test was too strong: its prefix
+//! `{"formatId": "f", "arguments": []` has one completion, yet the item around it may have
+//! infinitely many (a free key not written yet), or none unused. What decides is the *item's*
+//! completions, so the nested object's members are written as the item's own rules (every one
+//! starting at the item's `{`), guarded as the item's members are, and the run-time check
+//! (`grammar::unique_objects`) counts the item's completions through the nested objects
+//! being written: it refuses exactly the prefixes whose every completion is an earlier item.
+//! Any other property (bounded numbers, integers with a finite prefix such as `-` of `minimum:
+//! -1`, unions of several objects, `dependentRequired`, ...) is refused by name, and objects
+//! with other keywords stay with the general path (which refuses closed ones).
 
 use serde_json::Value;
 
