@@ -894,16 +894,51 @@ fn nested_finite_objects() -> Vec<Vec<String>> {
     out
 }
 
-/// Brute force over the 14 objects of `nested_finite()`: after earlier items (random
-/// spellings of random distinct objects), every prefix of every spelling of every object is
-/// taken exactly when some unused object has a spelling that begins with it, and the mask
-/// after it holds exactly the bytes that keep it so (with `,` and `]` after a whole unused
-/// item: `,` while another object is unused). No prefix the mask allows is a dead end.
+/// Brute force over the 14 objects of `nested_finite()`: see [`assert_no_dead_end`].
 #[test]
 fn nested_objects_leave_no_dead_end() {
+    assert_no_dead_end(&nested_finite(), &nested_finite_objects(), 17);
+}
+
+/// A required boolean `a` and an optional `e`, a `uniqueItems` array of `1` and `2`: 2 × (1 +
+/// 5) = 12 objects, each as the list of its compact spellings.
+fn finite_arrays() -> (Value, Vec<Vec<String>>) {
+    let schema = array_of(json!({"type": "object", "additionalProperties": false,
+                                 "required": ["a"],
+                                 "properties": {
+                                     "a": {"type": "boolean"},
+                                     "e": {"type": "array", "uniqueItems": true,
+                                           "items": {"enum": [1, 2]}}}}));
+    let mut objects = Vec::new();
+    for a in ["true", "false"] {
+        objects.push(vec![format!(r#"{{"a":{a}}}"#)]);
+        for e in ["[]", "[1]", "[2]", "[1,2]", "[2,1]"] {
+            objects.push(vec![
+                format!(r#"{{"a":{a},"e":{e}}}"#),
+                format!(r#"{{"e":{e},"a":{a}}}"#),
+            ]);
+        }
+    }
+    (schema, objects)
+}
+
+/// Brute force over the 12 objects of `finite_arrays()`: see [`assert_no_dead_end`].
+#[test]
+fn arrays_of_finitely_many_values_leave_no_dead_end() {
+    let (schema, objects) = finite_arrays();
+    assert_no_dead_end(&schema, &objects, 23);
+}
+
+/// Brute force over a finite domain of closed objects (`objects`: every object of the items
+/// of `schema`, each as the list of its compact spellings): after earlier items (random
+/// spellings of random distinct objects, from none to all but one), every prefix of every spelling of
+/// every object is taken exactly when some unused object has a spelling that begins with it,
+/// and the mask after it holds exactly the bytes that keep it so (with `,` and `]` after a
+/// whole unused item: `,` while another object is unused). No prefix the mask allows is a
+/// dead end.
+fn assert_no_dead_end(schema: &Value, objects: &[Vec<String>], seed: u64) {
     use rand_core::RngCore;
     let vocab = common::synthetic_vocab();
-    let objects = nested_finite_objects();
     let alphabet: Vec<u8> = {
         let mut a: Vec<u8> = objects
             .iter()
@@ -915,8 +950,8 @@ fn nested_objects_leave_no_dead_end() {
         a.dedup();
         a
     };
-    let mut rng = ChaCha8Rng::seed_from_u64(17);
-    for round in 0..14 {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    for round in 0..objects.len() {
         // `round` distinct objects, in a random order and spelling.
         let mut order: Vec<usize> = (0..objects.len()).collect();
         for i in (1..order.len()).rev() {
@@ -933,7 +968,7 @@ fn nested_objects_leave_no_dead_end() {
         } else {
             format!("[{},", spelled.join(","))
         };
-        let mut c = from_json_schema(&nested_finite(), &vocab, &JsonOptions::default()).unwrap();
+        let mut c = from_json_schema(schema, &vocab, &JsonOptions::default()).unwrap();
         walk_accepting(&mut c, &head);
         let expected = |p: &str, b: u8| {
             let next = format!("{p}{}", b as char);
@@ -945,7 +980,7 @@ fn nested_objects_leave_no_dead_end() {
                 || (b == b']' && p.is_empty() && used.is_empty())
                 || (b == b',' && unused.len() > 1 && unused.iter().any(|&o| whole(o)))
         };
-        for spellings in &objects {
+        for spellings in objects {
             for s in spellings {
                 let mut taken = 0;
                 for (i, b) in s.bytes().enumerate() {
