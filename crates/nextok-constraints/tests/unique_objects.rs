@@ -1157,3 +1157,104 @@ fn a_nested_object_beside_unbounded_values_of_other_types_is_checked_at_its_brac
     assert!(!bit(&mask, id("t")));
     assert!(bit(&mask, id("f")));
 }
+
+/// SARIF's `region` in small: `charOffset`, an integer of `minimum: -1` (whose `-` has one
+/// completion, `-1`), and a required boolean.
+fn offsets() -> Value {
+    array_of(
+        json!({"type": "object", "additionalProperties": false, "required": ["b"],
+                    "properties": {"n": {"type": "integer", "minimum": -1},
+                                   "b": {"type": "boolean"}}}),
+    )
+}
+
+#[test]
+fn integer_values_behind_a_prefix_of_one_completion_are_checked_before_they_begin() {
+    let s = offsets();
+    for ok in [
+        r#"[{"n":-1,"b":true},{"n":-1.0,"b":false},{"b":true,"n":0}]"#,
+        r#"[{"n":-1,"b":true},{"n":10,"b":true},{"b":true,"n":1.00}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"[{"n":-1,"b":true},{"b":true,"n":-1.0}]"#,
+        r#"[{"n":-2,"b":true}]"#,
+        r#"[{"n":-1.5,"b":true}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let vocab = common::synthetic_vocab();
+    let id = |s: &str| common::token_id(&vocab, s);
+    let used = r#"[{"n":-1,"b":true},{"b":false,"n":-1},"#;
+    // `-1` is used with both booleans: after `-`, only `-0` (the value 0) goes on.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"n":-"#));
+    assert!(!bit(&mask, id("1")));
+    assert!(bit(&mask, id("0")));
+    // After `"b":true` too; with one of them used, `-1` may be written.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"b":true,"n":-"#));
+    assert!(!bit(&mask, id("1")));
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"n":-1,"b":true},{"b":false,"n":-"#);
+    assert!(bit(&mask, id("1")));
+    // `-1` and `-0` (0) both used with both booleans: `-` may not begin.
+    let used = r#"[{"n":-1,"b":true},{"b":false,"n":-1},{"n":0,"b":true},{"b":false,"n":0.0},"#;
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"n":"#));
+    assert!(!bit(&mask, id("-")));
+    assert!(bit(&mask, id("1")));
+}
+
+/// SARIF's `node` in small: a closed object of a free string `id`, and `children`, a
+/// `uniqueItems` array of nodes (recursive); and SARIF's `attachment` with its `regions`, a
+/// `uniqueItems` array of closed objects of integers alone.
+#[test]
+fn recursive_and_integer_closed_objects_inside_unique_items_compile() {
+    let nodes = json!({
+        "$defs": {"node": {"type": "object", "additionalProperties": false,
+                           "properties": {"children": {"type": "array", "uniqueItems": true,
+                                                       "items": {"$ref": "#/$defs/node"}},
+                                          "id": {"type": "string"}}}},
+        "type": "array", "uniqueItems": true, "items": {"$ref": "#/$defs/node"}});
+    assert!(accepts(
+        &nodes,
+        r#"[{"id":"a","children":[{"id":"a"},{"children":[{}]}]},{"id":"a"}]"#
+    ));
+    for bad in [
+        r#"[{"id":"a"},{"id":"a"}]"#,
+        r#"[{"children":[{"id":"b"},{"id":"b"}]}]"#,
+        r#"[{"children":[{"children":[{},{}]}]}]"#,
+    ] {
+        assert!(!accepts(&nodes, bad), "{bad}");
+    }
+    let regions = array_of(json!({
+        "type": "object", "additionalProperties": false,
+        "properties": {"uri": {"type": "string"},
+                       "regions": array_of(json!({
+                           "type": "object", "additionalProperties": false,
+                           "properties": {"line": {"type": "integer", "minimum": 1},
+                                          "offset": {"type": "integer", "minimum": -1}}}))}}));
+    assert!(accepts(
+        &regions,
+        r#"[{"regions":[{"line":1},{"line":1,"offset":-1}]},{"regions":[]}]"#
+    ));
+    for bad in [
+        r#"[{"regions":[{"line":1},{"line":1.0}]}]"#,
+        r#"[{"regions":[{"offset":-1}]},{"regions":[{"offset":-1.0}]}]"#,
+        r#"[{"regions":[{"line":0}]}]"#,
+    ] {
+        assert!(!accepts(&regions, bad), "{bad}");
+    }
+    let vocab = common::synthetic_vocab();
+    let id = |s: &str| common::token_id(&vocab, s);
+    // The used item's `regions` written again: its `]` is refused, `,` goes on.
+    let mut c = from_json_schema(&regions, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(
+        &mut c,
+        r#"[{"uri":"u","regions":[{"line":1}]},{"uri":"u","regions":[{"line":1}"#,
+    );
+    assert!(!bit(&mask, id("]")));
+    assert!(bit(&mask, id(",")));
+}

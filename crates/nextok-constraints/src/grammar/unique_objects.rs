@@ -97,6 +97,11 @@ pub(crate) struct ItemKey {
     /// infinitely many completions. Its nested object's `{` is then checked on its own
     /// ([`ItemCheck::Open`]).
     pub(crate) more: bool,
+    /// For a key of infinitely many values (`values` `None`) all of whose proper prefixes
+    /// have infinitely many completions but for these values (canonical; an integer's `-1`
+    /// under `minimum: -1`, whose `-` has one completion): each is its own rule, checked
+    /// before it is begun as a finite key's values are ([`ItemCheck::Value`]).
+    pub(crate) pinned: Vec<Vec<u8>>,
 }
 
 /// A closed-object item domain of a `uniqueItems` array (see the module's documentation).
@@ -631,8 +636,7 @@ impl ItemObject {
                 let Some(v) = p
                     .innermost(&self.keys)
                     .and_then(|(_, keys)| keys.get(i as usize))
-                    .and_then(|k| k.values.as_ref())
-                    .and_then(|vs| vs.get(j as usize))
+                    .and_then(|k| k.values.as_ref().unwrap_or(&k.pinned).get(j as usize))
                 else {
                     return false;
                 };
@@ -943,6 +947,7 @@ mod tests {
                     words: None,
                     object: None,
                     more: false,
+                    pinned: Vec::new(),
                 },
                 ItemKey {
                     name: b"s".to_vec(),
@@ -951,6 +956,7 @@ mod tests {
                     words: None,
                     object: None,
                     more: false,
+                    pinned: Vec::new(),
                 },
             ],
             item: 0,
@@ -1026,6 +1032,7 @@ mod tests {
             values: None,
             words: None,
             more: false,
+            pinned: Vec::new(),
             object: Some(vec![
                 ItemKey {
                     name: b"t".to_vec(),
@@ -1034,6 +1041,7 @@ mod tests {
                     words: None,
                     object: None,
                     more: false,
+                    pinned: Vec::new(),
                 },
                 ItemKey {
                     name: b"b".to_vec(),
@@ -1042,6 +1050,7 @@ mod tests {
                     words: None,
                     object: None,
                     more: false,
+                    pinned: Vec::new(),
                 },
             ]),
         };

@@ -37,11 +37,11 @@ use serde_json::Value;
 
 use super::algebra::normalize;
 use super::compile::Compiler;
-use super::number::number_dfa;
+use super::number::{number_dfa, Decimal};
 use super::schema::{compact, invalid, json_eq, unsupported, Node, Schema, TypeSet};
 use super::string::{is_long, string_content, without_strings};
 use super::unique::{count_words, unbounded, STRING_KEYWORDS};
-use crate::dfa::Dfa;
+use crate::dfa::{Dfa, DEAD};
 use crate::grammar::{canonical_value, total_objects, Guard, ItemCheck, ItemKey, ItemObject, Sym};
 use crate::Error;
 
@@ -57,8 +57,10 @@ enum Domain {
     FiniteString(Dfa),
     /// Integers: the spellings without a fraction (`digits`, infinitely many completions
     /// below every proper prefix), then `After`, then optionally `.0…` (the same value): the
-    /// check comes before the `.`, whose completions are that one value.
-    Integer(Dfa),
+    /// check comes before the `.`, whose completions are that one value. Beside them, the
+    /// values some proper prefix of whose spellings has finitely many completions (at most
+    /// [`MAX_PINNED`]), each with its spellings, written as a finite key's values are.
+    Integer(Dfa, Vec<(Value, Dfa)>),
     /// A nested closed object (`type: object`, `properties`, `required` and
     /// `additionalProperties: false` alone) whose own properties are such domains (no
     /// `FiniteString`): its members are rules of the item's own, guarded as the item's are.
@@ -192,7 +194,7 @@ impl Compiler<'_> {
             let domain = match (finite, integer) {
                 (Some(vs), _) if vs.is_empty() => None,
                 (Some(vs), _) => Some(Domain::Finite(vs)),
-                (None, Some(digits)) => Some(Domain::Integer(digits)),
+                (None, Some((digits, pinned))) => Some(Domain::Integer(digits, pinned)),
                 (None, None) => match self.prefix_unbounded(&s, path, &pp, nesting) {
                     Ok(()) => Some(Domain::Unbounded(s)),
                     Err(_) => self.bounded_domain(&s, name, path, &pp, depth, nesting)?,
@@ -427,7 +429,22 @@ impl Compiler<'_> {
                     t.extend([value, after]);
                     tails.push(t);
                 }
-                Domain::Integer(digits) => {
+                Domain::Integer(digits, pinned) => {
+                    for (j, (_, spellings)) in pinned.iter().enumerate() {
+                        let value = self.b.terminal(spellings.clone())?;
+                        let f = self.b.nt(format!("{path} item value {i} {j}"));
+                        self.b.rule(f, vec![value]);
+                        self.b.guard_prediction(
+                            f,
+                            Guard::Item {
+                                spec,
+                                check: ItemCheck::Value(i, j as u32),
+                            },
+                        );
+                        let mut t = head.clone();
+                        t.push(Sym::Nt(f));
+                        tails.push(t);
+                    }
                     let value = self.b.terminal(digits.clone())?;
                     let zeros = self.b.regex(r"\.0+")?;
                     let after = self.item_guard(spec, "item after", ItemCheck::After);
@@ -483,10 +500,13 @@ impl Compiler<'_> {
 
 impl Compiler<'_> {
     /// Whether `s` (at `ip`, `nesting` deep in `prefix_unbounded`) is a closed object as
-    /// items may be (the module's kind) of infinitely many values (at least `u64::MAX`): a
-    /// `uniqueItems` array of such items can always take one more, its own checks keeping
-    /// every item's prefixes completable. An error when it is such an object with a property
-    /// the items refuse.
+    /// items may be (the module's kind) with a property of infinitely many values (unbounded
+    /// at every prefix, strings of at least `u64::MAX` values, integers of `integer_digits`,
+    /// or such closed objects, up to 8 deep): a `uniqueItems` array of
+    /// such items can always take one more, its own checks keeping every item's prefixes
+    /// completable (or refusing the schema, when the objects are not all of the kind the
+    /// checks take, or none can be written). Properties are not looked into further, so that
+    /// a recursive item (SARIF's `node` and its `children`) is decided by another property.
     pub(super) fn infinite_closed_objects(
         &self,
         s: &Schema,
@@ -497,10 +517,24 @@ impl Compiler<'_> {
         let Some(n) = self.closed_object(s, ip)? else {
             return Ok(false);
         };
-        let Some(keys) = self.closed_keys(&n, path, ip, 0, nesting)? else {
-            return Ok(false);
-        };
-        Ok(total_objects(&spec_keys(&keys, ip)?) == u64::MAX)
+        for (name, p) in n.object.properties.iter().flatten() {
+            let pp = format!("{ip}/properties/{name}");
+            let p = self.resolve_bare(p, &pp)?;
+            if self.prefix_unbounded(&p, path, &pp, nesting + 1).is_ok() {
+                return Ok(true);
+            }
+            if let Some(content) = finite_string(&p, &pp)? {
+                if count_words(&content) == u64::MAX {
+                    return Ok(true);
+                }
+            }
+            if integer_digits(&p, &pp)?.is_some()
+                || (nesting < 8 && self.infinite_closed_objects(&p, path, &pp, nesting + 1)?)
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 }
 
@@ -515,6 +549,7 @@ fn spec_keys(keys: &[Key], ip: &str) -> Result<Vec<ItemKey>, Error> {
             words: None,
             object: None,
             more: false,
+            pinned: Vec::new(),
         };
         match &key.domain {
             Domain::Finite(vs) => {
@@ -533,7 +568,15 @@ fn spec_keys(keys: &[Key], ip: &str) -> Result<Vec<ItemKey>, Error> {
                 k.object = Some(spec_keys(sub, &format!("{ip}/properties/{}", key.name))?);
                 k.more = rest.is_some();
             }
-            Domain::Unbounded(_) | Domain::Integer(_) => {}
+            Domain::Integer(_, pinned) => {
+                for (v, _) in pinned {
+                    k.pinned.push(
+                        canonical_value(compact(v).as_bytes())
+                            .ok_or_else(|| invalid(ip, "internal: a number that is not JSON"))?,
+                    );
+                }
+            }
+            Domain::Unbounded(_) => {}
         }
         out.push(k);
     }
@@ -544,8 +587,11 @@ fn spec_keys(keys: &[Key], ip: &str) -> Result<Vec<ItemKey>, Error> {
 /// fraction, when every one of their proper prefixes has infinitely many completions (no
 /// `maximum`, say) and every spelling `s` allows is one of them, possibly followed by `.0…`.
 /// (The automaton is built on values, so `N.0…` is allowed exactly when `N` is: the grammar
-/// writes it as the digits, then the zeros.)
-fn integer_digits(s: &Schema, path: &str) -> Result<Option<Dfa>, Error> {
+/// writes it as the digits, then the zeros.) The values whose spellings pass through a prefix
+/// of finitely many completions (`-1` of `minimum: -1`: `-` has no other) are set apart, with
+/// their spellings, when they are few (at most [`MAX_PINNED`]) and the other spellings are
+/// such digits.
+fn integer_digits(s: &Schema, path: &str) -> Result<Option<(Dfa, Pinned)>, Error> {
     let Schema::Node(n) = s else {
         return Ok(None);
     };
@@ -563,13 +609,86 @@ fn integer_digits(s: &Schema, path: &str) -> Result<Option<Dfa>, Error> {
     let all = number_dfa(&n.number, true, path)?;
     let digits = all.intersect(&Dfa::from_regex("-?[0-9]+")?)?;
     let with_zeros = digits.union(&all.intersect(&Dfa::from_regex(r"-?[0-9]+\.0+")?)?)?;
-    if digits.is_empty_language()
-        || !all.minus(&with_zeros)?.is_empty_language()
-        || !unbounded(&digits)
-    {
+    if digits.is_empty_language() || !all.minus(&with_zeros)?.is_empty_language() {
         return Ok(None);
     }
-    Ok(Some(digits))
+    if unbounded(&digits) {
+        return Ok(Some((digits, Vec::new())));
+    }
+    let Some(words) = pinned_words(&digits) else {
+        return Ok(None);
+    };
+    let spelled: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+    let rest = digits.minus(&Dfa::literals(&spelled, 4096)?)?;
+    if rest.is_empty_language() || !unbounded(&rest) {
+        return Ok(None);
+    }
+    let mut pinned = Vec::with_capacity(words.len());
+    for w in &words {
+        let Ok(v) = serde_json::from_slice::<Value>(w) else {
+            return Ok(None);
+        };
+        let equal = Dfa::from_regex(&Decimal::parse(&v, path)?.equal_regex())?;
+        pinned.push((v, all.intersect(&equal)?));
+    }
+    Ok(Some((rest, pinned)))
+}
+
+/// Values an integer property sets apart (`integer_digits`), each with its spellings.
+type Pinned = Vec<(Value, Dfa)>;
+
+/// The most values an integer property may set apart (`integer_digits`).
+const MAX_PINNED: usize = 16;
+
+/// The words of `d` that pass, before their end, through a state of finitely many
+/// completions that can read on (at most [`MAX_PINNED`]); `None` when there are more, or
+/// when finding them would take more than a few thousand steps (a loop before such a state).
+fn pinned_words(d: &Dfa) -> Option<Vec<Vec<u8>>> {
+    let n = d.num_states();
+    let finite = d.finite_completions();
+    let pin = |s: u32| s != DEAD && finite[s as usize] && d.can_continue(s);
+    // leads[s]: a pinning state is reachable from `s`.
+    let mut leads: Vec<bool> = (0..n as u32).map(pin).collect();
+    loop {
+        let mut changed = false;
+        for s in 1..n as u32 {
+            if !leads[s as usize]
+                && (0..=255u8).any(|b| {
+                    let t = d.next(s, b);
+                    t != DEAD && leads[t as usize]
+                })
+            {
+                leads[s as usize] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let mut words = Vec::new();
+    let mut steps = 0usize;
+    // (state, text so far, inside the finite part).
+    let mut stack: Vec<(u32, Vec<u8>, bool)> = vec![(d.start(), Vec::new(), false)];
+    while let Some((s, text, inside)) = stack.pop() {
+        steps += 1;
+        if steps > 4096 || words.len() > MAX_PINNED {
+            return None;
+        }
+        let inside = inside || pin(s);
+        if inside && d.is_accept(s) {
+            words.push(text.clone());
+        }
+        for b in 0..=255u8 {
+            let t = d.next(s, b);
+            if t != DEAD && (inside || leads[t as usize]) {
+                let mut next = text.clone();
+                next.push(b);
+                stack.push((t, next, inside));
+            }
+        }
+    }
+    (words.len() <= MAX_PINNED).then_some(words)
 }
 
 /// For a string schema `s` (string keywords alone, no `enum`): its decoded strings, when
