@@ -13,8 +13,12 @@
 //! - of a domain where every proper prefix has infinitely many completions into distinct
 //!   values (`prefix_unbounded`; among them `uniqueItems` arrays of closed objects of
 //!   infinitely many values, SARIF's `locations`, which can always take one more item while
-//!   their own checks keep every item completable);
-//! - an integer whose digits are such (checked after the digits, before a `.0…`);
+//!   their own checks keep every item completable; one property of infinitely many values
+//!   decides that, so a recursive item such as SARIF's `node` needs no more);
+//! - an integer whose digits are such (checked after the digits, before a `.0…`), the
+//!   few values behind a prefix of finitely many completions set apart, each checked before
+//!   it begins as a finite key's values are (`-1` and `-0` of `minimum: -1`, whose `-` has
+//!   no other completions);
 //! - a string of string keywords alone with finitely many completions at some state of its
 //!   automaton, as a key of the item itself (checked while it is read, against the values of
 //!   it that agreeing earlier items use up: `ItemCheck::AfterString`);
@@ -29,9 +33,9 @@
 //! starting at the item's `{`), guarded as the item's members are, and the run-time check
 //! (`grammar::unique_objects`) counts the item's completions through the nested objects
 //! being written: it refuses exactly the prefixes whose every completion is an earlier item.
-//! Any other property (bounded numbers, integers with a finite prefix such as `-` of `minimum:
-//! -1`, unions of several objects, `dependentRequired`, ...) is refused by name, and objects
-//! with other keywords stay with the general path (which refuses closed ones).
+//! Any other property (bounded numbers, unions of several objects or of integers and other
+//! types, objects with `dependentRequired` or `anyOf` of `required`, ...) is refused by name,
+//! and objects with other keywords stay with the general path (which refuses closed ones).
 
 use serde_json::Value;
 
