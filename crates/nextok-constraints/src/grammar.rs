@@ -19,7 +19,7 @@ mod unique;
 mod unique_objects;
 pub(crate) use members::{ObjectSpec, ADDITIONAL};
 pub(crate) use unique::{canonical_value, finite_states, FiniteSet, Guard};
-pub(crate) use unique_objects::{ItemCheck, ItemKey, ItemObject};
+pub(crate) use unique_objects::{total_objects, ItemCheck, ItemKey, ItemObject};
 
 /// A grammar symbol while building.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -8,10 +8,12 @@ mod common;
 use std::sync::Arc;
 
 use common::{
-    assert_distinct, assert_rollback_restores, bit, preferred_tokens, random_walk, walk_accepting,
-    walk_refuses,
+    assert_distinct, assert_rollback_restores, bit, check_mask, preferred_tokens, random_walk,
+    walk_accepting, walk_refuses,
 };
-use nextok_constraints::{compile_json_schema, from_json_schema, Error, JsonOptions, TokenVocab};
+use nextok_constraints::{
+    compile_json_schema, from_json_schema, Constraint, Error, JsonOptions, TokenVocab,
+};
 use proptest::prelude::*;
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
@@ -396,8 +398,11 @@ fn closed_objects_with_a_property_of_finite_prefixes_are_refused_by_name() {
             array_of(json!({"type": "object", "additionalProperties": false,
                             "properties": {"a": {"type": "string"},
                                            "o": {"type": "object", "additionalProperties": false,
-                                                 "properties": {"b": {"type": "string"}}}}})),
-            "property `o`",
+                                                 "properties": {"b": {"type": "integer",
+                                                                      "maximum": 5,
+                                                                      "minimum": 0}}}}})),
+            // The nested closed object's own property.
+            "property `b`",
         ),
         // A string of finitely many completions beside another type.
         (
@@ -751,4 +756,505 @@ proptest! {
         let mut c = from_json_schema(&mixed(), &vocab, &JsonOptions::default()).unwrap();
         prop_assert_eq!(walk_refuses(&mut c, &text), !unique, "{}", text);
     }
+}
+
+/// SARIF's `result` in small: a free string `id`, and a closed `formattedRuleMessage` of a
+/// required free string and an array of strings (a nested closed object whose members are
+/// all written once `formatId` and `arguments` are: one completion left).
+fn results() -> Value {
+    array_of(json!({"type": "object", "additionalProperties": false,
+                    "properties": {
+                        "id": {"type": "string"},
+                        "message": {"type": "object", "additionalProperties": false,
+                                    "required": ["formatId"],
+                                    "properties": {
+                                        "formatId": {"type": "string"},
+                                        "arguments": {"type": "array",
+                                                      "items": {"type": "string"}}}}}}))
+}
+
+#[test]
+fn nested_closed_objects_compare_as_json() {
+    let s = results();
+    for ok in [
+        r#"[{"message":{"formatId":"f"}},{"message":{"formatId":"g"}}]"#,
+        r#"[{"id":"a","message":{"formatId":"f"}},{"message":{"formatId":"f"}}]"#,
+        r#"[{"message":{"formatId":"f"}},{"message":{"formatId":"f","arguments":[]}}]"#,
+        r#"[{"message":{"formatId":"f","arguments":["x"]}},{"message":{"arguments":["x","x"],"formatId":"f"}}]"#,
+        r#"[{},{"id":"a"},{"message":{"formatId":""}}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"[{"message":{"formatId":"f"}},{"message":{"formatId":"f"}}]"#,
+        // Keys in another order, outside and inside.
+        r#"[{"id":"a","message":{"formatId":"f","arguments":["x"]}},{"message":{"arguments":["x"],"formatId":"f"},"id":"a"}]"#,
+        // Strings decoded.
+        r#"[{"message":{"formatId":"\/"}},{"message":{"formatId":"/"}}]"#,
+        // Not the schema's: the nested object lacks its required key, or has another.
+        r#"[{"message":{}}]"#,
+        r#"[{"message":{"formatId":"f","id":"a"}}]"#,
+        r#"[{"message":{"formatId":"f"},"formatId":"f"}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+}
+
+#[test]
+fn a_nested_object_closing_on_a_used_item_is_masked_out() {
+    let vocab = common::synthetic_vocab();
+    let id = |s: &str| common::token_id(&vocab, s);
+    let new = || from_json_schema(&results(), &vocab, &JsonOptions::default()).unwrap();
+    let used = r#"[{"id":"a","message":{"formatId":"f","arguments":[]}},"#;
+    // Every key but the array written: `]` would leave one completion, the used item.
+    let mut c = new();
+    let mask = walk_accepting(
+        &mut c,
+        &format!(r#"{used}{{"id":"a","message":{{"formatId":"f","arguments":["#),
+    );
+    assert!(!bit(&mask, id("]")));
+    assert!(bit(&mask, id("\"")));
+    // The nested object's `}`: with `arguments` left out, the item is `{"id":"a",
+    // "message":{"formatId":"f"}}`, used; `,` goes on to `arguments`.
+    let used2 = r#"[{"id":"a","message":{"formatId":"f"}},"#;
+    let mut c = new();
+    let mask = walk_accepting(
+        &mut c,
+        &format!(r#"{used2}{{"id":"a","message":{{"formatId":"f""#),
+    );
+    assert!(!bit(&mask, id("}")));
+    assert!(bit(&mask, id(",")));
+    // The message first, `id` to come: infinitely many completions.
+    let mut c = new();
+    let mask = walk_accepting(
+        &mut c,
+        &format!(r#"{used}{{"message":{{"formatId":"f","arguments":[]"#),
+    );
+    assert!(bit(&mask, id("}")));
+    // After `"id":"a"`, the message's `formatId` "f" cannot close once `arguments` is written
+    // first: its one completion is used.
+    let mut c = new();
+    let mask = walk_accepting(
+        &mut c,
+        &format!(r#"{used}{{"id":"a","message":{{"arguments":[],"formatId":"f"#),
+    );
+    assert!(!bit(&mask, id("\"")));
+    assert!(!bit(&mask, id("\"}")));
+    assert!(bit(&mask, id("g")));
+    assert!(walk_refuses(
+        &mut new(),
+        &format!(r#"{used}{{"message":{{"arguments":[],"formatId":"f"}},"id":"a"}}]"#)
+    ));
+}
+
+/// A finite domain with a nested closed object: a required boolean `a` and an optional `m`
+/// of a required boolean `b` and an optional enum `c` (2 × (1 + 2 × 3) = 14 objects).
+fn nested_finite() -> Value {
+    array_of(
+        json!({"type": "object", "additionalProperties": false, "required": ["a"],
+                    "properties": {
+                        "a": {"type": "boolean"},
+                        "m": {"type": "object", "additionalProperties": false,
+                              "required": ["b"],
+                              "properties": {"b": {"type": "boolean"},
+                                             "c": {"enum": [1, 2]}}}}}),
+    )
+}
+
+/// Every object of `nested_finite()`, each as the list of its compact spellings (every key
+/// order, outside and inside).
+fn nested_finite_objects() -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for a in ["true", "false"] {
+        let mut ms: Vec<Option<Vec<String>>> = vec![None];
+        for b in ["true", "false"] {
+            ms.push(Some(vec![format!(r#"{{"b":{b}}}"#)]));
+            for c in ["1", "2"] {
+                ms.push(Some(vec![
+                    format!(r#"{{"b":{b},"c":{c}}}"#),
+                    format!(r#"{{"c":{c},"b":{b}}}"#),
+                ]));
+            }
+        }
+        for m in ms {
+            out.push(match m {
+                None => vec![format!(r#"{{"a":{a}}}"#)],
+                Some(inner) => inner
+                    .iter()
+                    .flat_map(|i| {
+                        [
+                            format!(r#"{{"a":{a},"m":{i}}}"#),
+                            format!(r#"{{"m":{i},"a":{a}}}"#),
+                        ]
+                    })
+                    .collect(),
+            });
+        }
+    }
+    out
+}
+
+/// Brute force over the 14 objects of `nested_finite()`: see [`assert_no_dead_end`].
+#[test]
+fn nested_objects_leave_no_dead_end() {
+    assert_no_dead_end(&nested_finite(), &nested_finite_objects(), 17);
+}
+
+/// A required boolean `a` and an optional `e`, a `uniqueItems` array of `1` and `2`: 2 × (1 +
+/// 5) = 12 objects, each as the list of its compact spellings.
+fn finite_arrays() -> (Value, Vec<Vec<String>>) {
+    let schema = array_of(json!({"type": "object", "additionalProperties": false,
+                                 "required": ["a"],
+                                 "properties": {
+                                     "a": {"type": "boolean"},
+                                     "e": {"type": "array", "uniqueItems": true,
+                                           "items": {"enum": [1, 2]}}}}));
+    let mut objects = Vec::new();
+    for a in ["true", "false"] {
+        objects.push(vec![format!(r#"{{"a":{a}}}"#)]);
+        for e in ["[]", "[1]", "[2]", "[1,2]", "[2,1]"] {
+            objects.push(vec![
+                format!(r#"{{"a":{a},"e":{e}}}"#),
+                format!(r#"{{"e":{e},"a":{a}}}"#),
+            ]);
+        }
+    }
+    (schema, objects)
+}
+
+/// Brute force over the 12 objects of `finite_arrays()`: see [`assert_no_dead_end`].
+#[test]
+fn arrays_of_finitely_many_values_leave_no_dead_end() {
+    let (schema, objects) = finite_arrays();
+    assert_no_dead_end(&schema, &objects, 23);
+}
+
+/// Brute force over a finite domain of closed objects (`objects`: every object of the items
+/// of `schema`, each as the list of its compact spellings): after earlier items (random
+/// spellings of random distinct objects, from none to all but one), every prefix of every spelling of
+/// every object is taken exactly when some unused object has a spelling that begins with it,
+/// and the mask after it holds exactly the bytes that keep it so (with `,` and `]` after a
+/// whole unused item: `,` while another object is unused). No prefix the mask allows is a
+/// dead end.
+fn assert_no_dead_end(schema: &Value, objects: &[Vec<String>], seed: u64) {
+    use rand_core::RngCore;
+    let vocab = common::synthetic_vocab();
+    let alphabet: Vec<u8> = {
+        let mut a: Vec<u8> = objects
+            .iter()
+            .flatten()
+            .flat_map(|s| s.bytes())
+            .chain([b',', b']'])
+            .collect();
+        a.sort_unstable();
+        a.dedup();
+        a
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    for round in 0..objects.len() {
+        // `round` distinct objects, in a random order and spelling.
+        let mut order: Vec<usize> = (0..objects.len()).collect();
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.next_u32() as usize % (i + 1));
+        }
+        let used: Vec<usize> = order[..round].to_vec();
+        let spelled: Vec<&str> = used
+            .iter()
+            .map(|&o| objects[o][rng.next_u32() as usize % objects[o].len()].as_str())
+            .collect();
+        let unused: Vec<usize> = (0..objects.len()).filter(|o| !used.contains(o)).collect();
+        let head = if used.is_empty() {
+            "[".to_string()
+        } else {
+            format!("[{},", spelled.join(","))
+        };
+        let mut c = from_json_schema(schema, &vocab, &JsonOptions::default()).unwrap();
+        walk_accepting(&mut c, &head);
+        let expected = |p: &str, b: u8| {
+            let next = format!("{p}{}", b as char);
+            let whole = |o: usize| objects[o].iter().any(|s| s == p);
+            unused
+                .iter()
+                .any(|&o| objects[o].iter().any(|s| s.starts_with(&next)))
+                || (b == b']' && unused.iter().any(|&o| whole(o)))
+                || (b == b']' && p.is_empty() && used.is_empty())
+                || (b == b',' && unused.len() > 1 && unused.iter().any(|&o| whole(o)))
+        };
+        for spellings in objects {
+            for s in spellings {
+                let mut taken = 0;
+                for (i, b) in s.bytes().enumerate() {
+                    let p = &s[..i];
+                    let mask = check_mask(&mut c, format!("{head}{p}").as_bytes());
+                    for &x in &alphabet {
+                        assert_eq!(
+                            bit(&mask, x as u32 + 1),
+                            expected(p, x),
+                            "{:?} after {head}{p}",
+                            x as char
+                        );
+                    }
+                    if !expected(p, b) {
+                        break;
+                    }
+                    c.advance(b as u32 + 1).unwrap();
+                    taken += 1;
+                }
+                if taken == s.len() {
+                    let mask = check_mask(&mut c, format!("{head}{s}").as_bytes());
+                    for &x in &alphabet {
+                        assert_eq!(
+                            bit(&mask, x as u32 + 1),
+                            expected(s, x),
+                            "{:?} after {head}{s}",
+                            x as char
+                        );
+                    }
+                }
+                c.rollback(taken).unwrap();
+            }
+        }
+    }
+}
+
+/// SARIF's `result` with its `locations`: a free string `id`, and a `uniqueItems` array of
+/// closed objects of infinitely many values (a free string `uri`).
+fn located() -> Value {
+    array_of(json!({"type": "object", "additionalProperties": false,
+                    "properties": {
+                        "id": {"type": "string"},
+                        "locations": array_of(json!({
+                            "type": "object", "additionalProperties": false,
+                            "properties": {"uri": {"type": "string"}}}))}}))
+}
+
+#[test]
+fn unique_arrays_of_infinitely_many_closed_objects_are_unbounded_at_every_prefix() {
+    let s = located();
+    for ok in [
+        r#"[{"locations":[]},{"locations":[{}]},{"locations":[{},{"uri":""}]}]"#,
+        r#"[{"id":"a","locations":[{"uri":"x"}]},{"locations":[{"uri":"x"}],"id":"b"}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"[{"locations":[]},{"locations":[]}]"#,
+        r#"[{"id":"a","locations":[{"uri":"x"}]},{"locations":[{"uri":"x"}],"id":"a"}]"#,
+        // Repeated inside the inner array.
+        r#"[{"locations":[{"uri":"x"},{"uri":"x"}]}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let vocab = common::synthetic_vocab();
+    let id = |s: &str| common::token_id(&vocab, s);
+    // `id` written, the array last: `]` would end the used item, `{` goes on.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(
+        &mut c,
+        r#"[{"id":"a","locations":[]},{"id":"a","locations":["#,
+    );
+    assert!(!bit(&mask, id("]")));
+    assert!(bit(&mask, id("{")));
+    // Inside the inner array's item, the outer item is new whatever follows.
+    let mask = walk_accepting(&mut c, r#"{"uri":"x"}"#);
+    assert!(bit(&mask, id("]")));
+}
+
+/// chrome-manifest's `tts_engine.voices` in small: a required free string and a required
+/// `uniqueItems` array of an enum of two values (four arrays in all).
+fn voices() -> Value {
+    array_of(json!({"type": "object", "additionalProperties": false,
+                    "required": ["name", "events"],
+                    "properties": {
+                        "name": {"type": "string"},
+                        "events": {"type": "array", "minItems": 1, "uniqueItems": true,
+                                   "items": {"type": "string", "enum": ["a", "b"]}}}}))
+}
+
+#[test]
+fn arrays_of_finitely_many_values_are_a_finite_domain() {
+    let s = voices();
+    for ok in [
+        r#"[{"name":"x","events":["a"]},{"name":"x","events":["b"]}]"#,
+        r#"[{"name":"x","events":["a","b"]},{"events":["b","a"],"name":"x"}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"[{"name":"x","events":["a"]},{"events":["a"],"name":"x"}]"#,
+        r#"[{"name":"x","events":["a","a"]}]"#,
+        r#"[{"name":"x","events":[]}]"#,
+        r#"[{"name":"x","events":["c"]}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let vocab = common::synthetic_vocab();
+    let id = |s: &str| common::token_id(&vocab, s);
+    // `["a"]` is used with "x": after `["a"`, only `,` goes on (to `["a","b"]`).
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(
+        &mut c,
+        r#"[{"name":"x","events":["a"]},{"name":"x","events":["a""#,
+    );
+    assert!(!bit(&mask, id("]")));
+    assert!(bit(&mask, id(",")));
+    // All four used with "x": `"x"` may not close when `events` is written first.
+    let used = r#"[{"name":"x","events":["a"]},{"name":"x","events":["b"]},{"name":"x","events":["a","b"]},{"name":"x","events":["b","a"]},"#;
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"events":["b"],"name":"x"#));
+    assert!(!bit(&mask, id("\"")));
+    assert!(bit(&mask, id("y")));
+}
+
+/// expo's `intentFilters` in small: a free string `id`, and `data`: a closed object of one
+/// required boolean (two objects) or an array of strings.
+fn filters() -> Value {
+    array_of(json!({"type": "object", "additionalProperties": false,
+                    "properties": {
+                        "id": {"type": "string"},
+                        "data": {"anyOf": [
+                            {"type": "object", "additionalProperties": false,
+                             "required": ["b"], "properties": {"b": {"type": "boolean"}}},
+                            {"type": "array", "items": {"type": "string"}}]}}}))
+}
+
+#[test]
+fn a_nested_object_beside_unbounded_values_of_other_types_is_checked_at_its_brace() {
+    let s = filters();
+    for ok in [
+        r#"[{"data":{"b":true}},{"data":{"b":false}},{"data":[]},{"data":["x"]}]"#,
+        r#"[{"id":"a","data":{"b":true}},{"data":{"b":true}}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"[{"data":{"b":true}},{"data":{"b":true}}]"#,
+        r#"[{"data":["x"]},{"data":["x"]}]"#,
+        r#"[{"data":{}}]"#,
+        r#"[{"data":"x"}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let vocab = common::synthetic_vocab();
+    let id = |s: &str| common::token_id(&vocab, s);
+    // Both objects used with `"id":"a"`: `{` may not begin, `[` may.
+    let used = r#"[{"id":"a","data":{"b":true}},{"data":{"b":false},"id":"a"},"#;
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"id":"a","data":"#));
+    assert!(!bit(&mask, id("{")));
+    assert!(!bit(&mask, id("{\"")));
+    assert!(bit(&mask, id("[")));
+    // With `id` to come, the objects are free.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"data":"#));
+    assert!(bit(&mask, id("{")));
+    // One used: the other value only.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(
+        &mut c,
+        r#"[{"id":"a","data":{"b":true}},{"id":"a","data":{"b":"#,
+    );
+    assert!(!bit(&mask, id("t")));
+    assert!(bit(&mask, id("f")));
+}
+
+/// SARIF's `region` in small: `charOffset`, an integer of `minimum: -1` (whose `-` has one
+/// completion, `-1`), and a required boolean.
+fn offsets() -> Value {
+    array_of(
+        json!({"type": "object", "additionalProperties": false, "required": ["b"],
+                    "properties": {"n": {"type": "integer", "minimum": -1},
+                                   "b": {"type": "boolean"}}}),
+    )
+}
+
+#[test]
+fn integer_values_behind_a_prefix_of_one_completion_are_checked_before_they_begin() {
+    let s = offsets();
+    for ok in [
+        r#"[{"n":-1,"b":true},{"n":-1.0,"b":false},{"b":true,"n":0}]"#,
+        r#"[{"n":-1,"b":true},{"n":10,"b":true},{"b":true,"n":1.00}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"[{"n":-1,"b":true},{"b":true,"n":-1.0}]"#,
+        r#"[{"n":-2,"b":true}]"#,
+        r#"[{"n":-1.5,"b":true}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let vocab = common::synthetic_vocab();
+    let id = |s: &str| common::token_id(&vocab, s);
+    let used = r#"[{"n":-1,"b":true},{"b":false,"n":-1},"#;
+    // `-1` is used with both booleans: after `-`, only `-0` (the value 0) goes on.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"n":-"#));
+    assert!(!bit(&mask, id("1")));
+    assert!(bit(&mask, id("0")));
+    // After `"b":true` too; with one of them used, `-1` may be written.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"b":true,"n":-"#));
+    assert!(!bit(&mask, id("1")));
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"n":-1,"b":true},{"b":false,"n":-"#);
+    assert!(bit(&mask, id("1")));
+    // `-1` and `-0` (0) both used with both booleans: `-` may not begin.
+    let used = r#"[{"n":-1,"b":true},{"b":false,"n":-1},{"n":0,"b":true},{"b":false,"n":0.0},"#;
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"n":"#));
+    assert!(!bit(&mask, id("-")));
+    assert!(bit(&mask, id("1")));
+}
+
+/// SARIF's `node` in small: a closed object of a free string `id`, and `children`, a
+/// `uniqueItems` array of nodes (recursive); and SARIF's `attachment` with its `regions`, a
+/// `uniqueItems` array of closed objects of integers alone.
+#[test]
+fn recursive_and_integer_closed_objects_inside_unique_items_compile() {
+    let nodes = json!({
+        "$defs": {"node": {"type": "object", "additionalProperties": false,
+                           "properties": {"children": {"type": "array", "uniqueItems": true,
+                                                       "items": {"$ref": "#/$defs/node"}},
+                                          "id": {"type": "string"}}}},
+        "type": "array", "uniqueItems": true, "items": {"$ref": "#/$defs/node"}});
+    assert!(accepts(
+        &nodes,
+        r#"[{"id":"a","children":[{"id":"a"},{"children":[{}]}]},{"id":"a"}]"#
+    ));
+    for bad in [
+        r#"[{"id":"a"},{"id":"a"}]"#,
+        r#"[{"children":[{"id":"b"},{"id":"b"}]}]"#,
+        r#"[{"children":[{"children":[{},{}]}]}]"#,
+    ] {
+        assert!(!accepts(&nodes, bad), "{bad}");
+    }
+    let regions = array_of(json!({
+        "type": "object", "additionalProperties": false,
+        "properties": {"uri": {"type": "string"},
+                       "regions": array_of(json!({
+                           "type": "object", "additionalProperties": false,
+                           "properties": {"line": {"type": "integer", "minimum": 1},
+                                          "offset": {"type": "integer", "minimum": -1}}}))}}));
+    assert!(accepts(
+        &regions,
+        r#"[{"regions":[{"line":1},{"line":1,"offset":-1}]},{"regions":[]}]"#
+    ));
+    for bad in [
+        r#"[{"regions":[{"line":1},{"line":1.0}]}]"#,
+        r#"[{"regions":[{"offset":-1}]},{"regions":[{"offset":-1.0}]}]"#,
+        r#"[{"regions":[{"line":0}]}]"#,
+    ] {
+        assert!(!accepts(&regions, bad), "{bad}");
+    }
+    let vocab = common::synthetic_vocab();
+    let id = |s: &str| common::token_id(&vocab, s);
+    // The used item's `regions` written again: its `]` is refused, `,` goes on.
+    let mut c = from_json_schema(&regions, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(
+        &mut c,
+        r#"[{"uri":"u","regions":[{"line":1}]},{"uri":"u","regions":[{"line":1}"#,
+    );
+    assert!(!bit(&mask, id("]")));
+    assert!(bit(&mask, id(",")));
 }

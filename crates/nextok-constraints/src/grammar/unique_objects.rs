@@ -5,34 +5,50 @@
 //! finitely many completions (`{"value": "x", "algorithm": ` with an `enum` left to write),
 //! and earlier items may use all of them; the mask must then refuse that prefix. The compiler
 //! (`json::unique_objects`) takes such items when every property's value is either of
-//! finitely many values (an `enum`, booleans, `null`: an [`ItemKey`] with `values`) or of a
-//! domain where every proper prefix has infinitely many completions into distinct values
-//! (strings without bounds, numbers, open objects, ...: `values` is `None`). The item's
-//! members are its own rules, left-recursive so that every member starts from the item's
-//! `{` (set `origin` of every guard below but [`ItemCheck::Start`]):
+//! finitely many values (an `enum`, booleans, `null`, a few arrays of those: an [`ItemKey`]
+//! with `values`), of a domain where every proper prefix has infinitely many completions into
+//! distinct values (strings without bounds, numbers, open objects, ...: `values` is `None`),
+//! or a nested closed object of such keys ([`ItemKey::object`]). The item's members, and those
+//! of its nested objects, are its own rules, left-recursive so that every member starts from
+//! the item's `{` (set `origin` of every guard below but [`ItemCheck::Start`]):
 //!
 //! ```text
-//! list -> "{" K_i key_i ":" V_i | list More "," K_i key_i ":" V_i     (every key i)
-//! item -> "{" End "}" | list End "}"
-//! V_i  -> value After            (infinitely many values)
-//! V_i  -> F_ij                   (finitely many: one rule per value j, F_ij -> value j)
-//! V_i  -> string AfterString_i   (a string with finitely many completions at some state)
+//! list   -> "{" K_i key_i ":" V_i | list More "," K_i key_i ":" V_i     (every key i)
+//! item   -> "{" End "}" | list End "}"
+//! V_i    -> value After            (infinitely many values)
+//! V_i    -> F_ij                   (finitely many: one rule per value j, F_ij -> value j;
+//!                                   also the values an integer key sets apart, `pinned`)
+//! V_i    -> string AfterString_i   (a string with finitely many completions at some state)
+//! open_k -> "{" K_k key_k ":" [Open_k] "{" | list More "," K_k key_k ":" [Open_k] "{"
+//! list   -> open_k End "}" | list_k End "}"   (a nested object of key k, its members
+//!                                              list_k as list's, after open_k)
 //! ```
 //!
-//! A prefix's completions are infinite while some key of infinitely many values is still
-//! unwritten (or is being written); otherwise they are the choices, for every key not yet
-//! written, of one of its values (or none, when it is not required), and there are
-//! `Π (values + optional)` of them, every one a distinct JSON value. The earlier items that
-//! agree with the members written so far are exactly the completions in use, so a prefix is
-//! alive when fewer earlier items agree with it than it has completions ([`alive`]). Every
-//! guarded place asks that of the prefix it would make: `K_i` of the object with key `i`
-//! added (some value of it alive), `F_ij` of it with value `j`, `After` of the object with the
-//! value just read (a string's closing quote may fix the last free member), `More` whether
-//! some `K_i` passes, `End` whether every required key is there and no earlier item equals the
-//! object, and `Start` (before the `,` of another item, reading from the array's `[`) whether
-//! the empty object is alive. Since `alive(o)` is exactly "`End` passes or some `K_i` does",
-//! every place the chart reaches has a passing way on, and every completion of the item
-//! differs from every earlier one: the mask means what `advance` does.
+//! The item as read so far is a [`Partial`]: the complete members of the item, and of the
+//! nested object being written (if any) its own complete members and nested object, and so
+//! on. Its completions, as JSON values, are every choice, for every key not yet written in any
+//! of those objects, of one of its values or none (when it is not required): the objects are
+//! closed and their keys independent, so they form a product, `Π (values + optional)`, with a
+//! nested object counted as the product of its own keys ([`completions`]); a key of
+//! infinitely many values makes it infinite. The earlier items that agree with the prefix
+//! (every complete member equal, the nested object being written agreeing the same way,
+//! [`tree_agrees`]) are exactly the completions in use, each a distinct one, so a prefix is
+//! alive when fewer earlier items agree with it than it has completions ([`ItemObject::
+//! alive`]). Every guarded place asks that of the prefix it would make: `K_i` of the innermost
+//! object with key `i` added (some value of it alive; for a nested object, the item with it
+//! begun), `F_ij` of it with value `j`, `After` of the item with the value just read (a
+//! string's closing quote, or an array's `]`, may fix the last free member), `More` whether
+//! some `K_i` passes, `End` whether every required key of the innermost object is there and
+//! the item with that object closed is alive (for the item itself: no earlier item equals
+//! it), `Open_k` (when the key also takes unbounded values of other types, so that `K_k`
+//! passes for those) whether the item with the nested object begun is alive, and `Start`
+//! (before the `,` of another item, reading from the array's `[`) whether the empty object
+//! is alive. A value of infinitely many values is never checked inside: each of its proper
+//! prefixes has infinitely many completions, and so has the item. Since `alive(o)` is exactly
+//! "`End` passes or some `K_i` does" for the innermost object of `o` (a completion either
+//! closes it now or writes one more key of it), every place the chart reaches has a passing
+//! way on, and every completion of the item differs from every earlier one: the mask means
+//! what `advance` does.
 //!
 //! A string key of `words` (finitely many completions at some state of its automaton, such
 //! as a GUID's pattern) counts its values in the product, and is checked while it is read:
@@ -73,6 +89,20 @@ pub(crate) struct ItemKey {
     /// while it is read: [`ItemCheck::AfterString`]), the number of its values (decoded
     /// strings; `u64::MAX` when infinitely many or more); `None` for the others.
     pub(crate) words: Option<u64>,
+    /// For a closed object (`additionalProperties: false`) of such keys: its keys. Its
+    /// members are rules of the item's own (starting at the item's `{`), guarded as the
+    /// item's are, and the object is counted as the product of its keys' choices.
+    pub(crate) object: Option<Vec<ItemKey>>,
+    /// With `object`: whether the key also takes infinitely many values of other types than
+    /// objects (an `anyOf` of the closed object and such), every proper prefix of which has
+    /// infinitely many completions. Its nested object's `{` is then checked on its own
+    /// ([`ItemCheck::Open`]).
+    pub(crate) more: bool,
+    /// For a key of infinitely many values (`values` `None`) all of whose proper prefixes
+    /// have infinitely many completions but for these values (canonical; an integer's `-1`
+    /// under `minimum: -1`, whose `-` has one completion): each is its own rule, checked
+    /// before it is begun as a finite key's values are ([`ItemCheck::Value`]).
+    pub(crate) pinned: Vec<Vec<u8>>,
 }
 
 /// A closed-object item domain of a `uniqueItems` array (see the module's documentation).
@@ -92,6 +122,9 @@ pub(crate) enum ItemCheck {
     Start,
     /// Before key `i`: not written yet, and the object with it is alive.
     Key(u32),
+    /// Before the `{` of the nested object of key `i` (whose key and `:` are read): the item
+    /// with that object begun is alive.
+    Open(u32),
     /// Before value `j` of key `i` (of finitely many values): the object with it is alive.
     Value(u32, u32),
     /// After a value of infinitely many: the object so far is alive.
@@ -160,18 +193,8 @@ fn scan_members(text: &[u8]) -> Option<(Members, Stop)> {
     Some((members, Stop::Between))
 }
 
-/// The members of the object text `text`, which may stop inside a member after its key, its
-/// `:` or a `,` (see [`scan_members`]). `None` when it stops inside a value, or is something
-/// else.
-fn read_members(text: &[u8]) -> Option<Members> {
-    match scan_members(text)? {
-        (members, Stop::Between | Stop::BeforeValue(..)) => Some(members),
-        (_, Stop::InString(..)) => None,
-    }
-}
-
 /// The members of the object text `text` that ends inside the string value of its last
-/// member (or right before it): the complete members (as [`read_members`] gives them), the
+/// member (or right before it): the complete members (as [`scan_members`] gives them), the
 /// last member's decoded key and where its value's opening quote is (or is to come). `None`
 /// when the text is something else.
 fn read_partial(text: &[u8]) -> Option<(Members, Vec<u8>, usize)> {
@@ -238,6 +261,199 @@ fn canonical_members(c: &[u8]) -> Option<Vec<(&[u8], &[u8])>> {
     (j == c.len()).then_some(out)
 }
 
+/// An object of an item as read so far: its complete members, and the member being written
+/// whose value is a nested closed object ([`ItemKey::object`]), read so far. Guards are only
+/// asked between members (or right after a value), so nothing else can be half-written.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Partial {
+    /// Complete members: key index (among the object's keys) and canonical value.
+    fixed: Vec<(u32, Vec<u8>)>,
+    /// The nested object being written: its key index and what of it is read.
+    open: Option<(u32, Box<Partial>)>,
+}
+
+impl Partial {
+    /// Whether key `i` is written or being written.
+    fn has(&self, i: u32) -> bool {
+        self.fixed.iter().any(|&(j, _)| j == i) || self.open.as_ref().is_some_and(|o| o.0 == i)
+    }
+
+    /// The innermost object being written, with its keys (`keys` those of `self`).
+    fn innermost<'a, 'k>(&'a self, keys: &'k [ItemKey]) -> Option<(&'a Partial, &'k [ItemKey])> {
+        match &self.open {
+            Some((c, sub)) => sub.innermost(keys.get(*c as usize)?.object.as_deref()?),
+            None => Some((self, keys)),
+        }
+    }
+
+    /// The innermost object being written, mutably, with its keys.
+    fn innermost_mut<'a, 'k>(
+        &'a mut self,
+        keys: &'k [ItemKey],
+    ) -> Option<(&'a mut Partial, &'k [ItemKey])> {
+        if self.open.is_some() {
+            let (c, sub) = self.open.as_mut()?;
+            let sub_keys = keys.get(*c as usize)?.object.as_deref()?;
+            return sub.innermost_mut(sub_keys);
+        }
+        Some((self, keys))
+    }
+
+    /// Closes the innermost nested object (its members as they are), which becomes a complete
+    /// member of the object around it; `false` when no nested object is being written.
+    fn close_innermost(&mut self, keys: &[ItemKey]) -> bool {
+        let Some((c, sub)) = self.open.as_mut() else {
+            return false;
+        };
+        let Some(sub_keys) = keys.get(*c as usize).and_then(|k| k.object.as_deref()) else {
+            return false;
+        };
+        if sub.open.is_some() {
+            return sub.close_innermost(sub_keys);
+        }
+        let value = canonical_object(sub_keys, &sub.fixed);
+        let c = *c;
+        self.open = None;
+        self.fixed.push((c, value));
+        true
+    }
+}
+
+/// The canonical form ([`canonical`]) of the object whose members are `fixed` (key indices
+/// into `keys`, distinct, and canonical values): `o`, the count, then the members sorted by
+/// decoded key, each key as a canonical string.
+fn canonical_object(keys: &[ItemKey], fixed: &[(u32, Vec<u8>)]) -> Vec<u8> {
+    let mut members: Vec<(&[u8], &[u8])> = fixed
+        .iter()
+        .filter_map(|(i, v)| Some((keys.get(*i as usize)?.name.as_slice(), v.as_slice())))
+        .collect();
+    members.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut out = vec![b'o'];
+    out.extend_from_slice(&(members.len() as u64).to_be_bytes());
+    for (k, v) in members {
+        out.push(b's');
+        out.extend_from_slice(&(k.len() as u64).to_be_bytes());
+        out.extend_from_slice(k);
+        out.extend_from_slice(v);
+    }
+    out
+}
+
+/// The number of ways to fill key `k` when it is not written yet (leaving it out counts when
+/// it is optional); `u64::MAX` when infinitely many or at least that many.
+fn choices(k: &ItemKey) -> u64 {
+    let n = match (&k.values, k.words, &k.object) {
+        (Some(vs), _, _) => vs.len() as u64,
+        (None, Some(n), _) => n,
+        (None, None, Some(_)) if k.more => u64::MAX,
+        (None, None, Some(keys)) => total_objects(keys),
+        (None, None, None) => u64::MAX,
+    };
+    n.saturating_add(u64::from(!k.required))
+}
+
+/// The number of objects of the keys `keys` (closed objects: every choice of every key);
+/// `u64::MAX` when infinitely many or at least that many.
+pub(crate) fn total_objects(keys: &[ItemKey]) -> u64 {
+    keys.iter()
+        .fold(1u64, |acc, k| acc.saturating_mul(choices(k)))
+}
+
+/// The number of completions of the object `p` of keys `keys` into distinct values: the
+/// completions of the nested object being written times the choices of every key not
+/// written (`u64::MAX`: infinitely many or at least that many).
+fn completions(keys: &[ItemKey], p: &Partial) -> u64 {
+    let mut n: u64 = 1;
+    for (i, k) in keys.iter().enumerate() {
+        let i = i as u32;
+        let factor = match &p.open {
+            Some((c, sub)) if *c == i => match &k.object {
+                Some(sub_keys) => completions(sub_keys, sub),
+                None => 0,
+            },
+            _ if p.fixed.iter().any(|&(j, _)| j == i) => 1,
+            _ => choices(k),
+        };
+        n = n.saturating_mul(factor);
+    }
+    n
+}
+
+/// Whether the object `u` (members: decoded key and canonical value) is a completion of the
+/// object `p` of keys `keys`: it has every complete member of `p`, and for the nested object
+/// being written, a value that is a completion of it.
+fn tree_agrees(keys: &[ItemKey], u: &[(&[u8], &[u8])], p: &Partial) -> bool {
+    let value = |i: u32| {
+        let name = keys.get(i as usize).map(|k| k.name.as_slice());
+        u.iter().find(|&&(k, _)| Some(k) == name).map(|&(_, w)| w)
+    };
+    if !p.fixed.iter().all(|(i, v)| value(*i) == Some(v.as_slice())) {
+        return false;
+    }
+    match &p.open {
+        None => true,
+        Some((c, sub)) => {
+            let Some(sub_keys) = keys.get(*c as usize).and_then(|k| k.object.as_deref()) else {
+                return false;
+            };
+            value(*c)
+                .and_then(canonical_members)
+                .is_some_and(|m| tree_agrees(sub_keys, &m, sub))
+        }
+    }
+}
+
+/// Reads the object text that starts at `text[from]` (its `{`) of keys `keys`, up to the
+/// end of `text`: its complete members and the nested object being written ([`Partial`]).
+/// `None` when the text is something else, or stops inside a value that is not a nested
+/// object of `keys` (a guard is never asked there).
+fn scan_tree(text: &[u8], from: usize, keys: &[ItemKey], depth: usize) -> Option<Partial> {
+    if depth > 32 || text.get(from) != Some(&b'{') {
+        return None;
+    }
+    let mut p = Partial::default();
+    let mut i = skip_ws(text, from + 1);
+    while i < text.len() {
+        let (key, end) = string_at(text, i)?;
+        let idx = keys.iter().position(|k| k.name == key)? as u32;
+        if p.has(idx) {
+            return None;
+        }
+        i = skip_ws(text, end);
+        if i == text.len() {
+            break;
+        }
+        if text[i] != b':' {
+            return None;
+        }
+        i = skip_ws(text, i + 1);
+        if i == text.len() {
+            break;
+        }
+        let mut v = Vec::new();
+        match canonical(text, i, &mut v, 1) {
+            Some(end) => {
+                p.fixed.push((idx, v));
+                i = skip_ws(text, end);
+            }
+            None => {
+                let sub = keys[idx as usize].object.as_deref()?;
+                let inner = scan_tree(text, i, sub, depth + 1)?;
+                p.open = Some((idx, Box::new(inner)));
+                return Some(p);
+            }
+        }
+        if i == text.len() {
+            break;
+        }
+        if text[i] != b',' {
+            return None;
+        }
+        i = skip_ws(text, i + 1);
+    }
+    Some(p)
+}
+
 impl ItemObject {
     /// The index of the key named `name` (decoded).
     fn index(&self, name: &[u8]) -> Option<u32> {
@@ -255,54 +471,69 @@ impl ItemObject {
         })
     }
 
-    /// Whether the object whose members are `fixed` (key indices, distinct, and canonical
-    /// values) has a completion that no item of `used` equals.
-    fn alive(&self, fixed: &[(u32, &[u8])], used: &[Vec<(&[u8], &[u8])>]) -> bool {
-        let mut completions: u64 = 1;
-        for (i, k) in self.keys.iter().enumerate() {
-            if fixed.iter().any(|&(j, _)| j as usize == i) {
-                continue;
-            }
-            match (&k.values, k.words) {
-                (None, Some(n)) => {
-                    completions =
-                        completions.saturating_mul(n.saturating_add(u64::from(!k.required)));
-                }
-                // Infinitely many completions, finitely many earlier items.
-                (None, None) => return true,
-                (Some(vs), _) => {
-                    let choices = vs.len() as u64 + u64::from(!k.required);
-                    completions = completions.saturating_mul(choices);
-                }
-            }
-        }
-        if completions == 0 {
+    /// Whether the item `p` has a completion that no item of `used` equals: its completions
+    /// outnumber the earlier items that are completions of it (each of those is one of them,
+    /// the items being distinct values of the same closed domain).
+    fn alive(&self, p: &Partial, used: &[Vec<(&[u8], &[u8])>]) -> bool {
+        let n = completions(&self.keys, p);
+        if n == 0 {
             return false;
         }
-        if completions > used.len() as u64 {
+        if n > used.len() as u64 {
             return true;
         }
-        let agreeing = used.iter().filter(|u| self.agrees(u, fixed)).count() as u64;
-        agreeing < completions
+        let agreeing = used
+            .iter()
+            .filter(|u| tree_agrees(&self.keys, u, p))
+            .count() as u64;
+        agreeing < n
     }
 
-    /// Whether key `i` may be written next after `fixed`.
-    fn key_ok(&self, i: u32, fixed: &[(u32, &[u8])], used: &[Vec<(&[u8], &[u8])>]) -> bool {
-        let Some(k) = self.keys.get(i as usize) else {
+    /// `p` with its innermost object changed by `f` (given that object's keys).
+    fn edited(
+        &self,
+        p: &Partial,
+        f: impl FnOnce(&mut Partial, &[ItemKey]) -> bool,
+    ) -> Option<Partial> {
+        let mut q = p.clone();
+        let (inner, keys) = q.innermost_mut(&self.keys)?;
+        f(inner, keys).then_some(q)
+    }
+
+    /// Whether key `i` of the innermost object may be written next in item `p`.
+    fn key_ok(&self, i: u32, p: &Partial, used: &[Vec<(&[u8], &[u8])>]) -> bool {
+        let Some((inner, keys)) = p.innermost(&self.keys) else {
             return false;
         };
-        if fixed.iter().any(|&(j, _)| j == i) {
+        let Some(k) = keys.get(i as usize) else {
+            return false;
+        };
+        if inner.has(i) {
             return false;
         }
-        match (&k.values, k.words) {
-            (None, None) => true,
-            // Some value of the string is unused with `fixed`: the values of key `i` that
-            // every completion uses up are fewer than all of them.
-            (None, Some(n)) => match self.full_values(i, fixed, used) {
-                None => true,
-                Some(full) => (full.len() as u64) < n,
-            },
-            (Some(vs), _) => vs.iter().any(|v| self.value_ok(i, v, fixed, used)),
+        match (&k.values, k.words, &k.object) {
+            (Some(vs), _, _) => vs.iter().any(|v| self.value_ok(i, v, p, used)),
+            // Some value of the string is unused with the members so far: the values of key
+            // `i` that every completion uses up are fewer than all of them (strings of
+            // `words` are keys of the item itself, never of a nested object).
+            (None, Some(n), _) => {
+                if p.open.is_some() {
+                    return false;
+                }
+                let fixed: Vec<(u32, &[u8])> =
+                    p.fixed.iter().map(|(j, v)| (*j, v.as_slice())).collect();
+                match self.full_values(i, &fixed, used) {
+                    None => true,
+                    Some(full) => (full.len() as u64) < n,
+                }
+            }
+            // Values of other types too: infinitely many completions while one is written
+            // (the nested object's `{` is checked on its own).
+            (None, None, Some(_)) if k.more => true,
+            // A nested object: the item with it begun (`{` read) is alive.
+            (None, None, Some(_)) => self.open_ok(i, p, used),
+            // Infinitely many completions while the value is written.
+            (None, None, None) => true,
         }
     }
 
@@ -323,12 +554,7 @@ impl ItemObject {
             if j as u32 == i || fixed.iter().any(|&(f, _)| f as usize == j) {
                 continue;
             }
-            let n = match (&k.values, k.words) {
-                (Some(vs), _) => vs.len() as u64,
-                (None, Some(n)) => n,
-                (None, None) => return None,
-            };
-            per = per.saturating_mul(n.saturating_add(u64::from(!k.required)));
+            per = per.saturating_mul(choices(k));
         }
         if per == 0 || per > used.len() as u64 {
             return None;
@@ -356,60 +582,72 @@ impl ItemObject {
         Some(full)
     }
 
-    /// Whether key `i` may take value `v` after `fixed`.
-    fn value_ok(
-        &self,
-        i: u32,
-        v: &[u8],
-        fixed: &[(u32, &[u8])],
-        used: &[Vec<(&[u8], &[u8])>],
-    ) -> bool {
-        if fixed.iter().any(|&(j, _)| j == i) {
-            return false;
-        }
-        let mut with = fixed.to_vec();
-        with.push((i, v));
-        self.alive(&with, used)
+    /// Whether the nested object of key `i` of the innermost object of item `p` may begin:
+    /// the item with it begun (`{` read) is alive.
+    fn open_ok(&self, i: u32, p: &Partial, used: &[Vec<(&[u8], &[u8])>]) -> bool {
+        self.edited(p, |o, _| {
+            let free = !o.has(i);
+            o.open = Some((i, Box::default()));
+            free
+        })
+        .is_some_and(|q| self.alive(&q, used))
     }
 
-    /// Whether the object `fixed` may end here.
-    fn end_ok(&self, fixed: &[(u32, &[u8])], used: &[Vec<(&[u8], &[u8])>]) -> bool {
-        let complete = self
-            .keys
+    /// Whether key `i` of the innermost object of item `p` may take value `v` next.
+    fn value_ok(&self, i: u32, v: &[u8], p: &Partial, used: &[Vec<(&[u8], &[u8])>]) -> bool {
+        self.edited(p, |o, _| {
+            let free = !o.has(i);
+            o.fixed.push((i, v.to_vec()));
+            free
+        })
+        .is_some_and(|q| self.alive(&q, used))
+    }
+
+    /// Whether the innermost object of item `p` may end here: every required key of it is
+    /// written, and the item is then alive (for the item itself: no earlier item equals it).
+    fn end_ok(&self, p: &Partial, used: &[Vec<(&[u8], &[u8])>]) -> bool {
+        let Some((inner, keys)) = p.innermost(&self.keys) else {
+            return false;
+        };
+        let complete = keys
             .iter()
             .enumerate()
-            .all(|(i, k)| !k.required || fixed.iter().any(|&(j, _)| j as usize == i));
-        complete
-            && !used
+            .all(|(i, k)| !k.required || inner.has(i as u32));
+        if !complete {
+            return false;
+        }
+        if p.open.is_none() {
+            let fixed: Vec<(u32, &[u8])> =
+                p.fixed.iter().map(|(j, v)| (*j, v.as_slice())).collect();
+            return !used
                 .iter()
-                .any(|u| u.len() == fixed.len() && self.agrees(u, fixed))
+                .any(|u| u.len() == fixed.len() && self.agrees(u, &fixed));
+        }
+        let mut q = p.clone();
+        q.close_innermost(&self.keys) && self.alive(&q, used)
     }
 
-    /// The answer of `check` for the object `fixed` against the earlier items `used`.
-    fn passes(
-        &self,
-        check: ItemCheck,
-        fixed: &[(u32, &[u8])],
-        used: &[Vec<(&[u8], &[u8])>],
-    ) -> bool {
+    /// The answer of `check` for the item `p` against the earlier items `used`.
+    fn passes(&self, check: ItemCheck, p: &Partial, used: &[Vec<(&[u8], &[u8])>]) -> bool {
         match check {
-            ItemCheck::Start | ItemCheck::After | ItemCheck::AfterString(_) => {
-                self.alive(fixed, used)
-            }
-            ItemCheck::Key(i) => self.key_ok(i, fixed, used),
+            ItemCheck::Start | ItemCheck::After | ItemCheck::AfterString(_) => self.alive(p, used),
+            ItemCheck::Key(i) => self.key_ok(i, p, used),
+            ItemCheck::Open(i) => self.open_ok(i, p, used),
             ItemCheck::Value(i, j) => {
-                let Some(v) = self
-                    .keys
-                    .get(i as usize)
-                    .and_then(|k| k.values.as_ref())
-                    .and_then(|vs| vs.get(j as usize))
+                let Some(v) = p
+                    .innermost(&self.keys)
+                    .and_then(|(_, keys)| keys.get(i as usize))
+                    .and_then(|k| k.values.as_ref().unwrap_or(&k.pinned).get(j as usize))
                 else {
                     return false;
                 };
-                self.value_ok(i, v, fixed, used)
+                self.value_ok(i, v, p, used)
             }
-            ItemCheck::More => (0..self.keys.len() as u32).any(|i| self.key_ok(i, fixed, used)),
-            ItemCheck::End => self.end_ok(fixed, used),
+            ItemCheck::More => {
+                let n = p.innermost(&self.keys).map_or(0, |(_, keys)| keys.len());
+                (0..n as u32).any(|i| self.key_ok(i, p, used))
+            }
+            ItemCheck::End => self.end_ok(p, used),
         }
     }
 }
@@ -422,15 +660,14 @@ pub(crate) struct ItemMemo {
     origin: u32,
     pub(super) at: u32,
     start: bool,
-    /// The item's members: key index and canonical value.
-    fixed: Vec<(u32, Vec<u8>)>,
+    /// The item as read so far.
+    item: Partial,
     /// The earlier items' members: decoded key and canonical value.
     used: Vec<Vec<(Vec<u8>, Vec<u8>)>>,
 }
 
 impl ItemMemo {
     fn passes(&self, spec: &ItemObject, check: ItemCheck) -> bool {
-        let fixed: Vec<(u32, &[u8])> = self.fixed.iter().map(|(i, v)| (*i, v.as_slice())).collect();
         let used: Vec<Vec<(&[u8], &[u8])>> = self
             .used
             .iter()
@@ -440,7 +677,7 @@ impl ItemMemo {
                     .collect()
             })
             .collect();
-        spec.passes(check, &fixed, &used)
+        spec.passes(check, &self.item, &used)
     }
 }
 
@@ -479,26 +716,19 @@ impl Chart {
                 return m.passes(spec, check);
             }
         }
-        let members = if start {
-            Vec::new()
+        let item = if start {
+            Partial::default()
         } else {
             self.work += u64::from(at.saturating_sub(origin));
             match self
                 .input
                 .get(origin as usize..at as usize)
-                .and_then(read_members)
+                .and_then(|text| scan_tree(text, 0, &spec.keys, 0))
             {
-                Some(m) => m,
+                Some(p) => p,
                 None => return false,
             }
         };
-        let mut fixed: Vec<(u32, Vec<u8>)> = Vec::with_capacity(members.len());
-        for (k, v) in members {
-            match spec.index(&k) {
-                Some(i) if !fixed.iter().any(|&(j, _)| j == i) => fixed.push((i, v)),
-                _ => return false,
-            }
-        }
         for &array in &arrays {
             let values = if start {
                 self.finite_used(array, at, false)
@@ -527,7 +757,7 @@ impl Chart {
                 origin,
                 at,
                 start,
-                fixed: fixed.clone(),
+                item: item.clone(),
                 used,
             };
             let pass = memo.passes(spec, check);
@@ -716,12 +946,18 @@ mod tests {
                     required: true,
                     values: Some(vec![canon("true"), canon("false")]),
                     words: None,
+                    object: None,
+                    more: false,
+                    pinned: Vec::new(),
                 },
                 ItemKey {
                     name: b"s".to_vec(),
                     required: false,
                     values: None,
                     words: None,
+                    object: None,
+                    more: false,
+                    pinned: Vec::new(),
                 },
             ],
             item: 0,
@@ -742,12 +978,21 @@ mod tests {
     }
 
     #[test]
-    fn read_members_stops_inside_a_member() {
-        let m = read_members(br#"{ "a" : true , "\u0073": "x" , "a"  :  "#).unwrap();
+    fn scan_members_stops_inside_a_member() {
+        let (m, stop) = scan_members(br#"{ "a" : true , "\u0073": "x" , "a"  :  "#).unwrap();
         assert_eq!(m.len(), 2);
         assert_eq!(m[1].0, b"s");
         assert_eq!(m[1].1, canon(r#""x""#));
-        assert_eq!(read_members(b"[").map(|m| m.len()), None);
+        assert!(matches!(stop, Stop::BeforeValue(k, _) if k == b"a"));
+        assert!(scan_members(b"[").is_none());
+    }
+
+    /// An item of members `fixed` (no nested object being written).
+    fn flat(fixed: &[(u32, &[u8])]) -> Partial {
+        Partial {
+            fixed: fixed.iter().map(|&(i, v)| (i, v.to_vec())).collect(),
+            open: None,
+        }
     }
 
     #[test]
@@ -763,16 +1008,93 @@ mod tests {
         ];
         let used: Vec<_> = objs.iter().map(|c| canonical_members(c).unwrap()).collect();
         // `s` unwritten: infinitely many completions.
-        assert!(s.alive(&[(0, &t)], &used));
+        assert!(s.alive(&flat(&[(0, &t)]), &used));
         // `s` fixed to "x": both values of `a` used with it.
-        assert!(!s.alive(&[(1, &x)], &used));
-        assert!(!s.key_ok(0, &[(1, &x)], &used));
-        assert!(!s.passes(ItemCheck::More, &[(1, &x)], &used));
+        assert!(!s.alive(&flat(&[(1, &x)]), &used));
+        assert!(!s.key_ok(0, &flat(&[(1, &x)]), &used));
+        assert!(!s.passes(ItemCheck::More, &flat(&[(1, &x)]), &used));
         // `{"a": true}` is used, `{"a": false}` is not.
-        assert!(!s.end_ok(&[(0, &t)], &used));
-        assert!(s.end_ok(&[(0, &f)], &used));
+        assert!(!s.end_ok(&flat(&[(0, &t)]), &used));
+        assert!(s.end_ok(&flat(&[(0, &f)]), &used));
         // `{"s": "x"}` lacks the required `a`.
-        assert!(!s.end_ok(&[(1, &x)], &used));
-        assert!(s.passes(ItemCheck::Value(0, 1), &[], &used));
+        assert!(!s.end_ok(&flat(&[(1, &x)]), &used));
+        assert!(s.passes(ItemCheck::Value(0, 1), &flat(&[]), &used));
+    }
+
+    /// `{"s": string, "m": {"t": string, "b": boolean}}`, `s` and `m` required, `t` required.
+    fn nested_spec() -> ItemObject {
+        let mut s = spec();
+        s.keys[0].required = true;
+        s.keys[0].name = b"s".to_vec();
+        s.keys[0].values = None;
+        s.keys[1] = ItemKey {
+            name: b"m".to_vec(),
+            required: true,
+            values: None,
+            words: None,
+            more: false,
+            pinned: Vec::new(),
+            object: Some(vec![
+                ItemKey {
+                    name: b"t".to_vec(),
+                    required: true,
+                    values: None,
+                    words: None,
+                    object: None,
+                    more: false,
+                    pinned: Vec::new(),
+                },
+                ItemKey {
+                    name: b"b".to_vec(),
+                    required: false,
+                    values: Some(vec![canon("true"), canon("false")]),
+                    words: None,
+                    object: None,
+                    more: false,
+                    pinned: Vec::new(),
+                },
+            ]),
+        };
+        s
+    }
+
+    #[test]
+    fn a_nested_object_is_read_and_counted() {
+        let s = nested_spec();
+        let text = br#"{"s": "x", "m": { "b": true, "t": "y" "#;
+        let p = scan_tree(text, 0, &s.keys, 0).unwrap();
+        assert_eq!(p.fixed, vec![(0, canon(r#""x""#))]);
+        let (inner, keys) = p.innermost(&s.keys).unwrap();
+        assert_eq!(keys.len(), 2);
+        assert_eq!(inner.fixed, vec![(1, canon("true")), (0, canon(r#""y""#))]);
+        // Every key of the item written or being written, the nested one full: one
+        // completion, `{"s": "x", "m": {"b": true, "t": "y"}}`.
+        assert_eq!(completions(&s.keys, &p), 1);
+        let objs = [
+            canon(r#"{"m": {"t": "y", "b": true}, "s": "x"}"#),
+            canon(r#"{"s": "x", "m": {"t": "y", "b": false}}"#),
+        ];
+        let used: Vec<_> = objs.iter().map(|c| canonical_members(c).unwrap()).collect();
+        assert!(!s.alive(&p, &used));
+        assert!(!s.end_ok(&p, &used));
+        assert!(s.alive(&p, &used[1..]));
+        assert!(s.end_ok(&p, &used[1..]));
+        // Before `"b"`: `{"t": "y"}` is free, and `b: false` is used, `b: true` not (of the
+        // first item alone).
+        let p = scan_tree(br#"{"s": "x", "m": {"t": "y", "#, 0, &s.keys, 0).unwrap();
+        assert_eq!(completions(&s.keys, &p), 3);
+        assert!(s.passes(ItemCheck::More, &p, &used[..1]));
+        assert!(s.passes(ItemCheck::Key(1), &p, &used[..1]));
+        assert!(!s.passes(ItemCheck::Value(1, 0), &p, &used[..1]));
+        assert!(s.passes(ItemCheck::Value(1, 1), &p, &used[..1]));
+        // With both used, only `{"t": "y"}` is left: the end, not `b`.
+        assert!(!s.passes(ItemCheck::Key(1), &p, &used));
+        assert!(!s.passes(ItemCheck::More, &p, &used));
+        assert!(s.passes(ItemCheck::End, &p, &used));
+        // Before the nested object, `s` written: infinitely many `t`.
+        let p = scan_tree(br#"{"s": "x", "#, 0, &s.keys, 0).unwrap();
+        assert!(s.passes(ItemCheck::Key(1), &p, &used));
+        // A key of the item inside the nested object: not a member of it.
+        assert!(scan_tree(br#"{"m": {"s": "x", "#, 0, &s.keys, 0).is_none());
     }
 }

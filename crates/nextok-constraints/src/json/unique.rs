@@ -17,9 +17,10 @@
 //! never narrows to finitely many words). Domains with `null`, booleans, numbers, enums or
 //! unions are split first (`unique_split`: values a prefix pins down are predicted only while
 //! unused). Objects closed by `additionalProperties: false` are exact when every property is
-//! finite or unbounded at every prefix (`unique_objects`), as the items or as the one object
-//! type of a union beside infinitely many other values (`unique_split`); others are refused,
-//! naming the property. Strings with a prefix of finitely many completions beside other item types are a
+//! finite, unbounded at every prefix or a nested closed object of such properties
+//! (`unique_objects`: the item's completions are counted through the nested objects), as the
+//! items or as the one object type of a union beside infinitely many other values
+//! (`unique_split`); others are refused, naming the property. Strings with a prefix of finitely many completions beside other item types are a
 //! guarded string item of their own (`unique_split`). Domains with a prefix of finitely many
 //! completions left over (`maxLength` inside objects, patterns with finite branches inside
 //! arrays) are refused by name.
@@ -362,8 +363,9 @@ impl Compiler<'_> {
     /// (`additionalProperties` not false, no `maxProperties`, `propertyNames` or
     /// `patternProperties`; a `oneOf` or `anyOf` of `required` alone, which members of fresh
     /// names never change); arrays that always take one more item (no `maxItems`, items not
-    /// false, their own `uniqueItems` over such a domain or over strings of at least
-    /// `u64::MAX` values, whose own guards keep every item prefix completable); `anyOf` of such branches. `null`,
+    /// false, their own `uniqueItems` over such a domain, over strings of at least `u64::MAX`
+    /// values or over closed objects of infinitely many values, whose own guards keep every
+    /// item prefix completable); `anyOf` of such branches. `null`,
     /// booleans and integers (`0` has no other completion by value), enums and bounded
     /// numbers are finite at some prefix.
     pub(super) fn prefix_unbounded(
@@ -482,11 +484,19 @@ impl Compiler<'_> {
             let inner_path = format!("{ip}/items");
             if a.unique_items {
                 if let Err(e) = self.prefix_unbounded(&inner, path, &inner_path, depth + 1) {
-                    // Strings of at least `u64::MAX` values (a GUID's pattern): the array
-                    // can always take one more of them, and no input holds that many items.
+                    // Strings of at least `u64::MAX` values (a GUID's pattern), or closed
+                    // objects of infinitely many values: the array can always take one more
+                    // of them (no input holds `u64::MAX` items), and the objects' own checks
+                    // keep every prefix of an item completable.
                     let inner = self.resolve_bare(&inner, &inner_path)?;
                     match super::unique_objects::finite_string(&inner, &inner_path)? {
                         Some(content) if count_words(&content) == u64::MAX => {}
+                        _ if self.infinite_closed_objects(
+                            &inner,
+                            path,
+                            &inner_path,
+                            depth + 1,
+                        )? => {}
                         _ => return Err(e),
                     }
                 }

@@ -4,26 +4,49 @@
 //!
 //! Taken when the item (or the one object type of an item union, `unique_split`, which then
 //! leaves out the check before the `,`) is `type: object` with `properties`, `required` and
-//! `additionalProperties: false` alone, and every property's value is either of finitely many
-//! values (`enum`/`const` with `type`, booleans, `null`), or of a domain where every proper
-//! prefix has infinitely many completions into distinct values (`prefix_unbounded`), an
-//! integer whose digits are such (checked after the digits, before a `.0…`), or a string of
-//! string keywords alone with finitely many completions at some state of its automaton
-//! (checked while it is read, against the values of it that agreeing earlier items use up:
-//! `ItemCheck::AfterString`). Any other
-//! property (integers, bounded strings, closed objects inside, ...) is refused by name, and
-//! objects with other keywords stay with the general path (which refuses closed ones).
+//! `additionalProperties: false` alone, and every property's value is
+//!
+//! - of finitely many values: `enum`/`const` with `type`, booleans, `null`, or arrays of such
+//!   values made finitely many by `uniqueItems` or `maxItems` (at most
+//!   [`MAX_FINITE_ARRAYS`] of them, each a value of its own, as chrome-manifest's
+//!   `event_types`);
+//! - of a domain where every proper prefix has infinitely many completions into distinct
+//!   values (`prefix_unbounded`; among them `uniqueItems` arrays of closed objects of
+//!   infinitely many values, SARIF's `locations`, which can always take one more item while
+//!   their own checks keep every item completable; one property of infinitely many values
+//!   decides that, so a recursive item such as SARIF's `node` needs no more);
+//! - an integer whose digits are such (checked after the digits, before a `.0…`), the
+//!   few values behind a prefix of finitely many completions set apart, each checked before
+//!   it begins as a finite key's values are (`-1` and `-0` of `minimum: -1`, whose `-` has
+//!   no other completions);
+//! - a string of string keywords alone with finitely many completions at some state of its
+//!   automaton, as a key of the item itself (checked while it is read, against the values of
+//!   it that agreeing earlier items use up: `ItemCheck::AfterString`);
+//! - or a nested closed object of the same kind (no such strings in it), up to
+//!   [`MAX_NESTED`] deep, alone or in an `anyOf` beside branches of other types that are
+//!   unbounded at every prefix (expo's `intentFilters.data`, an object or an array).
+//!
+//! A nested object is the reason the property-level test was too strong: its prefix
+//! `{"formatId": "f", "arguments": []` has one completion, yet the item around it may have
+//! infinitely many (a free key not written yet), or none unused. What decides is the *item's*
+//! completions, so the nested object's members are written as the item's own rules (every one
+//! starting at the item's `{`), guarded as the item's members are, and the run-time check
+//! (`grammar::unique_objects`) counts the item's completions through the nested objects
+//! being written: it refuses exactly the prefixes whose every completion is an earlier item.
+//! Any other property (bounded numbers, unions of several objects or of integers and other
+//! types, objects with `dependentRequired` or `anyOf` of `required`, ...) is refused by name,
+//! and objects with other keywords stay with the general path (which refuses closed ones).
 
 use serde_json::Value;
 
 use super::algebra::normalize;
 use super::compile::Compiler;
-use super::number::number_dfa;
+use super::number::{number_dfa, Decimal};
 use super::schema::{compact, invalid, json_eq, unsupported, Node, Schema, TypeSet};
 use super::string::{is_long, string_content, without_strings};
 use super::unique::{count_words, unbounded, STRING_KEYWORDS};
-use crate::dfa::Dfa;
-use crate::grammar::{canonical_value, Guard, ItemCheck, ItemKey, ItemObject, Sym};
+use crate::dfa::{Dfa, DEAD};
+use crate::grammar::{canonical_value, total_objects, Guard, ItemCheck, ItemKey, ItemObject, Sym};
 use crate::Error;
 
 /// How a property's value is written in the item's rules.
@@ -34,12 +57,36 @@ enum Domain {
     Unbounded(Schema),
     /// A string whose automaton (the decoded content here) has finitely many completions at
     /// some state: its terminal, then `AfterString`, the terminal checked while it is read.
+    /// Only a key of the item itself (the check reads the item's own members).
     FiniteString(Dfa),
     /// Integers: the spellings without a fraction (`digits`, infinitely many completions
     /// below every proper prefix), then `After`, then optionally `.0…` (the same value): the
-    /// check comes before the `.`, whose completions are that one value.
-    Integer(Dfa),
+    /// check comes before the `.`, whose completions are that one value. Beside them, the
+    /// values some proper prefix of whose spellings has finitely many completions (at most
+    /// [`MAX_PINNED`]), each with its spellings, written as a finite key's values are.
+    Integer(Dfa, Vec<(Value, Dfa)>),
+    /// A nested closed object (`type: object`, `properties`, `required` and
+    /// `additionalProperties: false` alone) whose own properties are such domains (no
+    /// `FiniteString`): its members are rules of the item's own, guarded as the item's are.
+    /// With `Some`, the property is an `anyOf` of that object and other branches (their
+    /// `anyOf`, here) of infinitely many values below every proper prefix, none of them an
+    /// object: those are written as `Unbounded`, and the object's `{` is checked on its own.
+    Object(Vec<Key>, Option<Schema>),
 }
+
+/// One property of a closed object of the item.
+struct Key {
+    name: String,
+    required: bool,
+    domain: Domain,
+}
+
+/// The most arrays a property of arrays of finitely many values may have to be taken as a
+/// finite domain (each array its own guarded rule).
+const MAX_FINITE_ARRAYS: usize = 4096;
+
+/// How deep closed objects may nest inside an item.
+const MAX_NESTED: usize = 8;
 
 impl Compiler<'_> {
     /// For a `uniqueItems` array whose items `items` (normalised) are closed objects as the
@@ -47,8 +94,9 @@ impl Compiler<'_> {
     /// before the `,` of every further item ([`ItemCheck::Start`]), and whether the objects
     /// are infinitely many (at least `u64::MAX`: the guard then always passes). `None` when the items are
     /// not such objects (the caller's path refuses or takes them); an error when they are
-    /// closed objects with a property neither finite nor unbounded at every prefix, or when
-    /// `minItems` asks for more items than a finite object domain holds.
+    /// closed objects with a property neither finite nor unbounded at every prefix nor a
+    /// nested closed object of such properties, or when `minItems` asks for more items than
+    /// a finite object domain holds.
     pub(super) fn unique_closed_objects(
         &mut self,
         items: &Schema,
@@ -56,79 +104,15 @@ impl Compiler<'_> {
         path: &str,
         ip: &str,
     ) -> Result<Option<(Sym, Sym, bool)>, Error> {
-        let Schema::Node(n) = items else {
+        let Some(n) = self.closed_object(items, ip)? else {
             return Ok(None);
         };
-        if n.types != Some(TypeSet::OBJECT)
-            || !n.only(&["type", "properties", "required", "additionalProperties"])
-        {
-            return Ok(None);
-        }
-        let Some(ap) = &n.object.additional_properties else {
+        let Some(keys) = self.closed_keys(&n, path, ip, 0, 1)? else {
             return Ok(None);
         };
-        if normalize(self.table, ap, &format!("{ip}/additionalProperties"), 0)? != Schema::Never {
-            return Ok(None);
-        }
-        let required = n.object.required.clone().unwrap_or_default();
-        let mut keys: Vec<(String, bool, Domain)> = Vec::new();
-        for (name, s) in n.object.properties.iter().flatten() {
-            let pp = format!("{ip}/properties/{name}");
-            let s = self.resolve_bare(s, &pp)?;
-            let is_required = required.contains(name);
-            let integer = match finite_values(&s) {
-                Some(_) => None,
-                None => integer_digits(&s, &pp)?,
-            };
-            let domain = match (finite_values(&s), integer) {
-                (Some(vs), _) => Domain::Finite(vs),
-                (None, Some(digits)) => Domain::Integer(digits),
-                (None, None) => {
-                    if self.prefix_unbounded(&s, path, &pp, 1).is_err() {
-                        if let Some(content) = finite_string(&s, &pp)? {
-                            if content.is_empty_language() {
-                                if is_required {
-                                    return Ok(None);
-                                }
-                                continue;
-                            }
-                            keys.push((name.clone(), is_required, Domain::FiniteString(content)));
-                            continue;
-                        }
-                        return Err(unsupported(
-                            format!(
-                                "uniqueItems (objects without additional properties: property \
-                                 `{name}` has finitely many completions of some prefix but is \
-                                 not a finite set of values)"
-                            ),
-                            path,
-                        ));
-                    }
-                    Domain::Unbounded(s)
-                }
-            };
-            if matches!(&domain, Domain::Finite(vs) if vs.is_empty()) {
-                if is_required {
-                    // No object can be written: the array can only be empty.
-                    return Ok(None);
-                }
-                continue;
-            }
-            keys.push((name.clone(), is_required, domain));
-        }
-        if required
-            .iter()
-            .any(|r| !keys.iter().any(|(name, _, _)| name == r))
-        {
-            return Ok(None);
-        }
+        let spec_keys = spec_keys(&keys, ip)?;
         // A finite object domain may run out of objects before `minItems` is reached.
-        let finite = |d: &Domain| match d {
-            Domain::Finite(_) => true,
-            Domain::FiniteString(content) => count_words(content) < u64::MAX,
-            _ => false,
-        };
-        let infinite = !keys.iter().all(|(_, _, d)| finite(d));
+        let infinite = total_objects(&spec_keys) == u64::MAX;
         if min_items > 1 && !infinite {
             return Err(unsupported(
                 "uniqueItems (objects of finitely many values without additional properties, \
@@ -136,111 +120,14 @@ impl Compiler<'_> {
                 path,
             ));
         }
-        let mut spec_keys = Vec::with_capacity(keys.len());
-        for (name, req, d) in &keys {
-            let values = match d {
-                Domain::Finite(vs) => {
-                    let mut c = Vec::with_capacity(vs.len());
-                    for v in vs {
-                        c.push(canonical_value(compact(v).as_bytes()).ok_or_else(|| {
-                            invalid(ip, "internal: an enum value that is not JSON")
-                        })?);
-                    }
-                    Some(c)
-                }
-                Domain::Unbounded(_) | Domain::Integer(_) | Domain::FiniteString(_) => None,
-            };
-            let words = match d {
-                Domain::FiniteString(content) => Some(count_words(content)),
-                _ => None,
-            };
-            spec_keys.push(ItemKey {
-                name: name.as_bytes().to_vec(),
-                required: *req,
-                values,
-                words,
-            });
-        }
         let spec = self.b.item_object(ItemObject {
             keys: spec_keys,
             item: 0,
         });
-        let guard = |check| Guard::Item { spec, check };
-        let empty_guarded = |c: &mut Compiler<'_>, name: &str, check: ItemCheck| {
-            let nt = c.b.nt(name);
-            c.b.rule(nt, Vec::new());
-            c.b.guard_prediction(nt, guard(check));
-            Sym::Nt(nt)
-        };
-        let (lb, rb, comma, colon) = (self.lit("{"), self.lit("}"), self.lit(","), self.lit(":"));
+        let (lb, rb) = (self.lit("{"), self.lit("}"));
         let ws: Vec<Sym> = self.ws.into_iter().collect();
-        // Per key, the ways to write its member after `K_i`: key, `:`, then a value.
-        let mut tails: Vec<Vec<Sym>> = Vec::new();
-        for (i, (name, _, d)) in keys.iter().enumerate() {
-            let i = i as u32;
-            let k = empty_guarded(self, "item key", ItemCheck::Key(i));
-            let key = self.string_terminal(&crate::dfa::Dfa::literal(name.as_bytes()))?;
-            let mut head = vec![k, key];
-            head.extend(&ws);
-            head.push(colon);
-            head.extend(&ws);
-            let pp = format!("{ip}/properties/{name}");
-            match d {
-                Domain::Finite(vs) => {
-                    for (j, v) in vs.iter().enumerate() {
-                        let value = self.const_value(v, &pp)?;
-                        let f = self.b.nt(format!("{path} item value {i} {j}"));
-                        self.b.rule(f, vec![value]);
-                        self.b
-                            .guard_prediction(f, guard(ItemCheck::Value(i, j as u32)));
-                        let mut t = head.clone();
-                        t.push(Sym::Nt(f));
-                        tails.push(t);
-                    }
-                }
-                Domain::Unbounded(s) => {
-                    let value = self.schema(s, &pp)?;
-                    let after = empty_guarded(self, "item after", ItemCheck::After);
-                    let mut t = head;
-                    t.extend([value, after]);
-                    tails.push(t);
-                }
-                Domain::FiniteString(content) => {
-                    let value = self.string_terminal(content)?;
-                    let after = empty_guarded(self, "item after", ItemCheck::AfterString(i));
-                    let mut t = head;
-                    t.extend([value, after]);
-                    tails.push(t);
-                }
-                Domain::Integer(digits) => {
-                    let value = self.b.terminal(digits.clone())?;
-                    let zeros = self.b.regex(r"\.0+")?;
-                    let after = empty_guarded(self, "item after", ItemCheck::After);
-                    let mut t = head.clone();
-                    t.extend([value, after]);
-                    tails.push(t);
-                    let mut t = head;
-                    t.extend([value, after, zeros]);
-                    tails.push(t);
-                }
-            }
-        }
-        let more = empty_guarded(self, "item more", ItemCheck::More);
-        let end = empty_guarded(self, "item end", ItemCheck::End);
-        // list: `{` and members, every rule starting at the `{` (left recursion).
-        let list = self.b.nt(format!("{path} item members"));
-        for t in &tails {
-            let mut r = vec![lb];
-            r.extend(&ws);
-            r.extend(t);
-            self.b.rule(list, r);
-            let mut r = vec![Sym::Nt(list)];
-            r.extend(&ws);
-            r.extend([more, comma]);
-            r.extend(&ws);
-            r.extend(t);
-            self.b.rule(list, r);
-        }
+        let list = self.item_members(spec, &keys, lb, path, ip)?;
+        let end = self.item_guard(spec, "item end", ItemCheck::End);
         let object = self.b.nt(format!("{path} item object"));
         let mut r = vec![lb];
         r.extend(&ws);
@@ -258,17 +145,457 @@ impl Compiler<'_> {
         if let Sym::Nt(g) = item {
             self.b.set_item_object_item(spec, g);
         }
-        let start = empty_guarded(self, "item start", ItemCheck::Start);
+        let start = self.item_guard(spec, "item start", ItemCheck::Start);
         Ok(Some((item, start, infinite)))
     }
+
+    /// `s` (through bare references) when it is a closed object as items and nested
+    /// objects must be: `type: object` with `properties`, `required` and
+    /// `additionalProperties: false` alone.
+    fn closed_object(&self, s: &Schema, ip: &str) -> Result<Option<Node>, Error> {
+        let Schema::Node(n) = self.resolve_bare(s, ip)? else {
+            return Ok(None);
+        };
+        if n.types != Some(TypeSet::OBJECT)
+            || !n.only(&["type", "properties", "required", "additionalProperties"])
+        {
+            return Ok(None);
+        }
+        let Some(ap) = &n.object.additional_properties else {
+            return Ok(None);
+        };
+        if normalize(self.table, ap, &format!("{ip}/additionalProperties"), 0)? != Schema::Never {
+            return Ok(None);
+        }
+        Ok(Some((*n).clone()))
+    }
+
+    /// The properties of closed object `n` (at `ip`, `depth` objects deep in the item, its
+    /// values `nesting` deep in `prefix_unbounded`'s count) as domains; `None` when no object
+    /// can be written (a required property without values).
+    fn closed_keys(
+        &self,
+        n: &Node,
+        path: &str,
+        ip: &str,
+        depth: usize,
+        nesting: usize,
+    ) -> Result<Option<Vec<Key>>, Error> {
+        let required = n.object.required.clone().unwrap_or_default();
+        let mut keys: Vec<Key> = Vec::new();
+        for (name, s) in n.object.properties.iter().flatten() {
+            let pp = format!("{ip}/properties/{name}");
+            let s = self.resolve_bare(s, &pp)?;
+            let is_required = required.contains(name);
+            let finite = match finite_values(&s) {
+                Some(vs) => Some(vs),
+                None => self.finite_arrays(&s, &pp)?,
+            };
+            let integer = match finite {
+                Some(_) => None,
+                None => integer_digits(&s, &pp)?,
+            };
+            let domain = match (finite, integer) {
+                (Some(vs), _) if vs.is_empty() => None,
+                (Some(vs), _) => Some(Domain::Finite(vs)),
+                (None, Some((digits, pinned))) => Some(Domain::Integer(digits, pinned)),
+                (None, None) => match self.prefix_unbounded(&s, path, &pp, nesting) {
+                    Ok(()) => Some(Domain::Unbounded(s)),
+                    Err(_) => self.bounded_domain(&s, name, path, &pp, depth, nesting)?,
+                },
+            };
+            match domain {
+                Some(domain) => keys.push(Key {
+                    name: name.clone(),
+                    required: is_required,
+                    domain,
+                }),
+                // No value: the property is never written, and the object never either when
+                // it is required.
+                None if is_required => return Ok(None),
+                None => {}
+            }
+        }
+        if required.iter().any(|r| !keys.iter().any(|k| &k.name == r)) {
+            return Ok(None);
+        }
+        Ok(Some(keys))
+    }
+
+    /// The domain of property `name` (schema `s` at `pp`) of a closed object `depth` deep in
+    /// the item, when it is neither finite nor unbounded at every prefix: a string with
+    /// finitely many completions at some state (a key of the item itself), or a nested closed
+    /// object; `None` when it has no value; otherwise the refusal, naming the property.
+    fn bounded_domain(
+        &self,
+        s: &Schema,
+        name: &str,
+        path: &str,
+        pp: &str,
+        depth: usize,
+        nesting: usize,
+    ) -> Result<Option<Domain>, Error> {
+        if depth == 0 {
+            if let Some(content) = finite_string(s, pp)? {
+                if content.is_empty_language() {
+                    return Ok(None);
+                }
+                return Ok(Some(Domain::FiniteString(content)));
+            }
+        }
+        if depth < MAX_NESTED {
+            if let Some(n) = self.closed_object(s, pp)? {
+                return Ok(self
+                    .closed_keys(&n, path, pp, depth + 1, nesting + 1)?
+                    .map(|keys| Domain::Object(keys, None)));
+            }
+            // An `anyOf` of one closed object and branches of other types, unbounded at every
+            // prefix (the object's own values then need no count: the key has infinitely many).
+            if let Schema::Node(u) = s {
+                if let (Some(branches), true) = (&u.any_of, u.only(&["anyOf"])) {
+                    let mut object = None;
+                    let mut others = Vec::new();
+                    for (i, b) in branches.iter().enumerate() {
+                        let bp = format!("{pp}/anyOf/{i}");
+                        let b = self.resolve_bare(b, &bp)?;
+                        match self.closed_object(&b, &bp)? {
+                            Some(n) if object.is_none() => object = Some((n, bp)),
+                            _ => {
+                                let not_object = matches!(&b, Schema::Node(n)
+                                    if n.types.is_some_and(|t| !t.has(TypeSet::OBJECT)));
+                                if !not_object
+                                    || self.prefix_unbounded(&b, path, &bp, nesting).is_err()
+                                {
+                                    object = None;
+                                    break;
+                                }
+                                others.push(b);
+                            }
+                        }
+                    }
+                    if let Some((n, bp)) = object {
+                        let rest = Schema::node(Node {
+                            any_of: Some(others),
+                            ..Node::default()
+                        });
+                        if let Some(keys) =
+                            self.closed_keys(&n, path, &bp, depth + 1, nesting + 1)?
+                        {
+                            return Ok(Some(Domain::Object(keys, Some(rest))));
+                        }
+                        return Ok(Some(Domain::Unbounded(rest)));
+                    }
+                }
+            }
+        }
+        Err(unsupported(
+            format!(
+                "uniqueItems (objects without additional properties: property `{name}` has \
+                 finitely many completions of some prefix but is not a finite set of values \
+                 nor a closed object of such properties)"
+            ),
+            path,
+        ))
+    }
+
+    /// The values of array schema `s` (at `pp`) when they are few (at most
+    /// [`MAX_FINITE_ARRAYS`]) and `s` says nothing but `items` of finitely many values
+    /// (`finite_values`), `minItems`, and `uniqueItems` or `maxItems` (which make the arrays
+    /// finitely many): every array of them, distinct JSON values, as a finite domain.
+    fn finite_arrays(&self, s: &Schema, pp: &str) -> Result<Option<Vec<Value>>, Error> {
+        let Schema::Node(n) = s else {
+            return Ok(None);
+        };
+        if n.types != Some(TypeSet::ARRAY)
+            || !n.only(&["type", "items", "uniqueItems", "minItems", "maxItems"])
+        {
+            return Ok(None);
+        }
+        let a = &n.array;
+        let Some(items) = &a.items else {
+            return Ok(None);
+        };
+        let Some(values) = finite_values(&self.resolve_bare(items, &format!("{pp}/items"))?) else {
+            return Ok(None);
+        };
+        let longest = match (a.unique_items, a.max_items) {
+            (true, max) => max.unwrap_or(usize::MAX).min(values.len()),
+            (false, Some(max)) => max,
+            (false, None) => return Ok(None),
+        };
+        let shortest = a.min_items.unwrap_or(0);
+        let mut out: Vec<Value> = Vec::new();
+        // Depth-first over the arrays, the shortest first at every prefix.
+        let mut stack: Vec<Vec<usize>> = vec![Vec::new()];
+        while let Some(picks) = stack.pop() {
+            if picks.len() >= shortest {
+                if out.len() == MAX_FINITE_ARRAYS {
+                    return Ok(None);
+                }
+                out.push(Value::Array(
+                    picks.iter().map(|&i| values[i].clone()).collect(),
+                ));
+            }
+            if picks.len() < longest {
+                for i in (0..values.len()).rev() {
+                    if !(a.unique_items && picks.contains(&i)) {
+                        let mut next = picks.clone();
+                        next.push(i);
+                        stack.push(next);
+                    }
+                }
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// A guard of item object `spec` at `check`: an empty nonterminal, checked when it is
+    /// predicted.
+    fn item_guard(&mut self, spec: u32, name: &str, check: ItemCheck) -> Sym {
+        let nt = self.b.nt(name);
+        self.b.rule(nt, Vec::new());
+        self.b.guard_prediction(nt, Guard::Item { spec, check });
+        Sym::Nt(nt)
+    }
+
+    /// The rules of the members of one closed object of the item (of keys `keys`, at `ip`),
+    /// after `open`, whose text runs from the item's `{` to this object's `{`: returns
+    /// `list`, that text and one or more members (every rule starting at the item's `{`, the
+    /// origin of every guard). A member whose value is a nested object is written as that
+    /// object's own members, after `open_k` (the members so far, the key, `:` and `{`), and
+    /// the nested object's `End` and `}` complete it:
+    ///
+    /// ```text
+    /// list   -> open K_i key_i ":" V_i | list More "," K_i key_i ":" V_i
+    /// open_k -> open K_k key_k ":" "{" | list More "," K_k key_k ":" "{"
+    /// list   -> open_k End "}" | list_k End "}"
+    /// ```
+    fn item_members(
+        &mut self,
+        spec: u32,
+        keys: &[Key],
+        open: Sym,
+        path: &str,
+        ip: &str,
+    ) -> Result<u32, Error> {
+        let (lb, rb, comma, colon) = (self.lit("{"), self.lit("}"), self.lit(","), self.lit(":"));
+        let ws: Vec<Sym> = self.ws.into_iter().collect();
+        let list = self.b.nt(format!("{path} item members"));
+        let more = self.item_guard(spec, "item more", ItemCheck::More);
+        // The two ways to come to a member: the first one after `open`, or after `list`.
+        let mut first = vec![open];
+        first.extend(&ws);
+        let mut next = vec![Sym::Nt(list)];
+        next.extend(&ws);
+        next.extend([more, comma]);
+        next.extend(&ws);
+        let befores = [first, next];
+        for (i, key) in keys.iter().enumerate() {
+            let i = i as u32;
+            let name = &key.name;
+            let k = self.item_guard(spec, "item key", ItemCheck::Key(i));
+            let key_t = self.string_terminal(&Dfa::literal(name.as_bytes()))?;
+            let mut head = vec![k, key_t];
+            head.extend(&ws);
+            head.push(colon);
+            head.extend(&ws);
+            let pp = format!("{ip}/properties/{name}");
+            let mut tails: Vec<Vec<Sym>> = Vec::new();
+            match &key.domain {
+                Domain::Finite(vs) => {
+                    for (j, v) in vs.iter().enumerate() {
+                        let value = self.const_value(v, &pp)?;
+                        let f = self.b.nt(format!("{path} item value {i} {j}"));
+                        self.b.rule(f, vec![value]);
+                        self.b.guard_prediction(
+                            f,
+                            Guard::Item {
+                                spec,
+                                check: ItemCheck::Value(i, j as u32),
+                            },
+                        );
+                        let mut t = head.clone();
+                        t.push(Sym::Nt(f));
+                        tails.push(t);
+                    }
+                }
+                Domain::Unbounded(s) => {
+                    let value = self.schema(s, &pp)?;
+                    let after = self.item_guard(spec, "item after", ItemCheck::After);
+                    let mut t = head;
+                    t.extend([value, after]);
+                    tails.push(t);
+                }
+                Domain::FiniteString(content) => {
+                    let value = self.string_terminal(content)?;
+                    let after = self.item_guard(spec, "item after", ItemCheck::AfterString(i));
+                    let mut t = head;
+                    t.extend([value, after]);
+                    tails.push(t);
+                }
+                Domain::Integer(digits, pinned) => {
+                    for (j, (_, spellings)) in pinned.iter().enumerate() {
+                        let value = self.b.terminal(spellings.clone())?;
+                        let f = self.b.nt(format!("{path} item value {i} {j}"));
+                        self.b.rule(f, vec![value]);
+                        self.b.guard_prediction(
+                            f,
+                            Guard::Item {
+                                spec,
+                                check: ItemCheck::Value(i, j as u32),
+                            },
+                        );
+                        let mut t = head.clone();
+                        t.push(Sym::Nt(f));
+                        tails.push(t);
+                    }
+                    let value = self.b.terminal(digits.clone())?;
+                    let zeros = self.b.regex(r"\.0+")?;
+                    let after = self.item_guard(spec, "item after", ItemCheck::After);
+                    let mut t = head.clone();
+                    t.extend([value, after]);
+                    tails.push(t);
+                    let mut t = head;
+                    t.extend([value, after, zeros]);
+                    tails.push(t);
+                }
+                Domain::Object(sub, rest) => {
+                    let open_k = self.b.nt(format!("{path} item nested {name}"));
+                    let mut opening = head.clone();
+                    if let Some(rest) = rest {
+                        let value = self.schema(rest, &pp)?;
+                        let after = self.item_guard(spec, "item after", ItemCheck::After);
+                        let mut t = head.clone();
+                        t.extend([value, after]);
+                        for b in &befores {
+                            let mut r = b.clone();
+                            r.extend(&t);
+                            self.b.rule(list, r);
+                        }
+                        opening.push(self.item_guard(spec, "item open", ItemCheck::Open(i)));
+                    }
+                    opening.push(lb);
+                    for b in &befores {
+                        let mut r = b.clone();
+                        r.extend(&opening);
+                        self.b.rule(open_k, r);
+                    }
+                    let sub_list = self.item_members(spec, sub, Sym::Nt(open_k), path, &pp)?;
+                    let end = self.item_guard(spec, "item end", ItemCheck::End);
+                    for from in [open_k, sub_list] {
+                        let mut r = vec![Sym::Nt(from)];
+                        r.extend(&ws);
+                        r.extend([end, rb]);
+                        self.b.rule(list, r);
+                    }
+                }
+            }
+            for t in &tails {
+                for b in &befores {
+                    let mut r = b.clone();
+                    r.extend(t);
+                    self.b.rule(list, r);
+                }
+            }
+        }
+        Ok(list)
+    }
+}
+
+impl Compiler<'_> {
+    /// Whether `s` (at `ip`, `nesting` deep in `prefix_unbounded`) is a closed object as
+    /// items may be (the module's kind) with a property of infinitely many values (unbounded
+    /// at every prefix, strings of at least `u64::MAX` values, integers of `integer_digits`,
+    /// or such closed objects, up to 8 deep): a `uniqueItems` array of
+    /// such items can always take one more, its own checks keeping every item's prefixes
+    /// completable (or refusing the schema, when the objects are not all of the kind the
+    /// checks take, or none can be written). Properties are not looked into further, so that
+    /// a recursive item (SARIF's `node` and its `children`) is decided by another property.
+    pub(super) fn infinite_closed_objects(
+        &self,
+        s: &Schema,
+        path: &str,
+        ip: &str,
+        nesting: usize,
+    ) -> Result<bool, Error> {
+        let Some(n) = self.closed_object(s, ip)? else {
+            return Ok(false);
+        };
+        for (name, p) in n.object.properties.iter().flatten() {
+            let pp = format!("{ip}/properties/{name}");
+            let p = self.resolve_bare(p, &pp)?;
+            if self.prefix_unbounded(&p, path, &pp, nesting + 1).is_ok() {
+                return Ok(true);
+            }
+            if let Some(content) = finite_string(&p, &pp)? {
+                if count_words(&content) == u64::MAX {
+                    return Ok(true);
+                }
+            }
+            if integer_digits(&p, &pp)?.is_some()
+                || (nesting < 8 && self.infinite_closed_objects(&p, path, &pp, nesting + 1)?)
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// The keys of the run-time checks ([`ItemKey`]) for `keys` (of the object at `ip`).
+fn spec_keys(keys: &[Key], ip: &str) -> Result<Vec<ItemKey>, Error> {
+    let mut out = Vec::with_capacity(keys.len());
+    for key in keys {
+        let mut k = ItemKey {
+            name: key.name.as_bytes().to_vec(),
+            required: key.required,
+            values: None,
+            words: None,
+            object: None,
+            more: false,
+            pinned: Vec::new(),
+        };
+        match &key.domain {
+            Domain::Finite(vs) => {
+                let mut c = Vec::with_capacity(vs.len());
+                for v in vs {
+                    c.push(
+                        canonical_value(compact(v).as_bytes()).ok_or_else(|| {
+                            invalid(ip, "internal: an enum value that is not JSON")
+                        })?,
+                    );
+                }
+                k.values = Some(c);
+            }
+            Domain::FiniteString(content) => k.words = Some(count_words(content)),
+            Domain::Object(sub, rest) => {
+                k.object = Some(spec_keys(sub, &format!("{ip}/properties/{}", key.name))?);
+                k.more = rest.is_some();
+            }
+            Domain::Integer(_, pinned) => {
+                for (v, _) in pinned {
+                    k.pinned.push(
+                        canonical_value(compact(v).as_bytes())
+                            .ok_or_else(|| invalid(ip, "internal: a number that is not JSON"))?,
+                    );
+                }
+            }
+            Domain::Unbounded(_) => {}
+        }
+        out.push(k);
+    }
+    Ok(out)
 }
 
 /// For an `integer` schema `s` (type and number keywords alone): its spellings without a
 /// fraction, when every one of their proper prefixes has infinitely many completions (no
 /// `maximum`, say) and every spelling `s` allows is one of them, possibly followed by `.0…`.
 /// (The automaton is built on values, so `N.0…` is allowed exactly when `N` is: the grammar
-/// writes it as the digits, then the zeros.)
-fn integer_digits(s: &Schema, path: &str) -> Result<Option<Dfa>, Error> {
+/// writes it as the digits, then the zeros.) The values whose spellings pass through a prefix
+/// of finitely many completions (`-1` of `minimum: -1`: `-` has no other) are set apart, with
+/// their spellings, when they are few (at most [`MAX_PINNED`]) and the other spellings are
+/// such digits.
+fn integer_digits(s: &Schema, path: &str) -> Result<Option<(Dfa, Pinned)>, Error> {
     let Schema::Node(n) = s else {
         return Ok(None);
     };
@@ -286,13 +613,86 @@ fn integer_digits(s: &Schema, path: &str) -> Result<Option<Dfa>, Error> {
     let all = number_dfa(&n.number, true, path)?;
     let digits = all.intersect(&Dfa::from_regex("-?[0-9]+")?)?;
     let with_zeros = digits.union(&all.intersect(&Dfa::from_regex(r"-?[0-9]+\.0+")?)?)?;
-    if digits.is_empty_language()
-        || !all.minus(&with_zeros)?.is_empty_language()
-        || !unbounded(&digits)
-    {
+    if digits.is_empty_language() || !all.minus(&with_zeros)?.is_empty_language() {
         return Ok(None);
     }
-    Ok(Some(digits))
+    if unbounded(&digits) {
+        return Ok(Some((digits, Vec::new())));
+    }
+    let Some(words) = pinned_words(&digits) else {
+        return Ok(None);
+    };
+    let spelled: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+    let rest = digits.minus(&Dfa::literals(&spelled, 4096)?)?;
+    if rest.is_empty_language() || !unbounded(&rest) {
+        return Ok(None);
+    }
+    let mut pinned = Vec::with_capacity(words.len());
+    for w in &words {
+        let Ok(v) = serde_json::from_slice::<Value>(w) else {
+            return Ok(None);
+        };
+        let equal = Dfa::from_regex(&Decimal::parse(&v, path)?.equal_regex())?;
+        pinned.push((v, all.intersect(&equal)?));
+    }
+    Ok(Some((rest, pinned)))
+}
+
+/// Values an integer property sets apart (`integer_digits`), each with its spellings.
+type Pinned = Vec<(Value, Dfa)>;
+
+/// The most values an integer property may set apart (`integer_digits`).
+const MAX_PINNED: usize = 16;
+
+/// The words of `d` that pass, before their end, through a state of finitely many
+/// completions that can read on (at most [`MAX_PINNED`]); `None` when there are more, or
+/// when finding them would take more than a few thousand steps (a loop before such a state).
+fn pinned_words(d: &Dfa) -> Option<Vec<Vec<u8>>> {
+    let n = d.num_states();
+    let finite = d.finite_completions();
+    let pin = |s: u32| s != DEAD && finite[s as usize] && d.can_continue(s);
+    // leads[s]: a pinning state is reachable from `s`.
+    let mut leads: Vec<bool> = (0..n as u32).map(pin).collect();
+    loop {
+        let mut changed = false;
+        for s in 1..n as u32 {
+            if !leads[s as usize]
+                && (0..=255u8).any(|b| {
+                    let t = d.next(s, b);
+                    t != DEAD && leads[t as usize]
+                })
+            {
+                leads[s as usize] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let mut words = Vec::new();
+    let mut steps = 0usize;
+    // (state, text so far, inside the finite part).
+    let mut stack: Vec<(u32, Vec<u8>, bool)> = vec![(d.start(), Vec::new(), false)];
+    while let Some((s, text, inside)) = stack.pop() {
+        steps += 1;
+        if steps > 4096 || words.len() > MAX_PINNED {
+            return None;
+        }
+        let inside = inside || pin(s);
+        if inside && d.is_accept(s) {
+            words.push(text.clone());
+        }
+        for b in 0..=255u8 {
+            let t = d.next(s, b);
+            if t != DEAD && (inside || leads[t as usize]) {
+                let mut next = text.clone();
+                next.push(b);
+                stack.push((t, next, inside));
+            }
+        }
+    }
+    (words.len() <= MAX_PINNED).then_some(words)
 }
 
 /// For a string schema `s` (string keywords alone, no `enum`): its decoded strings, when
