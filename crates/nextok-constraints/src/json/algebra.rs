@@ -1027,14 +1027,36 @@ pub(super) fn complement_in(
 }
 
 /// Whether some value of the context `ctx` may match `c`: `false` only where the two merge
-/// to no value (a complement of an `enum` among the values of that `enum`), so that a case
-/// no value of the context reaches is left out rather than compiled.
+/// to no value (a complement of an `enum` among the values of that `enum`), or to an `anyOf`
+/// each of whose branches contradicts the keywords beside it (the complement of "an integer
+/// or `tab`" among integers), so that a case no value of the context reaches is left out
+/// rather than compiled.
 fn meets(c: &Schema, ctx: Option<&Schema>, path: &str) -> bool {
-    match ctx {
-        Some(x) if mergeable(c) && mergeable(x) => {
-            merge(c, x, path).map_or(true, |m| m != Schema::Never)
+    let Some(x) = ctx else {
+        return true;
+    };
+    if !(mergeable(c) && mergeable(x)) {
+        return true;
+    }
+    let possible = |s: &Schema| match s {
+        Schema::Never => false,
+        // Integers that are not integers.
+        Schema::Node(n) => !(n.types == Some(TypeSet::INTEGER) && n.number.not_integer),
+        Schema::Any => true,
+    };
+    match merge(c, x, path) {
+        Ok(Schema::Node(n)) if n.any_of.is_some() && n.one_of.is_none() => {
+            let rest = Schema::node(Node {
+                any_of: None,
+                ..(*n).clone()
+            });
+            n.any_of
+                .iter()
+                .flatten()
+                .any(|b| !mergeable(b) || merge(b, &rest, path).map_or(true, |m| possible(&m)))
         }
-        _ => true,
+        Ok(m) => possible(&m),
+        Err(_) => true,
     }
 }
 

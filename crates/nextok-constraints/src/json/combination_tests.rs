@@ -717,3 +717,62 @@ fn two_some_member_conditions_merge_where_one_implies_the_other() {
         &["{}", r#"{"a":1}"#, r#"{"b":1}"#, r#"{"a":1,"b":2}"#, "5"],
     );
 }
+
+#[test]
+fn one_of_complement_cases_no_value_of_the_context_reaches_are_left_out() {
+    // Among branch 0's integers, "some item neither an integer nor `tab`" holds for no
+    // array: that case is left out, where compiled it would ask for `contains` beside
+    // `uniqueItems` (which is refused).
+    let s = json!({"oneOf": [
+        {"type": "array", "uniqueItems": true, "items": {"type": "integer"}, "minItems": 1},
+        {"type": "array", "maxItems": 1,
+         "items": {"anyOf": [{"type": "integer"}, {"enum": ["tab"]}]}}
+    ]});
+    check(
+        s,
+        &["[1,2]", "[]", r#"["tab"]"#, "[3,1,2]"],
+        &[
+            "[1]",
+            "[1,1]",
+            r#"["x"]"#,
+            r#"["tab","tab"]"#,
+            r#"[1,"tab"]"#,
+            "{}",
+        ],
+    );
+}
+
+#[test]
+fn unique_items_beside_contains_over_two_items_at_most_splits_on_contains() {
+    // One or two distinct items, one of them a letter: `[C]`, `[C, not C]`, `[not C, C]` or
+    // two distinct letters (package.json's `indentation`, once the branch of integers is
+    // excluded, has such pairs).
+    let s = json!({
+        "type": "array", "uniqueItems": true, "maxItems": 2,
+        "items": {"enum": ["a", "b", 1, 2]},
+        "contains": {"enum": ["a", "b"]}
+    });
+    check(
+        s,
+        &[
+            r#"["a"]"#,
+            r#"["a",1]"#,
+            r#"[1,"b"]"#,
+            r#"["a","b"]"#,
+            r#"["b","a"]"#,
+        ],
+        &[
+            "[1]",
+            "[1,2]",
+            r#"["a","a"]"#,
+            "[]",
+            r#"["a",1,2]"#,
+            r#"["c"]"#,
+        ],
+    );
+    // More than two items: refused by name.
+    let (keyword, _) = refused_keyword(json!({
+        "type": "array", "uniqueItems": true, "items": {"enum": [1, 2, 3]}, "contains": {"const": 2}
+    }));
+    assert_eq!(keyword, "uniqueItems (beside contains)");
+}
