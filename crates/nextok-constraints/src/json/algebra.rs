@@ -5,6 +5,8 @@
 use super::schema::{
     invalid, json_eq, named, unsupported, Node, ObjectFacets, Schema, SomeMember, TypeSet,
 };
+use serde_json::Value;
+
 use super::string::pattern_dfa;
 use crate::dfa::Dfa;
 use crate::Error;
@@ -1024,6 +1026,78 @@ pub(super) fn complement_in(
             ..Node::default()
         }),
     })
+}
+
+/// At most how many values `s` (normalised) matches, where its keywords show them finitely
+/// many: an `enum` (less the values its type or `not` of integers refuses), `null`,
+/// booleans, objects closed to no member (`{}` alone), or the branches of an `anyOf`/`oneOf`
+/// each met with the keywords beside it. A bound, not a count: keywords it does not read
+/// only refuse more. `None` where it does not show the values finite.
+pub(super) fn value_count_bound(s: &Schema) -> Option<usize> {
+    let n = match s {
+        Schema::Never => return Some(0),
+        Schema::Any => return None,
+        Schema::Node(n) => n,
+    };
+    if let Some(bs) = n.any_of.as_ref().or(n.one_of.as_ref()) {
+        // The other combination, if both are there, stays beside the branches.
+        let rest = Schema::node(match n.any_of {
+            Some(_) => Node {
+                any_of: None,
+                ..(**n).clone()
+            },
+            None => Node {
+                one_of: None,
+                ..(**n).clone()
+            },
+        });
+        let mut total = 0usize;
+        for b in bs {
+            total = total.checked_add(value_count_bound(&merge(b, &rest, "").ok()?)?)?;
+        }
+        return Some(total);
+    }
+    let types = n.types.unwrap_or(TypeSet::ALL);
+    if let Some(vs) = &n.values {
+        let whole = |v: &Value| v.as_f64().is_some_and(|f| f.fract() == 0.0);
+        let kept = vs
+            .iter()
+            .filter(|v| types.admits(v))
+            .filter(|v| !(n.number.not_integer && v.is_number() && whole(v)))
+            .filter(|v| !n.excluded.iter().flatten().any(|w| json_eq(v, w)));
+        return Some(kept.count());
+    }
+    let mut total = 0;
+    for t in [
+        TypeSet::INTEGER,
+        TypeSet::NUMBER,
+        TypeSet::STRING,
+        TypeSet::ARRAY,
+    ] {
+        if types.has(t) {
+            return None;
+        }
+    }
+    if types.has(TypeSet::NULL) {
+        total += 1;
+    }
+    if types.has(TypeSet::BOOLEAN) {
+        total += 2;
+    }
+    if types.has(TypeSet::OBJECT) {
+        let o = &n.object;
+        let empty_only = o.additional_properties == Some(Schema::Never)
+            && o.pattern_properties.is_none()
+            && o.properties
+                .iter()
+                .flatten()
+                .all(|(_, v)| *v == Schema::Never);
+        if !empty_only {
+            return None;
+        }
+        total += 1;
+    }
+    Some(total)
 }
 
 /// Whether some value of the context `ctx` may match `c`: `false` only where the two merge

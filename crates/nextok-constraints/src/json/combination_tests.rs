@@ -776,3 +776,25 @@ fn unique_items_beside_contains_over_two_items_at_most_splits_on_contains() {
     }));
     assert_eq!(keyword, "uniqueItems (beside contains)");
 }
+
+#[test]
+fn unique_items_beside_contains_where_one_value_misses_it() {
+    // Only `x` is outside `contains`: two distinct items always hold one of `a`, `b`, `c`,
+    // so only the array of `x` alone breaks it (travis.json's secret strings and webhooks
+    // share only `{}`).
+    let s = json!({
+        "type": "array", "uniqueItems": true,
+        "items": {"enum": ["a", "b", "c", "x"]},
+        "contains": {"enum": ["a", "b", "c"]}
+    });
+    check(
+        s,
+        &[
+            r#"["a"]"#,
+            r#"["x","a"]"#,
+            r#"["a","b","c","x"]"#,
+            r#"["b","x"]"#,
+        ],
+        &[r#"["x"]"#, "[]", r#"["a","a"]"#, r#"["x","x"]"#, r#"["y"]"#],
+    );
+}
