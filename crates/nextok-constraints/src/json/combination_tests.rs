@@ -2,8 +2,12 @@
 //! `not`, `patternProperties` across `allOf` branches and beyond four patterns,
 //! `dependentSchemas` with many triggers, on one property or beside `oneOf`, and `oneOf`s
 //! whose branches are told apart without complements (patterns, discriminators under nested
-//! `oneOf`s, closed objects, repeated branches). Each instance goes through the constraint
-//! byte by byte (mask checked before every byte) and the grammar's recogniser.
+//! `oneOf`s, closed objects, closed objects whose values never meet the others', repeated
+//! branches) or complemented among a context read through its own branches or of distinct
+//! items, two `oneOf`s merged where one's branches are disjoint, two "some member"
+//! conditions where one implies the other, and `uniqueItems` beside `contains` (two items at
+//! most, or one value outside `contains`). Each instance goes through the constraint byte
+//! by byte (mask checked before every byte) and the grammar's recogniser.
 
 use serde_json::json;
 
