@@ -78,6 +78,12 @@ impl GrammarBuilder {
         self.nts - 1
     }
 
+    /// The number of rules added so far (what [`GrammarBuilder::build_with`] checks against
+    /// `max_rules`, which only grows).
+    pub(crate) fn rule_count(&self) -> usize {
+        self.rules.len()
+    }
+
     /// Adds the rule `lhs -> rhs`.
     pub(crate) fn rule(&mut self, lhs: u32, rhs: Vec<Sym>) {
         self.rules.push((lhs, rhs));

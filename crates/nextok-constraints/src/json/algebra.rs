@@ -5,6 +5,8 @@
 use super::schema::{
     invalid, json_eq, named, unsupported, Node, ObjectFacets, Schema, SomeMember, TypeSet,
 };
+use serde_json::Value;
+
 use super::string::pattern_dfa;
 use crate::dfa::Dfa;
 use crate::Error;
@@ -239,6 +241,17 @@ fn meet(
         Schema::Node(n) => n.reference.clone(),
         _ => None,
     };
+    // Two different `oneOf`s, one of branches disjoint once their references are read
+    // through (a reference and a string): see [`disjoint_one_of_as_any_of`].
+    if let (Schema::Node(x), Schema::Node(y)) = (a, b) {
+        if x.one_of.is_some() && y.one_of.is_some() && x.one_of != y.one_of && depth <= 32 {
+            for (side, other) in [(x, b), (y, a)] {
+                if let Some(side) = disjoint_one_of_as_any_of(table, side, path)? {
+                    return meet(table, &side, other, path, depth + 1);
+                }
+            }
+        }
+    }
     match (reference(a), reference(b)) {
         (Some(x), Some(y)) if x != y => {
             let a = inline(table, a, path, depth + 1)?;
@@ -247,6 +260,54 @@ fn meet(
         }
         _ => merge(a, b, path),
     }
+}
+
+/// [`merge`], where two different `oneOf`s are first told apart with the references of
+/// `table` (see [`disjoint_one_of_as_any_of`]): the keywords beside an `anyOf`, its own
+/// `oneOf` among them, merged into each branch.
+pub(super) fn merge_in(
+    table: &[Schema],
+    a: &Schema,
+    b: &Schema,
+    path: &str,
+) -> Result<Schema, Error> {
+    if let (Schema::Node(x), Schema::Node(y)) = (a, b) {
+        if x.one_of.is_some() && y.one_of.is_some() && x.one_of != y.one_of {
+            for (side, other) in [(x, b), (y, a)] {
+                if let Some(side) = disjoint_one_of_as_any_of(table, side, path)? {
+                    return merge(&side, other, path);
+                }
+            }
+        }
+    }
+    merge(a, b, path)
+}
+
+/// `n` with its `oneOf` written as an `anyOf`, where the branches are pairwise disjoint (as
+/// [`disjoint`] proves with the references of `table`): exactly one of them holds wherever at
+/// least one does. Two different `oneOf`s cannot be merged in one node, but an `anyOf`
+/// merges with anything. `None` where the branches are not shown disjoint.
+fn disjoint_one_of_as_any_of(
+    table: &[Schema],
+    n: &Node,
+    path: &str,
+) -> Result<Option<Schema>, Error> {
+    let Some(bs) = &n.one_of else {
+        return Ok(None);
+    };
+    let apart = (0..bs.len()).all(|i| (i + 1..bs.len()).all(|j| disjoint(table, &bs[i], &bs[j])));
+    if !apart {
+        return Ok(None);
+    }
+    let rest = Schema::node(Node {
+        one_of: None,
+        ..n.clone()
+    });
+    let any = Schema::node(Node {
+        any_of: Some(bs.clone()),
+        ..Node::default()
+    });
+    merge(&rest, &any, path).map(Some)
 }
 
 /// The complement of an `if` condition `c` at `path` (`/if`), a refusal naming `if` where it is
@@ -585,7 +646,7 @@ pub(super) fn complement_in(
     let ctx = ctx.map(|c| deref(table, c));
     let ctx_types = ctx.map_or(TypeSet::ALL, possible_types);
     let ctx_has = |t: TypeSet| !ctx_types.intersect(t).is_empty();
-    let ctx_keys = ctx.and_then(closed_keys);
+    let ctx_keys = ctx.and_then(|c| ctx_closed_keys(table, c, 0));
     // Some property breaks `additionalProperties` or `patternProperties`: exact in a context
     // whose objects can only hold finitely many named keys.
     let ob = &n.object;
@@ -668,10 +729,12 @@ pub(super) fn complement_in(
                     applies.push(("additionalProperties".to_string(), a));
                 }
             }
+            // The value of `k` in the context's objects matches the context's schema for it.
+            let value_ctx = ctx.and_then(|c| ctx_value(table, c, k, 0));
             for (at, v) in applies {
                 let vp = format!("{path}/{at}");
                 let v = normalize(table, v, &vp, depth + 1)?;
-                let c = complement(table, &v, &vp, depth + 1)?;
+                let c = complement_in(table, &v, &vp, depth + 1, value_ctx.as_ref())?;
                 if c != Schema::Never {
                     branches.push(typed(
                         TypeSet::OBJECT,
@@ -750,7 +813,12 @@ pub(super) fn complement_in(
             "maxContains",
             TypeSet::ARRAY,
         ),
-        (n.array.unique_items, "uniqueItems", TypeSet::ARRAY),
+        // The context's arrays may all have distinct items already: none breaks it there.
+        (
+            n.array.unique_items && !ctx.is_some_and(|c| ctx_unique(table, c, 0)),
+            "uniqueItems",
+            TypeSet::ARRAY,
+        ),
         (
             n.object.some_member.is_some(),
             "some member",
@@ -888,12 +956,9 @@ pub(super) fn complement_in(
         let ip = format!("{path}/items");
         let items = normalize(table, items, &ip, depth + 1)?;
         // Every item of the context's arrays matches the context's `items`.
-        let item_ctx = ctx.map(|c| deref(table, c)).and_then(|c| match c {
-            Schema::Node(cn) if cn.array.prefix_items.is_none() => cn.array.items.as_ref(),
-            _ => None,
-        });
-        let c = complement_in(table, &items, &ip, depth + 1, item_ctx)?;
-        if c != Schema::Never {
+        let item_ctx = ctx.and_then(|c| ctx_items(table, c, 0));
+        let c = complement_in(table, &items, &ip, depth + 1, item_ctx.as_ref())?;
+        if c != Schema::Never && meets(&c, item_ctx.as_ref(), path) {
             branches.push(array(Af {
                 contains: Some(c),
                 ..Af::default()
@@ -940,12 +1005,9 @@ pub(super) fn complement_in(
             let kp = format!("{path}/properties/{}", super::resolve::escape_pointer(k));
             let v = normalize(table, v, &kp, depth + 1)?;
             // The value of `k` in the context's objects matches the context's schema for it.
-            let value_ctx = ctx.map(|c| deref(table, c)).and_then(|c| match c {
-                Schema::Node(cn) => value_schema(cn, k),
-                _ => None,
-            });
+            let value_ctx = ctx.and_then(|c| ctx_value(table, c, k, 0));
             let c = complement_in(table, &v, &kp, depth + 1, value_ctx.as_ref())?;
-            if c != Schema::Never {
+            if c != Schema::Never && meets(&c, value_ctx.as_ref(), path) {
                 branches.push(object(ObjectFacets {
                     properties: Some(vec![(k.clone(), c)]),
                     required: Some(vec![k.clone()]),
@@ -964,6 +1026,112 @@ pub(super) fn complement_in(
             ..Node::default()
         }),
     })
+}
+
+/// At most how many values `s` (normalised) matches, where its keywords show them finitely
+/// many: an `enum` (less the values its type or `not` of integers refuses), `null`,
+/// booleans, objects closed to no member (`{}` alone), or the branches of an `anyOf`/`oneOf`
+/// each met with the keywords beside it. A bound, not a count: keywords it does not read
+/// only refuse more. `None` where it does not show the values finite.
+pub(super) fn value_count_bound(s: &Schema) -> Option<usize> {
+    let n = match s {
+        Schema::Never => return Some(0),
+        Schema::Any => return None,
+        Schema::Node(n) => n,
+    };
+    if let Some(bs) = n.any_of.as_ref().or(n.one_of.as_ref()) {
+        // The other combination, if both are there, stays beside the branches.
+        let rest = Schema::node(match n.any_of {
+            Some(_) => Node {
+                any_of: None,
+                ..(**n).clone()
+            },
+            None => Node {
+                one_of: None,
+                ..(**n).clone()
+            },
+        });
+        let mut total = 0usize;
+        for b in bs {
+            total = total.checked_add(value_count_bound(&merge(b, &rest, "").ok()?)?)?;
+        }
+        return Some(total);
+    }
+    let types = n.types.unwrap_or(TypeSet::ALL);
+    if let Some(vs) = &n.values {
+        let whole = |v: &Value| v.as_f64().is_some_and(|f| f.fract() == 0.0);
+        let kept = vs
+            .iter()
+            .filter(|v| types.admits(v))
+            .filter(|v| !(n.number.not_integer && v.is_number() && whole(v)))
+            .filter(|v| !n.excluded.iter().flatten().any(|w| json_eq(v, w)));
+        return Some(kept.count());
+    }
+    let mut total = 0;
+    for t in [
+        TypeSet::INTEGER,
+        TypeSet::NUMBER,
+        TypeSet::STRING,
+        TypeSet::ARRAY,
+    ] {
+        if types.has(t) {
+            return None;
+        }
+    }
+    if types.has(TypeSet::NULL) {
+        total += 1;
+    }
+    if types.has(TypeSet::BOOLEAN) {
+        total += 2;
+    }
+    if types.has(TypeSet::OBJECT) {
+        let o = &n.object;
+        let empty_only = o.additional_properties == Some(Schema::Never)
+            && o.pattern_properties.is_none()
+            && o.properties
+                .iter()
+                .flatten()
+                .all(|(_, v)| *v == Schema::Never);
+        if !empty_only {
+            return None;
+        }
+        total += 1;
+    }
+    Some(total)
+}
+
+/// Whether some value of the context `ctx` may match `c`: `false` only where the two merge
+/// to no value (a complement of an `enum` among the values of that `enum`), or to an `anyOf`
+/// each of whose branches contradicts the keywords beside it (the complement of "an integer
+/// or `tab`" among integers), so that a case no value of the context reaches is left out
+/// rather than compiled.
+fn meets(c: &Schema, ctx: Option<&Schema>, path: &str) -> bool {
+    let Some(x) = ctx else {
+        return true;
+    };
+    if !(mergeable(c) && mergeable(x)) {
+        return true;
+    }
+    let possible = |s: &Schema| match s {
+        Schema::Never => false,
+        // Integers that are not integers.
+        Schema::Node(n) => !(n.types == Some(TypeSet::INTEGER) && n.number.not_integer),
+        Schema::Any => true,
+    };
+    match merge(c, x, path) {
+        Ok(Schema::Node(n)) if n.any_of.is_some() && n.one_of.is_none() => {
+            let rest = Schema::node(Node {
+                any_of: None,
+                ..(*n).clone()
+            });
+            n.any_of
+                .iter()
+                .flatten()
+                .any(|b| !mergeable(b) || merge(b, &rest, path).map_or(true, |m| possible(&m)))
+        }
+        Ok(m) => possible(&m),
+        Err(_) => true,
+    }
 }
 
 std::thread_local! {
@@ -1431,6 +1599,18 @@ pub(super) fn merge(a: &Schema, b: &Schema, path: &str) -> Result<Schema, Error>
             path,
         ));
     }
+    // Two different `oneOf`s, which one node cannot hold: one whose branches are pairwise
+    // disjoint says the same as an `anyOf` of them (exactly one holds wherever at least one
+    // does), and `anyOf`s merge.
+    if let (Some(x), Some(y)) = (&ma.one_of, &mb.one_of) {
+        if x != y {
+            for (side, other) in [(ma, b), (mb, a)] {
+                if let Some(side) = disjoint_one_of_as_any_of(&[], side, path)? {
+                    return merge(&side, other, path);
+                }
+            }
+        }
+    }
     let types = match (ma.types, mb.types) {
         (Some(x), Some(y)) if x != y => {
             let t = x.intersect(y);
@@ -1779,8 +1959,75 @@ fn merge_objects(
         (x, y) => x.clone().or_else(|| y.clone()),
     };
     o.property_names = same(&a.property_names, &b.property_names, "propertyNames", path)?;
-    o.some_member = same(&a.some_member, &b.some_member, "some member", path)?;
+    o.some_member = match (&a.some_member, &b.some_member) {
+        (Some(x), Some(y)) if x != y => Some(
+            stronger_member(x, y, o)
+                .ok_or_else(|| unsupported("allOf (two different some member)", path))?,
+        ),
+        (x, y) => x.clone().or_else(|| y.clone()),
+    };
     Ok(())
+}
+
+/// Of two "some member" conditions that must both hold in objects of `o` (the rest of their
+/// conjunction), one that implies the other, when one does: the other is then no condition.
+/// `y` holds in every object of `o` where a key `o` requires is one of `y`'s keys and `y`
+/// asks nothing of its value (the required member is that member), and `x` implies `y`
+/// where every member of `x` is one of `y` (each of `x`'s keys is one of `y`'s, and `y` asks
+/// nothing of the value or the same as `x`). `None` where neither is shown.
+fn stronger_member(x: &SomeMember, y: &SomeMember, o: &ObjectFacets) -> Option<SomeMember> {
+    let required = |m: &SomeMember| {
+        m.value == Schema::Any
+            && o.required
+                .iter()
+                .flatten()
+                .any(|k| member_key(m, k).unwrap_or(false))
+    };
+    let implies = |p: &SomeMember, q: &SomeMember| {
+        (q.value == Schema::Any || p.value == q.value)
+            && member_keys(p)
+                .and_then(|kp| Some(kp.minus(&member_keys(q)?).ok()?.is_empty_language()))
+                .unwrap_or(false)
+    };
+    if required(y) || implies(x, y) {
+        Some(x.clone())
+    } else if required(x) || implies(y, x) {
+        Some(y.clone())
+    } else {
+        None
+    }
+}
+
+/// Whether `k` is one of the keys a "some member" condition looks at (`None` where a pattern
+/// does not compile).
+fn member_key(m: &SomeMember, k: &str) -> Option<bool> {
+    let key = k.as_bytes();
+    let mut ok = match &m.pattern {
+        Some(p) => pattern_dfa(p).ok()?.matches(key),
+        None => true,
+    };
+    ok &= !m.not_names.iter().any(|n| n == k);
+    for p in &m.not_patterns {
+        ok &= !pattern_dfa(p).ok()?.matches(key);
+    }
+    Some(ok)
+}
+
+/// The keys a "some member" condition looks at, as an automaton (`None` where one is too
+/// large).
+fn member_keys(m: &SomeMember) -> Option<Dfa> {
+    let mut d = match &m.pattern {
+        Some(p) => pattern_dfa(p).ok()?,
+        None => Dfa::any_string().clone(),
+    };
+    if !m.not_names.is_empty() {
+        let names: Vec<&[u8]> = m.not_names.iter().map(|n| n.as_bytes()).collect();
+        d = d.minus(&Dfa::literals(&names, 4096).ok()?).ok()?;
+    }
+    for p in &m.not_patterns {
+        d = d.minus(&pattern_dfa(p).ok()?).ok()?;
+    }
+    Some(d)
 }
 
 /// The JSON types a (normalised) schema can match, `integer` counted as `number` (a superset:
@@ -1899,6 +2146,138 @@ fn closed_keys(s: &Schema) -> Option<Vec<String>> {
     )
 }
 
+/// The branches of a union: a node's `anyOf`, or else its `oneOf` (whose values match at
+/// least one branch too). Either is a conjunct of the node, so the values of its branches
+/// hold all of the node's values.
+fn union_branches(n: &Node) -> Option<&[Schema]> {
+    n.any_of.as_deref().or(n.one_of.as_deref())
+}
+
+/// Whether no array of the context `ctx` has two equal items, so that no value of it breaks
+/// `uniqueItems`: the context says `uniqueItems` itself, has no arrays, or is a union of
+/// branches that each do (to a depth of 8).
+fn ctx_unique(table: &[Schema], ctx: &Schema, depth: usize) -> bool {
+    let s = deref(table, ctx);
+    let Schema::Node(n) = s else {
+        return *s == Schema::Never;
+    };
+    if n.array.unique_items
+        || n.array.max_items.is_some_and(|m| m <= 1)
+        || !possible_types_in(table, s, 0).has(TypeSet::ARRAY)
+    {
+        return true;
+    }
+    depth < 8
+        && union_branches(n).is_some_and(|bs| bs.iter().all(|b| ctx_unique(table, b, depth + 1)))
+}
+
+/// A schema that every item of the context's arrays matches, when one is known: `false`
+/// where the context has no arrays, its `items` (without `prefixItems`), or, for a union,
+/// the union of its branches' (to a depth of 8). `None`: any value.
+fn ctx_items(table: &[Schema], ctx: &Schema, depth: usize) -> Option<Schema> {
+    let s = deref(table, ctx);
+    let Schema::Node(n) = s else {
+        return (*s == Schema::Never).then_some(Schema::Never);
+    };
+    if !possible_types_in(table, s, 0).has(TypeSet::ARRAY) {
+        return Some(Schema::Never);
+    }
+    let own = match (&n.array.prefix_items, &n.array.items) {
+        (None, Some(items)) => Some(items.clone()),
+        _ => None,
+    };
+    if own.is_some() || depth >= 8 {
+        return own;
+    }
+    let parts = union_branches(n)?
+        .iter()
+        .map(|b| ctx_items(table, b, depth + 1))
+        .collect::<Option<Vec<_>>>()?;
+    Some(union_of(parts))
+}
+
+/// A schema that the value of property `k` matches in every object of the context that holds
+/// it, when one is known: `false` where the context has no objects, its `properties` entry,
+/// else the schema of a pattern that matches `k`, else its `additionalProperties`; for a
+/// union, the union of its branches' where the node itself says nothing of `k` (to a depth
+/// of 8). `None`: any value.
+fn ctx_value(table: &[Schema], ctx: &Schema, k: &str, depth: usize) -> Option<Schema> {
+    let s = deref(table, ctx);
+    let Schema::Node(n) = s else {
+        return (*s == Schema::Never).then_some(Schema::Never);
+    };
+    if !possible_types_in(table, s, 0).has(TypeSet::OBJECT) {
+        return Some(Schema::Never);
+    }
+    let o = &n.object;
+    let own = match property(n, k) {
+        Some(v) => Some(v.clone()),
+        None => {
+            let by_pattern = o
+                .pattern_properties
+                .iter()
+                .flatten()
+                .find(|(p, _)| pattern_dfa(p).is_ok_and(|d| d.matches(k.as_bytes())));
+            match (by_pattern, &o.pattern_properties) {
+                (Some((_, v)), _) => Some(v.clone()),
+                (None, Some(_)) if o.additional_properties.is_none() => None,
+                (None, _) => o.additional_properties.clone(),
+            }
+        }
+    };
+    if own.as_ref().is_some_and(|v| *v != Schema::Any) || depth >= 8 {
+        return own;
+    }
+    let parts = union_branches(n)?
+        .iter()
+        .map(|b| ctx_value(table, b, k, depth + 1))
+        .collect::<Option<Vec<_>>>()?;
+    Some(union_of(parts))
+}
+
+/// The keys the context's objects can hold, when they are finitely many: none where it has
+/// no objects, its named properties where it closes its objects (see [`closed_keys`]), or,
+/// for a union, those of all its branches (to a depth of 8).
+fn ctx_closed_keys(table: &[Schema], ctx: &Schema, depth: usize) -> Option<Vec<String>> {
+    let s = deref(table, ctx);
+    let Schema::Node(n) = s else {
+        return (*s == Schema::Never).then(Vec::new);
+    };
+    if !possible_types_in(table, s, 0).has(TypeSet::OBJECT) {
+        return Some(Vec::new());
+    }
+    if let Some(keys) = closed_keys(s) {
+        return Some(keys);
+    }
+    if depth >= 8 {
+        return None;
+    }
+    let mut keys: Vec<String> = Vec::new();
+    for b in union_branches(n)? {
+        for k in ctx_closed_keys(table, b, depth + 1)? {
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+    }
+    Some(keys)
+}
+
+/// The union of `parts`: `false` for none, the one schema for one, else an `anyOf` of the
+/// different ones (`true` when one is).
+fn union_of(parts: Vec<Schema>) -> Schema {
+    let mut live: Vec<Schema> = Vec::new();
+    for p in parts {
+        if p == Schema::Any {
+            return Schema::Any;
+        }
+        if p != Schema::Never && !live.contains(&p) {
+            live.push(p);
+        }
+    }
+    any_of_possible(live)
+}
+
 /// The keys a closed object of `n` (`additionalProperties: false`) can hold, as an automaton:
 /// its named properties whose schema is not `false` and its patterns. `None` for an open
 /// object, or where an automaton is too large.
@@ -1946,10 +2325,14 @@ fn accepts_empty_object(s: &Schema) -> Option<bool> {
     decided.then_some(true)
 }
 
-/// Where every value of `a` that `b` may match is an object, both close their objects and no
-/// key can be in objects of both (`a`'s and `b`'s keys, names and patterns, never the same):
-/// `b`'s complement among `a`'s values, which share only `{}` with `b`. `{"minProperties":
-/// 1}` where `b` matches `{}`, `true` where it does not; `None` where this does not decide it.
+/// Where every value of `a` that `b` may match is an object, and no object but `{}` can
+/// match both: `b`'s complement among `a`'s values, which share only `{}` with `b`.
+/// `{"minProperties": 1}` where `b` matches `{}`, `true` where it does not; `None` where this
+/// does not decide it. Objects share only `{}` where both close their objects and no key can
+/// be in objects of both (`a`'s and `b`'s keys, names and patterns, never the same), or where
+/// one side closes its objects to named properties each of whose values the other side
+/// never gives that key (`{"esmodules": boolean}` against objects whose every value is a
+/// string or a number).
 fn complement_of_closed_apart(table: &[Schema], a: &Schema, b: &Schema) -> Option<Schema> {
     let (Schema::Node(na), Schema::Node(nb)) = (a, b) else {
         return None;
@@ -1958,8 +2341,23 @@ fn complement_of_closed_apart(table: &[Schema], a: &Schema, b: &Schema) -> Optio
     if !objects_only(a) && !objects_only(b) {
         return None;
     }
-    let (ka, kb) = (closed_key_language(na)?, closed_key_language(nb)?);
-    if !ka.intersect(&kb).ok()?.is_empty_language() {
+    let keys_apart = || {
+        let (Some(ka), Some(kb)) = (closed_key_language(na), closed_key_language(nb)) else {
+            return false;
+        };
+        ka.intersect(&kb).is_ok_and(|d| d.is_empty_language())
+    };
+    let values_apart = |c: &Node, other: &Schema| {
+        let o = &c.object;
+        o.additional_properties == Some(Schema::Never)
+            && o.pattern_properties.is_none()
+            && o.properties
+                .iter()
+                .flatten()
+                .filter(|(_, v)| *v != Schema::Never)
+                .all(|(k, v)| ctx_value(table, other, k, 0).is_some_and(|w| disjoint(table, v, &w)))
+    };
+    if !keys_apart() && !values_apart(na, b) && !values_apart(nb, a) {
         return None;
     }
     Some(match accepts_empty_object(b)? {

@@ -2,8 +2,12 @@
 //! `not`, `patternProperties` across `allOf` branches and beyond four patterns,
 //! `dependentSchemas` with many triggers, on one property or beside `oneOf`, and `oneOf`s
 //! whose branches are told apart without complements (patterns, discriminators under nested
-//! `oneOf`s, closed objects, repeated branches). Each instance goes through the constraint
-//! byte by byte (mask checked before every byte) and the grammar's recogniser.
+//! `oneOf`s, closed objects, closed objects whose values never meet the others', repeated
+//! branches) or complemented among a context read through its own branches or of distinct
+//! items, two `oneOf`s merged where one's branches are disjoint, two "some member"
+//! conditions where one implies the other, and `uniqueItems` beside `contains` (two items at
+//! most, or one value outside `contains`). Each instance goes through the constraint byte
+//! by byte (mask checked before every byte) and the grammar's recogniser.
 
 use serde_json::json;
 
@@ -566,5 +570,235 @@ fn one_of_with_a_repeated_branch_keeps_none_of_its_values() {
         ]}),
         &["4", "-3"],
         &["5", "10", "11", "\"a\""],
+    );
+}
+
+#[test]
+fn one_of_branches_of_distinct_items_need_no_complement_of_unique_items() {
+    // Both branches hold only arrays of distinct items, so among one branch's arrays the
+    // other's `uniqueItems` is never broken: each branch excludes the other's lengths only
+    // (the package.json `indentation` rule has such a pair).
+    let items = json!({"enum": ["a", "b", "c", "d", "e", "f"]});
+    let s = json!({"oneOf": [
+        {"type": "array", "uniqueItems": true, "items": items, "minItems": 3},
+        {"type": "array", "uniqueItems": true, "items": items, "maxItems": 4}
+    ]});
+    check(
+        s,
+        &["[]", r#"["a"]"#, r#"["a","b"]"#, r#"["a","b","c","d","e"]"#],
+        &[
+            r#"["a","b","c"]"#,
+            r#"["a","b","c","d"]"#,
+            r#"["a","a"]"#,
+            r#"["a","b","c","d","d"]"#,
+            r#"["x"]"#,
+            "{}",
+        ],
+    );
+}
+
+#[test]
+fn one_of_complements_read_a_union_context_through_its_branches() {
+    // Branch 0 is itself a `oneOf`, of a string and a closed object: its objects never hold
+    // `urls` or `on`, so the other branch's `urls` (of distinct items, which has no
+    // complement) is never complemented, and the two share only `{}` (as travis.json's
+    // `webhooks` and its secret strings).
+    let s = json!({"oneOf": [
+        {"oneOf": [
+            {"type": "string"},
+            {"type": "object", "additionalProperties": false,
+             "properties": {"secure": {"type": "string"}}}
+        ]},
+        {"type": "object", "additionalProperties": false, "properties": {
+            "urls": {"type": "array", "uniqueItems": true, "items": {"type": "string"}},
+            "on": {"type": "boolean"}
+        }}
+    ]});
+    check(
+        s,
+        &[
+            r#""x""#,
+            r#"{"secure":"s"}"#,
+            r#"{"urls":["a","b"]}"#,
+            r#"{"on":true}"#,
+        ],
+        &[
+            "{}",
+            "1",
+            r#"{"urls":["a","a"]}"#,
+            r#"{"secure":1}"#,
+            r#"{"secure":"s","on":true}"#,
+        ],
+    );
+}
+
+#[test]
+fn one_of_closed_objects_whose_values_never_meet_the_others_share_only_the_empty_object() {
+    // `esmodules` is a boolean in its closed branch and a string, number or array in every
+    // other object branch, so that branch shares only `{}` with them: no "some member"
+    // complement is needed, and the others' complements of each other meet (swcrc.json's
+    // `targets`).
+    let s = json!({"oneOf": [
+        {"type": "string"},
+        {"type": "object", "additionalProperties": false,
+         "properties": {"esmodules": {"type": "boolean"}}},
+        {"type": "object", "propertyNames": {"enum": ["chrome", "node"]},
+         "patternProperties": {"": {"type": ["string", "number"]}}},
+        {"type": "object", "patternProperties": {"": {"type": ["string", "array"]}}}
+    ]});
+    check(
+        s,
+        &[
+            r#""q""#,
+            r#"{"esmodules":true}"#,
+            r#"{"chrome":5}"#,
+            r#"{"other":["x"]}"#,
+            r#"{"node":[]}"#,
+            r#"{"esmodules":"x"}"#,
+        ],
+        &[
+            "{}",
+            r#"{"chrome":"x"}"#,
+            r#"{"esmodules":1}"#,
+            r#"{"other":1}"#,
+            "[]",
+            "1",
+        ],
+    );
+}
+
+#[test]
+fn all_of_two_one_ofs_one_of_disjoint_branches_merges_as_any_of() {
+    // The first `oneOf`'s branches are disjoint (a string, an integer): it is their `anyOf`,
+    // which merges beside the second.
+    let s = json!({"allOf": [
+        {"oneOf": [{"type": "string"}, {"type": "integer"}]},
+        {"oneOf": [{"minimum": 5}, {"maxLength": 2}]}
+    ]});
+    check(
+        s,
+        &[r#""abc""#, "3"],
+        &[r#""ab""#, "7", "3.5", "null", "[]"],
+    );
+    // Disjoint once a reference is read through (web-types.json's `reference`).
+    let s = json!({
+        "$defs": {"r": {"type": "object", "required": ["p"]}},
+        "allOf": [
+            {"oneOf": [{"$ref": "#/$defs/r"}, {"type": "string"}]},
+            {"oneOf": [{"type": "string", "minLength": 2}, {"type": "string", "maxLength": 3}, {"type": "object"}]}
+        ]
+    });
+    check(
+        s,
+        &[r#""a""#, r#""abcd""#, r#"{"p":1}"#],
+        &[r#""ab""#, r#""abc""#, "{}", "1"],
+    );
+}
+
+#[test]
+fn two_some_member_conditions_merge_where_one_implies_the_other() {
+    // Some key other than `a`, and some key other than `b`: the required `c` is both.
+    let s = json!({
+        "required": ["c"],
+        "allOf": [
+            {"not": {"additionalProperties": false, "properties": {"a": {}}}},
+            {"not": {"additionalProperties": false, "properties": {"b": {}}}}
+        ]
+    });
+    check(
+        s,
+        &[r#"{"c":1}"#, r#"{"c":1,"a":2}"#],
+        &["{}", r#"{"a":1}"#, r#"{"a":1,"b":2}"#, "5"],
+    );
+    // Some key neither `a` nor `b` is some key other than `a`.
+    let s = json!({"allOf": [
+        {"not": {"additionalProperties": false, "properties": {"a": {}}}},
+        {"not": {"additionalProperties": false, "properties": {"a": {}, "b": {}}}}
+    ]});
+    check(
+        s,
+        &[r#"{"c":1}"#, r#"{"a":1,"c":1}"#],
+        &["{}", r#"{"a":1}"#, r#"{"b":1}"#, r#"{"a":1,"b":2}"#, "5"],
+    );
+}
+
+#[test]
+fn one_of_complement_cases_no_value_of_the_context_reaches_are_left_out() {
+    // Among branch 0's integers, "some item neither an integer nor `tab`" holds for no
+    // array: that case is left out, where compiled it would ask for `contains` beside
+    // `uniqueItems` (which is refused).
+    let s = json!({"oneOf": [
+        {"type": "array", "uniqueItems": true, "items": {"type": "integer"}, "minItems": 1},
+        {"type": "array", "maxItems": 1,
+         "items": {"anyOf": [{"type": "integer"}, {"enum": ["tab"]}]}}
+    ]});
+    check(
+        s,
+        &["[1,2]", "[]", r#"["tab"]"#, "[3,1,2]"],
+        &[
+            "[1]",
+            "[1,1]",
+            r#"["x"]"#,
+            r#"["tab","tab"]"#,
+            r#"[1,"tab"]"#,
+            "{}",
+        ],
+    );
+}
+
+#[test]
+fn unique_items_beside_contains_over_two_items_at_most_splits_on_contains() {
+    // One or two distinct items, one of them a letter: `[C]`, `[C, not C]`, `[not C, C]` or
+    // two distinct letters (package.json's `indentation`, once the branch of integers is
+    // excluded, has such pairs).
+    let s = json!({
+        "type": "array", "uniqueItems": true, "maxItems": 2,
+        "items": {"enum": ["a", "b", 1, 2]},
+        "contains": {"enum": ["a", "b"]}
+    });
+    check(
+        s,
+        &[
+            r#"["a"]"#,
+            r#"["a",1]"#,
+            r#"[1,"b"]"#,
+            r#"["a","b"]"#,
+            r#"["b","a"]"#,
+        ],
+        &[
+            "[1]",
+            "[1,2]",
+            r#"["a","a"]"#,
+            "[]",
+            r#"["a",1,2]"#,
+            r#"["c"]"#,
+        ],
+    );
+    // More than two items: refused by name.
+    let (keyword, _) = refused_keyword(json!({
+        "type": "array", "uniqueItems": true, "items": {"enum": [1, 2, 3]}, "contains": {"const": 2}
+    }));
+    assert_eq!(keyword, "uniqueItems (beside contains)");
+}
+
+#[test]
+fn unique_items_beside_contains_where_one_value_misses_it() {
+    // Only `x` is outside `contains`: two distinct items always hold one of `a`, `b`, `c`,
+    // so only the array of `x` alone breaks it (travis.json's secret strings and webhooks
+    // share only `{}`).
+    let s = json!({
+        "type": "array", "uniqueItems": true,
+        "items": {"enum": ["a", "b", "c", "x"]},
+        "contains": {"enum": ["a", "b", "c"]}
+    });
+    check(
+        s,
+        &[
+            r#"["a"]"#,
+            r#"["x","a"]"#,
+            r#"["a","b","c","x"]"#,
+            r#"["b","x"]"#,
+        ],
+        &[r#"["x"]"#, "[]", r#"["a","a"]"#, r#"["x","x"]"#, r#"["y"]"#],
     );
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::algebra::{exactly_one, merge, normalize};
+use super::algebra::{exactly_one, merge_in, normalize};
 use super::number::Decimal;
 use super::schema::StringFacets;
 use super::schema::{compact, invalid, json_eq, unsupported, Node, ObjectFacets, Schema, TypeSet};
@@ -153,6 +153,14 @@ impl<'a> Compiler<'a> {
         if self.depth > 200 {
             return Err(unsupported("nesting deeper than 200", path));
         }
+        // Rules are only added: a grammar already over `max_rules` is refused at once, not
+        // after it has grown further (a schema whose compilation multiplies would otherwise
+        // build tens of millions of rules before the limit is checked).
+        crate::limits::check(
+            crate::Limit::Rules,
+            self.b.rule_count() + 1,
+            self.opts.limits.max_rules,
+        )?;
         self.open.push((s.clone(), None));
         let r = self.schema_inner(s, path);
         let nt = self.open.pop().and_then(|(_, nt)| nt);
@@ -220,7 +228,7 @@ impl<'a> Compiler<'a> {
                 if comb == "oneOf" && kept.0.is_none() && kept.1.is_none() {
                     own.push(br.clone());
                 }
-                let mb = match merge(&base, &br, &bp)? {
+                let mb = match merge_in(table, &base, &br, &bp)? {
                     Schema::Never => Schema::Never,
                     mb if kept.0.is_none() && kept.1.is_none() => mb,
                     Schema::Any => Schema::node(Node {

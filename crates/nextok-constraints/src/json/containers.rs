@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::algebra::{both_of, merge, normalize};
+use super::algebra::{both_of, complement, merge, normalize, value_count_bound};
 use super::compile::Compiler;
 use super::resolve::escape_pointer;
 use super::schema::{named, unsupported, Node, Schema, TypeSet};
@@ -173,14 +173,156 @@ impl Compiler<'_> {
         Ok(Sym::Nt(arr))
     }
 
+    /// Arrays of distinct items of which one matches `contains` (`c`), where at most one
+    /// item value does not (`items` and not `C`: see [`value_count_bound`]): every array of
+    /// two or more distinct items then holds one of `C`, so those are the arrays of two or
+    /// more without `contains`, and the array of one item is `[C]`. `None` where more than
+    /// one value may miss `C` or `C` has no exact complement.
+    fn unique_few_outside(
+        &mut self,
+        m: &Node,
+        c: &Schema,
+        path: &str,
+    ) -> Result<Option<Sym>, Error> {
+        let a = &m.array;
+        let cp = format!("{path}/contains");
+        let c = normalize(self.table, c, &cp, 0)?;
+        let not_c = match complement(self.table, &c, &cp, 0) {
+            Ok(n) => n,
+            Err(Error::UnsupportedKeyword { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let ip = format!("{path}/items");
+        let items = self.resolve_bare(a.items.as_ref().unwrap_or(&Schema::Any), &ip)?;
+        let Some(outside) = merge(&items, &not_c, path)
+            .ok()
+            .and_then(|s| value_count_bound(&s))
+        else {
+            return Ok(None);
+        };
+        if outside > 1 {
+            return Ok(None);
+        }
+        type Af = super::schema::ArrayFacets;
+        let (min, max) = (a.min_items.unwrap_or(0), a.max_items);
+        let mut alts = Vec::new();
+        // Arrays of more distinct items than values outside `C`.
+        let least = min.max(outside + 1);
+        if max.is_none_or(|x| x >= least) {
+            let many = Node {
+                array: Af {
+                    contains: None,
+                    min_items: Some(least),
+                    ..a.clone()
+                },
+                ..m.clone()
+            };
+            alts.push(vec![self.array(&many, path)?]);
+        }
+        // One item, of `C`, where one value may miss `C`.
+        if outside == 1 && min <= 1 && max.is_none_or(|x| x >= 1) {
+            let yes = merge(&items, &c, path).unwrap_or_else(|_| both_of(items.clone(), c));
+            let one = Node {
+                types: Some(TypeSet::ARRAY),
+                array: Af {
+                    prefix_items: Some(vec![yes]),
+                    items: Some(Schema::Never),
+                    min_items: Some(1),
+                    ..Af::default()
+                },
+                ..Node::default()
+            };
+            alts.push(vec![self.array(&one, &format!("{path}/contains"))?]);
+        }
+        Ok(Some(self.b.alts(path, alts)))
+    }
+
+    /// Arrays of at most two distinct items of which one matches `contains` (`c`), as arrays
+    /// without `contains`: one item `[C]`; two, `[C, not C]` or `[not C, C]` (distinct
+    /// because one matches `C` and the other not, so no `uniqueItems` to check), or two
+    /// distinct items that both match `C`. Together exactly the arrays of the node, where
+    /// `C` has an exact complement; refused by name where it has none.
+    fn unique_pair_containing(&mut self, m: &Node, c: &Schema, path: &str) -> Result<Sym, Error> {
+        let a = &m.array;
+        let cp = format!("{path}/contains");
+        let c = normalize(self.table, c, &cp, 0)?;
+        let not_c = match complement(self.table, &c, &cp, 0) {
+            Ok(n) => n,
+            Err(Error::UnsupportedKeyword { .. }) => {
+                return Err(unsupported("uniqueItems (beside contains)", path))
+            }
+            Err(e) => return Err(e),
+        };
+        let ip = format!("{path}/items");
+        let items = normalize(self.table, a.items.as_ref().unwrap_or(&Schema::Any), &ip, 0)?;
+        // Merged where they merge, so that the distinct items of `C` are one item schema.
+        let and =
+            |x: &Schema, y: Schema| merge(x, &y, path).unwrap_or_else(|_| both_of(x.clone(), y));
+        let yes = and(&items, c);
+        let no = and(&items, not_c);
+        type Af = super::schema::ArrayFacets;
+        // Exactly these items (`prefixItems` alone would allow fewer).
+        let tuple = |p: Vec<Schema>| Node {
+            types: Some(TypeSet::ARRAY),
+            array: Af {
+                min_items: Some(p.len()),
+                prefix_items: Some(p),
+                items: Some(Schema::Never),
+                ..Af::default()
+            },
+            ..Node::default()
+        };
+        let (min, max) = (a.min_items.unwrap_or(0), a.max_items.unwrap_or(2));
+        let mut cases = Vec::new();
+        if min <= 1 && max >= 1 {
+            cases.push(tuple(vec![yes.clone()]));
+        }
+        if max >= 2 {
+            cases.push(tuple(vec![yes.clone(), no.clone()]));
+            cases.push(tuple(vec![no, yes.clone()]));
+            cases.push(Node {
+                types: Some(TypeSet::ARRAY),
+                array: Af {
+                    items: Some(yes),
+                    unique_items: true,
+                    min_items: Some(2),
+                    max_items: Some(2),
+                    ..Af::default()
+                },
+                ..Node::default()
+            });
+        }
+        let mut alts = Vec::new();
+        for (i, case) in cases.iter().enumerate() {
+            alts.push(vec![self.array(case, &format!("{path}/contains/{i}"))?]);
+        }
+        Ok(self.b.alts(path, alts))
+    }
+
     /// Arrays of distinct items (`uniqueItems`) whose items come from a small finite set (an
     /// `enum`, or `null` and booleans): one rule per subset of the values used so far, so
     /// at most 2^12 subsets.
     fn unique_array(&mut self, m: &Node, path: &str) -> Result<Sym, Error> {
         let a = &m.array;
-        let refuse = || unsupported("uniqueItems", path);
-        if a.prefix_items.is_some() || a.contains.is_some() {
-            return Err(refuse());
+        if let Some(c) = &a.contains {
+            let plain = a.prefix_items.is_none()
+                && a.min_contains.is_none()
+                && a.max_contains.is_none()
+                && a.max_items.is_some_and(|x| x <= 2);
+            if plain {
+                return self.unique_pair_containing(m, c, path);
+            }
+            let simple =
+                a.prefix_items.is_none() && a.min_contains.is_none() && a.max_contains.is_none();
+            if simple {
+                if let Some(sym) = self.unique_few_outside(m, c, path)? {
+                    return Ok(sym);
+                }
+            }
+            return Err(unsupported("uniqueItems (beside contains)", path));
+        }
+        if a.prefix_items.is_some() {
+            return Err(unsupported("uniqueItems (beside prefixItems)", path));
         }
         let ip = format!("{path}/items");
         let items = self.resolve_bare(a.items.as_ref().unwrap_or(&Schema::Any), &ip)?;
