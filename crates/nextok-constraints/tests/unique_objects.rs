@@ -1258,3 +1258,57 @@ fn recursive_and_integer_closed_objects_inside_unique_items_compile() {
     assert!(!bit(&mask, id("]")));
     assert!(bit(&mask, id(",")));
 }
+
+/// A closed item over one required plain `number`.
+fn one_number() -> Value {
+    array_of(
+        json!({"type": "object", "additionalProperties": false, "required": ["n"],
+                    "properties": {"n": {"type": "number"}}}),
+    )
+}
+
+#[test]
+fn zero_of_a_number_property_is_set_apart() {
+    // `0e` and `-0.0E` go on only as zero: once an earlier item holds zero they are masked
+    // out (checked after the number, they would be dead ends), while `0.5` stays open.
+    let s = one_number();
+    let vocab = common::synthetic_vocab();
+    let id = |t: &str| common::token_id(&vocab, t);
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"n":0},{"n":0"#);
+    for t in ["e", "E", "}", ","] {
+        assert!(!bit(&mask, id(t)), "{t}");
+    }
+    assert!(bit(&mask, id(".")));
+    let mask = walk_accepting(&mut c, ".0");
+    assert!(!bit(&mask, id("e")) && !bit(&mask, id("}")));
+    assert!(bit(&mask, id("1")) && bit(&mask, id("0")));
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"n":-0.0e5},{"n":-0"#);
+    assert!(!bit(&mask, id("e")) && !bit(&mask, id("}")));
+    assert!(bit(&mask, id(".")));
+    for ok in [
+        r#"[{"n":0},{"n":0.5}]"#,
+        r#"[{"n":0},{"n":1e0}]"#,
+        r#"[{"n":1},{"n":0e5}]"#,
+        r#"[{"n":-0.0E+2},{"n":1}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"[{"n":0},{"n":0e5}]"#,
+        r#"[{"n":0},{"n":-0.00}]"#,
+        r#"[{"n":1e1},{"n":10.0}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+}
+
+#[test]
+fn numbers_beside_other_types_in_a_closed_item_are_refused_by_name() {
+    // Zero's `0e` has one completion; a union of numbers and strings is not split here.
+    let s = array_of(json!({"type": "object", "additionalProperties": false,
+                            "properties": {"n": {"type": ["number", "string"]}}}));
+    let e = compile_json_schema(&s, &JsonOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("`n` holds numbers"), "{e}");
+}

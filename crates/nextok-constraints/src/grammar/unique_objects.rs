@@ -17,7 +17,8 @@
 //! item   -> "{" End "}" | list End "}"
 //! V_i    -> value After            (infinitely many values)
 //! V_i    -> F_ij                   (finitely many: one rule per value j, F_ij -> value j;
-//!                                   also the values an integer key sets apart, `pinned`)
+//!                                   also the values an integer key sets apart, `pinned`,
+//!                                   and zero of a number key, whose `0e` has one value)
 //! V_i    -> string AfterString_i   (a string with finitely many completions at some state)
 //! open_k -> "{" K_k key_k ":" [Open_k] "{" | list More "," K_k key_k ":" [Open_k] "{"
 //! list   -> open_k End "}" | list_k End "}"   (a nested object of key k, its members

@@ -15,6 +15,10 @@
 //!   infinitely many values, SARIF's `locations`, which can always take one more item while
 //!   their own checks keep every item completable; one property of infinitely many values
 //!   decides that, so a recursive item such as SARIF's `node` needs no more);
+//! - a plain `type: number`: zero set apart with all its spellings (`0e` and `-0.0E+` go on
+//!   only as zero), checked before it begins, and the other numbers, every live prefix of
+//!   which goes on to infinitely many values, checked after them (numbers beside other
+//!   types at a property's top are refused by name: such a union is not split here);
 //! - an integer whose digits are such (checked after the digits, before a `.0…`), the
 //!   few values behind a prefix of finitely many completions set apart, each checked before
 //!   it begins as a finite key's values are (`-1` and `-0` of `minimum: -1`, whose `-` has
@@ -45,6 +49,7 @@ use super::number::{number_dfa, Decimal};
 use super::schema::{compact, invalid, json_eq, unsupported, Node, Schema, TypeSet};
 use super::string::{is_long, string_content, without_strings};
 use super::unique::{count_words, unbounded, STRING_KEYWORDS};
+use super::unique_split::ZERO;
 use crate::dfa::{Dfa, DEAD};
 use crate::grammar::{canonical_value, total_objects, Guard, ItemCheck, ItemKey, ItemObject, Sym};
 use crate::Error;
@@ -65,6 +70,11 @@ enum Domain {
     /// values some proper prefix of whose spellings has finitely many completions (at most
     /// [`MAX_PINNED`]), each with its spellings, written as a finite key's values are.
     Integer(Dfa, Vec<(Value, Dfa)>),
+    /// Numbers of a plain `type: number`: zero, all its spellings one value set apart and
+    /// checked before it begins (`0e` and `-0.0E+` go on only as zero, so the value check
+    /// after the number would come too late), and the other numbers, every live prefix of
+    /// which goes on to infinitely many values (`0.` to `0.1`, `1e5` to `1e50`), then `After`.
+    Number(Dfa, Vec<(Value, Dfa)>),
     /// A nested closed object (`type: object`, `properties`, `required` and
     /// `additionalProperties: false` alone) whose own properties are such domains (no
     /// `FiniteString`): its members are rules of the item's own, guarded as the item's are.
@@ -199,9 +209,15 @@ impl Compiler<'_> {
                 (Some(vs), _) if vs.is_empty() => None,
                 (Some(vs), _) => Some(Domain::Finite(vs)),
                 (None, Some((digits, pinned))) => Some(Domain::Integer(digits, pinned)),
-                (None, None) => match self.prefix_unbounded(&s, path, &pp, nesting) {
-                    Ok(()) => Some(Domain::Unbounded(s)),
-                    Err(_) => self.bounded_domain(&s, name, path, &pp, depth, nesting)?,
+                (None, None) => match plain_numbers(&s, &pp)? {
+                    Some((rest, zero)) => Some(Domain::Number(rest, zero)),
+                    None => match self.prefix_unbounded(&s, path, &pp, nesting) {
+                        Ok(()) if self.holds_numbers(&s, &pp)? => {
+                            return Err(number_beside_others(name, path))
+                        }
+                        Ok(()) => Some(Domain::Unbounded(s)),
+                        Err(_) => self.bounded_domain(&s, name, path, &pp, depth, nesting)?,
+                    },
                 },
             };
             match domain {
@@ -265,6 +281,7 @@ impl Compiler<'_> {
                                     if n.types.is_some_and(|t| !t.has(TypeSet::OBJECT)));
                                 if !not_object
                                     || self.prefix_unbounded(&b, path, &bp, nesting).is_err()
+                                    || self.holds_numbers(&b, &bp)?
                                 {
                                     object = None;
                                     break;
@@ -459,6 +476,28 @@ impl Compiler<'_> {
                     t.extend([value, after, zeros]);
                     tails.push(t);
                 }
+                Domain::Number(rest, zero) => {
+                    for (j, (_, spellings)) in zero.iter().enumerate() {
+                        let value = self.b.terminal(spellings.clone())?;
+                        let f = self.b.nt(format!("{path} item value {i} {j}"));
+                        self.b.rule(f, vec![value]);
+                        self.b.guard_prediction(
+                            f,
+                            Guard::Item {
+                                spec,
+                                check: ItemCheck::Value(i, j as u32),
+                            },
+                        );
+                        let mut t = head.clone();
+                        t.push(Sym::Nt(f));
+                        tails.push(t);
+                    }
+                    let value = self.b.terminal(rest.clone())?;
+                    let after = self.item_guard(spec, "item after", ItemCheck::After);
+                    let mut t = head;
+                    t.extend([value, after]);
+                    tails.push(t);
+                }
                 Domain::Object(sub, rest) => {
                     let open_k = self.b.nt(format!("{path} item nested {name}"));
                     let mut opening = head.clone();
@@ -572,7 +611,7 @@ fn spec_keys(keys: &[Key], ip: &str) -> Result<Vec<ItemKey>, Error> {
                 k.object = Some(spec_keys(sub, &format!("{ip}/properties/{}", key.name))?);
                 k.more = rest.is_some();
             }
-            Domain::Integer(_, pinned) => {
+            Domain::Integer(_, pinned) | Domain::Number(_, pinned) => {
                 for (v, _) in pinned {
                     k.pinned.push(
                         canonical_value(compact(v).as_bytes())
@@ -636,6 +675,56 @@ fn integer_digits(s: &Schema, path: &str) -> Result<Option<(Dfa, Pinned)>, Error
         pinned.push((v, all.intersect(&equal)?));
     }
     Ok(Some((rest, pinned)))
+}
+
+/// For a plain `type: number` schema `s` (`type` alone): the spellings of the numbers other
+/// than zero, and zero set apart with all its spellings (`Domain::Number`).
+fn plain_numbers(s: &Schema, path: &str) -> Result<Option<(Dfa, Pinned)>, Error> {
+    let Schema::Node(n) = s else {
+        return Ok(None);
+    };
+    if n.types != Some(TypeSet::NUMBER) || !n.only(&["type"]) {
+        return Ok(None);
+    }
+    let all = number_dfa(&n.number, false, path)?;
+    let zero = all.intersect(&Dfa::from_regex(ZERO)?)?;
+    Ok(Some((all.minus(&zero)?, vec![(Value::from(0), zero)])))
+}
+
+/// The refusal of property `name`, of infinitely many values among which numbers beside
+/// other types: zero's `0e` goes on only as zero, and such a union is not split here.
+fn number_beside_others(name: &str, path: &str) -> Error {
+    unsupported(
+        format!(
+            "uniqueItems (objects without additional properties: property `{name}` holds \
+             numbers beside other types, where `0e` has one completion by value)"
+        ),
+        path,
+    )
+}
+
+impl Compiler<'_> {
+    /// Whether the values of `s` (at `ip`; through bare references and `anyOf`) may be
+    /// numbers at their top (not inside arrays or objects, which always take one more).
+    fn holds_numbers(&self, s: &Schema, ip: &str) -> Result<bool, Error> {
+        let s = self.resolve_bare(s, ip)?;
+        let Schema::Node(n) = &s else {
+            return Ok(matches!(s, Schema::Any));
+        };
+        if !n.types.unwrap_or(TypeSet::ALL).has(TypeSet::NUMBER) {
+            return Ok(false);
+        }
+        // Some branch of an `anyOf` must hold numbers too.
+        if let Some(branches) = &n.any_of {
+            for (i, b) in branches.iter().enumerate() {
+                if self.holds_numbers(b, &format!("{ip}/anyOf/{i}"))? {
+                    return Ok(true);
+                }
+            }
+            return Ok(false);
+        }
+        Ok(true)
+    }
 }
 
 /// Values an integer property sets apart (`integer_digits`), each with its spellings.

@@ -42,7 +42,7 @@ use crate::grammar::{canonical_value, FiniteSet, Guard, Sym};
 use crate::Error;
 
 /// Every JSON spelling of zero, of either sign.
-const ZERO: &str = r"-?0(\.0+)?([eE][+-]?[0-9]+)?";
+pub(super) const ZERO: &str = r"-?0(\.0+)?([eE][+-]?[0-9]+)?";
 /// The spellings of numbers without exponent.
 const NO_EXPONENT: &str = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?";
 /// The canonical spellings of the integers other than zero.
