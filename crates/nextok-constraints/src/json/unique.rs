@@ -12,7 +12,7 @@
 //! finitely many completions (some completion must be a new value), and when its domain is
 //! finite as a whole the `,` before another item is guarded too ([`Guard::MoreStrings`]).
 //! Other items need every proper prefix to have infinitely many completions into distinct
-//! values (`prefix_unbounded`: numbers without bounds, objects that always take one more
+//! values (`prefix_unbounded`: numbers without bounds, zero set apart, objects that always take one more
 //! member (a `oneOf`/`anyOf` of `required` alone among their keywords), arrays that always take one more item, `anyOf` of such, strings whose automaton
 //! never narrows to finitely many words). Domains with `null`, booleans, numbers, enums or
 //! unions are split first (`unique_split`: values a prefix pins down are predicted only while
@@ -359,7 +359,8 @@ impl Compiler<'_> {
     /// being pruned of what can never finish); otherwise the refusal,
     /// naming `uniqueItems` at `path` and why. Sufficient conditions, by type: strings whose
     /// automaton never narrows to finitely many words (`unbounded`); numbers without bounds
-    /// (`0` goes on as `0.1`, `1e5` as `1e50`); objects that always take one more member
+    /// (`0` goes on as `0.1`, `1e5` as `1e50`) but for zero's `0e…`, which goes on only as
+    /// zero, so the callers set zero apart (`unique_split`, `unique_objects`); objects that always take one more member
     /// (`additionalProperties` not false, no `maxProperties`, `propertyNames` or
     /// `patternProperties`; a `oneOf` or `anyOf` of `required` alone, which members of fresh
     /// names never change); arrays that always take one more item (no `maxItems`, items not
