@@ -375,6 +375,36 @@ impl Compiler<'_> {
         Sym::Nt(nt)
     }
 
+    /// The values of property `i` set apart (an integer's pinned values, a number's zero),
+    /// each a nonterminal of its spellings guarded at prediction ([`ItemCheck::Value`]), as
+    /// tails after `head`.
+    fn set_apart_values(
+        &mut self,
+        spec: u32,
+        i: u32,
+        values: &[(Value, Dfa)],
+        path: &str,
+        head: &[Sym],
+        tails: &mut Vec<Vec<Sym>>,
+    ) -> Result<(), Error> {
+        for (j, (_, spellings)) in values.iter().enumerate() {
+            let value = self.b.terminal(spellings.clone())?;
+            let f = self.b.nt(format!("{path} item value {i} {j}"));
+            self.b.rule(f, vec![value]);
+            self.b.guard_prediction(
+                f,
+                Guard::Item {
+                    spec,
+                    check: ItemCheck::Value(i, j as u32),
+                },
+            );
+            let mut t = head.to_vec();
+            t.push(Sym::Nt(f));
+            tails.push(t);
+        }
+        Ok(())
+    }
+
     /// The rules of the members of one closed object of the item (of keys `keys`, at `ip`),
     /// after `open`, whose text runs from the item's `{` to this object's `{`: returns
     /// `list`, that text and one or more members (every rule starting at the item's `{`, the
@@ -451,21 +481,7 @@ impl Compiler<'_> {
                     tails.push(t);
                 }
                 Domain::Integer(digits, pinned) => {
-                    for (j, (_, spellings)) in pinned.iter().enumerate() {
-                        let value = self.b.terminal(spellings.clone())?;
-                        let f = self.b.nt(format!("{path} item value {i} {j}"));
-                        self.b.rule(f, vec![value]);
-                        self.b.guard_prediction(
-                            f,
-                            Guard::Item {
-                                spec,
-                                check: ItemCheck::Value(i, j as u32),
-                            },
-                        );
-                        let mut t = head.clone();
-                        t.push(Sym::Nt(f));
-                        tails.push(t);
-                    }
+                    self.set_apart_values(spec, i, pinned, path, &head, &mut tails)?;
                     let value = self.b.terminal(digits.clone())?;
                     let zeros = self.b.regex(r"\.0+")?;
                     let after = self.item_guard(spec, "item after", ItemCheck::After);
@@ -477,21 +493,7 @@ impl Compiler<'_> {
                     tails.push(t);
                 }
                 Domain::Number(rest, zero) => {
-                    for (j, (_, spellings)) in zero.iter().enumerate() {
-                        let value = self.b.terminal(spellings.clone())?;
-                        let f = self.b.nt(format!("{path} item value {i} {j}"));
-                        self.b.rule(f, vec![value]);
-                        self.b.guard_prediction(
-                            f,
-                            Guard::Item {
-                                spec,
-                                check: ItemCheck::Value(i, j as u32),
-                            },
-                        );
-                        let mut t = head.clone();
-                        t.push(Sym::Nt(f));
-                        tails.push(t);
-                    }
+                    self.set_apart_values(spec, i, zero, path, &head, &mut tails)?;
                     let value = self.b.terminal(rest.clone())?;
                     let after = self.item_guard(spec, "item after", ItemCheck::After);
                     let mut t = head;
