@@ -699,6 +699,11 @@ pub struct ConstrainBenchArgs {
     /// schemas; repeatable. The real-world corpus's is `conformance/real-world/schemastore-resources`.
     #[arg(long, value_name = "DIR")]
     pub resources: Vec<PathBuf>,
+    /// A folder of plain schema documents served at http://localhost:1234/ (each file at its
+    /// path below the folder), as the JSON-Schema-Test-Suite's runners serve its `remotes`
+    /// folder: `conformance/json-schema-test-suite/remotes`. Nothing is fetched.
+    #[arg(long, value_name = "DIR")]
+    pub remotes: Option<PathBuf>,
 }
 
 /// `nextok bench`.

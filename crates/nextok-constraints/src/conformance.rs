@@ -448,6 +448,46 @@ impl<'a> ConformanceRun<'a> {
         Ok(resources)
     }
 
+    /// Every `*.json` document under `dir`, its subfolders included, as served at `url`
+    /// followed by its path below `dir` (`/` between folders): the JSON-Schema-Test-Suite's
+    /// `remotes` folder, which its runners serve at `http://localhost:1234/`
+    /// ([`Self::SUITE_REMOTES_URL`]). Each document also goes under its own identifier where it
+    /// has one. Nothing is fetched.
+    pub fn documents_served_at(dir: &Path, url: &str) -> Result<crate::SchemaResources, Error> {
+        let io = |p: &Path, e: std::io::Error| Error::Io {
+            path: p.display().to_string(),
+            reason: e.to_string(),
+        };
+        let mut resources = crate::SchemaResources::new();
+        let mut pending = vec![(dir.to_path_buf(), String::new())];
+        while let Some((folder, prefix)) = pending.pop() {
+            let mut entries: Vec<_> = std::fs::read_dir(&folder)
+                .map_err(|e| io(&folder, e))?
+                .filter_map(|e| e.ok())
+                .collect();
+            entries.sort_by_key(|e| e.file_name());
+            for e in entries {
+                let path = e.path();
+                let name = e.file_name().to_string_lossy().into_owned();
+                if path.is_dir() {
+                    pending.push((path, format!("{prefix}{name}/")));
+                } else if name.ends_with(".json") {
+                    let text = std::fs::read_to_string(&path).map_err(|e| io(&path, e))?;
+                    let doc: Value = serde_json::from_str(&text).map_err(|e| Error::Io {
+                        path: path.display().to_string(),
+                        reason: e.to_string(),
+                    })?;
+                    resources.insert_document(doc.clone());
+                    resources.insert(&format!("{url}{prefix}{name}"), doc);
+                }
+            }
+        }
+        Ok(resources)
+    }
+
+    /// Where the JSON-Schema-Test-Suite's runners serve its `remotes` folder.
+    pub const SUITE_REMOTES_URL: &'static str = "http://localhost:1234/";
+
     /// The URL a MaskBench-format file says its schema was published at: the word after
     /// `schema` in its `source` (`"... schema https://json.schemastore.org/x.json ..."`, as
     /// `conformance/real-world` writes it), when it is an `http(s)` URL. [`Self::run_file`]

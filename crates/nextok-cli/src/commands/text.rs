@@ -238,6 +238,13 @@ pub fn constrain_bench(a: &ConstrainBenchArgs) -> anyhow::Result<()> {
         }
         resources.extend(ConformanceRun::resources_in_dir(dir).map_err(nextok::Error::from)?);
     }
+    if let Some(dir) = &a.remotes {
+        if !dir.is_dir() {
+            anyhow::bail!("{} is not a folder of remote documents", dir.display());
+        }
+        let served = ConformanceRun::documents_served_at(dir, ConformanceRun::SUITE_REMOTES_URL);
+        resources.extend(served.map_err(nextok::Error::from)?);
+    }
     let options = JsonOptions::default().with_resources(resources);
     let mut run = ConformanceRun::new(vocab, options, &tokenize);
     let mut outcomes = Vec::new();

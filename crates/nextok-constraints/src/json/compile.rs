@@ -222,13 +222,19 @@ impl<'a> Compiler<'a> {
             let mut merged = Vec::new();
             // The branches as written (normalised), for `oneOf`'s complements.
             let mut own = Vec::new();
+            // Each branch merged with the keywords beside it, before `unevaluated*`.
+            let mut plain = Vec::new();
             for (i, br) in branches.iter().enumerate() {
                 let bp = format!("{path}/{comb}/{i}");
                 let br = normalize(table, br, &bp, 0)?;
                 if comb == "oneOf" && kept.0.is_none() && kept.1.is_none() {
                     own.push(br.clone());
                 }
-                let mb = match merge_in(table, &base, &br, &bp)? {
+                let mb = merge_in(table, &base, &br, &bp)?;
+                if comb == "anyOf" && (kept.0.is_some() || kept.1.is_some()) {
+                    plain.push((br, mb.clone()));
+                }
+                let mb = match mb {
                     Schema::Never => Schema::Never,
                     mb if kept.0.is_none() && kept.1.is_none() => mb,
                     Schema::Any => Schema::node(Node {
@@ -249,6 +255,34 @@ impl<'a> Compiler<'a> {
                     own.push(mb.clone());
                 }
                 merged.push(mb);
+            }
+            // `unevaluated*` beside `anyOf` sees what every matching branch evaluates, but
+            // each branch above counts only its own: exact only where no two branches that
+            // evaluate differently can match one value.
+            for (i, (bi, mi)) in plain.iter().enumerate() {
+                for (bj, mj) in &plain[i + 1..] {
+                    // Unreadable (`None`) counts as different.
+                    let members = match (evaluated_members(bi), evaluated_members(bj)) {
+                        (Some(x), Some(y)) => x != y,
+                        _ => true,
+                    };
+                    let items = match (evaluated_items(bi), evaluated_items(bj)) {
+                        (Some(x), Some(y)) => x != y,
+                        _ => true,
+                    };
+                    let differ = (kept.0.is_some() && members) || (kept.1.is_some() && items);
+                    if differ && !super::algebra::disjoint(table, mi, mj) {
+                        let keyword = if kept.0.is_some() {
+                            "unevaluatedProperties"
+                        } else {
+                            "unevaluatedItems"
+                        };
+                        return Err(unsupported(
+                            format!("{keyword} (beside anyOf whose branches may overlap and evaluate differently)"),
+                            path,
+                        ));
+                    }
+                }
             }
             if comb == "oneOf" {
                 // Two branches that accept everything overlap everywhere; branches that
@@ -539,5 +573,47 @@ impl<'a> Compiler<'a> {
         alts.push(vec![self.string_terminal(&strings)?]);
         alts.push(vec![self.b.terminal(numbers)?]);
         Ok(self.b.alts("any except", alts))
+    }
+}
+
+/// What a normalised branch evaluates among an object's members, for `unevaluatedProperties`:
+/// its property names, its property patterns and whether it has `additionalProperties`.
+/// `None` where it cannot be read off the branch (a reference or a combinator inside it).
+fn evaluated_members(s: &Schema) -> Option<(Vec<&str>, Vec<&str>, bool)> {
+    match s {
+        Schema::Any | Schema::Never => Some(Default::default()),
+        Schema::Node(n) if n.reference.is_some() || n.any_of.is_some() || n.one_of.is_some() => {
+            None
+        }
+        Schema::Node(n) => {
+            let o = &n.object;
+            fn names(l: &Option<Vec<(String, Schema)>>) -> Vec<&str> {
+                l.iter().flatten().map(|(k, _)| k.as_str()).collect()
+            }
+            let (mut p, mut q) = (names(&o.properties), names(&o.pattern_properties));
+            p.sort_unstable();
+            q.sort_unstable();
+            Some((p, q, o.additional_properties.is_some()))
+        }
+    }
+}
+
+/// What a normalised branch evaluates among an array's items, for `unevaluatedItems`: how
+/// many `prefixItems`, whether it has `items` and whether it has `contains`. `None` where it
+/// cannot be read off the branch.
+fn evaluated_items(s: &Schema) -> Option<(usize, bool, bool)> {
+    match s {
+        Schema::Any | Schema::Never => Some(Default::default()),
+        Schema::Node(n) if n.reference.is_some() || n.any_of.is_some() || n.one_of.is_some() => {
+            None
+        }
+        Schema::Node(n) => {
+            let a = &n.array;
+            Some((
+                a.prefix_items.as_ref().map_or(0, Vec::len),
+                a.items.is_some(),
+                a.contains.is_some(),
+            ))
+        }
     }
 }

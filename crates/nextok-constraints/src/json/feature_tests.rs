@@ -985,3 +985,130 @@ fn uris_iris_templates_and_relative_pointers_are_exact() {
         &[r#""1::2::3""#, r#""::1.2.3""#],
     );
 }
+
+/// `unevaluatedProperties` beside `anyOf` sees the members every matching branch evaluates
+/// (JSON-Schema-Test-Suite 2019-09 and 2020-12, `unevaluatedProperties.json`, "with anyOf"):
+/// compiled branch by branch it would refuse `{"foo":"foo","bar":"bar","baz":"baz"}`, which
+/// matches two branches, so a schema whose branches may overlap and evaluate different
+/// members is refused by name; branches that cannot overlap (told apart by a constant) are
+/// exact branch by branch.
+#[test]
+fn unevaluated_properties_beside_overlapping_any_of_is_refused() {
+    let (keyword, path) = refused_keyword(json!({
+        "type": "object",
+        "properties": {"foo": {"type": "string"}},
+        "anyOf": [
+            {"properties": {"bar": {"const": "bar"}}, "required": ["bar"]},
+            {"properties": {"baz": {"const": "baz"}}, "required": ["baz"]}
+        ],
+        "unevaluatedProperties": false
+    }));
+    assert!(keyword.starts_with("unevaluatedProperties"), "{keyword}");
+    assert_eq!(path, "#");
+    check(
+        json!({
+            "type": "object",
+            "required": ["kind"],
+            "anyOf": [
+                {"properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}},
+                {"properties": {"kind": {"const": "b"}, "y": {"type": "integer"}}}
+            ],
+            "unevaluatedProperties": false
+        }),
+        &[
+            r#"{"kind":"a","x":1}"#,
+            r#"{"kind":"b","y":2}"#,
+            r#"{"kind":"b"}"#,
+        ],
+        &[
+            r#"{"kind":"a","y":1}"#,
+            r#"{"kind":"b","x":2}"#,
+            r#"{"kind":"c"}"#,
+        ],
+    );
+    // Branches that evaluate the same members may overlap.
+    check(
+        json!({
+            "anyOf": [
+                {"properties": {"n": {"type": "integer"}}, "required": ["n"]},
+                {"properties": {"n": {"minimum": 0}}, "minProperties": 1}
+            ],
+            "unevaluatedProperties": false
+        }),
+        &[r#"{"n":1}"#, r#"{"n":0.5}"#, r#"{"n":-2}"#],
+        &[r#"{"n":1,"m":1}"#, r#"{"n":-0.5}"#, r#"{}"#],
+    );
+}
+
+/// A `$schema` naming a meta-schema of its own, given among the resources, is read in that
+/// meta-schema's dialect: a vocabulary its `$vocabulary` leaves out leaves its keywords
+/// annotations (JSON-Schema-Test-Suite 2019-09 and 2020-12, `vocabulary.json`, "no validation
+/// vocabulary": `minimum` no longer refuses 1, `properties` still applies); a vocabulary it
+/// requires that nextok does not know, and a meta-schema that is not given, are refused by
+/// name, since compiling them as a known draft could refuse valid instances.
+#[test]
+fn a_meta_schema_s_vocabularies_choose_the_keywords_enforced() {
+    let meta = |vocabularies: Value| {
+        json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": "https://example.com/meta",
+            "$vocabulary": vocabularies,
+        })
+    };
+    let v = |name: &str| format!("https://json-schema.org/draft/2020-12/vocab/{name}");
+    let schema = json!({
+        "$schema": "https://example.com/meta",
+        "properties": {"bad": false, "n": {"minimum": 10}},
+    });
+    let with = |m: Value| {
+        let mut r = SchemaResources::new();
+        assert!(r.insert_document(m));
+        JsonOptions::default().with_resources(r)
+    };
+    let no_validation = with(meta(json!({v("core"): true, v("applicator"): true})));
+    check_with(
+        &schema,
+        &no_validation,
+        &[r#"{"n":20}"#, r#"{"n":1}"#, r#"{"n":"x"}"#],
+        &[r#"{"bad":1}"#],
+    );
+    let compiled = compile_json_schema_report(&schema, &no_validation).expect("compiles");
+    assert_eq!(compiled.draft, Some(Draft::Draft2020_12));
+    assert!(compiled
+        .ignored
+        .iter()
+        .any(|i| i.keyword == "minimum" && i.reason == IgnoredReason::VocabularyOff));
+    // Every vocabulary on: `minimum` applies. An optional vocabulary nextok does not know is
+    // ignored; a required one is refused.
+    let all = with(meta(json!({
+        v("core"): true, v("applicator"): true, v("validation"): true,
+        v("unevaluated"): true, "https://example.com/vocab/custom": false,
+    })));
+    check_with(
+        &schema,
+        &all,
+        &[r#"{"n":20}"#],
+        &[r#"{"n":1}"#, r#"{"bad":1}"#],
+    );
+    let custom = with(meta(
+        json!({v("core"): true, "https://example.com/vocab/custom": true}),
+    ));
+    for options in [&custom, &JsonOptions::default()] {
+        match compile_json_schema(&schema, options) {
+            Err(Error::UnsupportedKeyword { keyword, path }) => {
+                assert!(
+                    keyword.starts_with("$schema https://example.com/meta"),
+                    "{keyword}"
+                );
+                assert_eq!(path, "#");
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+    // json-schema.org's latest meta-schema, named without a draft, is the default dialect.
+    check(
+        json!({"$schema": "http://json-schema.org/schema#", "minimum": 10}),
+        &["10"],
+        &["9"],
+    );
+}

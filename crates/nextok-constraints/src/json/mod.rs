@@ -312,6 +312,133 @@ impl Draft {
     }
 }
 
+/// The keywords of each vocabulary that changes validity, as drafts 2019-09 and 2020-12 split
+/// them (`$vocabulary`): a vocabulary a meta-schema leaves out leaves its keywords annotations.
+const VALIDATION_KEYWORDS: &[&str] = &[
+    "type",
+    "enum",
+    "const",
+    "multipleOf",
+    "maximum",
+    "exclusiveMaximum",
+    "minimum",
+    "exclusiveMinimum",
+    "maxLength",
+    "minLength",
+    "pattern",
+    "maxItems",
+    "minItems",
+    "uniqueItems",
+    "maxContains",
+    "minContains",
+    "maxProperties",
+    "minProperties",
+    "required",
+    "dependentRequired",
+];
+const APPLICATOR_KEYWORDS: &[&str] = &[
+    "prefixItems",
+    "items",
+    "additionalItems",
+    "contains",
+    "additionalProperties",
+    "properties",
+    "patternProperties",
+    "dependentSchemas",
+    "propertyNames",
+    "if",
+    "then",
+    "else",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+];
+const UNEVALUATED_KEYWORDS: &[&str] = &["unevaluatedItems", "unevaluatedProperties"];
+
+/// The draft and the keywords turned off (annotations) of a schema whose `$schema` names the
+/// meta-schema `meta` at `uri`: the meta-schema's own `$schema` names the draft (2019-09 or
+/// 2020-12, which have vocabularies), and its `$vocabulary` the vocabularies on (all of the
+/// draft's when absent). A vocabulary nextok does not know that the meta-schema requires
+/// (`true`) is refused, as the specification asks; an optional one (`false`) is ignored.
+fn dialect(uri: &str, meta: &Value) -> Result<(Draft, Vec<&'static str>), Error> {
+    let refuse = |what: String| Error::UnsupportedKeyword {
+        keyword: format!("$schema {uri} ({what})"),
+        path: "#".into(),
+    };
+    let draft = match meta
+        .get("$schema")
+        .and_then(Value::as_str)
+        .map(Draft::from_uri)
+    {
+        Some(Some(d @ (Draft::Draft2019_09 | Draft::Draft2020_12))) => d,
+        Some(Some(d)) => return Ok((d, Vec::new())),
+        _ => {
+            return Err(refuse(
+                "a meta-schema whose own `$schema` is no draft nextok knows".into(),
+            ))
+        }
+    };
+    let Some(vocabularies) = meta.get("$vocabulary") else {
+        return Ok((draft, Vec::new()));
+    };
+    let Value::Object(vocabularies) = vocabularies else {
+        return Err(refuse("`$vocabulary` is not an object".into()));
+    };
+    let tag = if draft == Draft::Draft2019_09 {
+        "2019-09"
+    } else {
+        "2020-12"
+    };
+    let known = |v: &str| format!("https://json-schema.org/draft/{tag}/vocab/{v}");
+    let names: &[&str] = if draft == Draft::Draft2019_09 {
+        &[
+            "core",
+            "applicator",
+            "validation",
+            "meta-data",
+            "format",
+            "content",
+        ]
+    } else {
+        &[
+            "core",
+            "applicator",
+            "unevaluated",
+            "validation",
+            "meta-data",
+            "format-annotation",
+            "format-assertion",
+            "content",
+        ]
+    };
+    for (v, required) in vocabularies {
+        if required == &Value::Bool(true) && !names.iter().any(|n| known(n) == *v) {
+            return Err(refuse(format!(
+                "requires the vocabulary {v}, unknown to nextok"
+            )));
+        }
+    }
+    let on = |n: &str| vocabularies.contains_key(&known(n));
+    let mut off = Vec::new();
+    if !on("validation") {
+        off.extend_from_slice(VALIDATION_KEYWORDS);
+    }
+    if !on("applicator") {
+        off.extend_from_slice(APPLICATOR_KEYWORDS);
+    }
+    // 2019-09's applicator vocabulary holds `unevaluated*`; 2020-12 has a vocabulary for them.
+    let unevaluated = if draft == Draft::Draft2019_09 {
+        "applicator"
+    } else {
+        "unevaluated"
+    };
+    if !on(unevaluated) {
+        off.extend_from_slice(UNEVALUATED_KEYWORDS);
+    }
+    Ok((draft, off))
+}
+
 /// How `format` is treated.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -344,6 +471,9 @@ pub enum IgnoredReason {
     OtherDraft,
     /// A keyword beside `$ref` in drafts 4 to 7, where `$ref` overrides its siblings.
     BesideRef,
+    /// A keyword of a vocabulary that the schema's meta-schema leaves out of its
+    /// `$vocabulary` (drafts 2019-09 and 2020-12).
+    VocabularyOff,
 }
 
 /// A keyword that a compiled schema does not enforce, and where it is.
@@ -501,6 +631,7 @@ pub fn compile_json_schema_report(
     schema: &Value,
     options: &JsonOptions,
 ) -> Result<CompiledSchema, Error> {
+    let mut off = Vec::new();
     let draft = match schema.get("$schema") {
         Some(Value::String(uri)) => match Draft::from_uri(uri) {
             Some(d) => Some(d),
@@ -510,7 +641,29 @@ pub fn compile_json_schema_report(
                     path: "#".into(),
                 })
             }
-            None => options.draft,
+            // A meta-schema of its own, given among the resources: its dialect and the
+            // vocabularies it turns on.
+            None => match options.resources.get(uri.split('#').next().unwrap_or(uri)) {
+                Some(meta) => {
+                    let (d, o) = dialect(uri, meta)?;
+                    off = o;
+                    Some(d)
+                }
+                // The latest meta-schema, as json-schema.org names it without a draft.
+                None if uri.trim_end_matches('#').ends_with("json-schema.org/schema") => {
+                    options.draft
+                }
+                // Another meta-schema could turn vocabularies off: compiled as a known
+                // draft, a valid instance could be refused.
+                None => {
+                    return Err(Error::UnsupportedKeyword {
+                        keyword: format!(
+                            "$schema {uri} (a meta-schema that is neither a known draft nor among the resources)"
+                        ),
+                        path: "#".into(),
+                    })
+                }
+            },
         },
         _ => options.draft,
     };
@@ -520,7 +673,7 @@ pub fn compile_json_schema_report(
     let schema = bundled.as_ref().unwrap_or(schema);
     let rewritten = resolve::resolve_identifiers(schema, draft);
     let schema = rewritten.as_ref().unwrap_or(schema);
-    let doc = schema::Document::parse_with(schema, draft, options)?;
+    let doc = schema::Document::parse_with(schema, draft, options, &off)?;
     let mut c = compile::Compiler::new(&doc.table, options);
     let s = c.schema(&doc.root, "#")?;
     Ok(CompiledSchema {

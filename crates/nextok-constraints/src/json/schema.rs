@@ -382,17 +382,20 @@ impl Document {
     /// Parses `root` with the default options, every draft's forms.
     #[cfg(test)]
     pub(super) fn parse(root: &Value) -> Result<Document, Error> {
-        Self::parse_with(root, None, &JsonOptions::default())
+        Self::parse_with(root, None, &JsonOptions::default(), &[])
     }
 
     /// Parses `root` (whose references are same-document JSON pointers, see
-    /// [`super::resolve::resolve_identifiers`]) as `draft` (`None`: every draft's forms).
+    /// [`super::resolve::resolve_identifiers`]) as `draft` (`None`: every draft's forms), with
+    /// the keywords of vocabularies its meta-schema leaves out (`off`) read as annotations.
     pub(super) fn parse_with(
         root: &Value,
         draft: Option<Draft>,
         opts: &JsonOptions,
+        off: &[&'static str],
     ) -> Result<Document, Error> {
         let mut p = Parser {
+            off: off.to_vec(),
             root,
             index: HashMap::new(),
             table: Vec::new(),
@@ -418,6 +421,8 @@ struct Parser<'v> {
     table: Vec<Schema>,
     depth: usize,
     draft: Option<Draft>,
+    /// Keywords of vocabularies the meta-schema leaves out: annotations.
+    off: Vec<&'static str>,
     strict: bool,
     format: FormatMode,
     ignored: Vec<IgnoredKeyword>,
@@ -536,6 +541,10 @@ impl<'v> Parser<'v> {
                 if !silent {
                     self.ignore(k, path, IgnoredReason::BesideRef);
                 }
+                continue;
+            }
+            if self.off.contains(&k.as_str()) {
+                self.ignore(k, path, IgnoredReason::VocabularyOff);
                 continue;
             }
             match k.as_str() {
@@ -835,10 +844,10 @@ mod tests {
         // an annotation, listed, unless strict mode refuses it.
         let strict = JsonOptions::default().with_strict(true);
         let defs = json!({"$defs": {"x": {"bogus": 1}}, "type": "string"});
-        assert!(Document::parse_with(&defs, None, &strict).is_ok());
+        assert!(Document::parse_with(&defs, None, &strict, &[]).is_ok());
         let referred = json!({"$defs": {"x": {"bogus": 1}}, "$ref": "#/$defs/x"});
         assert!(
-            matches!(Document::parse_with(&referred, None, &strict), Err(Error::UnknownKeyword { keyword, path })
+            matches!(Document::parse_with(&referred, None, &strict, &[]), Err(Error::UnknownKeyword { keyword, path })
                 if keyword == "bogus" && path == "#/$defs/x")
         );
         let doc = Document::parse(&referred).unwrap();
