@@ -416,13 +416,29 @@ fn unevaluated_properties_never_see_a_siblings_evaluations() {
     if let Ok(g) = nextok_constraints::compile_json_schema(&schema, &JsonOptions::default()) {
         assert!(!g.recognizes(br#"{"a":1,"b":2}"#));
     }
-    let own = serde_json::json!({"properties": {"a": {}}, "anyOf": [{"properties": {"b": {}}}, {"properties": {"c": {}}}], "unevaluatedProperties": false});
+    // Beside its own anyOf, it sees the schema's `properties` and the matching branch's.
+    let own = serde_json::json!({"properties": {"a": {}}, "anyOf": [
+        {"properties": {"k": {"const": 1}, "b": {}}, "required": ["k"]},
+        {"properties": {"k": {"const": 2}, "c": {}}, "required": ["k"]}
+    ], "unevaluatedProperties": false});
     let g = nextok_constraints::compile_json_schema(&own, &JsonOptions::default()).unwrap();
     assert!(
-        g.recognizes(br#"{"a":1,"b":2}"#)
-            && g.recognizes(br#"{"c":1}"#)
-            && !g.recognizes(br#"{"d":1}"#)
+        g.recognizes(br#"{"a":1,"k":1,"b":2}"#)
+            && g.recognizes(br#"{"k":2,"c":1}"#)
+            && !g.recognizes(br#"{"k":1,"c":1}"#)
+            && !g.recognizes(br#"{"k":2,"d":1}"#)
     );
+    // Branches that may both match see each other's evaluations ({"b":2,"c":3} is valid):
+    // compiled branch by branch they would refuse it, so the schema is refused by name.
+    let overlapping = serde_json::json!({"properties": {"a": {}}, "anyOf": [
+        {"properties": {"b": {}}}, {"properties": {"c": {}}}
+    ], "unevaluatedProperties": false});
+    match nextok_constraints::compile_json_schema(&overlapping, &JsonOptions::default()) {
+        Err(nextok_constraints::Error::UnsupportedKeyword { keyword, .. }) => {
+            assert!(keyword.starts_with("unevaluatedProperties"), "{keyword}")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
 }
 
 #[test]

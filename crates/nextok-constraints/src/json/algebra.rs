@@ -1292,7 +1292,7 @@ fn either(a: Schema, c: Schema) -> Schema {
 }
 
 /// The schema of every value of the types in `t`.
-fn typed_only(t: TypeSet) -> Schema {
+pub(super) fn typed_only(t: TypeSet) -> Schema {
     Schema::node(Node {
         types: Some(t),
         ..Node::default()

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::algebra::{exactly_one, merge_in, normalize};
+use super::algebra::{exactly_one, merge, merge_in, normalize};
 use super::number::Decimal;
 use super::schema::StringFacets;
 use super::schema::{compact, invalid, json_eq, unsupported, Node, ObjectFacets, Schema, TypeSet};
@@ -270,8 +270,16 @@ impl<'a> Compiler<'a> {
                         (Some(x), Some(y)) => x != y,
                         _ => true,
                     };
-                    let differ = (kept.0.is_some() && members) || (kept.1.is_some() && items);
-                    if differ && !super::algebra::disjoint(table, mi, mj) {
+                    // Only objects have members and only arrays items: the branches
+                    // may overlap elsewhere.
+                    let overlap = |on: TypeSet| -> Result<bool, Error> {
+                        let only = super::algebra::typed_only(on);
+                        let (a, b) = (merge(mi, &only, path)?, merge(mj, &only, path)?);
+                        Ok(!super::algebra::disjoint(table, &a, &b))
+                    };
+                    let differ = (kept.0.is_some() && members && overlap(TypeSet::OBJECT)?)
+                        || (kept.1.is_some() && items && overlap(TypeSet::ARRAY)?);
+                    if differ {
                         let keyword = if kept.0.is_some() {
                             "unevaluatedProperties"
                         } else {
