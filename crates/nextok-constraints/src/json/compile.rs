@@ -261,15 +261,8 @@ impl<'a> Compiler<'a> {
             // evaluate differently can match one value.
             for (i, (bi, mi)) in plain.iter().enumerate() {
                 for (bj, mj) in &plain[i + 1..] {
-                    // Unreadable (`None`) counts as different.
-                    let members = match (evaluated_members(bi), evaluated_members(bj)) {
-                        (Some(x), Some(y)) => x != y,
-                        _ => true,
-                    };
-                    let items = match (evaluated_items(bi), evaluated_items(bj)) {
-                        (Some(x), Some(y)) => x != y,
-                        _ => true,
-                    };
+                    let members = !evaluate_alike(bi, bj, evaluated_members);
+                    let items = !evaluate_alike(bi, bj, evaluated_items);
                     // Only objects have members and only arrays items: the branches
                     // may overlap elsewhere.
                     let overlap = |on: TypeSet| -> Result<bool, Error> {
@@ -584,44 +577,44 @@ impl<'a> Compiler<'a> {
     }
 }
 
-/// What a normalised branch evaluates among an object's members, for `unevaluatedProperties`:
-/// its property names, its property patterns and whether it has `additionalProperties`.
-/// `None` where it cannot be read off the branch (a reference or a combinator inside it).
-fn evaluated_members(s: &Schema) -> Option<(Vec<&str>, Vec<&str>, bool)> {
-    match s {
-        Schema::Any | Schema::Never => Some(Default::default()),
+/// Whether two normalised branches evaluate alike, as `read` takes it off each node (`true`
+/// and `false` evaluate nothing). A branch with a reference or a combinator inside it cannot be
+/// read off, and counts as different.
+fn evaluate_alike<'a, T: PartialEq + Default>(
+    a: &'a Schema,
+    b: &'a Schema,
+    read: fn(&'a Node) -> T,
+) -> bool {
+    let of = |s: &'a Schema| match s {
+        Schema::Any | Schema::Never => Some(T::default()),
         Schema::Node(n) if n.reference.is_some() || n.any_of.is_some() || n.one_of.is_some() => {
             None
         }
-        Schema::Node(n) => {
-            let o = &n.object;
-            fn names(l: &Option<Vec<(String, Schema)>>) -> Vec<&str> {
-                l.iter().flatten().map(|(k, _)| k.as_str()).collect()
-            }
-            let (mut p, mut q) = (names(&o.properties), names(&o.pattern_properties));
-            p.sort_unstable();
-            q.sort_unstable();
-            Some((p, q, o.additional_properties.is_some()))
-        }
-    }
+        Schema::Node(n) => Some(read(n)),
+    };
+    matches!((of(a), of(b)), (Some(x), Some(y)) if x == y)
 }
 
-/// What a normalised branch evaluates among an array's items, for `unevaluatedItems`: how
-/// many `prefixItems`, whether it has `items` and whether it has `contains`. `None` where it
-/// cannot be read off the branch.
-fn evaluated_items(s: &Schema) -> Option<(usize, bool, bool)> {
-    match s {
-        Schema::Any | Schema::Never => Some(Default::default()),
-        Schema::Node(n) if n.reference.is_some() || n.any_of.is_some() || n.one_of.is_some() => {
-            None
-        }
-        Schema::Node(n) => {
-            let a = &n.array;
-            Some((
-                a.prefix_items.as_ref().map_or(0, Vec::len),
-                a.items.is_some(),
-                a.contains.is_some(),
-            ))
-        }
+/// What a node evaluates among an object's members, for `unevaluatedProperties`: its property
+/// names, its property patterns and whether it has `additionalProperties`.
+fn evaluated_members(n: &Node) -> (Vec<&str>, Vec<&str>, bool) {
+    fn names(l: &Option<Vec<(String, Schema)>>) -> Vec<&str> {
+        let mut names: Vec<&str> = l.iter().flatten().map(|(k, _)| k.as_str()).collect();
+        names.sort_unstable();
+        names
     }
+    let o = &n.object;
+    let (p, q) = (names(&o.properties), names(&o.pattern_properties));
+    (p, q, o.additional_properties.is_some())
+}
+
+/// What a node evaluates among an array's items, for `unevaluatedItems`: how many
+/// `prefixItems`, whether it has `items` and whether it has `contains`.
+fn evaluated_items(n: &Node) -> (usize, bool, bool) {
+    let a = &n.array;
+    (
+        a.prefix_items.as_ref().map_or(0, Vec::len),
+        a.items.is_some(),
+        a.contains.is_some(),
+    )
 }

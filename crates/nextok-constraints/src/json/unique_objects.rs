@@ -389,20 +389,34 @@ impl Compiler<'_> {
     ) -> Result<(), Error> {
         for (j, (_, spellings)) in values.iter().enumerate() {
             let value = self.b.terminal(spellings.clone())?;
-            let f = self.b.nt(format!("{path} item value {i} {j}"));
-            self.b.rule(f, vec![value]);
-            self.b.guard_prediction(
-                f,
-                Guard::Item {
-                    spec,
-                    check: ItemCheck::Value(i, j as u32),
-                },
-            );
-            let mut t = head.to_vec();
-            t.push(Sym::Nt(f));
-            tails.push(t);
+            tails.push(self.guarded_value(spec, i, j, value, path, head));
         }
         Ok(())
+    }
+
+    /// `head` followed by a rule for value `j` of key `i` (`value`), guarded by the check that
+    /// this value still leaves the item a completion unused by earlier items.
+    fn guarded_value(
+        &mut self,
+        spec: u32,
+        i: u32,
+        j: usize,
+        value: Sym,
+        path: &str,
+        head: &[Sym],
+    ) -> Vec<Sym> {
+        let f = self.b.nt(format!("{path} item value {i} {j}"));
+        self.b.rule(f, vec![value]);
+        self.b.guard_prediction(
+            f,
+            Guard::Item {
+                spec,
+                check: ItemCheck::Value(i, j as u32),
+            },
+        );
+        let mut t = head.to_vec();
+        t.push(Sym::Nt(f));
+        t
     }
 
     /// The rules of the members of one closed object of the item (of keys `keys`, at `ip`),
@@ -452,18 +466,7 @@ impl Compiler<'_> {
                 Domain::Finite(vs) => {
                     for (j, v) in vs.iter().enumerate() {
                         let value = self.const_value(v, &pp)?;
-                        let f = self.b.nt(format!("{path} item value {i} {j}"));
-                        self.b.rule(f, vec![value]);
-                        self.b.guard_prediction(
-                            f,
-                            Guard::Item {
-                                spec,
-                                check: ItemCheck::Value(i, j as u32),
-                            },
-                        );
-                        let mut t = head.clone();
-                        t.push(Sym::Nt(f));
-                        tails.push(t);
+                        tails.push(self.guarded_value(spec, i, j, value, path, &head));
                     }
                 }
                 Domain::Unbounded(s) => {
