@@ -693,6 +693,8 @@ fn random_walks_have_exact_masks_and_end_unique() {
                         "properties": {"s": {"type": "string", "pattern": "^a*$"},
                                        "n": {"enum": [1, 2]}, "b": {"type": "boolean"}}}),
         ),
+        // `null` set apart beside unbounded strings (travis's `template`).
+        templates(),
         // Closed objects of finitely many values beside integers and strings.
         array_of(json!({"anyOf": [
             {"type": "integer"},
@@ -1311,4 +1313,133 @@ fn numbers_beside_other_types_in_a_closed_item_are_refused_by_name() {
                             "properties": {"n": {"type": ["number", "string"]}}}));
     let e = compile_json_schema(&s, &JsonOptions::default()).unwrap_err();
     assert!(e.to_string().contains("`n` holds numbers"), "{e}");
+}
+
+/// travis's `template` in small: a string or `null` (a `oneOf` of disjoint branches through a
+/// reference), and a boolean. `null` has one completion from its `n`.
+fn templates() -> Value {
+    json!({"type": "array", "uniqueItems": true,
+           "definitions": {"text": {"type": "string", "pattern": "^a*$"}},
+           "items": {"type": "object", "additionalProperties": false,
+                     "properties": {"t": {"oneOf": [{"$ref": "#/definitions/text"},
+                                                    {"type": "null"}]},
+                                    "b": {"type": "boolean"}}}})
+}
+
+#[test]
+fn null_beside_unbounded_values_is_set_apart_and_checked_before_it_begins() {
+    let s = templates();
+    for ok in [
+        r#"[{"t":null},{"t":null,"b":true},{"t":""},{"t":"a"},{}]"#,
+        r#"[{"b":false,"t":null},{"t":null,"b":true},{"t":null}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"[{"t":null},{"t":null}]"#,
+        r#"[{"t":null,"b":true},{"b":true,"t":null}]"#,
+        r#"[{"t":"a"},{"t":"a"}]"#,
+        r#"[{"t":"b"}]"#,
+        r#"[{"t":true}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let vocab = common::synthetic_vocab();
+    let id = |t: &str| common::token_id(&vocab, t);
+    // `null` used with both booleans and without: after `"t":`, `null` may not begin, while a
+    // string may; with `b` unwritten and one of them free, it may.
+    let used = r#"[{"t":null,"b":true},{"b":false,"t":null},{"t":null},"#;
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"t":"#));
+    assert!(!bit(&mask, id("n")));
+    assert!(!bit(&mask, id("null")));
+    assert!(bit(&mask, id("\"")));
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"t":null,"b":true},{"t":null},{"t":"#);
+    assert!(bit(&mask, id("n")));
+    // After `"b":true`, `null` is used up with it; after `"b":false`, not.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"t":null,"b":true},{"b":true,"t":"#);
+    assert!(!bit(&mask, id("n")));
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"t":null,"b":true},{"b":false,"t":"#);
+    assert!(bit(&mask, id("n")));
+}
+
+/// travis's webhook `urls` and e-mail `recipients` in small: a string, a closed object of one
+/// string, or a `uniqueItems` array of either (a `oneOf` of `oneOf`s); the closed object here
+/// is nested in a branch, the array's items are infinitely many values of two types.
+fn recipients() -> Value {
+    json!({"type": "array", "uniqueItems": true,
+           "definitions": {
+               "secret": {"type": "object", "additionalProperties": false,
+                          "properties": {"secure": {"type": "string"}}},
+               "one": {"oneOf": [{"type": "string"}, {"$ref": "#/definitions/secret"}]}},
+           "items": {"type": "object", "additionalProperties": false,
+                     "properties": {
+                         "to": {"oneOf": [
+                             {"$ref": "#/definitions/one"},
+                             {"type": "array", "uniqueItems": true, "minItems": 1,
+                              "items": {"$ref": "#/definitions/one"}}]},
+                         "on": {"type": "boolean"}}}})
+}
+
+#[test]
+fn unions_of_a_closed_object_and_unbounded_values_nest_through_one_of() {
+    let s = recipients();
+    for ok in [
+        r#"[{"to":"a"},{"to":{"secure":"a"}},{"to":{}},{"to":["a",{"secure":"a"}]},{"to":["a"]}]"#,
+        r#"[{"to":[{}]},{"to":[{},"a"]},{"on":true},{}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"[{"to":{}},{"to":{}}]"#,
+        r#"[{"to":{"secure":"a"}},{"to":{"secure":"a"}}]"#,
+        r#"[{"to":["a"]},{"to":["a"]}]"#,
+        r#"[{"to":["a","a"]}]"#,
+        r#"[{"to":[{},{}]}]"#,
+        r#"[{"to":[]}]"#,
+        r#"[{"to":{"x":"a"}}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let vocab = common::synthetic_vocab();
+    let id = |t: &str| common::token_id(&vocab, t);
+    // `{}` and `{"secure":"a"}` used beside `"on":true`: the string `"a` may not close (the
+    // nested object would then have one completion, an earlier item), it may go on.
+    let used = r#"[{"to":{},"on":true},{"on":true,"to":{"secure":"a"}},"#;
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"on":true,"to":{{"secure":"a"#));
+    assert!(!bit(&mask, id("\"")));
+    assert!(bit(&mask, id("b")));
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    // With `on` not written yet, `{"to":{"secure":"a"}` has other completions.
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"to":{{"secure":"a"#));
+    assert!(bit(&mask, id("\"")));
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"on":true,"to":{{"#));
+    assert!(!bit(&mask, id("}")));
+    assert!(bit(&mask, id("\"")));
+}
+
+#[test]
+fn random_walks_through_unions_of_closed_objects_have_exact_masks() {
+    let vocab = object_vocab();
+    let preferred = preferred_tokens(&vocab, b"a12\",[]{}:tfxyhnsbvlgorm", true);
+    let mut finished = 0;
+    for (i, schema) in [recipients(), templates()].iter().enumerate() {
+        for seed in 0..12u64 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed * 31 + i as u64);
+            let mut c = from_json_schema(schema, &vocab, &JsonOptions::default()).unwrap();
+            let walk = random_walk(&mut c, &mut rng, &preferred, 8, 60);
+            if walk.ended {
+                finished += 1;
+                let v: Vec<Value> = serde_json::from_slice(&walk.out).expect("JSON array");
+                assert_distinct(&v, &walk.out);
+            }
+            assert_rollback_restores(&mut c, &walk, 4);
+        }
+    }
+    assert!(finished >= 4, "only {finished} walks finished");
 }

@@ -287,7 +287,7 @@ pub(super) fn merge_in(
 /// [`disjoint`] proves with the references of `table`): exactly one of them holds wherever at
 /// least one does. Two different `oneOf`s cannot be merged in one node, but an `anyOf`
 /// merges with anything. `None` where the branches are not shown disjoint.
-fn disjoint_one_of_as_any_of(
+pub(super) fn disjoint_one_of_as_any_of(
     table: &[Schema],
     n: &Node,
     path: &str,
@@ -2450,14 +2450,15 @@ fn disjoint_at(table: &[Schema], a: &Schema, b: &Schema, depth: usize) -> bool {
             }
         }
     }
-    // Arrays: lengths that no array has on both sides, or a position both sides require
-    // whose item schemas are disjoint (tuples of other lengths or element types).
+    // Arrays: lengths that no array has on both sides, or a position every array of both
+    // has (below either side's `minItems`) whose item schemas are disjoint (tuples of other
+    // lengths or element types; travis's strings, or at least one closed object).
     if ta == TypeSet::ARRAY && tb == TypeSet::ARRAY {
         let (la, lb) = (length_range(na), length_range(nb));
         if la.0.max(lb.0) > la.1.min(lb.1) {
             return true;
         }
-        let both = la.0.min(lb.0);
+        let both = la.0.max(lb.0);
         let tuples = na.array.prefix_items.iter().chain(&nb.array.prefix_items);
         let positions = tuples.map(Vec::len).max().unwrap_or(0).saturating_add(1);
         for i in 0..both.min(positions) {

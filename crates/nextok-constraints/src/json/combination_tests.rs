@@ -802,3 +802,33 @@ fn unique_items_beside_contains_where_one_value_misses_it() {
         &[r#"["x"]"#, "[]", r#"["a","a"]"#, r#"["x","x"]"#, r#"["y"]"#],
     );
 }
+
+#[test]
+fn one_of_arrays_told_apart_by_an_item_every_common_array_holds_need_no_complement() {
+    // travis's `pushover`: strings or arrays of strings, or a `uniqueItems` array of at least
+    // one closed object. Every array of both would hold a first item, a string and an object
+    // at once, so the branches are disjoint and `uniqueItems` (which has no complement) may
+    // stand in one; `[]` is the first branch's alone.
+    let object = json!({"type": "object", "additionalProperties": false,
+                        "properties": {"k": {"type": "string"}}});
+    let s = json!({"oneOf": [
+        {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
+        {"type": "array", "uniqueItems": true, "minItems": 1, "items": object}
+    ]});
+    check(
+        s,
+        &["[]", r#""a""#, r#"["a","a"]"#, "[{}]", r#"[{},{"k":"a"}]"#],
+        &[r#"[{},{}]"#, r#"["a",{}]"#, r#"[{"j":1}]"#, "1"],
+    );
+    // Without the first side's `minItems`, `[]` is in both: not told apart this way, so the
+    // `oneOf` needs the complement of `uniqueItems`, and is refused by name.
+    let s = json!({"oneOf": [
+        {"type": "array", "items": {"type": "string"}},
+        {"type": "array", "uniqueItems": true, "items": {"type": "object"}}
+    ]});
+    let (keyword, _) = refused_keyword(s);
+    assert!(
+        keyword.starts_with("oneOf (branches that may overlap"),
+        "{keyword}"
+    );
+}

@@ -27,7 +27,7 @@
 
 use serde_json::Value;
 
-use super::algebra::normalize;
+use super::algebra::{disjoint_one_of_as_any_of, normalize};
 use super::compile::Compiler;
 use super::schema::{compact, invalid, unsupported, Node, Schema, TypeSet};
 use super::string::{is_long, string_content, string_set, without_strings};
@@ -485,20 +485,11 @@ impl Compiler<'_> {
             let inner_path = format!("{ip}/items");
             if a.unique_items {
                 if let Err(e) = self.prefix_unbounded(&inner, path, &inner_path, depth + 1) {
-                    // Strings of at least `u64::MAX` values (a GUID's pattern), or closed
-                    // objects of infinitely many values: the array can always take one more
-                    // of them (no input holds `u64::MAX` items), and the objects' own checks
-                    // keep every prefix of an item completable.
-                    let inner = self.resolve_bare(&inner, &inner_path)?;
-                    match super::unique_objects::finite_string(&inner, &inner_path)? {
-                        Some(content) if count_words(&content) == u64::MAX => {}
-                        _ if self.infinite_closed_objects(
-                            &inner,
-                            path,
-                            &inner_path,
-                            depth + 1,
-                        )? => {}
-                        _ => return Err(e),
+                    // Items of infinitely many values: the array can always take one more
+                    // of them (no input holds `u64::MAX` items), and the array's own checks
+                    // keep every prefix of an item completable (or refuse the schema).
+                    if !self.infinitely_many(&inner, path, &inner_path, depth + 1)? {
+                        return Err(e);
                     }
                 }
             } else if normalize(self.table, &inner, &inner_path, 0)? == Schema::Never {
@@ -509,6 +500,43 @@ impl Compiler<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Whether the items `s` (at `ip`) of a `uniqueItems` array whose every proper prefix is
+    /// to have infinitely many completions are infinitely many values: unbounded at every
+    /// prefix themselves, strings of at least `u64::MAX` values (a GUID's pattern), closed
+    /// objects of infinitely many values, or an `anyOf` with such a branch (travis's webhook
+    /// `urls`: a URI string or a closed object of one string).
+    fn infinitely_many(
+        &self,
+        s: &Schema,
+        path: &str,
+        ip: &str,
+        depth: usize,
+    ) -> Result<bool, Error> {
+        if depth > 8 {
+            return Ok(false);
+        }
+        if self.prefix_unbounded(s, path, ip, depth).is_ok() {
+            return Ok(true);
+        }
+        let s = self.resolve_bare(s, ip)?;
+        if let Some(content) = super::unique_objects::finite_string(&s, ip)? {
+            return Ok(count_words(&content) == u64::MAX);
+        }
+        if self.infinite_closed_objects(&s, path, ip, depth)? {
+            return Ok(true);
+        }
+        if let Schema::Node(n) = &s {
+            if let (Some(branches), true) = (&n.any_of, n.only(&["anyOf"])) {
+                for (i, b) in branches.iter().enumerate() {
+                    if self.infinitely_many(b, path, &format!("{ip}/anyOf/{i}"), depth + 1)? {
+                        return Ok(true);
+                    }
+                }
+            }
+        }
+        Ok(false)
     }
 
     /// Whether every branch of `n`'s `oneOf` and `anyOf` (either may be absent) is `required`
@@ -526,12 +554,18 @@ impl Compiler<'_> {
         Ok(true)
     }
 
-    /// `s` normalised, through bare references (at most 32).
+    /// `s` normalised, through bare references (at most 32), a `oneOf` of disjoint branches
+    /// read as their `anyOf`.
     pub(super) fn resolve_bare(&self, s: &Schema, path: &str) -> Result<Schema, Error> {
         let mut s = normalize(self.table, s, path, 0)?;
         for _ in 0..32 {
             let target = match &s {
                 Schema::Node(n) if n.only(&["$ref"]) => n.reference.as_ref().map(|r| r.target),
+                // A `oneOf` of branches shown disjoint (travis's `urls`: a string, a
+                // reference to a closed object, an array) is the `anyOf` of them.
+                Schema::Node(n) if n.one_of.is_some() => {
+                    return Ok(disjoint_one_of_as_any_of(self.table, n, path)?.unwrap_or(s))
+                }
                 _ => return Ok(s),
             };
             let Some(t) = target.and_then(|t| self.table.get(t)) else {

@@ -26,9 +26,14 @@
 //! - a string of string keywords alone with finitely many completions at some state of its
 //!   automaton, as a key of the item itself (checked while it is read, against the values of
 //!   it that agreeing earlier items use up: `ItemCheck::AfterString`);
+//! - an `anyOf` of branches unbounded at every prefix beside `null` or booleans (travis's
+//!   `template`), those values set apart and checked before they begin;
 //! - or a nested closed object of the same kind (no such strings in it), up to
 //!   [`MAX_NESTED`] deep, alone or in an `anyOf` beside branches of other types that are
-//!   unbounded at every prefix (expo's `intentFilters.data`, an object or an array).
+//!   unbounded at every prefix (expo's `intentFilters.data`, an object or an array; a branch
+//!   that is an `anyOf` itself is read as its branches, travis's `recipients`).
+//!
+//! A `oneOf` whose branches are shown disjoint is read as their `anyOf` throughout.
 //!
 //! A nested object is the reason the property-level test was too strong: its prefix
 //! `{"formatId": "f", "arguments": []` has one completion, yet the item around it may have
@@ -82,6 +87,11 @@ enum Domain {
     /// `anyOf`, here) of infinitely many values below every proper prefix, none of them an
     /// object: those are written as `Unbounded`, and the object's `{` is checked on its own.
     Object(Vec<Key>, Option<Schema>),
+    /// An `anyOf` of branches of infinitely many values below every proper prefix (none of
+    /// them numbers, `null`, booleans or objects: written as `Unbounded`) and of `null` or
+    /// booleans (travis's `template`: a string, an array, or `null`): those values set apart,
+    /// each checked before it begins as a finite key's are.
+    Pinned(Schema, Vec<Value>),
 }
 
 /// One property of a closed object of the item.
@@ -271,30 +281,58 @@ impl Compiler<'_> {
                 if let (Some(branches), true) = (&u.any_of, u.only(&["anyOf"])) {
                     let mut object = None;
                     let mut others = Vec::new();
-                    for (i, b) in branches.iter().enumerate() {
-                        let bp = format!("{pp}/anyOf/{i}");
-                        let b = self.resolve_bare(b, &bp)?;
+                    let mut pinned: Vec<Value> = Vec::new();
+                    let mut shaped = true;
+                    for (b, bp) in self.flat_branches(branches, pp)? {
                         match self.closed_object(&b, &bp)? {
                             Some(n) if object.is_none() => object = Some((n, bp)),
+                            // `null` and booleans, which no unbounded branch holds (nor an
+                            // object): set apart, each checked before it begins.
+                            _ if finite_values(&b).is_some_and(|vs| {
+                                vs.iter().all(|v| v.is_null() || v.is_boolean())
+                            }) =>
+                            {
+                                for v in finite_values(&b).unwrap_or_default() {
+                                    if !pinned.contains(&v) {
+                                        pinned.push(v);
+                                    }
+                                }
+                            }
                             _ => {
-                                let not_object = matches!(&b, Schema::Node(n)
-                                    if n.types.is_some_and(|t| !t.has(TypeSet::OBJECT)));
-                                if !not_object
+                                if self.may_be_object(&b, &bp, 0)?
                                     || self.prefix_unbounded(&b, path, &bp, nesting).is_err()
                                     || self.holds_numbers(&b, &bp)?
                                 {
                                     object = None;
+                                    shaped = false;
                                     break;
                                 }
                                 others.push(b);
                             }
                         }
                     }
+                    let unbounded = !others.is_empty();
+                    let rest = Schema::node(Node {
+                        any_of: Some(others),
+                        ..Node::default()
+                    });
+                    match (&object, pinned.is_empty()) {
+                        (Some(_), false) => {
+                            return Err(unsupported(
+                                format!(
+                                    "uniqueItems (objects without additional properties: \
+                                     property `{name}` is a closed object beside `null` or \
+                                     booleans)"
+                                ),
+                                path,
+                            ))
+                        }
+                        (None, false) if shaped && unbounded => {
+                            return Ok(Some(Domain::Pinned(rest, pinned)))
+                        }
+                        _ => {}
+                    }
                     if let Some((n, bp)) = object {
-                        let rest = Schema::node(Node {
-                            any_of: Some(others),
-                            ..Node::default()
-                        });
                         if let Some(keys) =
                             self.closed_keys(&n, path, &bp, depth + 1, nesting + 1)?
                         {
@@ -495,6 +533,17 @@ impl Compiler<'_> {
                     t.extend([value, after, zeros]);
                     tails.push(t);
                 }
+                Domain::Pinned(rest, vs) => {
+                    for (j, v) in vs.iter().enumerate() {
+                        let value = self.const_value(v, &pp)?;
+                        tails.push(self.guarded_value(spec, i, j, value, path, &head));
+                    }
+                    let value = self.schema(rest, &pp)?;
+                    let after = self.item_guard(spec, "item after", ItemCheck::After);
+                    let mut t = head;
+                    t.extend([value, after]);
+                    tails.push(t);
+                }
                 Domain::Number(rest, zero) => {
                     self.set_apart_values(spec, i, zero, path, &head, &mut tails)?;
                     let value = self.b.terminal(rest.clone())?;
@@ -624,6 +673,14 @@ fn spec_keys(keys: &[Key], ip: &str) -> Result<Vec<ItemKey>, Error> {
                     );
                 }
             }
+            Domain::Pinned(_, vs) => {
+                for v in vs {
+                    k.pinned.push(
+                        canonical_value(compact(v).as_bytes())
+                            .ok_or_else(|| invalid(ip, "internal: a value that is not JSON"))?,
+                    );
+                }
+            }
             Domain::Unbounded(_) => {}
         }
         out.push(k);
@@ -709,6 +766,64 @@ fn number_beside_others(name: &str, path: &str) -> Error {
 }
 
 impl Compiler<'_> {
+    /// The branches of the `anyOf` `branches` at `ip`, through bare references, with a
+    /// branch that is an `anyOf` alone (a `oneOf` of disjoint branches among them) replaced
+    /// by its own, up to 8 deep: travis's `recipients`, a string or a closed object, or an
+    /// array of those. Each with its path.
+    fn flat_branches(&self, branches: &[Schema], ip: &str) -> Result<Vec<(Schema, String)>, Error> {
+        let mut out = Vec::new();
+        let mut todo: Vec<(Schema, String, usize)> = branches
+            .iter()
+            .enumerate()
+            .rev()
+            .map(|(i, b)| (b.clone(), format!("{ip}/anyOf/{i}"), 0))
+            .collect();
+        while let Some((b, bp, depth)) = todo.pop() {
+            let b = self.resolve_bare(&b, &bp)?;
+            match &b {
+                Schema::Node(n) if depth < 8 && n.only(&["anyOf"]) => {
+                    for (i, c) in n
+                        .any_of
+                        .as_deref()
+                        .unwrap_or_default()
+                        .iter()
+                        .enumerate()
+                        .rev()
+                    {
+                        todo.push((c.clone(), format!("{bp}/anyOf/{i}"), depth + 1));
+                    }
+                }
+                _ => out.push((b, bp)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether `s` (at `ip`; through bare references and `anyOf`, `depth` deep) may hold an
+    /// object: `true` unless its `type`, or every branch's, leaves objects out.
+    fn may_be_object(&self, s: &Schema, ip: &str, depth: usize) -> Result<bool, Error> {
+        let s = self.resolve_bare(s, ip)?;
+        let n = match &s {
+            Schema::Never => return Ok(false),
+            Schema::Any => return Ok(true),
+            Schema::Node(n) => n,
+        };
+        if n.types.is_some_and(|t| !t.has(TypeSet::OBJECT)) {
+            return Ok(false);
+        }
+        match (&n.any_of, n.only(&["anyOf"]), depth < 8) {
+            (Some(branches), true, true) => {
+                for (i, b) in branches.iter().enumerate() {
+                    if self.may_be_object(b, &format!("{ip}/anyOf/{i}"), depth + 1)? {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            }
+            _ => Ok(true),
+        }
+    }
+
     /// Whether the values of `s` (at `ip`; through bare references and `anyOf`) may be
     /// numbers at their top (not inside arrays or objects, which always take one more).
     fn holds_numbers(&self, s: &Schema, ip: &str) -> Result<bool, Error> {
