@@ -60,7 +60,7 @@ use nextok_constraints::{ConformanceRun, JsonOptions};
 /// branches' sharing only `{}`, complements read through a context that is a union of
 /// branches, and two "some member" conditions merged where one implies the other: swcrc's
 /// `targets`). Raise it as the compiler learns more; never lower it.
-const COMPILED_FLOOR: usize = 324;
+const COMPILED_FLOOR: usize = 325;
 /// Valid instances of compiled schemas accepted, at least (7 of 12 when imported, 12 of 19,
 /// then 13 of 20, then 13 of 22; 94 of 148 once the corpus held 322 instances of 229 schemas, 118 of 182 with `$ref`
 /// bundling and `uniqueItems` over strings, 182 of 182 once objects took their members in any
@@ -69,7 +69,7 @@ const COMPILED_FLOOR: usize = 324;
 /// 188 with `format: regex` alone, 214 of 214 with all three, 236 of 236 once 302 did, 238 of
 /// 238 once 305 did, 240 of 240 once 308 did, 241 of 241 once 309 did, 242 of 242 once 311
 /// did, 243 of 243 once 313 did, 244 of 244 once 319, 322 and 323 did).
-const VALID_FLOOR: usize = 244;
+const VALID_FLOOR: usize = 245;
 /// Invalid instances of compiled schemas refused, at least (11 of 11 when imported, 20 of 20
 /// with the first 61 instances, 35 of 35 with 322, 42 of 42 once 234 schemas compiled, 47 of 47
 /// once 247 did, 51 of 51 once 261 did with `uniqueItems`, 53 of 53 once 266 did with `oneOf`,

@@ -1307,12 +1307,149 @@ fn zero_of_a_number_property_is_set_apart() {
 }
 
 #[test]
-fn numbers_beside_other_types_in_a_closed_item_are_refused_by_name() {
-    // Zero's `0e` has one completion; a union of numbers and strings is not split here.
+fn numbers_beside_other_types_in_a_closed_item_set_zero_apart() {
+    // Zero's `0e` has one completion: set apart beside the strings, as for numbers alone.
     let s = array_of(json!({"type": "object", "additionalProperties": false,
                             "properties": {"n": {"type": ["number", "string"]}}}));
+    for ok in [
+        r#"[{"n":0},{"n":"0"},{"n":0.5},{"n":""},{}]"#,
+        r#"[{"n":"a"},{"n":-0.0e1},{"n":1}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"[{"n":0},{"n":0e5}]"#,
+        r#"[{"n":"a"},{"n":"a"}]"#,
+        r#"[{"n":null}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let vocab = common::synthetic_vocab();
+    let id = |t: &str| common::token_id(&vocab, t);
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"n":0},{"n":0"#);
+    for t in ["e", "}"] {
+        assert!(!bit(&mask, id(t)), "{t}");
+    }
+    assert!(bit(&mask, id(".")));
+    // Numbers with bounds beside strings stay refused by name.
+    let s = array_of(json!({"type": "object", "additionalProperties": false,
+                            "properties": {"n": {"type": ["number", "string"], "maximum": 5}}}));
     let e = compile_json_schema(&s, &JsonOptions::default()).unwrap_err();
-    assert!(e.to_string().contains("`n` holds numbers"), "{e}");
+    assert!(e.to_string().contains("property `n`"), "{e}");
+}
+
+/// anywork's `version` in small: a `pattern` alone, so any value (strings of the pattern).
+fn any_values() -> Value {
+    array_of(json!({"type": "object", "additionalProperties": false,
+                    "properties": {"p": {"pattern": "^a*$"}, "b": {"type": "boolean"}}}))
+}
+
+#[test]
+fn a_property_of_any_type_sets_its_values_of_one_completion_apart() {
+    let s = any_values();
+    for ok in [
+        r#"[{"p":null},{"p":true},{"p":false},{"p":0},{"p":"a"},{"p":[]},{"p":{}},{"p":1}]"#,
+        r#"[{"p":null,"b":true},{"b":false,"p":null},{"p":null}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"[{"p":null},{"p":null}]"#,
+        r#"[{"p":true,"b":true},{"b":true,"p":true}]"#,
+        r#"[{"p":0},{"p":0.0}]"#,
+        r#"[{"p":[1]},{"p":[1.0]}]"#,
+        r#"[{"p":"b"}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let vocab = common::synthetic_vocab();
+    let id = |t: &str| common::token_id(&vocab, t);
+    // `null` and `true` used with every `b`: neither may begin; the other values may.
+    let used = r#"[{"p":null},{"p":null,"b":true},{"b":false,"p":null},{"p":true},{"p":true,"b":true},{"p":true,"b":false},"#;
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"p":"#));
+    for t in ["n", "null", "t", "true"] {
+        assert!(!bit(&mask, id(t)), "{t}");
+    }
+    for t in ["f", "0", "1", "\"", "[", "{"] {
+        assert!(bit(&mask, id(t)), "{t}");
+    }
+}
+
+/// anywork's `actions` in small: closed objects told apart by a constant `type` (one of
+/// finitely many objects, one of infinitely many), beside an open object of another `type`.
+fn actions() -> Value {
+    array_of(json!({"anyOf": [
+        {"type": "object", "additionalProperties": false, "required": ["type"],
+         "properties": {"type": {"const": "a"}, "b": {"type": "boolean"}}},
+        {"type": "object", "additionalProperties": false, "required": ["type", "n"],
+         "properties": {"type": {"const": "b"}, "n": {"enum": [1, 2]}, "s": {"type": "string"}}},
+        {"type": "object", "required": ["type"], "properties": {"type": {"const": "c"}}}
+    ]}))
+}
+
+#[test]
+fn closed_object_types_told_apart_by_a_key_are_counted_apart() {
+    let s = actions();
+    for ok in [
+        r#"[{"type":"a"},{"type":"a","b":true},{"type":"b","n":1},{"type":"c"},{"type":"c","x":1}]"#,
+        r#"[{"n":1,"type":"b"},{"type":"b","n":1,"s":""},{"b":false,"type":"a"}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"[{"type":"a"},{"type":"a"}]"#,
+        r#"[{"type":"b","n":1},{"n":1,"type":"b"}]"#,
+        r#"[{"type":"c","x":1},{"x":1,"type":"c"}]"#,
+        r#"[{"type":"a","n":1}]"#,
+        r#"[{"type":"b"}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let vocab = common::synthetic_vocab();
+    let id = |t: &str| common::token_id(&vocab, t);
+    // Every object of type `a` used: after `"type":"`, `a` may not begin; `b` and `c` may.
+    let used = r#"[{"type":"a"},{"type":"a","b":true},{"b":false,"type":"a"},"#;
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"type":""#));
+    assert!(!bit(&mask, id("a")));
+    assert!(bit(&mask, id("b")) && bit(&mask, id("c")));
+    // The objects of type `b` are not those of `a`: with `"n":1` used without `s`, the item
+    // `{"type":"b","n":1` may not close, and goes on with `s`.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(
+        &mut c,
+        &format!(r#"{used}{{"type":"b","n":1}},{{"n":1,"type":"b""#),
+    );
+    assert!(!bit(&mask, id("}")));
+    assert!(bit(&mask, id(",")));
+    // Type `b` before its `type` is read: `{"n":1` of the earlier items of `a` is no
+    // completion of it (they have no `n`), so `}` after `"type":"b"` is free here.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"n":1,"type":"b""#));
+    assert!(bit(&mask, id("}")));
+}
+
+#[test]
+fn random_walks_over_unions_of_object_types_and_any_values_have_exact_masks() {
+    let vocab = object_vocab();
+    let preferred = preferred_tokens(&vocab, b"abc12\",[]{}:tfxyhnsbvlgorm", true);
+    let mut finished = 0;
+    for (i, schema) in [actions(), any_values()].iter().enumerate() {
+        for seed in 0..12u64 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed * 37 + i as u64);
+            let mut c = from_json_schema(schema, &vocab, &JsonOptions::default()).unwrap();
+            let walk = random_walk(&mut c, &mut rng, &preferred, 8, 60);
+            if walk.ended {
+                finished += 1;
+                let v: Vec<Value> = serde_json::from_slice(&walk.out).expect("JSON array");
+                assert_distinct(&v, &walk.out);
+            }
+            assert_rollback_restores(&mut c, &walk, 4);
+        }
+    }
+    assert!(finished >= 4, "only {finished} walks finished");
 }
 
 /// travis's `template` in small: a string or `null` (a `oneOf` of disjoint branches through a

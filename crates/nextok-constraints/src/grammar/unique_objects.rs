@@ -114,6 +114,11 @@ pub(crate) struct ItemObject {
     /// The guarded item nonterminal ([`Guard::UniqueValues`]) of the array, whose waiting
     /// items start at the array's `[`.
     pub(crate) item: u32,
+    /// For one branch of a union of object types: the required key that tells its objects
+    /// from every other branch's (its value among this key's `values` when it has them; its
+    /// presence alone otherwise, no other branch having the key). Earlier items without it
+    /// are of another branch: never a completion of this one, they are read past.
+    pub(crate) member: Option<u32>,
 }
 
 /// The place a [`Guard::Item`] guards.
@@ -456,6 +461,24 @@ fn scan_tree(text: &[u8], from: usize, keys: &[ItemKey], depth: usize) -> Option
 }
 
 impl ItemObject {
+    /// Whether the earlier item `u` (its members) is an object of this branch of the union
+    /// (every earlier object when the items are this one object type).
+    fn holds(&self, u: &[(&[u8], &[u8])]) -> bool {
+        let Some(d) = self.member else {
+            return true;
+        };
+        let Some(k) = self.keys.get(d as usize) else {
+            return false;
+        };
+        u.iter()
+            .find(|&&(name, _)| name == k.name.as_slice())
+            .is_some_and(|&(_, w)| {
+                k.values
+                    .as_ref()
+                    .is_none_or(|vs| vs.iter().any(|v| v.as_slice() == w))
+            })
+    }
+
     /// The index of the key named `name` (decoded).
     fn index(&self, name: &[u8]) -> Option<u32> {
         self.keys
@@ -745,6 +768,8 @@ impl Chart {
             for v in values.iter().filter(|v| v.first() == Some(&b'o')) {
                 self.work += v.len() as u64;
                 match canonical_members(v) {
+                    // An object of another branch of a union never equals one of these.
+                    Some(m) if !spec.holds(&m) => {}
                     Some(m) => used.push(
                         m.into_iter()
                             .map(|(k, w)| (k.to_vec(), w.to_vec()))
@@ -831,7 +856,10 @@ impl Chart {
             let mut used: Vec<Vec<(&[u8], &[u8])>> = Vec::with_capacity(values.len());
             for v in values.iter().filter(|v| v.first() == Some(&b'o')) {
                 self.work += v.len() as u64;
-                used.push(canonical_members(v)?);
+                let m = canonical_members(v)?;
+                if spec.holds(&m) {
+                    used.push(m);
+                }
             }
             if let Some(f) = spec.full_values(key, &fixed, &used) {
                 if !f.is_empty() {
@@ -962,6 +990,7 @@ mod tests {
                 },
             ],
             item: 0,
+            member: None,
         }
     }
 

@@ -2611,7 +2611,7 @@ fn item_at(n: &Node, index: usize) -> &Schema {
 
 /// The schema a (normalised) object node gives the value of property `name`, when it is
 /// known without patterns: its `properties` entry, or else `additionalProperties`.
-fn value_schema(n: &Node, name: &str) -> Option<Schema> {
+pub(super) fn value_schema(n: &Node, name: &str) -> Option<Schema> {
     if let Some(p) = property(n, name) {
         return Some(p.clone());
     }

@@ -27,7 +27,9 @@
 //!   automaton, as a key of the item itself (checked while it is read, against the values of
 //!   it that agreeing earlier items use up: `ItemCheck::AfterString`);
 //! - an `anyOf` of branches unbounded at every prefix beside `null` or booleans (travis's
-//!   `template`), those values set apart and checked before they begin;
+//!   `template`), or a schema of several types with no number keyword (anywork's `version`,
+//!   a `pattern` alone), the values of one completion (`null`, booleans, zero) set apart
+//!   and checked before they begin;
 //! - or a nested closed object of the same kind (no such strings in it), up to
 //!   [`MAX_NESTED`] deep, alone or in an `anyOf` beside branches of other types that are
 //!   unbounded at every prefix (expo's `intentFilters.data`, an object or an array; a branch
@@ -43,12 +45,13 @@
 //! (`grammar::unique_objects`) counts the item's completions through the nested objects
 //! being written: it refuses exactly the prefixes whose every completion is an earlier item.
 //! Any other property (bounded numbers, unions of several objects or of integers and other
-//! types, objects with `dependentRequired` or `anyOf` of `required`, ...) is refused by name,
+//! types, objects with `dependentRequired` or `anyOf` of `required`, arrays bounded by
+//! `maxItems` of unbounded items, ...) is refused by name,
 //! and objects with other keywords stay with the general path (which refuses closed ones).
 
 use serde_json::Value;
 
-use super::algebra::normalize;
+use super::algebra::{disjoint, normalize, value_schema};
 use super::compile::Compiler;
 use super::number::{number_dfa, Decimal};
 use super::schema::{compact, invalid, json_eq, unsupported, Node, Schema, TypeSet};
@@ -89,9 +92,13 @@ enum Domain {
     Object(Vec<Key>, Option<Schema>),
     /// An `anyOf` of branches of infinitely many values below every proper prefix (none of
     /// them numbers, `null`, booleans or objects: written as `Unbounded`) and of `null` or
-    /// booleans (travis's `template`: a string, an array, or `null`): those values set apart,
-    /// each checked before it begins as a finite key's are.
-    Pinned(Schema, Vec<Value>),
+    /// booleans (travis's `template`: a string, an array, or `null`), or a schema of several
+    /// types (anywork's `version`, a `pattern` alone: any value, strings of the pattern):
+    /// `null` and booleans set apart, each checked before it begins as a finite key's are,
+    /// and numbers (of no number keyword) as `Number`'s: zero set apart after those values
+    /// (its spellings), the other numbers then `After`; the strings, arrays and objects
+    /// (`Some`) then `After`.
+    Pinned(Option<Schema>, Vec<Value>, Option<(Dfa, Dfa)>),
 }
 
 /// One property of a closed object of the item.
@@ -124,11 +131,32 @@ impl Compiler<'_> {
         path: &str,
         ip: &str,
     ) -> Result<Option<(Sym, Sym, bool)>, Error> {
+        self.unique_closed_branch(items, min_items, path, ip, None)
+    }
+
+    /// [`Compiler::unique_closed_objects`] for one branch of a union of object types, told
+    /// from the others by its required key `member` ([`ItemObject::member`]; `None`: the one
+    /// object type of the items).
+    pub(super) fn unique_closed_branch(
+        &mut self,
+        items: &Schema,
+        min_items: usize,
+        path: &str,
+        ip: &str,
+        member: Option<&str>,
+    ) -> Result<Option<(Sym, Sym, bool)>, Error> {
         let Some(n) = self.closed_object(items, ip)? else {
             return Ok(None);
         };
         let Some(keys) = self.closed_keys(&n, path, ip, 0, 1)? else {
             return Ok(None);
+        };
+        let member = match member {
+            None => None,
+            Some(d) => match keys.iter().position(|k| k.name == d) {
+                Some(i) => Some(i as u32),
+                None => return Ok(None),
+            },
         };
         let spec_keys = spec_keys(&keys, ip)?;
         // A finite object domain may run out of objects before `minItems` is reached.
@@ -143,6 +171,7 @@ impl Compiler<'_> {
         let spec = self.b.item_object(ItemObject {
             keys: spec_keys,
             item: 0,
+            member,
         });
         let (lb, rb) = (self.lit("{"), self.lit("}"));
         let ws: Vec<Sym> = self.ws.into_iter().collect();
@@ -223,7 +252,10 @@ impl Compiler<'_> {
                     Some((rest, zero)) => Some(Domain::Number(rest, zero)),
                     None => match self.prefix_unbounded(&s, path, &pp, nesting) {
                         Ok(()) if self.holds_numbers(&s, &pp)? => {
-                            return Err(number_beside_others(name, path))
+                            match self.typed_union(&s, path, &pp, nesting)? {
+                                Some(d) => Some(d),
+                                None => return Err(number_beside_others(name, path)),
+                            }
                         }
                         Ok(()) => Some(Domain::Unbounded(s)),
                         Err(_) => self.bounded_domain(&s, name, path, &pp, depth, nesting)?,
@@ -268,6 +300,9 @@ impl Compiler<'_> {
                 }
                 return Ok(Some(Domain::FiniteString(content)));
             }
+        }
+        if let Some(d) = self.typed_union(s, path, pp, nesting)? {
+            return Ok(Some(d));
         }
         if depth < MAX_NESTED {
             if let Some(n) = self.closed_object(s, pp)? {
@@ -328,7 +363,7 @@ impl Compiler<'_> {
                             ))
                         }
                         (None, false) if shaped && unbounded => {
-                            return Ok(Some(Domain::Pinned(rest, pinned)))
+                            return Ok(Some(Domain::Pinned(Some(rest), pinned, None)))
                         }
                         _ => {}
                     }
@@ -533,16 +568,26 @@ impl Compiler<'_> {
                     t.extend([value, after, zeros]);
                     tails.push(t);
                 }
-                Domain::Pinned(rest, vs) => {
+                Domain::Pinned(rest, vs, numbers) => {
                     for (j, v) in vs.iter().enumerate() {
                         let value = self.const_value(v, &pp)?;
                         tails.push(self.guarded_value(spec, i, j, value, path, &head));
                     }
-                    let value = self.schema(rest, &pp)?;
                     let after = self.item_guard(spec, "item after", ItemCheck::After);
-                    let mut t = head;
-                    t.extend([value, after]);
-                    tails.push(t);
+                    if let Some((others, zero)) = numbers {
+                        let value = self.b.terminal(zero.clone())?;
+                        tails.push(self.guarded_value(spec, i, vs.len(), value, path, &head));
+                        let value = self.b.terminal(others.clone())?;
+                        let mut t = head.clone();
+                        t.extend([value, after]);
+                        tails.push(t);
+                    }
+                    if let Some(rest) = rest {
+                        let value = self.schema(rest, &pp)?;
+                        let mut t = head;
+                        t.extend([value, after]);
+                        tails.push(t);
+                    }
                 }
                 Domain::Number(rest, zero) => {
                     self.set_apart_values(spec, i, zero, path, &head, &mut tails)?;
@@ -673,8 +718,9 @@ fn spec_keys(keys: &[Key], ip: &str) -> Result<Vec<ItemKey>, Error> {
                     );
                 }
             }
-            Domain::Pinned(_, vs) => {
-                for v in vs {
+            Domain::Pinned(_, vs, numbers) => {
+                let zero = numbers.as_ref().map(|_| Value::from(0));
+                for v in vs.iter().chain(&zero) {
                     k.pinned.push(
                         canonical_value(compact(v).as_bytes())
                             .ok_or_else(|| invalid(ip, "internal: a value that is not JSON"))?,
@@ -766,6 +812,122 @@ fn number_beside_others(name: &str, path: &str) -> Error {
 }
 
 impl Compiler<'_> {
+    /// For a schema of several types, among them `null`, booleans or numbers, without
+    /// combinators, `enum` or number keywords (anywork's `version`, a `pattern` alone), whose
+    /// strings, arrays and objects are unbounded at every prefix: the domain that sets the
+    /// values of one completion (`null`, `true`, `false`, zero) apart ([`Domain::Pinned`]).
+    fn typed_union(
+        &self,
+        s: &Schema,
+        path: &str,
+        pp: &str,
+        nesting: usize,
+    ) -> Result<Option<Domain>, Error> {
+        let Schema::Node(n) = s else {
+            return Ok(None);
+        };
+        let types = n.types.unwrap_or(TypeSet::ALL);
+        let few = [TypeSet::NULL, TypeSet::BOOLEAN, TypeSet::NUMBER];
+        let combined = n.any_of.is_some() || n.one_of.is_some() || n.all_of.is_some();
+        let number_keywords = [
+            "minimum",
+            "maximum",
+            "exclusiveMinimum",
+            "exclusiveMaximum",
+            "multipleOf",
+        ];
+        let keywords = n.keywords();
+        if combined
+            || n.values.is_some()
+            || n.reference.is_some()
+            || !few.iter().any(|&t| types.has(t))
+            || (types.has(TypeSet::INTEGER) && !types.has(TypeSet::NUMBER))
+            || keywords.iter().any(|k| number_keywords.contains(k))
+        {
+            return Ok(None);
+        }
+        let mut values = Vec::new();
+        if types.has(TypeSet::NULL) {
+            values.push(Value::Null);
+        }
+        if types.has(TypeSet::BOOLEAN) {
+            values.extend([Value::Bool(true), Value::Bool(false)]);
+        }
+        let numbers = match types.has(TypeSet::NUMBER) {
+            false => None,
+            true => {
+                let all = number_dfa(&n.number, false, pp)?;
+                let zero = all.intersect(&Dfa::from_regex(ZERO)?)?;
+                Some((all.minus(&zero)?, zero))
+            }
+        };
+        let others = types.intersect(TypeSet::STRING.union(TypeSet::ARRAY).union(TypeSet::OBJECT));
+        let rest = match others.is_empty() {
+            true => None,
+            false => {
+                let rest = Schema::node(Node {
+                    types: Some(others),
+                    ..(**n).clone()
+                });
+                if self.prefix_unbounded(&rest, path, pp, nesting).is_err() {
+                    return Ok(None);
+                }
+                Some(rest)
+            }
+        };
+        if rest.is_none() && numbers.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(Domain::Pinned(rest, values, numbers)))
+    }
+
+    /// A key that tells the closed objects `b` (at `ip`) from every object of `others` (the
+    /// other object branches of an item union, open or closed): required by `b`, and either
+    /// of finitely many values there that no other branch's value for it meets (a
+    /// discriminator: anywork's and SpecIF's `type`), or a key that no other branch allows.
+    /// An earlier item is then of `b` exactly when it has the key (with one of those values).
+    pub(super) fn branch_key(
+        &self,
+        b: &Schema,
+        others: &[&Schema],
+        ip: &str,
+    ) -> Result<Option<String>, Error> {
+        let Some(n) = self.closed_object(b, ip)? else {
+            return Ok(None);
+        };
+        for name in n.object.required.iter().flatten() {
+            let Some(vb) = value_schema(&n, name) else {
+                continue;
+            };
+            let vb = self.resolve_bare(&vb, &format!("{ip}/properties/{name}"))?;
+            let finite = finite_values(&vb).is_some_and(|vs| !vs.is_empty());
+            let mut apart = true;
+            for c in others {
+                let vc = match c {
+                    Schema::Node(cn) => value_schema(cn, name),
+                    _ => None,
+                };
+                let Some(vc) = vc else {
+                    apart = false;
+                    break;
+                };
+                let vc = self.resolve_bare(&vc, ip)?;
+                let ok = match finite {
+                    true => disjoint(self.table, &vb, &vc),
+                    false => vc == Schema::Never,
+                };
+                if !ok {
+                    apart = false;
+                    break;
+                }
+            }
+            if apart {
+                return Ok(Some(name.clone()));
+            }
+        }
+        Ok(None)
+    }
+
     /// The branches of the `anyOf` `branches` at `ip`, through bare references, with a
     /// branch that is an `anyOf` alone (a `oneOf` of disjoint branches among them) replaced
     /// by its own, up to 8 deep: travis's `recipients`, a string or a closed object, or an

@@ -16,9 +16,11 @@
 //! of `enum` go too: zero as a whole, an integer's canonical spelling, a number's spellings
 //! (the others then written without exponent, whose every live prefix still goes on to
 //! infinitely many values). Strings whose every prefix has infinitely many completions, objects
-//! and arrays keep the existing checks (`prefix_unbounded`), but for one object type that it
-//! refuses (closed by `additionalProperties: false`), which is a closed-object item of its own
-//! (`unique_closed_objects`, whose guards read past earlier items of other types) when the
+//! and arrays keep the existing checks (`prefix_unbounded`), but for object types that it
+//! refuses (closed by `additionalProperties: false`), each a closed-object item of its own
+//! (`unique_closed_objects`, whose guards read past earlier items of other types; where
+//! other object types stand beside it, a required key tells its objects from theirs,
+//! `branch_key`, and its guards read past theirs too) when the
 //! objects or the other parts are infinitely many: its check before the `,` of another item is
 //! left out, so some value must always be left to write; strings with a prefix of finitely
 //! many completions are a [`Guard::UniqueStrings`] item of their own, checked the string way
@@ -438,32 +440,53 @@ impl Compiler<'_> {
                 .strings
                 .as_ref()
                 .is_some_and(|s| count_words(s) == u64::MAX);
-        let mut closed = parts.closed;
-        if let Some((sub, why)) = closed.pop() {
-            // Objects of another part (open ones) would be read as earlier items of these,
-            // counted as completions they may not be.
-            let objects = |o: &Schema| match o {
-                Schema::Node(n) => n.types.unwrap_or(TypeSet::ALL).has(TypeSet::OBJECT),
-                _ => true,
+        let closed = parts.closed;
+        // Objects of another part (open ones, or other closed ones) would be read as earlier
+        // items of these, counted as completions they may not be, unless a key tells each
+        // closed branch's objects from all the others' (`branch_key`).
+        let objects = |o: &Schema| match o {
+            Schema::Node(n) => n.types.unwrap_or(TypeSet::ALL).has(TypeSet::OBJECT),
+            _ => true,
+        };
+        let open: Vec<&Schema> = parts.others.iter().filter(|o| objects(o)).collect();
+        let alone = closed.len() == 1 && open.is_empty();
+        let mut any_infinite = false;
+        for (i, (sub, why)) in closed.iter().enumerate() {
+            let member = match alone {
+                true => None,
+                false => {
+                    let mut others = open.clone();
+                    others.extend(
+                        closed
+                            .iter()
+                            .enumerate()
+                            .filter(|&(j, _)| j != i)
+                            .map(|(_, (c, _))| c),
+                    );
+                    match self.branch_key(sub, &others, ip)? {
+                        Some(k) => Some(k),
+                        None => return Err(why.clone()),
+                    }
+                }
             };
-            if !closed.is_empty() || parts.others.iter().any(objects) {
-                return Err(why);
-            }
-            // The one object type among the items: no earlier item of another part equals
+            // A closed object type among the items: no earlier item of another part equals
             // one of its objects, and its guards read past them. Its own `,` guard
             // (`ItemCheck::Start`) is left out, so the objects or the other parts must be
             // infinitely many for every further item to have a value to be.
-            let Some((item, _, infinite)) = self.unique_closed_objects(&sub, 0, path, ip)? else {
-                return Err(why);
+            let Some((item, _, infinite)) =
+                self.unique_closed_branch(sub, 0, path, ip, member.as_deref())?
+            else {
+                return Err(why.clone());
             };
-            if !infinite && !rest_infinite {
-                return Err(unsupported(
-                    "uniqueItems (objects without additional properties, finitely many, \
-                     beside other item types of finitely many values)",
-                    path,
-                ));
-            }
+            any_infinite |= infinite;
             alts.push(vec![item]);
+        }
+        if !closed.is_empty() && !any_infinite && !rest_infinite {
+            return Err(unsupported(
+                "uniqueItems (objects without additional properties, finitely many, \
+                 beside other item types of finitely many values)",
+                path,
+            ));
         }
         let mut fresh: Vec<(Vec<u8>, Sym)> = Vec::new();
         for v in &parts.fresh {
