@@ -2610,13 +2610,18 @@ fn item_at(n: &Node, index: usize) -> &Schema {
 }
 
 /// The schema a (normalised) object node gives the value of property `name`, when it is
-/// known without patterns: its `properties` entry, or else `additionalProperties`.
+/// known without patterns: its `properties` entry, or else, where no pattern of
+/// `patternProperties` matches the name (swagger's `^x-` beside `$ref`),
+/// `additionalProperties`.
 pub(super) fn value_schema(n: &Node, name: &str) -> Option<Schema> {
     if let Some(p) = property(n, name) {
         return Some(p.clone());
     }
-    if n.object.pattern_properties.is_some() {
-        return None;
+    for (p, _) in n.object.pattern_properties.iter().flatten() {
+        match pattern_dfa(p) {
+            Ok(d) if !d.matches(name.as_bytes()) => {}
+            _ => return None,
+        }
     }
     Some(
         n.object

@@ -30,7 +30,7 @@ use serde_json::Value;
 use super::algebra::{disjoint_one_of_as_any_of, normalize};
 use super::compile::Compiler;
 use super::schema::{compact, invalid, unsupported, Node, Schema, TypeSet};
-use super::string::{is_long, string_content, string_set, without_strings};
+use super::string::{is_long, pattern_dfa, string_content, string_set, without_strings};
 use super::unique_split::Split;
 use crate::dfa::{Dfa, DEAD};
 use crate::grammar::{canonical_value, finite_states, FiniteSet, Guard, Sym};
@@ -437,6 +437,7 @@ impl Compiler<'_> {
             "not pattern",
             "format",
             "properties",
+            "patternProperties",
             "required",
             "additionalProperties",
             "minProperties",
@@ -468,15 +469,23 @@ impl Compiler<'_> {
             self.unique_strings(n, path, ip, false, None)?;
         }
         if types.has(TypeSet::OBJECT) {
-            if let Some(ap) = &n.object.additional_properties {
-                let ap = normalize(self.table, ap, &format!("{ip}/additionalProperties"), 0)?;
-                if ap == Schema::Never {
-                    return Err(unsupported(
-                        "uniqueItems (objects without additional properties: finitely many \
-                         completions of some prefix)",
-                        path,
-                    ));
+            let closed = match &n.object.additional_properties {
+                Some(ap) => {
+                    normalize(self.table, ap, &format!("{ip}/additionalProperties"), 0)?
+                        == Schema::Never
                 }
+                None => false,
+            };
+            let patterned = n.object.pattern_properties.is_some();
+            if (closed || patterned) && !self.fresh_members(n, closed, ip)? {
+                let what = match closed {
+                    true => {
+                        "uniqueItems (objects without additional properties: finitely many \
+                         completions of some prefix)"
+                    }
+                    false => "uniqueItems (items with patternProperties)",
+                };
+                return Err(unsupported(what, path));
             }
         }
         if types.has(TypeSet::ARRAY) {
@@ -500,6 +509,55 @@ impl Compiler<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Whether an object of `n` (at `ip`; `closed` when its `additionalProperties` is
+    /// `false`) can always take one more member: infinitely many names outside `properties`
+    /// take some value, those that no pattern of `patternProperties` matches (when not
+    /// `closed`), or those that one pattern alone matches, its schema not `false` (swagger's
+    /// `^x-` vendor extensions beside `additionalProperties: false`).
+    fn fresh_members(&self, n: &Node, closed: bool, ip: &str) -> Result<bool, Error> {
+        let names: Vec<&[u8]> = n
+            .object
+            .properties
+            .iter()
+            .flatten()
+            .map(|(k, _)| k.as_bytes())
+            .collect();
+        let named = Dfa::literals(&names, 1 << 16)?;
+        let patterns = n.object.pattern_properties.as_deref().unwrap_or_default();
+        let mut dfas = Vec::with_capacity(patterns.len());
+        for (p, _) in patterns {
+            match pattern_dfa(p) {
+                Ok(d) => dfas.push(d),
+                Err(_) => return Ok(false),
+            }
+        }
+        if !closed {
+            let mut outside = Dfa::any_string().minus(&named)?;
+            for d in &dfas {
+                outside = outside.minus(d)?;
+            }
+            if count_words(&outside) == u64::MAX {
+                return Ok(true);
+            }
+        }
+        for (i, (p, v)) in patterns.iter().enumerate() {
+            let pp = format!("{ip}/patternProperties/{p}");
+            if normalize(self.table, v, &pp, 0)? == Schema::Never {
+                continue;
+            }
+            let mut only = dfas[i].minus(&named)?;
+            for (j, d) in dfas.iter().enumerate() {
+                if j != i {
+                    only = only.minus(d)?;
+                }
+            }
+            if count_words(&only) == u64::MAX {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Whether the items `s` (at `ip`) of a `uniqueItems` array whose every proper prefix is
