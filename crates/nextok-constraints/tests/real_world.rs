@@ -60,7 +60,7 @@ use nextok_constraints::{ConformanceRun, JsonOptions};
 /// branches' sharing only `{}`, complements read through a context that is a union of
 /// branches, and two "some member" conditions merged where one implies the other: swcrc's
 /// `targets`). Raise it as the compiler learns more; never lower it.
-const COMPILED_FLOOR: usize = 326;
+const COMPILED_FLOOR: usize = 327;
 /// Valid instances of compiled schemas accepted, at least (7 of 12 when imported, 12 of 19,
 /// then 13 of 20, then 13 of 22; 94 of 148 once the corpus held 322 instances of 229 schemas, 118 of 182 with `$ref`
 /// bundling and `uniqueItems` over strings, 182 of 182 once objects took their members in any

@@ -1657,3 +1657,71 @@ fn random_walks_over_objects_closed_but_for_a_pattern_have_exact_masks() {
     }
     assert!(finished >= 3, "only {finished} walks finished");
 }
+
+/// SpecIF's `replaces` in small: a `uniqueItems` array of at most two strings, beside a
+/// boolean. A full array's one completion is its `]`, checked before it.
+fn replaces() -> Value {
+    array_of(json!({"type": "object", "additionalProperties": false,
+                    "properties": {
+                        "r": {"type": "array", "uniqueItems": true, "maxItems": 2,
+                              "items": {"type": "string", "pattern": "^a*$"}},
+                        "b": {"type": "boolean"}}}))
+}
+
+#[test]
+fn a_full_array_of_at_most_max_items_is_checked_before_its_bracket() {
+    let s = replaces();
+    for ok in [
+        r#"[{"r":[]},{"r":[""]},{"r":["","a"]},{"r":["a",""]},{"r":["","a"],"b":true},{}]"#,
+        r#"[{"b":false,"r":["a"]},{"r":["a"]}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"[{"r":["","a"]},{"r":["","a"]}]"#,
+        r#"[{"r":["a"],"b":true},{"b":true,"r":["a"]}]"#,
+        r#"[{"r":["a","a"]}]"#,
+        r#"[{"r":["","a","aa"]}]"#,
+        r#"[{"r":["b"]}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let vocab = common::synthetic_vocab();
+    let id = |t: &str| common::token_id(&vocab, t);
+    // `["","a"]` used with every `b`: its `"a` may not close (a full array), but may go on.
+    let used = r#"[{"r":["","a"]},{"r":["","a"],"b":true},{"b":false,"r":["","a"]},"#;
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"r":["","a"#));
+    assert!(!bit(&mask, id("\"")));
+    assert!(bit(&mask, id("a")));
+    // One array short of full: `"a` closes, and `]` then follows or another string.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!(r#"{used}{{"r":["a"#));
+    assert!(bit(&mask, id("\"")));
+    // With `b` written, one use is enough.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"r":["","a"],"b":true},{"b":true,"r":["","a"#);
+    assert!(!bit(&mask, id("\"")));
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"r":["","a"],"b":true},{"b":false,"r":["","a"#);
+    assert!(bit(&mask, id("\"")));
+}
+
+#[test]
+fn random_walks_over_full_arrays_have_exact_masks() {
+    let vocab = object_vocab();
+    let preferred = preferred_tokens(&vocab, b"a\",[]{}:tfrb", true);
+    let mut finished = 0;
+    for seed in 0..16u64 {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed * 43 + 5);
+        let mut c = from_json_schema(&replaces(), &vocab, &JsonOptions::default()).unwrap();
+        let walk = random_walk(&mut c, &mut rng, &preferred, 8, 70);
+        if walk.ended {
+            finished += 1;
+            let v: Vec<Value> = serde_json::from_slice(&walk.out).expect("JSON array");
+            assert_distinct(&v, &walk.out);
+        }
+        assert_rollback_restores(&mut c, &walk, 4);
+    }
+    assert!(finished >= 3, "only {finished} walks finished");
+}

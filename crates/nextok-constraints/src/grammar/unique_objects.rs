@@ -44,7 +44,10 @@
 //! it), `Open_k` (when the key also takes unbounded values of other types, so that `K_k`
 //! passes for those) whether the item with the nested object begun is alive, and `Start`
 //! (before the `,` of another item, reading from the array's `[`) whether the empty object
-//! is alive. A value of infinitely many values is never checked inside: each of its proper
+//! is alive. A member whose value is a `uniqueItems` array of at most `maxItems` items has
+//! one more place, `Closing`, in that array's own rules right before the `]` of a full
+//! array: the item with the array closed is alive (the item's `{` is found through the
+//! items waiting for the member's value at the array's `[`). A value of infinitely many values is never checked inside: each of its proper
 //! prefixes has infinitely many completions, and so has the item. Since `alive(o)` is exactly
 //! "`End` passes or some `K_i` does" for the innermost object of `o` (a completion either
 //! closes it now or writes one more key of it), every place the chart reaches has a passing
@@ -138,6 +141,10 @@ pub(crate) enum ItemCheck {
     /// After the string value of key `i` (of `words`: the terminal right before it is
     /// checked while it is read, `Chart::item_string_alive`): the object so far is alive.
     AfterString(u32),
+    /// Before the `]` of a full array (of at most `maxItems` items, a member's value whose
+    /// nonterminal is `w`; origin: the array's `[`): the item with that array closed is
+    /// alive. The item's `{` is the origin of the items waiting for `w` at the `[`.
+    Closing(u32),
     /// Before the `,` of another member: some key may follow.
     More,
     /// Before the `}`: every required key is written and no earlier item equals the object.
@@ -654,7 +661,10 @@ impl ItemObject {
     /// The answer of `check` for the item `p` against the earlier items `used`.
     fn passes(&self, check: ItemCheck, p: &Partial, used: &[Vec<(&[u8], &[u8])>]) -> bool {
         match check {
-            ItemCheck::Start | ItemCheck::After | ItemCheck::AfterString(_) => self.alive(p, used),
+            ItemCheck::Start
+            | ItemCheck::After
+            | ItemCheck::AfterString(_)
+            | ItemCheck::Closing(_) => self.alive(p, used),
             ItemCheck::Key(i) => self.key_ok(i, p, used),
             ItemCheck::Open(i) => self.open_ok(i, p, used),
             ItemCheck::Value(i, j) => {
@@ -716,9 +726,39 @@ impl Chart {
         origin: u32,
         at: u32,
     ) -> bool {
+        if let ItemCheck::Closing(w) = check {
+            // The items whose `{` waits for the member's value at the array's `[`.
+            let (s, e) = (
+                self.item_starts[origin as usize] as usize,
+                self.item_starts[origin as usize + 1] as usize,
+            );
+            let objects: Vec<u32> = self.items[s..e]
+                .iter()
+                .filter(|&&(p, _)| g.syms[p as usize] == GSym::Nt(w))
+                .map(|&(_, o)| o)
+                .collect();
+            return objects
+                .into_iter()
+                .any(|o| self.item_passes_at(g, spec_id, check, o, at));
+        }
+        self.item_passes_at(g, spec_id, check, origin, at)
+    }
+
+    /// [`Chart::item_object_passes`] for the item object whose `{` was read at set `origin`
+    /// (for [`ItemCheck::Start`], the array whose `[` was); for [`ItemCheck::Closing`], its
+    /// text read with the `]` to come.
+    fn item_passes_at(
+        &mut self,
+        g: &Grammar,
+        spec_id: u32,
+        check: ItemCheck,
+        origin: u32,
+        at: u32,
+    ) -> bool {
         let Some(spec) = g.item_objects.get(spec_id as usize) else {
             return false;
         };
+        let closing = matches!(check, ItemCheck::Closing(_));
         let start = check == ItemCheck::Start;
         // The arrays the item belongs to: the origins of the items waiting for it.
         let arrays: Vec<u32> = if start {
@@ -735,6 +775,7 @@ impl Chart {
         }
         if let Some(m) = &self.guard.item_memo {
             if arrays.len() == 1
+                && !closing
                 && (m.spec, m.origin, m.at, m.start) == (spec_id, origin, at, start)
             {
                 return m.passes(spec, check);
@@ -744,11 +785,14 @@ impl Chart {
             Partial::default()
         } else {
             self.work += u64::from(at.saturating_sub(origin));
-            match self
-                .input
-                .get(origin as usize..at as usize)
-                .and_then(|text| scan_tree(text, 0, &spec.keys, 0))
-            {
+            let Some(text) = self.input.get(origin as usize..at as usize) else {
+                return false;
+            };
+            let scanned = match closing {
+                true => scan_tree(&[text, b"]"].concat(), 0, &spec.keys, 0),
+                false => scan_tree(text, 0, &spec.keys, 0),
+            };
+            match scanned {
                 Some(p) => p,
                 None => return false,
             }
@@ -787,7 +831,7 @@ impl Chart {
                 used,
             };
             let pass = memo.passes(spec, check);
-            if arrays.len() == 1 {
+            if arrays.len() == 1 && !closing {
                 self.guard.item_memo = Some(memo);
             }
             if pass {

@@ -35,6 +35,12 @@ pub(super) struct Compiler<'a> {
     /// The rules of `format: "regex"` strings, once built (`ecma_regex`): any pattern, and
     /// any but the empty one.
     pub(super) regex_format: [Option<Sym>; 2],
+    /// For the `uniqueItems` array of at most `maxItems` items that a closed-object item's
+    /// member is (`unique_objects`, `Domain::Capped`): the item's spec and the member's value
+    /// nonterminal, for the check before the `]` of a full array; taken by that array.
+    pub(super) closing: Option<(u32, u32)>,
+    /// Whether that check was placed.
+    pub(super) closing_placed: bool,
 }
 
 impl<'a> Compiler<'a> {
@@ -57,6 +63,8 @@ impl<'a> Compiler<'a> {
             depth: 0,
             open: Vec::new(),
             regex_format: [None, None],
+            closing: None,
+            closing_placed: false,
         }
     }
 

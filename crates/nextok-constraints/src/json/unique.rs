@@ -33,7 +33,7 @@ use super::schema::{compact, invalid, unsupported, Node, Schema, TypeSet};
 use super::string::{is_long, pattern_dfa, string_content, string_set, without_strings};
 use super::unique_split::Split;
 use crate::dfa::{Dfa, DEAD};
-use crate::grammar::{canonical_value, finite_states, FiniteSet, Guard, Sym};
+use crate::grammar::{canonical_value, finite_states, FiniteSet, Guard, ItemCheck, Sym};
 use crate::Error;
 
 /// The keywords of a string schema whose decoded strings are read as an automaton (a domain
@@ -59,6 +59,9 @@ impl Compiler<'_> {
         items: &Schema,
         path: &str,
     ) -> Result<Sym, Error> {
+        // The check of a closed-object item's member before the `]` of a full array: taken
+        // here, so that no array inside this one sees it.
+        let closing = self.closing.take();
         let ip = format!("{path}/items");
         let items = self.resolve_bare(items, &ip)?;
         // For string items whose domain is finite as a whole, an empty nonterminal before the
@@ -195,7 +198,19 @@ impl Compiler<'_> {
         }
         for (i, &c) in counted.iter().enumerate() {
             if i + 1 >= min {
-                let r = self.seq(&[Sym::Nt(c), rb]);
+                let r = match closing {
+                    // A full array has one completion, its `]`: the item is checked with it
+                    // before any whitespace (`ItemCheck::Closing`).
+                    Some((spec, w)) if max == Some(i + 1) => {
+                        let check = self.item_guard(spec, "item closing", ItemCheck::Closing(w));
+                        self.closing_placed = true;
+                        let mut r = vec![Sym::Nt(c), check];
+                        r.extend(&ws);
+                        r.push(rb);
+                        r
+                    }
+                    _ => self.seq(&[Sym::Nt(c), rb]),
+                };
                 self.b.rule(arr, r);
             }
         }

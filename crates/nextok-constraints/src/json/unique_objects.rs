@@ -44,9 +44,13 @@
 //! starting at the item's `{`), guarded as the item's members are, and the run-time check
 //! (`grammar::unique_objects`) counts the item's completions through the nested objects
 //! being written: it refuses exactly the prefixes whose every completion is an earlier item.
+//! - a `uniqueItems` array of at most `maxItems` items unbounded at every prefix (SpecIF's
+//!   `replaces`): a full one has one completion, its `]`, checked before it
+//!   (`ItemCheck::Closing`, placed by the array's own rules through `Compiler::closing`);
+//!
 //! Any other property (bounded numbers, unions of several objects or of integers and other
 //! types, objects with `dependentRequired` or `anyOf` of `required`, arrays bounded by
-//! `maxItems` of unbounded items, ...) is refused by name,
+//! `maxItems` without `uniqueItems`, ...) is refused by name,
 //! and objects with other keywords stay with the general path (which refuses closed ones).
 
 use serde_json::Value;
@@ -99,6 +103,11 @@ enum Domain {
     /// (its spellings), the other numbers then `After`; the strings, arrays and objects
     /// (`Some`) then `After`.
     Pinned(Option<Schema>, Vec<Value>, Option<(Dfa, Dfa)>),
+    /// A `uniqueItems` array of at most `maxItems` items unbounded at every prefix (SpecIF's
+    /// `replaces`, two revision strings): every proper prefix has infinitely many
+    /// completions but a full one, whose one completion is its `]`, checked before it
+    /// ([`ItemCheck::Closing`], placed by the array's own rules), then `After`.
+    Capped(Schema),
 }
 
 /// One property of a closed object of the item.
@@ -304,6 +313,9 @@ impl Compiler<'_> {
         if let Some(d) = self.typed_union(s, path, pp, nesting)? {
             return Ok(Some(d));
         }
+        if self.capped_array(s, path, pp, nesting)? {
+            return Ok(Some(Domain::Capped(s.clone())));
+        }
         if depth < MAX_NESTED {
             if let Some(n) = self.closed_object(s, pp)? {
                 return Ok(self
@@ -441,7 +453,7 @@ impl Compiler<'_> {
 
     /// A guard of item object `spec` at `check`: an empty nonterminal, checked when it is
     /// predicted.
-    fn item_guard(&mut self, spec: u32, name: &str, check: ItemCheck) -> Sym {
+    pub(super) fn item_guard(&mut self, spec: u32, name: &str, check: ItemCheck) -> Sym {
         let nt = self.b.nt(name);
         self.b.rule(nt, Vec::new());
         self.b.guard_prediction(nt, Guard::Item { spec, check });
@@ -589,6 +601,30 @@ impl Compiler<'_> {
                         tails.push(t);
                     }
                 }
+                Domain::Capped(array) => {
+                    let w = self.b.nt(format!("{path} item capped {name}"));
+                    self.closing = Some((spec, w));
+                    self.closing_placed = false;
+                    let value = self.schema(array, &pp);
+                    let placed = std::mem::take(&mut self.closing_placed);
+                    self.closing = None;
+                    let value = value?;
+                    if !placed {
+                        return Err(unsupported(
+                            format!(
+                                "uniqueItems (objects without additional properties: property \
+                                 `{name}`, an array of at most maxItems items, compiled without \
+                                 its check before the `]`)"
+                            ),
+                            path,
+                        ));
+                    }
+                    self.b.rule(w, vec![value]);
+                    let after = self.item_guard(spec, "item after", ItemCheck::After);
+                    let mut t = head;
+                    t.extend([Sym::Nt(w), after]);
+                    tails.push(t);
+                }
                 Domain::Number(rest, zero) => {
                     self.set_apart_values(spec, i, zero, path, &head, &mut tails)?;
                     let value = self.b.terminal(rest.clone())?;
@@ -727,7 +763,7 @@ fn spec_keys(keys: &[Key], ip: &str) -> Result<Vec<ItemKey>, Error> {
                     );
                 }
             }
-            Domain::Unbounded(_) => {}
+            Domain::Unbounded(_) | Domain::Capped(_) => {}
         }
         out.push(k);
     }
@@ -812,6 +848,39 @@ fn number_beside_others(name: &str, path: &str) -> Error {
 }
 
 impl Compiler<'_> {
+    /// Whether `s` (at `pp`) is a `uniqueItems` array of at most `maxItems` (at least one,
+    /// and at least `minItems`) items unbounded at every prefix and never numbers at their
+    /// top (`0e` has one completion), with no other keyword: [`Domain::Capped`].
+    fn capped_array(
+        &self,
+        s: &Schema,
+        path: &str,
+        pp: &str,
+        nesting: usize,
+    ) -> Result<bool, Error> {
+        let Schema::Node(n) = s else {
+            return Ok(false);
+        };
+        let a = &n.array;
+        let Some(max) = a.max_items else {
+            return Ok(false);
+        };
+        if n.types != Some(TypeSet::ARRAY)
+            || !n.only(&["type", "items", "uniqueItems", "minItems", "maxItems"])
+            || !a.unique_items
+            || max == 0
+            || a.min_items.unwrap_or(0) > max
+        {
+            return Ok(false);
+        }
+        let items = a.items.clone().unwrap_or(Schema::Any);
+        let ip = format!("{pp}/items");
+        Ok(self
+            .prefix_unbounded(&items, path, &ip, nesting + 1)
+            .is_ok()
+            && !self.holds_numbers(&items, &ip)?)
+    }
+
     /// For a schema of several types, among them `null`, booleans or numbers, without
     /// combinators, `enum` or number keywords (anywork's `version`, a `pattern` alone), whose
     /// strings, arrays and objects are unbounded at every prefix: the domain that sets the
