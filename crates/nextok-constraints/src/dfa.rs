@@ -1880,6 +1880,11 @@ impl Dfa {
         self.is_accept(self.start)
     }
 
+    /// The cells of the transition table (states times byte classes): its size.
+    pub(crate) fn cells(&self) -> usize {
+        self.trans.len()
+    }
+
     /// Number of states, the dead state included.
     pub(crate) fn num_states(&self) -> usize {
         self.accept.len()

@@ -2,6 +2,7 @@
 //! and objects in `containers`.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
 
@@ -41,6 +42,46 @@ pub(super) struct Compiler<'a> {
     pub(super) closing: Option<(u32, u32)>,
     /// Whether that check was placed.
     pub(super) closing_placed: bool,
+}
+
+/// The automaton of the JSON strings (quotes and escapes) of facets `f` without the strings
+/// among `excluded`. Kept process-wide per facets and excluded strings, up to a bound on
+/// their cells together: a schema names a format or pattern many times, and schemas share
+/// them, while the content automaton (`string_content` keeps moderate ones) and its JSON
+/// encoding (`Dfa::json_string` keeps moderate ones) of a large one, `hostname`'s length
+/// bound or `iri-reference`, cost milliseconds to build again each time.
+fn string_automaton(f: &StringFacets, excluded: &[Value], path: &str) -> Result<Arc<Dfa>, Error> {
+    type Key = (StringFacets, Vec<String>);
+    type Memo = Mutex<(HashMap<Key, Arc<Dfa>>, usize)>;
+    static MEMO: OnceLock<Memo> = OnceLock::new();
+    const MEMO_ENTRIES: usize = 1024;
+    const MEMO_CELLS: usize = 1 << 22;
+    let key: Key = (
+        f.clone(),
+        excluded
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect(),
+    );
+    let memo = MEMO.get_or_init(Default::default);
+    // A poisoned lock only means another thread panicked mid-insert; the map stays valid.
+    if let Some(d) = memo.lock().unwrap_or_else(|p| p.into_inner()).0.get(&key) {
+        return Ok(Arc::clone(d));
+    }
+    let d = Arc::new(without_strings(string_content(f, path)?, excluded)?.json_string()?);
+    let cells = d.cells();
+    if cells <= MEMO_CELLS / 4 {
+        let mut m = memo.lock().unwrap_or_else(|p| p.into_inner());
+        let (map, total) = &mut *m;
+        if map.len() >= MEMO_ENTRIES || *total + cells > MEMO_CELLS {
+            map.clear();
+            *total = 0;
+        }
+        if map.insert(key, Arc::clone(&d)).is_none() {
+            *total += cells;
+        }
+    }
+    Ok(d)
 }
 
 impl<'a> Compiler<'a> {
@@ -413,8 +454,7 @@ impl<'a> Compiler<'a> {
         if is_chunked(f) && plain && !excluded.iter().any(Value::is_string) {
             return self.long_string(f.min_length.unwrap_or(0), f.max_length, path);
         }
-        let d = without_strings(string_content(f, path)?, excluded)?;
-        self.string_terminal(&d)
+        self.b.shared_terminal(string_automaton(f, excluded, path)?)
     }
 
     /// Strings of `min` to `max` characters with a bound above

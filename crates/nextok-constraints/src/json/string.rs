@@ -378,6 +378,24 @@ pub(super) fn is_chunked(f: &StringFacets) -> bool {
 /// The strings a (regular, enforced) `format` accepts, exactly: what `format` keeps and what
 /// its complement (`not` of `format`) takes out.
 fn format_dfa(format: &str, path: &str) -> Result<Dfa, Error> {
+    // The formats are a fixed set, so every one built is kept, process-wide: `hostname`'s
+    // length bound is a product of some 14 ms, larger than `string_content` keeps, and was
+    // built again for every schema that named it.
+    type Memo = Mutex<HashMap<String, Arc<Dfa>>>;
+    static MEMO: OnceLock<Memo> = OnceLock::new();
+    let memo = MEMO.get_or_init(Default::default);
+    // A poisoned lock only means another thread panicked mid-insert; the map stays valid.
+    if let Some(d) = memo.lock().unwrap_or_else(|p| p.into_inner()).get(format) {
+        return Ok(Dfa::clone(d));
+    }
+    let d = build_format_dfa(format, path)?;
+    memo.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(format.to_string(), Arc::new(d.clone()));
+    Ok(d)
+}
+
+fn build_format_dfa(format: &str, path: &str) -> Result<Dfa, Error> {
     let re = format_regex(format).ok_or_else(|| unsupported(format!("format {format:?}"), path))?;
     let mut d = Dfa::from_regex(&format!("(?:{re})"))?;
     if format == "hostname" {
@@ -445,15 +463,25 @@ pub(super) fn string_content(f: &StringFacets, path: &str) -> Result<Dfa, Error>
 }
 
 fn build_string_content(f: &StringFacets, path: &str) -> Result<Dfa, Error> {
-    let mut d = Dfa::any_string().clone();
+    // Patterns and formats match valid UTF-8 strings only (`Dfa::from_regex`), so the first of
+    // them is the strings so far, without a product with every string.
+    let mut d: Option<Dfa> = None;
+    let meet = |d: &mut Option<Dfa>, x: Dfa| -> Result<(), Error> {
+        *d = Some(match d.take() {
+            None => x,
+            Some(d) => d.intersect(&x)?,
+        });
+        Ok(())
+    };
     for p in &f.patterns {
-        d = d.intersect(&pattern_dfa(p)?)?;
-    }
-    for p in &f.not_patterns {
-        d = d.minus(&pattern_dfa(p)?)?;
+        meet(&mut d, pattern_dfa(p)?)?;
     }
     if let Some(format) = &f.format {
-        d = d.intersect(&format_dfa(format, path)?)?;
+        meet(&mut d, format_dfa(format, path)?)?;
+    }
+    let mut d = d.unwrap_or_else(|| Dfa::any_string().clone());
+    for p in &f.not_patterns {
+        d = d.minus(&pattern_dfa(p)?)?;
     }
     for format in &f.not_formats {
         d = d.minus(&format_superset_dfa(format, path)?)?;
