@@ -37,9 +37,11 @@ pub(super) struct Compiler<'a> {
     /// any but the empty one.
     pub(super) regex_format: [Option<Sym>; 2],
     /// For the `uniqueItems` array of at most `maxItems` items that a closed-object item's
-    /// member is (`unique_objects`, `Domain::Capped`): the item's spec and the member's value
-    /// nonterminal, for the check before the `]` of a full array; taken by that array.
-    pub(super) closing: Option<(u32, u32)>,
+    /// member is (`unique_objects`, `Domain::Capped`): the item's spec, the member's value
+    /// nonterminal, for the check before the `]` of a full array, and the nesting depth the
+    /// array is compiled at; taken by that array alone (one at another depth, inside it,
+    /// leaves it).
+    pub(super) closing: Option<(u32, u32, usize)>,
     /// Whether that check was placed.
     pub(super) closing_placed: bool,
 }
@@ -184,6 +186,11 @@ impl<'a> Compiler<'a> {
     /// `$ref` beside other keywords is inlined by normalising, and the target's own keywords
     /// lead back to an equal schema: `"additionalProperties": {"anyOf": [.., {"$ref":
     /// "#/definitions/resource"}], "minProperties": 1}` inside that resource).
+    /// How deep [`Compiler::schema`] is nested now.
+    pub(super) fn depth(&self) -> usize {
+        self.depth
+    }
+
     pub(super) fn schema(&mut self, s: &Schema, path: &str) -> Result<Sym, Error> {
         if let Schema::Node(_) = s {
             if let Some(i) = self.open.iter().rposition(|(o, _)| o == s) {

@@ -59,9 +59,15 @@ impl Compiler<'_> {
         items: &Schema,
         path: &str,
     ) -> Result<Sym, Error> {
-        // The check of a closed-object item's member before the `]` of a full array: taken
-        // here, so that no array inside this one sees it.
-        let closing = self.closing.take();
+        // The check of a closed-object item's member before the `]` of a full array: taken by
+        // the array compiled at the depth it was set for, so that no array inside sees it.
+        let closing = match self.closing {
+            Some((spec, w, depth)) if depth == self.depth() => {
+                self.closing = None;
+                Some((spec, w))
+            }
+            _ => None,
+        };
         let ip = format!("{path}/items");
         let items = self.resolve_bare(items, &ip)?;
         // For string items whose domain is finite as a whole, an empty nonterminal before the
@@ -637,7 +643,10 @@ impl Compiler<'_> {
                 // A `oneOf` of branches shown disjoint (travis's `urls`: a string, a
                 // reference to a closed object, an array) is the `anyOf` of them.
                 Schema::Node(n) if n.one_of.is_some() => {
-                    return Ok(disjoint_one_of_as_any_of(self.table, n, path)?.unwrap_or(s))
+                    let any = disjoint_one_of_as_any_of(self.table, n, path)
+                        .ok()
+                        .flatten();
+                    return Ok(any.unwrap_or(s));
                 }
                 _ => return Ok(s),
             };

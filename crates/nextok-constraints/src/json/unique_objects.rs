@@ -603,7 +603,8 @@ impl Compiler<'_> {
                 }
                 Domain::Capped(array) => {
                     let w = self.b.nt(format!("{path} item capped {name}"));
-                    self.closing = Some((spec, w));
+                    // `schema` compiles the array one level deeper than here.
+                    self.closing = Some((spec, w, self.depth() + 1));
                     self.closing_placed = false;
                     let value = self.schema(array, &pp);
                     let placed = std::mem::take(&mut self.closing_placed);
@@ -848,8 +849,8 @@ fn number_beside_others(name: &str, path: &str) -> Error {
 }
 
 impl Compiler<'_> {
-    /// Whether `s` (at `pp`) is a `uniqueItems` array of at most `maxItems` (at least one,
-    /// and at least `minItems`) items unbounded at every prefix and never numbers at their
+    /// Whether `s` (at `pp`) is a `uniqueItems` array of at most `maxItems` (at least two,
+    /// so that it is compiled as a unique array, and at least `minItems`) items unbounded at every prefix and never numbers at their
     /// top (`0e` has one completion), with no other keyword: [`Domain::Capped`].
     fn capped_array(
         &self,
@@ -868,7 +869,7 @@ impl Compiler<'_> {
         if n.types != Some(TypeSet::ARRAY)
             || !n.only(&["type", "items", "uniqueItems", "minItems", "maxItems"])
             || !a.unique_items
-            || max == 0
+            || max < 2
             || a.min_items.unwrap_or(0) > max
         {
             return Ok(false);
