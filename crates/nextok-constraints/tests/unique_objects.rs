@@ -1725,3 +1725,30 @@ fn random_walks_over_full_arrays_have_exact_masks() {
     }
     assert!(finished >= 3, "only {finished} walks finished");
 }
+
+#[test]
+fn open_objects_with_patterns_take_one_more_member_unless_the_patterns_close_them() {
+    // Open, with a pattern for some names: a fresh name outside the pattern always fits.
+    let s = array_of(json!({"type": "object", "patternProperties": {"^a": {"type": "integer"}}}));
+    for ok in [
+        r#"[{},{"a":1},{"b":"x"},{"a":1,"b":"x"}]"#,
+        r#"[{"ab":2},{"ab":2,"c":1}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [r#"[{"a":1},{"a":1.0}]"#, r#"[{"a":"x"}]"#, r#"[{},{}]"#] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let vocab = common::synthetic_vocab();
+    let id = |t: &str| common::token_id(&vocab, t);
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"a":1},{"a":1"#);
+    assert!(!bit(&mask, id("}")));
+    assert!(bit(&mask, id(",")) && bit(&mask, id("0")));
+    // A pattern that every name matches, whose values are `false`, closes the object but for
+    // its one property: finitely many completions, refused by name.
+    let s = array_of(json!({"type": "object", "patternProperties": {"": false},
+                            "properties": {"x": {"type": "boolean"}}}));
+    let e = compile_json_schema(&s, &JsonOptions::default()).unwrap_err();
+    assert!(matches!(e, Error::UnsupportedKeyword { .. }), "{e}");
+}
