@@ -1752,3 +1752,100 @@ fn open_objects_with_patterns_take_one_more_member_unless_the_patterns_close_the
     let e = compile_json_schema(&s, &JsonOptions::default()).unwrap_err();
     assert!(matches!(e, Error::UnsupportedKeyword { .. }), "{e}");
 }
+
+/// SARIF's `message` in small: a closed object with `text` or `id` (an `anyOf` of `required`
+/// alone), as the item itself and nested in one.
+fn messages() -> Value {
+    json!({"type": "object", "additionalProperties": false,
+           "properties": {"text": {"type": "string", "pattern": "^a*$"},
+                          "id": {"type": "string", "pattern": "^a*$"},
+                          "b": {"type": "boolean"}},
+           "anyOf": [{"required": ["text"]}, {"required": ["id"]}]})
+}
+
+fn nested_messages() -> Value {
+    array_of(json!({"type": "object", "additionalProperties": false,
+                    "properties": {"m": messages(), "n": {"type": "boolean"}}}))
+}
+
+#[test]
+fn an_any_of_of_required_keys_is_checked_at_the_objects_brace() {
+    let s = array_of(messages());
+    for ok in [
+        r#"[{"text":"a"},{"id":"a"},{"text":"a","id":"a"},{"b":true,"id":""}]"#,
+        r#"[{"id":"","b":false},{"b":true,"id":""}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"[{}]"#,
+        r#"[{"b":true}]"#,
+        r#"[{"text":"a"},{"text":"a"}]"#,
+        r#"[{"id":"a","b":true},{"b":true,"id":"a"}]"#,
+        r#"[{"text":"b"}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let vocab = common::synthetic_vocab();
+    let id = |t: &str| common::token_id(&vocab, t);
+    // Neither key written: the `}` may not come, another member may.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"b":true"#);
+    assert!(!bit(&mask, id("}")));
+    assert!(bit(&mask, id(",")));
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"#);
+    assert!(!bit(&mask, id("}")));
+    // Written: the `}` may come, unless an earlier item is the same object.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"id":"a"},{"text":"a"#);
+    assert!(bit(&mask, id("\"")));
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"id":"a","b":false},{"b":false,"id":"a""#);
+    assert!(!bit(&mask, id("}")));
+    assert!(bit(&mask, id(",")));
+    // Nested: the inner object's `}` needs `text` or `id` too.
+    let s = nested_messages();
+    let ok = r#"[{"m":{"text":""}},{"m":{"id":""}},{"n":true},{}]"#;
+    assert!(accepts(&s, ok), "{ok}");
+    for bad in [
+        r#"[{"m":{}}]"#,
+        r#"[{"m":{"b":true}}]"#,
+        r#"[{"m":{"id":""}},{"m":{"id":""}}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"m":{"b":true"#);
+    assert!(!bit(&mask, id("}")));
+    assert!(bit(&mask, id(",")));
+    // A key of finitely many values in the `anyOf` is refused by name.
+    let mut t = messages();
+    t["anyOf"] = json!([{"required": ["text"]}, {"required": ["b"]}]);
+    let e = compile_json_schema(&array_of(t), &JsonOptions::default()).unwrap_err();
+    assert!(
+        e.to_string().contains("anyOf of required naming `b`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn random_walks_over_any_of_of_required_have_exact_masks() {
+    let vocab = object_vocab();
+    let preferred = preferred_tokens(&vocab, b"a\",[]{}:tfmnbidx", true);
+    let mut finished = 0;
+    for (i, schema) in [array_of(messages()), nested_messages()].iter().enumerate() {
+        for seed in 0..12u64 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed * 47 + i as u64);
+            let mut c = from_json_schema(schema, &vocab, &JsonOptions::default()).unwrap();
+            let walk = random_walk(&mut c, &mut rng, &preferred, 8, 60);
+            if walk.ended {
+                finished += 1;
+                let v: Vec<Value> = serde_json::from_slice(&walk.out).expect("JSON array");
+                assert_distinct(&v, &walk.out);
+            }
+            assert_rollback_restores(&mut c, &walk, 4);
+        }
+    }
+    assert!(finished >= 4, "only {finished} walks finished");
+}

@@ -107,6 +107,9 @@ pub(crate) struct ItemKey {
     /// under `minimum: -1`, whose `-` has one completion): each is its own rule, checked
     /// before it is begun as a finite key's values are ([`ItemCheck::Value`]).
     pub(crate) pinned: Vec<Vec<u8>>,
+    /// With `object`: the nested object's `anyOf` of `required` alone, as lists of its key
+    /// indices (empty: none); its `}` needs one list all written ([`ItemObject::any_required`]).
+    pub(crate) object_any: Vec<Vec<u32>>,
 }
 
 /// A closed-object item domain of a `uniqueItems` array (see the module's documentation).
@@ -122,6 +125,11 @@ pub(crate) struct ItemObject {
     /// presence alone otherwise, no other branch having the key). Earlier items without it
     /// are of another branch: never a completion of this one, they are read past.
     pub(crate) member: Option<u32>,
+    /// The item's `anyOf` of `required` alone, as lists of key indices (empty: none): its `}`
+    /// needs every key of one list written. The keys named are all of infinitely many values,
+    /// so while none holds some key named is unwritten and the item has infinitely many
+    /// completions that satisfy it, as the product counts: only `End` asks.
+    pub(crate) any_required: Vec<Vec<u32>>,
 }
 
 /// The place a [`Guard::Item`] guards.
@@ -634,8 +642,21 @@ impl ItemObject {
         .is_some_and(|q| self.alive(&q, used))
     }
 
+    /// The `anyOf` of `required` lists of the innermost object of item `p`.
+    fn innermost_any<'a>(&'a self, p: &Partial) -> Option<&'a [Vec<u32>]> {
+        let (mut keys, mut any, mut q) = (&self.keys[..], &self.any_required[..], p);
+        while let Some((c, sub)) = &q.open {
+            let k = keys.get(*c as usize)?;
+            any = &k.object_any;
+            keys = k.object.as_deref()?;
+            q = sub;
+        }
+        Some(any)
+    }
+
     /// Whether the innermost object of item `p` may end here: every required key of it is
-    /// written, and the item is then alive (for the item itself: no earlier item equals it).
+    /// written, so is every key of one of its `anyOf` of `required` lists (when it has
+    /// them), and the item is then alive (for the item itself: no earlier item equals it).
     fn end_ok(&self, p: &Partial, used: &[Vec<(&[u8], &[u8])>]) -> bool {
         let Some((inner, keys)) = p.innermost(&self.keys) else {
             return false;
@@ -644,7 +665,11 @@ impl ItemObject {
             .iter()
             .enumerate()
             .all(|(i, k)| !k.required || inner.has(i as u32));
-        if !complete {
+        let Some(any) = self.innermost_any(p) else {
+            return false;
+        };
+        let some_list = any.is_empty() || any.iter().any(|l| l.iter().all(|&i| inner.has(i)));
+        if !complete || !some_list {
             return false;
         }
         if p.open.is_none() {
@@ -1022,6 +1047,7 @@ mod tests {
                     object: None,
                     more: false,
                     pinned: Vec::new(),
+                    object_any: Vec::new(),
                 },
                 ItemKey {
                     name: b"s".to_vec(),
@@ -1031,10 +1057,12 @@ mod tests {
                     object: None,
                     more: false,
                     pinned: Vec::new(),
+                    object_any: Vec::new(),
                 },
             ],
             item: 0,
             member: None,
+            any_required: Vec::new(),
         }
     }
 
@@ -1108,6 +1136,7 @@ mod tests {
             words: None,
             more: false,
             pinned: Vec::new(),
+            object_any: Vec::new(),
             object: Some(vec![
                 ItemKey {
                     name: b"t".to_vec(),
@@ -1117,6 +1146,7 @@ mod tests {
                     object: None,
                     more: false,
                     pinned: Vec::new(),
+                    object_any: Vec::new(),
                 },
                 ItemKey {
                     name: b"b".to_vec(),
@@ -1126,6 +1156,7 @@ mod tests {
                     object: None,
                     more: false,
                     pinned: Vec::new(),
+                    object_any: Vec::new(),
                 },
             ]),
         };

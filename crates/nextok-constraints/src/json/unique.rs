@@ -620,7 +620,7 @@ impl Compiler<'_> {
 
     /// Whether every branch of `n`'s `oneOf` and `anyOf` (either may be absent) is `required`
     /// alone (or any value).
-    fn required_branches(&self, n: &Node, ip: &str) -> Result<bool, Error> {
+    pub(super) fn required_branches(&self, n: &Node, ip: &str) -> Result<bool, Error> {
         for (comb, branches) in [("oneOf", &n.one_of), ("anyOf", &n.any_of)] {
             for (i, b) in branches.iter().flatten().enumerate() {
                 match self.resolve_bare(b, &format!("{ip}/{comb}/{i}"))? {

@@ -2,9 +2,11 @@
 //! members are rules of their own, guarded at prediction (`grammar::unique_objects`) so that
 //! the chart never takes a prefix all of whose completions earlier items already are.
 //!
-//! Taken when the item (or the one object type of an item union, `unique_split`, which then
-//! leaves out the check before the `,`) is `type: object` with `properties`, `required` and
-//! `additionalProperties: false` alone, and every property's value is
+//! Taken when the item (or an object type of an item union, `unique_split`, which then
+//! leaves out the check before the `,`) is `type: object` with `properties`, `required`,
+//! `additionalProperties: false` and an `anyOf` of `required` alone (SARIF's `message`: `text`
+//! or `id`; every key it names of infinitely many values, so only the `}` checks it), and
+//! every property's value is
 //!
 //! - of finitely many values: `enum`/`const` with `type`, booleans, `null`, or arrays of such
 //!   values made finitely many by `uniqueItems` or `maxItems` (at most
@@ -49,7 +51,7 @@
 //!   (`ItemCheck::Closing`, placed by the array's own rules through `Compiler::closing`);
 //!
 //! Any other property (bounded numbers, unions of several objects or of integers and other
-//! types, objects with `dependentRequired` or `anyOf` of `required`, arrays bounded by
+//! types, objects with `dependentRequired`, arrays bounded by
 //! `maxItems` without `uniqueItems`, ...) is refused by name,
 //! and objects with other keywords stay with the general path (which refuses closed ones).
 
@@ -93,7 +95,8 @@ enum Domain {
     /// With `Some`, the property is an `anyOf` of that object and other branches (their
     /// `anyOf`, here) of infinitely many values below every proper prefix, none of them an
     /// object: those are written as `Unbounded`, and the object's `{` is checked on its own.
-    Object(Vec<Key>, Option<Schema>),
+    /// Its `anyOf` of `required` alone, as lists of its key indices, is the third.
+    Object(Vec<Key>, Option<Schema>, Vec<Vec<u32>>),
     /// An `anyOf` of branches of infinitely many values below every proper prefix (none of
     /// them numbers, `null`, booleans or objects: written as `Unbounded`) and of `null` or
     /// booleans (travis's `template`: a string, an array, or `null`), or a schema of several
@@ -160,6 +163,9 @@ impl Compiler<'_> {
         let Some(keys) = self.closed_keys(&n, path, ip, 0, 1)? else {
             return Ok(None);
         };
+        let Some(any_required) = self.object_any(&n, &keys, path, ip)? else {
+            return Ok(None);
+        };
         let member = match member {
             None => None,
             Some(d) => match keys.iter().position(|k| k.name == d) {
@@ -181,6 +187,7 @@ impl Compiler<'_> {
             keys: spec_keys,
             item: 0,
             member,
+            any_required,
         });
         let (lb, rb) = (self.lit("{"), self.lit("}"));
         let ws: Vec<Sym> = self.ws.into_iter().collect();
@@ -208,14 +215,21 @@ impl Compiler<'_> {
     }
 
     /// `s` (through bare references) when it is a closed object as items and nested
-    /// objects must be: `type: object` with `properties`, `required` and
-    /// `additionalProperties: false` alone.
-    fn closed_object(&self, s: &Schema, ip: &str) -> Result<Option<Node>, Error> {
+    /// objects must be: `type: object` with `properties`, `required`,
+    /// `additionalProperties: false` and an `anyOf` of `required` alone.
+    pub(super) fn closed_object(&self, s: &Schema, ip: &str) -> Result<Option<Node>, Error> {
         let Schema::Node(n) = self.resolve_bare(s, ip)? else {
             return Ok(None);
         };
         if n.types != Some(TypeSet::OBJECT)
-            || !n.only(&["type", "properties", "required", "additionalProperties"])
+            || !n.only(&[
+                "type",
+                "properties",
+                "required",
+                "additionalProperties",
+                "anyOf",
+            ])
+            || (n.any_of.is_some() && !self.required_branches(&n, ip)?)
         {
             return Ok(None);
         }
@@ -318,9 +332,12 @@ impl Compiler<'_> {
         }
         if depth < MAX_NESTED {
             if let Some(n) = self.closed_object(s, pp)? {
+                let Some(keys) = self.closed_keys(&n, path, pp, depth + 1, nesting + 1)? else {
+                    return Ok(None);
+                };
                 return Ok(self
-                    .closed_keys(&n, path, pp, depth + 1, nesting + 1)?
-                    .map(|keys| Domain::Object(keys, None)));
+                    .object_any(&n, &keys, path, pp)?
+                    .map(|any| Domain::Object(keys, None, any)));
             }
             // An `anyOf` of one closed object and branches of other types, unbounded at every
             // prefix (the object's own values then need no count: the key has infinitely many).
@@ -383,7 +400,9 @@ impl Compiler<'_> {
                         if let Some(keys) =
                             self.closed_keys(&n, path, &bp, depth + 1, nesting + 1)?
                         {
-                            return Ok(Some(Domain::Object(keys, Some(rest))));
+                            if let Some(any) = self.object_any(&n, &keys, path, &bp)? {
+                                return Ok(Some(Domain::Object(keys, Some(rest), any)));
+                            }
                         }
                         return Ok(Some(Domain::Unbounded(rest)));
                     }
@@ -634,7 +653,7 @@ impl Compiler<'_> {
                     t.extend([value, after]);
                     tails.push(t);
                 }
-                Domain::Object(sub, rest) => {
+                Domain::Object(sub, rest, _) => {
                     let open_k = self.b.nt(format!("{path} item nested {name}"));
                     let mut opening = head.clone();
                     if let Some(rest) = rest {
@@ -729,6 +748,7 @@ fn spec_keys(keys: &[Key], ip: &str) -> Result<Vec<ItemKey>, Error> {
             object: None,
             more: false,
             pinned: Vec::new(),
+            object_any: Vec::new(),
         };
         match &key.domain {
             Domain::Finite(vs) => {
@@ -743,9 +763,10 @@ fn spec_keys(keys: &[Key], ip: &str) -> Result<Vec<ItemKey>, Error> {
                 k.values = Some(c);
             }
             Domain::FiniteString(content) => k.words = Some(count_words(content)),
-            Domain::Object(sub, rest) => {
+            Domain::Object(sub, rest, any) => {
                 k.object = Some(spec_keys(sub, &format!("{ip}/properties/{}", key.name))?);
                 k.more = rest.is_some();
+                k.object_any = any.clone();
             }
             Domain::Integer(_, pinned) | Domain::Number(_, pinned) => {
                 for (v, _) in pinned {
@@ -849,6 +870,70 @@ fn number_beside_others(name: &str, path: &str) -> Error {
 }
 
 impl Compiler<'_> {
+    /// The `anyOf` of `required` alone of closed object `n` (at `ip`, its keys `keys`) as
+    /// lists of key indices (empty when it has none); a list naming a key that cannot be
+    /// written is left out, and `None` when every list is (no object can be written). Every
+    /// key a list names must have infinitely many values (`ItemObject::any_required` says
+    /// why that keeps the count exact); another is refused by name.
+    fn object_any(
+        &self,
+        n: &Node,
+        keys: &[Key],
+        path: &str,
+        ip: &str,
+    ) -> Result<Option<Vec<Vec<u32>>>, Error> {
+        let Some(branches) = &n.any_of else {
+            return Ok(Some(Vec::new()));
+        };
+        let mut lists = Vec::new();
+        for (b, branch) in branches.iter().enumerate() {
+            let names = match self.resolve_bare(branch, &format!("{ip}/anyOf/{b}"))? {
+                Schema::Node(m) => m.object.required.clone().unwrap_or_default(),
+                // Any value: the `anyOf` always holds.
+                Schema::Any => return Ok(Some(Vec::new())),
+                Schema::Never => continue,
+            };
+            let mut list = Vec::with_capacity(names.len());
+            for name in &names {
+                match keys.iter().position(|k| &k.name == name) {
+                    Some(i) => list.push(i as u32),
+                    None => break,
+                }
+            }
+            if list.len() < names.len() {
+                continue;
+            }
+            for &i in &list {
+                let key = &keys[i as usize];
+                let infinite = match &key.domain {
+                    Domain::Unbounded(_)
+                    | Domain::Integer(..)
+                    | Domain::Number(..)
+                    | Domain::Pinned(..)
+                    | Domain::Capped(_) => true,
+                    Domain::FiniteString(content) => count_words(content) == u64::MAX,
+                    Domain::Object(sub, ..) => total_objects(&spec_keys(sub, ip)?) == u64::MAX,
+                    Domain::Finite(_) => false,
+                };
+                if !infinite {
+                    return Err(unsupported(
+                        format!(
+                            "uniqueItems (objects without additional properties: anyOf of \
+                             required naming `{}`, of finitely many values)",
+                            key.name
+                        ),
+                        path,
+                    ));
+                }
+            }
+            if list.is_empty() {
+                return Ok(Some(Vec::new()));
+            }
+            lists.push(list);
+        }
+        Ok((!lists.is_empty()).then_some(lists))
+    }
+
     /// Whether `s` (at `pp`) is a `uniqueItems` array of at most `maxItems` (at least two,
     /// so that it is compiled as a unique array, and at least `minItems`) items unbounded at every prefix and never numbers at their
     /// top (`0e` has one completion), with no other keyword: [`Domain::Capped`].

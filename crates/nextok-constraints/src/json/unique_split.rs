@@ -219,6 +219,20 @@ impl Compiler<'_> {
             Schema::Any => std::sync::Arc::new(Node::default()),
             Schema::Node(n) => n,
         };
+        // A closed object whose `anyOf` is of `required` alone (SARIF's `message`: `text` or
+        // `id`) is one object type, its `anyOf` checked at its `}`, not one type per branch.
+        let whole = Schema::Node(n.clone());
+        if n.types == Some(TypeSet::OBJECT)
+            && n.any_of.is_some()
+            && self.closed_object(&whole, ip)?.is_some()
+        {
+            let mut parts = Parts::default();
+            match self.prefix_unbounded(&whole, path, ip, depth + 1) {
+                Ok(()) => parts.others.push(whole),
+                Err(e) => parts.closed.push((whole, e)),
+            }
+            return Ok(parts);
+        }
         for (comb, branches) in [("anyOf", &n.any_of), ("oneOf", &n.one_of)] {
             let Some(branches) = branches else {
                 continue;
