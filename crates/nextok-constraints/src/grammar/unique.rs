@@ -763,6 +763,21 @@ impl Chart {
         }
     }
 
+    /// The origins of the items of set `at` that wait for nonterminal `a` there: for a guarded
+    /// item, the `[` of each array it may be an item of; for a member's value, the `{` of
+    /// each object it may be a member of.
+    pub(super) fn waiting_origins(&self, g: &Grammar, at: u32, a: u32) -> Vec<u32> {
+        let (s, e) = (
+            self.item_starts[at as usize] as usize,
+            self.item_starts[at as usize + 1] as usize,
+        );
+        self.items[s..e]
+            .iter()
+            .filter(|&&(p, _)| g.syms[p as usize] == GSym::Nt(a))
+            .map(|&(_, o)| o)
+            .collect()
+    }
+
     /// The decoded values of the items of the array started at set `array`, before the item
     /// that starts at set `item` (cached until the chart is truncated below `item`).
     pub(super) fn earlier(
@@ -932,15 +947,7 @@ impl Chart {
         let Some(&GSym::End(a)) = g.syms.get(pos as usize + 1) else {
             return true;
         };
-        let (s, e) = (
-            self.item_starts[origin as usize] as usize,
-            self.item_starts[origin as usize + 1] as usize,
-        );
-        let arrays: Vec<u32> = self.items[s..e]
-            .iter()
-            .filter(|&&(p, _)| g.syms[p as usize] == GSym::Nt(a))
-            .map(|&(_, o)| o)
-            .collect();
+        let arrays = self.waiting_origins(g, origin, a);
         let end = self.input.len();
         let d = Arc::clone(&g.terminals[t as usize]);
         for array in arrays {
@@ -1217,15 +1224,7 @@ impl Chart {
         let Some(&GSym::End(a)) = g.syms.get(pos as usize + 1) else {
             return Vec::new();
         };
-        let (s, e) = (
-            self.item_starts[origin as usize] as usize,
-            self.item_starts[origin as usize + 1] as usize,
-        );
-        let arrays: Vec<u32> = self.items[s..e]
-            .iter()
-            .filter(|&&(p, _)| g.syms[p as usize] == GSym::Nt(a))
-            .map(|&(_, o)| o)
-            .collect();
+        let arrays = self.waiting_origins(g, origin, a);
         let k = self.depth() - 1;
         let mut out: Vec<(usize, Vec<u8>)> = Vec::new();
         for array in arrays {

@@ -75,7 +75,7 @@
 use std::sync::Arc;
 
 use super::unique::{canonical, skip_ws, string_at, Decoder, Mode};
-use super::{Chart, GSym, Grammar, Guard};
+use super::{Chart, Grammar, Guard};
 use crate::vocab::TokenVocab;
 
 /// One property of a closed-object item.
@@ -753,16 +753,8 @@ impl Chart {
     ) -> bool {
         if let ItemCheck::Closing(w) = check {
             // The items whose `{` waits for the member's value at the array's `[`.
-            let (s, e) = (
-                self.item_starts[origin as usize] as usize,
-                self.item_starts[origin as usize + 1] as usize,
-            );
-            let objects: Vec<u32> = self.items[s..e]
-                .iter()
-                .filter(|&&(p, _)| g.syms[p as usize] == GSym::Nt(w))
-                .map(|&(_, o)| o)
-                .collect();
-            return objects
+            return self
+                .waiting_origins(g, origin, w)
                 .into_iter()
                 .any(|o| self.item_passes_at(g, spec_id, check, o, at));
         }
@@ -882,15 +874,7 @@ impl Chart {
     /// The arrays (sets of their `[`) that item object `spec` whose `{` was read at set
     /// `origin` belongs to: the origins of the items waiting for it.
     fn item_arrays(&self, g: &Grammar, spec: &ItemObject, origin: u32) -> Vec<u32> {
-        let (s, e) = (
-            self.item_starts[origin as usize] as usize,
-            self.item_starts[origin as usize + 1] as usize,
-        );
-        self.items[s..e]
-            .iter()
-            .filter(|&&(p, _)| g.syms[p as usize] == GSym::Nt(spec.item))
-            .map(|&(_, o)| o)
-            .collect()
+        self.waiting_origins(g, origin, spec.item)
     }
 
     /// Reads the item object whose `{` was read at set `origin`, up to `end` (inside the
