@@ -17,6 +17,54 @@ use regex_automata::{Anchored, MatchKind};
 use crate::grammar::FxMap;
 use crate::Error;
 
+/// Automata kept process-wide by key (a server compiles the same patterns and string keywords
+/// again and again), up to `entries` of them and `cells` transition-table cells together: when
+/// either would be passed, all are dropped and the memo starts again. One of more than a
+/// quarter of the cells is not kept. A poisoned lock only means another thread panicked
+/// mid-insert; the map stays valid, so it is used as it is.
+pub(crate) struct DfaMemo<K> {
+    map: std::sync::Mutex<(HashMap<K, std::sync::Arc<Dfa>>, usize)>,
+    entries: usize,
+    cells: usize,
+}
+
+impl<K: Hash + Eq> DfaMemo<K> {
+    pub(crate) fn new(entries: usize, cells: usize) -> Self {
+        DfaMemo {
+            map: std::sync::Mutex::new((HashMap::new(), 0)),
+            entries,
+            cells,
+        }
+    }
+
+    /// The automaton kept under `key`.
+    pub(crate) fn get<Q>(&self, key: &Q) -> Option<std::sync::Arc<Dfa>>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let m = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        m.0.get(key).cloned()
+    }
+
+    /// Keeps `d` under `key`, within the bounds.
+    pub(crate) fn insert(&self, key: K, d: &std::sync::Arc<Dfa>) {
+        let cells = d.trans.len();
+        if cells > self.cells / 4 {
+            return;
+        }
+        let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let (map, total) = &mut *m;
+        if map.len() >= self.entries || *total + cells > self.cells {
+            map.clear();
+            *total = 0;
+        }
+        if map.insert(key, std::sync::Arc::clone(d)).is_none() {
+            *total += cells;
+        }
+    }
+}
+
 /// The partition of bytes into 256 singleton classes.
 pub(crate) const IDENTITY: [u8; 256] = {
     let mut a = [0u8; 256];
@@ -510,36 +558,14 @@ impl Dfa {
         // process-wide, up to a bound on their number and one on their cells together. A
         // large one is kept too (a URL pattern with `{1,256}` is some 150,000 cells and 60 ms
         // to determinize, where copying it is a fraction of a millisecond).
-        type Memo = std::sync::Mutex<(HashMap<String, std::sync::Arc<Dfa>>, usize)>;
-        static MEMO: OnceLock<Memo> = OnceLock::new();
-        const MEMO_ENTRIES: usize = 512;
-        const MEMO_CELLS: usize = 1 << 22;
-        let memo = MEMO.get_or_init(Default::default);
-        // A poisoned lock only means another thread panicked mid-insert; the map stays valid.
-        if let Some(d) = memo
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .0
-            .get(pattern)
-        {
-            return Ok(Dfa::clone(d));
+        static MEMO: OnceLock<DfaMemo<String>> = OnceLock::new();
+        let memo = MEMO.get_or_init(|| DfaMemo::new(512, 1 << 22));
+        if let Some(d) = memo.get(pattern) {
+            return Ok(Dfa::clone(&d));
         }
-        let d = Self::build_regex(pattern)?;
-        let cells = d.trans.len();
-        if cells <= MEMO_CELLS / 4 {
-            let mut m = memo.lock().unwrap_or_else(|p| p.into_inner());
-            let (map, total) = &mut *m;
-            if map.len() >= MEMO_ENTRIES || *total + cells > MEMO_CELLS {
-                map.clear();
-                *total = 0;
-            }
-            if map
-                .insert(pattern.to_string(), std::sync::Arc::new(d.clone()))
-                .is_none()
-            {
-                *total += cells;
-            }
-        }
+        let d = std::sync::Arc::new(Self::build_regex(pattern)?);
+        memo.insert(pattern.to_string(), &d);
+        let d = std::sync::Arc::unwrap_or_clone(d);
         Ok(d)
     }
 
@@ -1878,11 +1904,6 @@ impl Dfa {
     /// Whether the empty string is accepted.
     pub(crate) fn accepts_empty(&self) -> bool {
         self.is_accept(self.start)
-    }
-
-    /// The cells of the transition table (states times byte classes): its size.
-    pub(crate) fn cells(&self) -> usize {
-        self.trans.len()
     }
 
     /// Number of states, the dead state included.

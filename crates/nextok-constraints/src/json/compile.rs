@@ -2,7 +2,7 @@
 //! and objects in `containers`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
@@ -12,7 +12,7 @@ use super::schema::StringFacets;
 use super::schema::{compact, invalid, json_eq, unsupported, Node, ObjectFacets, Schema, TypeSet};
 use super::string::{is_chunked, string_content, without_strings};
 use super::JsonOptions;
-use crate::dfa::Dfa;
+use crate::dfa::{Dfa, DfaMemo};
 use crate::grammar::{GrammarBuilder, Sym};
 use crate::Error;
 
@@ -53,36 +53,20 @@ pub(super) struct Compiler<'a> {
 /// encoding (`Dfa::json_string` keeps moderate ones) of a large one, `hostname`'s length
 /// bound or `iri-reference`, cost milliseconds to build again each time.
 fn string_automaton(f: &StringFacets, excluded: &[Value], path: &str) -> Result<Arc<Dfa>, Error> {
-    type Key = (StringFacets, Vec<String>);
-    type Memo = Mutex<(HashMap<Key, Arc<Dfa>>, usize)>;
-    static MEMO: OnceLock<Memo> = OnceLock::new();
-    const MEMO_ENTRIES: usize = 1024;
-    const MEMO_CELLS: usize = 1 << 22;
-    let key: Key = (
+    static MEMO: OnceLock<DfaMemo<(StringFacets, Vec<String>)>> = OnceLock::new();
+    let memo = MEMO.get_or_init(|| DfaMemo::new(1024, 1 << 22));
+    let key = (
         f.clone(),
         excluded
             .iter()
             .filter_map(|v| v.as_str().map(str::to_string))
             .collect(),
     );
-    let memo = MEMO.get_or_init(Default::default);
-    // A poisoned lock only means another thread panicked mid-insert; the map stays valid.
-    if let Some(d) = memo.lock().unwrap_or_else(|p| p.into_inner()).0.get(&key) {
-        return Ok(Arc::clone(d));
+    if let Some(d) = memo.get(&key) {
+        return Ok(d);
     }
     let d = Arc::new(without_strings(string_content(f, path)?, excluded)?.json_string()?);
-    let cells = d.cells();
-    if cells <= MEMO_CELLS / 4 {
-        let mut m = memo.lock().unwrap_or_else(|p| p.into_inner());
-        let (map, total) = &mut *m;
-        if map.len() >= MEMO_ENTRIES || *total + cells > MEMO_CELLS {
-            map.clear();
-            *total = 0;
-        }
-        if map.insert(key, Arc::clone(&d)).is_none() {
-            *total += cells;
-        }
-    }
+    memo.insert(key, &d);
     Ok(d)
 }
 
