@@ -665,9 +665,39 @@ fn object_vocab() -> Arc<TokenVocab> {
     ])
 }
 
+/// Random walks of up to `steps` tokens over each of `schemas` with [`object_vocab`]
+/// (`seeds` walks each, walk `seed` of schema `i` seeded `seed * mul + offset + i`), preferring
+/// the tokens of `preferred`: every mask bit is checked against `advance`, every finished array
+/// holds distinct items, and rolling back restores the masks. The number of walks that ended.
+fn walks_finished(
+    schemas: &[Value],
+    preferred: &[u8],
+    seeds: u64,
+    mul: u64,
+    offset: u64,
+    steps: usize,
+) -> usize {
+    let vocab = object_vocab();
+    let preferred = preferred_tokens(&vocab, preferred, true);
+    let mut finished = 0;
+    for (i, schema) in schemas.iter().enumerate() {
+        for seed in 0..seeds {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed * mul + offset + i as u64);
+            let mut c = from_json_schema(schema, &vocab, &JsonOptions::default()).unwrap();
+            let walk = random_walk(&mut c, &mut rng, &preferred, 8, steps);
+            if walk.ended {
+                finished += 1;
+                let v: Vec<Value> = serde_json::from_slice(&walk.out).expect("JSON array");
+                assert_distinct(&v, &walk.out);
+            }
+            assert_rollback_restores(&mut c, &walk, 4);
+        }
+    }
+    finished
+}
+
 #[test]
 fn random_walks_have_exact_masks_and_end_unique() {
-    let vocab = object_vocab();
     let schemas = [
         mixed(),
         one_boolean(false),
@@ -703,21 +733,7 @@ fn random_walks_have_exact_masks_and_end_unique() {
              "properties": {"n": {"enum": [1, 2]}, "b": {"type": "boolean"}}}]})),
     ];
     // Tokens the walk prefers, so that items repeat often.
-    let preferred = preferred_tokens(&vocab, b"a12\",[]{}:tfxyhnsbvlgorm", true);
-    let mut finished = 0;
-    for (i, schema) in schemas.iter().enumerate() {
-        for seed in 0..10u64 {
-            let mut rng = ChaCha8Rng::seed_from_u64(seed * 29 + i as u64);
-            let mut c = from_json_schema(schema, &vocab, &JsonOptions::default()).unwrap();
-            let walk = random_walk(&mut c, &mut rng, &preferred, 8, 60);
-            if walk.ended {
-                finished += 1;
-                let v: Vec<Value> = serde_json::from_slice(&walk.out).expect("JSON array");
-                assert_distinct(&v, &walk.out);
-            }
-            assert_rollback_restores(&mut c, &walk, 4);
-        }
-    }
+    let finished = walks_finished(&schemas, b"a12\",[]{}:tfxyhnsbvlgorm", 10, 29, 0, 60);
     assert!(finished >= 10, "only {finished} walks finished");
 }
 
@@ -1433,22 +1449,14 @@ fn closed_object_types_told_apart_by_a_key_are_counted_apart() {
 
 #[test]
 fn random_walks_over_unions_of_object_types_and_any_values_have_exact_masks() {
-    let vocab = object_vocab();
-    let preferred = preferred_tokens(&vocab, b"abc12\",[]{}:tfxyhnsbvlgorm", true);
-    let mut finished = 0;
-    for (i, schema) in [actions(), any_values()].iter().enumerate() {
-        for seed in 0..12u64 {
-            let mut rng = ChaCha8Rng::seed_from_u64(seed * 37 + i as u64);
-            let mut c = from_json_schema(schema, &vocab, &JsonOptions::default()).unwrap();
-            let walk = random_walk(&mut c, &mut rng, &preferred, 8, 60);
-            if walk.ended {
-                finished += 1;
-                let v: Vec<Value> = serde_json::from_slice(&walk.out).expect("JSON array");
-                assert_distinct(&v, &walk.out);
-            }
-            assert_rollback_restores(&mut c, &walk, 4);
-        }
-    }
+    let finished = walks_finished(
+        &[actions(), any_values()],
+        b"abc12\",[]{}:tfxyhnsbvlgorm",
+        12,
+        37,
+        0,
+        60,
+    );
     assert!(finished >= 4, "only {finished} walks finished");
 }
 
@@ -1562,22 +1570,14 @@ fn unions_of_a_closed_object_and_unbounded_values_nest_through_one_of() {
 
 #[test]
 fn random_walks_through_unions_of_closed_objects_have_exact_masks() {
-    let vocab = object_vocab();
-    let preferred = preferred_tokens(&vocab, b"a12\",[]{}:tfxyhnsbvlgorm", true);
-    let mut finished = 0;
-    for (i, schema) in [recipients(), templates()].iter().enumerate() {
-        for seed in 0..12u64 {
-            let mut rng = ChaCha8Rng::seed_from_u64(seed * 31 + i as u64);
-            let mut c = from_json_schema(schema, &vocab, &JsonOptions::default()).unwrap();
-            let walk = random_walk(&mut c, &mut rng, &preferred, 8, 60);
-            if walk.ended {
-                finished += 1;
-                let v: Vec<Value> = serde_json::from_slice(&walk.out).expect("JSON array");
-                assert_distinct(&v, &walk.out);
-            }
-            assert_rollback_restores(&mut c, &walk, 4);
-        }
-    }
+    let finished = walks_finished(
+        &[recipients(), templates()],
+        b"a12\",[]{}:tfxyhnsbvlgorm",
+        12,
+        31,
+        0,
+        60,
+    );
     assert!(finished >= 4, "only {finished} walks finished");
 }
 
@@ -1641,20 +1641,7 @@ fn objects_closed_but_for_a_pattern_of_infinitely_many_names_take_one_more_membe
 
 #[test]
 fn random_walks_over_objects_closed_but_for_a_pattern_have_exact_masks() {
-    let vocab = object_vocab();
-    let preferred = preferred_tokens(&vocab, b"abx-12\",[]{}:tfnsrei$", true);
-    let mut finished = 0;
-    for seed in 0..16u64 {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed * 41 + 3);
-        let mut c = from_json_schema(&parameters(), &vocab, &JsonOptions::default()).unwrap();
-        let walk = random_walk(&mut c, &mut rng, &preferred, 8, 60);
-        if walk.ended {
-            finished += 1;
-            let v: Vec<Value> = serde_json::from_slice(&walk.out).expect("JSON array");
-            assert_distinct(&v, &walk.out);
-        }
-        assert_rollback_restores(&mut c, &walk, 4);
-    }
+    let finished = walks_finished(&[parameters()], b"abx-12\",[]{}:tfnsrei$", 16, 41, 3, 60);
     assert!(finished >= 3, "only {finished} walks finished");
 }
 
@@ -1709,20 +1696,7 @@ fn a_full_array_of_at_most_max_items_is_checked_before_its_bracket() {
 
 #[test]
 fn random_walks_over_full_arrays_have_exact_masks() {
-    let vocab = object_vocab();
-    let preferred = preferred_tokens(&vocab, b"a\",[]{}:tfrb", true);
-    let mut finished = 0;
-    for seed in 0..16u64 {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed * 43 + 5);
-        let mut c = from_json_schema(&replaces(), &vocab, &JsonOptions::default()).unwrap();
-        let walk = random_walk(&mut c, &mut rng, &preferred, 8, 70);
-        if walk.ended {
-            finished += 1;
-            let v: Vec<Value> = serde_json::from_slice(&walk.out).expect("JSON array");
-            assert_distinct(&v, &walk.out);
-        }
-        assert_rollback_restores(&mut c, &walk, 4);
-    }
+    let finished = walks_finished(&[replaces()], b"a\",[]{}:tfrb", 16, 43, 5, 70);
     assert!(finished >= 3, "only {finished} walks finished");
 }
 
@@ -1831,21 +1805,13 @@ fn an_any_of_of_required_keys_is_checked_at_the_objects_brace() {
 
 #[test]
 fn random_walks_over_any_of_of_required_have_exact_masks() {
-    let vocab = object_vocab();
-    let preferred = preferred_tokens(&vocab, b"a\",[]{}:tfmnbidx", true);
-    let mut finished = 0;
-    for (i, schema) in [array_of(messages()), nested_messages()].iter().enumerate() {
-        for seed in 0..12u64 {
-            let mut rng = ChaCha8Rng::seed_from_u64(seed * 47 + i as u64);
-            let mut c = from_json_schema(schema, &vocab, &JsonOptions::default()).unwrap();
-            let walk = random_walk(&mut c, &mut rng, &preferred, 8, 60);
-            if walk.ended {
-                finished += 1;
-                let v: Vec<Value> = serde_json::from_slice(&walk.out).expect("JSON array");
-                assert_distinct(&v, &walk.out);
-            }
-            assert_rollback_restores(&mut c, &walk, 4);
-        }
-    }
+    let finished = walks_finished(
+        &[array_of(messages()), nested_messages()],
+        b"a\",[]{}:tfmnbidx",
+        12,
+        47,
+        0,
+        60,
+    );
     assert!(finished >= 4, "only {finished} walks finished");
 }

@@ -498,6 +498,27 @@ impl Compiler<'_> {
         Ok(())
     }
 
+    /// The values `vs` of property `i` (at `pp`) of finitely many values, or set apart beside
+    /// unbounded ones (`null`, booleans), each its literal guarded at prediction
+    /// ([`ItemCheck::Value`], value `j` the `j`th of `vs`), as tails after `head`.
+    #[allow(clippy::too_many_arguments)]
+    fn guarded_consts(
+        &mut self,
+        spec: u32,
+        i: u32,
+        vs: &[Value],
+        pp: &str,
+        path: &str,
+        head: &[Sym],
+        tails: &mut Vec<Vec<Sym>>,
+    ) -> Result<(), Error> {
+        for (j, v) in vs.iter().enumerate() {
+            let value = self.const_value(v, pp)?;
+            tails.push(self.guarded_value(spec, i, j, value, path, head));
+        }
+        Ok(())
+    }
+
     /// `head` followed by a rule for value `j` of key `i` (`value`), guarded by the check that
     /// this value still leaves the item a completion unused by earlier items.
     fn guarded_value(
@@ -568,10 +589,7 @@ impl Compiler<'_> {
             let mut tails: Vec<Vec<Sym>> = Vec::new();
             match &key.domain {
                 Domain::Finite(vs) => {
-                    for (j, v) in vs.iter().enumerate() {
-                        let value = self.const_value(v, &pp)?;
-                        tails.push(self.guarded_value(spec, i, j, value, path, &head));
-                    }
+                    self.guarded_consts(spec, i, vs, &pp, path, &head, &mut tails)?;
                 }
                 Domain::Unbounded(s) => {
                     let value = self.schema(s, &pp)?;
@@ -600,10 +618,7 @@ impl Compiler<'_> {
                     tails.push(t);
                 }
                 Domain::Pinned(rest, vs, numbers) => {
-                    for (j, v) in vs.iter().enumerate() {
-                        let value = self.const_value(v, &pp)?;
-                        tails.push(self.guarded_value(spec, i, j, value, path, &head));
-                    }
+                    self.guarded_consts(spec, i, vs, &pp, path, &head, &mut tails)?;
                     let after = self.item_guard(spec, "item after", ItemCheck::After);
                     if let Some((others, zero)) = numbers {
                         let value = self.b.terminal(zero.clone())?;
