@@ -88,10 +88,21 @@ async fn a_full_queue_is_a_429_with_retry_after() {
     };
     let s = start(ServerConfig::new(MODEL), options);
     let url = format!("{}/v1/chat/completions", s.url);
-    // One request runs (its first chunk has come) ...
+    // One request runs ...
     let response = client().post(&url).json(&long(true)).send().await.unwrap();
     let mut running = response.bytes_stream().eventsource();
     running.next().await.unwrap().unwrap();
+    // (the first chunk, the assistant's role, comes before the scheduler takes the request in:
+    // until it is admitted it is the one waiting, and a second request would find the queue
+    // full, so the gauges are read first)
+    let admitted = |t: &str| {
+        metric(t, "nextok_requests_running") == 1.0 && metric(t, "nextok_requests_waiting") == 0.0
+    };
+    let text = metrics_until(&s.url, 480, admitted).await;
+    assert!(
+        admitted(&text),
+        "the first request was not admitted:\n{text}"
+    );
     // ... one waits ...
     let waiting_url = url.clone();
     let waiting = tokio::spawn(async move {
@@ -99,7 +110,18 @@ async fn a_full_queue_is_a_429_with_retry_after() {
         body["max_tokens"] = json!(4);
         post(&waiting_url, &body).await
     });
-    let text = metrics_until(&s.url, 120, |t| metric(t, "nextok_requests_waiting") == 1.0).await;
+    let mut text = String::new();
+    for _ in 0..480 {
+        text = get(&format!("{}/metrics", s.url)).await.1;
+        if metric(&text, "nextok_requests_waiting") == 1.0 || waiting.is_finished() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    if waiting.is_finished() {
+        let (status, answer) = waiting.await.unwrap();
+        panic!("the second request was answered while the first ran: {status} {answer}\n{text}");
+    }
     assert_eq!(metric(&text, "nextok_requests_waiting"), 1.0, "{text}");
     // ... and the next one finds the queue full.
     let response = client()
