@@ -1461,6 +1461,16 @@ pub(super) fn both_of(a: Schema, b: Schema) -> Schema {
             if all.len() == 1 {
                 all.swap_remove(0)
             } else {
+                // Bare references in the order of their targets, after the rest: conjunctions
+                // of the same references met in another order (a recursion through several
+                // hosts of `patternProperties`, web-types) are then the same schema, so the
+                // recursion closes as a rule.
+                all.sort_by_key(|s| match s {
+                    Schema::Node(n) if n.only(&["$ref"]) => {
+                        (1, n.reference.as_ref().map_or(0, |r| r.target))
+                    }
+                    _ => (0, 0),
+                });
                 Schema::all_of(all)
             }
         }

@@ -44,6 +44,10 @@ pub(super) struct Compiler<'a> {
     pub(super) closing: Option<(u32, u32, usize)>,
     /// Whether that check was placed.
     pub(super) closing_placed: bool,
+    /// Every schema compiled so far, by [`Schema::shape_hash`], with its symbol.
+    memo: HashMap<u64, Vec<(Schema, Sym)>>,
+    /// The keys of `memo`'s entries in the order they were added.
+    memo_log: Vec<u64>,
 }
 
 /// The automaton of the JSON strings (quotes and escapes) of facets `f` without the strings
@@ -92,6 +96,8 @@ impl<'a> Compiler<'a> {
             regex_format: [None, None],
             closing: None,
             closing_placed: false,
+            memo: HashMap::new(),
+            memo_log: Vec::new(),
         }
     }
 
@@ -163,6 +169,11 @@ impl<'a> Compiler<'a> {
         self.b.terminal(d)
     }
 
+    /// How deep [`Compiler::schema`] is nested now.
+    pub(super) fn depth(&self) -> usize {
+        self.depth
+    }
+
     /// The rule for the values valid under `s`.
     ///
     /// A schema equal to one it is nested in is the same language, so it is that schema's
@@ -170,11 +181,6 @@ impl<'a> Compiler<'a> {
     /// `$ref` beside other keywords is inlined by normalising, and the target's own keywords
     /// lead back to an equal schema: `"additionalProperties": {"anyOf": [.., {"$ref":
     /// "#/definitions/resource"}], "minProperties": 1}` inside that resource).
-    /// How deep [`Compiler::schema`] is nested now.
-    pub(super) fn depth(&self) -> usize {
-        self.depth
-    }
-
     pub(super) fn schema(&mut self, s: &Schema, path: &str) -> Result<Sym, Error> {
         if let Schema::Node(_) = s {
             if let Some(i) = self.open.iter().rposition(|(o, _)| o == s) {
@@ -189,6 +195,43 @@ impl<'a> Compiler<'a> {
                 return Ok(Sym::Nt(nt));
             }
         }
+        // A schema compiled before (elsewhere in the document: the same definition merged
+        // into many places, or conjunctions met again) is that schema's symbol: the language
+        // of a schema is its own, whatever encloses it. Not while a capped array's closing
+        // check is to be placed, which depends on where it is.
+        let key = match (s, self.closing) {
+            (Schema::Node(_), None) => {
+                let k = s.shape_hash(3);
+                let known = self.memo.get(&k).into_iter().flatten();
+                if let Some((_, sym)) = known.into_iter().find(|(o, _)| o == s) {
+                    return Ok(*sym);
+                }
+                Some(k)
+            }
+            _ => None,
+        };
+        let logged = self.memo_log.len();
+        let r = self.schema_fresh(s, path);
+        match (&r, key) {
+            (Ok(sym), Some(k)) => {
+                self.memo.entry(k).or_default().push((s.clone(), *sym));
+                self.memo_log.push(k);
+            }
+            // What was compiled inside a schema that failed may stand on a recursion's
+            // nonterminal that never gets its rule: forgotten, in case the caller goes on.
+            (Err(_), _) => {
+                for k in self.memo_log.drain(logged..).rev() {
+                    if let Some(v) = self.memo.get_mut(&k) {
+                        v.pop();
+                    }
+                }
+            }
+            (Ok(_), None) => {}
+        }
+        r
+    }
+
+    fn schema_fresh(&mut self, s: &Schema, path: &str) -> Result<Sym, Error> {
         self.depth += 1;
         if self.depth > 200 {
             return Err(unsupported("nesting deeper than 200", path));

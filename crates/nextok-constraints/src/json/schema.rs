@@ -199,6 +199,72 @@ impl Schema {
     }
 }
 
+impl Schema {
+    /// A hash of the schema's shape to `depth` levels of subschemas: its keywords, type set,
+    /// reference, string facets, value counts and member names. Equal schemas hash alike;
+    /// different ones may too (a table keyed by it compares entries with `==`). Bounded in
+    /// depth so that hashing a large schema at every level of its nesting stays cheap.
+    pub(super) fn shape_hash(&self, depth: usize) -> u64 {
+        use std::hash::Hasher;
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.shape_into(&mut h, depth);
+        h.finish()
+    }
+
+    fn shape_into(&self, h: &mut impl std::hash::Hasher, depth: usize) {
+        use std::hash::Hash;
+        let n = match self {
+            Schema::Any => return 0u8.hash(h),
+            Schema::Never => return 1u8.hash(h),
+            Schema::Node(n) => n,
+        };
+        2u8.hash(h);
+        n.keywords().hash(h);
+        n.types.map(|t| t.0).hash(h);
+        n.values.as_ref().map(Vec::len).hash(h);
+        n.excluded.as_ref().map(Vec::len).hash(h);
+        n.reference.as_ref().map(|r| r.target).hash(h);
+        n.string.hash(h);
+        let (a, o) = (&n.array, &n.object);
+        (a.min_items, a.max_items, o.min_properties, o.max_properties).hash(h);
+        let names = |l: &Option<Vec<(String, Schema)>>, h: &mut _| {
+            for (k, _) in l.iter().flatten() {
+                Hash::hash(k, h);
+            }
+        };
+        names(&o.properties, h);
+        names(&o.pattern_properties, h);
+        o.required.hash(h);
+        if depth == 0 {
+            return;
+        }
+        let children = [&n.all_of, &n.any_of, &n.one_of, &a.prefix_items];
+        for list in children {
+            for c in list.iter().flatten() {
+                c.shape_into(h, depth - 1);
+            }
+        }
+        for c in [
+            &n.not,
+            &n.cond,
+            &n.then,
+            &n.otherwise,
+            &a.items,
+            &a.contains,
+            &o.additional_properties,
+            &o.property_names,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            c.shape_into(h, depth - 1);
+        }
+        for (_, c) in o.properties.iter().flatten() {
+            c.shape_into(h, depth - 1);
+        }
+    }
+}
+
 /// A reference: the index of its target in [`Document::table`], and the reference as written
 /// (for paths in errors and rule names).
 #[derive(Clone, Debug, PartialEq)]
