@@ -976,6 +976,42 @@ fn leading_look_aheads_are_exact() {
 }
 
 #[test]
+fn tempered_tokens_are_exact() {
+    let p = |re: &str| json!({"type": "string", "pattern": re});
+    // Stylelint's rule keys: anything that contains neither word, the empty key among them.
+    let stylelint = p("^((?!message|severity).)*$");
+    check(
+        stylelint.clone(),
+        &[r#""""#, r#""ignore""#, r#""messag""#, r#""sever ity""#],
+        &[
+            r#""message""#,
+            r#""xmessagex""#,
+            r#""severity""#,
+            r#""a severity""#,
+        ],
+    );
+    // ECMA's `.` stops at a line terminator, and `+` needs one character.
+    check(stylelint, &[], &["\"a\\nb\"", "\"\\r\""]);
+    check(
+        p("^(?:(?!ab).)+$"),
+        &[r#""a""#, r#""ba""#, r#""a b""#],
+        &[r#""""#, r#""ab""#, r#""cab""#],
+    );
+    // A look-ahead that matches the empty string stops every iteration: only `""` is left.
+    check(p("^((?!x?).)*$"), &[r#""""#], &[r#""a""#, r#""x""#]);
+    // Bodies whose matches depend on where they are, and other shapes, stay refused.
+    for re in [
+        "^((?!$).)*$",
+        "^((?!^a).)*$",
+        "^((?!\\ba).)*$",
+        "^((?!a).)*b$",
+        "((?!a).)*",
+    ] {
+        assert!(matches!(refused(p(re)), Error::RegexSyntax { .. }), "{re}");
+    }
+}
+
+#[test]
 fn property_names_through_references_and_excluded_values() {
     check(
         json!({"type": "object",

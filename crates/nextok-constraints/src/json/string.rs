@@ -51,6 +51,9 @@ fn has_top_level_bar(p: &str) -> bool {
 /// with a prefix that `X` matches, `X`'s own `$` still meaning the end of the whole string.
 /// Other look-arounds do not parse and are refused with the regex error.
 pub(crate) fn pattern_dfa(pattern: &str) -> Result<Dfa, Error> {
+    if let Some(d) = tempered_token(pattern)? {
+        return Ok(d);
+    }
     let mut looks: Vec<(bool, &str)> = Vec::new();
     let mut positive = pattern.to_string();
     if let Some(mut rest) = pattern.strip_prefix('^') {
@@ -72,6 +75,66 @@ pub(crate) fn pattern_dfa(pattern: &str) -> Result<Dfa, Error> {
         };
     }
     Ok(d)
+}
+
+/// A whole pattern of one tempered token, `^(?:(?!X).)*$` (or a capturing group, or `+`):
+/// the strings of characters `.` matches where `X` matches at no position (stylelint's
+/// `^((?!message|severity).)*$`, every key that does not contain either word). Each
+/// iteration looks ahead to the end of the string, which is the group's own end here, so the
+/// language is `.`'s strings minus those containing a match of `X` (and, with `*`, the empty
+/// string, which no look-ahead checks). `X` with an anchor, a word boundary or a group of its
+/// own kind (`(?`) is not taken (a match of it could depend on where it is), nor any other
+/// shape: `None`, and the pattern goes on to the general path.
+fn tempered_token(pattern: &str) -> Result<Option<Dfa>, Error> {
+    let Some(inner) = pattern
+        .strip_prefix('^')
+        .and_then(|p| p.strip_suffix('$'))
+        .filter(|p| !p.ends_with('\\'))
+    else {
+        return Ok(None);
+    };
+    let (body, plus) = match (inner.strip_suffix(")*"), inner.strip_suffix(")+")) {
+        (Some(b), _) => (b, false),
+        (_, Some(b)) => (b, true),
+        _ => return Ok(None),
+    };
+    let Some(body) = body
+        .strip_prefix("(?:")
+        .or_else(|| body.strip_prefix('(').filter(|b| !b.starts_with('?')))
+    else {
+        return Ok(None);
+    };
+    let Some((true, x, ".")) = leading_lookahead(body) else {
+        return Ok(None);
+    };
+    let (mut esc, mut in_class) = (false, false);
+    for c in x.chars() {
+        if esc {
+            if matches!(c, 'b' | 'B') && !in_class {
+                return Ok(None);
+            }
+            esc = false;
+            continue;
+        }
+        match c {
+            '\\' => esc = true,
+            '[' if !in_class => in_class = true,
+            ']' if in_class => in_class = false,
+            '^' | '$' if !in_class => return Ok(None),
+            _ => {}
+        }
+    }
+    if x.contains("(?") {
+        return Ok(None);
+    }
+    let quantifier = if plus { '+' } else { '*' };
+    let dots = Dfa::from_regex(&format!("(?:{}){quantifier}", ecma_to_rust(".")))?;
+    let containing = Dfa::from_regex(&format!("(?s:.)*(?:{})(?s:.)*", ecma_to_rust(x)))?;
+    let d = dots.minus(&containing)?;
+    if plus {
+        return Ok(Some(d));
+    }
+    Ok(Some(d.union(&Dfa::literals(&[&b""[..]], 2)?)?))
 }
 
 /// A look-ahead group at the start of `p`: whether it is negative, its body, and what follows.
