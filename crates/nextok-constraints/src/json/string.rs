@@ -1,6 +1,6 @@
 //! Strings: `pattern` (ECMA-262, unanchored; translated where Rust's regex syntax means
-//! something else, leading look-aheads as automaton differences), `format`, and length
-//! bounds, as one automaton of the decoded content.
+//! something else, leading look-aheads and tempered tokens as automaton differences),
+//! `format`, and length bounds, as one automaton of the decoded content.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -49,7 +49,8 @@ fn has_top_level_bar(p: &str) -> bool {
 /// are not anchored). Look-aheads right after a leading `^` (`^(?!X)R`, `^(?=X)R`, in any
 /// number) are exact as automata: the strings `^R` matches, minus (or intersected with) those
 /// with a prefix that `X` matches, `X`'s own `$` still meaning the end of the whole string.
-/// Other look-arounds do not parse and are refused with the regex error.
+/// A pattern of one tempered token is exact too ([`tempered_token`]). Other look-arounds do
+/// not parse and are refused with the regex error.
 pub(crate) fn pattern_dfa(pattern: &str) -> Result<Dfa, Error> {
     if let Some(d) = tempered_token(pattern)? {
         return Ok(d);
