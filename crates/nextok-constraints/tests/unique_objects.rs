@@ -1815,3 +1815,143 @@ fn random_walks_over_any_of_of_required_have_exact_masks() {
     );
     assert!(finished >= 4, "only {finished} walks finished");
 }
+
+/// SARIF 1.0's `physicalLocation` in small: a closed object whose `uriBaseId` needs `uri`
+/// (`dependencies` in draft-04's form), as the item itself and nested in one.
+fn locations() -> Value {
+    json!({"type": "object", "additionalProperties": false,
+           "properties": {"uri": {"type": "string", "pattern": "^a*$"},
+                          "base": {"type": "string", "pattern": "^a*$"},
+                          "b": {"type": "boolean"}},
+           "dependencies": {"base": ["uri"]}})
+}
+
+fn nested_locations() -> Value {
+    array_of(json!({"type": "object", "additionalProperties": false,
+                    "properties": {"at": locations(), "n": {"type": "boolean"}}}))
+}
+
+#[test]
+fn dependent_required_keys_are_checked_at_the_objects_brace() {
+    let s = array_of(locations());
+    for ok in [
+        r#"[{},{"uri":"a"},{"uri":"","base":"a"},{"base":"a","uri":"a"},{"b":true}]"#,
+        r#"[{"b":false,"base":"","uri":""},{"uri":"","base":""}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"[{"base":""}]"#,
+        r#"[{"b":true,"base":"a"}]"#,
+        r#"[{"uri":"","base":""},{"base":"","uri":""}]"#,
+        r#"[{},{}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let vocab = common::synthetic_vocab();
+    let id = |t: &str| common::token_id(&vocab, t);
+    // The trigger written without its key: the `}` may not come, another member may.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"base":"a""#);
+    assert!(!bit(&mask, id("}")));
+    assert!(bit(&mask, id(",")));
+    // Without the trigger, or with its key: the `}` may come, unless an earlier item is the
+    // same object.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"b":true"#);
+    assert!(bit(&mask, id("}")));
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"uri":"","base":""},{"base":"","uri":"""#);
+    assert!(!bit(&mask, id("}")));
+    assert!(bit(&mask, id(",")));
+    // Nested: the inner object's `}` checks it too.
+    let s = nested_locations();
+    let ok = r#"[{"at":{"base":"","uri":""}},{"at":{}},{"n":true},{}]"#;
+    assert!(accepts(&s, ok), "{ok}");
+    for bad in [r#"[{"at":{"base":""}}]"#, r#"[{"at":{}},{"at":{}}]"#] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"at":{"base":"a""#);
+    assert!(!bit(&mask, id("}")));
+    assert!(bit(&mask, id(",")));
+    // A key of finitely many values needed by a trigger is refused by name, and so is a key
+    // that can never be written.
+    let mut t = locations();
+    t["dependencies"] = json!({"base": ["b"]});
+    let e = compile_json_schema(&array_of(t), &JsonOptions::default()).unwrap_err();
+    assert!(
+        e.to_string().contains("dependentRequired naming `b`"),
+        "{e}"
+    );
+    let mut t = locations();
+    t["dependencies"] = json!({"base": ["nowhere"]});
+    let e = compile_json_schema(&array_of(t), &JsonOptions::default()).unwrap_err();
+    assert!(
+        e.to_string().contains("naming `nowhere`, never written"),
+        "{e}"
+    );
+}
+
+#[test]
+fn random_walks_over_dependent_required_have_exact_masks() {
+    let finished = walks_finished(
+        &[array_of(locations()), nested_locations()],
+        b"a\",[]{}:tfuribsenat",
+        12,
+        53,
+        0,
+        60,
+    );
+    assert!(finished >= 4, "only {finished} walks finished");
+}
+
+/// SARIF 1.0's `annotatedCodeLocation.id` in small: an integer of at least 1 or a string of
+/// digits, beside a boolean, in closed unique objects.
+fn ids() -> Value {
+    array_of(json!({"type": "object", "additionalProperties": false,
+                    "properties": {"id": {"type": ["integer", "string"], "minimum": 1,
+                                          "pattern": "^[1-9][0-9]*$"},
+                                   "b": {"type": "boolean"}},
+                    "required": ["b"]}))
+}
+
+#[test]
+fn integers_beside_strings_are_told_apart_by_value() {
+    let s = ids();
+    for ok in [
+        r#"[{"b":true,"id":1},{"b":true,"id":"1"},{"b":true,"id":10},{"b":true}]"#,
+        r#"[{"id":2,"b":false},{"id":2.0,"b":true},{"b":false,"id":"2"}]"#,
+    ] {
+        assert!(accepts(&s, ok), "{ok}");
+    }
+    for bad in [
+        r#"[{"b":true,"id":0}]"#,
+        r#"[{"b":true,"id":"0"}]"#,
+        r#"[{"b":true,"id":-1}]"#,
+        r#"[{"b":true,"id":1.5}]"#,
+        r#"[{"b":true,"id":2},{"id":2.00,"b":true}]"#,
+        r#"[{"b":true,"id":"7"},{"id":"7","b":true}]"#,
+        r#"[{"b":true,"id":null}]"#,
+    ] {
+        assert!(!accepts(&s, bad), "{bad}");
+    }
+    let vocab = common::synthetic_vocab();
+    let id = |t: &str| common::token_id(&vocab, t);
+    // An equal integer is refused before its `.0`, and before the `}` that would end it.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"b":true,"id":3},{"b":true,"id":3"#);
+    assert!(!bit(&mask, id("}")));
+    assert!(!bit(&mask, id(".")));
+    assert!(bit(&mask, id("0")));
+    // The same digits as a string are another value.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, r#"[{"b":true,"id":3},{"b":true,"id":"3""#);
+    assert!(bit(&mask, id("}")));
+}
+
+#[test]
+fn random_walks_over_integers_beside_strings_have_exact_masks() {
+    let finished = walks_finished(&[ids()], b"\",[]{}:tfbid0123.", 12, 59, 0, 60);
+    assert!(finished >= 4, "only {finished} walks finished");
+}

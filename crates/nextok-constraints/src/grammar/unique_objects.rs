@@ -110,6 +110,9 @@ pub(crate) struct ItemKey {
     /// With `object`: the nested object's `anyOf` of `required` alone, as lists of its key
     /// indices (empty: none); its `}` needs one list all written ([`ItemObject::any_required`]).
     pub(crate) object_any: Vec<Vec<u32>>,
+    /// With `object`: the nested object's `dependentRequired`, as (trigger, keys) indices;
+    /// its `}` needs every key of a written trigger's list ([`ItemObject::dependent`]).
+    pub(crate) object_dependent: Vec<(u32, Vec<u32>)>,
 }
 
 /// A closed-object item domain of a `uniqueItems` array (see the module's documentation).
@@ -130,6 +133,12 @@ pub(crate) struct ItemObject {
     /// so while none holds some key named is unwritten and the item has infinitely many
     /// completions that satisfy it, as the product counts: only `End` asks.
     pub(crate) any_required: Vec<Vec<u32>>,
+    /// The item's `dependentRequired`, as (trigger, keys) indices: its `}` needs every key of
+    /// the list of each trigger written. The keys listed are all of infinitely many values,
+    /// so while a written trigger misses one the item has infinitely many completions that
+    /// satisfy it (and one whose trigger is not written satisfies it whatever follows), as
+    /// the product counts: only `End` asks, as for `any_required`.
+    pub(crate) dependent: Vec<(u32, Vec<u32>)>,
 }
 
 /// The place a [`Guard::Item`] guards.
@@ -642,16 +651,23 @@ impl ItemObject {
         .is_some_and(|q| self.alive(&q, used))
     }
 
-    /// The `anyOf` of `required` lists of the innermost object of item `p`.
-    fn innermost_any<'a>(&'a self, p: &Partial) -> Option<&'a [Vec<u32>]> {
+    /// The `anyOf` of `required` lists and the `dependentRequired` of the innermost object of
+    /// item `p`.
+    #[allow(clippy::type_complexity)]
+    fn innermost_ends<'a>(
+        &'a self,
+        p: &Partial,
+    ) -> Option<(&'a [Vec<u32>], &'a [(u32, Vec<u32>)])> {
         let (mut keys, mut any, mut q) = (&self.keys[..], &self.any_required[..], p);
+        let mut dependent = &self.dependent[..];
         while let Some((c, sub)) = &q.open {
             let k = keys.get(*c as usize)?;
             any = &k.object_any;
+            dependent = &k.object_dependent;
             keys = k.object.as_deref()?;
             q = sub;
         }
-        Some(any)
+        Some((any, dependent))
     }
 
     /// Whether the innermost object of item `p` may end here: every required key of it is
@@ -665,11 +681,14 @@ impl ItemObject {
             .iter()
             .enumerate()
             .all(|(i, k)| !k.required || inner.has(i as u32));
-        let Some(any) = self.innermost_any(p) else {
+        let Some((any, dependent)) = self.innermost_ends(p) else {
             return false;
         };
         let some_list = any.is_empty() || any.iter().any(|l| l.iter().all(|&i| inner.has(i)));
-        if !complete || !some_list {
+        let dependencies = dependent
+            .iter()
+            .all(|(t, l)| !inner.has(*t) || l.iter().all(|&i| inner.has(i)));
+        if !complete || !some_list || !dependencies {
             return false;
         }
         if p.open.is_none() {
@@ -1032,6 +1051,7 @@ mod tests {
                     more: false,
                     pinned: Vec::new(),
                     object_any: Vec::new(),
+                    object_dependent: Vec::new(),
                 },
                 ItemKey {
                     name: b"s".to_vec(),
@@ -1042,11 +1062,13 @@ mod tests {
                     more: false,
                     pinned: Vec::new(),
                     object_any: Vec::new(),
+                    object_dependent: Vec::new(),
                 },
             ],
             item: 0,
             member: None,
             any_required: Vec::new(),
+            dependent: Vec::new(),
         }
     }
 
@@ -1121,6 +1143,7 @@ mod tests {
             more: false,
             pinned: Vec::new(),
             object_any: Vec::new(),
+            object_dependent: Vec::new(),
             object: Some(vec![
                 ItemKey {
                     name: b"t".to_vec(),
@@ -1131,6 +1154,7 @@ mod tests {
                     more: false,
                     pinned: Vec::new(),
                     object_any: Vec::new(),
+                    object_dependent: Vec::new(),
                 },
                 ItemKey {
                     name: b"b".to_vec(),
@@ -1141,6 +1165,7 @@ mod tests {
                     more: false,
                     pinned: Vec::new(),
                     object_any: Vec::new(),
+                    object_dependent: Vec::new(),
                 },
             ]),
         };

@@ -4,9 +4,11 @@
 //!
 //! Taken when the item (or an object type of an item union, `unique_split`, which then
 //! leaves out the check before the `,`) is `type: object` with `properties`, `required`,
-//! `additionalProperties: false` and an `anyOf` of `required` alone (SARIF's `message`: `text`
-//! or `id`; every key it names of infinitely many values, so only the `}` checks it), and
-//! every property's value is
+//! `additionalProperties: false`, an `anyOf` of `required` alone (SARIF's `message`: `text`
+//! or `id`; every key it names of infinitely many values, so only the `}` checks it) and
+//! `dependentRequired` (SARIF 1.0's `physicalLocation`: `uriBaseId` needs `uri`; every key
+//! a trigger needs of infinitely many values, so only the `}` checks it too), and every
+//! property's value is
 //!
 //! - of finitely many values: `enum`/`const` with `type`, booleans, `null`, or arrays of such
 //!   values made finitely many by `uniqueItems` or `maxItems` (at most
@@ -24,7 +26,8 @@
 //! - an integer whose digits are such (checked after the digits, before a `.0…`), the
 //!   few values behind a prefix of finitely many completions set apart, each checked before
 //!   it begins as a finite key's values are (`-1` and `-0` of `minimum: -1`, whose `-` has
-//!   no other completions);
+//!   no other completions), alone or beside strings, arrays or objects unbounded at every
+//!   prefix (SARIF 1.0's `id`: an integer of at least 1 or a string of digits);
 //! - a string of string keywords alone with finitely many completions at some state of its
 //!   automaton, as a key of the item itself (checked while it is read, against the values of
 //!   it that agreeing earlier items use up: `ItemCheck::AfterString`);
@@ -50,8 +53,8 @@
 //!   `replaces`): a full one has one completion, its `]`, checked before it
 //!   (`ItemCheck::Closing`, placed by the array's own rules through `Compiler::closing`);
 //!
-//! Any other property (bounded numbers, unions of several objects or of integers and other
-//! types, objects with `dependentRequired`, arrays bounded by
+//! Any other property (bounded numbers, unions of several objects or of integers beside
+//! `null`, booleans or numbers, arrays bounded by
 //! `maxItems` without `uniqueItems`, ...) is refused by name,
 //! and objects with other keywords stay with the general path (which refuses closed ones).
 
@@ -83,7 +86,10 @@ enum Domain {
     /// check comes before the `.`, whose completions are that one value. Beside them, the
     /// values some proper prefix of whose spellings has finitely many completions (at most
     /// [`MAX_PINNED`]), each with its spellings, written as a finite key's values are.
-    Integer(Dfa, Vec<(Value, Dfa)>),
+    /// With `Some`, the property takes other types too (SARIF 1.0's `id`, an integer or a
+    /// string of digits), whose values, unbounded at every prefix and never numbers, are
+    /// written as `Unbounded`'s.
+    Integer(Dfa, Vec<(Value, Dfa)>, Option<Schema>),
     /// Numbers of a plain `type: number`: zero, all its spellings one value set apart and
     /// checked before it begins (`0e` and `-0.0E+` go on only as zero, so the value check
     /// after the number would come too late), and the other numbers, every live prefix of
@@ -95,8 +101,9 @@ enum Domain {
     /// With `Some`, the property is an `anyOf` of that object and other branches (their
     /// `anyOf`, here) of infinitely many values below every proper prefix, none of them an
     /// object: those are written as `Unbounded`, and the object's `{` is checked on its own.
-    /// Its `anyOf` of `required` alone, as lists of its key indices, is the third.
-    Object(Vec<Key>, Option<Schema>, Vec<Vec<u32>>),
+    /// Its `anyOf` of `required` alone and its `dependentRequired`, as key indices, are the
+    /// third.
+    Object(Vec<Key>, Option<Schema>, Ends),
     /// An `anyOf` of branches of infinitely many values below every proper prefix (none of
     /// them numbers, `null`, booleans or objects: written as `Unbounded`) and of `null` or
     /// booleans (travis's `template`: a string, an array, or `null`), or a schema of several
@@ -111,6 +118,16 @@ enum Domain {
     /// completions but a full one, whose one completion is its `]`, checked before it
     /// ([`ItemCheck::Closing`], placed by the array's own rules), then `After`.
     Capped(Schema),
+}
+
+/// What the `}` of a closed object checks beyond `required`, as indices of its keys: its
+/// `anyOf` of `required` alone (one list all written; empty: none) and its
+/// `dependentRequired` (each written trigger's list all written). Every key listed has
+/// infinitely many values ([`ItemObject::any_required`], [`ItemObject::dependent`]).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Ends {
+    any: Vec<Vec<u32>>,
+    dependent: Vec<(u32, Vec<u32>)>,
 }
 
 /// One property of a closed object of the item.
@@ -163,7 +180,7 @@ impl Compiler<'_> {
         let Some(keys) = self.closed_keys(&n, path, ip, 0, 1)? else {
             return Ok(None);
         };
-        let Some(any_required) = self.object_any(&n, &keys, path, ip)? else {
+        let Some(ends) = self.object_ends(&n, &keys, path, ip)? else {
             return Ok(None);
         };
         let member = match member {
@@ -187,7 +204,8 @@ impl Compiler<'_> {
             keys: spec_keys,
             item: 0,
             member,
-            any_required,
+            any_required: ends.any,
+            dependent: ends.dependent,
         });
         let (lb, rb) = (self.lit("{"), self.lit("}"));
         let ws: Vec<Sym> = self.ws.into_iter().collect();
@@ -216,7 +234,7 @@ impl Compiler<'_> {
 
     /// `s` (through bare references) when it is a closed object as items and nested
     /// objects must be: `type: object` with `properties`, `required`,
-    /// `additionalProperties: false` and an `anyOf` of `required` alone.
+    /// `additionalProperties: false`, an `anyOf` of `required` alone and `dependentRequired`.
     pub(super) fn closed_object(&self, s: &Schema, ip: &str) -> Result<Option<Node>, Error> {
         let Schema::Node(n) = self.resolve_bare(s, ip)? else {
             return Ok(None);
@@ -228,6 +246,7 @@ impl Compiler<'_> {
                 "required",
                 "additionalProperties",
                 "anyOf",
+                "dependentRequired",
             ])
             || (n.any_of.is_some() && !self.required_branches(&n, ip)?)
         {
@@ -270,7 +289,7 @@ impl Compiler<'_> {
             let domain = match (finite, integer) {
                 (Some(vs), _) if vs.is_empty() => None,
                 (Some(vs), _) => Some(Domain::Finite(vs)),
-                (None, Some((digits, pinned))) => Some(Domain::Integer(digits, pinned)),
+                (None, Some((digits, pinned))) => Some(Domain::Integer(digits, pinned, None)),
                 (None, None) => match plain_numbers(&s, &pp)? {
                     Some((rest, zero)) => Some(Domain::Number(rest, zero)),
                     None => match self.prefix_unbounded(&s, path, &pp, nesting) {
@@ -336,8 +355,8 @@ impl Compiler<'_> {
                     return Ok(None);
                 };
                 return Ok(self
-                    .object_any(&n, &keys, path, pp)?
-                    .map(|any| Domain::Object(keys, None, any)));
+                    .object_ends(&n, &keys, path, pp)?
+                    .map(|ends| Domain::Object(keys, None, ends)));
             }
             // An `anyOf` of one closed object and branches of other types, unbounded at every
             // prefix (the object's own values then need no count: the key has infinitely many).
@@ -400,8 +419,8 @@ impl Compiler<'_> {
                         if let Some(keys) =
                             self.closed_keys(&n, path, &bp, depth + 1, nesting + 1)?
                         {
-                            if let Some(any) = self.object_any(&n, &keys, path, &bp)? {
-                                return Ok(Some(Domain::Object(keys, Some(rest), any)));
+                            if let Some(ends) = self.object_ends(&n, &keys, path, &bp)? {
+                                return Ok(Some(Domain::Object(keys, Some(rest), ends)));
                             }
                         }
                         return Ok(Some(Domain::Unbounded(rest)));
@@ -605,7 +624,14 @@ impl Compiler<'_> {
                     t.extend([value, after]);
                     tails.push(t);
                 }
-                Domain::Integer(digits, pinned) => {
+                Domain::Integer(digits, pinned, rest) => {
+                    if let Some(rest) = rest {
+                        let value = self.schema(rest, &pp)?;
+                        let after = self.item_guard(spec, "item after", ItemCheck::After);
+                        let mut t = head.clone();
+                        t.extend([value, after]);
+                        tails.push(t);
+                    }
                     self.set_apart_values(spec, i, pinned, path, &head, &mut tails)?;
                     let value = self.b.terminal(digits.clone())?;
                     let zeros = self.b.regex(r"\.0+")?;
@@ -764,6 +790,7 @@ fn spec_keys(keys: &[Key], ip: &str) -> Result<Vec<ItemKey>, Error> {
             more: false,
             pinned: Vec::new(),
             object_any: Vec::new(),
+            object_dependent: Vec::new(),
         };
         match &key.domain {
             Domain::Finite(vs) => {
@@ -778,12 +805,13 @@ fn spec_keys(keys: &[Key], ip: &str) -> Result<Vec<ItemKey>, Error> {
                 k.values = Some(c);
             }
             Domain::FiniteString(content) => k.words = Some(count_words(content)),
-            Domain::Object(sub, rest, any) => {
+            Domain::Object(sub, rest, ends) => {
                 k.object = Some(spec_keys(sub, &format!("{ip}/properties/{}", key.name))?);
                 k.more = rest.is_some();
-                k.object_any = any.clone();
+                k.object_any = ends.any.clone();
+                k.object_dependent = ends.dependent.clone();
             }
-            Domain::Integer(_, pinned) | Domain::Number(_, pinned) => {
+            Domain::Integer(_, pinned, _) | Domain::Number(_, pinned) => {
                 for (v, _) in pinned {
                     k.pinned.push(
                         canonical_value(compact(v).as_bytes())
@@ -885,68 +913,105 @@ fn number_beside_others(name: &str, path: &str) -> Error {
 }
 
 impl Compiler<'_> {
-    /// The `anyOf` of `required` alone of closed object `n` (at `ip`, its keys `keys`) as
-    /// lists of key indices (empty when it has none); a list naming a key that cannot be
-    /// written is left out, and `None` when every list is (no object can be written). Every
-    /// key a list names must have infinitely many values (`ItemObject::any_required` says
-    /// why that keeps the count exact); another is refused by name.
-    fn object_any(
+    /// What the `}` of closed object `n` (at `ip`, its keys `keys`) checks ([`Ends`]): its
+    /// `anyOf` of `required` alone, a list naming a key that cannot be written left out, and
+    /// `None` when every list is (no object can be written); its `dependentRequired`, a
+    /// trigger that cannot be written left out. Every key a list names must have infinitely
+    /// many values (`ItemObject::any_required` says why that keeps the count exact); another
+    /// is refused by name, as is a trigger that needs a key that cannot be written.
+    fn object_ends(
         &self,
         n: &Node,
         keys: &[Key],
         path: &str,
         ip: &str,
-    ) -> Result<Option<Vec<Vec<u32>>>, Error> {
+    ) -> Result<Option<Ends>, Error> {
+        let position = |name: &str| keys.iter().position(|k| k.name == name).map(|i| i as u32);
+        let infinite = |i: u32, what: &str| -> Result<(), Error> {
+            let key = &keys[i as usize];
+            let infinite = match &key.domain {
+                Domain::Unbounded(_)
+                | Domain::Integer(..)
+                | Domain::Number(..)
+                | Domain::Pinned(..)
+                | Domain::Capped(_) => true,
+                Domain::FiniteString(content) => count_words(content) == u64::MAX,
+                Domain::Object(sub, ..) => total_objects(&spec_keys(sub, ip)?) == u64::MAX,
+                Domain::Finite(_) => false,
+            };
+            match infinite {
+                true => Ok(()),
+                false => Err(unsupported(
+                    format!(
+                        "uniqueItems (objects without additional properties: {what} naming \
+                         `{}`, of finitely many values)",
+                        key.name
+                    ),
+                    path,
+                )),
+            }
+        };
+        let mut dependent = Vec::new();
+        for (trigger, names) in n.object.dependent_required.iter().flatten() {
+            let Some(t) = position(trigger) else {
+                continue;
+            };
+            let mut list = Vec::with_capacity(names.len());
+            for name in names {
+                let Some(i) = position(name) else {
+                    return Err(unsupported(
+                        format!(
+                            "uniqueItems (objects without additional properties: \
+                             dependentRequired of `{trigger}` naming `{name}`, never written)"
+                        ),
+                        path,
+                    ));
+                };
+                infinite(i, "dependentRequired")?;
+                list.push(i);
+            }
+            if !list.is_empty() {
+                dependent.push((t, list));
+            }
+        }
         let Some(branches) = &n.any_of else {
-            return Ok(Some(Vec::new()));
+            return Ok(Some(Ends {
+                any: Vec::new(),
+                dependent,
+            }));
         };
         let mut lists = Vec::new();
         for (b, branch) in branches.iter().enumerate() {
             let names = match self.resolve_bare(branch, &format!("{ip}/anyOf/{b}"))? {
                 Schema::Node(m) => m.object.required.clone().unwrap_or_default(),
                 // Any value: the `anyOf` always holds.
-                Schema::Any => return Ok(Some(Vec::new())),
+                Schema::Any => {
+                    return Ok(Some(Ends {
+                        any: Vec::new(),
+                        dependent,
+                    }))
+                }
                 Schema::Never => continue,
             };
-            let mut list = Vec::with_capacity(names.len());
-            for name in &names {
-                match keys.iter().position(|k| &k.name == name) {
-                    Some(i) => list.push(i as u32),
-                    None => break,
-                }
-            }
+            let list: Vec<u32> = names.iter().map_while(|name| position(name)).collect();
             if list.len() < names.len() {
                 continue;
             }
             for &i in &list {
-                let key = &keys[i as usize];
-                let infinite = match &key.domain {
-                    Domain::Unbounded(_)
-                    | Domain::Integer(..)
-                    | Domain::Number(..)
-                    | Domain::Pinned(..)
-                    | Domain::Capped(_) => true,
-                    Domain::FiniteString(content) => count_words(content) == u64::MAX,
-                    Domain::Object(sub, ..) => total_objects(&spec_keys(sub, ip)?) == u64::MAX,
-                    Domain::Finite(_) => false,
-                };
-                if !infinite {
-                    return Err(unsupported(
-                        format!(
-                            "uniqueItems (objects without additional properties: anyOf of \
-                             required naming `{}`, of finitely many values)",
-                            key.name
-                        ),
-                        path,
-                    ));
-                }
+                infinite(i, "anyOf of required")?;
             }
             if list.is_empty() {
-                return Ok(Some(Vec::new()));
+                return Ok(Some(Ends {
+                    any: Vec::new(),
+                    dependent,
+                }));
             }
             lists.push(list);
         }
-        Ok((!lists.is_empty()).then_some(lists))
+        Ok((!lists.is_empty()).then_some(Ends {
+            any: lists,
+            dependent,
+        }))
     }
 
     /// Whether `s` (at `pp`) is a `uniqueItems` array of at most `maxItems` (at least two,
@@ -997,6 +1062,9 @@ impl Compiler<'_> {
             return Ok(None);
         };
         let types = n.types.unwrap_or(TypeSet::ALL);
+        if let Some(d) = self.integer_union(n, types, path, pp, nesting)? {
+            return Ok(Some(d));
+        }
         let few = [TypeSet::NULL, TypeSet::BOOLEAN, TypeSet::NUMBER];
         let combined = n.any_of.is_some() || n.one_of.is_some() || n.all_of.is_some();
         let number_keywords = [
@@ -1049,6 +1117,54 @@ impl Compiler<'_> {
             return Ok(None);
         }
         Ok(Some(Domain::Pinned(rest, values, numbers)))
+    }
+
+    /// For a schema of integers and strings, arrays or objects, without combinators, `enum`,
+    /// `null` or booleans (SARIF 1.0's `id`: `type: [integer, string]`, a `minimum` for the
+    /// integers and a `pattern` for the strings): the integers as [`integer_digits`] makes
+    /// them, beside the other types' values when those are unbounded at every prefix and
+    /// never numbers ([`Domain::Integer`] with `Some`).
+    fn integer_union(
+        &self,
+        n: &Node,
+        types: TypeSet,
+        path: &str,
+        pp: &str,
+        nesting: usize,
+    ) -> Result<Option<Domain>, Error> {
+        let others = types.intersect(TypeSet::STRING.union(TypeSet::ARRAY).union(TypeSet::OBJECT));
+        if !types.has(TypeSet::INTEGER)
+            || types.has(TypeSet::NUMBER)
+            || types.has(TypeSet::NULL)
+            || types.has(TypeSet::BOOLEAN)
+            || others.is_empty()
+            || n.any_of.is_some()
+            || n.one_of.is_some()
+            || n.all_of.is_some()
+            || n.values.is_some()
+            || n.reference.is_some()
+        {
+            return Ok(None);
+        }
+        let integers = Schema::node(Node {
+            types: Some(TypeSet::INTEGER),
+            number: n.number.clone(),
+            ..Node::default()
+        });
+        let Some((digits, pinned)) = integer_digits(&integers, pp)? else {
+            return Ok(None);
+        };
+        let rest = Schema::node(Node {
+            types: Some(others),
+            number: Default::default(),
+            ..n.clone()
+        });
+        if self.prefix_unbounded(&rest, path, pp, nesting).is_err()
+            || self.holds_numbers(&rest, pp)?
+        {
+            return Ok(None);
+        }
+        Ok(Some(Domain::Integer(digits, pinned, Some(rest))))
     }
 
     /// A key that tells the closed objects `b` (at `ip`) from every object of `others` (the
