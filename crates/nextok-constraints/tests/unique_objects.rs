@@ -1948,10 +1948,61 @@ fn integers_beside_strings_are_told_apart_by_value() {
     let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
     let mask = walk_accepting(&mut c, r#"[{"b":true,"id":3},{"b":true,"id":"3""#);
     assert!(bit(&mask, id("}")));
+    // Values excluded by `not` reach the integers too: such a union is refused, not read
+    // without them.
+    let mut t = ids();
+    t["items"]["properties"]["id"]["not"] = json!({"enum": [3, "4"]});
+    match compile_json_schema(&t, &JsonOptions::default()) {
+        Err(e) => assert!(matches!(e, Error::UnsupportedKeyword { .. }), "{e}"),
+        Ok(_) => {
+            assert!(!accepts(&t, r#"[{"b":true,"id":3}]"#));
+            assert!(!accepts(&t, r#"[{"b":true,"id":"4"}]"#));
+        }
+    }
 }
 
 #[test]
 fn random_walks_over_integers_beside_strings_have_exact_masks() {
     let finished = walks_finished(&[ids()], b"\",[]{}:tfbid0123.", 12, 59, 0, 60);
     assert!(finished >= 4, "only {finished} walks finished");
+}
+
+#[test]
+fn excluded_values_of_a_typed_union_stay_excluded() {
+    // A property of several types, values excluded by `not`: whatever path takes it, the
+    // excluded values are never written.
+    for (types, excluded, bad) in [
+        (
+            json!(["number", "string"]),
+            json!(0),
+            r#"[{"b":true,"v":0}]"#,
+        ),
+        (
+            json!(["boolean", "string"]),
+            json!(true),
+            r#"[{"b":true,"v":true}]"#,
+        ),
+        (
+            json!(["null", "string"]),
+            json!(null),
+            r#"[{"b":true,"v":null}]"#,
+        ),
+        (
+            json!(["number", "string"]),
+            json!("x"),
+            r#"[{"b":true,"v":"x"}]"#,
+        ),
+    ] {
+        let s = array_of(json!({"type": "object", "additionalProperties": false,
+                                "properties": {"v": {"type": types, "not": {"const": excluded}},
+                                               "b": {"type": "boolean"}},
+                                "required": ["b"]}));
+        match compile_json_schema(&s, &JsonOptions::default()) {
+            Err(e) => assert!(matches!(e, Error::UnsupportedKeyword { .. }), "{e}"),
+            Ok(_) => {
+                assert!(!accepts(&s, bad), "{bad}");
+                assert!(accepts(&s, r#"[{"b":true,"v":"y"}]"#), "{s}");
+            }
+        }
+    }
 }

@@ -1081,6 +1081,9 @@ impl Compiler<'_> {
             || !few.iter().any(|&t| types.has(t))
             || (types.has(TypeSet::INTEGER) && !types.has(TypeSet::NUMBER))
             || keywords.iter().any(|k| number_keywords.contains(k))
+            // Excluded strings stay with the other types' schema; a value set apart or a
+            // number excluded is not taken here.
+            || n.excluded.iter().flatten().any(|v| !v.is_string())
         {
             return Ok(None);
         }
@@ -1119,8 +1122,8 @@ impl Compiler<'_> {
         Ok(Some(Domain::Pinned(rest, values, numbers)))
     }
 
-    /// For a schema of integers and strings, arrays or objects, without combinators, `enum`,
-    /// `null` or booleans (SARIF 1.0's `id`: `type: [integer, string]`, a `minimum` for the
+    /// For a schema of integers and strings, arrays or objects, with keywords of one type
+    /// each (no combinators, `enum`, excluded values, `null` or booleans) (SARIF 1.0's `id`: `type: [integer, string]`, a `minimum` for the
     /// integers and a `pattern` for the strings): the integers as [`integer_digits`] makes
     /// them, beside the other types' values when those are unbounded at every prefix and
     /// never numbers ([`Domain::Integer`] with `Some`).
@@ -1133,16 +1136,46 @@ impl Compiler<'_> {
         nesting: usize,
     ) -> Result<Option<Domain>, Error> {
         let others = types.intersect(TypeSet::STRING.union(TypeSet::ARRAY).union(TypeSet::OBJECT));
+        // Keywords of one type each: the integers take the number keywords, the other types
+        // the rest. Any keyword that reaches every type (`enum`, `not`, combinators, ...) is
+        // not split here.
+        let typed = [
+            "type",
+            "minimum",
+            "maximum",
+            "exclusiveMinimum",
+            "exclusiveMaximum",
+            "multipleOf",
+            "minLength",
+            "maxLength",
+            "pattern",
+            "not pattern",
+            "format",
+            "not format",
+            "items",
+            "prefixItems",
+            "minItems",
+            "maxItems",
+            "contains",
+            "minContains",
+            "maxContains",
+            "uniqueItems",
+            "properties",
+            "patternProperties",
+            "additionalProperties",
+            "required",
+            "minProperties",
+            "maxProperties",
+            "dependentRequired",
+            "propertyNames",
+            "some member",
+        ];
         if !types.has(TypeSet::INTEGER)
             || types.has(TypeSet::NUMBER)
             || types.has(TypeSet::NULL)
             || types.has(TypeSet::BOOLEAN)
             || others.is_empty()
-            || n.any_of.is_some()
-            || n.one_of.is_some()
-            || n.all_of.is_some()
-            || n.values.is_some()
-            || n.reference.is_some()
+            || !n.only(&typed)
         {
             return Ok(None);
         }
