@@ -2006,3 +2006,324 @@ fn excluded_values_of_a_typed_union_stay_excluded() {
         }
     }
 }
+
+/// The property kinds of the differential test below: each a schema, and whether its values
+/// are infinitely many (so that a `dependentRequired` may name it).
+fn kinds() -> Vec<(Value, bool)> {
+    vec![
+        (json!({"type": "boolean"}), false),
+        (json!({"enum": ["x", "y", 1]}), false),
+        (json!({"type": "integer", "minimum": -1}), true),
+        (json!({"type": "integer", "minimum": 1}), true),
+        (json!({"type": "number"}), true),
+        (json!({"type": "string", "pattern": "^a*$"}), true),
+        (
+            json!({"type": ["integer", "string"], "minimum": 1, "pattern": "^a*$"}),
+            true,
+        ),
+        (json!({"type": ["null", "string"], "pattern": "^a*$"}), true),
+        (
+            json!({"type": ["number", "string"], "not": {"const": 0}}),
+            true,
+        ),
+        (
+            json!({"type": ["boolean", "string"], "not": {"const": "a"}}),
+            true,
+        ),
+        (
+            json!({"anyOf": [{"type": "null"}, {"type": "string", "pattern": "^a*$"}]}),
+            true,
+        ),
+        (
+            json!({"type": "object", "additionalProperties": false,
+                   "properties": {"q": {"type": "boolean"}, "r": {"type": "string"}}}),
+            true,
+        ),
+        (
+            json!({"type": "object", "additionalProperties": false, "required": ["q"],
+                   "properties": {"q": {"type": "boolean"}}}),
+            false,
+        ),
+        (
+            json!({"type": "integer", "minimum": -1, "maximum": 5}),
+            false,
+        ),
+        (
+            json!({"type": "array", "uniqueItems": true, "maxItems": 2,
+                   "items": {"type": "string"}}),
+            true,
+        ),
+        (json!({"type": "array", "items": {"type": "boolean"}}), true),
+        (json!({"enum": [1, 1.0, "1", null]}), false),
+        (
+            json!({"type": "string", "maxLength": 1, "pattern": "^a*$"}),
+            false,
+        ),
+        (
+            json!({"type": "object", "additionalProperties": false,
+                   "properties": {"q": {"type": "string"}, "r": {"type": "string"}},
+                   "anyOf": [{"required": ["q"]}, {"required": ["r"]}]}),
+            true,
+        ),
+        (json!({"type": ["null", "boolean", "string"]}), true),
+    ]
+}
+
+/// The values instances are made of: equal ones in other spellings among them (those the
+/// grammars write: numbers of a finite set without exponent, `\u` escapes only for control
+/// characters, as the crate's README says).
+const VALUES: &[&str] = &[
+    "true",
+    "false",
+    "null",
+    "0",
+    "-0",
+    "0.0",
+    "1",
+    "1.0",
+    "-1",
+    "2",
+    "0.5",
+    "\"a\"",
+    "\"aa\"",
+    "\"\"",
+    "\"b\"",
+    "\"x\"",
+    "\"y\"",
+    "\"a\\/\"",
+    "{}",
+    "{\"q\":true}",
+    "{\"r\":\"\",\"q\":true}",
+    "{\"q\":true,\"r\":\"\"}",
+    "{\"z\":1}",
+    "[]",
+    "[true]",
+    "[\"a\"]",
+    "[\"a\",\"aa\"]",
+    "[\"aa\",\"a\"]",
+    "5",
+    "6",
+    "\"1\"",
+    "{\"r\":\"a\"}",
+];
+
+/// JSON equality: numbers by value, objects in any order.
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// A plain validator of the keywords `kinds` and the item schema use.
+fn valid(v: &Value, s: &Value) -> bool {
+    let o = s.as_object().expect("a schema object");
+    if let Some(t) = o.get("type") {
+        let names: Vec<&str> = match t {
+            Value::String(n) => vec![n.as_str()],
+            Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+            _ => unreachable!(),
+        };
+        let of = |n: &str| match (n, v) {
+            ("null", Value::Null) | ("boolean", Value::Bool(_)) => true,
+            ("number", Value::Number(_)) | ("string", Value::String(_)) => true,
+            ("object", Value::Object(_)) | ("array", Value::Array(_)) => true,
+            ("integer", Value::Number(x)) => x.as_f64().is_some_and(|f| f.fract() == 0.0),
+            _ => false,
+        };
+        if !names.iter().any(|&n| of(n)) {
+            return false;
+        }
+    }
+    if let Some(e) = o.get("enum") {
+        if !e.as_array().unwrap().iter().any(|x| same(x, v)) {
+            return false;
+        }
+    }
+    if let Some(c) = o.get("not").and_then(|n| n.get("const")) {
+        if same(c, v) {
+            return false;
+        }
+    }
+    if let Some(bs) = o.get("anyOf") {
+        if !bs.as_array().unwrap().iter().any(|b| valid(v, b)) {
+            return false;
+        }
+    }
+    match v {
+        Value::Number(x) => {
+            let x = x.as_f64().unwrap();
+            if o.get("minimum")
+                .and_then(Value::as_f64)
+                .is_some_and(|m| x < m)
+                || o.get("maximum")
+                    .and_then(Value::as_f64)
+                    .is_some_and(|m| x > m)
+            {
+                return false;
+            }
+        }
+        Value::String(x) => {
+            if o.get("pattern").is_some() && !x.chars().all(|c| c == 'a') {
+                return false;
+            }
+            let n = x.chars().count() as u64;
+            if o.get("maxLength")
+                .and_then(Value::as_u64)
+                .is_some_and(|m| n > m)
+            {
+                return false;
+            }
+        }
+        Value::Object(m) => {
+            let props = o.get("properties").and_then(Value::as_object);
+            for (k, x) in m {
+                match props.and_then(|p| p.get(k)) {
+                    Some(ps) if !valid(x, ps) => return false,
+                    Some(_) => {}
+                    None if o.get("additionalProperties") == Some(&json!(false)) => return false,
+                    None => {}
+                }
+            }
+            for r in o
+                .get("required")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if !m.contains_key(r.as_str().unwrap()) {
+                    return false;
+                }
+            }
+            let deps = o.get("dependentRequired").and_then(Value::as_object);
+            for (t, rs) in deps.into_iter().flatten() {
+                if m.contains_key(t)
+                    && !rs
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .all(|r| m.contains_key(r.as_str().unwrap()))
+                {
+                    return false;
+                }
+            }
+        }
+        Value::Array(a) => {
+            if o.get("maxItems")
+                .and_then(Value::as_u64)
+                .is_some_and(|m| a.len() as u64 > m)
+            {
+                return false;
+            }
+            if let Some(items) = o.get("items") {
+                if !a.iter().all(|x| valid(x, items)) {
+                    return false;
+                }
+            }
+            if o.get("uniqueItems") == Some(&json!(true)) {
+                for i in 0..a.len() {
+                    if a[..i].iter().any(|x| same(x, &a[i])) {
+                        return false;
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    true
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+    /// Random closed unique items of random property kinds (`required`, `dependentRequired`,
+    /// an `anyOf` of `required`), alone or in a union with other types, against random arrays of objects of random members, equal values spelled apart among
+    /// them: every schema the compiler takes accepts exactly what a plain validator accepts.
+    #[test]
+    fn compiled_unique_items_agree_with_a_plain_validator(
+        picks in proptest::collection::vec(0..20usize, 1..4),
+        required in proptest::collection::vec(any::<bool>(), 3),
+        dependent in any::<bool>(),
+        one_of_two in any::<bool>(),
+        union in 0..4usize,
+        arrays in proptest::collection::vec(
+            proptest::collection::vec(
+                proptest::collection::vec((0..4usize, 0..VALUES.len()), 0..4),
+                0..4,
+            ),
+            12,
+        ),
+    ) {
+        let kinds = kinds();
+        let names = ["p", "q", "r"];
+        let mut props = serde_json::Map::new();
+        let mut req = Vec::new();
+        for (i, &k) in picks.iter().enumerate() {
+            props.insert(names[i].to_string(), kinds[k].0.clone());
+            if required[i] {
+                req.push(json!(names[i]));
+            }
+        }
+        let mut item = json!({"type": "object", "additionalProperties": false,
+                              "properties": props, "required": req});
+        if dependent && picks.len() > 1 && kinds[picks[1]].1 {
+            item["dependentRequired"] = json!({"p": ["q"]});
+        }
+        if one_of_two && picks.len() > 1 && kinds[picks[0]].1 && kinds[picks[1]].1 {
+            item["anyOf"] = json!([{"required": ["p"]}, {"required": ["q"]}]);
+        }
+        // The objects alone, or beside items of other types (`unique_split`).
+        let item = match union {
+            0 => item,
+            1 => json!({"anyOf": [item, {"type": "string"}]}),
+            2 => json!({"anyOf": [{"type": "null"}, item, {"type": "integer", "minimum": 1}]}),
+            _ => json!({"anyOf": [item, {"type": "array", "items": {"type": "boolean"}}]}),
+        };
+        let schema = array_of(item);
+        let grammar = match compile_json_schema(&schema, &JsonOptions::default()) {
+            Ok(g) => g,
+            Err(e) => {
+                prop_assert!(matches!(e, Error::UnsupportedKeyword { .. }), "{schema}: {e}");
+                return Ok(());
+            }
+        };
+        let vocab = object_vocab();
+        let mut checked = 0;
+        for array in &arrays {
+            let mut objects = Vec::new();
+            for (n, members) in array.iter().enumerate() {
+                // Now and then an item of another type.
+                if members.len() == 1 && members[0].0 == 3 && n % 2 == 1 {
+                    objects.push(VALUES[members[0].1].to_string());
+                    continue;
+                }
+                let mut seen = Vec::new();
+                let mut text = Vec::new();
+                for &(k, v) in members {
+                    let key = ["p", "q", "r", "z"][k];
+                    if !seen.contains(&key) {
+                        seen.push(key);
+                        text.push(format!("\"{key}\":{}", VALUES[v]));
+                    }
+                }
+                objects.push(format!("{{{}}}", text.join(",")));
+            }
+            let text = format!("[{}]", objects.join(","));
+            let value: Value = serde_json::from_str(&text).expect("JSON");
+            let ok = valid(&value, &schema);
+            prop_assert_eq!(grammar.recognizes(text.as_bytes()), ok, "{} on {}", text, schema);
+            // The first arrays byte by byte too: every mask bit as `advance` has it, and no
+            // dead end on the way.
+            if objects.len() > 1 && checked < 2 {
+                checked += 1;
+                let mut c = from_json_schema(&schema, &vocab, &JsonOptions::default()).unwrap();
+                prop_assert_eq!(!walk_refuses(&mut c, &text), ok, "{} on {}", text, schema);
+            }
+        }
+    }
+}
