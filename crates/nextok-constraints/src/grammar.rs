@@ -177,6 +177,19 @@ impl GrammarBuilder {
         self.finite_sets.len() as u32 - 1
     }
 
+    /// The number of finite sets added so far.
+    pub(crate) fn finite_set_count(&self) -> u32 {
+        self.finite_sets.len() as u32
+    }
+
+    /// Sets the outer item nonterminal of finite set `id` ([`FiniteSet::outer`]), made after
+    /// the array's rules.
+    pub(crate) fn set_finite_outer(&mut self, id: u32, outer: u32) {
+        if let Some(set) = self.finite_sets.get_mut(id as usize) {
+            set.outer = Some(outer);
+        }
+    }
+
     /// Adds `spec` and returns its number, for [`Guard::Item`].
     pub(crate) fn item_object(&mut self, spec: ItemObject) -> u32 {
         self.item_objects.push(spec);

@@ -2170,8 +2170,10 @@ fn valid(v: &Value, s: &Value) -> bool {
             }
         }
         Value::String(x) => {
-            if o.get("pattern").is_some() && !x.chars().all(|c| c == 'a') {
-                return false;
+            match o.get("pattern").and_then(Value::as_str) {
+                Some("^b") if !x.starts_with('b') => return false,
+                Some("^a*$") if !x.chars().all(|c| c == 'a') => return false,
+                _ => {}
             }
             let n = x.chars().count() as u64;
             if o.get("maxLength")
@@ -2215,9 +2217,13 @@ fn valid(v: &Value, s: &Value) -> bool {
             }
         }
         Value::Array(a) => {
+            let n = a.len() as u64;
             if o.get("maxItems")
                 .and_then(Value::as_u64)
-                .is_some_and(|m| a.len() as u64 > m)
+                .is_some_and(|m| n > m)
+                || o.get("minItems")
+                    .and_then(Value::as_u64)
+                    .is_some_and(|m| n < m)
             {
                 return false;
             }
@@ -2323,6 +2329,117 @@ proptest! {
                 checked += 1;
                 let mut c = from_json_schema(&schema, &vocab, &JsonOptions::default()).unwrap();
                 prop_assert_eq!(!walk_refuses(&mut c, &text), ok, "{} on {}", text, schema);
+            }
+        }
+    }
+}
+
+/// stylelint's `unitRule` items in small: a string, or a `uniqueItems` array of 21 names (too
+/// many arrays to run out of, but a prefix listing 20 names has two completions).
+fn units() -> Value {
+    let names: Vec<String> = (0..21).map(|i| format!("a{i}")).collect();
+    array_of(json!({"anyOf": [
+        {"type": "string", "pattern": "^b"},
+        {"type": "array", "uniqueItems": true, "minItems": 1, "items": {"enum": names}}
+    ]}))
+}
+
+/// The array of names `a{i}` for `i` in `ids`.
+fn names(ids: impl IntoIterator<Item = usize>) -> String {
+    let v: Vec<String> = ids.into_iter().map(|i| format!("\"a{i}\"")).collect();
+    format!("[{}]", v.join(","))
+}
+
+#[test]
+fn arrays_of_a_finite_set_as_items_check_each_prefix_against_the_earlier_items() {
+    let s = units();
+    let twenty = names(0..20);
+    let all = names(0..21);
+    // Accepted: distinct arrays (another order is another array), strings beside them.
+    let ok = format!("[{twenty},{all},\"b\",{},[\"a20\"]]", names((0..20).rev()));
+    assert!(accepts(&s, &ok));
+    for bad in [
+        format!("[{twenty},{twenty}]"),
+        "[[\"a1\",\"a1\"]]".to_string(),
+        "[[]]".to_string(),
+        "[\"a1\"]".to_string(),
+    ] {
+        assert!(!accepts(&s, &bad), "{bad}");
+    }
+    let vocab = object_vocab();
+    let id = |t: &str| common::token_id(&vocab, t);
+    // Both completions of the first twenty names are earlier items: the twentieth name is
+    // refused before it is written (its first byte that no other name shares), `a20` taken.
+    let prefix = format!(
+        "[{twenty},{all},{}",
+        &twenty[..twenty.len() - "\"a19\"]".len()]
+    );
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!("{prefix}\"a"));
+    assert!(bit(&mask, id("2")));
+    assert!(!bit(&mask, id("1")));
+    // (Taken, it would leave a dead end after `"a20"`, whose `]` repeats an earlier item:
+    // `walk_refuses` checks every mask on the way, and that none is empty.)
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    assert!(walk_refuses(&mut c, &format!("{prefix}\"a19\",\"a20\"]]")));
+    // One earlier item is the twenty names: their `]` is refused, the `,` for `a20` is not.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(
+        &mut c,
+        &format!("[{twenty},{}", &twenty[..twenty.len() - 1]),
+    );
+    assert!(!bit(&mask, id("]")));
+    assert!(bit(&mask, id(",")));
+    // The earlier item is all 21: the twenty names may end, but not go on to `a20`.
+    let mut c = from_json_schema(&s, &vocab, &JsonOptions::default()).unwrap();
+    let mask = walk_accepting(&mut c, &format!("[{all},{}", &twenty[..twenty.len() - 1]));
+    assert!(bit(&mask, id("]")));
+    assert!(!bit(&mask, id(",")));
+    // Too few arrays to be taken this way: refused by name, as before.
+    let few = array_of(json!({"anyOf": [
+        {"type": "string"},
+        {"type": "array", "uniqueItems": true, "items": {"enum": ["x", "y"]}}
+    ]}));
+    let e = compile_json_schema(&few, &JsonOptions::default()).unwrap_err();
+    assert!(matches!(e, Error::UnsupportedKeyword { .. }), "{e}");
+}
+
+#[test]
+fn random_walks_over_arrays_of_a_finite_set_as_items_have_exact_masks() {
+    let finished = walks_finished(&[units()], b"[]\",ab0123", 12, 61, 0, 80);
+    assert!(finished >= 4, "only {finished} walks finished");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// Random arrays of `units`' items: the first nineteen names with one of the five tails
+    /// of `a19` and `a20` (so that earlier items often use up every completion of a prefix),
+    /// a shorter array or a string. Accepted exactly when a plain validator accepts them, and
+    /// the first byte by byte with every mask checked (no dead end on the way).
+    #[test]
+    fn arrays_of_a_finite_set_as_items_agree_with_a_plain_validator(
+        arrays in proptest::collection::vec(proptest::collection::vec(0..7usize, 0..7), 8),
+    ) {
+        let schema = units();
+        let grammar = compile_json_schema(&schema, &JsonOptions::default()).unwrap();
+        let vocab = object_vocab();
+        let tails: [&[usize]; 5] = [&[], &[19], &[20], &[19, 20], &[20, 19]];
+        for (n, array) in arrays.iter().enumerate() {
+            let items: Vec<String> = array
+                .iter()
+                .map(|&k| match k {
+                    5 => "\"b\"".to_string(),
+                    6 => names([0, 20]),
+                    k => names((0..19).chain(tails[k].iter().copied())),
+                })
+                .collect();
+            let text = format!("[{}]", items.join(","));
+            let value: Value = serde_json::from_str(&text).expect("JSON");
+            let ok = valid(&value, &schema);
+            prop_assert_eq!(grammar.recognizes(text.as_bytes()), ok, "{}", text);
+            if n == 0 {
+                let mut c = from_json_schema(&schema, &vocab, &JsonOptions::default()).unwrap();
+                prop_assert_eq!(!walk_refuses(&mut c, &text), ok, "{}", text);
             }
         }
     }

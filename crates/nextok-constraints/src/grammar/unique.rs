@@ -37,7 +37,9 @@
 //! again with real bytes. A string domain finite as a whole guards the `,` before an item
 //! ([`Guard::MoreStrings`]). A finite enum too large to unroll is checked at prediction
 //! ([`Guard::Fresh`] per value, [`Guard::Next`] and [`Guard::Close`] on the count), so a value
-//! in use is never begun. Other guarded values are compiled only where every prefix can
+//! in use is never begun; where such an array is itself an item of a `uniqueItems` array
+//! ([`FiniteSet::outer`]), the same guards keep its prefix one that some completion unused by
+//! the outer array's earlier items extends (`Chart::outer_alive`). Other guarded values are compiled only where every prefix can
 //! still reach infinitely many values.
 
 use std::sync::Arc;
@@ -94,6 +96,11 @@ pub(crate) struct FiniteSet {
     pub(crate) min: usize,
     /// `maxItems`, at most the number of values.
     pub(crate) max: usize,
+    /// For an array of this domain that is itself an item of a `uniqueItems` array (one part
+    /// of a union of item types, `json::unique_split`): that item's guarded nonterminal
+    /// ([`Guard::UniqueValues`]). Its values, and its `,` and `]`, are then checked against the
+    /// outer array's earlier items too ([`Chart::outer_alive`]).
+    pub(crate) outer: Option<u32>,
 }
 
 /// The key under which `finite_used` caches the earlier values of a finite domain's array.
@@ -389,13 +396,22 @@ pub(crate) fn canonical_value(text: &[u8]) -> Option<Vec<u8>> {
 /// commas, with JSON whitespace around them, and optionally a trailing comma), sorted and
 /// without repeats; an empty text has none. `None` when the text is something else.
 fn listed_values(text: &[u8]) -> Option<Vec<Vec<u8>>> {
-    let mut values = Vec::new();
     if text.is_empty() {
-        return Some(values);
+        return Some(Vec::new());
     }
-    if text[0] != b'[' {
+    let mut values = values_in_order(text)?;
+    values.sort_unstable();
+    values.dedup();
+    Some(values)
+}
+
+/// The canonical forms of the items of the array text `text` (as [`listed_values`] reads
+/// them), in order; `None` when the text is something else.
+fn values_in_order(text: &[u8]) -> Option<Vec<Vec<u8>>> {
+    if text.first() != Some(&b'[') {
         return None;
     }
+    let mut values = Vec::new();
     let mut i = skip_ws(text, 1);
     while i < text.len() {
         let mut v = Vec::new();
@@ -409,9 +425,24 @@ fn listed_values(text: &[u8]) -> Option<Vec<Vec<u8>>> {
         }
         i = skip_ws(text, i + 1);
     }
-    values.sort_unstable();
-    values.dedup();
     Some(values)
+}
+
+/// The items of canonical array `c`, in order; `None` when `c` is not an array's canonical
+/// form.
+fn array_values(c: &[u8]) -> Option<Vec<&[u8]>> {
+    if c.first() != Some(&b'a') {
+        return None;
+    }
+    let n: [u8; 8] = c.get(1..9)?.try_into().ok()?;
+    let mut out = Vec::new();
+    let mut j = 9;
+    for _ in 0..u64::from_be_bytes(n) {
+        let k = super::unique_objects::canonical_end(c, j)?;
+        out.push(&c[j..k]);
+        j = k;
+    }
+    (j == c.len()).then_some(out)
 }
 
 /// The number of items of the array text `text` (its `[` and at least one item, the last
@@ -1013,7 +1044,7 @@ impl Chart {
         let Some(text) = self.input.get(array as usize..end) else {
             return false;
         };
-        match guard {
+        let passes = match guard {
             Guard::Fresh { set, value } => {
                 let Some(wanted) = g
                     .finite_sets
@@ -1041,7 +1072,115 @@ impl Chart {
                 }
             }
             _ => true,
+        };
+        let set = match guard {
+            Guard::Fresh { set, .. } | Guard::Next { set } | Guard::Close { set } => set,
+            _ => return passes,
+        };
+        match g.finite_sets.get(set as usize).and_then(|s| s.outer) {
+            None => passes,
+            // Before `Next` and `Close` the unknown last byte ends the last value: read again.
+            Some(_) if passes && cut && !matches!(guard, Guard::Fresh { .. }) => {
+                self.guard.uncertain = true;
+                true
+            }
+            Some(outer) => passes && self.outer_alive(g, guard, set, outer, array, end),
         }
+    }
+
+    /// For an array of finite set `set` whose `[` was read at set `array`, itself an item of
+    /// the `uniqueItems` arrays whose items wait for nonterminal `outer` there, and read up to
+    /// byte `end`: whether guard `guard` keeps it completable to an array that no earlier item
+    /// of such an outer array equals (for some of them, when the parse is ambiguous). The
+    /// values written so far, in order, are a prefix `P`; an earlier item agrees with a prefix
+    /// `Q` when it is an array of the set's values (distinct, as many as `minItems` and
+    /// `maxItems` allow) that starts with `Q`; `Q` is alive when fewer earlier items agree with
+    /// it than it has completions, `Σ m!/(m−j)!` over the numbers `j` of values still to come
+    /// (`m` values unused). `Fresh` asks that of `P` and its value, `Next` whether some unused
+    /// value passes, and `Close` that no earlier item is `P` itself.
+    fn outer_alive(
+        &mut self,
+        g: &Grammar,
+        guard: Guard,
+        set: u32,
+        outer: u32,
+        array: u32,
+        end: usize,
+    ) -> bool {
+        let Some(spec) = g.finite_sets.get(set as usize) else {
+            return false;
+        };
+        let Some(text) = self.input.get(array as usize..end) else {
+            return false;
+        };
+        self.work += text.len() as u64;
+        let Some(written) = values_in_order(text) else {
+            return false;
+        };
+        let mut alive = false;
+        for o in self.waiting_origins(g, array, outer) {
+            let Some(earlier) = self.earlier(Guard::UniqueValues, o, array) else {
+                continue;
+            };
+            // The earlier items that are arrays of the set, as their values in order.
+            let arrays: Vec<Vec<&[u8]>> = earlier
+                .iter()
+                .filter_map(|e| array_values(e))
+                .filter(|vs| {
+                    vs.len() >= spec.min
+                        && vs.len() <= spec.max
+                        && vs.iter().all(|v| spec.values.iter().any(|w| w == v))
+                        && vs.iter().enumerate().all(|(i, v)| !vs[..i].contains(v))
+                })
+                .collect();
+            let agree = |q: &[&[u8]]| {
+                arrays
+                    .iter()
+                    .filter(|a| a.len() >= q.len() && a[..q.len()] == *q)
+                    .count() as u64
+            };
+            let completions = |k: usize| {
+                let m = spec.values.len().saturating_sub(k);
+                let (lo, hi) = (
+                    spec.min.saturating_sub(k),
+                    spec.max.saturating_sub(k).min(m),
+                );
+                let (mut total, mut ways) = (0u64, 1u64);
+                for j in 0..=hi {
+                    if j > 0 {
+                        ways = ways.saturating_mul((m - j + 1) as u64);
+                    }
+                    if j >= lo {
+                        total = total.saturating_add(ways);
+                    }
+                }
+                total
+            };
+            let mut q: Vec<&[u8]> = written.iter().map(Vec::as_slice).collect();
+            let ok = match guard {
+                Guard::Fresh { value, .. } => match spec.values.get(value as usize) {
+                    Some(v) => {
+                        q.push(v);
+                        agree(&q) < completions(q.len())
+                    }
+                    None => false,
+                },
+                Guard::Next { .. } => spec.values.iter().any(|v| {
+                    if q.contains(&v.as_slice()) {
+                        return false;
+                    }
+                    let mut r = q.clone();
+                    r.push(v);
+                    agree(&r) < completions(r.len())
+                }),
+                _ => !arrays.iter().any(|a| a[..] == q[..]),
+            };
+            if ok {
+                alive = true;
+                break;
+            }
+        }
+        alive
     }
 
     /// The canonical values of the items of the array started at set `array`, before set `at`

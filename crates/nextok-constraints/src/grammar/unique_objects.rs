@@ -235,7 +235,7 @@ fn read_partial(text: &[u8]) -> Option<(Members, Vec<u8>, usize)> {
 }
 
 /// Where the canonical form starting at `c[i]` ends.
-fn canonical_end(c: &[u8], i: usize) -> Option<usize> {
+pub(super) fn canonical_end(c: &[u8], i: usize) -> Option<usize> {
     let count = |at: usize| -> Option<u64> {
         let b: [u8; 8] = c.get(at..at + 8)?.try_into().ok()?;
         Some(u64::from_be_bytes(b))

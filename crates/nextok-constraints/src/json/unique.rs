@@ -266,6 +266,7 @@ impl Compiler<'_> {
             values: canon,
             min,
             max,
+            outer: None,
         });
         let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
         let ws: Vec<Sym> = self.ws.into_iter().collect();

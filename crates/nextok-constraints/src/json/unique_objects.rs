@@ -1400,7 +1400,7 @@ pub(super) fn finite_string(s: &Schema, path: &str) -> Result<Option<Dfa>, Error
 
 /// The values of `s` when they are finitely many and `s` says nothing else: an `enum` or
 /// `const` (with `type`), booleans, `null`. Distinct JSON values, in the schema's order.
-fn finite_values(s: &Schema) -> Option<Vec<Value>> {
+pub(super) fn finite_values(s: &Schema) -> Option<Vec<Value>> {
     let n: &Node = match s {
         Schema::Never => return Some(Vec::new()),
         Schema::Node(n) => n,

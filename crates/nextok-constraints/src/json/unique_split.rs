@@ -28,7 +28,11 @@
 //! items can never use them all (infinitely many, or at least `maxItems`). Everything else is
 //! one value item guarded at completion ([`Guard::UniqueValues`]), and every such item's
 //! proper prefixes have infinitely many completions into distinct values, so a finite set of
-//! earlier items never leaves one without a valid end. All the alternatives sit right in the
+//! earlier items never leaves one without a valid end; but for `uniqueItems` arrays of a
+//! finite set of values, of more arrays than a `u64` counts (stylelint's `unitRule`: any
+//! of 29 unit names, each once), each a value item of its own whose set's guards also check
+//! the prefix against the earlier items as it is written ([`FiniteSet::outer`]: a prefix
+//! listing 28 of the names has two completions, which earlier items may both be). All the alternatives sit right in the
 //! array's left-recursive list rules, so that every guard's waiting item starts at the `[`.
 
 use serde_json::Value;
@@ -66,6 +70,10 @@ struct Parts {
     strings: Option<Dfa>,
     /// Objects and arrays, each passing `prefix_unbounded`.
     others: Vec<Schema>,
+    /// `uniqueItems` arrays of a finite set of values too large to run out of (more arrays
+    /// than a `u64` counts), with those values: each prefix is checked against the earlier
+    /// items as it is written ([`FiniteSet::outer`]).
+    finite_arrays: Vec<(Node, Vec<Value>)>,
     /// Objects that do not pass `prefix_unbounded` (closed by `additionalProperties: false`,
     /// say), with its refusal: one of them may be a closed-object item of its own
     /// (`unique_closed_objects`).
@@ -101,6 +109,7 @@ impl Parts {
         self.strings = union(self.strings.take(), o.strings)?;
         self.others.extend(o.others);
         self.closed.extend(o.closed);
+        self.finite_arrays.extend(o.finite_arrays);
         Ok(())
     }
 
@@ -159,6 +168,7 @@ impl Compiler<'_> {
             || !none(&parts.integers)
             || !parts.others.is_empty()
             || !parts.closed.is_empty()
+            || !parts.finite_arrays.is_empty()
             || !none(&parts.strings);
         if !infinite {
             // Finitely many values: the `,` before another item needs a check too.
@@ -175,6 +185,7 @@ impl Compiler<'_> {
             && none(&parts.integers)
             && parts.others.is_empty()
             && parts.closed.is_empty()
+            && parts.finite_arrays.is_empty()
         {
             if let Some(s) = parts.strings {
                 return Ok(Some(Split::Strings(s)));
@@ -421,10 +432,59 @@ impl Compiler<'_> {
             match self.prefix_unbounded(&sub, path, ip, depth + 1) {
                 Ok(()) => parts.others.push(sub),
                 Err(e) if containers == TypeSet::OBJECT => parts.closed.push((sub, e)),
-                Err(e) => return Err(e),
+                Err(e) => match self.finite_unique_array(&sub, ip)? {
+                    Some(found) => parts.finite_arrays.push(found),
+                    None => return Err(e),
+                },
             }
         }
         Ok(parts)
+    }
+
+    /// `s` (at `ip`, an array type alone) when it is a `uniqueItems` array of a finite set
+    /// of values, with `minItems` and `maxItems` alone beside them, of more arrays than a
+    /// `u64` counts (so that earlier items never use them all up: its `[` needs no check),
+    /// and those values.
+    fn finite_unique_array(
+        &self,
+        s: &Schema,
+        ip: &str,
+    ) -> Result<Option<(Node, Vec<Value>)>, Error> {
+        let Schema::Node(n) = s else {
+            return Ok(None);
+        };
+        let a = &n.array;
+        if n.types != Some(TypeSet::ARRAY)
+            || !n.only(&["type", "items", "uniqueItems", "minItems", "maxItems"])
+            || !a.unique_items
+        {
+            return Ok(None);
+        }
+        let Some(items) = &a.items else {
+            return Ok(None);
+        };
+        let items = self.resolve_bare(items, &format!("{ip}/items"))?;
+        let Some(values) = super::unique_objects::finite_values(&items) else {
+            return Ok(None);
+        };
+        let (min, max) = (
+            a.min_items.unwrap_or(0),
+            a.max_items.unwrap_or(usize::MAX).min(values.len()),
+        );
+        if values.is_empty() || values.len() > 4096 || min > max {
+            return Ok(None);
+        }
+        // Σ over the lengths allowed of the ordered choices of that many values.
+        let (mut total, mut ways) = (0u64, 1u64);
+        for j in 0..=max {
+            if j > 0 {
+                ways = ways.saturating_mul((values.len() - j + 1) as u64);
+            }
+            if j >= min {
+                total = total.saturating_add(ways);
+            }
+        }
+        Ok((total == u64::MAX).then(|| ((**n).clone(), values)))
     }
 
     /// The alternatives of one item for `parts`: each fresh value (and zero) its own
@@ -527,6 +587,7 @@ impl Compiler<'_> {
                 values: fresh.iter().map(|(c, _)| c.clone()).collect(),
                 min: 0,
                 max: fresh.len(),
+                outer: None,
             });
             for (j, (_, sym)) in fresh.iter().enumerate() {
                 let nt = self.b.nt(format!("{path} unique fresh {j}"));
@@ -582,6 +643,21 @@ impl Compiler<'_> {
         }
         for o in &parts.others {
             rest.push(vec![self.schema(o, ip)?]);
+        }
+        // Arrays of a finite set: each a value item of its own, whose values, `,` and `]`
+        // check the prefix against the earlier items of this array as they are written.
+        for (i, (m, values)) in parts.finite_arrays.iter().enumerate() {
+            let set = self.b.finite_set_count();
+            let arr = self.unique_finite(m, values, &format!("{path} finite array {i}"))?;
+            let item = self.b.guarded(
+                &format!("{path} unique finite array {i}"),
+                arr,
+                Guard::UniqueValues,
+            );
+            if let (Sym::Nt(g), true) = (item, self.b.finite_set_count() > set) {
+                self.b.set_finite_outer(set, g);
+            }
+            alts.push(vec![item]);
         }
         if !rest.is_empty() {
             let v = self.b.alts(&format!("{path} unique rest"), rest);
