@@ -1079,8 +1079,10 @@ impl Chart {
         };
         match g.finite_sets.get(set as usize).and_then(|s| s.outer) {
             None => passes,
-            // Before `Next` and `Close` the unknown last byte ends the last value: read again.
-            Some(_) if passes && cut && !matches!(guard, Guard::Fresh { .. }) => {
+            // Past a mask computation's assumed terminal end the outer array's items and this
+            // array's values are read across the unknown byte (the last value's end, or the
+            // `[` whose set the outer items are found from): read again with real bytes.
+            Some(_) if passes && self.guard.synthetic.is_some_and(|s| s >= array) => {
                 self.guard.uncertain = true;
                 true
             }
