@@ -18,7 +18,7 @@ mod members;
 mod unique;
 mod unique_objects;
 pub(crate) use members::{ObjectSpec, ADDITIONAL};
-pub(crate) use unique::{canonical_value, finite_states, FiniteSet, Guard};
+pub(crate) use unique::{canonical_value, finite_states, ordered_completions, FiniteSet, Guard};
 pub(crate) use unique_objects::{total_objects, ItemCheck, ItemKey, ItemObject};
 
 /// A grammar symbol while building.

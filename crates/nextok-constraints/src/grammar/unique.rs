@@ -39,8 +39,8 @@
 //! ([`Guard::Fresh`] per value, [`Guard::Next`] and [`Guard::Close`] on the count), so a value
 //! in use is never begun; where such an array is itself an item of a `uniqueItems` array
 //! ([`FiniteSet::outer`]), the same guards keep its prefix one that some completion unused by
-//! the outer array's earlier items extends (`Chart::outer_alive`). Other guarded values are compiled only where every prefix can
-//! still reach infinitely many values.
+//! the outer array's earlier items extends (`Chart::outer_alive`). Other guarded values are
+//! compiled only where every prefix can still reach infinitely many values.
 
 use std::sync::Arc;
 
@@ -101,6 +101,27 @@ pub(crate) struct FiniteSet {
     /// ([`Guard::UniqueValues`]). Its values, and its `,` and `]`, are then checked against the
     /// outer array's earlier items too ([`Chart::outer_alive`]).
     pub(crate) outer: Option<u32>,
+}
+
+/// The arrays of distinct values of a set of `values` that extend a prefix of `written` of
+/// them, as many values in all as `min` and `max` allow: `Σ m!/(m−j)!` over the numbers `j`
+/// of values still to come, `m` the values unused (saturating).
+pub(crate) fn ordered_completions(values: usize, written: usize, min: usize, max: usize) -> u64 {
+    let m = values.saturating_sub(written);
+    let (lo, hi) = (
+        min.saturating_sub(written),
+        max.saturating_sub(written).min(m),
+    );
+    let (mut total, mut ways) = (0u64, 1u64);
+    for j in 0..=hi {
+        if j > 0 {
+            ways = ways.saturating_mul((m - j + 1) as u64);
+        }
+        if j >= lo {
+            total = total.saturating_add(ways);
+        }
+    }
+    total
 }
 
 /// The key under which `finite_used` caches the earlier values of a finite domain's array.
@@ -1097,9 +1118,9 @@ impl Chart {
     /// values written so far, in order, are a prefix `P`; an earlier item agrees with a prefix
     /// `Q` when it is an array of the set's values (distinct, as many as `minItems` and
     /// `maxItems` allow) that starts with `Q`; `Q` is alive when fewer earlier items agree with
-    /// it than it has completions, `Σ m!/(m−j)!` over the numbers `j` of values still to come
-    /// (`m` values unused). `Fresh` asks that of `P` and its value, `Next` whether some unused
-    /// value passes, and `Close` that no earlier item is `P` itself.
+    /// it than it has completions ([`ordered_completions`]). `Fresh` asks that of `P` and its
+    /// value, `Next` whether some unused value passes, and `Close` that no earlier item is `P`
+    /// itself.
     fn outer_alive(
         &mut self,
         g: &Grammar,
@@ -1141,23 +1162,8 @@ impl Chart {
                     .filter(|a| a.len() >= q.len() && a[..q.len()] == *q)
                     .count() as u64
             };
-            let completions = |k: usize| {
-                let m = spec.values.len().saturating_sub(k);
-                let (lo, hi) = (
-                    spec.min.saturating_sub(k),
-                    spec.max.saturating_sub(k).min(m),
-                );
-                let (mut total, mut ways) = (0u64, 1u64);
-                for j in 0..=hi {
-                    if j > 0 {
-                        ways = ways.saturating_mul((m - j + 1) as u64);
-                    }
-                    if j >= lo {
-                        total = total.saturating_add(ways);
-                    }
-                }
-                total
-            };
+            let completions =
+                |k: usize| ordered_completions(spec.values.len(), k, spec.min, spec.max);
             let mut q: Vec<&[u8]> = written.iter().map(Vec::as_slice).collect();
             let ok = match guard {
                 Guard::Fresh { value, .. } => match spec.values.get(value as usize) {

@@ -1123,10 +1123,11 @@ impl Compiler<'_> {
     }
 
     /// For a schema of integers and strings, arrays or objects, with keywords of one type
-    /// each (no combinators, `enum`, excluded values, `null` or booleans) (SARIF 1.0's `id`: `type: [integer, string]`, a `minimum` for the
-    /// integers and a `pattern` for the strings): the integers as [`integer_digits`] makes
-    /// them, beside the other types' values when those are unbounded at every prefix and
-    /// never numbers ([`Domain::Integer`] with `Some`).
+    /// each (no combinators, `enum`, excluded values, `null` or booleans; SARIF 1.0's `id`:
+    /// `type: [integer, string]`, a `minimum` for the integers and a `pattern` for the
+    /// strings): the integers as [`integer_digits`] makes them, beside the other types'
+    /// values when those are unbounded at every prefix and never numbers
+    /// ([`Domain::Integer`] with `Some`).
     fn integer_union(
         &self,
         n: &Node,

@@ -32,8 +32,9 @@
 //! finite set of values, of more arrays than a `u64` counts (stylelint's `unitRule`: any
 //! of 29 unit names, each once), each a value item of its own whose set's guards also check
 //! the prefix against the earlier items as it is written ([`FiniteSet::outer`]: a prefix
-//! listing 28 of the names has two completions, which earlier items may both be). All the alternatives sit right in the
-//! array's left-recursive list rules, so that every guard's waiting item starts at the `[`.
+//! listing 28 of the names has two completions, which earlier items may both be). All the
+//! alternatives sit right in the array's left-recursive list rules, so that every guard's
+//! waiting item starts at the `[`.
 
 use serde_json::Value;
 
@@ -44,7 +45,7 @@ use super::schema::{compact, invalid, json_eq, unsupported, Node, NumberFacets, 
 use super::string::{is_long, string_content, without_strings};
 use super::unique::{count_words, unbounded};
 use crate::dfa::Dfa;
-use crate::grammar::{canonical_value, FiniteSet, Guard, Sym};
+use crate::grammar::{canonical_value, ordered_completions, FiniteSet, Guard, Sym};
 use crate::Error;
 
 /// Every JSON spelling of zero, of either sign.
@@ -474,16 +475,7 @@ impl Compiler<'_> {
         if values.is_empty() || values.len() > 4096 || min > max {
             return Ok(None);
         }
-        // Σ over the lengths allowed of the ordered choices of that many values.
-        let (mut total, mut ways) = (0u64, 1u64);
-        for j in 0..=max {
-            if j > 0 {
-                ways = ways.saturating_mul((values.len() - j + 1) as u64);
-            }
-            if j >= min {
-                total = total.saturating_add(ways);
-            }
-        }
+        let total = ordered_completions(values.len(), 0, min, max);
         Ok((total == u64::MAX).then(|| ((**n).clone(), values)))
     }
 
