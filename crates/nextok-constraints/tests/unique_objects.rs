@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use common::{
     assert_distinct, assert_rollback_restores, bit, check_mask, preferred_tokens, random_walk,
-    walk_accepting, walk_refuses,
+    same, walk_accepting, walk_refuses,
 };
 use nextok_constraints::{
     compile_json_schema, from_json_schema, Constraint, Error, JsonOptions, TokenVocab,
@@ -2106,20 +2106,6 @@ const VALUES: &[&str] = &[
     "\"1\"",
     "{\"r\":\"a\"}",
 ];
-
-/// JSON equality: numbers by value, objects in any order.
-fn same(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
-        }
-        _ => a == b,
-    }
-}
 
 /// A plain validator of the keywords `kinds` and the item schema use.
 fn valid(v: &Value, s: &Value) -> bool {

@@ -24,21 +24,38 @@ pub(super) fn search_regex(pattern: &str) -> String {
     format!("(?s:.)*(?:{p})(?s:.)*")
 }
 
-/// Whether `p` has a `|` outside groups and classes.
-fn has_top_level_bar(p: &str) -> bool {
-    let (mut depth, mut in_class, mut esc) = (0i32, false, false);
-    for c in p.chars() {
+/// The characters of pattern `p` with their byte index, whether a `\\` escapes them and
+/// whether they are inside a class (a class's own `[` and `]` count as outside).
+fn pattern_chars(p: &str) -> impl Iterator<Item = (usize, char, bool, bool)> + '_ {
+    let (mut in_class, mut esc) = (false, false);
+    p.char_indices().map(move |(i, c)| {
         if esc {
             esc = false;
-            continue;
+            return (i, c, true, in_class);
         }
+        let inside = in_class;
         match c {
             '\\' => esc = true,
             '[' if !in_class => in_class = true,
-            ']' if in_class => in_class = false,
-            '(' if !in_class => depth += 1,
-            ')' if !in_class => depth -= 1,
-            '|' if !in_class && depth == 0 => return true,
+            ']' if in_class => {
+                in_class = false;
+                return (i, c, false, false);
+            }
+            _ => {}
+        }
+        (i, c, false, inside)
+    })
+}
+
+/// Whether `p` has a `|` outside groups and classes.
+fn has_top_level_bar(p: &str) -> bool {
+    let mut depth = 0i32;
+    for (_, c, escaped, in_class) in pattern_chars(p) {
+        match c {
+            _ if escaped || in_class => {}
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            '|' if depth == 0 => return true,
             _ => {}
         }
     }
@@ -108,21 +125,13 @@ fn tempered_token(pattern: &str) -> Result<Option<Dfa>, Error> {
     let Some((true, x, ".")) = leading_lookahead(body) else {
         return Ok(None);
     };
-    let (mut esc, mut in_class) = (false, false);
-    for c in x.chars() {
-        if esc {
-            if matches!(c, 'b' | 'B') && !in_class {
-                return Ok(None);
-            }
-            esc = false;
-            continue;
-        }
-        match c {
-            '\\' => esc = true,
-            '[' if !in_class => in_class = true,
-            ']' if in_class => in_class = false,
-            '^' | '$' if !in_class => return Ok(None),
-            _ => {}
+    for (_, c, escaped, in_class) in pattern_chars(x) {
+        let anchor = match escaped {
+            true => matches!(c, 'b' | 'B'),
+            false => matches!(c, '^' | '$'),
+        };
+        if anchor && !in_class {
+            return Ok(None);
         }
     }
     if x.contains("(?") {
@@ -147,19 +156,13 @@ fn leading_lookahead(p: &str) -> Option<(bool, &str, &str)> {
     } else {
         return None;
     };
-    let (mut depth, mut in_class, mut esc) = (0i32, false, false);
-    for (i, c) in p.char_indices().skip(3) {
-        if esc {
-            esc = false;
-            continue;
-        }
+    let mut depth = 0i32;
+    for (i, c, escaped, in_class) in pattern_chars(&p[3..]) {
         match c {
-            '\\' => esc = true,
-            '[' if !in_class => in_class = true,
-            ']' if in_class => in_class = false,
-            '(' if !in_class => depth += 1,
-            ')' if !in_class && depth == 0 => return Some((negative, &p[3..i], &p[i + 1..])),
-            ')' if !in_class => depth -= 1,
+            _ if escaped || in_class => {}
+            '(' => depth += 1,
+            ')' if depth == 0 => return Some((negative, &p[3..3 + i], &p[3 + i + 1..])),
+            ')' => depth -= 1,
             _ => {}
         }
     }

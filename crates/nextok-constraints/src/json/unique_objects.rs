@@ -538,6 +538,22 @@ impl Compiler<'_> {
         Ok(())
     }
 
+    /// `head` followed by the value of `s` (at `pp`), of infinitely many values below every
+    /// proper prefix, then the check of the item with it ([`ItemCheck::After`]).
+    fn unbounded_tail(
+        &mut self,
+        spec: u32,
+        s: &Schema,
+        pp: &str,
+        head: &[Sym],
+    ) -> Result<Vec<Sym>, Error> {
+        let value = self.schema(s, pp)?;
+        let after = self.item_guard(spec, "item after", ItemCheck::After);
+        let mut t = head.to_vec();
+        t.extend([value, after]);
+        Ok(t)
+    }
+
     /// `head` followed by a rule for value `j` of key `i` (`value`), guarded by the check that
     /// this value still leaves the item a completion unused by earlier items.
     fn guarded_value(
@@ -610,13 +626,7 @@ impl Compiler<'_> {
                 Domain::Finite(vs) => {
                     self.guarded_consts(spec, i, vs, &pp, path, &head, &mut tails)?;
                 }
-                Domain::Unbounded(s) => {
-                    let value = self.schema(s, &pp)?;
-                    let after = self.item_guard(spec, "item after", ItemCheck::After);
-                    let mut t = head;
-                    t.extend([value, after]);
-                    tails.push(t);
-                }
+                Domain::Unbounded(s) => tails.push(self.unbounded_tail(spec, s, &pp, &head)?),
                 Domain::FiniteString(content) => {
                     let value = self.string_terminal(content)?;
                     let after = self.item_guard(spec, "item after", ItemCheck::AfterString(i));
@@ -626,11 +636,7 @@ impl Compiler<'_> {
                 }
                 Domain::Integer(digits, pinned, rest) => {
                     if let Some(rest) = rest {
-                        let value = self.schema(rest, &pp)?;
-                        let after = self.item_guard(spec, "item after", ItemCheck::After);
-                        let mut t = head.clone();
-                        t.extend([value, after]);
-                        tails.push(t);
+                        tails.push(self.unbounded_tail(spec, rest, &pp, &head)?);
                     }
                     self.set_apart_values(spec, i, pinned, path, &head, &mut tails)?;
                     let value = self.b.terminal(digits.clone())?;
@@ -698,10 +704,7 @@ impl Compiler<'_> {
                     let open_k = self.b.nt(format!("{path} item nested {name}"));
                     let mut opening = head.clone();
                     if let Some(rest) = rest {
-                        let value = self.schema(rest, &pp)?;
-                        let after = self.item_guard(spec, "item after", ItemCheck::After);
-                        let mut t = head.clone();
-                        t.extend([value, after]);
+                        let t = self.unbounded_tail(spec, rest, &pp, &head)?;
                         for b in &befores {
                             let mut r = b.clone();
                             r.extend(&t);
@@ -835,6 +838,15 @@ fn spec_keys(keys: &[Key], ip: &str) -> Result<Vec<ItemKey>, Error> {
     Ok(out)
 }
 
+/// The keywords that apply to numbers alone.
+const NUMBER_KEYWORDS: [&str; 5] = [
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+];
+
 /// For an `integer` schema `s` (type and number keywords alone): its spellings without a
 /// fraction, when every one of their proper prefixes has infinitely many completions (no
 /// `maximum`, say) and every spelling `s` allows is one of them, possibly followed by `.0…`.
@@ -847,15 +859,7 @@ fn integer_digits(s: &Schema, path: &str) -> Result<Option<(Dfa, Pinned)>, Error
     let Schema::Node(n) = s else {
         return Ok(None);
     };
-    let number_keywords = [
-        "type",
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "multipleOf",
-    ];
-    if n.types != Some(TypeSet::INTEGER) || !n.only(&number_keywords) {
+    if n.types != Some(TypeSet::INTEGER) || !n.only(&[&["type"][..], &NUMBER_KEYWORDS].concat()) {
         return Ok(None);
     }
     let all = number_dfa(&n.number, true, path)?;
@@ -1067,20 +1071,13 @@ impl Compiler<'_> {
         }
         let few = [TypeSet::NULL, TypeSet::BOOLEAN, TypeSet::NUMBER];
         let combined = n.any_of.is_some() || n.one_of.is_some() || n.all_of.is_some();
-        let number_keywords = [
-            "minimum",
-            "maximum",
-            "exclusiveMinimum",
-            "exclusiveMaximum",
-            "multipleOf",
-        ];
         let keywords = n.keywords();
         if combined
             || n.values.is_some()
             || n.reference.is_some()
             || !few.iter().any(|&t| types.has(t))
             || (types.has(TypeSet::INTEGER) && !types.has(TypeSet::NUMBER))
-            || keywords.iter().any(|k| number_keywords.contains(k))
+            || keywords.iter().any(|k| NUMBER_KEYWORDS.contains(k))
             // Excluded strings stay with the other types' schema; a value set apart or a
             // number excluded is not taken here.
             || n.excluded.iter().flatten().any(|v| !v.is_string())
@@ -1140,13 +1137,7 @@ impl Compiler<'_> {
         // Keywords of one type each: the integers take the number keywords, the other types
         // the rest. Any keyword that reaches every type (`enum`, `not`, combinators, ...) is
         // not split here.
-        let typed = [
-            "type",
-            "minimum",
-            "maximum",
-            "exclusiveMinimum",
-            "exclusiveMaximum",
-            "multipleOf",
+        let others_keywords = [
             "minLength",
             "maxLength",
             "pattern",
@@ -1171,6 +1162,7 @@ impl Compiler<'_> {
             "propertyNames",
             "some member",
         ];
+        let typed = [&["type"][..], &NUMBER_KEYWORDS, &others_keywords].concat();
         if !types.has(TypeSet::INTEGER)
             || types.has(TypeSet::NUMBER)
             || types.has(TypeSet::NULL)
