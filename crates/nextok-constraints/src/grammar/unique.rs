@@ -449,23 +449,6 @@ fn values_in_order(text: &[u8]) -> Option<Vec<Vec<u8>>> {
     Some(values)
 }
 
-/// The items of canonical array `c`, in order; `None` when `c` is not an array's canonical
-/// form.
-fn array_values(c: &[u8]) -> Option<Vec<&[u8]>> {
-    if c.first() != Some(&b'a') {
-        return None;
-    }
-    let n: [u8; 8] = c.get(1..9)?.try_into().ok()?;
-    let mut out = Vec::new();
-    let mut j = 9;
-    for _ in 0..u64::from_be_bytes(n) {
-        let k = super::unique_objects::canonical_end(c, j)?;
-        out.push(&c[j..k]);
-        j = k;
-    }
-    (j == c.len()).then_some(out)
-}
-
 /// The number of items of the array text `text` (its `[` and at least one item, the last
 /// possibly cut short before its last byte): its commas outside strings and nested values, plus
 /// one.
@@ -1148,7 +1131,7 @@ impl Chart {
             // The earlier items that are arrays of the set, as their values in order.
             let arrays: Vec<Vec<&[u8]>> = earlier
                 .iter()
-                .filter_map(|e| array_values(e))
+                .filter_map(|e| super::unique_objects::canonical_parts(e, b'a'))
                 .filter(|vs| {
                     vs.len() >= spec.min
                         && vs.len() <= spec.max

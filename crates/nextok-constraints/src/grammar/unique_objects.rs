@@ -235,7 +235,7 @@ fn read_partial(text: &[u8]) -> Option<(Members, Vec<u8>, usize)> {
 }
 
 /// Where the canonical form starting at `c[i]` ends.
-pub(super) fn canonical_end(c: &[u8], i: usize) -> Option<usize> {
+fn canonical_end(c: &[u8], i: usize) -> Option<usize> {
     let count = |at: usize| -> Option<u64> {
         let b: [u8; 8] = c.get(at..at + 8)?.try_into().ok()?;
         Some(u64::from_be_bytes(b))
@@ -276,17 +276,27 @@ pub(super) fn canonical_end(c: &[u8], i: usize) -> Option<usize> {
 /// The members of the canonical object `c` as (decoded key, canonical value); `None` when `c`
 /// is not an object's canonical form.
 fn canonical_members(c: &[u8]) -> Option<Vec<(&[u8], &[u8])>> {
-    if c.first() != Some(&b'o') {
+    let parts = canonical_parts(c, b'o')?;
+    parts
+        .chunks(2)
+        .map(|kv| Some((kv[0].get(9..)?, *kv.get(1)?)))
+        .collect()
+}
+
+/// The canonical forms inside the canonical container `c` of tag `tag` (`a`: its items;
+/// `o`: its keys and values, alternately), in order; `None` when `c` is not such a form.
+pub(super) fn canonical_parts(c: &[u8], tag: u8) -> Option<Vec<&[u8]>> {
+    if c.first() != Some(&tag) {
         return None;
     }
     let n: [u8; 8] = c.get(1..9)?.try_into().ok()?;
+    let per = if tag == b'o' { 2 } else { 1 };
     let mut out = Vec::new();
     let mut j = 9;
-    for _ in 0..u64::from_be_bytes(n) {
+    for _ in 0..u64::from_be_bytes(n).checked_mul(per)? {
         let k = canonical_end(c, j)?;
-        let v = canonical_end(c, k)?;
-        out.push((c.get(j + 9..k)?, &c[k..v]));
-        j = v;
+        out.push(&c[j..k]);
+        j = k;
     }
     (j == c.len()).then_some(out)
 }
