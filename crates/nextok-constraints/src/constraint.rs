@@ -333,6 +333,14 @@ impl GrammarConstraint {
         self.last_work
     }
 
+    /// Whether a mask walks the places where a terminal ends one at a time instead of as one
+    /// (`false`, the default, walks them as one; both give the same mask). For tests that
+    /// check that the two agree.
+    #[doc(hidden)]
+    pub fn set_exits_one_at_a_time(&mut self, on: bool) {
+        self.chart.one_exit_at_a_time = on;
+    }
+
     /// The compiled grammar, to start more constraints from it cheaply.
     pub fn grammar(&self) -> &Arc<Grammar> {
         &self.grammar

@@ -1051,6 +1051,9 @@ pub(crate) struct Chart {
     input: Vec<u8>,
     /// The run-time checks' state (`unique`).
     guard: unique::GuardState,
+    /// Whether masks walk the places where a terminal ends one at a time, never as one
+    /// ([`Chart::walk_exits`]; for tests that compare the two).
+    pub(crate) one_exit_at_a_time: bool,
 }
 
 impl Chart {
@@ -1071,6 +1074,7 @@ impl Chart {
             broken: false,
             input: Vec::new(),
             guard: unique::GuardState::default(),
+            one_exit_at_a_time: false,
         };
         c.seen.clear();
         c.add_item(g.start_pos, 0);
@@ -1431,12 +1435,7 @@ impl Chart {
             self.add_item(pos + 1, origin);
             self.input.push(0);
             self.close(g, k as u32 + 1);
-            for &p in &tm.exits {
-                if self.over {
-                    break;
-                }
-                self.walk_subtrie(g, vocab, p as usize, mask);
-            }
+            self.walk_exits(g, vocab, &tm.exits, mask);
             self.pop();
             self.check_work(g)?;
         }
@@ -1488,6 +1487,78 @@ impl Chart {
             for (m, a) in mask.iter_mut().zip(&all) {
                 *m |= a;
             }
+        }
+    }
+
+    /// Adds the tokens below the trie nodes `exits` (not the nodes themselves) whose remaining
+    /// bytes can be read from the top set.
+    ///
+    /// The top set is the same for every node, so what decides a token is only the bytes below
+    /// its node: the subtrees are walked as one, by the bytes read below the nodes, and each
+    /// run of bytes is read into the chart once however many nodes lead to it. Where a
+    /// terminal ends at the closing quote of a string, hundreds of tokens end in `"` and go on
+    /// with the same few bytes (`",`, `"}`, `",\"`), and reading `,` closes a set that
+    /// predicts every member of the object: that closure is then made once, not once per token.
+    pub(crate) fn walk_exits(
+        &mut self,
+        g: &Grammar,
+        vocab: &TokenVocab,
+        exits: &[u32],
+        mask: &mut [u64],
+    ) {
+        match exits {
+            [] => {}
+            _ if self.one_exit_at_a_time => {
+                for &p in exits {
+                    if self.over {
+                        break;
+                    }
+                    self.walk_subtrie(g, vocab, p as usize, mask);
+                }
+            }
+            [p] => self.walk_subtrie(g, vocab, *p as usize, mask),
+            _ => {
+                let base = self.depth();
+                self.walk_merged(g, vocab, exits, mask);
+                self.truncate(base);
+            }
+        }
+    }
+
+    /// [`Chart::walk_exits`] below the nodes `nodes`, which all lead to the top set by the
+    /// same bytes below the exits.
+    fn walk_merged(&mut self, g: &Grammar, vocab: &TokenVocab, nodes: &[u32], mask: &mut [u64]) {
+        let trie = &vocab.trie;
+        // The children of all the nodes, by byte.
+        let mut kids: Vec<(u8, u32)> = Vec::new();
+        for &n in nodes {
+            let end = trie[n as usize].end;
+            let mut c = n + 1;
+            while c < end {
+                kids.push((trie[c as usize].byte, c));
+                c = trie[c as usize].end;
+            }
+        }
+        kids.sort_unstable();
+        let mut group: Vec<u32> = Vec::new();
+        for run in kids.chunk_by(|a, b| a.0 == b.0) {
+            if self.over {
+                break;
+            }
+            if !self.push_byte(g, run[0].0) {
+                continue;
+            }
+            group.clear();
+            group.extend(run.iter().map(|&(_, c)| c));
+            for &c in &group {
+                vocab.mark_node(c as usize, mask);
+            }
+            if let [c] = group[..] {
+                self.walk_subtrie(g, vocab, c as usize, mask);
+            } else {
+                self.walk_merged(g, vocab, &group, mask);
+            }
+            self.pop();
         }
     }
 

@@ -243,3 +243,73 @@ fn known_refusals_are_the_format_alone() {
         }
     }
 }
+
+/// A mask walks the places where an in-flight terminal may end as one, reading each run of
+/// bytes below them once (`Chart::walk_exits`); that must give exactly the mask of walking them
+/// one at a time. Checked on every prefix of every instance (valid or not, up to where it is
+/// refused) of every schema of the corpus that compiles, bit for bit over the whole vocabulary.
+#[test]
+fn exits_walked_as_one_give_the_masks_of_one_at_a_time() {
+    use nextok_constraints::{Constraint, GrammarConstraint};
+    use std::sync::Arc;
+    let (vocab, tokenize) = common::smollm2_instances();
+    let mut resources = ConformanceRun::resources_in_dir(&corpus_dir()).expect("corpus readable");
+    resources.extend(ConformanceRun::resources_in_dir(&resources_dir()).expect("resources"));
+    let options = JsonOptions::default().with_resources(resources);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_dir())
+        .expect("corpus readable")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let (mut masks, mut schemas) = (0usize, 0usize);
+    let (mut one, mut merged) = (vocab.empty_mask(), vocab.empty_mask());
+    for f in &files {
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(f).expect("file")).expect("JSON");
+        let base = ConformanceRun::source_url(&doc).map(str::to_string);
+        let options = options.clone().with_base_uri(base);
+        let Ok(grammar) = compile_json_schema(&doc["schema"], &options) else {
+            continue;
+        };
+        schemas += 1;
+        let tests = doc["tests"].as_array().expect("tests");
+        for (i, t) in tests.iter().enumerate() {
+            let text = serde_json::to_string(&t["data"]).expect("JSON");
+            let mut a = GrammarConstraint::new(Arc::clone(&grammar), &vocab);
+            let mut b = GrammarConstraint::new(Arc::clone(&grammar), &vocab);
+            b.set_exits_one_at_a_time(true);
+            for (j, &id) in tokenize(text.as_bytes()).iter().enumerate() {
+                let ra = a.fill_mask(&mut merged).is_ok();
+                let rb = b.fill_mask(&mut one).is_ok();
+                assert_eq!(ra, rb, "{} test {i} token {j}: one failed", f.display());
+                if !ra {
+                    break;
+                }
+                masks += 1;
+                if merged != one {
+                    let diff: Vec<u32> = (0..vocab.len() as u32)
+                        .filter(|&t| {
+                            (merged[t as usize / 64] ^ one[t as usize / 64]) >> (t % 64) & 1 == 1
+                        })
+                        .take(10)
+                        .collect();
+                    panic!(
+                        "{} test {i} token {j}: masks differ at tokens {diff:?}",
+                        f.display()
+                    );
+                }
+                if a.advance(id).is_err() {
+                    assert!(b.advance(id).is_err());
+                    break;
+                }
+                b.advance(id).expect("the same mask");
+            }
+        }
+    }
+    println!("{schemas} schemas, {masks} masks compared");
+    assert!(
+        schemas >= 300 && masks >= 30_000,
+        "{schemas} schemas, {masks} masks"
+    );
+}

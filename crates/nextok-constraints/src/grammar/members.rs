@@ -361,7 +361,7 @@ impl Chart {
             // The byte into set `s` is unknown. Right at `s` it is the end of a separator or a
             // value, which the reader may ignore; further on, the members reader reads the
             // bytes it stands for when they are known, and otherwise the place is read again.
-            if object < s && s < at && !(members && self.guard.exit_path().is_some()) {
+            if object < s && s < at && !(members && self.guard.exit_paths().is_some()) {
                 self.guard.uncertain = true;
                 return true;
             }
@@ -426,20 +426,41 @@ impl Chart {
             Some(j) => (cache[j].at, cache[j].state.clone()),
             None => (object, ObjState::default()),
         };
-        let read = match (self.guard.synthetic, self.guard.exit_path()) {
-            (Some(s), Some(path)) if object < s && s < at => {
-                // Across the unknown byte into set `s`, which stands for `path`: an entry at
-                // `s` itself was read without that byte, and entries past `s` with `path`.
+        let read = match (self.guard.synthetic, self.guard.exit_paths()) {
+            (Some(s), Some(paths)) if object < s && s < at => {
+                // Across the unknown byte into set `s`, which stands for a path: an entry at
+                // `s` itself was read without that byte, and entries past `s` with the path.
+                // Several paths (places walked as one) must all leave the reader in one
+                // state; where they do not, the walk is `split` and made again place by place.
                 let before = match from < s {
                     true => self.input.get(from as usize..s as usize - 1)?,
                     false => &[],
                 };
-                let path: &[u8] = if from <= s { path } else { &[] };
                 let after = self.input.get(from.max(s) as usize..at as usize)?;
-                self.work += (before.len() + path.len() + after.len()) as u64;
-                scan(spec, before, &mut st)
-                    && scan(spec, path, &mut st)
-                    && scan(spec, after, &mut st)
+                let mut work = (before.len() + after.len()) as u64;
+                let mut read = scan(spec, before, &mut st);
+                if read && from <= s {
+                    let mut first: Option<(bool, ObjState)> = None;
+                    for path in paths {
+                        let mut next = st.clone();
+                        let ok = scan(spec, path, &mut next);
+                        work += path.len() as u64;
+                        match &first {
+                            None => first = Some((ok, next)),
+                            Some(f) if *f != (ok, next) => {
+                                self.guard.split = true;
+                                break;
+                            }
+                            Some(_) => {}
+                        }
+                    }
+                    if let Some((ok, next)) = first {
+                        read = ok;
+                        st = next;
+                    }
+                }
+                self.work += work;
+                read && scan(spec, after, &mut st)
             }
             _ => {
                 let mut text = self.input.get(from as usize..at as usize)?;
@@ -553,5 +574,72 @@ mod tests {
         assert!(!s.member_ok(&st, 1) && !s.member_ok(&st, ADDITIONAL) && s.member_ok(&st, 2));
         // A required member whose value cannot be written makes the object impossible.
         assert!(!s.settle(&[true, true, false, true, true]));
+    }
+
+    /// Places where a terminal ends are walked as one only where the members reader reads one
+    /// state from every place's bytes. Here one key terminal writes the named key `a` or the
+    /// other key `b` (the compiler gives named keys terminals of their own, so this grammar is
+    /// built by hand): after `"a"` no member may follow, after `"b"` `a` may. Walked as one,
+    /// the two places would share the state read from the first; the reader sees that they
+    /// differ (`split`) and the places are walked one at a time.
+    #[test]
+    fn places_that_read_different_members_are_walked_one_at_a_time() {
+        use crate::grammar::{GrammarBuilder, Sym};
+        use crate::{Limits, TokenVocab};
+        let mut b = GrammarBuilder::default();
+        let obj = b.nt("object");
+        let m = b.nt("member a");
+        let key = b.regex(r#""(a|b)""#).expect("pattern");
+        let (open, close, comma, colon, one) = (
+            b.literal(b"{"),
+            b.literal(b"}"),
+            b.literal(b","),
+            b.literal(b":"),
+            b.literal(b"1"),
+        );
+        b.rule(m, vec![key, colon, one]);
+        let names = vec!["a".to_string()];
+        let spec = ObjectSpec::new(&names, vec![false], Vec::new(), 0, None, vec![m], None, obj);
+        let object = b.object_spec(spec);
+        b.guard_prediction(m, Guard::Member { object, key: 0 });
+        let (more, end) = (b.nt("more"), b.nt("end"));
+        b.rule(more, vec![]);
+        b.rule(end, vec![]);
+        b.guard_prediction(more, Guard::More { object });
+        b.guard_prediction(end, Guard::End { object });
+        let (ms, ms_comma) = (b.nt("members"), b.nt("members and a comma"));
+        b.rule(ms, vec![open, Sym::Nt(m)]);
+        b.rule(ms, vec![Sym::Nt(ms_comma), Sym::Nt(m)]);
+        b.rule(ms_comma, vec![Sym::Nt(ms), Sym::Nt(more), comma]);
+        b.rule(obj, vec![open, Sym::Nt(end), close]);
+        b.rule(obj, vec![Sym::Nt(ms), Sym::Nt(end), close]);
+        let g = b
+            .build_with(Sym::Nt(obj), &Limits::default())
+            .expect("grammar");
+        assert!(g.recognizes(br#"{"b":1,"a":1}"#) && !g.recognizes(br#"{"a":1,"a":1}"#));
+        let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|x| vec![x]).collect();
+        let (after_a, after_b) = (tokens.len() as u32, tokens.len() as u32 + 1);
+        tokens.push(br#"a":1,"a"#.to_vec());
+        tokens.push(br#"b":1,"a"#.to_vec());
+        tokens.push(br#"b"}"#.to_vec());
+        tokens.push(Vec::new());
+        let eos = tokens.len() as u32 - 1;
+        let vocab = TokenVocab::new(tokens, &[eos]).expect("vocabulary");
+        let mut masks = Vec::new();
+        for one_at_a_time in [false, true] {
+            let mut c = Chart::new(&g);
+            c.one_exit_at_a_time = one_at_a_time;
+            assert!(c.push_byte(&g, b'{') && c.push_byte(&g, b'"'));
+            let mut mask = vocab.empty_mask();
+            c.start_work();
+            c.fill_mask(&g, &vocab, &mut mask).expect("mask");
+            let has = |t: u32| mask[t as usize / 64] >> (t % 64) & 1 == 1;
+            assert!(
+                !has(after_a) && has(after_b),
+                "one at a time: {one_at_a_time}"
+            );
+            masks.push(mask);
+        }
+        assert_eq!(masks[0], masks[1]);
     }
 }

@@ -161,11 +161,17 @@ pub(super) struct GuardState {
     /// Set when a guard read text across the synthetic set's unknown byte (it then passes):
     /// the place being walked must be read again with real bytes.
     pub(super) uncertain: bool,
-    /// While the tokens below one place where the assumed terminal ends are walked
-    /// (`in_exit`), the bytes of that place's path in the token trie (what the unknown byte
-    /// stands for there): the members reader reads them instead (`members`).
-    exit: Vec<u8>,
+    /// While the tokens below places where the assumed terminal ends are walked (`in_exit`),
+    /// the bytes of those places' paths in the token trie (what the unknown byte stands for
+    /// there; the first `exits` buffers): the members reader reads them instead (`members`).
+    /// When several places are walked as one (`Chart::walk_exits`), the reader reads each
+    /// and sets `split` where they do not leave it in one state.
+    exit: Vec<Vec<u8>>,
+    exits: usize,
     in_exit: bool,
+    pub(super) split: bool,
+    /// A second mask buffer, for the tokens of places walked as one.
+    merged: Vec<u64>,
     /// Earlier values per (array, item) position, valid while the chart is deeper than the
     /// item's set.
     cache: Vec<Earlier>,
@@ -188,8 +194,20 @@ pub(super) struct GuardState {
 impl GuardState {
     /// The bytes the synthetic set's unknown byte stands for, in a walk below one place where
     /// the assumed terminal ends.
-    pub(super) fn exit_path(&self) -> Option<&[u8]> {
-        self.in_exit.then_some(&self.exit[..])
+    pub(super) fn exit_paths(&self) -> Option<&[Vec<u8>]> {
+        self.in_exit.then_some(&self.exit[..self.exits])
+    }
+
+    /// Sets the paths of trie nodes `nodes` as those the unknown byte stands for.
+    fn set_exits(&mut self, vocab: &TokenVocab, nodes: &[u32]) {
+        if self.exit.len() < nodes.len() {
+            self.exit.resize_with(nodes.len(), Vec::new);
+        }
+        for (path, &p) in self.exit.iter_mut().zip(nodes) {
+            vocab.trie_path(p as usize, path);
+        }
+        self.exits = nodes.len();
+        self.in_exit = true;
     }
 
     /// Forgets what was read from sets that are gone (`depth` sets remain).
@@ -1249,24 +1267,24 @@ impl Chart {
                 // there read unknown text, or refused every way on (a value already used).
                 let all = self.guard.uncertain || self.top_is_empty(g);
                 let mut again: Vec<u32> = if all { tm.ends.clone() } else { Vec::new() };
-                for &p in &tm.exits {
-                    if self.over {
-                        break;
-                    }
-                    if all {
-                        // Read again whatever the walk would find.
-                        again.push(p);
-                        continue;
-                    }
-                    self.guard.uncertain = false;
-                    if !g.objects.is_empty() {
-                        vocab.trie_path(p as usize, &mut self.guard.exit);
-                        self.guard.in_exit = true;
-                    }
-                    self.walk_subtrie(g, vocab, p as usize, item);
-                    self.guard.in_exit = false;
-                    if all || self.guard.uncertain {
-                        again.push(p);
+                if all {
+                    // Read again whatever the walk would find.
+                    again.extend(&tm.exits);
+                } else if !self.walk_exits_guarded(g, vocab, &tm.exits, item) {
+                    // One place at a time, to find those to read again.
+                    for &p in &tm.exits {
+                        if self.over {
+                            break;
+                        }
+                        self.guard.uncertain = false;
+                        if !g.objects.is_empty() {
+                            self.guard.set_exits(vocab, &[p]);
+                        }
+                        self.walk_subtrie(g, vocab, p as usize, item);
+                        self.guard.in_exit = false;
+                        if self.guard.uncertain {
+                            again.push(p);
+                        }
                     }
                 }
                 self.guard.synthetic = None;
@@ -1317,6 +1335,43 @@ impl Chart {
             }
         }
         Ok(())
+    }
+
+    /// Walks the places `exits` where the assumed terminal ends as one (`Chart::walk_exits`)
+    /// and adds their tokens to `item`, when that is exact: no guard read text across the
+    /// unknown byte (`uncertain`), and the members reader read the same state from every
+    /// place's path (`split`). Returns false, leaving `item` as it was, otherwise (and for a
+    /// single place, which gains nothing by it).
+    fn walk_exits_guarded(
+        &mut self,
+        g: &Grammar,
+        vocab: &TokenVocab,
+        exits: &[u32],
+        item: &mut [u64],
+    ) -> bool {
+        if exits.len() < 2 || self.one_exit_at_a_time {
+            return false;
+        }
+        let mut merged = std::mem::take(&mut self.guard.merged);
+        merged.clear();
+        merged.resize(item.len(), 0);
+        self.guard.uncertain = false;
+        self.guard.split = false;
+        if !g.objects.is_empty() {
+            self.guard.set_exits(vocab, exits);
+        }
+        self.walk_exits(g, vocab, exits, &mut merged);
+        self.guard.in_exit = false;
+        let exact = !self.guard.uncertain && !self.guard.split;
+        if exact {
+            for (m, w) in item.iter_mut().zip(&merged) {
+                *m |= w;
+            }
+        }
+        self.guard.uncertain = false;
+        self.guard.split = false;
+        self.guard.merged = merged;
+        exact
     }
 
     /// Reads `path` (the bytes of trie node `p`) with real bytes from the top set and adds the
