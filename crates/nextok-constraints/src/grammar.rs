@@ -643,51 +643,63 @@ impl TerminalMask {
         let plain_bytes = &category_sets()[0];
         // (end of the node's subtree, automaton state, whether the path so far is plain).
         let mut stack: Vec<(u32, u32, bool)> = vec![(trie[0].end, start, plain_limit.is_some())];
-        let mut i = 1usize;
         let mut visited = 0usize;
-        while i < trie.len() {
-            while stack.last().is_some_and(|&(e, _, _)| e as usize <= i) {
-                stack.pop();
-            }
-            let (cur, plain_path) = stack.last().map_or((DEAD, false), |&(_, s, p)| (s, p));
-            let node = trie[i];
-            let plain = plain_path && has_byte(plain_bytes, node.byte);
-            if plain && node.cats & 1 == 1 {
-                // Plain tokens all the way down: marked above.
-                i = node.end as usize;
-                continue;
-            }
-            let s2 = dfa.next(cur, node.byte);
-            if s2 != DEAD {
-                if node.height > 0
-                    && radii.is_some_and(|radii| {
-                        radii.loops_over(s2, &vocab.byte_sets[vocab.below_set[i] as usize])
-                            || radii.exceeds(s2, node.cats, node.height)
-                    })
-                {
-                    let end = vocab.subtree_tokens_end(i);
-                    for &t in &vocab.trie_tokens[node.tok_start as usize..end] {
-                        inside[(t >> 6) as usize] |= 1 << (t & 63);
-                    }
+        // The root's subtrees one by one, only those whose byte the start state reads (any
+        // other is dead there, or plain all the way down and marked above): following the
+        // root's sibling links touched a node per byte value, most of a walk from a state
+        // that reads few bytes (a key's name, a literal).
+        let starts = dfa.live_bytes(start);
+        'subtrees: for &(_, c) in vocab
+            .root_kids
+            .iter()
+            .filter(|&&(b, _)| has_byte(starts, b))
+        {
+            let mut i = c as usize;
+            let stop = trie[i].end as usize;
+            while i < stop {
+                while stack.last().is_some_and(|&(e, _, _)| e as usize <= i) {
+                    stack.pop();
+                }
+                let (cur, plain_path) = stack.last().map_or((DEAD, false), |&(_, s, p)| (s, p));
+                let node = trie[i];
+                let plain = plain_path && has_byte(plain_bytes, node.byte);
+                if plain && node.cats & 1 == 1 {
+                    // Plain tokens all the way down: marked above.
                     i = node.end as usize;
                     continue;
                 }
-                visited += 1;
-                if visited > budget {
-                    break;
-                }
-                vocab.mark_node(i, &mut inside);
-                if with_exits && dfa.is_accept(s2) {
-                    if node.end as usize > i + 1 {
-                        exits.push(i as u32);
-                    } else if !dfa.can_continue(s2) {
-                        ends.push(i as u32);
+                let s2 = dfa.next(cur, node.byte);
+                if s2 != DEAD {
+                    if node.height > 0
+                        && radii.is_some_and(|radii| {
+                            radii.loops_over(s2, &vocab.byte_sets[vocab.below_set[i] as usize])
+                                || radii.exceeds(s2, node.cats, node.height)
+                        })
+                    {
+                        let end = vocab.subtree_tokens_end(i);
+                        for &t in &vocab.trie_tokens[node.tok_start as usize..end] {
+                            inside[(t >> 6) as usize] |= 1 << (t & 63);
+                        }
+                        i = node.end as usize;
+                        continue;
                     }
+                    visited += 1;
+                    if visited > budget {
+                        break 'subtrees;
+                    }
+                    vocab.mark_node(i, &mut inside);
+                    if with_exits && dfa.is_accept(s2) {
+                        if node.end as usize > i + 1 {
+                            exits.push(i as u32);
+                        } else if !dfa.can_continue(s2) {
+                            ends.push(i as u32);
+                        }
+                    }
+                    stack.push((node.end, s2, plain));
+                    i += 1;
+                } else {
+                    i = node.end as usize;
                 }
-                stack.push((node.end, s2, plain));
-                i += 1;
-            } else {
-                i = node.end as usize;
             }
         }
         let mask = TerminalMask {

@@ -149,6 +149,9 @@ pub struct TokenVocab {
     pub(crate) below_set: Vec<u32>,
     /// Per trie node, its parent (0 for the root).
     parent: Vec<u32>,
+    /// The root's children in the trie's order, `(byte, node)`: a walk picks those its
+    /// automaton reads without touching the others' nodes.
+    pub(crate) root_kids: Vec<(u8, u32)>,
     /// The tokens made only of bytes of the first category (what a JSON string holds
     /// unescaped), by length.
     pub(crate) plain: PlainTokens,
@@ -227,6 +230,12 @@ impl TokenVocab {
         }
         trie[0].end = trie.len() as u32;
         let (byte_sets, below_set, parent) = summarize(&mut trie);
+        let mut root_kids = Vec::new();
+        let mut c = 1;
+        while c < trie.len() {
+            root_kids.push((trie[c].byte, c as u32));
+            c = trie[c].end as usize;
+        }
         let plain = PlainTokens::new(&tokens, &trie_tokens, tokens.len().div_ceil(64));
         Ok(TokenVocab {
             tokens,
@@ -236,6 +245,7 @@ impl TokenVocab {
             byte_sets,
             below_set,
             parent,
+            root_kids,
             plain,
             shared: Arc::default(),
             serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
