@@ -333,12 +333,15 @@ impl GrammarConstraint {
         self.last_work
     }
 
-    /// Whether a mask walks the places where a terminal ends one at a time instead of as one
-    /// (`false`, the default, walks them as one; both give the same mask). For tests that
-    /// check that the two agree.
+    /// Whether masks are computed the plain way: the places where a terminal ends walked one
+    /// at a time instead of as one, and every terminal's mask walked from the token trie
+    /// instead of taken from another terminal's (`false`, the default, takes both shortcuts;
+    /// both ways give the same masks). For tests that check that the two agree; a vocabulary
+    /// of its own keeps the shortcuts' masks out of its shared cache.
     #[doc(hidden)]
-    pub fn set_exits_one_at_a_time(&mut self, on: bool) {
+    pub fn set_plain_masks(&mut self, on: bool) {
         self.chart.one_exit_at_a_time = on;
+        self.chart.walk_terminals = on;
     }
 
     /// The compiled grammar, to start more constraints from it cheaply.

@@ -67,6 +67,21 @@ pub(crate) struct GrammarBuilder {
     /// The closed-object items of `uniqueItems` arrays checked at prediction
     /// (`unique_objects`).
     item_objects: Vec<ItemObject>,
+    /// Terminals of any string content but a few names, by terminal (`MinusNames`).
+    minus_names: Vec<(u32, Arc<MinusNames>)>,
+}
+
+/// A terminal that reads a JSON string of any content but a few names (an object's additional
+/// keys beside its named ones): from a state reached by content without escapes, its mask is
+/// the mask of the terminal of any content (`base`) less the few tokens that would close the
+/// string on a name, which costs a lookup where walking the trie through the names' states
+/// cost hundreds of microseconds at the first key of every object.
+#[derive(Debug)]
+pub(crate) struct MinusNames {
+    /// The terminal of any content.
+    base: u32,
+    /// The names, as raw content, sorted.
+    names: Vec<Vec<u8>>,
 }
 
 impl GrammarBuilder {
@@ -132,6 +147,19 @@ impl GrammarBuilder {
         self.terminal_ids.insert(Arc::clone(&dfa), id);
         self.terminals.push(dfa);
         Sym::T(id)
+    }
+
+    /// Records that terminal `t` reads exactly the strings of terminal `base` (a JSON string
+    /// of any content) but those whose content is one of `names` ([`MinusNames`]).
+    pub(crate) fn minus_names(&mut self, t: Sym, base: Arc<Dfa>, names: &[String]) {
+        let (Sym::T(t), Sym::T(base)) = (t, self.raw_terminal(base)) else {
+            return;
+        };
+        let mut names: Vec<Vec<u8>> = names.iter().map(|n| n.as_bytes().to_vec()).collect();
+        names.sort_unstable();
+        names.dedup();
+        self.minus_names
+            .push((t, Arc::new(MinusNames { base, names })));
     }
 
     /// A token reference: one whole token whose id is in `ids` (or, `negated`, is not).
@@ -245,6 +273,7 @@ impl GrammarBuilder {
             mut objects,
             finite_sets,
             item_objects,
+            minus_names: minus_list,
             ..
         } = self;
         // Augmented start rule S' -> start, so that completion is one item.
@@ -362,6 +391,13 @@ impl GrammarBuilder {
             }
         }
         let terminal_starts = terminals.iter().map(|d| d.start()).collect();
+        let mut minus_names: Vec<Option<Arc<MinusNames>>> = Vec::new();
+        for (t, m) in minus_list {
+            if minus_names.len() <= t as usize {
+                minus_names.resize(t as usize + 1, None);
+            }
+            minus_names[t as usize] = Some(m);
+        }
         Ok(Grammar {
             syms,
             nt_rules,
@@ -380,6 +416,7 @@ impl GrammarBuilder {
             finite_sets,
             item_objects,
             string_finite,
+            minus_names,
         })
     }
 }
@@ -489,6 +526,9 @@ pub struct Grammar {
     /// Per terminal of a guarded string item with states of finitely many completions, which
     /// states those are (`unique`); shorter than the terminals, or `None`, for the others.
     string_finite: Vec<Option<Arc<Vec<bool>>>>,
+    /// Per terminal of any string content but some names, its [`MinusNames`]; shorter than the
+    /// terminals, or `None`, for the others.
+    minus_names: Vec<Option<Arc<MinusNames>>>,
 }
 
 /// The vocabulary's serial number and, per terminal, its automaton's number in that vocabulary's
@@ -498,7 +538,7 @@ type TerminalCache = (u64, FxMap<u32, u32>);
 /// A set of tokens: the nonzero words of its bitset, with their indices, when they are few (a
 /// key's or an enum's tokens fill a few words of hundreds), else the whole bitset. Masks are
 /// unions of these, so a sparse one costs a few words to add and a few to keep.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum TokenBits {
     Dense(Vec<u64>),
     Sparse(Vec<(u32, u64)>),
@@ -571,7 +611,7 @@ impl TokenBits {
 }
 
 /// What a terminal in one automaton state allows, independent of the parser around it.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct TerminalMask {
     /// Tokens whose bytes the automaton reads without dying: always allowed by this item.
     pub(crate) inside: TokenBits,
@@ -922,8 +962,101 @@ impl Radii {
 
 impl Grammar {
     fn terminal_mask(&self, vocab: &TokenVocab, t: u32, state: u32) -> Arc<TerminalMask> {
+        vocab.terminal_mask(self.vocab_id(vocab, t), &self.terminals[t as usize], state)
+    }
+
+    /// [`Grammar::terminal_mask`] for an item in flight that has read `read` since its
+    /// terminal began: for a terminal of any string content but some names, the mask of the
+    /// terminal of any content less the tokens that close the string on a name
+    /// ([`MinusNames`]), where `read` allows it (unless `walk`).
+    pub(crate) fn terminal_mask_after(
+        &self,
+        vocab: &TokenVocab,
+        t: u32,
+        state: u32,
+        read: &[u8],
+        walk: bool,
+    ) -> Arc<TerminalMask> {
+        if let (false, Some(Some(m))) = (walk, self.minus_names.get(t as usize)) {
+            let id = self.vocab_id(vocab, t);
+            if let Some(tm) = vocab.cached_terminal_mask(id, state) {
+                return tm;
+            }
+            if let Some(tm) = self.less_names(vocab, m, read) {
+                return vocab.insert_terminal_mask(id, state, tm);
+            }
+        }
+        self.terminal_mask(vocab, t, state)
+    }
+
+    /// The mask of a [`MinusNames`] terminal after `read` (its opening quote and content so
+    /// far): the base terminal's mask there less the trie nodes of each name's rest with the
+    /// closing quote (their tokens, and the places where the string would end there). `None`
+    /// where `read` holds an escape or ends inside a character, or a name's rest has a byte
+    /// that may be written two ways or only escaped (`/`, `"`, `\\`, control bytes): the trie
+    /// is walked there instead.
+    fn less_names(&self, vocab: &TokenVocab, m: &MinusNames, read: &[u8]) -> Option<TerminalMask> {
+        let content = read.strip_prefix(b"\"")?;
+        if content.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\')
+            || std::str::from_utf8(content).is_err()
+        {
+            return None;
+        }
+        let base = &self.terminals[m.base as usize];
+        let mut s = base.start();
+        for &b in read {
+            s = base.next(s, b);
+            if s == DEAD {
+                return None;
+            }
+        }
+        let first = m.names.partition_point(|n| n.as_slice() < content);
+        let mut nodes: Vec<u32> = Vec::new();
+        for name in m.names[first..]
+            .iter()
+            .take_while(|n| n.starts_with(content))
+        {
+            let rest = &name[content.len()..];
+            if rest
+                .iter()
+                .any(|&b| b < 0x20 || matches!(b, b'"' | b'\\' | b'/'))
+            {
+                return None;
+            }
+            nodes.extend(vocab.trie_node(rest.iter().chain(b"\"")));
+        }
+        let tm = self.terminal_mask(vocab, m.base, s);
+        if nodes.is_empty() {
+            return Some(TerminalMask::clone(&tm));
+        }
+        let mut inside = tm.inside.clone().into_dense(vocab.mask_words());
+        for &p in &nodes {
+            let node = &vocab.trie[p as usize];
+            for &t in &vocab.trie_tokens[node.tok_start as usize..node.tok_end as usize] {
+                inside[(t >> 6) as usize] &= !(1 << (t & 63));
+            }
+        }
+        Some(TerminalMask {
+            inside: TokenBits::from_dense(inside),
+            exits: tm
+                .exits
+                .iter()
+                .copied()
+                .filter(|p| !nodes.contains(p))
+                .collect(),
+            ends: tm
+                .ends
+                .iter()
+                .copied()
+                .filter(|p| !nodes.contains(p))
+                .collect(),
+        })
+    }
+
+    /// Terminal `t`'s automaton's number in `vocab`'s shared mask cache.
+    fn vocab_id(&self, vocab: &TokenVocab, t: u32) -> u32 {
         let key = vocab.serial();
-        let id = {
+        {
             // A poisoned lock only means another thread panicked mid-insert; the map is valid.
             let mut guard = self.cache.lock().unwrap_or_else(|p| p.into_inner());
             if guard.0 != key {
@@ -938,8 +1071,7 @@ impl Grammar {
                     id
                 }
             }
-        };
-        vocab.terminal_mask(id, &self.terminals[t as usize], state)
+        }
     }
 
     /// Number of flattened rule positions and terminals, for diagnostics.
@@ -1066,6 +1198,9 @@ pub(crate) struct Chart {
     /// Whether masks walk the places where a terminal ends one at a time, never as one
     /// ([`Chart::walk_exits`]; for tests that compare the two).
     pub(crate) one_exit_at_a_time: bool,
+    /// Whether every terminal's mask is walked from the trie, never taken from another's
+    /// ([`MinusNames`]; for tests that compare the two).
+    pub(crate) walk_terminals: bool,
 }
 
 impl Chart {
@@ -1087,6 +1222,7 @@ impl Chart {
             input: Vec::new(),
             guard: unique::GuardState::default(),
             one_exit_at_a_time: false,
+            walk_terminals: false,
         };
         c.seen.clear();
         c.add_item(g.start_pos, 0);
@@ -1436,7 +1572,8 @@ impl Chart {
             let GSym::T(t) = g.syms[pos as usize] else {
                 continue;
             };
-            let tm = g.terminal_mask(vocab, t, st);
+            let read = &self.input[origin as usize..k];
+            let tm = g.terminal_mask_after(vocab, t, st, read, self.walk_terminals);
             tm.inside.or_into(mask);
             if tm.exits.is_empty() {
                 continue;

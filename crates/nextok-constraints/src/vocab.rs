@@ -440,15 +440,8 @@ impl TokenVocab {
 
     /// The mask of automaton number `id` (which is `dfa`) in `state`, computed once.
     pub(crate) fn terminal_mask(&self, id: u32, dfa: &Dfa, state: u32) -> Arc<TerminalMask> {
-        // A poisoned lock only means another thread panicked mid-insert; the maps stay valid.
-        if let Some(m) = self
-            .shared
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .masks
-            .get(&(id, state))
-        {
-            return Arc::clone(m);
+        if let Some(m) = self.cached_terminal_mask(id, state) {
+            return m;
         }
         // Computed outside the lock so that other threads are not held up; a race computes the
         // same mask twice, harmlessly.
@@ -484,6 +477,27 @@ impl TokenVocab {
                 TerminalMask::compute(self, dfa, &r, state, true)
             }
         };
+        self.insert_terminal_mask(id, state, m)
+    }
+
+    /// The cached mask of automaton `id` in `state`, if computed.
+    pub(crate) fn cached_terminal_mask(&self, id: u32, state: u32) -> Option<Arc<TerminalMask>> {
+        // A poisoned lock only means another thread panicked mid-insert; the maps stay valid.
+        self.shared
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .masks
+            .get(&(id, state))
+            .cloned()
+    }
+
+    /// Caches `m` as the mask of automaton `id` in `state` (a race keeps the first).
+    pub(crate) fn insert_terminal_mask(
+        &self,
+        id: u32,
+        state: u32,
+        m: TerminalMask,
+    ) -> Arc<TerminalMask> {
         let m = Arc::new(m);
         let mut g = self.shared.lock().unwrap_or_else(|p| p.into_inner());
         if g.masks.capacity() == 0 {
@@ -507,6 +521,28 @@ impl TokenVocab {
         self.trie
             .get(self.trie[n].end as usize)
             .map_or(self.trie_tokens.len(), |next| next.tok_start as usize)
+    }
+
+    /// The trie node whose path is `bytes`, if some token begins with them.
+    pub(crate) fn trie_node<'a>(&self, bytes: impl IntoIterator<Item = &'a u8>) -> Option<u32> {
+        let mut n = 0usize;
+        for &b in bytes {
+            n = if n == 0 {
+                let k = self.root_kids.binary_search_by_key(&b, |&(x, _)| x).ok()?;
+                self.root_kids[k].1 as usize
+            } else {
+                let end = self.trie[n].end as usize;
+                let mut c = n + 1;
+                while c < end && self.trie[c].byte != b {
+                    c = self.trie[c].end as usize;
+                }
+                if c >= end {
+                    return None;
+                }
+                c
+            };
+        }
+        (n != 0).then_some(n as u32)
     }
 
     /// Writes into `path` the bytes on the way from the root to trie node `n`.

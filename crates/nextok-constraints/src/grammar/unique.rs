@@ -1245,7 +1245,13 @@ impl Chart {
             let GSym::T(t) = g.syms[pos as usize] else {
                 continue;
             };
-            let tm = g.terminal_mask(vocab, t, st);
+            let tm = g.terminal_mask_after(
+                vocab,
+                t,
+                st,
+                &self.input[origin as usize..k],
+                self.walk_terminals,
+            );
             let guarded = g.guarded_pos.get(pos as usize).copied().unwrap_or(false);
             let item_string = g.item_string.get(pos as usize).copied().flatten();
             if !guarded && item_string.is_none() && tm.exits.is_empty() && tm.ends.is_empty() {

@@ -2,6 +2,7 @@
 //! schema's), as grammar rules over the compiled element and value schemas.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -596,6 +597,11 @@ impl Compiler<'_> {
             let ap = format!("{path}/additionalProperties");
             let v = self.schema(&vs, &ap)?;
             let key = self.string_terminal(&keys)?;
+            if key_filter.is_none() && pat_dfas.is_empty() && !names.is_empty() {
+                // Any key but the names: its masks are those of any key, less the names.
+                let any = Arc::new(Dfa::any_string().json_string()?);
+                self.b.minus_names(key, any, &names);
+            }
             add_alts.push(self.seq(&[key, colon, v]));
             if let (Some(w), Some(k)) = (witness, &witness_keys) {
                 let wk = keys.intersect(k)?;

@@ -1205,3 +1205,80 @@ fn a_meta_schema_s_vocabularies_choose_the_keywords_enforced() {
         &["9"],
     );
 }
+
+/// An object's additional keys take the mask of any key less the tokens that would close the
+/// key on a name (`grammar::MinusNames`); walked plainly, each mask is the same. Tokens here
+/// end a key on a name (`b"` after `"a`), go past its end (`b":`, `bc":"`), hold escapes
+/// (`\/b"`) and multi-byte characters. In the second schema names hold a byte written two
+/// ways (`a/b`, `a\/b`) or only escaped (`x"y`), where the shortcut gives way to the walk.
+#[test]
+fn additional_keys_take_the_mask_of_any_key_less_the_names() {
+    let pieces: [&[u8]; 15] = [
+        b"b\"",
+        b"bc\"",
+        b"b\":",
+        b"bc\":\"",
+        b"\\/b\"",
+        b"/b\"",
+        b"\"",
+        b"\":",
+        b"a",
+        b"ab",
+        b"ab\"",
+        b"abd\"",
+        b"y\"",
+        b"\\\"y\"",
+        b"\xc3\xa9\"",
+    ];
+    let vocab = || {
+        let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        tokens.extend(pieces.iter().map(|p| p.to_vec()));
+        tokens.push(Vec::new());
+        let eos = tokens.len() as u32 - 1;
+        Arc::new(TokenVocab::new(tokens, &[eos]).expect("vocabulary"))
+    };
+    let id = |p: &[u8]| 256 + pieces.iter().position(|x| *x == p).expect("piece") as u32;
+    let allowed = |m: &[u64], t: u32| m[t as usize / 64] >> (t % 64) & 1 == 1;
+    for names in [&["ab", "abc", "b"][..], &["ab", "abc", "a/b", "x\"y"][..]] {
+        let properties: serde_json::Map<String, Value> = names
+            .iter()
+            .map(|n| (n.to_string(), json!({"type": "integer"})))
+            .collect();
+        let schema = json!({"properties": properties, "additionalProperties": {"type": "integer"}});
+        let g = compile_json_schema(&schema, &JsonOptions::default()).expect("compiles");
+        let (fast, plain) = (vocab(), vocab());
+        for prefix in [
+            "{\"",
+            "{\"a",
+            "{\"ab",
+            "{\"abc",
+            "{\"a/",
+            "{\"a\\/",
+            "{\"x",
+            "{\"x\\",
+            "{\"\u{e9}",
+            "{\"q",
+            "{\"ab\":1,\"",
+            "{\"ab\":1,\"a",
+            "{\"b\":1,\"ab\":2,\"",
+            "{\"a/b\":1,\"a",
+            "{\"x\\\"y\":1,\"x",
+        ] {
+            let mut a = GrammarConstraint::new(Arc::clone(&g), &fast);
+            let mut b = GrammarConstraint::new(Arc::clone(&g), &plain);
+            b.set_plain_masks(true);
+            for &byte in prefix.as_bytes() {
+                a.advance(byte as u32).expect("a prefix of an instance");
+                b.advance(byte as u32).expect("a prefix of an instance");
+            }
+            let (mut ma, mut mb) = (fast.empty_mask(), plain.empty_mask());
+            a.fill_mask(&mut ma).expect("mask");
+            b.fill_mask(&mut mb).expect("mask");
+            assert_eq!(ma, mb, "{names:?} after {prefix}");
+            if prefix == "{\"ab\":1,\"" {
+                // `ab` is written: not again, but `abd` is another key.
+                assert!(!allowed(&ma, id(b"ab\"")) && allowed(&ma, id(b"abd\"")));
+            }
+        }
+    }
+}
