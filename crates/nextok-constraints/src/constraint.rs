@@ -335,9 +335,10 @@ impl GrammarConstraint {
 
     /// Whether masks are computed the plain way: the places where a terminal ends walked one
     /// at a time instead of as one, and every terminal's mask walked from the token trie
-    /// instead of taken from another terminal's (`false`, the default, takes both shortcuts;
-    /// both ways give the same masks). For tests that check that the two agree; a vocabulary
-    /// of its own keeps the shortcuts' masks out of its shared cache.
+    /// instead of taken from another terminal's or looked up along one path (`false`, the
+    /// default, takes the shortcuts; both ways give the same masks). For tests that check
+    /// that the two agree; a vocabulary of its own keeps the shortcuts' masks out of its
+    /// shared cache.
     #[doc(hidden)]
     pub fn set_plain_masks(&mut self, on: bool) {
         self.chart.one_exit_at_a_time = on;

@@ -654,6 +654,59 @@ impl TerminalMask {
         whole.then_some(m)
     }
 
+    /// [`TerminalMask::compute_unskipped`] for a state from which the automaton reads one
+    /// byte at a time (a key's name, a literal): the walk would visit only the trie nodes along
+    /// that one path, so they are looked up byte by byte instead of walking the root's and
+    /// each node's other children. `None` where some state on the way reads two bytes or more.
+    pub(crate) fn along_one_path(
+        vocab: &TokenVocab,
+        dfa: &Dfa,
+        start: u32,
+    ) -> Option<TerminalMask> {
+        let (mut s, mut node) = (start, 0usize);
+        let mut tokens: Vec<u32> = Vec::new();
+        let (mut exits, mut ends) = (Vec::new(), Vec::new());
+        loop {
+            let live = dfa.live_bytes(s);
+            let b = match live.iter().map(|w| w.count_ones()).sum::<u32>() {
+                0 => break,
+                1 => live
+                    .iter()
+                    .enumerate()
+                    .find(|(_, w)| **w != 0)
+                    .map(|(i, w)| (i * 64) as u8 + w.trailing_zeros() as u8)?,
+                _ => return None,
+            };
+            let Some(c) = vocab.trie_child(node, b) else {
+                break;
+            };
+            s = dfa.next(s, b);
+            let n = &vocab.trie[c];
+            tokens.extend_from_slice(&vocab.trie_tokens[n.tok_start as usize..n.tok_end as usize]);
+            if dfa.is_accept(s) {
+                if n.end as usize > c + 1 {
+                    exits.push(c as u32);
+                } else if !dfa.can_continue(s) {
+                    ends.push(c as u32);
+                }
+            }
+            node = c;
+        }
+        tokens.sort_unstable();
+        let mut words: Vec<(u32, u64)> = Vec::new();
+        for t in tokens {
+            match words.last_mut() {
+                Some((w, bits)) if *w == t >> 6 => *bits |= 1 << (t & 63),
+                _ => words.push((t >> 6, 1 << (t & 63))),
+            }
+        }
+        Some(TerminalMask {
+            inside: TokenBits::Sparse(words),
+            exits,
+            ends,
+        })
+    }
+
     /// The walk, skipping subtrees when `radii` are given; stops after `budget` live nodes,
     /// returning whether it went through.
     fn walk(
@@ -962,13 +1015,19 @@ impl Radii {
 
 impl Grammar {
     fn terminal_mask(&self, vocab: &TokenVocab, t: u32, state: u32) -> Arc<TerminalMask> {
-        vocab.terminal_mask(self.vocab_id(vocab, t), &self.terminals[t as usize], state)
+        vocab.terminal_mask(
+            self.vocab_id(vocab, t),
+            &self.terminals[t as usize],
+            state,
+            false,
+        )
     }
 
     /// [`Grammar::terminal_mask`] for an item in flight that has read `read` since its
     /// terminal began: for a terminal of any string content but some names, the mask of the
     /// terminal of any content less the tokens that close the string on a name
-    /// ([`MinusNames`]), where `read` allows it (unless `walk`).
+    /// ([`MinusNames`]), where `read` allows it. With `walk`, every mask is walked from the
+    /// trie, without this or [`TerminalMask::along_one_path`].
     pub(crate) fn terminal_mask_after(
         &self,
         vocab: &TokenVocab,
@@ -986,7 +1045,8 @@ impl Grammar {
                 return vocab.insert_terminal_mask(id, state, tm);
             }
         }
-        self.terminal_mask(vocab, t, state)
+        let dfa = &self.terminals[t as usize];
+        vocab.terminal_mask(self.vocab_id(vocab, t), dfa, state, walk)
     }
 
     /// The mask of a [`MinusNames`] terminal after `read` (its opening quote and content so
@@ -2020,6 +2080,43 @@ mod tests {
         }
         // The plain depths are compared on states that have one, not only zeros.
         assert!(plain > 10, "{plain}");
+    }
+
+    /// From a state that reads one byte at a time, the mask looked up along that path is the
+    /// walk's, for literals (JSON-encoded keys: `/` may be escaped, so their states read two
+    /// bytes there) and paths ending in a loop or a choice; elsewhere it declines.
+    #[test]
+    fn masks_along_one_path_equal_the_walks() {
+        let v = vocab();
+        let dfas = [
+            Dfa::literal(b"\"aab\"z"),
+            Dfa::literal(b"bbbbbbbbbbbbbbbbbbbb"),
+            Dfa::literal(b"\xc3\xa9a"),
+            Dfa::literal(b"a/b").json_string().unwrap(),
+            Dfa::literal(b"QQ\n7").json_string().unwrap(),
+            Dfa::from_regex("ab(c|d)").unwrap(),
+            Dfa::from_regex("za*").unwrap(),
+            Dfa::from_regex("7|7-|7-b").unwrap(),
+        ];
+        let (mut along, mut declined) = (0, 0);
+        for d in &dfas {
+            for s in 1..d.num_states() as u32 {
+                let walked = TerminalMask::compute_unskipped(&v, d, s, v.trie.len()).unwrap();
+                match TerminalMask::along_one_path(&v, d, s) {
+                    Some(m) => {
+                        along += 1;
+                        let mask = |b: &TokenBits| b.clone().into_dense(v.mask_words());
+                        assert_eq!(mask(&m.inside), mask(&walked.inside), "state {s}");
+                        assert_eq!((&m.exits, &m.ends), (&walked.exits, &walked.ends));
+                    }
+                    None => declined += 1,
+                }
+            }
+        }
+        assert!(
+            along > 30 && declined > 3,
+            "{along} along one path, {declined} declined"
+        );
     }
 
     #[test]

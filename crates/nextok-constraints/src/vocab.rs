@@ -438,8 +438,15 @@ impl TokenVocab {
         *g.ids.entry(Arc::clone(dfa)).or_insert(n)
     }
 
-    /// The mask of automaton number `id` (which is `dfa`) in `state`, computed once.
-    pub(crate) fn terminal_mask(&self, id: u32, dfa: &Dfa, state: u32) -> Arc<TerminalMask> {
+    /// The mask of automaton number `id` (which is `dfa`) in `state`, computed once (with
+    /// `walk`, walked from the trie even where it reads one byte at a time).
+    pub(crate) fn terminal_mask(
+        &self,
+        id: u32,
+        dfa: &Dfa,
+        state: u32,
+        walk: bool,
+    ) -> Arc<TerminalMask> {
         if let Some(m) = self.cached_terminal_mask(id, state) {
             return m;
         }
@@ -464,7 +471,10 @@ impl TokenVocab {
         let unskipped = match radii {
             Some(_) => None,
             None if free => None,
-            None => TerminalMask::compute_unskipped(self, dfa, state, UNSKIPPED_NODES),
+            None => (!walk)
+                .then(|| TerminalMask::along_one_path(self, dfa, state))
+                .flatten()
+                .or_else(|| TerminalMask::compute_unskipped(self, dfa, state, UNSKIPPED_NODES)),
         };
         let m = match unskipped {
             Some(m) => m,
@@ -527,22 +537,26 @@ impl TokenVocab {
     pub(crate) fn trie_node<'a>(&self, bytes: impl IntoIterator<Item = &'a u8>) -> Option<u32> {
         let mut n = 0usize;
         for &b in bytes {
-            n = if n == 0 {
-                let k = self.root_kids.binary_search_by_key(&b, |&(x, _)| x).ok()?;
-                self.root_kids[k].1 as usize
-            } else {
-                let end = self.trie[n].end as usize;
-                let mut c = n + 1;
-                while c < end && self.trie[c].byte != b {
-                    c = self.trie[c].end as usize;
-                }
-                if c >= end {
-                    return None;
-                }
-                c
-            };
+            n = self.trie_child(n, b)?;
         }
         (n != 0).then_some(n as u32)
+    }
+
+    /// The child of trie node `n` on byte `b`, if some token goes on with it.
+    pub(crate) fn trie_child(&self, n: usize, b: u8) -> Option<usize> {
+        if n == 0 {
+            let k = self.root_kids.binary_search_by_key(&b, |&(x, _)| x).ok()?;
+            return Some(self.root_kids[k].1 as usize);
+        }
+        let end = self.trie[n].end as usize;
+        let mut c = n + 1;
+        while c < end {
+            if self.trie[c].byte == b {
+                return Some(c);
+            }
+            c = self.trie[c].end as usize;
+        }
+        None
     }
 
     /// Writes into `path` the bytes on the way from the root to trie node `n`.
