@@ -1023,20 +1023,22 @@ impl Grammar {
         )
     }
 
-    /// [`Grammar::terminal_mask`] for an item in flight that has read `read` since its
-    /// terminal began: for a terminal of any string content but some names, the mask of the
-    /// terminal of any content less the tokens that close the string on a name
-    /// ([`MinusNames`]), where `read` allows it. With `walk`, every mask is walked from the
-    /// trie, without this or [`TerminalMask::along_one_path`].
+    /// [`Grammar::terminal_mask`] for the item in flight at position `pos`, terminal `t`,
+    /// that has read `read` since its rule began: for a terminal of any string content but
+    /// some names, the mask of the terminal of any content less the tokens that close the
+    /// string on a name ([`MinusNames`]), where `read` allows it and is the terminal's own
+    /// text (the terminal begins its rule). With `walk`, every mask is walked from the trie,
+    /// without this or [`TerminalMask::along_one_path`].
     pub(crate) fn terminal_mask_after(
         &self,
         vocab: &TokenVocab,
-        t: u32,
+        (pos, t): (u32, u32),
         state: u32,
         read: &[u8],
         walk: bool,
     ) -> Arc<TerminalMask> {
-        if let (false, Some(Some(m))) = (walk, self.minus_names.get(t as usize)) {
+        let first = pos == 0 || matches!(self.syms[pos as usize - 1], GSym::End(_));
+        if let (false, true, Some(Some(m))) = (walk, first, self.minus_names.get(t as usize)) {
             let id = self.vocab_id(vocab, t);
             if let Some(tm) = vocab.cached_terminal_mask(id, state) {
                 return tm;
@@ -1633,7 +1635,7 @@ impl Chart {
                 continue;
             };
             let read = &self.input[origin as usize..k];
-            let tm = g.terminal_mask_after(vocab, t, st, read, self.walk_terminals);
+            let tm = g.terminal_mask_after(vocab, (pos, t), st, read, self.walk_terminals);
             tm.inside.or_into(mask);
             if tm.exits.is_empty() {
                 continue;

@@ -1247,7 +1247,7 @@ impl Chart {
             };
             let tm = g.terminal_mask_after(
                 vocab,
-                t,
+                (pos, t),
                 st,
                 &self.input[origin as usize..k],
                 self.walk_terminals,
