@@ -341,8 +341,7 @@ impl GrammarConstraint {
     /// shared cache.
     #[doc(hidden)]
     pub fn set_plain_masks(&mut self, on: bool) {
-        self.chart.one_exit_at_a_time = on;
-        self.chart.walk_terminals = on;
+        self.chart.plain_masks = on;
     }
 
     /// The compiled grammar, to start more constraints from it cheaply.

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::dfa::{Dfa, DEAD};
 use crate::limits::{check, Limit, Limits};
-use crate::vocab::{category_sets, has_byte, TokenVocab, CATEGORIES};
+use crate::vocab::{category_sets, children, has_byte, TokenVocab, CATEGORIES};
 use crate::Error;
 
 mod members;
@@ -1037,9 +1037,9 @@ impl Grammar {
         read: &[u8],
         walk: bool,
     ) -> Arc<TerminalMask> {
+        let id = self.vocab_id(vocab, t);
         let first = pos == 0 || matches!(self.syms[pos as usize - 1], GSym::End(_));
         if let (false, true, Some(Some(m))) = (walk, first, self.minus_names.get(t as usize)) {
-            let id = self.vocab_id(vocab, t);
             if let Some(tm) = vocab.cached_terminal_mask(id, state) {
                 return tm;
             }
@@ -1047,8 +1047,7 @@ impl Grammar {
                 return vocab.insert_terminal_mask(id, state, tm);
             }
         }
-        let dfa = &self.terminals[t as usize];
-        vocab.terminal_mask(self.vocab_id(vocab, t), dfa, state, walk)
+        vocab.terminal_mask(id, &self.terminals[t as usize], state, walk)
     }
 
     /// The mask of a [`MinusNames`] terminal after `read` (its opening quote and content so
@@ -1118,22 +1117,16 @@ impl Grammar {
     /// Terminal `t`'s automaton's number in `vocab`'s shared mask cache.
     fn vocab_id(&self, vocab: &TokenVocab, t: u32) -> u32 {
         let key = vocab.serial();
-        {
-            // A poisoned lock only means another thread panicked mid-insert; the map is valid.
-            let mut guard = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-            if guard.0 != key {
-                guard.0 = key;
-                guard.1.clear();
-            }
-            match guard.1.get(&t) {
-                Some(&id) => id,
-                None => {
-                    let id = vocab.dfa_id(&self.terminals[t as usize]);
-                    guard.1.insert(t, id);
-                    id
-                }
-            }
+        // A poisoned lock only means another thread panicked mid-insert; the map is valid.
+        let mut guard = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.0 != key {
+            guard.0 = key;
+            guard.1.clear();
         }
+        *guard
+            .1
+            .entry(t)
+            .or_insert_with(|| vocab.dfa_id(&self.terminals[t as usize]))
     }
 
     /// Number of flattened rule positions and terminals, for diagnostics.
@@ -1257,12 +1250,11 @@ pub(crate) struct Chart {
     input: Vec<u8>,
     /// The run-time checks' state (`unique`).
     guard: unique::GuardState,
-    /// Whether masks walk the places where a terminal ends one at a time, never as one
-    /// ([`Chart::walk_exits`]; for tests that compare the two).
-    pub(crate) one_exit_at_a_time: bool,
-    /// Whether every terminal's mask is walked from the trie, never taken from another's
-    /// ([`MinusNames`]; for tests that compare the two).
-    pub(crate) walk_terminals: bool,
+    /// Whether masks are computed without their shortcuts: the places where a terminal ends
+    /// walked one at a time, never as one ([`Chart::walk_exits`]), and every terminal's mask
+    /// walked from the trie ([`MinusNames`], [`TerminalMask::along_one_path`]); for tests that
+    /// compare the two.
+    pub(crate) plain_masks: bool,
 }
 
 impl Chart {
@@ -1283,8 +1275,7 @@ impl Chart {
             broken: false,
             input: Vec::new(),
             guard: unique::GuardState::default(),
-            one_exit_at_a_time: false,
-            walk_terminals: false,
+            plain_masks: false,
         };
         c.seen.clear();
         c.add_item(g.start_pos, 0);
@@ -1635,7 +1626,7 @@ impl Chart {
                 continue;
             };
             let read = &self.input[origin as usize..k];
-            let tm = g.terminal_mask_after(vocab, (pos, t), st, read, self.walk_terminals);
+            let tm = g.terminal_mask_after(vocab, (pos, t), st, read, self.plain_masks);
             tm.inside.or_into(mask);
             if tm.exits.is_empty() {
                 continue;
@@ -1719,7 +1710,7 @@ impl Chart {
     ) {
         match exits {
             [] => {}
-            _ if self.one_exit_at_a_time => {
+            _ if self.plain_masks => {
                 for &p in exits {
                     if self.over {
                         break;
@@ -1741,15 +1732,11 @@ impl Chart {
     fn walk_merged(&mut self, g: &Grammar, vocab: &TokenVocab, nodes: &[u32], mask: &mut [u64]) {
         let trie = &vocab.trie;
         // The children of all the nodes, by byte.
-        let mut kids: Vec<(u8, u32)> = Vec::new();
-        for &n in nodes {
-            let end = trie[n as usize].end;
-            let mut c = n + 1;
-            while c < end {
-                kids.push((trie[c as usize].byte, c));
-                c = trie[c as usize].end;
-            }
-        }
+        let mut kids: Vec<(u8, u32)> = nodes
+            .iter()
+            .flat_map(|&n| children(trie, n as usize))
+            .map(|c| (trie[c].byte, c as u32))
+            .collect();
         kids.sort_unstable();
         let mut group: Vec<u32> = Vec::new();
         for run in kids.chunk_by(|a, b| a.0 == b.0) {

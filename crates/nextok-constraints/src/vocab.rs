@@ -230,12 +230,9 @@ impl TokenVocab {
         }
         trie[0].end = trie.len() as u32;
         let (byte_sets, below_set, parent) = summarize(&mut trie);
-        let mut root_kids = Vec::new();
-        let mut c = 1;
-        while c < trie.len() {
-            root_kids.push((trie[c].byte, c as u32));
-            c = trie[c].end as usize;
-        }
+        let root_kids = children(&trie, 0)
+            .map(|c| (trie[c].byte, c as u32))
+            .collect();
         let plain = PlainTokens::new(&tokens, &trie_tokens, tokens.len().div_ceil(64));
         Ok(TokenVocab {
             tokens,
@@ -401,18 +398,9 @@ impl TokenVocab {
             let (mut node, mut best) = (0usize, None);
             let mut i = pos;
             while i < bytes.len() {
-                // Children of `node` are the nodes between node + 1 and its end, skipping subtrees.
-                let mut c = node + 1;
-                let end = self.trie[node].end as usize;
-                let mut found = None;
-                while c < end {
-                    if self.trie[c].byte == bytes[i] {
-                        found = Some(c);
-                        break;
-                    }
-                    c = self.trie[c].end as usize;
-                }
-                let Some(c) = found else { break };
+                let Some(c) = self.trie_child(node, bytes[i]) else {
+                    break;
+                };
                 node = c;
                 i += 1;
                 if self.trie[c].tok_end > self.trie[c].tok_start {
@@ -548,15 +536,7 @@ impl TokenVocab {
             let k = self.root_kids.binary_search_by_key(&b, |&(x, _)| x).ok()?;
             return Some(self.root_kids[k].1 as usize);
         }
-        let end = self.trie[n].end as usize;
-        let mut c = n + 1;
-        while c < end {
-            if self.trie[c].byte == b {
-                return Some(c);
-            }
-            c = self.trie[c].end as usize;
-        }
-        None
+        children(&self.trie, n).find(|&c| self.trie[c].byte == b)
     }
 
     /// Writes into `path` the bytes on the way from the root to trie node `n`.
@@ -578,6 +558,14 @@ impl TokenVocab {
             mask[(t >> 6) as usize] |= 1 << (t & 63);
         }
     }
+}
+
+/// The children of node `n` of a preorder trie: the nodes from `n + 1` to its end, each
+/// after the previous one's subtree.
+pub(crate) fn children(trie: &[TrieNode], n: usize) -> impl Iterator<Item = usize> + '_ {
+    let end = trie[n].end as usize;
+    let within = move |c: usize| (c < end).then_some(c);
+    std::iter::successors(within(n + 1), move |&c| within(trie[c].end as usize))
 }
 
 /// Sets the height and byte categories of every subtree of a preorder trie, and returns the set

@@ -626,18 +626,15 @@ mod tests {
         let eos = tokens.len() as u32 - 1;
         let vocab = TokenVocab::new(tokens, &[eos]).expect("vocabulary");
         let mut masks = Vec::new();
-        for one_at_a_time in [false, true] {
+        for plain in [false, true] {
             let mut c = Chart::new(&g);
-            c.one_exit_at_a_time = one_at_a_time;
+            c.plain_masks = plain;
             assert!(c.push_byte(&g, b'{') && c.push_byte(&g, b'"'));
             let mut mask = vocab.empty_mask();
             c.start_work();
             c.fill_mask(&g, &vocab, &mut mask).expect("mask");
             let has = |t: u32| mask[t as usize / 64] >> (t % 64) & 1 == 1;
-            assert!(
-                !has(after_a) && has(after_b),
-                "one at a time: {one_at_a_time}"
-            );
+            assert!(!has(after_a) && has(after_b), "plain masks: {plain}");
             masks.push(mask);
         }
         assert_eq!(masks[0], masks[1]);

@@ -1250,7 +1250,7 @@ impl Chart {
                 (pos, t),
                 st,
                 &self.input[origin as usize..k],
-                self.walk_terminals,
+                self.plain_masks,
             );
             let guarded = g.guarded_pos.get(pos as usize).copied().unwrap_or(false);
             let item_string = g.item_string.get(pos as usize).copied().flatten();
@@ -1355,7 +1355,7 @@ impl Chart {
         exits: &[u32],
         item: &mut [u64],
     ) -> bool {
-        if exits.len() < 2 || self.one_exit_at_a_time {
+        if exits.len() < 2 || self.plain_masks {
             return false;
         }
         let mut merged = std::mem::take(&mut self.guard.merged);
