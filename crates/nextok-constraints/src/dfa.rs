@@ -208,6 +208,9 @@ impl<K> Explored<K> {
 /// A deterministic automaton over bytes in which every non-dead state can still reach a match.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Dfa {
+    /// A hash of all the fields below, taken once when the automaton is built (first, so that
+    /// unequal automata compare unequal at once).
+    fingerprint: u64,
     /// Byte to equivalence class.
     classes: Box<[u8; 256]>,
     /// Number of classes (the row width of `trans`).
@@ -223,16 +226,30 @@ pub(crate) struct Dfa {
 }
 
 /// Automata are keys of the grammar's and the vocabulary's terminal maps, and whole tables
-/// are large: the hash reads the shape and the first rows only (equal automata still hash
-/// alike; equality compares everything).
+/// are large: the hash is the fingerprint taken when the automaton was built (a map that
+/// grows hashes every key again), and equality compares everything after it.
 impl Hash for Dfa {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.classes.hash(state);
-        self.stride.hash(state);
-        self.start.hash(state);
-        self.accept.len().hash(state);
-        self.trans[..self.trans.len().min(256)].hash(state);
+        self.fingerprint.hash(state);
     }
+}
+
+/// The hash of an automaton: its classes, table, accepting states, start state and live bytes.
+fn fingerprint(
+    classes: &[u8; 256],
+    trans: &[u32],
+    accept: &[bool],
+    start: u32,
+    live: &[[u64; 4]],
+) -> u64 {
+    use std::hash::Hasher;
+    let mut h = rustc_hash::FxHasher::default();
+    classes.hash(&mut h);
+    trans.hash(&mut h);
+    accept.hash(&mut h);
+    start.hash(&mut h);
+    live.hash(&mut h);
+    h.finish()
 }
 
 impl Dfa {
@@ -539,12 +556,14 @@ impl Dfa {
                 }
             }
         }
+        let start = if order.is_empty() { DEAD } else { 1 };
         Dfa {
+            fingerprint: fingerprint(&classes, &trans, &accept, start, &livebytes),
             classes,
             stride,
             trans,
             accept,
-            start: if order.is_empty() { DEAD } else { 1 },
+            start,
             live: livebytes,
         }
     }
@@ -919,6 +938,7 @@ impl Dfa {
             }
         }
         Dfa {
+            fingerprint: fingerprint(class_of, &trans, &accept, 1, &live),
             classes: Box::new(*class_of),
             stride: k,
             trans,
@@ -1423,6 +1443,7 @@ impl Dfa {
             accept[at] = other.is_accept(b as u32);
         }
         Dfa {
+            fingerprint: fingerprint(class_of, &trans, &accept, self.start, &live),
             classes: Box::new(*class_of),
             stride: k,
             trans,

@@ -407,7 +407,7 @@ impl GrammarBuilder {
             start_pos,
             accept_pos,
             max_work: limits.max_mask_work,
-            cache: Mutex::new((0, FxMap::default())),
+            cache: Mutex::new((0, Vec::new())),
             token_sets,
             guards,
             guarded_pos,
@@ -532,8 +532,8 @@ pub struct Grammar {
 }
 
 /// The vocabulary's serial number and, per terminal, its automaton's number in that vocabulary's
-/// shared mask cache.
-type TerminalCache = (u64, FxMap<u32, u32>);
+/// shared mask cache (`u32::MAX` until asked for; empty before the first).
+type TerminalCache = (u64, Vec<u32>);
 
 /// A set of tokens: the nonzero words of its bitset, with their indices, when they are few (a
 /// key's or an enum's tokens fill a few words of hundreds), else the whole bitset. Masks are
@@ -1056,7 +1056,15 @@ impl Grammar {
     /// where `read` holds an escape or ends inside a character, or a name's rest has a byte
     /// that may be written two ways or only escaped (`/`, `"`, `\\`, control bytes): the trie
     /// is walked there instead.
-    fn less_names(&self, vocab: &TokenVocab, m: &MinusNames, read: &[u8]) -> Option<TerminalMask> {
+    ///
+    /// Where no name is left to take away, the mask is the base terminal's own (shared, not
+    /// copied).
+    fn less_names(
+        &self,
+        vocab: &TokenVocab,
+        m: &MinusNames,
+        read: &[u8],
+    ) -> Option<Arc<TerminalMask>> {
         let content = read.strip_prefix(b"\"")?;
         if content.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\')
             || std::str::from_utf8(content).is_err()
@@ -1073,6 +1081,10 @@ impl Grammar {
         }
         let first = m.names.partition_point(|n| n.as_slice() < content);
         let mut nodes: Vec<u32> = Vec::new();
+        // The names are sorted: each one's walk down the trie starts where its rest parts from
+        // the previous one's (`path[d]` is the node after `d` bytes of the previous rest).
+        let mut path: Vec<usize> = vec![0];
+        let mut prev: &[u8] = &[];
         for name in m.names[first..]
             .iter()
             .take_while(|n| n.starts_with(content))
@@ -1084,11 +1096,22 @@ impl Grammar {
             {
                 return None;
             }
-            nodes.extend(vocab.trie_node(rest.iter().chain(b"\"")));
+            let common = rest.iter().zip(prev).take_while(|(a, b)| a == b).count();
+            path.truncate(common.min(path.len() - 1) + 1);
+            prev = rest;
+            for &b in &rest[path.len() - 1..] {
+                match vocab.trie_child(path[path.len() - 1], b) {
+                    Some(c) => path.push(c),
+                    None => break,
+                }
+            }
+            if path.len() == rest.len() + 1 {
+                nodes.extend(vocab.trie_child(path[rest.len()], b'"').map(|c| c as u32));
+            }
         }
         let tm = self.terminal_mask(vocab, m.base, s);
         if nodes.is_empty() {
-            return Some(TerminalMask::clone(&tm));
+            return Some(tm);
         }
         let mut inside = tm.inside.clone().into_dense(vocab.mask_words());
         for &p in &nodes {
@@ -1097,7 +1120,7 @@ impl Grammar {
                 inside[(t >> 6) as usize] &= !(1 << (t & 63));
             }
         }
-        Some(TerminalMask {
+        Some(Arc::new(TerminalMask {
             inside: TokenBits::from_dense(inside),
             exits: tm
                 .exits
@@ -1111,7 +1134,7 @@ impl Grammar {
                 .copied()
                 .filter(|p| !nodes.contains(p))
                 .collect(),
-        })
+        }))
     }
 
     /// Terminal `t`'s automaton's number in `vocab`'s shared mask cache.
@@ -1119,14 +1142,16 @@ impl Grammar {
         let key = vocab.serial();
         // A poisoned lock only means another thread panicked mid-insert; the map is valid.
         let mut guard = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        if guard.0 != key {
+        if guard.0 != key || guard.1.is_empty() {
             guard.0 = key;
             guard.1.clear();
+            guard.1.resize(self.terminals.len(), u32::MAX);
         }
-        *guard
-            .1
-            .entry(t)
-            .or_insert_with(|| vocab.dfa_id(&self.terminals[t as usize]))
+        let id = &mut guard.1[t as usize];
+        if *id == u32::MAX {
+            *id = vocab.dfa_id(&self.terminals[t as usize]);
+        }
+        *id
     }
 
     /// Number of flattened rule positions and terminals, for diagnostics.

@@ -152,6 +152,11 @@ pub struct TokenVocab {
     /// The root's children in the trie's order, `(byte, node)`: a walk picks those its
     /// automaton reads without touching the others' nodes.
     pub(crate) root_kids: Vec<(u8, u32)>,
+    /// For the nodes of many children ([`WIDE`] or more), where in `wide_kids` their table of
+    /// 256 children by byte begins (0 for no child): finding one child by scanning the
+    /// siblings reads a node of each sibling's subtree, scattered over the trie.
+    wide: FxMap<u32, u32>,
+    wide_kids: Vec<u32>,
     /// The tokens made only of bytes of the first category (what a JSON string holds
     /// unescaped), by length.
     pub(crate) plain: PlainTokens,
@@ -162,6 +167,9 @@ pub struct TokenVocab {
     /// ([`TokenVocab::token_for_text`]).
     special: HashMap<String, u32>,
 }
+
+/// Children from which a trie node gets a table of them by byte ([`TokenVocab::trie_child`]).
+const WIDE: usize = 12;
 
 static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 
@@ -233,6 +241,17 @@ impl TokenVocab {
         let root_kids = children(&trie, 0)
             .map(|c| (trie[c].byte, c as u32))
             .collect();
+        let (mut wide, mut wide_kids) = (FxMap::default(), Vec::new());
+        for n in 1..trie.len() {
+            if children(&trie, n).nth(WIDE - 1).is_some() {
+                wide.insert(n as u32, wide_kids.len() as u32);
+                let at = wide_kids.len();
+                wide_kids.resize(at + 256, 0);
+                for c in children(&trie, n) {
+                    wide_kids[at + trie[c].byte as usize] = c as u32;
+                }
+            }
+        }
         let plain = PlainTokens::new(&tokens, &trie_tokens, tokens.len().div_ceil(64));
         Ok(TokenVocab {
             tokens,
@@ -243,6 +262,8 @@ impl TokenVocab {
             below_set,
             parent,
             root_kids,
+            wide,
+            wide_kids,
             plain,
             shared: Arc::default(),
             serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
@@ -489,14 +510,15 @@ impl TokenVocab {
             .cloned()
     }
 
-    /// Caches `m` as the mask of automaton `id` in `state` (a race keeps the first).
+    /// Caches `m` as the mask of automaton `id` in `state` (a race keeps the first). A mask
+    /// cached under two keys counts twice toward the cache's bound.
     pub(crate) fn insert_terminal_mask(
         &self,
         id: u32,
         state: u32,
-        m: TerminalMask,
+        m: impl Into<Arc<TerminalMask>>,
     ) -> Arc<TerminalMask> {
-        let m = Arc::new(m);
+        let m = m.into();
         let mut g = self.shared.lock().unwrap_or_else(|p| p.into_inner());
         if g.masks.capacity() == 0 {
             g.masks.reserve(SHARED_MASKS_RESERVED);
@@ -521,20 +543,17 @@ impl TokenVocab {
             .map_or(self.trie_tokens.len(), |next| next.tok_start as usize)
     }
 
-    /// The trie node whose path is `bytes`, if some token begins with them.
-    pub(crate) fn trie_node<'a>(&self, bytes: impl IntoIterator<Item = &'a u8>) -> Option<u32> {
-        let mut n = 0usize;
-        for &b in bytes {
-            n = self.trie_child(n, b)?;
-        }
-        (n != 0).then_some(n as u32)
-    }
-
     /// The child of trie node `n` on byte `b`, if some token goes on with it.
     pub(crate) fn trie_child(&self, n: usize, b: u8) -> Option<usize> {
         if n == 0 {
             let k = self.root_kids.binary_search_by_key(&b, |&(x, _)| x).ok()?;
             return Some(self.root_kids[k].1 as usize);
+        }
+        if let Some(&at) = self.wide.get(&(n as u32)) {
+            return match self.wide_kids[at as usize + b as usize] {
+                0 => None,
+                c => Some(c as usize),
+            };
         }
         children(&self.trie, n).find(|&c| self.trie[c].byte == b)
     }
@@ -696,5 +715,30 @@ mod tests {
                 assert_eq!(mask[t / 64] >> (t % 64) & 1 == 1, expected, "{limit} {t}");
             }
         }
+    }
+
+    #[test]
+    fn trie_child_finds_every_child_of_narrow_and_wide_nodes() {
+        // Under "a", children on 40 bytes (a wide node, looked up in its table); under "b", 3
+        // (found by scanning).
+        let mut tokens: Vec<Vec<u8>> = (0..40u8).map(|i| vec![b'a', b'0' + i]).collect();
+        tokens.extend([
+            b"bx".to_vec(),
+            b"by".to_vec(),
+            b"bz".to_vec(),
+            b"a".to_vec(),
+        ]);
+        let v = TokenVocab::new(tokens, &[]).unwrap();
+        let a = v.trie_child(0, b'a').unwrap();
+        let b = v.trie_child(0, b'b').unwrap();
+        assert!(v.wide.contains_key(&(a as u32)) && !v.wide.contains_key(&(b as u32)));
+        for n in 0..v.trie.len() {
+            for byte in 0..=255u8 {
+                let scanned = children(&v.trie, n).find(|&c| v.trie[c].byte == byte);
+                assert_eq!(v.trie_child(n, byte), scanned, "node {n} byte {byte}");
+            }
+        }
+        assert_eq!(v.trie[v.trie_child(a, b'7').unwrap()].byte, b'7');
+        assert_eq!(v.trie_child(a, b'x'), None);
     }
 }
