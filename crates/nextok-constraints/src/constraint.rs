@@ -315,7 +315,9 @@ pub struct GrammarConstraint {
 impl GrammarConstraint {
     /// A constraint for a compiled grammar; many constraints may share one grammar.
     pub fn new(grammar: Arc<Grammar>, vocab: &Arc<TokenVocab>) -> GrammarConstraint {
-        let chart = Chart::new(&grammar);
+        let mut chart = Chart::new(&grammar);
+        chart.reserve_mask(&grammar, vocab.mask_words());
+        grammar.number_terminals(vocab);
         GrammarConstraint {
             vocab: Arc::clone(vocab),
             grammar,

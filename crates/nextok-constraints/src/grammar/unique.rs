@@ -1212,7 +1212,7 @@ impl Chart {
         mask: &mut [u64],
     ) -> Result<(), Error> {
         let mut item = std::mem::take(&mut self.guard.scratch);
-        item.clear();
+        // Each item's bits are copied in whole before they are read.
         item.resize(mask.len(), 0);
         let r = self.guarded_items(g, vocab, mask, &mut item);
         self.guard.scratch = item;
@@ -1221,6 +1221,14 @@ impl Chart {
             self.mask_token_refs(g, vocab, mask);
         }
         Ok(())
+    }
+
+    /// Sizes the mask buffer of guarded grammars for masks of `words` words ahead of the first
+    /// mask.
+    pub(crate) fn reserve_mask(&mut self, g: &Grammar, words: usize) {
+        if !g.guards.is_empty() {
+            self.guard.scratch.resize(words, 0);
+        }
     }
 
     fn guarded_items(
