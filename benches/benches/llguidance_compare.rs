@@ -28,6 +28,9 @@
 //!   after the last token included. An instance counts only when both engines allow every one of
 //!   its tokens, so both are timed at the same positions.
 //!
+//! With `NEXTOK_SLOW_MASK_US=<µs>` set, every timed mask of nextok's slower than that is listed on
+//! stderr with its file, test and place, beside llguidance's time for the same mask.
+//!
 //! Both are set to compact JSON (llguidance: `"x-guidance": {"whitespace_flexible": false}`), and
 //! a schema counts only when both compile it. The nested schema of the `constraints` bench is
 //! walked 50 times with its document on top of the suite (first walk cold, the rest warm).
@@ -230,6 +233,7 @@ fn walk_both(
     tokens: &[u32],
     ours: &mut Times,
     theirs: &mut Times,
+    slow: Option<(f64, &str)>,
 ) -> Walked {
     let mut c = GrammarConstraint::new(Arc::clone(&both.grammar), vocab);
     let mut mask = vocab.empty_mask();
@@ -266,6 +270,16 @@ fn walk_both(
         }
     }
     if ours_ok && theirs_ok {
+        if let Some((over, what)) = slow {
+            for (i, (a, b)) in ours_us.iter().zip(&theirs_us).enumerate() {
+                if *a > over {
+                    eprintln!(
+                        "slow mask: {what}, mask {i} of {}: nextok {a:.1} µs, llguidance {b:.1} µs",
+                        tokens.len() + 1
+                    );
+                }
+            }
+        }
         ours.mask_us.extend(ours_us);
         theirs.mask_us.extend(theirs_us);
     }
@@ -313,6 +327,12 @@ fn main() {
     let env = llg_env(&bytes, &names);
     let mut factory = ParserFactory::new_simple(&env).expect("llguidance factory");
     factory.quiet();
+
+    // `NEXTOK_SLOW_MASK_US=50` lists each timed mask of nextok's slower than 50 µs (on stderr,
+    // with its file, test and place), to find what makes the tail.
+    let slow_over: Option<f64> = std::env::var("NEXTOK_SLOW_MASK_US")
+        .ok()
+        .and_then(|v| v.parse().ok());
 
     // The JSON-Schema-Test-Suite.
     let dir = suite_dir();
@@ -371,7 +391,7 @@ fn main() {
                 continue;
             };
             compiled += 1;
-            for t in tests {
+            for (n, t) in tests.iter().enumerate() {
                 if t.get("valid") != Some(&Value::Bool(true)) {
                     continue;
                 }
@@ -383,7 +403,9 @@ fn main() {
                     continue;
                 };
                 instances += 1;
-                let w = walk_both(&both, &vocab, &tokens, &mut ours, &mut theirs);
+                let what = format!("{} test {n}", f.display());
+                let slow = slow_over.map(|us| (us, what.as_str()));
+                let w = walk_both(&both, &vocab, &tokens, &mut ours, &mut theirs, slow);
                 walked += (w.ours && w.theirs) as usize;
                 ours_refused += !w.ours as usize;
                 theirs_refused += !w.theirs as usize;
@@ -431,10 +453,17 @@ fn main() {
         compile_both(&schema, &plain, &vocab, &factory, &mut ours, &mut theirs);
     }
     let (mut cold_ours, mut cold_theirs) = (Times::default(), Times::default());
-    let w = walk_both(&both, &vocab, &tokens, &mut cold_ours, &mut cold_theirs);
+    let w = walk_both(
+        &both,
+        &vocab,
+        &tokens,
+        &mut cold_ours,
+        &mut cold_theirs,
+        None,
+    );
     assert!(w.ours && w.theirs, "both engines accept the document");
     for _ in 0..50 {
-        walk_both(&both, &vocab, &tokens, &mut ours, &mut theirs);
+        walk_both(&both, &vocab, &tokens, &mut ours, &mut theirs, None);
     }
     println!(
         "\nNested schema of the constraints bench: document of {} tokens",
