@@ -317,7 +317,6 @@ impl GrammarConstraint {
     pub fn new(grammar: Arc<Grammar>, vocab: &Arc<TokenVocab>) -> GrammarConstraint {
         let mut chart = Chart::new(&grammar);
         chart.reserve_mask(&grammar, vocab.mask_words());
-        grammar.number_terminals(vocab);
         GrammarConstraint {
             vocab: Arc::clone(vocab),
             grammar,

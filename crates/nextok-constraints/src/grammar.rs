@@ -1137,18 +1137,6 @@ impl Grammar {
         }))
     }
 
-    /// Numbers every terminal's automaton in `vocab`'s shared mask cache at once (one lock of
-    /// the vocabulary's table, not one per terminal as masks first need them), unless done.
-    pub(crate) fn number_terminals(&self, vocab: &TokenVocab) {
-        let key = vocab.serial();
-        let mut guard = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        if guard.0 == key && !guard.1.is_empty() && !guard.1.contains(&u32::MAX) {
-            return;
-        }
-        guard.0 = key;
-        guard.1 = vocab.dfa_ids(&self.terminals);
-    }
-
     /// Terminal `t`'s automaton's number in `vocab`'s shared mask cache.
     fn vocab_id(&self, vocab: &TokenVocab, t: u32) -> u32 {
         let key = vocab.serial();

@@ -447,18 +447,6 @@ impl TokenVocab {
         *g.ids.entry(Arc::clone(dfa)).or_insert(n)
     }
 
-    /// [`TokenVocab::dfa_id`] of each of `dfas`, under one lock.
-    pub(crate) fn dfa_ids(&self, dfas: &[Arc<Dfa>]) -> Vec<u32> {
-        let mut g = self.shared.lock().unwrap_or_else(|p| p.into_inner());
-        g.ids.reserve(dfas.len());
-        dfas.iter()
-            .map(|dfa| {
-                let n = g.ids.len() as u32;
-                *g.ids.entry(Arc::clone(dfa)).or_insert(n)
-            })
-            .collect()
-    }
-
     /// The mask of automaton number `id` (which is `dfa`) in `state`, computed once (with
     /// `walk`, walked from the trie even where it reads one byte at a time).
     pub(crate) fn terminal_mask(
