@@ -398,6 +398,7 @@ impl GrammarBuilder {
             }
             minus_names[t as usize] = Some(m);
         }
+        let unnumbered = vec![u32::MAX; terminals.len()];
         Ok(Grammar {
             syms,
             nt_rules,
@@ -407,7 +408,7 @@ impl GrammarBuilder {
             start_pos,
             accept_pos,
             max_work: limits.max_mask_work,
-            cache: Mutex::new((0, Vec::new())),
+            cache: Mutex::new((0, unnumbered)),
             token_sets,
             guards,
             guarded_pos,
@@ -532,7 +533,8 @@ pub struct Grammar {
 }
 
 /// The vocabulary's serial number and, per terminal, its automaton's number in that vocabulary's
-/// shared mask cache (`u32::MAX` until asked for; empty before the first).
+/// shared mask cache (`u32::MAX` until asked for; serial 0, which no vocabulary has, before
+/// the first).
 type TerminalCache = (u64, Vec<u32>);
 
 /// A set of tokens: the nonzero words of its bitset, with their indices, when they are few (a
@@ -1142,10 +1144,9 @@ impl Grammar {
         let key = vocab.serial();
         // A poisoned lock only means another thread panicked mid-insert; the map is valid.
         let mut guard = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        if guard.0 != key || guard.1.is_empty() {
+        if guard.0 != key {
             guard.0 = key;
-            guard.1.clear();
-            guard.1.resize(self.terminals.len(), u32::MAX);
+            guard.1.fill(u32::MAX);
         }
         let id = &mut guard.1[t as usize];
         if *id == u32::MAX {
