@@ -29,7 +29,9 @@
 //!   its tokens, so both are timed at the same positions.
 //!
 //! With `NEXTOK_SLOW_MASK_US=<µs>` set, every timed mask of nextok's slower than that is listed on
-//! stderr with its file, test and place, beside llguidance's time for the same mask.
+//! stderr with its file, test and place, beside llguidance's time for the same mask; with
+//! `NEXTOK_SLOW_COMPILE_MS=<ms>`, every schema whose compile to first mask took nextok longer than
+//! that, beside llguidance's time.
 //!
 //! Both are set to compact JSON (llguidance: `"x-guidance": {"whitespace_flexible": false}`), and
 //! a schema counts only when both compile it. The nested schema of the `constraints` bench is
@@ -127,6 +129,7 @@ fn compile_both(
     factory: &ParserFactory,
     ours: &mut Times,
     theirs: &mut Times,
+    slow: Option<(f64, &str)>,
 ) -> Compiled {
     let mut mask = vocab.empty_mask();
     let t0 = Instant::now();
@@ -162,6 +165,12 @@ fn compile_both(
     let theirs_ms = t0.elapsed().as_secs_f64() * 1e3;
     let both = match (&grammar, &llg) {
         (Some(grammar), Some(llg)) => {
+            if let Some((over, what)) = slow.filter(|(over, _)| ours_ms > *over) {
+                eprintln!(
+                    "slow compile: {what}: nextok {ours_ms:.2} ms, llguidance {theirs_ms:.2} ms \
+                     (over {over} ms)"
+                );
+            }
             ours.compile_ms.push(ours_ms);
             theirs.compile_ms.push(theirs_ms);
             Some(Both {
@@ -333,6 +342,11 @@ fn main() {
     let slow_over: Option<f64> = std::env::var("NEXTOK_SLOW_MASK_US")
         .ok()
         .and_then(|v| v.parse().ok());
+    // `NEXTOK_SLOW_COMPILE_MS=5` lists each schema whose compile to first mask took nextok over
+    // 5 ms (on stderr, with its file and group).
+    let slow_compile: Option<f64> = std::env::var("NEXTOK_SLOW_COMPILE_MS")
+        .ok()
+        .and_then(|v| v.parse().ok());
 
     // The JSON-Schema-Test-Suite.
     let dir = suite_dir();
@@ -365,7 +379,17 @@ fn main() {
             // nextok reads a schema with the URL it was published at as its base URI, as the
             // conformance runner does; llguidance takes no documents to resolve against.
             options.base_uri = ConformanceRun::source_url(g).map(str::to_string);
-            let c = compile_both(schema, &options, &vocab, &factory, &mut ours, &mut theirs);
+            let what = format!("{} group {}", f.display(), groups - 1);
+            let slow = slow_compile.map(|ms| (ms, what.as_str()));
+            let c = compile_both(
+                schema,
+                &options,
+                &vocab,
+                &factory,
+                &mut ours,
+                &mut theirs,
+                slow,
+            );
             ours_compiled += c.ours.is_some() as usize;
             theirs_compiled += c.theirs.is_some() as usize;
             ours_counts.compiled += c.ours.is_some() as usize;
@@ -446,11 +470,27 @@ fn main() {
     let tokens = encode(&tok, DOCUMENT).expect("document");
     let (mut ours, mut theirs) = (Times::default(), Times::default());
     let plain = JsonOptions::default();
-    let both = compile_both(&schema, &plain, &vocab, &factory, &mut ours, &mut theirs)
-        .both
-        .expect("both engines compile the nested schema");
+    let both = compile_both(
+        &schema,
+        &plain,
+        &vocab,
+        &factory,
+        &mut ours,
+        &mut theirs,
+        None,
+    )
+    .both
+    .expect("both engines compile the nested schema");
     for _ in 0..29 {
-        compile_both(&schema, &plain, &vocab, &factory, &mut ours, &mut theirs);
+        compile_both(
+            &schema,
+            &plain,
+            &vocab,
+            &factory,
+            &mut ours,
+            &mut theirs,
+            None,
+        );
     }
     let (mut cold_ours, mut cold_theirs) = (Times::default(), Times::default());
     let w = walk_both(
