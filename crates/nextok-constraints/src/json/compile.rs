@@ -74,6 +74,28 @@ fn string_automaton(f: &StringFacets, excluded: &[Value], path: &str) -> Result<
     Ok(d)
 }
 
+/// The JSON encodings of contents of `min` to `max` (None: any number of) characters, then
+/// the closing quote when `closed`: a piece of [`Compiler::long_string`]. The few kinds of
+/// piece (a whole chunk, the rest after the chunks a bound leaves) recur in every long string,
+/// so they are kept process-wide, as string automata are.
+fn counted_content(min: usize, max: Option<usize>, closed: bool) -> Result<Arc<Dfa>, Error> {
+    static MEMO: OnceLock<DfaMemo<(usize, Option<usize>, bool)>> = OnceLock::new();
+    let memo = MEMO.get_or_init(|| DfaMemo::new(256, 1 << 22));
+    if let Some(d) = memo.get(&(min, max, closed)) {
+        return Ok(d);
+    }
+    let mut d = Dfa::char_count(min, max)?.json_content()?;
+    if closed {
+        // Content never reads a bare `"`, so the quote follows deterministically.
+        d = d
+            .then(&Dfa::literal(b"\""))?
+            .ok_or_else(|| unsupported("minLength/maxLength (internal: closing quote)", "#"))?;
+    }
+    let d = Arc::new(d);
+    memo.insert((min, max, closed), &d);
+    Ok(d)
+}
+
 impl<'a> Compiler<'a> {
     pub(super) fn new(table: &'a [Schema], opts: &'a JsonOptions) -> Self {
         let mut b = GrammarBuilder::default();
@@ -167,6 +189,20 @@ impl<'a> Compiler<'a> {
     pub(super) fn string_terminal(&mut self, content: &Dfa) -> Result<Sym, Error> {
         let d = content.json_string()?;
         self.b.terminal(d)
+    }
+
+    /// The JSON strings whose content is `s`: [`Compiler::string_terminal`] of `s` alone. A
+    /// byte other than a control byte, `"`, `\` or `/` has no escape that writes it (only
+    /// control bytes take `\u00XX`), so a content without those is written one way only, its
+    /// bytes between quotes: that literal, without building the table of every encoding
+    /// (property names and string constants, hundreds in a large schema).
+    pub(super) fn string_literal(&mut self, s: &str) -> Result<Sym, Error> {
+        if s.bytes()
+            .any(|b| b < 0x20 || matches!(b, b'"' | b'\\' | b'/'))
+        {
+            return self.string_terminal(&Dfa::literal(s.as_bytes()));
+        }
+        Ok(self.b.literal(format!("\"{s}\"").as_bytes()))
     }
 
     /// How deep [`Compiler::schema`] is nested now.
@@ -494,21 +530,30 @@ impl<'a> Compiler<'a> {
     /// Strings of `min` to `max` characters with a bound above
     /// [`CHUNKED`](super::string::CHUNKED),
     /// without an automaton that counts to it: the content is written as chunks of exactly
-    /// `CHUNK` characters (one terminal, reused) and a last piece of fewer, and one rule per
-    /// chunk count keeps the total within the bounds. Exact, with `max / CHUNK` rules.
+    /// `CHUNK` characters (one terminal, reused) and a last piece of fewer with the closing
+    /// quote, and one rule per chunk count keeps the total within the bounds. Exact, with
+    /// `max / CHUNK` rules; the chunk and the pieces are built once per process
+    /// ([`counted_content`]).
+    ///
+    /// The last piece holds the closing quote so that it ends only there: a piece that could
+    /// end after any character had every place inside a token as a place where a terminal
+    /// ends, each walked on into what follows the string at every mask (7 to 10 ms a mask
+    /// within a 350-character string, against 0.1 to 0.2 ms for one automaton of the whole
+    /// string). A chunk ends after exactly `CHUNK` characters, one place per token at most.
     fn long_string(&mut self, min: usize, max: Option<usize>, path: &str) -> Result<Sym, Error> {
-        const CHUNK: usize = 1000;
+        const CHUNK: usize = 128;
         if max.is_some_and(|x| x < min) {
             return Ok(Sym::Nt(self.b.nt("impossible string")));
         }
-        let q = max.unwrap_or(min) / CHUNK;
-        if q > 4096 {
+        const MOST: usize = 4_096_000;
+        if max.unwrap_or(min) > MOST {
             return Err(unsupported("minLength/maxLength above 4096000", path));
         }
+        let q = max.unwrap_or(min) / CHUNK;
         let quote = self.lit("\"");
         let chunk = self
             .b
-            .terminal(Dfa::char_count(CHUNK, Some(CHUNK))?.json_content()?)?;
+            .shared_terminal(counted_content(CHUNK, Some(CHUNK), false)?)?;
         let mut pieces: HashMap<(usize, Option<usize>), Sym> = HashMap::new();
         // after[i]: the content left after i chunks, then the closing quote.
         let after: Vec<u32> = (0..=q)
@@ -526,12 +571,12 @@ impl<'a> Compiler<'a> {
                 let piece = match pieces.get(&(lo, hi)) {
                     Some(&p) => p,
                     None => {
-                        let p = self.b.terminal(Dfa::char_count(lo, hi)?.json_content()?)?;
+                        let p = self.b.shared_terminal(counted_content(lo, hi, true)?)?;
                         pieces.insert((lo, hi), p);
                         p
                     }
                 };
-                self.b.rule(nt, vec![piece, quote]);
+                self.b.rule(nt, vec![piece]);
             }
             if i < q {
                 self.b.rule(nt, vec![chunk, Sym::Nt(after[i + 1])]);
@@ -587,7 +632,7 @@ impl<'a> Compiler<'a> {
                 let re = Decimal::parse(v, path)?.equal_regex();
                 self.b.regex(&re)
             }
-            Value::String(s) => self.string_terminal(&Dfa::literal(s.as_bytes())),
+            Value::String(s) => self.string_literal(s),
             Value::Array(a) => {
                 let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
                 let mut parts = vec![lb];

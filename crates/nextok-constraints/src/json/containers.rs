@@ -11,7 +11,7 @@ use super::compile::Compiler;
 use super::resolve::escape_pointer;
 use super::schema::{named, unsupported, Node, Schema, TypeSet};
 use super::string::{pattern_dfa, string_content, string_set, without_strings};
-use crate::dfa::Dfa;
+use crate::dfa::{Dfa, DfaMemo};
 use crate::grammar::{GrammarBuilder, Guard, ObjectSpec, Sym, ADDITIONAL};
 use crate::Error;
 
@@ -548,7 +548,7 @@ impl Compiler<'_> {
             let vs = value_schema(name, named(props, name));
             let vp = format!("{path}/properties/{}", escape_pointer(name));
             let v = self.schema(&vs, &vp)?;
-            let key = self.string_terminal(&Dfa::literal(name.as_bytes()))?;
+            let key = self.string_literal(name)?;
             let r = self.seq(&[key, colon, v]);
             members.push(self.b.alts(&format!("{path} member {name}"), vec![r]));
             witness_members.push(match (witness, &witness_keys) {
@@ -567,18 +567,16 @@ impl Compiler<'_> {
         let mut add_alts = Vec::new();
         let mut add_witness_alts = Vec::new();
         let closed = additional == Schema::Never && pat_dfas.is_empty();
-        let mut others = Dfa::empty();
-        if !closed {
-            others = match &key_filter {
-                Some(f) => f.clone(),
-                None => Dfa::any_string().clone(),
-            };
-            if !names.is_empty() {
+        let max_states = self.opts.limits.max_terminal_states;
+        let others = match &key_filter {
+            _ if closed => Dfa::empty(),
+            Some(f) if !names.is_empty() => {
                 let words: Vec<&[u8]> = names.iter().map(|x| x.as_bytes()).collect();
-                let trie = Dfa::literals(&words, self.opts.limits.max_terminal_states)?;
-                others = others.minus(&trie)?;
+                f.minus(&Dfa::literals(&words, max_states)?)?
             }
-        }
+            Some(f) => f.clone(),
+            None => any_key_but(&names, max_states)?,
+        };
         let cells = if closed {
             Vec::new()
         } else {
@@ -920,6 +918,31 @@ const MAX_KEY_CELLS: usize = 64;
 /// bit). A depth-first walk over the patterns drops a class as soon as it is empty, so the
 /// work follows the classes that occur (disjoint patterns: one each and the keys matching
 /// none), not the 2^n subsets; more than `MAX_KEY_CELLS` classes are refused by name.
+/// Any key but `names` (decoded contents): the automaton of an open object's additional keys
+/// without `propertyNames`. Objects of one schema, and of the next, name the same properties
+/// again (a definition used in many places), and each difference is a product, so the
+/// automata are kept per set of names (and state limit, which the names' trie is checked
+/// against), process-wide, as string automata are.
+fn any_key_but(names: &[String], max_states: usize) -> Result<Dfa, Error> {
+    static MEMO: std::sync::OnceLock<DfaMemo<(Vec<String>, usize)>> = std::sync::OnceLock::new();
+    if names.is_empty() {
+        return Ok(Dfa::any_string().clone());
+    }
+    let memo = MEMO.get_or_init(|| DfaMemo::new(1024, 1 << 22));
+    let mut key = names.to_vec();
+    key.sort_unstable();
+    key.dedup();
+    let key = (key, max_states);
+    if let Some(d) = memo.get(&key) {
+        return Ok(Dfa::clone(&d));
+    }
+    let words: Vec<&[u8]> = key.0.iter().map(|x| x.as_bytes()).collect();
+    let trie = Dfa::literals(&words, max_states)?;
+    let d = Arc::new(Dfa::any_string().minus(&trie)?);
+    memo.insert(key, &d);
+    Ok(Arc::unwrap_or_clone(d))
+}
+
 pub(super) fn key_cells(
     keys: &Dfa,
     patterns: &[Dfa],

@@ -819,6 +819,74 @@ fn long_length_bounds_compile_without_unrolling() {
 }
 
 #[test]
+fn names_and_constants_without_escapable_bytes_are_one_literal() {
+    // `Compiler::string_literal`: a content with no control byte, `"`, `\` or `/` has one JSON
+    // encoding, its bytes between quotes, so the literal is the whole language of its encodings.
+    use crate::dfa::Dfa;
+    let same = |a: &Dfa, b: &Dfa| {
+        a.minus(b).expect("minus").is_empty_language()
+            && b.minus(a).expect("minus").is_empty_language()
+    };
+    for s in ["", "name", "x-y.z_0", "a b", "é😀", "$schema", "@type"] {
+        let literal = Dfa::literal(format!("\"{s}\"").as_bytes());
+        let encodings = Dfa::literal(s.as_bytes()).json_string().expect("encodes");
+        assert!(same(&literal, &encodings), "{s:?}");
+    }
+    // With one of those bytes, the bytes between quotes are not the only encoding, or not one
+    // at all (`"q""`): the literal would miss these.
+    let more = [
+        ("a/b", r#""a\/b""#),
+        ("tab\t", r#""tab\u0009""#),
+        ("q\"", r#""q\"""#),
+    ];
+    for (s, other) in more {
+        let encodings = Dfa::literal(s.as_bytes()).json_string().expect("encodes");
+        assert!(encodings.matches(other.as_bytes()), "{s:?} as {other}");
+    }
+    // Through schemas: keys and constants of both kinds.
+    check(
+        json!({"type": "object", "properties": {"a/b": {"const": "x/y"}, "plain": {"const": "v"}},
+               "required": ["a/b"], "additionalProperties": false}),
+        &[r#"{"a/b":"x/y"}"#, r#"{"a\/b":"x\/y","plain":"v"}"#],
+        &[
+            r#"{"a\/c":"x/y"}"#,
+            r#"{"a/b":"x/y","plain":"w"}"#,
+            r#"{"plain":"v"}"#,
+        ],
+    );
+}
+
+#[test]
+fn chunked_length_bounds_are_exact_at_every_chunk_boundary() {
+    // Bounds above 256 characters are written as chunks of 128 (`Compiler::long_string`); the
+    // same bounds beside a pattern that matches everything are one automaton that counts.
+    // Both must accept exactly the strings of 130 to 300 characters, however the characters
+    // are written (one byte, two, four, or an escape of two or six bytes).
+    let chunked = json!({"type": "string", "minLength": 130, "maxLength": 300});
+    let counted = json!({"type": "string", "minLength": 130, "maxLength": 300,
+                         "pattern": "^[\\s\\S]*$"});
+    let opts = JsonOptions::default();
+    let a = compile_json_schema(&chunked, &opts).expect("chunked compiles");
+    let b = compile_json_schema(&counted, &opts).expect("counted compiles");
+    for unit in ["a", "é", "😀", "\\n", "\\u0001"] {
+        for n in 0..=310 {
+            let text = format!("\"{}\"", unit.repeat(n));
+            let want = (130..=300).contains(&n);
+            assert_eq!(a.recognizes(text.as_bytes()), want, "chunked, {n} × {unit}");
+            assert_eq!(b.recognizes(text.as_bytes()), want, "counted, {n} × {unit}");
+        }
+    }
+    // A chunk never ends inside a character or an escape: mixed writings across the
+    // boundaries at 128 and 256, through the constraint's masks too.
+    let mixed = |n: usize| format!("\"{}\"", ["a", "é", "\\n", "😀"].repeat(n / 4).concat());
+    check(
+        chunked,
+        &[&mixed(132), &mixed(256), &mixed(260), &mixed(300)],
+        &[&mixed(128), &mixed(304)],
+    );
+}
+
+#[test]
 fn moderate_length_bounds_beside_patterns_compile() {
     // publiccode's `longDescription`: counted in one automaton, 10,000 characters took about
     // 90,000 states; as chunks it compiles, exactly.

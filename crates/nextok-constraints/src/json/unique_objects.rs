@@ -615,7 +615,7 @@ impl Compiler<'_> {
             let i = i as u32;
             let name = &key.name;
             let k = self.item_guard(spec, "item key", ItemCheck::Key(i));
-            let key_t = self.string_terminal(&Dfa::literal(name.as_bytes()))?;
+            let key_t = self.string_literal(name)?;
             let mut head = vec![k, key_t];
             head.extend(&ws);
             head.push(colon);
