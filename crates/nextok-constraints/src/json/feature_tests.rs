@@ -857,6 +857,53 @@ fn names_and_constants_without_escapable_bytes_are_one_literal() {
 }
 
 #[test]
+fn alternatives_anchored_at_the_start_are_read_there() {
+    // `search_regex` reads the top-level alternatives that start with `^` at the start, beside
+    // a search for the others; the language is the plain search's.
+    use super::string::{ecma_to_rust, search_regex};
+    use crate::dfa::Dfa;
+    let patterns = [
+        "^lin|^lnx$|^win|^ms.*win|vms|hp.*ux|sol",
+        "^in$|^out$",
+        "^a|b",
+        "a|^b|",
+        "^(\\d+\\.\\d+)|(UNVERSIONED)$",
+        "^\\{[A-F0-9]{2}\\}$|^[a-z]*@[a-z]+$",
+        "^[Ee][Ss]5|[Ee][Ss]6|[Ee][Ss]7$",
+        "^(x|^y)|z",
+        "[|^]a|^b",
+    ];
+    for p in patterns {
+        let fast = Dfa::from_regex(&search_regex(p)).expect("compiles");
+        let plain =
+            Dfa::from_regex(&format!("(?s:.)*(?:{})(?s:.)*", ecma_to_rust(p))).expect("compiles");
+        assert!(
+            fast.minus(&plain).expect("minus").is_empty_language()
+                && plain.minus(&fast).expect("minus").is_empty_language(),
+            "{p}: {}",
+            search_regex(p)
+        );
+    }
+    check(
+        json!({"type": "string", "pattern": "^lin|^ms.*win|vms"}),
+        &[
+            r#""linux""#,
+            r#""ms-windows""#,
+            r#""openvms""#,
+            r#""x vms y""#,
+        ],
+        &[r#""xlin""#, r#""a ms win""#, r#""vm s""#],
+    );
+    // A look-ahead after `^` with alternatives beside it binds the first alternative alone:
+    // not read as a look-ahead over the whole pattern (which would refuse `"ac"`), but refused.
+    assert!(compile_json_schema(
+        &json!({"type": "string", "pattern": "^(?!a)b|c"}),
+        &JsonOptions::default()
+    )
+    .is_err());
+}
+
+#[test]
 fn chunked_length_bounds_are_exact_at_every_chunk_boundary() {
     // Bounds above 256 characters are written as chunks of 128 (`Compiler::long_string`); the
     // same bounds beside a pattern that matches everything are one automaton that counts.
