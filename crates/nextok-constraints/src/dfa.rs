@@ -203,6 +203,40 @@ impl<K> Explored<K> {
             1,
         )
     }
+
+    /// [`Explored::automaton`] of an exploration whose every state reaches a match and whose
+    /// columns all differ: the table as explored (breadth first, in class order) is what
+    /// pruning would leave, so it is kept as it is rather than pruned, renumbered and
+    /// compared column by column.
+    fn automaton_unpruned(self, accept: impl Fn(&K) -> bool) -> Dfa {
+        let (m, k) = (self.keys.len() + 1, self.k);
+        let accept: Vec<bool> = std::iter::once(false)
+            .chain(self.keys.iter().map(accept))
+            .collect();
+        let mut col_bits = vec![[0u64; 4]; k];
+        for b in 0..256 {
+            col_bits[self.class_of[b] as usize][b >> 6] |= 1 << (b & 63);
+        }
+        let mut live = vec![[0u64; 4]; m];
+        for (row, bytes) in live.iter_mut().enumerate().skip(1) {
+            for (c, &t) in self.raw[row * k..(row + 1) * k].iter().enumerate() {
+                if t != DEAD {
+                    for (x, y) in bytes.iter_mut().zip(&col_bits[c]) {
+                        *x |= y;
+                    }
+                }
+            }
+        }
+        Dfa {
+            fingerprint: fingerprint(&self.class_of, &self.raw, &accept, 1, &live),
+            classes: Box::new(self.class_of),
+            stride: k,
+            trans: self.raw,
+            accept,
+            start: 1,
+            live,
+        }
+    }
 }
 
 /// A deterministic automaton over bytes in which every non-dead state can still reach a match.
@@ -1022,6 +1056,27 @@ impl Dfa {
             fill[p as usize] += 1;
         }
         Ok(Dfa::from_trie(&first, &edges, &acc, k, &class_of))
+    }
+
+    /// Every string of [`Dfa::any_string`] but `words`: exactly
+    /// `Dfa::any_string().minus(&Dfa::literals(words, max_states)?)`, table and numbering
+    /// (an open object's additional keys, any key but its names).
+    ///
+    /// That difference's exploration needs no pruning: in every pair the string can still
+    /// leave the trie and end as any string does, so every pair reaches a match; and no two
+    /// columns agree, since classes of different bytes of `any_string` differ in its own
+    /// states (all of them met once off the trie), and a byte of a name differs from the
+    /// others of its class at the trie node with its edge. So the explored table is kept as
+    /// it is ([`Explored::automaton_unpruned`]); pruning it was most of the time of a large
+    /// schema's objects.
+    pub(crate) fn any_string_but(words: &[&[u8]], max_states: usize) -> Result<Dfa, Error> {
+        let any = Dfa::any_string();
+        let trie = Dfa::literals(words, max_states)?;
+        if trie.start == DEAD {
+            return Ok(any.clone());
+        }
+        let e = any.difference_pairs(&trie)?;
+        Ok(e.automaton_unpruned(|&(a, b)| any.is_accept(a) && !trie.is_accept(b)))
     }
 
     /// The minimal automaton of the same language (Hopcroft's partition refinement, in
@@ -2269,6 +2324,53 @@ mod tests {
     /// Whether two automata accept the same strings: both differences are empty.
     fn same_language(a: &Dfa, b: &Dfa) -> bool {
         a.minus(b).unwrap().is_empty_language() && b.minus(a).unwrap().is_empty_language()
+    }
+
+    #[test]
+    fn any_string_but_is_the_difference_itself() {
+        // `any_string_but` keeps the explored table unpruned; it must be exactly the
+        // difference's automaton (same table, same numbering, same fingerprint), for names that
+        // share prefixes, end inside others, hold multi-byte characters, or are empty.
+        use rand_chacha::ChaCha8Rng;
+        use rand_core::{RngCore, SeedableRng};
+        let pieces = [
+            "a",
+            "b",
+            "ab",
+            "é",
+            "😀",
+            "\u{7ff}",
+            "\"",
+            "/",
+            "\n",
+            "z",
+            "\u{10ffff}",
+        ];
+        let mut rng = ChaCha8Rng::seed_from_u64(17);
+        let mut sets: Vec<Vec<String>> = vec![vec!["".into()], vec!["a".into(), "".into()]];
+        for _ in 0..300 {
+            let n = 1 + rng.next_u32() as usize % 12;
+            let words = (0..n)
+                .map(|_| {
+                    let len = rng.next_u32() as usize % 6;
+                    (0..len)
+                        .map(|_| pieces[rng.next_u32() as usize % pieces.len()])
+                        .collect::<String>()
+                })
+                .collect();
+            sets.push(words);
+        }
+        for words in &sets {
+            let bytes: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
+            let direct = Dfa::any_string_but(&bytes, 10_000).unwrap();
+            let plain = Dfa::any_string()
+                .minus(&Dfa::literals(&bytes, 10_000).unwrap())
+                .unwrap();
+            assert!(direct == plain, "{words:?}");
+            for w in words {
+                assert!(!direct.matches(w.as_bytes()), "{w:?} of {words:?}");
+            }
+        }
     }
 
     #[test]

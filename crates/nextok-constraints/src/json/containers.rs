@@ -937,8 +937,7 @@ fn any_key_but(names: &[String], max_states: usize) -> Result<Dfa, Error> {
         return Ok(Dfa::clone(&d));
     }
     let words: Vec<&[u8]> = key.0.iter().map(|x| x.as_bytes()).collect();
-    let trie = Dfa::literals(&words, max_states)?;
-    let d = Arc::new(Dfa::any_string().minus(&trie)?);
+    let d = Arc::new(Dfa::any_string_but(&words, max_states)?);
     memo.insert(key, &d);
     Ok(Arc::unwrap_or_clone(d))
 }
