@@ -213,6 +213,13 @@ fn bundle(
     if root.get(holder).is_some_and(|h| !h.is_object()) {
         return Ok(None);
     }
+    // Most schemas name no other document: found before the schema is copied.
+    let names_any = resolve::external_documents(root, draft)
+        .iter()
+        .any(|u| resources.get(u).is_some());
+    if !names_any {
+        return Ok(None);
+    }
     let mut out = root.clone();
     let mut embedded: Vec<String> = Vec::new();
     loop {
