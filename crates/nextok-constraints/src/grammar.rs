@@ -57,6 +57,8 @@ pub(crate) struct GrammarBuilder {
     terminals: Vec<Arc<Dfa>>,
     terminal_ids: FxMap<Arc<Dfa>, u32>,
     regex_cache: HashMap<String, Sym>,
+    /// Literals made so far (a schema names the same property in many objects).
+    literal_cache: FxMap<Vec<u8>, Sym>,
     token_sets: Vec<TokenSet>,
     /// Nonterminals whose completions are checked at run time (`unique`), with their check.
     guards: Vec<(u32, Guard)>,
@@ -242,7 +244,12 @@ impl GrammarBuilder {
         if bytes.is_empty() {
             return self.alts("<empty literal>", vec![vec![]]);
         }
-        self.raw_terminal(Arc::new(Dfa::literal(bytes)))
+        if let Some(&s) = self.literal_cache.get(bytes) {
+            return s;
+        }
+        let s = self.raw_terminal(Arc::new(Dfa::literal(bytes)));
+        self.literal_cache.insert(bytes.to_vec(), s);
+        s
     }
 
     /// A terminal for the whole-match language of a regular expression.
