@@ -213,23 +213,18 @@ fn bundle(
     if root.get(holder).is_some_and(|h| !h.is_object()) {
         return Ok(None);
     }
-    // Most schemas name no other document: found before the schema is copied.
-    let names_any = resolve::external_documents(root, draft)
-        .iter()
-        .any(|u| resources.get(u).is_some());
-    if !names_any {
-        return Ok(None);
-    }
-    let mut out = root.clone();
+    // Copied only once a document is to be embedded: most schemas name no other.
+    let mut out: Option<Value> = None;
     let mut embedded: Vec<String> = Vec::new();
     loop {
-        let wanted: Vec<String> = resolve::external_documents(&out, draft)
+        let wanted: Vec<String> = resolve::external_documents(out.as_ref().unwrap_or(root), draft)
             .into_iter()
             .filter(|u| resources.get(u).is_some() && !embedded.contains(u))
             .collect();
         if wanted.is_empty() {
             break;
         }
+        let out = out.get_or_insert_with(|| root.clone());
         for uri in wanted {
             if embedded.len() >= MAX_BUNDLED {
                 return Err(schema::unsupported(
@@ -268,7 +263,7 @@ fn bundle(
                 m.insert(id_key.to_string(), Value::String(uri.clone()));
             }
             let name = format!("nextok-bundled-{}", embedded.len());
-            if let Value::Object(o) = &mut out {
+            if let Value::Object(o) = out {
                 let h = o
                     .entry(holder.to_string())
                     .or_insert_with(|| Value::Object(Map::new()));
@@ -279,7 +274,7 @@ fn bundle(
             embedded.push(uri);
         }
     }
-    Ok((!embedded.is_empty()).then_some(out))
+    Ok(out.filter(|_| !embedded.is_empty()))
 }
 
 /// A JSON Schema draft, as `$schema` names it.

@@ -28,18 +28,18 @@ pub(super) fn search_regex(pattern: &str) -> String {
         }
     }
     let alts = top_level_alternatives(&p);
-    // `^` then a quantifier is left to the regex parser as it stands.
-    fn at_start(a: &str) -> Option<&str> {
-        a.strip_prefix('^')
+    let (mut starts, mut free) = (Vec::new(), Vec::new());
+    for a in &alts {
+        // `^` then a quantifier is left to the regex parser as it stands.
+        match a
+            .strip_prefix('^')
             .filter(|rest| !rest.starts_with(['*', '+', '?', '{']))
+        {
+            Some(rest) => starts.push(rest),
+            None => free.push(*a),
+        }
     }
-    if alts.len() > 1 && alts.iter().any(|a| at_start(a).is_some()) {
-        let starts: Vec<&str> = alts.iter().filter_map(|a| at_start(a)).collect();
-        let free: Vec<&str> = alts
-            .iter()
-            .copied()
-            .filter(|a| at_start(a).is_none())
-            .collect();
+    if alts.len() > 1 && !starts.is_empty() {
         let mut out = format!("(?:{}", starts.join("|"));
         if !free.is_empty() {
             out.push_str(&format!("|(?s:.)*(?:{})", free.join("|")));
@@ -94,17 +94,7 @@ fn pattern_chars(p: &str) -> impl Iterator<Item = (usize, char, bool, bool)> + '
 
 /// Whether `p` has a `|` outside groups and classes.
 fn has_top_level_bar(p: &str) -> bool {
-    let mut depth = 0i32;
-    for (_, c, escaped, in_class) in pattern_chars(p) {
-        match c {
-            _ if escaped || in_class => {}
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            '|' if depth == 0 => return true,
-            _ => {}
-        }
-    }
-    false
+    top_level_alternatives(p).len() > 1
 }
 
 /// The automaton of the strings an ECMA-262 `pattern` matches somewhere (JSON Schema patterns
