@@ -1998,7 +1998,137 @@ impl Dfa {
         }
         self.is_accept(s)
     }
+
+    /// The automaton as compact bytes, for tables built ahead of time and read back with
+    /// [`Dfa::from_bytes`]: the state count, class count and start state, the byte classes,
+    /// the accepting states as bits, then each row but the dead one as runs of equal targets
+    /// (target, length), numbers as LEB128.
+    #[cfg(test)]
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+        fn put(out: &mut Vec<u8>, mut x: usize) {
+            while x >= 0x80 {
+                out.push(x as u8 | 0x80);
+                x >>= 7;
+            }
+            out.push(x as u8);
+        }
+        let mut out = TABLE_MAGIC.to_vec();
+        put(&mut out, self.num_states());
+        put(&mut out, self.stride);
+        put(&mut out, self.start as usize);
+        out.extend_from_slice(&self.classes[..]);
+        let mut bits = vec![0u8; self.num_states().div_ceil(8)];
+        for (s, _) in self.accept.iter().enumerate().filter(|(_, &a)| a) {
+            bits[s / 8] |= 1 << (s % 8);
+        }
+        out.extend_from_slice(&bits);
+        for row in self.trans.chunks(self.stride).skip(1) {
+            for run in row.chunk_by(|a, b| a == b) {
+                put(&mut out, run[0] as usize);
+                put(&mut out, run.len());
+            }
+        }
+        out
+    }
+
+    /// The automaton that [`Dfa::to_bytes`] wrote, or `None` when `bytes` are not such a table
+    /// (cut short, a target or class out of range, bytes left over). The table is taken as it
+    /// is: only a table that `to_bytes` wrote has every state reach a match.
+    pub(crate) fn from_bytes(bytes: &[u8]) -> Option<Dfa> {
+        let mut r = TableReader(bytes.strip_prefix(TABLE_MAGIC)?);
+        let states = r.num()?;
+        let stride = r.num()?;
+        let start = r.num()?;
+        if states == 0 || states > STATE_LIMIT || stride == 0 || stride > 256 || start >= states {
+            return None;
+        }
+        let classes: Box<[u8; 256]> = Box::new(r.take(256)?.try_into().ok()?);
+        if classes.iter().any(|&c| c as usize >= stride) {
+            return None;
+        }
+        let bits = r.take(states.div_ceil(8))?;
+        // Bits past the last state are zero, as `to_bytes` writes them.
+        if (bits[bits.len() - 1] >> ((states - 1) % 8)) >> 1 != 0 {
+            return None;
+        }
+        let accept: Vec<bool> = (0..states)
+            .map(|s| bits[s / 8] >> (s % 8) & 1 == 1)
+            .collect();
+        let mut trans = vec![DEAD; states * stride];
+        for row in trans.chunks_mut(stride).skip(1) {
+            let mut at = 0;
+            while at < stride {
+                let target = r.num()?;
+                let len = r.num()?;
+                if target >= states || len == 0 || len > stride - at {
+                    return None;
+                }
+                row[at..at + len].fill(target as u32);
+                at += len;
+            }
+        }
+        if !r.0.is_empty() || accept[DEAD as usize] {
+            return None;
+        }
+        let mut col_bits = vec![[0u64; 4]; stride];
+        for (b, &c) in classes.iter().enumerate() {
+            col_bits[c as usize][b >> 6] |= 1 << (b & 63);
+        }
+        let live: Vec<[u64; 4]> = trans
+            .chunks(stride)
+            .map(|row| {
+                let mut bytes = [0u64; 4];
+                for (c, _) in row.iter().enumerate().filter(|(_, &t)| t != DEAD) {
+                    for (x, y) in bytes.iter_mut().zip(&col_bits[c]) {
+                        *x |= y;
+                    }
+                }
+                bytes
+            })
+            .collect();
+        let start = start as u32;
+        Some(Dfa {
+            fingerprint: fingerprint(&classes, &trans, &accept, start, &live),
+            classes,
+            stride,
+            trans,
+            accept,
+            start,
+            live,
+        })
+    }
 }
+
+/// What is left of a table's bytes as [`Dfa::from_bytes`] reads it.
+struct TableReader<'a>(&'a [u8]);
+
+impl<'a> TableReader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let (a, b) = self.0.split_at_checked(n)?;
+        self.0 = b;
+        Some(a)
+    }
+
+    /// A LEB128 number that fits a `usize`.
+    fn num(&mut self) -> Option<usize> {
+        let mut x = 0usize;
+        for shift in (0..usize::BITS).step_by(7) {
+            let b = self.take(1)?[0];
+            let part = ((b & 0x7f) as usize).checked_shl(shift)?;
+            if part >> shift != (b & 0x7f) as usize {
+                return None;
+            }
+            x |= part;
+            if b < 0x80 {
+                return Some(x);
+            }
+        }
+        None
+    }
+}
+
+/// The first bytes of [`Dfa::to_bytes`]'s tables, with the version of their layout.
+const TABLE_MAGIC: &[u8] = b"nextok-dfa-1\n";
 
 /// An error's message with the messages of its sources, outermost first: regex-automata's build
 /// errors say only which stage failed, and their sources say why (a size limit, for example).

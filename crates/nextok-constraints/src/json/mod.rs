@@ -29,6 +29,7 @@ mod ecma_regex;
 #[cfg(test)]
 mod feature_tests;
 mod number;
+mod prebuilt;
 mod resolve;
 mod schema;
 mod string;
