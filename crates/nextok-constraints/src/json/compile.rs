@@ -74,6 +74,14 @@ fn string_automaton(f: &StringFacets, excluded: &[Value], path: &str) -> Result<
     Ok(d)
 }
 
+/// Whether the JSON string of content `s` is written one way only, its bytes between quotes:
+/// no control byte, `"`, `\\` or `/` (the bytes that have an escape; other `\\u` escapes are
+/// refused, `Dfa::json_string`).
+pub(super) fn one_encoding(s: &str) -> bool {
+    !s.bytes()
+        .any(|b| b < 0x20 || matches!(b, b'"' | b'\\' | b'/'))
+}
+
 /// The JSON encodings of contents of `min` to `max` (None: any number of) characters, then
 /// the closing quote when `closed`: a piece of [`Compiler::long_string`]. The few kinds of
 /// piece (a whole chunk, the rest after the chunks a bound leaves) recur in every long string,
@@ -197,9 +205,7 @@ impl<'a> Compiler<'a> {
     /// bytes between quotes: that literal, without building the table of every encoding
     /// (property names and string constants, hundreds in a large schema).
     pub(super) fn string_literal(&mut self, s: &str) -> Result<Sym, Error> {
-        if s.bytes()
-            .any(|b| b < 0x20 || matches!(b, b'"' | b'\\' | b'/'))
-        {
+        if !one_encoding(s) {
             return self.string_terminal(&Dfa::literal(s.as_bytes()));
         }
         Ok(self.b.literal(format!("\"{s}\"").as_bytes()))

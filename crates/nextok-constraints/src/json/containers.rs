@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::algebra::{both_of, complement, merge, normalize, value_count_bound};
-use super::compile::Compiler;
+use super::compile::{one_encoding, Compiler};
 use super::resolve::escape_pointer;
 use super::schema::{named, unsupported, Node, Schema, TypeSet};
 use super::string::{pattern_dfa, string_content, string_set, without_strings};
@@ -568,19 +568,30 @@ impl Compiler<'_> {
         let mut add_witness_alts = Vec::new();
         let closed = additional == Schema::Never && pat_dfas.is_empty();
         let max_states = self.opts.limits.max_terminal_states;
-        let others = match &key_filter {
-            _ if closed => Dfa::empty(),
-            Some(f) if !names.is_empty() => {
-                let words: Vec<&[u8]> = names.iter().map(|x| x.as_bytes()).collect();
-                f.minus(&Dfa::literals(&words, max_states)?)?
-            }
-            Some(f) => f.clone(),
-            None => any_key_but(&names, max_states)?,
-        };
+        // Any key but names that are each one literal (no byte with an escape): the key's
+        // terminal is built from the JSON strings directly, and its content only for a
+        // witness (below).
+        let literal_names = key_filter.is_none()
+            && pat_dfas.is_empty()
+            && !names.is_empty()
+            && names.iter().all(|x| one_encoding(x));
         let cells = if closed {
             Vec::new()
+        } else if literal_names {
+            vec![(None, Vec::new())]
         } else {
+            let others = match &key_filter {
+                Some(f) if !names.is_empty() => {
+                    let words: Vec<&[u8]> = names.iter().map(|x| x.as_bytes()).collect();
+                    f.minus(&Dfa::literals(&words, max_states)?)?
+                }
+                Some(f) => f.clone(),
+                None => any_key_but(&names, max_states)?,
+            };
             key_cells(&others, &pat_dfas, path)?
+                .into_iter()
+                .map(|(k, m)| (Some(k), m))
+                .collect()
         };
         for (keys, matched) in cells {
             let mut schemas: Vec<Schema> = matched.iter().map(|&i| pats[i].1.clone()).collect();
@@ -594,7 +605,12 @@ impl Compiler<'_> {
             }
             let ap = format!("{path}/additionalProperties");
             let v = self.schema(&vs, &ap)?;
-            let key = self.string_terminal(&keys)?;
+            let key = match &keys {
+                Some(k) => self.string_terminal(k)?,
+                None => self
+                    .b
+                    .shared_terminal(any_json_key_but(&names, max_states)?)?,
+            };
             if key_filter.is_none() && pat_dfas.is_empty() && !names.is_empty() {
                 // Any key but the names: its masks are those of any key, less the names.
                 let any = Arc::new(Dfa::any_string().json_string()?);
@@ -602,7 +618,10 @@ impl Compiler<'_> {
             }
             add_alts.push(self.seq(&[key, colon, v]));
             if let (Some(w), Some(k)) = (witness, &witness_keys) {
-                let wk = keys.intersect(k)?;
+                let wk = match &keys {
+                    Some(keys) => keys.intersect(k)?,
+                    None => any_key_but(&names, max_states)?.intersect(k)?,
+                };
                 if !wk.is_empty_language() {
                     let v = self.schema(&both_of(vs, w.value.clone()), &ap)?;
                     let key = self.string_terminal(&wk)?;
@@ -940,6 +959,34 @@ fn any_key_but(names: &[String], max_states: usize) -> Result<Dfa, Error> {
     let d = Arc::new(Dfa::any_string_but(&words, max_states)?);
     memo.insert(key, &d);
     Ok(Arc::unwrap_or_clone(d))
+}
+
+/// The JSON strings of any key but `names`, each of which has one encoding (its bytes between
+/// quotes, [`one_encoding`]): the JSON strings of any content, less those literals. That is
+/// the encoding of [`any_key_but`]'s automaton, without building it: the encoding's table has
+/// a row per state of the names' trie and per place in an escape, and building it, with the
+/// difference beneath it, was most of the first compile of a schema of many open objects
+/// (detekt's). Kept per set of names, as `any_key_but`'s automata are.
+fn any_json_key_but(names: &[String], max_states: usize) -> Result<Arc<Dfa>, Error> {
+    static MEMO: std::sync::OnceLock<DfaMemo<(Vec<String>, usize)>> = std::sync::OnceLock::new();
+    let memo = MEMO.get_or_init(|| DfaMemo::new(1024, 1 << 22));
+    let mut key = names.to_vec();
+    key.sort_unstable();
+    key.dedup();
+    let key = (key, max_states);
+    if let Some(d) = memo.get(&key) {
+        return Ok(d);
+    }
+    let quoted: Vec<Vec<u8>> = key
+        .0
+        .iter()
+        .map(|x| format!("\"{x}\"").into_bytes())
+        .collect();
+    let words: Vec<&[u8]> = quoted.iter().map(Vec::as_slice).collect();
+    let any = Dfa::any_string().json_string()?;
+    let d = Arc::new(any.json_string_but(&words, max_states)?);
+    memo.insert(key, &d);
+    Ok(d)
 }
 
 pub(super) fn key_cells(
