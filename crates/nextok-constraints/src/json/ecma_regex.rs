@@ -41,12 +41,14 @@
 //! alternative's delimiter is refused: a sixth restriction that only refuses); other string
 //! keywords with it are refused by name.
 //!
-//! The automata are built once per process (`pieces`): the first schema with the format pays
-//! for them (about 150 ms of CPU), later ones share them (`GrammarBuilder::shared_terminal`),
-//! so that a schema with the format compiles in a few milliseconds. Each operand is made
-//! minimal before a product (`Dfa::minimized`): regex-automata spells the quantifier once per
-//! kind of atom before it, and the braces' check multiplied every spelling (72,000 states per
-//! piece where 4,000 do).
+//! The automata are built once per process (`pieces`), later schemas share them
+//! (`GrammarBuilder::shared_terminal`), so that a schema with the format compiles in a few
+//! milliseconds. Their three operands (a run, a quantifier, the rest of a class) took about
+//! 150 ms of CPU to build, so they are built ahead of time and read back (`prebuilt`); the
+//! first schema with the format pays about 40 ms for the rest. Each operand is made minimal
+//! before a product (`Dfa::minimized`): regex-automata spells the quantifier once per kind of
+//! atom before it, and the braces' check multiplied every spelling (72,000 states per piece
+//! where 4,000 do).
 
 use std::sync::{Arc, OnceLock};
 
@@ -341,7 +343,15 @@ fn pieces() -> Result<&'static Pieces, Error> {
         .map_err(|e| unsupported(format!("format \"regex\" (internal: {e})"), "#"))
 }
 
-fn build() -> Result<Pieces, Error> {
+/// The three automata the pieces are made of, as JSON string contents: a run of atoms, a
+/// quantifier after a group or class, and the rest of a character class. Their
+/// determinizations and products are most of the pieces' cost, so they are built ahead of
+/// time (`prebuilt`, `regex.dfa`) and only built here when the tables do not read back.
+#[cfg(test)]
+pub(super) const OPERANDS: [&str; 3] = ["run", "quantifier", "class rest"];
+
+/// The operand `name` of [`OPERANDS`], built.
+pub(super) fn build_operand(name: &str) -> Result<Dfa, Error> {
     let utf8 = Dfa::any_string();
     let hex = "[0-9A-Fa-f]";
     let names = property_names().join("|");
@@ -358,15 +368,36 @@ fn build() -> Result<Pieces, Error> {
     let no_digit = format!(r"(?:{atom}{quant}?|\\0{quant}|{assertion})");
     // `\0` is never followed by a digit (a quantifier between them is fine).
     let run = format!(r"(?:{free}|(?:\\0)+{no_digit})*(?:\\0)*");
-    // Minimal operands keep the product small: regex-automata spells the quantifier once per
-    // kind of atom before it, and the braces' check would multiply each spelling.
-    let bad = bad_braces()?.minimized();
-    let run = Dfa::from_regex(&run)?
-        .minimized()
-        .minus(&bad)?
-        .intersect(utf8)?
-        .json_content()?;
-    let quantifier = Dfa::from_regex(quant)?.minus(&bad)?;
+    match name {
+        // Minimal operands keep the product small: regex-automata spells the quantifier once
+        // per kind of atom before it, and the braces' check would multiply each spelling.
+        "run" => Dfa::from_regex(&run)?
+            .minimized()
+            .minus(&bad_braces()?.minimized())?
+            .intersect(utf8)?
+            .json_content(),
+        "quantifier" => Dfa::from_regex(quant)?
+            .minus(&bad_braces()?.minimized())?
+            .json_content(),
+        "class rest" => class_dfa()?.intersect(utf8)?.json_content(),
+        _ => Err(unsupported(
+            format!("format \"regex\" (internal: no operand {name})"),
+            "#",
+        )),
+    }
+}
+
+/// The operand `name`, read from the tables built ahead of time, or built.
+fn operand(name: &str) -> Result<Dfa, Error> {
+    match super::prebuilt::regex_operand(name) {
+        Some(d) => Ok(d),
+        None => build_operand(name),
+    }
+}
+
+fn build() -> Result<Pieces, Error> {
+    let run = operand("run")?;
+    let quantifier = operand("quantifier")?;
     let mut mods = Vec::new();
     for add in flag_sets() {
         mods.push(add.clone());
@@ -404,10 +435,10 @@ fn build() -> Result<Pieces, Error> {
         look: Arc::new(then(r"\(\?<?[=!]")?),
         named: Arc::new(then(r"\(\?<[A-Za-z$_][A-Za-z0-9$_]*>")?),
         class_open: Arc::new(then(r"\[")?),
-        class_rest: Arc::new(class_dfa()?.intersect(utf8)?.json_content()?),
+        class_rest: Arc::new(operand("class rest")?),
         bar: Arc::new(then(r"\|")?),
         close: Arc::new(then(r"\)")?),
-        quantifier: Arc::new(quantifier.json_content()?),
+        quantifier: Arc::new(quantifier),
     })
 }
 

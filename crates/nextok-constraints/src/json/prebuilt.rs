@@ -1,20 +1,24 @@
-//! The automata of the regular `format`s, built ahead of time and kept in the crate
-//! (`formats.dfa`), so that the first schema of a process that names `uri` or `hostname` does
-//! not pay for determinizing it: `iri-reference` takes some 29 ms to build and `hostname` 17 ms,
-//! where reading its table back takes a fraction of a millisecond.
+//! Automata built ahead of time and kept in the crate, so that the first schema of a process
+//! that needs one does not pay for its determinization: the regular `format`s (`formats.dfa`;
+//! `iri-reference` takes some 29 ms to build and `hostname` 17 ms, where reading a table back
+//! takes a fraction of a millisecond) and the operands of `format: "regex"`'s pieces
+//! (`regex.dfa`; some 150 ms to build).
 //!
-//! The file holds each format's name and its automaton as [`Dfa::to_bytes`] writes it. A test
-//! (`prebuilt_formats_are_fresh_builds`, in `string`) builds every format again and compares;
-//! `NEXTOK_WRITE_FORMATS=1` makes it write the file from those builds instead, after a change
-//! to a format's expression or to the automaton code.
+//! Each file holds names and their automata as [`Dfa::to_bytes`] writes them. A test
+//! (`prebuilt_automata_are_fresh_builds`) builds every one again and compares;
+//! `NEXTOK_WRITE_PREBUILT=1` makes it write the files from those builds instead, after a change
+//! to an expression or to the automaton code.
 
 use crate::dfa::Dfa;
 
 /// The first bytes of the file, with the version of its layout.
-const MAGIC: &[u8] = b"nextok-formats-1\n";
+const MAGIC: &[u8] = b"nextok-automata-1\n";
 
-/// The tables, as [`encode`] wrote them.
-const TABLES: &[u8] = include_bytes!("formats.dfa");
+/// The formats' tables, as [`encode`] wrote them.
+const FORMAT_TABLES: &[u8] = include_bytes!("formats.dfa");
+
+/// The tables of `format: "regex"`'s operands (`ecma_regex::OPERANDS`).
+const REGEX_TABLES: &[u8] = include_bytes!("regex.dfa");
 
 /// The formats whose automata are kept: every one that `string::format_regex` knows.
 #[cfg(test)]
@@ -39,7 +43,17 @@ pub(super) const FORMATS: [&str; 16] = [
 
 /// The kept automaton of `format`, if the file has one (and reads back whole).
 pub(super) fn format(name: &str) -> Option<Dfa> {
-    entries(TABLES)?
+    find(FORMAT_TABLES, name)
+}
+
+/// The kept automaton of `format: "regex"`'s operand `name`.
+pub(super) fn regex_operand(name: &str) -> Option<Dfa> {
+    find(REGEX_TABLES, name)
+}
+
+/// The automaton under `name` in a file's bytes, if it has one that reads back whole.
+fn find(file: &[u8], name: &str) -> Option<Dfa> {
+    entries(file)?
         .find(|(n, _)| *n == name.as_bytes())
         .and_then(|(_, table)| Dfa::from_bytes(table))
 }
@@ -72,23 +86,18 @@ pub(super) fn encode(formats: &[(&str, Dfa)]) -> Vec<u8> {
     out
 }
 
-/// The bytes the crate holds.
-#[cfg(test)]
-pub(super) fn tables() -> &'static [u8] {
-    TABLES
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::json::string::build_format_dfa;
 
-    /// Every kept automaton is the one the format's expression builds now, and the file is
-    /// exactly what these builds write. With `NEXTOK_WRITE_FORMATS=1` the file is written from
-    /// the builds instead (then run again without it).
+    /// Every kept automaton is the one its expression builds now, and each file is exactly
+    /// what these builds write. With `NEXTOK_WRITE_PREBUILT=1` the files are written from the
+    /// builds instead (then run again without it).
     #[test]
-    fn prebuilt_formats_are_fresh_builds() {
-        let fresh: Vec<(&str, Dfa)> = FORMATS
+    fn prebuilt_automata_are_fresh_builds() {
+        use crate::json::ecma_regex::{build_operand, OPERANDS};
+        let formats: Vec<(&str, Dfa)> = FORMATS
             .iter()
             .map(|&f| {
                 (
@@ -97,24 +106,33 @@ mod tests {
                 )
             })
             .collect();
-        let bytes = encode(&fresh);
-        if std::env::var_os("NEXTOK_WRITE_FORMATS").is_some() {
-            let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/json/formats.dfa");
-            std::fs::write(path, &bytes).expect("writes the tables");
+        let operands: Vec<(&str, Dfa)> = OPERANDS
+            .iter()
+            .map(|&o| (o, build_operand(o).expect("every operand builds")))
+            .collect();
+        let files = [
+            ("formats.dfa", FORMAT_TABLES, &formats),
+            ("regex.dfa", REGEX_TABLES, &operands),
+        ];
+        if std::env::var_os("NEXTOK_WRITE_PREBUILT").is_some() {
+            for (file, _, fresh) in files {
+                let path = format!("{}/src/json/{file}", env!("CARGO_MANIFEST_DIR"));
+                std::fs::write(path, encode(fresh)).expect("writes the tables");
+            }
             return;
         }
-        for (name, d) in &fresh {
-            let kept = format(name).unwrap_or_else(|| panic!("{name} is kept"));
+        for (file, kept, fresh) in files {
+            for (name, d) in fresh {
+                let k = find(kept, name).unwrap_or_else(|| panic!("{file}: {name} is kept"));
+                assert!(k == *d, "{file}: {name} differs from a fresh build");
+            }
             assert!(
-                kept == *d,
-                "{name}: the kept automaton differs from a fresh build"
+                kept == encode(fresh).as_slice(),
+                "{file} is not what the builds write (NEXTOK_WRITE_PREBUILT=1 rewrites it)"
             );
         }
-        assert!(
-            tables() == bytes.as_slice(),
-            "formats.dfa is not what the builds write (NEXTOK_WRITE_FORMATS=1 rewrites it)"
-        );
         assert!(format("url").is_none() && format("").is_none());
+        assert!(regex_operand("run").is_some() && regex_operand("uri").is_none());
     }
 
     /// A table read back is the automaton written, and damaged bytes read as `None`, never as
