@@ -2582,14 +2582,15 @@ mod tests {
                 assert!(!direct.matches(w.as_bytes()), "{w:?} of {words:?}");
             }
             // Without a backslash in any name, it is the encoding of any content but the
-            // names: the additional keys of an open object.
+            // names (the additional keys of an open object, as they were built before):
+            // the same automaton, table and numbering, so masks over it are unchanged.
             if !words.iter().any(|w| w.contains('\\')) {
                 let names: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
                 let encoded = Dfa::any_string_but(&names, 10_000)
                     .unwrap()
                     .json_string()
                     .unwrap();
-                assert!(same_language(&direct, &encoded), "{words:?}");
+                assert!(direct == encoded, "{words:?}");
             }
         }
     }
