@@ -2,7 +2,7 @@
 //! schema's), as grammar rules over the compiled element and value schemas.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
@@ -932,32 +932,19 @@ const MAX_PATTERNS: usize = 64;
 /// Most classes of additional keys (by the set of patterns they match) one object compiles.
 const MAX_KEY_CELLS: usize = 64;
 
-/// The keys of `keys` split by which of `patterns` they match: each non-empty class once, with
-/// the indices of its patterns, in the order of the subsets' bit masks (pattern 0 the lowest
-/// bit). A depth-first walk over the patterns drops a class as soon as it is empty, so the
-/// work follows the classes that occur (disjoint patterns: one each and the keys matching
-/// none), not the 2^n subsets; more than `MAX_KEY_CELLS` classes are refused by name.
 /// Any key but `names` (decoded contents): the automaton of an open object's additional keys
 /// without `propertyNames`. Objects of one schema, and of the next, name the same properties
 /// again (a definition used in many places), and each difference is a product, so the
 /// automata are kept per set of names (and state limit, which the names' trie is checked
 /// against), process-wide, as string automata are.
 fn any_key_but(names: &[String], max_states: usize) -> Result<Dfa, Error> {
-    static MEMO: std::sync::OnceLock<DfaMemo<(Vec<String>, usize)>> = std::sync::OnceLock::new();
+    static MEMO: OnceLock<DfaMemo<(Vec<String>, usize)>> = OnceLock::new();
     if names.is_empty() {
         return Ok(Dfa::any_string().clone());
     }
-    let memo = MEMO.get_or_init(|| DfaMemo::new(1024, 1 << 22));
-    let mut key = names.to_vec();
-    key.sort_unstable();
-    key.dedup();
-    let key = (key, max_states);
-    if let Some(d) = memo.get(&key) {
-        return Ok(Dfa::clone(&d));
-    }
-    let words: Vec<&[u8]> = key.0.iter().map(|x| x.as_bytes()).collect();
-    let d = Arc::new(Dfa::any_string_but(&words, max_states)?);
-    memo.insert(key, &d);
+    let d = kept_per_names(&MEMO, names, max_states, |words| {
+        Dfa::any_string_but(words, max_states)
+    })?;
     Ok(Arc::unwrap_or_clone(d))
 }
 
@@ -968,8 +955,28 @@ fn any_key_but(names: &[String], max_states: usize) -> Result<Dfa, Error> {
 /// difference beneath it, was most of the first compile of a schema of many open objects
 /// (detekt's). Kept per set of names, as `any_key_but`'s automata are.
 fn any_json_key_but(names: &[String], max_states: usize) -> Result<Arc<Dfa>, Error> {
-    static MEMO: std::sync::OnceLock<DfaMemo<(Vec<String>, usize)>> = std::sync::OnceLock::new();
-    let memo = MEMO.get_or_init(|| DfaMemo::new(1024, 1 << 22));
+    static MEMO: OnceLock<DfaMemo<(Vec<String>, usize)>> = OnceLock::new();
+    kept_per_names(&MEMO, names, max_states, |words| {
+        let quoted: Vec<Vec<u8>> = words
+            .iter()
+            .map(|w| [&b"\""[..], w, b"\""].concat())
+            .collect();
+        let quoted: Vec<&[u8]> = quoted.iter().map(Vec::as_slice).collect();
+        Dfa::any_string()
+            .json_string()?
+            .json_string_but(&quoted, max_states)
+    })
+}
+
+/// The automaton `build` makes of `names` (sorted, without repeats), kept in `memo` per set of
+/// names and state limit.
+fn kept_per_names(
+    memo: &OnceLock<DfaMemo<(Vec<String>, usize)>>,
+    names: &[String],
+    max_states: usize,
+    build: impl FnOnce(&[&[u8]]) -> Result<Dfa, Error>,
+) -> Result<Arc<Dfa>, Error> {
+    let memo = memo.get_or_init(|| DfaMemo::new(1024, 1 << 22));
     let mut key = names.to_vec();
     key.sort_unstable();
     key.dedup();
@@ -977,18 +984,17 @@ fn any_json_key_but(names: &[String], max_states: usize) -> Result<Arc<Dfa>, Err
     if let Some(d) = memo.get(&key) {
         return Ok(d);
     }
-    let quoted: Vec<Vec<u8>> = key
-        .0
-        .iter()
-        .map(|x| format!("\"{x}\"").into_bytes())
-        .collect();
-    let words: Vec<&[u8]> = quoted.iter().map(Vec::as_slice).collect();
-    let any = Dfa::any_string().json_string()?;
-    let d = Arc::new(any.json_string_but(&words, max_states)?);
+    let words: Vec<&[u8]> = key.0.iter().map(|x| x.as_bytes()).collect();
+    let d = Arc::new(build(&words)?);
     memo.insert(key, &d);
     Ok(d)
 }
 
+/// The keys of `keys` split by which of `patterns` they match: each non-empty class once, with
+/// the indices of its patterns, in the order of the subsets' bit masks (pattern 0 the lowest
+/// bit). A depth-first walk over the patterns drops a class as soon as it is empty, so the
+/// work follows the classes that occur (disjoint patterns: one each and the keys matching
+/// none), not the 2^n subsets; more than `MAX_KEY_CELLS` classes are refused by name.
 pub(super) fn key_cells(
     keys: &Dfa,
     patterns: &[Dfa],
