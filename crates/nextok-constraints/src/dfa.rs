@@ -213,20 +213,8 @@ impl<K> Explored<K> {
         let accept: Vec<bool> = std::iter::once(false)
             .chain(self.keys.iter().map(accept))
             .collect();
-        let mut col_bits = vec![[0u64; 4]; k];
-        for b in 0..256 {
-            col_bits[self.class_of[b] as usize][b >> 6] |= 1 << (b & 63);
-        }
-        let mut live = vec![[0u64; 4]; m];
-        for (row, bytes) in live.iter_mut().enumerate().skip(1) {
-            for (c, &t) in self.raw[row * k..(row + 1) * k].iter().enumerate() {
-                if t != DEAD {
-                    for (x, y) in bytes.iter_mut().zip(&col_bits[c]) {
-                        *x |= y;
-                    }
-                }
-            }
-        }
+        let live = live_rows(&self.class_of, k, &self.raw);
+        debug_assert_eq!(live.len(), m);
         Dfa {
             fingerprint: fingerprint(&self.class_of, &self.raw, &accept, 1, &live),
             classes: Box::new(self.class_of),
@@ -571,10 +559,7 @@ impl Dfa {
         let mut livebytes = vec![[0u64; 4]; m];
         // The bytes of each input column, to build each state's live-byte set column by
         // column (merging columns changes no byte's target).
-        let mut col_bits = vec![[0u64; 4]; k];
-        for b in 0..256 {
-            col_bits[class_of[b] as usize][b >> 6] |= 1 << (b & 63);
-        }
+        let col_bits = class_bytes(class_of, k);
         for (i, &s) in order.iter().enumerate() {
             let row = i + 1;
             accept[row] = acc[s];
@@ -954,10 +939,7 @@ impl Dfa {
             i += 1;
         }
         let m = nodes + 1;
-        let mut class_bits = vec![[0u64; 4]; k];
-        for b in 0..256 {
-            class_bits[class_of[b] as usize][b >> 6] |= 1 << (b & 63);
-        }
+        let class_bits = class_bytes(class_of, k);
         let mut trans = vec![DEAD; m * k];
         let mut accept = vec![false; m];
         let mut live = vec![[0u64; 4]; m];
@@ -1490,11 +1472,7 @@ impl Dfa {
         let mut trans = vec![DEAD; m * k];
         let mut accept = vec![false; m];
         let mut live = vec![[0u64; 4]; m];
-        // The bytes of each class.
-        let mut class_bits = vec![[0u64; 4]; k];
-        for b in 0..256 {
-            class_bits[class_of[b] as usize][b >> 6] |= 1 << (b & 63);
-        }
+        let class_bits = class_bytes(class_of, k);
         for a in 1..na as u32 {
             let accepting = self.is_accept(a);
             let row = &mut trans[a as usize * k..(a as usize + 1) * k];
@@ -1804,11 +1782,7 @@ impl Dfa {
 
     /// Per byte class, its bytes (256-bit sets).
     pub(crate) fn class_sets(&self) -> Vec<[u64; 4]> {
-        let mut class_bits = vec![[0u64; 4]; self.stride];
-        for b in 0..256 {
-            class_bits[self.classes[b] as usize][b >> 6] |= 1 << (b & 63);
-        }
-        class_bits
+        class_bytes(&self.classes, self.stride)
     }
 
     /// One byte of each class that meets `bytes` (a 256-bit set), given the classes' byte sets
@@ -2103,22 +2077,7 @@ impl Dfa {
         if !r.0.is_empty() || accept[DEAD as usize] {
             return None;
         }
-        let mut col_bits = vec![[0u64; 4]; stride];
-        for (b, &c) in classes.iter().enumerate() {
-            col_bits[c as usize][b >> 6] |= 1 << (b & 63);
-        }
-        let live: Vec<[u64; 4]> = trans
-            .chunks(stride)
-            .map(|row| {
-                let mut bytes = [0u64; 4];
-                for (c, _) in row.iter().enumerate().filter(|(_, &t)| t != DEAD) {
-                    for (x, y) in bytes.iter_mut().zip(&col_bits[c]) {
-                        *x |= y;
-                    }
-                }
-                bytes
-            })
-            .collect();
+        let live = live_rows(&classes, stride, &trans);
         let start = start as u32;
         Some(Dfa {
             fingerprint: fingerprint(&classes, &trans, &accept, start, &live),
@@ -2130,6 +2089,33 @@ impl Dfa {
             live,
         })
     }
+}
+
+/// The bytes of each of `k` classes (a 256-bit set per class).
+fn class_bytes(class_of: &[u8; 256], k: usize) -> Vec<[u64; 4]> {
+    let mut bits = vec![[0u64; 4]; k];
+    for (b, &c) in class_of.iter().enumerate() {
+        bits[c as usize][b >> 6] |= 1 << (b & 63);
+    }
+    bits
+}
+
+/// Each row's live bytes (those with a transition other than to the dead state) in a table of
+/// `k` classes per row.
+fn live_rows(class_of: &[u8; 256], k: usize, trans: &[u32]) -> Vec<[u64; 4]> {
+    let col_bits = class_bytes(class_of, k);
+    trans
+        .chunks(k)
+        .map(|row| {
+            let mut bytes = [0u64; 4];
+            for (c, _) in row.iter().enumerate().filter(|(_, &t)| t != DEAD) {
+                for (x, y) in bytes.iter_mut().zip(&col_bits[c]) {
+                    *x |= y;
+                }
+            }
+            bytes
+        })
+        .collect()
 }
 
 /// What is left of a table's bytes as [`Dfa::from_bytes`] reads it.
