@@ -968,76 +968,10 @@ impl Dfa {
     /// sorted words in time linear in their total length. More than `max_states` trie nodes is
     /// [`Error::LimitExceeded`] (`max_terminal_states`), found before the table grows past it.
     pub(crate) fn literals(words: &[&[u8]], max_states: usize) -> Result<Dfa, Error> {
-        let mut words = words.to_vec();
-        words.sort_unstable();
-        words.dedup();
-        let mut seen = [false; 256];
-        for w in &words {
-            for &b in *w {
-                seen[b as usize] = true;
-            }
-        }
-        // One class per byte that occurs, and class 0 for every other byte (when all 256
-        // occur, each byte is its own class).
-        let mut class_of = [0u8; 256];
-        let distinct = seen.iter().filter(|&&x| x).count();
-        let k = if distinct == 256 {
-            for (b, c) in class_of.iter_mut().enumerate() {
-                *c = b as u8;
-            }
-            256
-        } else {
-            let mut k = 1usize;
-            for b in 0..256 {
-                if seen[b] {
-                    class_of[b] = k as u8;
-                    k += 1;
-                }
-            }
-            k
-        };
-        if words.is_empty() {
-            return Ok(Dfa::empty());
-        }
-        // Node 0 is the root; `path[i]` is the node after `i` bytes of the previous word
-        // (sorted words leave a prefix for good once they leave it). Each edge is
-        // (parent, class, child); a node's edges come in increasing byte order, so in
-        // increasing class order.
-        let mut acc = vec![false];
-        let mut made: Vec<(u32, u8, u32)> = Vec::new();
-        let mut path: Vec<u32> = vec![0];
-        let mut prev: &[u8] = &[];
-        for w in words {
-            let lcp = prev.iter().zip(w).take_while(|(a, b)| a == b).count();
-            path.truncate(lcp + 1);
-            for &b in &w[lcp..] {
-                let s = path[path.len() - 1];
-                let id = acc.len();
-                // Counted with the dead state, as the table's rows were.
-                crate::limits::check(crate::Limit::TerminalStates, id + 1, max_states)?;
-                acc.push(false);
-                made.push((s, class_of[b as usize], id as u32));
-                path.push(id as u32);
-            }
-            acc[path[path.len() - 1] as usize] = true;
-            prev = w;
-        }
-        // Edges grouped by parent (a stable counting sort keeps each node's class order).
-        let n = acc.len();
-        let mut first = vec![0u32; n + 1];
-        for &(p, _, _) in &made {
-            first[p as usize + 1] += 1;
-        }
-        for v in 1..=n {
-            first[v] += first[v - 1];
-        }
-        let mut fill = first.clone();
-        let mut edges = vec![(0u8, 0u32); made.len()];
-        for &(p, c, child) in &made {
-            edges[fill[p as usize] as usize] = (c, child);
-            fill[p as usize] += 1;
-        }
-        Ok(Dfa::from_trie(&first, &edges, &acc, k, &class_of))
+        Ok(match Trie::new(words, max_states)? {
+            Some(t) => Dfa::from_trie(&t.first, &t.edges, &t.acc, t.k, &t.class_of),
+            None => Dfa::empty(),
+        })
     }
 
     /// Every string of [`Dfa::any_string`] but `words`: exactly
@@ -1074,13 +1008,149 @@ impl Dfa {
     /// Pruning an open object's additional keys, any key but its names, was half of the
     /// first compile of a schema of many open objects (detekt's).
     pub(crate) fn json_string_but(&self, words: &[&[u8]], max_states: usize) -> Result<Dfa, Error> {
-        let trie = Dfa::literals(words, max_states)?;
-        if words.iter().any(|w| w.contains(&b'\\')) {
-            return self.minus(&trie);
-        }
-        if trie.start == DEAD {
+        let Some(trie) = Trie::new(words, max_states)? else {
             return Ok(self.clone());
+        };
+        if words.iter().any(|w| w.contains(&b'\\')) || self.is_empty_language() {
+            return self.minus(&Dfa::literals(words, max_states)?);
         }
+        let na = self.num_states();
+        // Pairs (state of `self`, trie node + 1, 0 once off the trie), numbered through a
+        // table indexed by the pair.
+        let width = trie.acc.len() + 1;
+        if na.saturating_mul(width) > DENSE_PAIRS {
+            return self.json_string_but_explored(words, max_states);
+        }
+        let classes = refine(&self.classes, &trie.class_of);
+        let (class_of, reps) = dense_classes(&classes);
+        let k = reps.len();
+        // `self`'s successor of each state by each class.
+        let off: Vec<u32> = (0..na as u32)
+            .flat_map(|a| reps.iter().map(move |&x| self.next(a, x)))
+            .collect();
+        // The byte of each of the trie's classes that labels an edge (one byte each).
+        let mut byte_of = [0u8; 256];
+        for x in 0..=255u8 {
+            byte_of[trie.class_of[x as usize] as usize] = x;
+        }
+        let mut ids = vec![0u32; na * width];
+        // Room for about a row per node and per state of `self` (growing the table by
+        // doubling was a fair part of the time).
+        let rows = trie.acc.len() + na + 1;
+        let mut keys: Vec<(u32, u32)> = Vec::with_capacity(rows);
+        keys.push((self.start, 1));
+        ids[self.start as usize * width + 1] = 1;
+        let mut raw: Vec<u32> = Vec::with_capacity(rows * k);
+        raw.resize(2 * k, DEAD);
+        let mut live: Vec<[u64; 4]> = Vec::with_capacity(rows);
+        live.resize(2, [0; 4]);
+        // Per state of `self`, its row off the trie as product states (`off_ids`), once every
+        // pair of that row has a number (`off_done`).
+        let mut off_ids: Vec<u32> = vec![DEAD; na * k];
+        let mut off_done = vec![false; na];
+        let class_bits = class_bytes(&class_of, k);
+        let mut i = 0;
+        while i < keys.len() {
+            let (a, b) = keys[i];
+            let row = i + 1;
+            let mut id_of = |pair: (u32, u32), raw: &mut Vec<u32>, live: &mut Vec<[u64; 4]>| {
+                let slot = &mut ids[pair.0 as usize * width + pair.1 as usize];
+                if *slot == 0 {
+                    if keys.len() >= STATE_LIMIT {
+                        return Err(Error::TooLarge {
+                            what: "difference".to_string(),
+                            limit: STATE_LIMIT,
+                        });
+                    }
+                    keys.push(pair);
+                    *slot = keys.len() as u32;
+                    raw.extend(std::iter::repeat_n(DEAD, k));
+                    live.push([0; 4]);
+                }
+                Ok(*slot)
+            };
+            let offs = &off[a as usize * k..(a as usize + 1) * k];
+            match (off_done[a as usize], b) {
+                (true, 1..) => {
+                    let mapped = &off_ids[a as usize * k..(a as usize + 1) * k];
+                    // On the trie, a row is the state's row off the trie but for the edges
+                    // of its node, which are the only pairs it may number first (each edge
+                    // is one byte, so one class, and they come in class order).
+                    raw[row * k..(row + 1) * k].copy_from_slice(mapped);
+                    let mut bytes = self.live[a as usize];
+                    for &(tc, child) in trie.edges(b - 1) {
+                        let c = class_of[byte_of[tc as usize] as usize] as usize;
+                        let a2 = offs[c];
+                        let t =
+                            if a2 == DEAD || (!self.can_continue(a2) && trie.acc[child as usize]) {
+                                DEAD
+                            } else {
+                                id_of((a2, child + 1), &mut raw, &mut live)?
+                            };
+                        raw[row * k + c] = t;
+                        if t == DEAD {
+                            for (x, y) in bytes.iter_mut().zip(&class_bits[c]) {
+                                *x &= !y;
+                            }
+                        }
+                    }
+                    live[row] = bytes;
+                }
+                _ => {
+                    let mut bytes = [0u64; 4];
+                    for (c, (&x, &a2)) in reps.iter().zip(offs).enumerate() {
+                        if a2 == DEAD {
+                            continue;
+                        }
+                        let b2 = match b {
+                            0 => 0,
+                            _ => trie.child(b - 1, x).map_or(0, |v| v + 1),
+                        };
+                        if b2 != 0 && !self.can_continue(a2) && trie.acc[b2 as usize - 1] {
+                            continue;
+                        }
+                        raw[row * k + c] = id_of((a2, b2), &mut raw, &mut live)?;
+                        for (x, y) in bytes.iter_mut().zip(&class_bits[c]) {
+                            *x |= y;
+                        }
+                    }
+                    live[row] = bytes;
+                    if offs
+                        .iter()
+                        .all(|&a2| a2 == DEAD || ids[a2 as usize * width] != 0)
+                    {
+                        for (o, &a2) in off_ids[a as usize * k..].iter_mut().zip(offs) {
+                            if a2 != DEAD {
+                                *o = ids[a2 as usize * width];
+                            }
+                        }
+                        off_done[a as usize] = true;
+                    }
+                }
+            }
+            i += 1;
+        }
+        let accept: Vec<bool> = std::iter::once(false)
+            .chain(
+                keys.iter()
+                    .map(|&(a, b)| self.is_accept(a) && (b == 0 || !trie.acc[b as usize - 1])),
+            )
+            .collect();
+        Ok(Dfa {
+            fingerprint: fingerprint(&class_of, &raw, &accept, 1, &live),
+            classes: Box::new(class_of),
+            stride: k,
+            trans: raw,
+            accept,
+            start: 1,
+            live,
+        })
+    }
+
+    /// [`Dfa::json_string_but`] by a general exploration of the pairs, for words too many
+    /// for a table indexed by the pair.
+    fn json_string_but_explored(&self, words: &[&[u8]], max_states: usize) -> Result<Dfa, Error> {
+        let trie = Dfa::literals(words, max_states)?;
         let e = self.explore_pairs_raw(
             &trie,
             (self.start, trie.start),
@@ -2118,6 +2188,111 @@ fn live_rows(class_of: &[u8; 256], k: usize, trans: &[u32]) -> Vec<[u64; 4]> {
         .collect()
 }
 
+/// The trie of a set of words, before [`Dfa::from_trie`] makes it a table: node 0 is the
+/// root, `edges[first[v]..first[v + 1]]` are node `v`'s edges as (class, child) in increasing
+/// class order, and `acc[v]` says whether a word ends at `v`. The classes are one per byte
+/// that occurs and class 0 for every other byte (when all 256 occur, each byte is its own
+/// class), so every class that labels an edge is one byte.
+struct Trie {
+    class_of: [u8; 256],
+    k: usize,
+    first: Vec<u32>,
+    edges: Vec<(u8, u32)>,
+    acc: Vec<bool>,
+}
+
+impl Trie {
+    /// The trie of `words` (`None` when there are none), from the sorted words in time
+    /// linear in their total length. More than `max_states` nodes (counted with a dead
+    /// state, as a table's rows are) is [`Error::LimitExceeded`].
+    fn new(words: &[&[u8]], max_states: usize) -> Result<Option<Trie>, Error> {
+        let mut words = words.to_vec();
+        words.sort_unstable();
+        words.dedup();
+        let mut seen = [false; 256];
+        for w in &words {
+            for &b in *w {
+                seen[b as usize] = true;
+            }
+        }
+        let mut class_of = [0u8; 256];
+        let distinct = seen.iter().filter(|&&x| x).count();
+        let k = if distinct == 256 {
+            class_of = IDENTITY;
+            256
+        } else {
+            let mut k = 1usize;
+            for b in 0..256 {
+                if seen[b] {
+                    class_of[b] = k as u8;
+                    k += 1;
+                }
+            }
+            k
+        };
+        if words.is_empty() {
+            return Ok(None);
+        }
+        // `path[i]` is the node after `i` bytes of the previous word (sorted words leave a
+        // prefix for good once they leave it). Each edge is (parent, class, child); a node's
+        // edges come in increasing byte order, so in increasing class order.
+        let mut acc = vec![false];
+        let mut made: Vec<(u32, u8, u32)> = Vec::new();
+        let mut path: Vec<u32> = vec![0];
+        let mut prev: &[u8] = &[];
+        for w in words {
+            let lcp = prev.iter().zip(w).take_while(|(a, b)| a == b).count();
+            path.truncate(lcp + 1);
+            for &b in &w[lcp..] {
+                let s = path[path.len() - 1];
+                let id = acc.len();
+                crate::limits::check(crate::Limit::TerminalStates, id + 1, max_states)?;
+                acc.push(false);
+                made.push((s, class_of[b as usize], id as u32));
+                path.push(id as u32);
+            }
+            acc[path[path.len() - 1] as usize] = true;
+            prev = w;
+        }
+        // Edges grouped by parent (a stable counting sort keeps each node's class order).
+        let n = acc.len();
+        let mut first = vec![0u32; n + 1];
+        for &(p, _, _) in &made {
+            first[p as usize + 1] += 1;
+        }
+        for v in 1..=n {
+            first[v] += first[v - 1];
+        }
+        let mut fill = first.clone();
+        let mut edges = vec![(0u8, 0u32); made.len()];
+        for &(p, c, child) in &made {
+            edges[fill[p as usize] as usize] = (c, child);
+            fill[p as usize] += 1;
+        }
+        Ok(Some(Trie {
+            class_of,
+            k,
+            first,
+            edges,
+            acc,
+        }))
+    }
+
+    /// Node `v`'s edges, as (class, child).
+    fn edges(&self, v: u32) -> &[(u8, u32)] {
+        &self.edges[self.first[v as usize] as usize..self.first[v as usize + 1] as usize]
+    }
+
+    /// The child of node `v` by byte `x`, if any.
+    fn child(&self, v: u32, x: u8) -> Option<u32> {
+        let c = self.class_of[x as usize];
+        self.edges(v)
+            .iter()
+            .find(|&&(ec, _)| ec == c)
+            .map(|&(_, child)| child)
+    }
+}
+
 /// What is left of a table's bytes as [`Dfa::from_bytes`] reads it.
 struct TableReader<'a>(&'a [u8]);
 
@@ -2569,6 +2744,10 @@ mod tests {
                     .json_string()
                     .unwrap();
                 assert!(direct == encoded, "{words:?}");
+                // The general exploration, kept for words too many for a table of pairs,
+                // gives the same automaton.
+                let explored = any.json_string_but_explored(&bytes, 10_000).unwrap();
+                assert!(direct == explored, "{words:?}");
             }
         }
     }
