@@ -1975,6 +1975,44 @@ impl Dfa {
         longest[self.start as usize]
     }
 
+    /// The words of a finite language, in byte order: `None` when it is infinite, has more than
+    /// `limit` words, or a word longer than 256 bytes.
+    pub(crate) fn words(&self, limit: usize) -> Option<Vec<Vec<u8>>> {
+        if self.longest_match()? > 256 {
+            return None;
+        }
+        let mut words = Vec::new();
+        let mut word = Vec::new();
+        // Depth first, bytes in increasing order: (state, the next byte to try).
+        let mut stack: Vec<(u32, usize)> = Vec::new();
+        if self.start != DEAD {
+            stack.push((self.start, 0));
+            if self.is_accept(self.start) {
+                words.push(Vec::new());
+            }
+        }
+        while let Some((s, from)) = stack.last_mut() {
+            let live = &self.live[*s as usize];
+            let next = (*from..256).find(|&b| live[b >> 6] >> (b & 63) & 1 == 1);
+            let Some(b) = next else {
+                stack.pop();
+                word.pop();
+                continue;
+            };
+            *from = b + 1;
+            let t = self.next(*s, b as u8);
+            word.push(b as u8);
+            if self.is_accept(t) {
+                if words.len() == limit {
+                    return None;
+                }
+                words.push(word.clone());
+            }
+            stack.push((t, 0));
+        }
+        Some(words)
+    }
+
     /// Per state, whether only finitely many words lead on from it (the dead state counts as
     /// finite). Found by peeling: a state whose successors are all dead or finite is finite;
     /// what is never peeled reaches a cycle. Each state is peeled once, when the last of its
@@ -2702,6 +2740,32 @@ mod tests {
                 assert!(!direct.matches(w.as_bytes()), "{w:?} of {words:?}");
             }
         }
+    }
+
+    #[test]
+    fn finite_languages_list_their_words() {
+        let words = |d: &Dfa, limit| {
+            d.words(limit).map(|w| {
+                w.into_iter()
+                    .map(|x| String::from_utf8(x).unwrap())
+                    .collect::<Vec<_>>()
+            })
+        };
+        let lits = Dfa::literals(&[b"cdn", b"Cdn", b"c", b"\xc3\xa9"], 100).unwrap();
+        assert_eq!(words(&lits, 64).unwrap(), ["Cdn", "c", "cdn", "é"]);
+        assert_eq!(words(&lits, 4).unwrap().len(), 4);
+        assert_eq!(words(&lits, 3), None);
+        let opt = Dfa::from_regex("a(b|c)?|").unwrap();
+        assert_eq!(words(&opt, 64).unwrap(), ["", "a", "ab", "ac"]);
+        assert_eq!(words(&Dfa::from_regex("a+").unwrap(), 64), None);
+        assert_eq!(words(&Dfa::empty(), 64).unwrap(), Vec::<String>::new());
+        assert!(Dfa::from_regex("a{257}").unwrap().words(64).is_none());
+        assert_eq!(
+            words(&Dfa::from_regex("a{256}").unwrap(), 64)
+                .unwrap()
+                .len(),
+            1
+        );
     }
 
     #[test]

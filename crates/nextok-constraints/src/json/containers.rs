@@ -479,8 +479,36 @@ impl Compiler<'_> {
         // lengths).
         const MAX_NAMES: usize = 1000;
         let mut names: Vec<String> = Vec::new();
-        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
         let dep_pairs: &[(String, Vec<String>)] = o.dependent_required.as_deref().unwrap_or(&[]);
+        // A pattern of finitely many keys (`^(cdn|Cdn)$`) names them: each is a named member
+        // whose value meets the pattern's schema (and any other that matches it), as
+        // `value_schema` gives, and the additional keys are split by the other patterns
+        // only. Not where the names are in schema order, nor where more names could make an
+        // object refused (`not` of its members, dependentRequired beside counts).
+        let fixed = self.opts.fixed_property_order;
+        let convert = !fixed
+            && o.some_member.is_none()
+            && (dep_pairs.is_empty() || (o.min_properties.is_none() && o.max_properties.is_none()));
+        let mut pattern_words: Vec<String> = Vec::new();
+        // The patterns that split the additional keys, by index in `pats`.
+        let mut splitting: Vec<usize> = Vec::new();
+        for (i, d) in pat_dfas.iter().enumerate() {
+            let words = convert
+                .then(|| d.words(MAX_PATTERN_WORDS))
+                .flatten()
+                .and_then(|w| {
+                    w.into_iter()
+                        .map(String::from_utf8)
+                        .collect::<Result<Vec<_>, _>>()
+                        .ok()
+                });
+            match words {
+                Some(w) => pattern_words.extend(w),
+                None => splitting.push(i),
+            }
+        }
+        let split_dfas: Vec<Dfa> = splitting.iter().map(|&i| pat_dfas[i].clone()).collect();
+        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
         let listed = props
             .iter()
             .map(|(k, _)| (k, "properties (more than 1000 named)"))
@@ -494,6 +522,11 @@ impl Compiler<'_> {
                     .iter()
                     .flat_map(|(k, v)| std::iter::once(k).chain(v))
                     .map(|r| (r, "dependentRequired (more than 1000 names)")),
+            )
+            .chain(
+                pattern_words
+                    .iter()
+                    .map(|r| (r, "patternProperties (more than 1000 names)")),
             );
         for (r, keyword) in listed {
             if seen.insert(r.as_str()) {
@@ -566,13 +599,13 @@ impl Compiler<'_> {
         // Additional members: keys outside `names`, split by which patterns they match.
         let mut add_alts = Vec::new();
         let mut add_witness_alts = Vec::new();
-        let closed = additional == Schema::Never && pat_dfas.is_empty();
+        let closed = additional == Schema::Never && split_dfas.is_empty();
         let max_states = self.opts.limits.max_terminal_states;
         // Any key but names that are each one literal (no byte with an escape): the key's
         // terminal is built from the JSON strings directly, and its content only for a
         // witness (below).
         let literal_names = key_filter.is_none()
-            && pat_dfas.is_empty()
+            && split_dfas.is_empty()
             && !names.is_empty()
             && names.iter().all(|x| one_encoding(x));
         let cells = if closed {
@@ -588,9 +621,9 @@ impl Compiler<'_> {
                 Some(f) => f.clone(),
                 None => any_key_but(&names, max_states)?,
             };
-            key_cells(&others, &pat_dfas, path)?
+            key_cells(&others, &split_dfas, path)?
                 .into_iter()
-                .map(|(k, m)| (Some(k), m))
+                .map(|(k, m)| (Some(k), m.into_iter().map(|j| splitting[j]).collect()))
                 .collect()
         };
         for (keys, matched) in cells {
@@ -611,7 +644,7 @@ impl Compiler<'_> {
                     .b
                     .shared_terminal(any_json_key_but(&names, max_states)?)?,
             };
-            if key_filter.is_none() && pat_dfas.is_empty() && !names.is_empty() {
+            if key_filter.is_none() && split_dfas.is_empty() && !names.is_empty() {
                 // Any key but the names: its masks are those of any key, less the names.
                 let any = Arc::new(Dfa::any_string().json_string()?);
                 self.b.minus_names(key, any, &names);
@@ -654,7 +687,6 @@ impl Compiler<'_> {
         let min_props = o.min_properties.unwrap_or(0);
         let max_props = o.max_properties;
         let big_counts = min_props > 64 || max_props.is_some_and(|x| x > 64 && x < usize::MAX / 2);
-        let fixed = self.opts.fixed_property_order;
         // Any order by bit masks of the names seen (2^n rules at most) while that is small;
         // past that, any order by one loop whose members the chart checks at run time.
         let free = !fixed && n <= self.opts.max_free_order_properties.min(16) && !big_counts;
@@ -929,6 +961,8 @@ struct TrackedObject<'a> {
 
 /// Most `patternProperties` entries one object compiles.
 const MAX_PATTERNS: usize = 64;
+/// Most keys of one pattern that an object names rather than splits its additional keys by.
+const MAX_PATTERN_WORDS: usize = 64;
 /// Most classes of additional keys (by the set of patterns they match) one object compiles.
 const MAX_KEY_CELLS: usize = 64;
 

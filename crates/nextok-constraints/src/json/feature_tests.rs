@@ -858,6 +858,85 @@ fn names_and_constants_without_escapable_bytes_are_one_literal() {
 }
 
 #[test]
+fn patterns_of_anchored_words_are_their_words() {
+    // `search_dfa` reads `^word$`, `^(one|two)$` and `^(?:one|two)$` as the trie of their
+    // words; the language is the plain search's, for these and for look-alikes that are not
+    // word lists (and take the general path).
+    use super::string::{ecma_to_rust, search_dfa};
+    use crate::dfa::Dfa;
+    let patterns = [
+        "^WebOptimizer$",
+        "^(cdn|Cdn)$",
+        "^(?:pwa|PWA|Pwa)$",
+        "^(|é|a b|x-y/z)$",
+        "^$",
+        "^(a)(b)$",
+        "^(a)|(b)$",
+        "^a|b$",
+        "^(a|b)c$",
+        "^a.b$",
+        "^(a|b\\.)$",
+        "^(a|b)$x",
+    ];
+    for p in patterns {
+        let fast = search_dfa(p).expect("compiles");
+        let plain =
+            Dfa::from_regex(&format!("(?s:.)*(?:{})(?s:.)*", ecma_to_rust(p))).expect("compiles");
+        assert!(same_language(&fast, &plain), "{p}");
+    }
+    check(
+        json!({"type": "object", "patternProperties": {"^(cdn|Cdn)$": {"type": "integer"}}}),
+        &[r#"{"cdn":1,"Cdn":2,"CDN":"x"}"#],
+        &[r#"{"cdn":"x"}"#, r#"{"Cdn":1.5}"#],
+    );
+}
+
+#[test]
+fn patterns_of_finitely_many_keys_name_them() {
+    // `^(a|b|c)$` names its keys: each is a member whose value meets the pattern's schema,
+    // its own `properties` entry and every other pattern that matches it; no additional key
+    // is one of them, and the other patterns still split the additional keys.
+    let schema = json!({
+        "type": "object",
+        "properties": {"a": {"type": "string"}},
+        "patternProperties": {
+            "^(a|b|c)$": {"minLength": 2},
+            "^b": {"maxLength": 3},
+            "^(?:x)$": false,
+        },
+        "additionalProperties": {"type": "integer"},
+    });
+    check(
+        schema.clone(),
+        &[
+            r#"{"a":"aa"}"#,
+            r#"{"b":"bb","c":"cc"}"#,
+            r#"{"c":1}"#,
+            r#"{"c":true,"d":5}"#,
+            r#"{"bz":"abc","a":"xyz","b":"bbb","d":-1}"#,
+            r#"{}"#,
+        ],
+        &[
+            r#"{"a":"a"}"#,
+            r#"{"a":1}"#,
+            r#"{"b":"bbbb"}"#,
+            r#"{"b":"b"}"#,
+            r#"{"x":1}"#,
+            r#"{"d":"s"}"#,
+            r#"{"bz":"abcd"}"#,
+            r#"{"a":"aa","a":"aa"}"#,
+        ],
+    );
+    // With `additionalProperties: false` and only patterns of finitely many keys, their keys
+    // are the only ones.
+    check(
+        json!({"patternProperties": {"^(on|off)$": {"type": "boolean"}}, "additionalProperties": false}),
+        &[r#"{"on":true}"#, r#"{"off":false,"on":true}"#, r#"{}"#],
+        &[r#"{"onn":true}"#, r#"{"on":1}"#, r#"{"o":true}"#],
+    );
+}
+
+#[test]
 fn alternatives_anchored_at_the_start_are_read_there() {
     // `search_dfa` reads the top-level alternatives that start with `^` at the start, beside
     // a search for the others; the language is the plain search's.

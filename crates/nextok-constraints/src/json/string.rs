@@ -55,12 +55,32 @@ pub(super) fn search_regexes(pattern: &str) -> Vec<String> {
 /// The automaton of the strings in which `pattern` (ECMA-262, unanchored) matches somewhere:
 /// the union of [`search_regexes`]'s automata.
 pub(super) fn search_dfa(pattern: &str) -> Result<Dfa, Error> {
+    if let Some(words) = anchored_words(pattern) {
+        let words: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
+        return Dfa::literals(&words, STATE_LIMIT);
+    }
     let mut parts = search_regexes(pattern).into_iter();
     let mut d = Dfa::from_regex(&parts.next().unwrap_or_default())?;
     for p in parts {
         d = d.union(&Dfa::from_regex(&p)?)?;
     }
     Ok(d)
+}
+
+/// The words of a pattern that is a list of them anchored at both ends, `^word$`,
+/// `^(one|two)$` or `^(?:one|two)$`, with no other syntax in any word: those words are its
+/// whole language, a trie (appsettings.json names its sections so, in their spellings,
+/// `^(cdn|Cdn)$`), where regex-automata's determinization took a tenth of a millisecond each.
+/// `None` for any other pattern.
+fn anchored_words(pattern: &str) -> Option<Vec<&str>> {
+    let body = pattern.strip_prefix('^')?.strip_suffix('$')?;
+    // Alternatives bind looser than the anchors (`^a|b$` is `^a` or `b$`): a list of words
+    // must be inside the group.
+    let (body, special) = match body.strip_prefix("(?:").or_else(|| body.strip_prefix('(')) {
+        Some(group) => (group.strip_suffix(')')?, "\\.+*?()[]{}^$"),
+        None => (body, "\\.+*?()[]{}^$|"),
+    };
+    (!body.contains(|c| special.contains(c))).then(|| body.split('|').collect())
 }
 
 /// The alternatives of `p` at its top level (`a|b(c|d)` is `a` and `b(c|d)`), or `p` alone.
