@@ -92,7 +92,7 @@ const INVALID_FLOOR: usize = 71;
 /// accepted; add one only for a schema that newly compiles, with its reason. Empty since objects
 /// take their members in any order however many named properties (`grammar::members`): the 64
 /// entries before were all refused for their key order in objects of more than
-/// `JsonOptions::max_free_order_properties` (8) named properties, which were compiled in the
+/// `JsonOptions::max_free_order_properties` (then 8) named properties, which were compiled in the
 /// schema's order with additional members after the named ones. 60 were checked by reordering
 /// the top-level keys; the 4 that reordering did not fix had the same cause one step away:
 /// `bootstraprc` (its 11 named properties, from `allOf`, come after `$schema`, an additional

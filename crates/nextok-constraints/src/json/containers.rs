@@ -688,8 +688,16 @@ impl Compiler<'_> {
         let max_props = o.max_properties;
         let big_counts = min_props > 64 || max_props.is_some_and(|x| x > 64 && x < usize::MAX / 2);
         // Any order by bit masks of the names seen (2^n rules at most) while that is small;
-        // past that, any order by one loop whose members the chart checks at run time.
-        let free = !fixed && n <= self.opts.max_free_order_properties.min(16) && !big_counts;
+        // past that, any order by one loop whose members the chart checks at run time. What
+        // only the sets of names can track (some member that must be present, dependentRequired
+        // beside counts) keeps them up to `SETS_ONLY_NAMES` names whatever the option.
+        let sets_only =
+            witness.is_some() || (!dep_pairs.is_empty() && (min_props > 0 || max_props.is_some()));
+        let most = match sets_only {
+            true => self.opts.max_free_order_properties.max(SETS_ONLY_NAMES),
+            false => self.opts.max_free_order_properties,
+        };
+        let free = !fixed && n <= most.min(16) && !big_counts;
         if witness.is_some() && !free {
             return Err(unsupported(
                 "not (additionalProperties) (an object whose members are not tracked by sets \
@@ -961,6 +969,10 @@ struct TrackedObject<'a> {
 
 /// Most `patternProperties` entries one object compiles.
 const MAX_PATTERNS: usize = 64;
+/// Named properties up to which an object that only sets of names can track (`not` of its
+/// members, dependentRequired beside counts) is compiled with them, whatever
+/// `JsonOptions::max_free_order_properties` says.
+const SETS_ONLY_NAMES: usize = 8;
 /// Most keys of one pattern that an object names rather than splits its additional keys by.
 const MAX_PATTERN_WORDS: usize = 64;
 /// Most classes of additional keys (by the set of patterns they match) one object compiles.

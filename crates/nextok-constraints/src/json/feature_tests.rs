@@ -568,12 +568,10 @@ fn a_schema_met_again_is_compiled_once_whatever_the_order_of_its_conjuncts() {
         s["$defs"] = defs.clone();
         s
     };
-    let rules = |s: Value| {
-        compile_json_schema(&s, &JsonOptions::default())
-            .unwrap()
-            .size()
-            .0
-    };
+    // Objects of up to 8 names by rules per set of names, where `x` (5 names) compiled again
+    // would cost the most.
+    let options = JsonOptions::default().with_max_free_order_properties(8);
+    let rules = |s: Value| compile_json_schema(&s, &options).unwrap().size().0;
     let (alone, one) = (rules(schema(&[])), rules(schema(&[("A", "B")])));
     let same = rules(schema(&[("A", "B"), ("A", "B"), ("A", "B")]));
     let mixed = rules(schema(&[("B", "A"), ("A", "B"), ("B", "A")]));
@@ -1471,4 +1469,47 @@ fn additional_keys_take_the_mask_of_any_key_less_the_names() {
             }
         }
     }
+}
+
+#[test]
+fn objects_only_sets_of_names_track_keep_them_up_to_eight_names() {
+    // Past `max_free_order_properties` (4 by default) an object is a loop over its members,
+    // which cannot say that some member must be present (`not` of `additionalProperties`) or
+    // check `dependentRequired` beside counts: such objects keep rules per set of names up to
+    // 8 names, whatever the option.
+    let names = json!({"a": {}, "b": {}, "c": {}, "d": {}, "e": {}, "f": {}});
+    let some_other = json!({
+        "type": "object",
+        "properties": names,
+        "not": {"properties": names, "additionalProperties": false},
+    });
+    let counted = json!({
+        "type": "object",
+        "properties": names,
+        "dependentRequired": {"a": ["b"]},
+        "maxProperties": 3,
+    });
+    for free in [0, 4, 8] {
+        let options = JsonOptions::default().with_max_free_order_properties(free);
+        check_with(
+            &some_other,
+            &options,
+            &[r#"{"z":1}"#, r#"{"a":1,"z":2,"f":3}"#],
+            &[r#"{}"#, r#"{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6}"#],
+        );
+        check_with(
+            &counted,
+            &options,
+            &[r#"{"a":1,"b":2}"#, r#"{"c":1,"d":2,"e":3}"#, r#"{}"#],
+            &[r#"{"a":1}"#, r#"{"a":1,"b":2,"c":3,"d":4}"#],
+        );
+    }
+    // Past 8 names, the loop cannot take them: refused by name, as before.
+    let nine =
+        json!({"a": {}, "b": {}, "c": {}, "d": {}, "e": {}, "f": {}, "g": {}, "h": {}, "i": {}});
+    assert!(compile_json_schema(
+        &json!({"type": "object", "properties": nine, "not": {"properties": nine, "additionalProperties": false}}),
+        &JsonOptions::default()
+    )
+    .is_err());
 }
