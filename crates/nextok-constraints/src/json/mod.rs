@@ -674,11 +674,20 @@ pub fn compile_json_schema_report(
         },
         _ => options.draft,
     };
-    let based = with_base_uri(schema, draft, options.base_uri.as_deref());
+    // A document of plain `#` references has nothing to resolve or bundle (most schemas).
+    let local = resolve::local_only(schema);
+    let based = (!local)
+        .then(|| with_base_uri(schema, draft, options.base_uri.as_deref()))
+        .flatten();
     let schema = based.as_ref().unwrap_or(schema);
-    let bundled = bundle(schema, draft, &options.resources)?;
+    let bundled = match local {
+        true => None,
+        false => bundle(schema, draft, &options.resources)?,
+    };
     let schema = bundled.as_ref().unwrap_or(schema);
-    let rewritten = resolve::resolve_identifiers(schema, draft);
+    let rewritten = (!local)
+        .then(|| resolve::resolve_identifiers(schema, draft))
+        .flatten();
     let schema = rewritten.as_ref().unwrap_or(schema);
     let doc = schema::Document::parse_with(schema, draft, options, &off)?;
     let mut c = compile::Compiler::new(&doc.table, options);

@@ -114,6 +114,38 @@ fn visit<'v>(
         }
     }
 }
+/// Whether nothing in the document asks for URI resolution: no identifier below the root
+/// (`$id`, or `id` as draft-04 writes it), no `$anchor` or `$dynamicAnchor`, no
+/// `$dynamicRef`, and every `$ref` a fragment of this document (`#...`). Then neither
+/// [`resolve_identifiers`] nor bundling other documents has anything to do, and the walks
+/// they make (a JSON pointer and a base URI per schema object, twice) are skipped, with the
+/// copy of the document that writes its base URI in. Every member is looked at but data
+/// keywords' (as [`visit`] does), whatever the keyword, so this can only say no where the
+/// full walk would find nothing (a property named `id` is a schema, not a string).
+pub(super) fn local_only(root: &Value) -> bool {
+    fn walk(v: &Value, root: bool) -> bool {
+        match v {
+            Value::Object(m) => {
+                let is_str = |k: &str| matches!(m.get(k), Some(Value::String(_)));
+                if (!root && (is_str("$id") || is_str("id")))
+                    || is_str("$anchor")
+                    || is_str("$dynamicAnchor")
+                    || m.contains_key("$dynamicRef")
+                    || matches!(m.get("$ref"), Some(Value::String(r)) if !r.starts_with('#'))
+                {
+                    return false;
+                }
+                m.iter()
+                    .filter(|(k, _)| !DATA_KEYWORDS.contains(&k.as_str()))
+                    .all(|(_, sub)| walk(sub, false))
+            }
+            Value::Array(a) => a.iter().all(|sub| walk(sub, false)),
+            _ => true,
+        }
+    }
+    walk(root, true)
+}
+
 /// Resolves `$ref`s that go through `$id` and `$anchor` (embedded schema resources, base URI
 /// changes, anchors, absolute URIs naming the document itself) into plain JSON pointers from
 /// the root, and drops the identifiers they needed. `None` when the document has no embedded
@@ -448,6 +480,46 @@ mod tests {
             ("../../g", "http://a/g"),
         ] {
             assert_eq!(resolve_uri(base, r), want, "{r}");
+        }
+    }
+
+    #[test]
+    fn documents_of_plain_fragment_references_need_no_resolution() {
+        // `local_only` says yes only where resolving and bundling have nothing to do: no
+        // identifier below the root, no anchor, every `$ref` a `#` fragment.
+        use serde_json::json;
+        let plain = [
+            json!({"$id": "https://x.test/root.json", "$ref": "#/definitions/a",
+                   "definitions": {"a": {"type": "string"}}}),
+            json!({"properties": {"id": {"type": "string"}, "$id": {"type": "integer"},
+                   "$ref": {"$ref": "#/properties/id"}}}),
+            json!({"enum": [{"$id": "x", "$anchor": "y"}], "default": {"id": "z"},
+                   "items": [{"const": {"$ref": "other.json"}}]}),
+            json!(true),
+        ];
+        for s in &plain {
+            assert!(local_only(s), "{s}");
+            for draft in [None, Some(Draft::Draft4), Some(Draft::Draft2020_12)] {
+                assert!(resolve_identifiers(s, draft).is_none(), "{s}");
+                assert!(
+                    external_documents(s, draft)
+                        .iter()
+                        .all(|d| d == DEFAULT_BASE || d == "https://x.test/root.json"),
+                    "{s}"
+                );
+            }
+        }
+        let not_plain = [
+            json!({"definitions": {"a": {"$id": "a.json"}}}),
+            json!({"definitions": {"a": {"id": "#a"}}}),
+            json!({"definitions": {"a": {"$anchor": "a"}}}),
+            json!({"items": {"$dynamicAnchor": "a"}}),
+            json!({"items": {"$dynamicRef": "#a"}}),
+            json!({"$ref": "other.json#/a"}),
+            json!({"anyOf": [{"$ref": "https://x.test/b.json"}]}),
+        ];
+        for s in &not_plain {
+            assert!(!local_only(s), "{s}");
         }
     }
 }
