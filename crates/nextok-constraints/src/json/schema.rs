@@ -206,7 +206,7 @@ impl Schema {
     /// depth so that hashing a large schema at every level of its nesting stays cheap.
     pub(super) fn shape_hash(&self, depth: usize) -> u64 {
         use std::hash::Hasher;
-        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let mut h = rustc_hash::FxHasher::default();
         self.shape_into(&mut h, depth);
         h.finish()
     }
@@ -219,7 +219,7 @@ impl Schema {
             Schema::Node(n) => n,
         };
         2u8.hash(h);
-        n.keywords().hash(h);
+        n.keyword_bits().hash(h);
         n.types.map(|t| t.0).hash(h);
         n.values.as_ref().map(Vec::len).hash(h);
         n.excluded.as_ref().map(Vec::len).hash(h);
@@ -374,6 +374,23 @@ impl Node {
     /// The keywords present, by their JSON Schema names (`enum` for `enum` and `const`,
     /// `pattern` for all patterns).
     pub(super) fn keywords(&self) -> Vec<&'static str> {
+        self.keyword_table()
+            .into_iter()
+            .filter_map(|(present, k)| present.then_some(k))
+            .collect()
+    }
+
+    /// The keywords present as bits, in [`Node::keyword_table`]'s order (what
+    /// [`Schema::shape_hash`] hashes, without a list to allocate).
+    fn keyword_bits(&self) -> u64 {
+        self.keyword_table()
+            .iter()
+            .enumerate()
+            .fold(0, |bits, (i, &(present, _))| bits | (present as u64) << i)
+    }
+
+    /// Every keyword a node may hold, with whether it holds it.
+    fn keyword_table(&self) -> [(bool, &'static str); 43] {
         let (s, n, a, o) = (&self.string, &self.number, &self.array, &self.object);
         [
             (self.types.is_some(), "type"),
@@ -423,14 +440,13 @@ impl Node {
             (o.property_names.is_some(), "propertyNames"),
             (o.some_member.is_some(), "some member"),
         ]
-        .into_iter()
-        .filter_map(|(present, k)| present.then_some(k))
-        .collect()
     }
 
     /// Whether the node holds only the keywords in `allowed`.
     pub(super) fn only(&self, allowed: &[&str]) -> bool {
-        self.keywords().iter().all(|k| allowed.contains(k))
+        self.keyword_table()
+            .iter()
+            .all(|(present, k)| !present || allowed.contains(k))
     }
 }
 
