@@ -1015,12 +1015,12 @@ impl Dfa {
             return self.minus(&Dfa::literals(words, max_states)?);
         }
         let na = self.num_states();
-        // Pairs (state of `self`, trie node + 1, 0 once off the trie), numbered through a
-        // table indexed by the pair.
+        // Pairs (state of `self`, trie node + 1, 0 once off the trie), numbered off the trie
+        // by state and on it by node: a node is reached by one string from the start, so with
+        // one state of `self` (a table indexed by the pair was mostly zeros to write).
         let width = trie.acc.len() + 1;
-        if na.saturating_mul(width) > DENSE_PAIRS {
-            return self.json_string_but_explored(words, max_states);
-        }
+        let mut off_pairs = vec![0u32; na];
+        let mut node_pairs: Vec<(u32, u32)> = vec![(0, 0); width];
         let classes = refine(&self.classes, &trie.class_of);
         let (class_of, reps) = dense_classes(&classes);
         let k = reps.len();
@@ -1033,13 +1033,12 @@ impl Dfa {
         for x in 0..=255u8 {
             byte_of[trie.class_of[x as usize] as usize] = x;
         }
-        let mut ids = vec![0u32; na * width];
         // Room for about a row per node and per state of `self` (growing the table by
         // doubling was a fair part of the time).
         let rows = trie.acc.len() + na + 1;
         let mut keys: Vec<(u32, u32)> = Vec::with_capacity(rows);
         keys.push((self.start, 1));
-        ids[self.start as usize * width + 1] = 1;
+        node_pairs[1] = (self.start, 1);
         let mut raw: Vec<u32> = Vec::with_capacity(rows * k);
         raw.resize(2 * k, DEAD);
         let mut live: Vec<[u64; 4]> = Vec::with_capacity(rows);
@@ -1053,21 +1052,33 @@ impl Dfa {
         while i < keys.len() {
             let (a, b) = keys[i];
             let row = i + 1;
-            let mut id_of = |pair: (u32, u32), raw: &mut Vec<u32>, live: &mut Vec<[u64; 4]>| {
-                let slot = &mut ids[pair.0 as usize * width + pair.1 as usize];
-                if *slot == 0 {
-                    if keys.len() >= STATE_LIMIT {
-                        return Err(Error::TooLarge {
-                            what: "difference".to_string(),
-                            limit: STATE_LIMIT,
-                        });
+            let mut id_of = |(a, b): (u32, u32), raw: &mut Vec<u32>, live: &mut Vec<[u64; 4]>| {
+                let known = match b {
+                    0 => off_pairs[a as usize],
+                    _ => {
+                        let (first, id) = node_pairs[b as usize];
+                        debug_assert!(id == 0 || first == a, "one state per node");
+                        id
                     }
-                    keys.push(pair);
-                    *slot = keys.len() as u32;
-                    raw.extend(std::iter::repeat_n(DEAD, k));
-                    live.push([0; 4]);
+                };
+                if known != 0 {
+                    return Ok(known);
                 }
-                Ok(*slot)
+                if keys.len() >= STATE_LIMIT {
+                    return Err(Error::TooLarge {
+                        what: "difference".to_string(),
+                        limit: STATE_LIMIT,
+                    });
+                }
+                keys.push((a, b));
+                let id = keys.len() as u32;
+                match b {
+                    0 => off_pairs[a as usize] = id,
+                    _ => node_pairs[b as usize] = (a, id),
+                }
+                raw.extend(std::iter::repeat_n(DEAD, k));
+                live.push([0; 4]);
+                Ok(id)
             };
             let offs = &off[a as usize * k..(a as usize + 1) * k];
             match (off_done[a as usize], b) {
@@ -1117,11 +1128,11 @@ impl Dfa {
                     live[row] = bytes;
                     if offs
                         .iter()
-                        .all(|&a2| a2 == DEAD || ids[a2 as usize * width] != 0)
+                        .all(|&a2| a2 == DEAD || off_pairs[a2 as usize] != 0)
                     {
                         for (o, &a2) in off_ids[a as usize * k..].iter_mut().zip(offs) {
                             if a2 != DEAD {
-                                *o = ids[a2 as usize * width];
+                                *o = off_pairs[a2 as usize];
                             }
                         }
                         off_done[a as usize] = true;
@@ -1147,8 +1158,9 @@ impl Dfa {
         })
     }
 
-    /// [`Dfa::json_string_but`] by a general exploration of the pairs, for words too many
-    /// for a table indexed by the pair.
+    /// [`Dfa::json_string_but`] by a general exploration of the pairs (what it was before
+    /// it copied rows; the tests compare the two).
+    #[cfg(test)]
     fn json_string_but_explored(&self, words: &[&[u8]], max_states: usize) -> Result<Dfa, Error> {
         let trie = Dfa::literals(words, max_states)?;
         let e = self.explore_pairs_raw(

@@ -189,7 +189,7 @@ pub(super) fn normalize(
         }
     }
     if let Some(r) = m.reference.clone() {
-        let has_other = m.keywords().len() > 1;
+        let has_other = m.keyword_bits().count_ones() > 1;
         if has_other || acc != Schema::Any {
             let target = table
                 .get(r.target)

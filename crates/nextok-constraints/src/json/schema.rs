@@ -183,7 +183,7 @@ pub(super) enum Schema {
 impl Schema {
     /// The schema of `node`: [`Schema::Any`] when it asserts nothing.
     pub(super) fn node(node: Node) -> Schema {
-        if node.keywords().is_empty() {
+        if node.keyword_bits() == 0 {
             Schema::Any
         } else {
             Schema::Node(Arc::new(node))
@@ -382,7 +382,7 @@ impl Node {
 
     /// The keywords present as bits, in [`Node::keyword_table`]'s order (what
     /// [`Schema::shape_hash`] hashes, without a list to allocate).
-    fn keyword_bits(&self) -> u64 {
+    pub(super) fn keyword_bits(&self) -> u64 {
         self.keyword_table()
             .iter()
             .enumerate()
