@@ -894,16 +894,27 @@ impl Dfa {
                 k += 1;
             }
         }
-        // A chain is a trie: node i has read `bytes[..i]`, its one child reads `bytes[i]`.
-        let edges: Vec<(u8, u32)> = bytes
-            .iter()
-            .enumerate()
-            .map(|(i, &b)| (class_of[b as usize], i as u32 + 1))
-            .collect();
-        let first: Vec<u32> = (0..=n as u32).chain([n as u32]).collect();
-        let mut acc = vec![false; n + 1];
-        acc[n] = true;
-        Dfa::from_trie(&first, &edges, &acc, k, &class_of)
+        // A chain: state i + 1 has read `bytes[..i]` (its breadth-first numbering, as
+        // `Dfa::from_trie` would give it), and its one live byte is `bytes[i]`, a class of
+        // its own. Written directly: property names are literals by the hundred per schema.
+        let m = n + 2;
+        let mut trans = vec![DEAD; m * k];
+        let mut accept = vec![false; m];
+        let mut live = vec![[0u64; 4]; m];
+        for (i, &b) in bytes.iter().enumerate() {
+            trans[(i + 1) * k + class_of[b as usize] as usize] = i as u32 + 2;
+            live[i + 1][b as usize >> 6] |= 1 << (b & 63);
+        }
+        accept[n + 1] = true;
+        Dfa {
+            fingerprint: fingerprint(&class_of, &trans, &accept, 1, &live),
+            classes: Box::new(class_of),
+            stride: k,
+            trans,
+            accept,
+            start: 1,
+            live,
+        }
     }
 
     /// The automaton of a trie whose nodes are numbered from 0 (the root) with every node's
