@@ -855,13 +855,20 @@ fn names_and_constants_without_escapable_bytes_are_one_literal() {
     );
 }
 
+/// Asserts that `search_dfa` reads pattern `p` as the plain search, `(?s:.)*(?:p)(?s:.)*`.
+fn assert_plain_search(p: &str) {
+    use super::string::{ecma_to_rust, search_dfa, search_regexes};
+    let fast = search_dfa(p).expect("compiles");
+    let plain = crate::dfa::Dfa::from_regex(&format!("(?s:.)*(?:{})(?s:.)*", ecma_to_rust(p)))
+        .expect("compiles");
+    assert!(same_language(&fast, &plain), "{p}: {:?}", search_regexes(p));
+}
+
 #[test]
 fn patterns_of_anchored_words_are_their_words() {
     // `search_dfa` reads `^word$`, `^(one|two)$` and `^(?:one|two)$` as the trie of their
     // words; the language is the plain search's, for these and for look-alikes that are not
     // word lists (and take the general path).
-    use super::string::{ecma_to_rust, search_dfa};
-    use crate::dfa::Dfa;
     let patterns = [
         "^WebOptimizer$",
         "^(cdn|Cdn)$",
@@ -877,10 +884,7 @@ fn patterns_of_anchored_words_are_their_words() {
         "^(a|b)$x",
     ];
     for p in patterns {
-        let fast = search_dfa(p).expect("compiles");
-        let plain =
-            Dfa::from_regex(&format!("(?s:.)*(?:{})(?s:.)*", ecma_to_rust(p))).expect("compiles");
-        assert!(same_language(&fast, &plain), "{p}");
+        assert_plain_search(p);
     }
     check(
         json!({"type": "object", "patternProperties": {"^(cdn|Cdn)$": {"type": "integer"}}}),
@@ -938,8 +942,6 @@ fn patterns_of_finitely_many_keys_name_them() {
 fn alternatives_anchored_at_the_start_are_read_there() {
     // `search_dfa` reads the top-level alternatives that start with `^` at the start, beside
     // a search for the others; the language is the plain search's.
-    use super::string::{ecma_to_rust, search_dfa, search_regexes};
-    use crate::dfa::Dfa;
     let patterns = [
         "^lin|^lnx$|^win|^ms.*win|vms|hp.*ux|sol",
         "^in$|^out$",
@@ -952,10 +954,7 @@ fn alternatives_anchored_at_the_start_are_read_there() {
         "[|^]a|^b",
     ];
     for p in patterns {
-        let fast = search_dfa(p).expect("compiles");
-        let plain =
-            Dfa::from_regex(&format!("(?s:.)*(?:{})(?s:.)*", ecma_to_rust(p))).expect("compiles");
-        assert!(same_language(&fast, &plain), "{p}: {:?}", search_regexes(p));
+        assert_plain_search(p);
     }
     check(
         json!({"type": "string", "pattern": "^lin|^ms.*win|vms"}),
