@@ -980,7 +980,7 @@ impl Dfa {
     /// [`Error::LimitExceeded`] (`max_terminal_states`), found before the table grows past it.
     pub(crate) fn literals(words: &[&[u8]], max_states: usize) -> Result<Dfa, Error> {
         Ok(match Trie::new(words, max_states)? {
-            Some(t) => Dfa::from_trie(&t.first, &t.edges, &t.acc, t.k, &t.class_of),
+            Some(t) => t.automaton(),
             None => Dfa::empty(),
         })
     }
@@ -1014,16 +1014,18 @@ impl Dfa {
     /// Such a difference needs no pruning but for one kind of pair: a string that has closed
     /// (no byte reads on) on a word. Every other pair reaches a match: a backslash leaves the
     /// words' trie, and the string goes on and closes as any string does (mid-character, a
-    /// character ends first). So those pairs are not made, and the explored table is kept as
-    /// it is ([`Explored::automaton_unpruned`]), as [`Dfa::any_string_but`] keeps its own.
-    /// Pruning an open object's additional keys, any key but its names, was half of the
-    /// first compile of a schema of many open objects (detekt's).
+    /// character ends first). So those pairs are not made, and the table is kept as explored
+    /// (breadth first, in class order), as [`Dfa::any_string_but`] keeps its own. Pruning an
+    /// open object's additional keys, any key but its names, was half of the first compile of
+    /// a schema of many open objects (detekt's). Nor is each pair stepped through both
+    /// automata: off the trie a pair's row is `self`'s own, and on it the same but for the
+    /// node's edges, so rows are copied and those edges set.
     pub(crate) fn json_string_but(&self, words: &[&[u8]], max_states: usize) -> Result<Dfa, Error> {
         let Some(trie) = Trie::new(words, max_states)? else {
             return Ok(self.clone());
         };
         if words.iter().any(|w| w.contains(&b'\\')) || self.is_empty_language() {
-            return self.minus(&Dfa::literals(words, max_states)?);
+            return self.minus(&trie.automaton());
         }
         let na = self.num_states();
         // Pairs (state of `self`, trie node + 1, 0 once off the trie), numbered off the trie
@@ -2339,6 +2341,11 @@ impl Trie {
         }))
     }
 
+    /// The trie's automaton ([`Dfa::literals`]).
+    fn automaton(&self) -> Dfa {
+        Dfa::from_trie(&self.first, &self.edges, &self.acc, self.k, &self.class_of)
+    }
+
     /// Node `v`'s edges, as (class, child).
     fn edges(&self, v: u32) -> &[(u8, u32)] {
         &self.edges[self.first[v as usize] as usize..self.first[v as usize + 1] as usize]
@@ -2831,8 +2838,8 @@ mod tests {
                     .json_string()
                     .unwrap();
                 assert!(direct == encoded, "{words:?}");
-                // The general exploration, kept for words too many for a table of pairs,
-                // gives the same automaton.
+                // The general exploration of the pairs (what `json_string_but` did before it
+                // copied rows) gives the same automaton.
                 let explored = any.json_string_but_explored(&bytes, 10_000).unwrap();
                 assert!(direct == explored, "{words:?}");
             }

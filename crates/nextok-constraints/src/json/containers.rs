@@ -507,7 +507,7 @@ impl Compiler<'_> {
                 None => splitting.push(i),
             }
         }
-        let split_dfas: Vec<Dfa> = splitting.iter().map(|&i| pat_dfas[i].clone()).collect();
+        let split_dfas: Vec<&Dfa> = splitting.iter().map(|&i| &pat_dfas[i]).collect();
         let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
         let listed = props
             .iter()
@@ -1043,7 +1043,7 @@ fn kept_per_names(
 /// none), not the 2^n subsets; more than `MAX_KEY_CELLS` classes are refused by name.
 pub(super) fn key_cells(
     keys: &Dfa,
-    patterns: &[Dfa],
+    patterns: &[&Dfa],
     path: &str,
 ) -> Result<Vec<(Dfa, Vec<usize>)>, Error> {
     let mut cells = Vec::new();

@@ -192,6 +192,22 @@ fn with_base_uri(root: &Value, draft: Option<Draft>, base: Option<&str>) -> Opti
     Some(Value::Object(m))
 }
 
+/// `root` with its base URI written in, the documents its `$ref`s name bundled in, and its
+/// references through identifiers and anchors rewritten as pointers; `None` when none of these
+/// changes it.
+fn resolved_document(
+    root: &Value,
+    draft: Option<Draft>,
+    options: &JsonOptions,
+) -> Result<Option<Value>, Error> {
+    let based = with_base_uri(root, draft, options.base_uri.as_deref());
+    let schema = based.as_ref().unwrap_or(root);
+    let bundled = bundle(schema, draft, &options.resources)?;
+    let schema = bundled.as_ref().unwrap_or(schema);
+    let rewritten = resolve::resolve_identifiers(schema, draft);
+    Ok(rewritten.or(bundled).or(based))
+}
+
 /// Most documents bundled into one schema.
 const MAX_BUNDLED: usize = 64;
 
@@ -675,20 +691,11 @@ pub fn compile_json_schema_report(
         _ => options.draft,
     };
     // A document of plain `#` references has nothing to resolve or bundle (most schemas).
-    let local = resolve::local_only(schema);
-    let based = (!local)
-        .then(|| with_base_uri(schema, draft, options.base_uri.as_deref()))
-        .flatten();
-    let schema = based.as_ref().unwrap_or(schema);
-    let bundled = match local {
+    let resolved = match resolve::local_only(schema) {
         true => None,
-        false => bundle(schema, draft, &options.resources)?,
+        false => resolved_document(schema, draft, options)?,
     };
-    let schema = bundled.as_ref().unwrap_or(schema);
-    let rewritten = (!local)
-        .then(|| resolve::resolve_identifiers(schema, draft))
-        .flatten();
-    let schema = rewritten.as_ref().unwrap_or(schema);
+    let schema = resolved.as_ref().unwrap_or(schema);
     let doc = schema::Document::parse_with(schema, draft, options, &off)?;
     let mut c = compile::Compiler::new(&doc.table, options);
     let s = c.schema(&doc.root, "#")?;
