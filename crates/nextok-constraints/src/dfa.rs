@@ -985,6 +985,36 @@ impl Dfa {
         })
     }
 
+    /// The JSON strings of exactly the given words, quotes included: exactly
+    /// `Dfa::literals(words, limit)?.json_string_limited(limit)`, table and numbering, and the
+    /// same errors (a trie of more than `limit` nodes; a string automaton of more than `limit`
+    /// rows).
+    ///
+    /// When no word holds a control byte, the encoding is the trie between two quotes, with
+    /// a row after the backslash for each node with an edge on `"`, `\\` or `/`: built
+    /// directly from the trie ([`Trie::json_automaton`]) instead of through the general
+    /// encoding, whose table and pruning were nine tenths of the compile of a schema with a
+    /// string `enum` of thousands of names (cryproj's console variables).
+    pub(crate) fn json_literals(words: &[&[u8]], limit: usize) -> Result<Dfa, Error> {
+        match Trie::new(words, limit)? {
+            Some(t) if !words.iter().any(|w| w.iter().any(|&b| b < 0x20)) => {
+                // The encoding's rows before pruning, as `json_encoded_with` counts them
+                // (without the dead one): before and after the quotes, one per node, and six
+                // escape rows per node with an edge on `"`, `\\` or `/`.
+                let escaping = t.escape_rows().iter().filter(|&&e| e).count();
+                if t.acc.len() + 6 * escaping + 2 > limit {
+                    return Err(Error::TooLarge {
+                        what: "JSON string".to_string(),
+                        limit,
+                    });
+                }
+                Ok(t.json_automaton())
+            }
+            Some(t) => t.automaton().json_string_limited(limit),
+            None => Dfa::empty().json_string_limited(limit),
+        }
+    }
+
     /// Every string of [`Dfa::any_string`] but `words`: exactly
     /// `Dfa::any_string().minus(&Dfa::literals(words, max_states)?)`, table and numbering
     /// (an open object's additional keys, any key but its names).
@@ -2346,6 +2376,142 @@ impl Trie {
         Dfa::from_trie(&self.first, &self.edges, &self.acc, self.k, &self.class_of)
     }
 
+    /// The JSON strings of the trie's words between quotes, for words without a control byte
+    /// ([`Dfa::json_literals`]): what [`Dfa::from_raw`] makes of the encoding's table, built
+    /// from the trie's edges alone.
+    ///
+    /// That table has a row before the opening quote (the start), one after the closing quote
+    /// (the one accepting row; every accepting node reads `"` into it), a row per node, and
+    /// the escape rows of the nodes with an edge on `"`, `\\` or `/`. Of those, only the row
+    /// after the backslash reaches a match (the `\\u` rows spell control bytes alone, and
+    /// the letter escapes too), and it reads those three bytes to the node's children on
+    /// them; the node's own row reads `\\` into it, and `/` (but not `"` or `\\`) to the
+    /// child directly. So nothing else is pruned (every node leads to a word's end, and from
+    /// there to the closing quote). Columns of bytes no word holds are dead but for `"` and,
+    /// when some node has an escape row, `\\`: the dead ones merge into class 0 (with byte
+    /// 0), and every other byte is a class of its own (it labels an edge to a child no other
+    /// byte reaches, or is the quote, or the backslash), numbered by byte. States are numbered
+    /// breadth first from the start, each row's targets in class order.
+    fn json_automaton(&self) -> Dfa {
+        let escapable = |x: u8| matches!(x, b'"' | b'\\' | b'/');
+        let byte_of = self.byte_of();
+        let escapes = self.escape_rows();
+        let nodes = self.acc.len();
+        let any_escape = escapes.iter().any(|&e| e);
+        let mut class_of = [0u8; 256];
+        let mut k = 1usize;
+        for b in 0..=255u8 {
+            if self.class_of[b as usize] != 0 || b == b'"' || (b == b'\\' && any_escape) {
+                class_of[b as usize] = k as u8;
+                k += 1;
+            }
+        }
+        let quote = class_of[b'"' as usize];
+        let backslash = class_of[b'\\' as usize];
+        // Rows, numbered breadth first: `ids[v]` is node v's row and `esc_ids[v]` its escape
+        // row (0 until met), `end` the row after the closing quote.
+        let rows = nodes + escapes.iter().filter(|&&e| e).count() + 3;
+        let mut trans = vec![DEAD; rows * k];
+        let mut accept = vec![false; rows];
+        let mut live = vec![[0u64; 4]; rows];
+        let class_bits = class_bytes(&class_of, k);
+        #[derive(Clone, Copy)]
+        enum Row {
+            Before,
+            Node(u32),
+            Escape(u32),
+            End,
+        }
+        let mut ids = vec![DEAD; nodes];
+        let mut esc_ids = vec![DEAD; nodes];
+        let mut end = DEAD;
+        let mut order: Vec<Row> = Vec::with_capacity(rows);
+        order.push(Row::Before);
+        let mut targets: Vec<(u8, Row)> = Vec::new();
+        let mut i = 0;
+        while i < order.len() {
+            let row = i + 1;
+            targets.clear();
+            match order[i] {
+                Row::Before => targets.push((quote, Row::Node(0))),
+                Row::Node(v) => {
+                    for &(c, child) in self.edges(v) {
+                        let x = byte_of[c as usize];
+                        if x != b'"' && x != b'\\' {
+                            targets.push((class_of[x as usize], Row::Node(child)));
+                        }
+                    }
+                    if self.acc[v as usize] {
+                        targets.push((quote, Row::End));
+                    }
+                    if escapes[v as usize] {
+                        targets.push((backslash, Row::Escape(v)));
+                    }
+                }
+                Row::Escape(v) => {
+                    for &(c, child) in self.edges(v) {
+                        let x = byte_of[c as usize];
+                        if escapable(x) {
+                            targets.push((class_of[x as usize], Row::Node(child)));
+                        }
+                    }
+                }
+                Row::End => accept[row] = true,
+            }
+            targets.sort_unstable_by_key(|t| t.0);
+            for &(c, t) in &targets {
+                let slot = match t {
+                    Row::Node(v) => &mut ids[v as usize],
+                    Row::Escape(v) => &mut esc_ids[v as usize],
+                    Row::End => &mut end,
+                    Row::Before => unreachable!("nothing leads back before the opening quote"),
+                };
+                if *slot == DEAD {
+                    order.push(t);
+                    *slot = order.len() as u32;
+                }
+                trans[row * k + c as usize] = *slot;
+                for (x, y) in live[row].iter_mut().zip(&class_bits[c as usize]) {
+                    *x |= y;
+                }
+            }
+            i += 1;
+        }
+        debug_assert_eq!(order.len() + 1, rows);
+        Dfa {
+            fingerprint: fingerprint(&class_of, &trans, &accept, 1, &live),
+            classes: Box::new(class_of),
+            stride: k,
+            trans,
+            accept,
+            start: 1,
+            live,
+        }
+    }
+
+    /// Each class's byte, for classes of one byte (all but class 0, unless every byte
+    /// value occurs and each byte is a class): the lowest byte of the class.
+    fn byte_of(&self) -> [u8; 256] {
+        let mut byte_of = [0u8; 256];
+        for x in (0..=255u8).rev() {
+            byte_of[self.class_of[x as usize] as usize] = x;
+        }
+        byte_of
+    }
+
+    /// Per node, whether it has an edge on a byte that JSON may also write as an escape
+    /// (`"`, `\\` or `/`), and so has rows after a backslash in the JSON encoding.
+    fn escape_rows(&self) -> Vec<bool> {
+        let byte_of = self.byte_of();
+        (0..self.acc.len() as u32)
+            .map(|v| {
+                self.edges(v)
+                    .iter()
+                    .any(|&(c, _)| matches!(byte_of[c as usize], b'"' | b'\\' | b'/'))
+            })
+            .collect()
+    }
+
     /// Node `v`'s edges, as (class, child).
     fn edges(&self, v: u32) -> &[(u8, u32)] {
         &self.edges[self.first[v as usize] as usize..self.first[v as usize + 1] as usize]
@@ -2769,6 +2935,56 @@ mod tests {
             for w in words {
                 assert!(!direct.matches(w.as_bytes()), "{w:?} of {words:?}");
             }
+        }
+    }
+
+    #[test]
+    fn json_literals_are_the_encoded_trie_itself() {
+        // `json_literals` builds the quoted trie from its edges; it must be exactly the general
+        // encoding's automaton (same table, numbering, classes and fingerprint), for names that
+        // share prefixes, end inside others, hold multi-byte characters, bytes that JSON may
+        // escape (`"`, `\\`, `/`), the escape letters and hex digits, or are empty; and a name
+        // with a control byte takes the general path.
+        let pieces = [
+            "a",
+            "b",
+            "ab",
+            "u",
+            "0",
+            "1",
+            "n",
+            "é",
+            "😀",
+            "\"",
+            "/",
+            "\\",
+            "z",
+            "\n",
+            "\u{10ffff}",
+        ];
+        for words in &name_sets(&pieces, 23) {
+            let bytes: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
+            let direct = Dfa::json_literals(&bytes, 10_000).unwrap();
+            let general = Dfa::literals(&bytes, 10_000)
+                .unwrap()
+                .json_string_limited(10_000)
+                .unwrap();
+            assert!(direct == general, "{words:?}");
+            assert_eq!(direct.stride, general.stride, "{words:?}");
+            for w in words {
+                let quoted = serde_json::to_string(w).unwrap();
+                assert!(direct.matches(quoted.as_bytes()), "{quoted} of {words:?}");
+            }
+        }
+        // The limits fail alike: a trie over the limit, and a trie within it whose encoding
+        // (two quote rows, and six escape rows per node with an edge on `/`) is not.
+        let words: Vec<&[u8]> = vec![b"a/b", b"a/c", b"abc"];
+        for limit in 3..20 {
+            let direct = Dfa::json_literals(&words, limit).map_err(|e| e.to_string());
+            let general = Dfa::literals(&words, limit)
+                .and_then(|t| t.json_string_limited(limit))
+                .map_err(|e| e.to_string());
+            assert_eq!(direct, general, "limit {limit}");
         }
     }
 

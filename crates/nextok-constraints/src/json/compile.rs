@@ -31,8 +31,10 @@ pub(super) struct Compiler<'a> {
     depth: usize,
     /// The schemas being compiled, outermost first, each with the nonterminal that stands for
     /// it once a schema inside it is found equal to it (a recursion through a `$ref` beside
-    /// other keywords, which normalising inlines, so no bare `$ref` closes the loop).
-    open: Vec<(Schema, Option<u32>)>,
+    /// other keywords, which normalising inlines, so no bare `$ref` closes the loop), and its
+    /// shape hash (`Schema::shape_hash`), compared first: most open schemas differ from the
+    /// one met, and comparing large nodes field by field was a third of some compiles.
+    open: Vec<(Schema, Option<u32>, u64)>,
     /// The rules of `format: "regex"` strings, once built (`ecma_regex`): any pattern, and
     /// any but the empty one.
     pub(super) regex_format: [Option<Sym>; 2],
@@ -224,8 +226,13 @@ impl<'a> Compiler<'a> {
     /// lead back to an equal schema: `"additionalProperties": {"anyOf": [.., {"$ref":
     /// "#/definitions/resource"}], "minProperties": 1}` inside that resource).
     pub(super) fn schema(&mut self, s: &Schema, path: &str) -> Result<Sym, Error> {
+        let shape = s.shape_hash(3);
         if let Schema::Node(_) = s {
-            if let Some(i) = self.open.iter().rposition(|(o, _)| o == s) {
+            if let Some(i) = self
+                .open
+                .iter()
+                .rposition(|(o, _, h)| *h == shape && o == s)
+            {
                 let nt = match self.open[i].1 {
                     Some(nt) => nt,
                     None => {
@@ -243,7 +250,7 @@ impl<'a> Compiler<'a> {
         // check is to be placed, which depends on where it is.
         let key = match (s, self.closing) {
             (Schema::Node(_), None) => {
-                let k = s.shape_hash(3);
+                let k = shape;
                 let known = self.memo.get(&k).into_iter().flatten();
                 if let Some((_, sym)) = known.into_iter().find(|(o, _)| o == s) {
                     return Ok(*sym);
@@ -253,7 +260,7 @@ impl<'a> Compiler<'a> {
             _ => None,
         };
         let logged = self.memo_log.len();
-        let r = self.schema_fresh(s, path);
+        let r = self.schema_fresh(s, shape, path);
         match (&r, key) {
             (Ok(sym), Some(k)) => {
                 self.memo.entry(k).or_default().push((s.clone(), *sym));
@@ -273,7 +280,7 @@ impl<'a> Compiler<'a> {
         r
     }
 
-    fn schema_fresh(&mut self, s: &Schema, path: &str) -> Result<Sym, Error> {
+    fn schema_fresh(&mut self, s: &Schema, shape: u64, path: &str) -> Result<Sym, Error> {
         self.depth += 1;
         if self.depth > 200 {
             return Err(unsupported("nesting deeper than 200", path));
@@ -286,9 +293,9 @@ impl<'a> Compiler<'a> {
             self.b.rule_count() + 1,
             self.opts.limits.max_rules,
         )?;
-        self.open.push((s.clone(), None));
+        self.open.push((s.clone(), None, shape));
         let r = self.schema_inner(s, path);
-        let nt = self.open.pop().and_then(|(_, nt)| nt);
+        let nt = self.open.pop().and_then(|(_, nt, _)| nt);
         self.depth -= 1;
         match (r, nt) {
             (Ok(body), Some(nt)) => {
@@ -600,13 +607,26 @@ impl<'a> Compiler<'a> {
             values: None,
             ..m.clone()
         });
-        if rest != Schema::Any {
+        // With `type` alone beside the values, a string, boolean or `null` is kept by its type
+        // (checking each of thousands of names through a compiled grammar was a fifth of the
+        // compile of cryproj's schema); numbers, arrays and objects are checked as below.
+        let typed = match (&m.types, m.only(&["type", "enum"])) {
+            (Some(t), true) => Some(*t),
+            _ => None,
+        };
+        let by_type = |v: &Value| {
+            matches!(v, Value::String(_) | Value::Bool(_) | Value::Null) && typed.is_some()
+        };
+        if let Some(t) = typed {
+            values.retain(|v| !by_type(v) || t.admits(v));
+        }
+        if rest != Schema::Any && !values.iter().all(by_type) {
             // Keep the values that the other keywords accept, checked by compiling them.
             let mut sub = Compiler::new(self.table, self.opts);
             let s = sub.schema(&rest, path)?;
             match sub.b.build_with(s, &self.opts.limits) {
-                Ok(g) => values.retain(|v| g.recognizes(compact(v).as_bytes())),
-                Err(Error::EmptyLanguage) => values.clear(),
+                Ok(g) => values.retain(|v| by_type(v) || g.recognizes(compact(v).as_bytes())),
+                Err(Error::EmptyLanguage) => values.retain(by_type),
                 Err(e) => return Err(e),
             }
         }
@@ -619,8 +639,9 @@ impl<'a> Compiler<'a> {
             .collect();
         if strings.len() > 1 {
             let limit = self.opts.limits.max_terminal_states;
-            let trie = Dfa::literals(&strings, limit)?;
-            alts.push(vec![self.b.terminal(trie.json_string_limited(limit)?)?]);
+            alts.push(vec![self
+                .b
+                .terminal(Dfa::json_literals(&strings, limit)?)?]);
         }
         for v in &values {
             if strings.len() <= 1 || !v.is_string() {
