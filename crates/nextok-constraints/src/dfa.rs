@@ -1960,6 +1960,66 @@ impl Dfa {
         reps
     }
 
+    /// The number of words of the language, `u64::MAX` when infinite or at least that many.
+    ///
+    /// A depth-first count with an explicit stack, over byte classes: a class of `m` bytes
+    /// into state `t` adds `m` times `t`'s count (reading all 256 bytes of every state, twice,
+    /// was half the compile of a schema with a long bounded URL among its unique strings). A
+    /// state met again on the current path is a cycle through a live state (dead states are
+    /// never entered), so the language is infinite; and once a state's count saturates, so
+    /// does the start's (every state is reachable, and each of its words extends a path to
+    /// it), so the count stops there.
+    pub(crate) fn count_words(&self) -> u64 {
+        let n = self.num_states();
+        let k = self.stride;
+        if self.start == DEAD {
+            return 0;
+        }
+        let mut size = vec![0u64; k];
+        for &c in self.classes.iter() {
+            size[c as usize] += 1;
+        }
+        // 0: not seen, 1: on the path, 2: counted.
+        let mut mark = vec![0u8; n];
+        let mut memo = vec![0u64; n];
+        // (state, next class to look at).
+        let mut stack: Vec<(u32, usize)> = vec![(self.start, 0)];
+        mark[self.start as usize] = 1;
+        while let Some(&mut (s, ref mut c)) = stack.last_mut() {
+            let row = &self.trans[s as usize * k..(s as usize + 1) * k];
+            if *c == k {
+                let total = row
+                    .iter()
+                    .zip(&size)
+                    .filter(|(&t, _)| t != DEAD)
+                    .fold(u64::from(self.is_accept(s)), |acc, (&t, &m)| {
+                        acc.saturating_add(m.saturating_mul(memo[t as usize]))
+                    });
+                if total == u64::MAX {
+                    return u64::MAX;
+                }
+                memo[s as usize] = total;
+                mark[s as usize] = 2;
+                stack.pop();
+                continue;
+            }
+            let t = row[*c];
+            *c += 1;
+            if t == DEAD {
+                continue;
+            }
+            match mark[t as usize] {
+                0 => {
+                    mark[t as usize] = 1;
+                    stack.push((t, 0));
+                }
+                1 => return u64::MAX,
+                _ => {}
+            }
+        }
+        memo[self.start as usize]
+    }
+
     /// The state after reading `b` in state `s`.
     #[inline(always)]
     pub(crate) fn next(&self, s: u32, b: u8) -> u32 {
@@ -2935,6 +2995,66 @@ mod tests {
             for w in words {
                 assert!(!direct.matches(w.as_bytes()), "{w:?} of {words:?}");
             }
+        }
+    }
+
+    /// The word count of `d` byte by byte, every byte of every state (each state counted
+    /// once, `memo`), without stopping at a saturated count: the reference for
+    /// [`Dfa::count_words`].
+    fn count_words_bytewise(d: &Dfa, s: u32, path: &mut Vec<u32>, memo: &mut [Option<u64>]) -> u64 {
+        if path.contains(&s) {
+            return u64::MAX;
+        }
+        if let Some(n) = memo[s as usize] {
+            return n;
+        }
+        path.push(s);
+        let mut total = u64::from(d.is_accept(s));
+        for x in 0..=255u8 {
+            let t = d.next(s, x);
+            if t != DEAD {
+                total = total.saturating_add(count_words_bytewise(d, t, path, memo));
+            }
+        }
+        path.pop();
+        memo[s as usize] = Some(total);
+        total
+    }
+
+    #[test]
+    fn words_are_counted_by_class() {
+        let chars = 0x110000u64 - 0x800; // Unicode scalar values
+        let cases: Vec<(Dfa, Option<u64>)> = vec![
+            (Dfa::empty(), Some(0)),
+            (
+                Dfa::literals(&[b"", b"a", b"ab", b"abc", b"b"], 100).unwrap(),
+                Some(5),
+            ),
+            (
+                Dfa::char_count(0, Some(2)).unwrap(),
+                Some(1 + chars + chars * chars),
+            ),
+            (Dfa::char_count(1, Some(1)).unwrap(), Some(chars)),
+            (Dfa::from_regex("[a-c]{2}x?|[0-9]").unwrap(), Some(28)),
+            (Dfa::from_regex("a+").unwrap(), Some(u64::MAX)),
+            // Finite but more than u64 can hold: 2^70 words.
+            (Dfa::from_regex("[ab]{70}").unwrap(), Some(u64::MAX)),
+            (
+                Dfa::from_regex("[ab]{3}").unwrap().json_string().unwrap(),
+                None,
+            ),
+        ];
+        for (i, (d, expected)) in cases.iter().enumerate() {
+            let n = d.count_words();
+            if let Some(e) = expected {
+                assert_eq!(n, *e, "case {i}");
+            }
+            let mut memo = vec![None; d.num_states()];
+            let reference = match d.start {
+                DEAD => 0,
+                s => count_words_bytewise(d, s, &mut Vec::new(), &mut memo),
+            };
+            assert_eq!(n, reference, "case {i}");
         }
     }
 

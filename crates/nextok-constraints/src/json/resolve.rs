@@ -2,6 +2,7 @@
 //! (RFC 3986 resolution), and JSON pointers looked up in the document.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use serde_json::{Map, Value};
 
@@ -62,8 +63,9 @@ pub(super) fn identifier(
 /// A schema object, its JSON pointer, its base URI and its parent's.
 struct Visited<'v> {
     pointer: String,
-    base: String,
-    parent: String,
+    /// Shared with the parent's when no identifier changes it, as most schemas' is.
+    base: Rc<str>,
+    parent: Rc<str>,
     m: &'v Map<String, Value>,
 }
 
@@ -73,7 +75,7 @@ struct Visited<'v> {
 fn visit<'v>(
     v: &'v Value,
     pointer: &str,
-    base: &str,
+    base: &Rc<str>,
     draft: Option<Draft>,
     out: &mut Vec<Visited<'v>>,
 ) {
@@ -81,19 +83,26 @@ fn visit<'v>(
         return;
     };
     let parent = base;
-    let base = match identifier(m, draft) {
+    let base: Rc<str> = match identifier(m, draft) {
         // Drafts 4 to 7: `$ref` overrides its siblings, the identifier included.
-        Some(_) if m.contains_key("$ref") && is_draft_4_to_7(draft) => parent.to_string(),
-        Some((_, id)) => strip_fragment(&resolve_uri(parent, id)).to_string(),
-        _ => parent.to_string(),
+        Some(_) if m.contains_key("$ref") && is_draft_4_to_7(draft) => Rc::clone(parent),
+        Some((_, id)) => strip_fragment(&resolve_uri(parent, id)).into(),
+        _ => Rc::clone(parent),
     };
     out.push(Visited {
         pointer: pointer.to_string(),
-        base: base.clone(),
-        parent: parent.to_string(),
+        base: Rc::clone(&base),
+        parent: Rc::clone(parent),
         m,
     });
-    let token = |k: &str| escape_pointer(k).replace('%', "%25");
+    // A pointer token: most names need no escape, and are taken as they are.
+    fn token(k: &str) -> std::borrow::Cow<'_, str> {
+        if k.contains(['~', '/', '%']) {
+            escape_pointer(k).replace('%', "%25").into()
+        } else {
+            k.into()
+        }
+    }
     for (k, sub) in m {
         if DATA_KEYWORDS.contains(&k.as_str()) {
             continue;
@@ -158,7 +167,7 @@ pub(super) fn local_only(root: &Value) -> bool {
 /// `$dynamicRef`, nothing is rewritten (the compiler refuses it).
 pub(super) fn resolve_identifiers(root: &Value, draft: Option<Draft>) -> Option<Value> {
     let mut nodes = Vec::new();
-    visit(root, "", DEFAULT_BASE, draft, &mut nodes);
+    visit(root, "", &DEFAULT_BASE.into(), draft, &mut nodes);
     let is_str = |m: &Map<String, Value>, k: &str| matches!(m.get(k), Some(Value::String(_)));
     let needed = nodes
         .iter()
@@ -189,8 +198,10 @@ pub(super) fn resolve_identifiers(root: &Value, draft: Option<Draft>) -> Option<
     let modern = nodes
         .iter()
         .any(|n| MODERN.iter().any(|k| n.m.contains_key(*k)));
-    let mut rewrites: Vec<(String, Option<String>, Option<&'static str>)> = Vec::new();
-    for n in &nodes {
+    // Per schema position, in `visit`'s order: its new `$ref`, and its identifier's keyword
+    // to take out. Only the positions that change get an entry.
+    let mut rewrites: Vec<Rewrite> = Vec::new();
+    for (i, n) in nodes.iter().enumerate() {
         let new_ref = match n.m.get("$ref") {
             // Without a draft, an identifier beside `$ref` changes the base in 2019-09 and
             // later and not before: unless the document uses a later draft's keywords, a
@@ -207,18 +218,61 @@ pub(super) fn resolve_identifiers(root: &Value, draft: Option<Draft>) -> Option<
             Some(Value::String(r)) => target(&n.base, r),
             _ => None,
         };
-        rewrites.push((
-            n.pointer.clone(),
-            new_ref,
-            identifier(n.m, draft).map(|(k, _)| k),
-        ));
+        let id_key = identifier(n.m, draft)
+            .map(|(k, _)| k)
+            .filter(|_| !n.pointer.is_empty());
+        let anchored = n.m.contains_key("$anchor") || n.m.contains_key("$dynamicAnchor");
+        if new_ref.is_some() || id_key.is_some() || anchored {
+            rewrites.push((i, new_ref, id_key));
+        }
     }
     let mut out = root.clone();
-    for (pointer, new_ref, id_key) in rewrites {
-        let Some(Value::Object(m)) = out.pointer_mut(&pointer_path(&pointer)) else {
+    // One walk of the copy in `visit`'s order applies them (looking each position up from
+    // the root by its pointer was most of the time of a large bundled document).
+    let mut pending = rewrites.into_iter().peekable();
+    rewrite(&mut out, &mut 0, &mut pending);
+    Some(out)
+}
+
+/// A change to one schema position: its index in [`visit`]'s order, its new `$ref`, and the
+/// keyword of its identifier to take out.
+type Rewrite = (usize, Option<String>, Option<&'static str>);
+
+/// Applies the [`Rewrite`]s `pending` (in order) to the schema positions of `v`, walking them
+/// in [`visit`]'s order; `next` counts the positions met. A position's own members change
+/// only after its subschemas are walked, so taking a member out (which reorders the rest)
+/// changes nothing of the walk.
+fn rewrite(
+    v: &mut Value,
+    next: &mut usize,
+    pending: &mut std::iter::Peekable<std::vec::IntoIter<Rewrite>>,
+) {
+    let Value::Object(m) = v else {
+        return;
+    };
+    let here = *next;
+    *next += 1;
+    let own = pending.next_if(|(i, _, _)| *i == here);
+    for (k, sub) in m.iter_mut() {
+        if DATA_KEYWORDS.contains(&k.as_str()) {
             continue;
-        };
-        if let Some(k) = id_key.filter(|_| !pointer.is_empty()) {
+        }
+        match sub {
+            Value::Object(named) if NAME_MAPS.contains(&k.as_str()) => {
+                for s in named.values_mut() {
+                    rewrite(s, next, pending);
+                }
+            }
+            Value::Array(a) => {
+                for s in a {
+                    rewrite(s, next, pending);
+                }
+            }
+            _ => rewrite(sub, next, pending),
+        }
+    }
+    if let Some((_, new_ref, id_key)) = own {
+        if let Some(k) = id_key {
             m.remove(k);
         }
         m.remove("$anchor");
@@ -227,7 +281,6 @@ pub(super) fn resolve_identifiers(root: &Value, draft: Option<Draft>) -> Option<
             m.insert("$ref".into(), Value::String(r));
         }
     }
-    Some(out)
 }
 
 /// Resources (documents) and anchors of the document, by absolute URI, to JSON pointers
@@ -256,7 +309,7 @@ fn resources_and_anchors(nodes: &[Visited<'_>], draft: Option<Draft>) -> (Locate
         let new_resource = id.is_some_and(|(_, id)| !id.starts_with('#'));
         if pointer.is_empty() || new_resource {
             resources
-                .entry(base.clone())
+                .entry(base.to_string())
                 .or_insert_with(|| pointer.clone());
         }
         for k in ["$anchor", "$dynamicAnchor"] {
@@ -274,7 +327,7 @@ fn resources_and_anchors(nodes: &[Visited<'_>], draft: Option<Draft>) -> (Locate
 /// that are not resources inside it: what must be bundled in before it compiles.
 pub(super) fn external_documents(root: &Value, draft: Option<Draft>) -> Vec<String> {
     let mut nodes = Vec::new();
-    visit(root, "", DEFAULT_BASE, draft, &mut nodes);
+    visit(root, "", &DEFAULT_BASE.into(), draft, &mut nodes);
     let (resources, _) = resources_and_anchors(&nodes, draft);
     let mut out: Vec<String> = Vec::new();
     for n in &nodes {
@@ -291,12 +344,6 @@ pub(super) fn external_documents(root: &Value, draft: Option<Draft>) -> Vec<Stri
 
 fn is_draft_4_to_7(draft: Option<Draft>) -> bool {
     matches!(draft, Some(Draft::Draft4 | Draft::Draft6 | Draft::Draft7))
-}
-
-/// A pointer built by `resolve_identifiers` (tokens percent-encoded for [`lookup`]) as
-/// serde_json's `pointer_mut` wants it.
-fn pointer_path(pointer: &str) -> String {
-    pointer.replace("%25", "%")
 }
 
 /// The URI without its fragment.
@@ -481,6 +528,42 @@ mod tests {
         ] {
             assert_eq!(resolve_uri(base, r), want, "{r}");
         }
+    }
+
+    #[test]
+    fn identifiers_and_anchors_become_pointers_at_every_depth() {
+        // References by identifier and by anchor, from positions nested in ones that change
+        // themselves (an identifier taken out, a `$ref` rewritten), under names that need
+        // escaping in a pointer, in arrays and in name maps; data keywords are not schemas.
+        use serde_json::json;
+        let doc = json!({
+            "$id": "https://x.test/root.json",
+            "$defs": {
+                "a/b": {
+                    "$id": "a.json",
+                    "$ref": "#inner",
+                    "$defs": {"in~ner": {"$anchor": "inner", "type": "string",
+                                         "items": [{"$ref": "a.json"}]}}
+                },
+                "c": {"$ref": "a.json#/$defs/in~0ner", "const": {"$ref": "a.json"}}
+            },
+            "anyOf": [{"$ref": "a.json"}, {"$ref": "a.json#inner"}]
+        });
+        let out = resolve_identifiers(&doc, Some(Draft::Draft2020_12)).unwrap();
+        let a = "#/$defs/a~1b";
+        let inner = "#/$defs/a~1b/$defs/in~0ner";
+        let want = json!({
+            "$id": "https://x.test/root.json",
+            "$defs": {
+                "a/b": {
+                    "$ref": inner,
+                    "$defs": {"in~ner": {"type": "string", "items": [{"$ref": a}]}}
+                },
+                "c": {"$ref": inner, "const": {"$ref": "a.json"}}
+            },
+            "anyOf": [{"$ref": a}, {"$ref": inner}]
+        });
+        assert_eq!(out, want);
     }
 
     #[test]

@@ -663,45 +663,10 @@ impl Compiler<'_> {
     }
 }
 
-/// The number of words of `d`'s language, `u64::MAX` when infinite or at least that many.
-/// A depth-first count with an explicit stack; a state met again on the current path is a
-/// cycle through a live state (dead states are never entered), so the language is infinite.
+/// The number of words of `d`'s language, `u64::MAX` when infinite or at least that many
+/// ([`Dfa::count_words`]).
 pub(super) fn count_words(d: &Dfa) -> u64 {
-    let n = d.num_states();
-    // 0: not seen, 1: on the path, 2: counted.
-    let mut mark = vec![0u8; n];
-    let mut memo = vec![0u64; n];
-    // (state, next byte to look at).
-    let mut stack: Vec<(u32, u16)> = vec![(d.start(), 0)];
-    mark[d.start() as usize] = 1;
-    while let Some(&mut (s, ref mut b)) = stack.last_mut() {
-        if *b == 256 {
-            let total = (0..=255u8)
-                .map(|x| d.next(s, x))
-                .filter(|&t| t != DEAD)
-                .fold(u64::from(d.is_accept(s)), |acc, t| {
-                    acc.saturating_add(memo[t as usize])
-                });
-            memo[s as usize] = total;
-            mark[s as usize] = 2;
-            stack.pop();
-            continue;
-        }
-        let t = d.next(s, *b as u8);
-        *b += 1;
-        if t == DEAD {
-            continue;
-        }
-        match mark[t as usize] {
-            0 => {
-                mark[t as usize] = 1;
-                stack.push((t, 0));
-            }
-            1 => return u64::MAX,
-            _ => {}
-        }
-    }
-    memo[d.start() as usize]
+    d.count_words()
 }
 
 /// Whether every live state of `d` that can read on reaches infinitely many words: those that
