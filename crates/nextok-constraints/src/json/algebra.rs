@@ -1189,6 +1189,16 @@ pub(super) fn exactly_one(
     // A branch equal to another: each of its values matches both, so it has none of its own
     // (`false`), and the others exclude it once.
     let repeated = |i: usize| (0..branches.len()).any(|j| j != i && branches[j] == branches[i]);
+    // The types on which two branches may overlap, once per pair: the question is the same
+    // both ways (either answer is a superset of the types of their common values), and
+    // asking it twice was half the compile of a schema of long `oneOf`s (function.json's).
+    let n = branches.len();
+    let mut overlaps: Vec<Option<TypeSet>> = vec![None; n * n];
+    let mut overlap_of = |i: usize, j: usize| {
+        let (lo, hi) = (i.min(j), i.max(j));
+        *overlaps[lo * n + hi]
+            .get_or_insert_with(|| overlap_types(table, &resolved[lo], &resolved[hi], path))
+    };
     for i in 0..branches.len() {
         if repeated(i) {
             out.push(Schema::Never);
@@ -1202,7 +1212,7 @@ pub(super) fn exactly_one(
             // Only values of the JSON types on which the two may overlap can match both:
             // branch i keeps its values of the other types as they are, and needs the
             // complement of branch j only among its values of those types.
-            let overlap = overlap_types(table, &resolved[i], &resolved[j], path);
+            let overlap = overlap_of(i, j);
             if overlap.is_empty() {
                 continue;
             }
