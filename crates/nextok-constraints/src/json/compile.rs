@@ -607,26 +607,26 @@ impl<'a> Compiler<'a> {
             values: None,
             ..m.clone()
         });
-        // With `type` alone beside the values, a string, boolean or `null` is kept by its type
-        // (checking each of thousands of names through a compiled grammar was a fifth of the
-        // compile of cryproj's schema); numbers, arrays and objects are checked as below.
-        let typed = match (&m.types, m.only(&["type", "enum"])) {
-            (Some(t), true) => Some(*t),
-            _ => None,
-        };
-        let by_type = |v: &Value| {
-            matches!(v, Value::String(_) | Value::Bool(_) | Value::Null) && typed.is_some()
-        };
-        if let Some(t) = typed {
-            values.retain(|v| !by_type(v) || t.admits(v));
-        }
-        if rest != Schema::Any && !values.iter().all(by_type) {
+        // With only `type` and excluded values (`not` of an `enum`, as a `oneOf` of constants
+        // leaves each of its branches) beside the values, a string, boolean or `null` is kept
+        // by its type and by equalling no excluded value: checking each through a compiled
+        // grammar was a fifth of the compile of cryproj's schema (thousands of names) and
+        // half of template.json's (a hundred constants, each beside the others excluded).
+        // Numbers, arrays and objects are checked as below.
+        let simple = m.only(&["type", "enum", "not enum"]);
+        let plain =
+            |v: &Value| simple && matches!(v, Value::String(_) | Value::Bool(_) | Value::Null);
+        let excluded = m.excluded.as_deref().unwrap_or_default();
+        values.retain(|v| {
+            !plain(v) || (m.types.is_none_or(|t| t.admits(v)) && !excluded.contains(v))
+        });
+        if rest != Schema::Any && !values.iter().all(plain) {
             // Keep the values that the other keywords accept, checked by compiling them.
             let mut sub = Compiler::new(self.table, self.opts);
             let s = sub.schema(&rest, path)?;
             match sub.b.build_with(s, &self.opts.limits) {
-                Ok(g) => values.retain(|v| by_type(v) || g.recognizes(compact(v).as_bytes())),
-                Err(Error::EmptyLanguage) => values.retain(by_type),
+                Ok(g) => values.retain(|v| plain(v) || g.recognizes(compact(v).as_bytes())),
+                Err(Error::EmptyLanguage) => values.retain(plain),
                 Err(e) => return Err(e),
             }
         }

@@ -1512,3 +1512,33 @@ fn objects_only_sets_of_names_track_keep_them_up_to_eight_names() {
     )
     .is_err());
 }
+
+#[test]
+fn enum_values_are_kept_by_type_and_exclusion_or_by_the_other_keywords() {
+    // Strings, booleans and `null` beside only `type` and excluded values are kept by their
+    // type and by equalling no excluded value; numbers go through the other keywords' grammar.
+    check(
+        json!({"type": "string", "enum": ["a", "b", "c", 1], "not": {"enum": ["b"]}}),
+        &[r#""a""#, r#""c""#],
+        &[r#""b""#, "1", r#""d""#],
+    );
+    check(
+        json!({"enum": ["a", 1, 2.5, null, true], "type": ["integer", "null"],
+               "not": {"enum": [null, "a"]}}),
+        &["1", "1.0"],
+        &[r#""a""#, "2.5", "null", "true"],
+    );
+    // A `oneOf` of constants: each branch keeps its own value beside the others excluded.
+    check(
+        json!({"properties": {"k": {"oneOf": [{"const": "x"}, {"const": "y"}, {"enum": ["x", "z"]}]}}}),
+        &[r#"{"k":"y"}"#, r#"{"k":"z"}"#],
+        &[r#"{"k":"x"}"#, r#"{"k":"w"}"#],
+    );
+    // Another keyword beside them: the values go through its grammar.
+    check(
+        json!({"type": "string", "enum": ["ab", "abc", "b"], "minLength": 2,
+               "not": {"enum": ["abc"]}}),
+        &[r#""ab""#],
+        &[r#""abc""#, r#""b""#],
+    );
+}
