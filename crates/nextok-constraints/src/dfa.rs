@@ -631,6 +631,30 @@ impl Dfa {
                 reason,
             });
         }
+        // The NFA compiler is kept per thread and reused: a fresh one allocates and fills its
+        // map of compiled UTF-8 suffixes (10,000 entries) at its first Unicode class, which
+        // was a tenth of the first compile of a schema of many small patterns (package.json).
+        thread_local! {
+            static NFA_COMPILER: regex_automata::nfa::thompson::Compiler = {
+                use regex_automata::nfa::thompson;
+                let mut c = thompson::Compiler::new();
+                c.syntax(syntax::Config::new().utf8(true).unicode(true))
+                    .configure(
+                        thompson::Config::new()
+                            // Untrusted patterns: bound the work and memory of each stage.
+                            .nfa_size_limit(Some(16 << 20))
+                            // No capture groups: fewer NFA states to determinize.
+                            .which_captures(thompson::WhichCaptures::None),
+                    );
+                c
+            };
+        }
+        let nfa = NFA_COMPILER
+            .with(|c| {
+                c.build(pattern)
+                    .map_err(|e| format!("error building NFA: {}", error_chain(&e)))
+            })
+            .map_err(err)?;
         let dfa = dense::Builder::new()
             .configure(
                 dense::Config::new()
@@ -640,18 +664,10 @@ impl Dfa {
                     // regex-automata's own searches.
                     .accelerate(false)
                     .specialize_start_states(false)
-                    // Untrusted patterns: bound the work and memory of each stage.
                     .dfa_size_limit(Some(32 << 20))
                     .determinize_size_limit(Some(32 << 20)),
             )
-            .syntax(syntax::Config::new().utf8(true).unicode(true))
-            .thompson(
-                regex_automata::nfa::thompson::Config::new()
-                    .nfa_size_limit(Some(16 << 20))
-                    // No capture groups: fewer NFA states to determinize.
-                    .which_captures(regex_automata::nfa::thompson::WhichCaptures::None),
-            )
-            .build(pattern)
+            .build_from_nfa(&nfa)
             .map_err(|e| err(error_chain(&e)))?;
         let cfg = regex_automata::util::start::Config::new().anchored(Anchored::Yes);
         let start = dfa.start_state(&cfg).map_err(|e| err(e.to_string()))?;
