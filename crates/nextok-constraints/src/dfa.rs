@@ -215,15 +215,7 @@ impl<K> Explored<K> {
             .collect();
         let live = live_rows(&self.class_of, k, &self.raw);
         debug_assert_eq!(live.len(), m);
-        Dfa {
-            fingerprint: fingerprint(&self.class_of, &self.raw, &accept, 1, &live),
-            classes: Box::new(self.class_of),
-            stride: k,
-            trans: self.raw,
-            accept,
-            start: 1,
-            live,
-        }
+        Dfa::from_table(Box::new(self.class_of), k, self.raw, accept, 1, live)
     }
 }
 
@@ -275,6 +267,26 @@ fn fingerprint(
 }
 
 impl Dfa {
+    /// The automaton of a finished table, with its fingerprint taken.
+    fn from_table(
+        classes: Box<[u8; 256]>,
+        stride: usize,
+        trans: Vec<u32>,
+        accept: Vec<bool>,
+        start: u32,
+        live: Vec<[u64; 4]>,
+    ) -> Dfa {
+        Dfa {
+            fingerprint: fingerprint(&classes, &trans, &accept, start, &live),
+            classes,
+            stride,
+            trans,
+            accept,
+            start,
+            live,
+        }
+    }
+
     /// Explores the automaton given by `next` and `accept` breadth first from `start`, prunes the
     /// states that cannot reach a match, and compresses the table into byte classes.
     ///
@@ -576,15 +588,7 @@ impl Dfa {
             }
         }
         let start = if order.is_empty() { DEAD } else { 1 };
-        Dfa {
-            fingerprint: fingerprint(&classes, &trans, &accept, start, &livebytes),
-            classes,
-            stride,
-            trans,
-            accept,
-            start,
-            live: livebytes,
-        }
+        Dfa::from_table(classes, stride, trans, accept, start, livebytes)
     }
 
     /// Compiles a regular expression (Rust `regex` syntax, Unicode, matching valid UTF-8 only)
@@ -922,15 +926,7 @@ impl Dfa {
             live[i + 1][b as usize >> 6] |= 1 << (b & 63);
         }
         accept[n + 1] = true;
-        Dfa {
-            fingerprint: fingerprint(&class_of, &trans, &accept, 1, &live),
-            classes: Box::new(class_of),
-            stride: k,
-            trans,
-            accept,
-            start: 1,
-            live,
-        }
+        Dfa::from_table(Box::new(class_of), k, trans, accept, 1, live)
     }
 
     /// The automaton of a trie whose nodes are numbered from 0 (the root) with every node's
@@ -980,15 +976,7 @@ impl Dfa {
                 }
             }
         }
-        Dfa {
-            fingerprint: fingerprint(class_of, &trans, &accept, 1, &live),
-            classes: Box::new(*class_of),
-            stride: k,
-            trans,
-            accept,
-            start: 1,
-            live,
-        }
+        Dfa::from_table(Box::new(*class_of), k, trans, accept, 1, live)
     }
 
     /// An automaton accepting exactly the given words: their trie, built directly from the
@@ -1206,15 +1194,7 @@ impl Dfa {
                     .map(|&(a, b)| self.is_accept(a) && (b == 0 || !trie.acc[b as usize - 1])),
             )
             .collect();
-        Ok(Dfa {
-            fingerprint: fingerprint(&class_of, &raw, &accept, 1, &live),
-            classes: Box::new(class_of),
-            stride: k,
-            trans: raw,
-            accept,
-            start: 1,
-            live,
-        })
+        Ok(Dfa::from_table(Box::new(class_of), k, raw, accept, 1, live))
     }
 
     /// [`Dfa::json_string_but`] by a general exploration of the pairs (what it was before
@@ -1649,15 +1629,7 @@ impl Dfa {
             }
             accept[at] = other.is_accept(b as u32);
         }
-        Dfa {
-            fingerprint: fingerprint(class_of, &trans, &accept, self.start, &live),
-            classes: Box::new(*class_of),
-            stride: k,
-            trans,
-            accept,
-            start: self.start,
-            live,
-        }
+        Dfa::from_table(Box::new(*class_of), k, trans, accept, self.start, live)
     }
 
     /// The same language without the empty string (the start state is split off).
@@ -1978,43 +1950,55 @@ impl Dfa {
 
     /// The number of words of the language, `u64::MAX` when infinite or at least that many.
     ///
-    /// A depth-first count with an explicit stack, over byte classes: a class of `m` bytes
-    /// into state `t` adds `m` times `t`'s count (reading all 256 bytes of every state, twice,
-    /// was half the compile of a schema with a long bounded URL among its unique strings). A
-    /// state met again on the current path is a cycle through a live state (dead states are
-    /// never entered), so the language is infinite; and once a state's count saturates, so
-    /// does the start's (every state is reachable, and each of its words extends a path to
-    /// it), so the count stops there.
+    /// Each state is counted after the states it reads into ([`Dfa::post_order`]), over byte
+    /// classes: a class of `m` bytes into state `t` adds `m` times `t`'s count (reading all
+    /// 256 bytes of every state, twice, was half the compile of a schema with a long bounded
+    /// URL among its unique strings). A cycle makes the language infinite; and once a state's
+    /// count saturates, so does the start's (every state is reachable, and each of its words
+    /// extends a path to it), so the count stops there.
     pub(crate) fn count_words(&self) -> u64 {
-        let n = self.num_states();
-        let k = self.stride;
         if self.start == DEAD {
             return 0;
         }
-        let mut size = vec![0u64; k];
+        let mut size = vec![0u64; self.stride];
         for &c in self.classes.iter() {
             size[c as usize] += 1;
         }
-        // 0: not seen, 1: on the path, 2: counted.
-        let mut mark = vec![0u8; n];
-        let mut memo = vec![0u64; n];
+        let mut memo = vec![0u64; self.num_states()];
+        let finite = self.post_order(|s, row| {
+            let total = row
+                .iter()
+                .zip(&size)
+                .filter(|(&t, _)| t != DEAD)
+                .fold(u64::from(self.is_accept(s)), |acc, (&t, &m)| {
+                    acc.saturating_add(m.saturating_mul(memo[t as usize]))
+                });
+            memo[s as usize] = total;
+            total != u64::MAX
+        });
+        match finite {
+            true => memo[self.start as usize],
+            false => u64::MAX,
+        }
+    }
+
+    /// Walks the states reachable from the start (not dead) depth first and hands each, with
+    /// its row, to `done` once every state it reads into has been: `false` as soon as a state
+    /// is met again on the current path (a cycle through live states: the language is
+    /// infinite) or `done` returns `false`, `true` once every state is done.
+    fn post_order(&self, mut done: impl FnMut(u32, &[u32]) -> bool) -> bool {
+        let k = self.stride;
+        // 0: not seen, 1: on the path, 2: done.
+        let mut mark = vec![0u8; self.num_states()];
         // (state, next class to look at).
         let mut stack: Vec<(u32, usize)> = vec![(self.start, 0)];
         mark[self.start as usize] = 1;
         while let Some(&mut (s, ref mut c)) = stack.last_mut() {
             let row = &self.trans[s as usize * k..(s as usize + 1) * k];
             if *c == k {
-                let total = row
-                    .iter()
-                    .zip(&size)
-                    .filter(|(&t, _)| t != DEAD)
-                    .fold(u64::from(self.is_accept(s)), |acc, (&t, &m)| {
-                        acc.saturating_add(m.saturating_mul(memo[t as usize]))
-                    });
-                if total == u64::MAX {
-                    return u64::MAX;
+                if !done(s, row) {
+                    return false;
                 }
-                memo[s as usize] = total;
                 mark[s as usize] = 2;
                 stack.pop();
                 continue;
@@ -2029,11 +2013,11 @@ impl Dfa {
                     mark[t as usize] = 1;
                     stack.push((t, 0));
                 }
-                1 => return u64::MAX,
+                1 => return false,
                 _ => {}
             }
         }
-        memo[self.start as usize]
+        true
     }
 
     /// The state after reading `b` in state `s`.
@@ -2061,49 +2045,24 @@ impl Dfa {
         self.start
     }
 
-    /// Whether any byte can follow state `s`.
-    #[inline(always)]
     /// The length in bytes of the longest accepted input, or `None` when the language is
     /// infinite (a cycle among the states, all of which can still reach a match).
     pub(crate) fn longest_match(&self) -> Option<usize> {
         if self.start == DEAD {
             return Some(0);
         }
-        let n = self.num_states();
-        // Longest path from each state, by depth-first search; 1 = on the stack.
-        let mut longest: Vec<Option<usize>> = vec![None; n];
-        let mut color = vec![0u8; n];
-        let mut stack: Vec<(u32, usize)> = vec![(self.start, 0)];
-        color[self.start as usize] = 1;
-        while let Some(&mut (s, ref mut c)) = stack.last_mut() {
-            if *c < self.stride {
-                let t = self.trans[s as usize * self.stride + *c];
-                *c += 1;
-                if t == DEAD {
-                    continue;
-                }
-                match color[t as usize] {
-                    0 => {
-                        color[t as usize] = 1;
-                        stack.push((t, 0));
-                    }
-                    1 => return None,
-                    _ => {}
-                }
-                continue;
-            }
-            stack.pop();
-            color[s as usize] = 2;
-            let row = &self.trans[s as usize * self.stride..(s as usize + 1) * self.stride];
-            let best = row
+        // Longest path from each state.
+        let mut longest = vec![0usize; self.num_states()];
+        let acyclic = self.post_order(|s, row| {
+            longest[s as usize] = row
                 .iter()
                 .filter(|&&t| t != DEAD)
-                .filter_map(|&t| longest[t as usize].map(|l| l + 1))
+                .map(|&t| longest[t as usize] + 1)
                 .max()
                 .unwrap_or(0);
-            longest[s as usize] = Some(best);
-        }
-        longest[self.start as usize]
+            true
+        });
+        acyclic.then(|| longest[self.start as usize])
     }
 
     /// The words of a finite language, in byte order: `None` when it is infinite, has more than
@@ -2318,15 +2277,7 @@ impl Dfa {
         }
         let live = live_rows(&classes, stride, &trans);
         let start = start as u32;
-        Some(Dfa {
-            fingerprint: fingerprint(&classes, &trans, &accept, start, &live),
-            classes,
-            stride,
-            trans,
-            accept,
-            start,
-            live,
-        })
+        Some(Dfa::from_table(classes, stride, trans, accept, start, live))
     }
 }
 
@@ -2554,15 +2505,7 @@ impl Trie {
             i += 1;
         }
         debug_assert_eq!(order.len() + 1, rows);
-        Dfa {
-            fingerprint: fingerprint(&class_of, &trans, &accept, 1, &live),
-            classes: Box::new(class_of),
-            stride: k,
-            trans,
-            accept,
-            start: 1,
-            live,
-        }
+        Dfa::from_table(Box::new(class_of), k, trans, accept, 1, live)
     }
 
     /// Each class's byte, for classes of one byte (all but class 0, unless every byte
