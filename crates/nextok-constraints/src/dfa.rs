@@ -1005,14 +1005,15 @@ impl Dfa {
                 // The encoding's rows before pruning, as `json_encoded_with` counts them
                 // (without the dead one): before and after the quotes, one per node, and six
                 // escape rows per node with an edge on `"`, `\\` or `/`.
-                let escaping = t.escape_rows().iter().filter(|&&e| e).count();
+                let escapes = t.escape_rows();
+                let escaping = escapes.iter().filter(|&&e| e).count();
                 if t.acc.len() + 6 * escaping + 2 > limit {
                     return Err(Error::TooLarge {
                         what: "JSON string".to_string(),
                         limit,
                     });
                 }
-                Ok(t.json_automaton())
+                Ok(t.json_automaton(&escapes))
             }
             Some(t) => t.automaton().json_string_limited(limit),
             None => Dfa::empty().json_string_limited(limit),
@@ -1076,10 +1077,7 @@ impl Dfa {
             .flat_map(|a| reps.iter().map(move |&x| self.next(a, x)))
             .collect();
         // The byte of each of the trie's classes that labels an edge (one byte each).
-        let mut byte_of = [0u8; 256];
-        for x in 0..=255u8 {
-            byte_of[trie.class_of[x as usize] as usize] = x;
-        }
+        let byte_of = trie.byte_of();
         // Room for about a row per node and per state of `self` (growing the table by
         // doubling was a fair part of the time).
         let rows = trie.acc.len() + na + 1;
@@ -2419,10 +2417,9 @@ impl Trie {
     /// 0), and every other byte is a class of its own (it labels an edge to a child no other
     /// byte reaches, or is the quote, or the backslash), numbered by byte. States are numbered
     /// breadth first from the start, each row's targets in class order.
-    fn json_automaton(&self) -> Dfa {
-        let escapable = |x: u8| matches!(x, b'"' | b'\\' | b'/');
+    /// `escapes` is [`Trie::escape_rows`].
+    fn json_automaton(&self, escapes: &[bool]) -> Dfa {
         let byte_of = self.byte_of();
-        let escapes = self.escape_rows();
         let nodes = self.acc.len();
         let any_escape = escapes.iter().any(|&e| e);
         let mut class_of = [0u8; 256];
@@ -2478,7 +2475,7 @@ impl Trie {
                 Row::Escape(v) => {
                     for &(c, child) in self.edges(v) {
                         let x = byte_of[c as usize];
-                        if escapable(x) {
+                        if json_escapable(x) {
                             targets.push((class_of[x as usize], Row::Node(child)));
                         }
                     }
@@ -2526,7 +2523,7 @@ impl Trie {
             .map(|v| {
                 self.edges(v)
                     .iter()
-                    .any(|&(c, _)| matches!(byte_of[c as usize], b'"' | b'\\' | b'/'))
+                    .any(|&(c, _)| json_escapable(byte_of[c as usize]))
             })
             .collect()
     }
@@ -2544,6 +2541,21 @@ impl Trie {
             .find(|&&(ec, _)| ec == c)
             .map(|&(_, child)| child)
     }
+}
+
+/// Whether a string's byte `x` has a two-byte escape, `\\` and the byte (`"`, `\\` or
+/// `/`; `/` may also be written as itself, the other two may not): the bytes whose edges give
+/// a trie node rows after a backslash in the JSON encoding ([`Trie::escape_rows`]). Control
+/// bytes have escapes too, but are never written as themselves.
+fn json_escapable(x: u8) -> bool {
+    matches!(x, b'"' | b'\\' | b'/')
+}
+
+/// Whether a string's byte `x` has an escape in JSON (a control byte, or one of
+/// [`json_escapable`]'s): a content without such bytes has one encoding, its bytes between
+/// quotes (the other `\\u` escapes are refused, [`Dfa::json_string`]).
+pub(crate) fn has_json_escape(x: u8) -> bool {
+    x < 0x20 || json_escapable(x)
 }
 
 /// What is left of a table's bytes as [`Dfa::from_bytes`] reads it.

@@ -1099,10 +1099,7 @@ impl Grammar {
             .take_while(|n| n.starts_with(content))
         {
             let rest = &name[content.len()..];
-            if rest
-                .iter()
-                .any(|&b| b < 0x20 || matches!(b, b'"' | b'\\' | b'/'))
-            {
+            if rest.iter().any(|&b| crate::dfa::has_json_escape(b)) {
                 return None;
             }
             let common = rest.iter().zip(prev).take_while(|(a, b)| a == b).count();

@@ -80,8 +80,7 @@ fn string_automaton(f: &StringFacets, excluded: &[Value], path: &str) -> Result<
 /// no control byte, `"`, `\\` or `/` (the bytes that have an escape; other `\\u` escapes are
 /// refused, `Dfa::json_string`).
 pub(super) fn one_encoding(s: &str) -> bool {
-    !s.bytes()
-        .any(|b| b < 0x20 || matches!(b, b'"' | b'\\' | b'/'))
+    !s.bytes().any(crate::dfa::has_json_escape)
 }
 
 /// The JSON encodings of contents of `min` to `max` (None: any number of) characters, then

@@ -337,7 +337,7 @@ impl Compiler<'_> {
         content = without_strings(content, n.excluded.iter().flatten())?;
         let encoded = content.json_string()?;
         if item {
-            return Ok((encoded, count_words(&content)));
+            return Ok((encoded, content.count_words()));
         }
         if !unbounded(&encoded) {
             return Err(unsupported(
@@ -560,7 +560,7 @@ impl Compiler<'_> {
             for d in &dfas {
                 outside = outside.minus(d)?;
             }
-            if count_words(&outside) == u64::MAX {
+            if outside.count_words() == u64::MAX {
                 return Ok(true);
             }
         }
@@ -575,7 +575,7 @@ impl Compiler<'_> {
                     only = only.minus(d)?;
                 }
             }
-            if count_words(&only) == u64::MAX {
+            if only.count_words() == u64::MAX {
                 return Ok(true);
             }
         }
@@ -602,7 +602,7 @@ impl Compiler<'_> {
         }
         let s = self.resolve_bare(s, ip)?;
         if let Some(content) = super::unique_objects::finite_string(&s, ip)? {
-            return Ok(count_words(&content) == u64::MAX);
+            return Ok(content.count_words() == u64::MAX);
         }
         if self.infinite_closed_objects(&s, path, ip, depth)? {
             return Ok(true);
@@ -661,12 +661,6 @@ impl Compiler<'_> {
             path,
         ))
     }
-}
-
-/// The number of words of `d`'s language, `u64::MAX` when infinite or at least that many
-/// ([`Dfa::count_words`]).
-pub(super) fn count_words(d: &Dfa) -> u64 {
-    d.count_words()
 }
 
 /// Whether every live state of `d` that can read on reaches infinitely many words: those that

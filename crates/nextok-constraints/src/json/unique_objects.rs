@@ -65,7 +65,7 @@ use super::compile::Compiler;
 use super::number::{number_dfa, Decimal};
 use super::schema::{compact, invalid, json_eq, unsupported, Node, Schema, TypeSet};
 use super::string::{is_long, string_content, without_strings};
-use super::unique::{count_words, unbounded, STRING_KEYWORDS};
+use super::unique::{unbounded, STRING_KEYWORDS};
 use super::unique_split::ZERO;
 use crate::dfa::{Dfa, DEAD};
 use crate::grammar::{canonical_value, total_objects, Guard, ItemCheck, ItemKey, ItemObject, Sym};
@@ -766,7 +766,7 @@ impl Compiler<'_> {
                 return Ok(true);
             }
             if let Some(content) = finite_string(&p, &pp)? {
-                if count_words(&content) == u64::MAX {
+                if content.count_words() == u64::MAX {
                     return Ok(true);
                 }
             }
@@ -807,7 +807,7 @@ fn spec_keys(keys: &[Key], ip: &str) -> Result<Vec<ItemKey>, Error> {
                 }
                 k.values = Some(c);
             }
-            Domain::FiniteString(content) => k.words = Some(count_words(content)),
+            Domain::FiniteString(content) => k.words = Some(content.count_words()),
             Domain::Object(sub, rest, ends) => {
                 k.object = Some(spec_keys(sub, &format!("{ip}/properties/{}", key.name))?);
                 k.more = rest.is_some();
@@ -939,7 +939,7 @@ impl Compiler<'_> {
                 | Domain::Number(..)
                 | Domain::Pinned(..)
                 | Domain::Capped(_) => true,
-                Domain::FiniteString(content) => count_words(content) == u64::MAX,
+                Domain::FiniteString(content) => content.count_words() == u64::MAX,
                 Domain::Object(sub, ..) => total_objects(&spec_keys(sub, ip)?) == u64::MAX,
                 Domain::Finite(_) => false,
             };

@@ -43,7 +43,7 @@ use super::compile::Compiler;
 use super::number::{number_dfa, Decimal};
 use super::schema::{compact, invalid, json_eq, unsupported, Node, NumberFacets, Schema, TypeSet};
 use super::string::{is_long, string_content, without_strings};
-use super::unique::{count_words, unbounded};
+use super::unique::unbounded;
 use crate::dfa::Dfa;
 use crate::grammar::{canonical_value, ordered_completions, FiniteSet, Guard, Sym};
 use crate::Error;
@@ -505,7 +505,7 @@ impl Compiler<'_> {
             || parts
                 .strings
                 .as_ref()
-                .is_some_and(|s| count_words(s) == u64::MAX);
+                .is_some_and(|s| s.count_words() == u64::MAX);
         let closed = parts.closed;
         // Objects of another part (open ones, or other closed ones) would be read as earlier
         // items of these, counted as completions they may not be, unless a key tells each
@@ -617,7 +617,7 @@ impl Compiler<'_> {
                 // one of its completions is a new string). Nothing checks the `,` before an
                 // item, so a domain finite as a whole needs more strings than earlier items
                 // can use: at least `maxItems`.
-                let values = count_words(&s);
+                let values = s.count_words();
                 if values != u64::MAX && max_items.is_none_or(|m| m as u64 > values) {
                     return Err(unsupported(
                         "uniqueItems (a string domain with finitely many values, fewer than \
