@@ -7,7 +7,7 @@
 //! empty rules included (empty rules follow Aycock and Horspool's prediction fix).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::dfa::{Dfa, DEAD};
 use crate::limits::{check, Limit, Limits};
@@ -630,9 +630,27 @@ pub(crate) struct TerminalMask {
     /// Trie nodes without children whose path the automaton accepts and cannot read on from:
     /// their tokens end the terminal, so a guard on its end decides them (`fill_mask_guarded`).
     pub(crate) ends: Vec<u32>,
+    /// The children of all of `exits`, sorted by byte (then node): how `Chart::walk_exits`
+    /// walks them as one, sorted once per mask rather than at each walk.
+    kids: OnceLock<Vec<(u8, u32)>>,
 }
 
 impl TerminalMask {
+    /// The mask of `inside`, `exits` and `ends`.
+    pub(crate) fn new(inside: TokenBits, exits: Vec<u32>, ends: Vec<u32>) -> TerminalMask {
+        TerminalMask {
+            inside,
+            exits,
+            ends,
+            kids: OnceLock::new(),
+        }
+    }
+
+    /// The children of all of `exits`, sorted by byte then node (see the field).
+    pub(crate) fn exit_kids(&self, vocab: &TokenVocab) -> &[(u8, u32)] {
+        self.kids.get_or_init(|| merged_kids(vocab, &self.exits))
+    }
+
     /// Walks the token trie with `dfa` from state `start`.
     ///
     /// A subtree whose bytes all lie in one of the vocabulary's byte categories, below a node
@@ -709,15 +727,17 @@ impl TerminalMask {
                 _ => words.push((t >> 6, 1 << (t & 63))),
             }
         }
-        Some(TerminalMask {
-            inside: TokenBits::Sparse(words),
-            exits,
-            ends,
-        })
+        Some(TerminalMask::new(TokenBits::Sparse(words), exits, ends))
     }
 
     /// The walk, skipping subtrees when `radii` are given; stops after `budget` live nodes,
     /// returning whether it went through.
+    ///
+    /// With radii, the walk of each large subtree of the root is kept in the radii's memo by
+    /// the state it enters and the subtree, and read from there next time: the walk below a
+    /// node depends on nothing else. States that differ only in bytes a subtree never starts
+    /// with (an object's keys, each a state of the names' trie, all read a space, a quote or a
+    /// multi-byte character into one shared state) then share those subtrees' walks.
     fn walk(
         vocab: &TokenVocab,
         dfa: &Dfa,
@@ -726,9 +746,11 @@ impl TerminalMask {
         with_exits: bool,
         budget: usize,
     ) -> (TerminalMask, bool) {
-        let mut inside = vocab.empty_mask();
-        let mut exits = Vec::new();
-        let mut ends = Vec::new();
+        let mut out = Marks {
+            inside: vocab.empty_mask(),
+            exits: Vec::new(),
+            ends: Vec::new(),
+        };
         let trie = &vocab.trie;
         // When every plain path (bytes of the first category) from the start stays alive and
         // not accepting for the same number of bytes and then dies, or never dies, the plain
@@ -740,76 +762,269 @@ impl TerminalMask {
             None => None,
         });
         if let Some(limit) = plain_limit {
-            vocab.plain.mark_shorter_than(limit, &mut inside);
+            vocab.plain.mark_shorter_than(limit, &mut out.inside);
         }
-        let plain_bytes = &category_sets()[0];
-        // (end of the node's subtree, automaton state, whether the path so far is plain).
-        let mut stack: Vec<(u32, u32, bool)> = vec![(trie[0].end, start, plain_limit.is_some())];
-        let mut visited = 0usize;
+        let mut walker = SubtreeWalk {
+            vocab,
+            dfa,
+            radii,
+            with_exits,
+            stack: Vec::new(),
+            visited: 0,
+        };
+        let mut memo = radii.and_then(|radii| radii.memo.try_lock().ok());
         // The root's subtrees one by one, only those whose byte the start state reads (any
         // other is dead there, or plain all the way down and marked above): following the
         // root's sibling links touched a node per byte value, most of a walk from a state
         // that reads few bytes (a key's name, a literal).
         let starts = dfa.live_bytes(start);
-        'subtrees: for &(_, c) in vocab
+        let root_plain = plain_limit.is_some();
+        for &(b, c) in vocab
             .root_kids
             .iter()
             .filter(|&&(b, _)| has_byte(starts, b))
         {
-            let mut i = c as usize;
-            let stop = trie[i].end as usize;
-            while i < stop {
-                while stack.last().is_some_and(|&(e, _, _)| e as usize <= i) {
-                    stack.pop();
+            let c = c as usize;
+            // Only a subtree that is walked node by node is worth a look in the memo; one
+            // taken at once or not at all at its first node is left to the walk.
+            let memo = memo
+                .as_mut()
+                .filter(|m| trie[c].end as usize - c >= MEMO_NODES && m.room > 0)
+                .filter(|_| walker.walks_into(c, start, root_plain));
+            let Some(memo) = memo else {
+                if !walker.subtree(c, start, root_plain, &mut out, budget) {
+                    break;
                 }
-                let (cur, plain_path) = stack.last().map_or((DEAD, false), |&(_, s, p)| (s, p));
-                let node = trie[i];
-                let plain = plain_path && has_byte(plain_bytes, node.byte);
-                if plain && node.cats & 1 == 1 {
-                    // Plain tokens all the way down: marked above.
-                    i = node.end as usize;
-                    continue;
+                continue;
+            };
+            let key = (dfa.next(start, b), c as u32, root_plain, with_exits);
+            match memo.walks.get(&key) {
+                Some(Some(walked)) => {
+                    walked.replay(vocab, &mut out);
+                    memo.hits += 1;
                 }
-                let s2 = dfa.next(cur, node.byte);
-                if s2 != DEAD {
-                    if node.height > 0
-                        && radii.is_some_and(|radii| {
-                            radii.loops_over(s2, &vocab.byte_sets[vocab.below_set[i] as usize])
-                                || radii.exceeds(s2, node.cats, node.height)
-                        })
-                    {
-                        let end = vocab.subtree_tokens_end(i);
-                        for &t in &vocab.trie_tokens[node.tok_start as usize..end] {
-                            inside[(t >> 6) as usize] |= 1 << (t & 63);
-                        }
-                        i = node.end as usize;
-                        continue;
-                    }
-                    visited += 1;
-                    if visited > budget {
-                        break 'subtrees;
-                    }
-                    vocab.mark_node(i, &mut inside);
-                    if with_exits && dfa.is_accept(s2) {
-                        if node.end as usize > i + 1 {
-                            exits.push(i as u32);
-                        } else if !dfa.can_continue(s2) {
-                            ends.push(i as u32);
-                        }
-                    }
-                    stack.push((node.end, s2, plain));
-                    i += 1;
-                } else {
-                    i = node.end as usize;
+                // Walked once before: kept from now on.
+                Some(None) => {
+                    let mut walked = Walked::default();
+                    walker.subtree(c, start, root_plain, &mut walked, usize::MAX);
+                    walked.replay(vocab, &mut out);
+                    memo.room = memo.room.saturating_sub(walked.size());
+                    memo.walks.insert(key, Some(walked));
+                }
+                // The first walk of this subtree from this state is not kept (most are the
+                // only one, and keeping one costs about a walk more), only noted.
+                None => {
+                    walker.subtree(c, start, root_plain, &mut out, usize::MAX);
+                    memo.room = memo.room.saturating_sub(1);
+                    memo.walks.insert(key, None);
                 }
             }
         }
-        let mask = TerminalMask {
-            inside: TokenBits::from_dense(inside),
-            exits,
-            ends,
-        };
-        (mask, visited <= budget)
+        let mask = TerminalMask::new(TokenBits::from_dense(out.inside), out.exits, out.ends);
+        (mask, walker.visited <= budget)
+    }
+}
+
+/// The children of all the trie nodes `nodes`, as (byte, node), sorted by byte then node.
+fn merged_kids(vocab: &TokenVocab, nodes: &[u32]) -> Vec<(u8, u32)> {
+    let trie = &vocab.trie;
+    let mut kids: Vec<(u8, u32)> = nodes
+        .iter()
+        .flat_map(|&n| children(trie, n as usize))
+        .map(|c| (trie[c].byte, c as u32))
+        .collect();
+    kids.sort_unstable();
+    kids
+}
+
+/// Root subtrees of fewer trie nodes than this are walked each time, not kept in the memo
+/// (looking one up costs about as much as walking a few nodes).
+const MEMO_NODES: usize = 24;
+
+/// Most entries (token ranges, exits and ends) an automaton's memo of walks holds.
+const MEMO_ROOM: usize = 1 << 18;
+
+/// What a walk finds: tokens by ranges of `TokenVocab::trie_tokens`, exits, ends.
+trait Found {
+    fn tokens(&mut self, vocab: &TokenVocab, from: usize, to: usize);
+    fn exit(&mut self, node: u32);
+    fn end(&mut self, node: u32);
+}
+
+/// The mask being built.
+struct Marks {
+    inside: Vec<u64>,
+    exits: Vec<u32>,
+    ends: Vec<u32>,
+}
+
+impl Found for Marks {
+    #[inline(always)]
+    fn tokens(&mut self, vocab: &TokenVocab, from: usize, to: usize) {
+        for &t in &vocab.trie_tokens[from..to] {
+            self.inside[(t >> 6) as usize] |= 1 << (t & 63);
+        }
+    }
+    fn exit(&mut self, node: u32) {
+        self.exits.push(node);
+    }
+    fn end(&mut self, node: u32) {
+        self.ends.push(node);
+    }
+}
+
+/// One subtree's walk, as the memo keeps it; token ranges that meet are merged.
+#[derive(Debug, Default)]
+struct Walked {
+    ranges: Vec<(u32, u32)>,
+    exits: Vec<u32>,
+    ends: Vec<u32>,
+}
+
+impl Walked {
+    fn replay(&self, vocab: &TokenVocab, out: &mut Marks) {
+        for &(from, to) in &self.ranges {
+            out.tokens(vocab, from as usize, to as usize);
+        }
+        out.exits.extend_from_slice(&self.exits);
+        out.ends.extend_from_slice(&self.ends);
+    }
+
+    fn size(&self) -> usize {
+        self.ranges.len() + self.exits.len() + self.ends.len() + 1
+    }
+}
+
+impl Found for Walked {
+    #[inline(always)]
+    fn tokens(&mut self, _: &TokenVocab, from: usize, to: usize) {
+        if from == to {
+            return;
+        }
+        match self.ranges.last_mut() {
+            Some((_, end)) if *end as usize == from => *end = to as u32,
+            _ => self.ranges.push((from as u32, to as u32)),
+        }
+    }
+    fn exit(&mut self, node: u32) {
+        self.exits.push(node);
+    }
+    fn end(&mut self, node: u32) {
+        self.ends.push(node);
+    }
+}
+
+/// An automaton's memo of root subtrees' walks, keyed by the state the subtree's first byte
+/// leads to, the subtree's node, whether the path is plain so far, and whether exits are kept.
+#[derive(Debug)]
+pub(crate) struct WalkMemo {
+    /// `None` for a subtree walked once, not kept.
+    walks: FxMap<(u32, u32, bool, bool), Option<Walked>>,
+    /// Entries it may still take.
+    room: usize,
+    /// Walks read from it.
+    hits: usize,
+}
+
+impl Default for WalkMemo {
+    fn default() -> WalkMemo {
+        WalkMemo {
+            walks: FxMap::default(),
+            room: MEMO_ROOM,
+            hits: 0,
+        }
+    }
+}
+
+/// The walk of subtrees of the token trie from given states.
+struct SubtreeWalk<'a> {
+    vocab: &'a TokenVocab,
+    dfa: &'a Dfa,
+    radii: Option<&'a Radii>,
+    with_exits: bool,
+    /// (end of the node's subtree, automaton state, whether the path so far is plain).
+    stack: Vec<(u32, u32, bool)>,
+    /// Live nodes visited so far.
+    visited: usize,
+}
+
+impl SubtreeWalk<'_> {
+    /// Whether the walk of the subtree of node `c` from state `from` (see [`Self::subtree`])
+    /// goes below its first node.
+    fn walks_into(&self, c: usize, from: u32, plain: bool) -> bool {
+        let (vocab, node) = (self.vocab, self.vocab.trie[c]);
+        if node.height == 0
+            || plain && has_byte(&category_sets()[0], node.byte) && node.cats & 1 == 1
+        {
+            return false;
+        }
+        let s = self.dfa.next(from, node.byte);
+        s != DEAD
+            && !self.radii.is_some_and(|radii| {
+                radii.loops_over(s, &vocab.byte_sets[vocab.below_set[c] as usize])
+                    || radii.exceeds(s, node.cats, node.height)
+            })
+    }
+
+    /// Walks the subtree of node `c`, entered from state `from` along a path that is plain
+    /// (`plain`) or not; returns false, having stopped, once more than `budget` live nodes
+    /// are visited in all.
+    fn subtree(
+        &mut self,
+        c: usize,
+        from: u32,
+        plain: bool,
+        found: &mut impl Found,
+        budget: usize,
+    ) -> bool {
+        let (vocab, dfa, trie) = (self.vocab, self.dfa, &self.vocab.trie);
+        let plain_bytes = &category_sets()[0];
+        self.stack.clear();
+        let mut i = c;
+        let stop = trie[i].end as usize;
+        while i < stop {
+            while self.stack.last().is_some_and(|&(e, _, _)| e as usize <= i) {
+                self.stack.pop();
+            }
+            let (cur, plain_path) = self.stack.last().map_or((from, plain), |&(_, s, p)| (s, p));
+            let node = trie[i];
+            let plain = plain_path && has_byte(plain_bytes, node.byte);
+            if plain && node.cats & 1 == 1 {
+                // Plain tokens all the way down: marked with the plain tokens.
+                i = node.end as usize;
+                continue;
+            }
+            let s2 = dfa.next(cur, node.byte);
+            if s2 == DEAD {
+                i = node.end as usize;
+                continue;
+            }
+            if node.height > 0
+                && self.radii.is_some_and(|radii| {
+                    radii.loops_over(s2, &vocab.byte_sets[vocab.below_set[i] as usize])
+                        || radii.exceeds(s2, node.cats, node.height)
+                })
+            {
+                found.tokens(vocab, node.tok_start as usize, vocab.subtree_tokens_end(i));
+                i = node.end as usize;
+                continue;
+            }
+            self.visited += 1;
+            if self.visited > budget {
+                return false;
+            }
+            found.tokens(vocab, node.tok_start as usize, node.tok_end as usize);
+            if self.with_exits && dfa.is_accept(s2) {
+                if node.end as usize > i + 1 {
+                    found.exit(i as u32);
+                } else if !dfa.can_continue(s2) {
+                    found.end(i as u32);
+                }
+            }
+            self.stack.push((node.end, s2, plain));
+            i += 1;
+        }
+        true
     }
 }
 
@@ -829,6 +1044,8 @@ pub(crate) struct Radii {
     /// Per state, the bytes on which it stays where it is, for states that do not accept
     /// (accepting states get none: a subtree read there holds places where the terminal ends).
     loops: Vec<[u64; 4]>,
+    /// The walks of large subtrees of the token trie so far ([`TerminalMask`]'s walk).
+    memo: Mutex<WalkMemo>,
 }
 
 impl Radii {
@@ -992,6 +1209,7 @@ impl Radii {
             radius: out,
             plain_depth,
             loops,
+            memo: Mutex::default(),
         }
     }
 
@@ -1126,21 +1344,18 @@ impl Grammar {
                 inside[(t >> 6) as usize] &= !(1 << (t & 63));
             }
         }
-        Some(Arc::new(TerminalMask {
-            inside: TokenBits::from_dense(inside),
-            exits: tm
-                .exits
+        let kept = |places: &[u32]| -> Vec<u32> {
+            places
                 .iter()
                 .copied()
                 .filter(|p| !nodes.contains(p))
-                .collect(),
-            ends: tm
-                .ends
-                .iter()
-                .copied()
-                .filter(|p| !nodes.contains(p))
-                .collect(),
-        }))
+                .collect()
+        };
+        Some(Arc::new(TerminalMask::new(
+            TokenBits::from_dense(inside),
+            kept(&tm.exits),
+            kept(&tm.ends),
+        )))
     }
 
     /// Terminal `t`'s automaton's number in `vocab`'s shared mask cache.
@@ -1667,7 +1882,7 @@ impl Chart {
             self.add_item(pos + 1, origin);
             self.input.push(0);
             self.close(g, k as u32 + 1);
-            self.walk_exits(g, vocab, &tm.exits, mask);
+            self.walk_exits(g, vocab, &tm, mask);
             self.pop();
             self.check_work(g)?;
         }
@@ -1735,12 +1950,12 @@ impl Chart {
         &mut self,
         g: &Grammar,
         vocab: &TokenVocab,
-        exits: &[u32],
+        tm: &TerminalMask,
         mask: &mut [u64],
     ) {
-        match exits {
+        match &tm.exits[..] {
             [] => {}
-            _ if self.plain_masks => {
+            exits if self.plain_masks => {
                 for &p in exits {
                     if self.over {
                         break;
@@ -1751,7 +1966,7 @@ impl Chart {
             [p] => self.walk_subtrie(g, vocab, *p as usize, mask),
             _ => {
                 let base = self.depth();
-                self.walk_merged(g, vocab, exits, mask);
+                self.walk_kids(g, vocab, tm.exit_kids(vocab), mask);
                 self.truncate(base);
             }
         }
@@ -1760,14 +1975,11 @@ impl Chart {
     /// [`Chart::walk_exits`] below the nodes `nodes`, which all lead to the top set by the
     /// same bytes below the exits.
     fn walk_merged(&mut self, g: &Grammar, vocab: &TokenVocab, nodes: &[u32], mask: &mut [u64]) {
-        let trie = &vocab.trie;
-        // The children of all the nodes, by byte.
-        let mut kids: Vec<(u8, u32)> = nodes
-            .iter()
-            .flat_map(|&n| children(trie, n as usize))
-            .map(|c| (trie[c].byte, c as u32))
-            .collect();
-        kids.sort_unstable();
+        self.walk_kids(g, vocab, &merged_kids(vocab, nodes), mask);
+    }
+
+    /// [`Chart::walk_merged`] of the nodes whose children are `kids` ([`merged_kids`]).
+    fn walk_kids(&mut self, g: &Grammar, vocab: &TokenVocab, kids: &[(u8, u32)], mask: &mut [u64]) {
         let mut group: Vec<u32> = Vec::new();
         for run in kids.chunk_by(|a, b| a.0 == b.0) {
             if self.over {
@@ -2040,6 +2252,7 @@ mod tests {
                 radius: out,
                 plain_depth,
                 loops,
+                memo: Mutex::default(),
             }
         }
     }
@@ -2156,10 +2369,25 @@ mod tests {
             Dfa::from_regex("(?s:.){3,20}").unwrap(),
         ];
         let (mut skipping_states, mut plain_states, mut over_budget) = (0, 0, 0);
+        let (mut shared_hits, mut repeat_hits, mut memo_walks) = (0, 0, 0);
         for d in &dfas {
             let radii = Radii::compute(d);
             for s in 1..d.num_states() as u32 {
+                let hits = radii.memo.lock().unwrap().hits;
                 let tm = TerminalMask::compute(&v, d, &radii, s, true);
+                // Subtrees that an earlier state walked, read from the memo.
+                let after = radii.memo.lock().unwrap().hits;
+                shared_hits += after - hits;
+                // Walked again (large subtrees walked before are now kept, or read back from
+                // the memo): the same mask.
+                let again = TerminalMask::compute(&v, d, &radii, s, true);
+                assert_eq!(again.inside, tm.inside, "state {s}");
+                assert_eq!((&again.exits, &again.ends), (&tm.exits, &tm.ends));
+                repeat_hits += radii.memo.lock().unwrap().hits - after;
+                // Without exits, the same tokens.
+                let no_exits = TerminalMask::compute(&v, d, &radii, s, false);
+                assert_eq!(no_exits.inside, tm.inside, "state {s}");
+                assert!(no_exits.exits.is_empty() && no_exits.ends.is_empty());
                 // The walk without radii, which visits every live node, finds the same.
                 let Some(unskipped) = TerminalMask::compute_unskipped(&v, d, s, v.trie.len())
                 else {
@@ -2214,7 +2442,13 @@ mod tests {
                     v.trie[i].height > 0 && radii.exceeds(s, v.trie[i].cats, v.trie[i].height)
                 }) as usize;
             }
+            memo_walks += radii.memo.lock().unwrap().walks.values().flatten().count();
         }
+        // Large subtrees were walked into the memo, and some read back from it by states other
+        // than the one that walked them.
+        assert!(memo_walks > 50, "{memo_walks}");
+        assert!(shared_hits > 200, "{shared_hits} hits, {memo_walks} walks");
+        assert!(repeat_hits > 200, "{repeat_hits}");
         // Some states must be able to take subtrees at once, or this test checks nothing new.
         assert!(skipping_states > 10, "{skipping_states}");
         assert!(plain_states >= 12, "{plain_states}");

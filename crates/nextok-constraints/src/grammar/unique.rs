@@ -44,7 +44,7 @@
 
 use std::sync::Arc;
 
-use super::{Chart, GSym, Grammar};
+use super::{Chart, GSym, Grammar, TerminalMask};
 use crate::dfa::DEAD;
 use crate::vocab::TokenVocab;
 use crate::Error;
@@ -189,6 +189,9 @@ pub(super) struct GuardState {
     /// What the closed-object item guards read last (`unique_objects`), valid while the chart
     /// is deeper than its place.
     pub(super) item_memo: Option<super::unique_objects::ItemMemo>,
+    /// The arrays of the closed-object item read last and their earlier items, valid while
+    /// the chart is deeper than the item's `{`.
+    pub(super) item_arrays: Option<Arc<super::unique_objects::ItemArrays>>,
 }
 
 impl GuardState {
@@ -228,6 +231,13 @@ impl GuardState {
             .is_some_and(|m| m.at as usize >= depth)
         {
             self.item_memo = None;
+        }
+        if self
+            .item_arrays
+            .as_ref()
+            .is_some_and(|a| a.origin as usize >= depth)
+        {
+            self.item_arrays = None;
         }
     }
 }
@@ -1284,7 +1294,7 @@ impl Chart {
                 if all {
                     // Read again whatever the walk would find.
                     again.extend(&tm.exits);
-                } else if !self.walk_exits_guarded(g, vocab, &tm.exits, item) {
+                } else if !self.walk_exits_guarded(g, vocab, &tm, item) {
                     // One place at a time, to find those to read again.
                     for &p in &tm.exits {
                         if self.over {
@@ -1351,7 +1361,7 @@ impl Chart {
         Ok(())
     }
 
-    /// Walks the places `exits` where the assumed terminal ends as one (`Chart::walk_exits`)
+    /// Walks the places `tm.exits` where the assumed terminal ends as one (`Chart::walk_exits`)
     /// and adds their tokens to `item`, when that is exact: no guard read text across the
     /// unknown byte (`uncertain`), and the members reader read the same state from every
     /// place's path (`split`). Returns false, leaving `item` as it was, otherwise (and for a
@@ -1360,9 +1370,10 @@ impl Chart {
         &mut self,
         g: &Grammar,
         vocab: &TokenVocab,
-        exits: &[u32],
+        tm: &TerminalMask,
         item: &mut [u64],
     ) -> bool {
+        let exits = &tm.exits[..];
         if exits.len() < 2 || self.plain_masks {
             return false;
         }
@@ -1374,7 +1385,7 @@ impl Chart {
         if !g.objects.is_empty() {
             self.guard.set_exits(vocab, exits);
         }
-        self.walk_exits(g, vocab, exits, &mut merged);
+        self.walk_exits(g, vocab, tm, &mut merged);
         self.guard.in_exit = false;
         let exact = !self.guard.uncertain && !self.guard.split;
         if exact {

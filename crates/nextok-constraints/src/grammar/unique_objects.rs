@@ -422,10 +422,10 @@ fn completions(keys: &[ItemKey], p: &Partial) -> u64 {
 /// Whether the object `u` (members: decoded key and canonical value) is a completion of the
 /// object `p` of keys `keys`: it has every complete member of `p`, and for the nested object
 /// being written, a value that is a completion of it.
-fn tree_agrees(keys: &[ItemKey], u: &[(&[u8], &[u8])], p: &Partial) -> bool {
+fn tree_agrees<M: Member>(keys: &[ItemKey], u: &[M], p: &Partial) -> bool {
     let value = |i: u32| {
         let name = keys.get(i as usize).map(|k| k.name.as_slice());
-        u.iter().find(|&&(k, _)| Some(k) == name).map(|&(_, w)| w)
+        u.iter().find(|m| Some(m.key()) == name).map(|m| m.value())
     };
     if !p.fixed.iter().all(|(i, v)| value(*i) == Some(v.as_slice())) {
         return false;
@@ -497,7 +497,7 @@ fn scan_tree(text: &[u8], from: usize, keys: &[ItemKey], depth: usize) -> Option
 impl ItemObject {
     /// Whether the earlier item `u` (its members) is an object of this branch of the union
     /// (every earlier object when the items are this one object type).
-    fn holds(&self, u: &[(&[u8], &[u8])]) -> bool {
+    fn holds<M: Member>(&self, u: &[M]) -> bool {
         let Some(d) = self.member else {
             return true;
         };
@@ -505,11 +505,11 @@ impl ItemObject {
             return false;
         };
         u.iter()
-            .find(|&&(name, _)| name == k.name.as_slice())
-            .is_some_and(|&(_, w)| {
+            .find(|m| m.key() == k.name.as_slice())
+            .is_some_and(|m| {
                 k.values
                     .as_ref()
-                    .is_none_or(|vs| vs.iter().any(|v| v.as_slice() == w))
+                    .is_none_or(|vs| vs.iter().any(|v| v.as_slice() == m.value()))
             })
     }
 
@@ -522,17 +522,17 @@ impl ItemObject {
     }
 
     /// Whether an earlier item `u` (its members) has every member of `fixed`.
-    fn agrees(&self, u: &[(&[u8], &[u8])], fixed: &[(u32, &[u8])]) -> bool {
+    fn agrees<M: Member>(&self, u: &[M], fixed: &[(u32, &[u8])]) -> bool {
         fixed.iter().all(|&(i, v)| {
             let name = self.keys[i as usize].name.as_slice();
-            u.iter().any(|&(k, w)| k == name && w == v)
+            u.iter().any(|m| m.key() == name && m.value() == v)
         })
     }
 
     /// Whether the item `p` has a completion that no item of `used` equals: its completions
     /// outnumber the earlier items that are completions of it (each of those is one of them,
     /// the items being distinct values of the same closed domain).
-    fn alive(&self, p: &Partial, used: &[Vec<(&[u8], &[u8])>]) -> bool {
+    fn alive<M: Member>(&self, p: &Partial, used: &[Vec<M>]) -> bool {
         let n = completions(&self.keys, p);
         if n == 0 {
             return false;
@@ -559,7 +559,7 @@ impl ItemObject {
     }
 
     /// Whether key `i` of the innermost object may be written next in item `p`.
-    fn key_ok(&self, i: u32, p: &Partial, used: &[Vec<(&[u8], &[u8])>]) -> bool {
+    fn key_ok<M: Member>(&self, i: u32, p: &Partial, used: &[Vec<M>]) -> bool {
         let Some((inner, keys)) = p.innermost(&self.keys) else {
             return false;
         };
@@ -601,11 +601,11 @@ impl ItemObject {
     /// Each earlier item that agrees with `fixed` is one such completion, and there are as
     /// many completions for each `c` as the other unwritten keys give (`Π (values +
     /// optional)`), so `c` is used up when that many agreeing items have it.
-    fn full_values(
+    fn full_values<M: Member>(
         &self,
         i: u32,
         fixed: &[(u32, &[u8])],
-        used: &[Vec<(&[u8], &[u8])>],
+        used: &[Vec<M>],
     ) -> Option<Vec<Vec<u8>>> {
         let mut per: u64 = 1;
         for (j, k) in self.keys.iter().enumerate() {
@@ -621,7 +621,7 @@ impl ItemObject {
         let mut values: Vec<&[u8]> = used
             .iter()
             .filter(|u| self.agrees(u, fixed))
-            .filter_map(|u| u.iter().find(|&&(k, _)| k == name).map(|&(_, w)| w))
+            .filter_map(|u| u.iter().find(|m| m.key() == name).map(|m| m.value()))
             .filter_map(|w| (w.first() == Some(&b's')).then(|| w.get(9..)).flatten())
             .collect();
         values.sort_unstable();
@@ -642,7 +642,7 @@ impl ItemObject {
 
     /// Whether the nested object of key `i` of the innermost object of item `p` may begin:
     /// the item with it begun (`{` read) is alive.
-    fn open_ok(&self, i: u32, p: &Partial, used: &[Vec<(&[u8], &[u8])>]) -> bool {
+    fn open_ok<M: Member>(&self, i: u32, p: &Partial, used: &[Vec<M>]) -> bool {
         self.edited(p, |o, _| {
             let free = !o.has(i);
             o.open = Some((i, Box::default()));
@@ -652,7 +652,7 @@ impl ItemObject {
     }
 
     /// Whether key `i` of the innermost object of item `p` may take value `v` next.
-    fn value_ok(&self, i: u32, v: &[u8], p: &Partial, used: &[Vec<(&[u8], &[u8])>]) -> bool {
+    fn value_ok<M: Member>(&self, i: u32, v: &[u8], p: &Partial, used: &[Vec<M>]) -> bool {
         self.edited(p, |o, _| {
             let free = !o.has(i);
             o.fixed.push((i, v.to_vec()));
@@ -683,7 +683,7 @@ impl ItemObject {
     /// Whether the innermost object of item `p` may end here: every required key of it is
     /// written, so is every key of one of its `anyOf` of `required` lists (when it has
     /// them), and the item is then alive (for the item itself: no earlier item equals it).
-    fn end_ok(&self, p: &Partial, used: &[Vec<(&[u8], &[u8])>]) -> bool {
+    fn end_ok<M: Member>(&self, p: &Partial, used: &[Vec<M>]) -> bool {
         let Some((inner, keys)) = p.innermost(&self.keys) else {
             return false;
         };
@@ -713,7 +713,7 @@ impl ItemObject {
     }
 
     /// The answer of `check` for the item `p` against the earlier items `used`.
-    fn passes(&self, check: ItemCheck, p: &Partial, used: &[Vec<(&[u8], &[u8])>]) -> bool {
+    fn passes<M: Member>(&self, check: ItemCheck, p: &Partial, used: &[Vec<M>]) -> bool {
         match check {
             ItemCheck::Start
             | ItemCheck::After
@@ -751,22 +751,63 @@ pub(crate) struct ItemMemo {
     /// The item as read so far.
     item: Partial,
     /// The earlier items' members: decoded key and canonical value.
-    used: Vec<Vec<(Vec<u8>, Vec<u8>)>>,
+    used: Arc<Used>,
 }
+
+/// Earlier items' members: decoded key and canonical value.
+type Used = Vec<Vec<(Vec<u8>, Vec<u8>)>>;
 
 impl ItemMemo {
     fn passes(&self, spec: &ItemObject, check: ItemCheck) -> bool {
-        let used: Vec<Vec<(&[u8], &[u8])>> = self
-            .used
-            .iter()
-            .map(|u| {
-                u.iter()
-                    .map(|(k, v)| (k.as_slice(), v.as_slice()))
-                    .collect()
-            })
-            .collect();
-        spec.passes(check, &self.item, &used)
+        spec.passes(check, &self.item, &self.used)
     }
+}
+
+/// A member of an earlier item: its decoded key and canonical value, borrowed from the
+/// item's canonical text or kept.
+trait Member {
+    fn key(&self) -> &[u8];
+    fn value(&self) -> &[u8];
+}
+
+impl Member for (&[u8], &[u8]) {
+    fn key(&self) -> &[u8] {
+        self.0
+    }
+    fn value(&self) -> &[u8] {
+        self.1
+    }
+}
+
+impl Member for (Vec<u8>, Vec<u8>) {
+    fn key(&self) -> &[u8] {
+        &self.0
+    }
+    fn value(&self) -> &[u8] {
+        &self.1
+    }
+}
+
+/// The arrays of the item object whose `{` was read at set `origin`, and what their earlier
+/// items are: they depend on the sets up to `origin` only, so every place of the item reads
+/// them from here (valid while the chart is deeper than `origin`).
+#[derive(Clone, Debug)]
+pub(crate) struct ItemArrays {
+    spec: u32,
+    pub(super) origin: u32,
+    /// Per array the item belongs to (the set of its `[`), its earlier items.
+    arrays: Vec<(u32, EarlierItems)>,
+}
+
+/// The earlier items of one array, for [`ItemArrays`].
+#[derive(Clone, Debug)]
+enum EarlierItems {
+    /// Not readable: the array is read past.
+    Unread,
+    /// Some earlier item is not an object's text (which the grammar never lets happen).
+    Bad,
+    /// The earlier objects of the item's own branch.
+    Objects(Arc<Used>),
 }
 
 impl Chart {
@@ -790,6 +831,65 @@ impl Chart {
         self.item_passes_at(g, spec_id, check, origin, at)
     }
 
+    /// The arrays of item object `spec_id` whose `{` was read at set `origin`, with their
+    /// earlier items ([`ItemArrays`]), read once per item.
+    fn item_arrays_read(
+        &mut self,
+        g: &Grammar,
+        spec_id: u32,
+        origin: u32,
+        at: u32,
+    ) -> Arc<ItemArrays> {
+        if let Some(a) = &self.guard.item_arrays {
+            if (a.spec, a.origin) == (spec_id, origin) {
+                return Arc::clone(a);
+            }
+        }
+        let spec = &g.item_objects[spec_id as usize];
+        let mut arrays = Vec::new();
+        for array in self.item_arrays(g, spec, origin) {
+            let Some(values) = self.earlier(Guard::UniqueValues, array, origin) else {
+                arrays.push((array, EarlierItems::Unread));
+                continue;
+            };
+            let mut used = Vec::with_capacity(values.len());
+            let mut bad = false;
+            // Earlier items of other types (an item union's strings, numbers, ...) never equal
+            // an object: they are read past.
+            for v in values.iter().filter(|v| v.first() == Some(&b'o')) {
+                self.work += v.len() as u64;
+                match canonical_members(v) {
+                    // An object of another branch of a union never equals one of these.
+                    Some(m) if !spec.holds(&m) => {}
+                    Some(m) => used.push(
+                        m.into_iter()
+                            .map(|(k, w)| (k.to_vec(), w.to_vec()))
+                            .collect(),
+                    ),
+                    None => {
+                        bad = true;
+                        break;
+                    }
+                }
+            }
+            let earlier = match bad {
+                true => EarlierItems::Bad,
+                false => EarlierItems::Objects(Arc::new(used)),
+            };
+            arrays.push((array, earlier));
+        }
+        let a = Arc::new(ItemArrays {
+            spec: spec_id,
+            origin,
+            arrays,
+        });
+        // Kept once set `origin` is complete (it is from the item's first place on).
+        if at > origin {
+            self.guard.item_arrays = Some(Arc::clone(&a));
+        }
+        a
+    }
+
     /// [`Chart::item_object_passes`] for the item object whose `{` was read at set `origin`
     /// (for [`ItemCheck::Start`], the array whose `[` was); for [`ItemCheck::Closing`], its
     /// text read with the `]` to come.
@@ -805,86 +905,111 @@ impl Chart {
             return false;
         };
         let closing = matches!(check, ItemCheck::Closing(_));
-        let start = check == ItemCheck::Start;
-        // The arrays the item belongs to: the origins of the items waiting for it.
-        let arrays: Vec<u32> = if start {
-            vec![origin]
-        } else {
-            self.item_arrays(g, spec, origin)
-        };
+        if check == ItemCheck::Start {
+            return self.empty_item_passes(spec_id, spec, check, origin, at);
+        }
+        let read = self.item_arrays_read(g, spec_id, origin, at);
         if let Some(s) = self.guard.synthetic {
             // The byte into set `s` is unknown: a text across it is read again.
-            if arrays.iter().any(|&a| a < s && s <= at) {
+            if read.arrays.iter().any(|&(a, _)| a < s && s <= at) {
+                self.guard.uncertain = true;
+                return true;
+            }
+        }
+        let single = read.arrays.len() == 1 && !closing;
+        if let Some(m) = &self.guard.item_memo {
+            if single && (m.spec, m.origin, m.at, m.start) == (spec_id, origin, at, false) {
+                return m.passes(spec, check);
+            }
+        }
+        self.work += u64::from(at.saturating_sub(origin));
+        let Some(text) = self.input.get(origin as usize..at as usize) else {
+            return false;
+        };
+        let scanned = match closing {
+            true => scan_tree(&[text, b"]"].concat(), 0, &spec.keys, 0),
+            false => scan_tree(text, 0, &spec.keys, 0),
+        };
+        let Some(item) = scanned else {
+            return false;
+        };
+        for (_, earlier) in &read.arrays {
+            let used = match earlier {
+                EarlierItems::Unread => continue,
+                EarlierItems::Bad => return false,
+                EarlierItems::Objects(used) => used,
+            };
+            // Each earlier item is read once per item; its text is charged once per place.
+            self.work += used.len() as u64;
+            if single {
+                let memo = ItemMemo {
+                    spec: spec_id,
+                    origin,
+                    at,
+                    start: false,
+                    item,
+                    used: Arc::clone(used),
+                };
+                let pass = memo.passes(spec, check);
+                self.guard.item_memo = Some(memo);
+                return pass;
+            }
+            if spec.passes(check, &item, used) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// [`Chart::item_passes_at`] for [`ItemCheck::Start`] of the array whose `[` was read at
+    /// set `array`: whether the empty object is alive against the values before set `at`.
+    fn empty_item_passes(
+        &mut self,
+        spec_id: u32,
+        spec: &ItemObject,
+        check: ItemCheck,
+        array: u32,
+        at: u32,
+    ) -> bool {
+        if let Some(s) = self.guard.synthetic {
+            // The byte into set `s` is unknown: a text across it is read again.
+            if array < s && s <= at {
                 self.guard.uncertain = true;
                 return true;
             }
         }
         if let Some(m) = &self.guard.item_memo {
-            if arrays.len() == 1
-                && !closing
-                && (m.spec, m.origin, m.at, m.start) == (spec_id, origin, at, start)
-            {
+            if (m.spec, m.origin, m.at, m.start) == (spec_id, array, at, true) {
                 return m.passes(spec, check);
             }
         }
-        let item = if start {
-            Partial::default()
-        } else {
-            self.work += u64::from(at.saturating_sub(origin));
-            let Some(text) = self.input.get(origin as usize..at as usize) else {
-                return false;
-            };
-            let scanned = match closing {
-                true => scan_tree(&[text, b"]"].concat(), 0, &spec.keys, 0),
-                false => scan_tree(text, 0, &spec.keys, 0),
-            };
-            match scanned {
-                Some(p) => p,
+        let Some(values) = self.finite_used(array, at, false) else {
+            return false;
+        };
+        let mut used = Vec::with_capacity(values.len());
+        for v in values.iter().filter(|v| v.first() == Some(&b'o')) {
+            self.work += v.len() as u64;
+            match canonical_members(v) {
+                Some(m) if !spec.holds(&m) => {}
+                Some(m) => used.push(
+                    m.into_iter()
+                        .map(|(k, w)| (k.to_vec(), w.to_vec()))
+                        .collect(),
+                ),
                 None => return false,
             }
-        };
-        for &array in &arrays {
-            let values = if start {
-                self.finite_used(array, at, false)
-            } else {
-                self.earlier(Guard::UniqueValues, array, origin)
-            };
-            let Some(values) = values else {
-                continue;
-            };
-            let mut used = Vec::with_capacity(values.len());
-            // Earlier items of other types (an item union's strings, numbers, ...) never equal
-            // an object: they are read past.
-            for v in values.iter().filter(|v| v.first() == Some(&b'o')) {
-                self.work += v.len() as u64;
-                match canonical_members(v) {
-                    // An object of another branch of a union never equals one of these.
-                    Some(m) if !spec.holds(&m) => {}
-                    Some(m) => used.push(
-                        m.into_iter()
-                            .map(|(k, w)| (k.to_vec(), w.to_vec()))
-                            .collect(),
-                    ),
-                    None => return false,
-                }
-            }
-            let memo = ItemMemo {
-                spec: spec_id,
-                origin,
-                at,
-                start,
-                item: item.clone(),
-                used,
-            };
-            let pass = memo.passes(spec, check);
-            if arrays.len() == 1 && !closing {
-                self.guard.item_memo = Some(memo);
-            }
-            if pass {
-                return true;
-            }
         }
-        false
+        let memo = ItemMemo {
+            spec: spec_id,
+            origin: array,
+            at,
+            start: true,
+            item: Partial::default(),
+            used: Arc::new(used),
+        };
+        let pass = memo.passes(spec, check);
+        self.guard.item_memo = Some(memo);
+        pass
     }
 }
 
