@@ -371,7 +371,7 @@ impl Dfa {
         let mut keys: Vec<K> = vec![start.clone()];
         ids.insert(start, 1);
         // Raw table with `k` columns; row 0 is the dead state, state i has row i.
-        let mut raw: Vec<u32> = vec![0; 2 * k];
+        let mut raw: Vec<u32> = zeroed_table(2 * k);
         let mut i = 0;
         while i < keys.len() {
             let key = keys[i].clone();
@@ -491,7 +491,7 @@ impl Dfa {
         // pass, each column's hash (to merge the input classes whose columns agree after
         // pruning) and each row's live columns (its live bytes, once the bytes of each column
         // are known).
-        let mut tab = vec![DEAD; m * k];
+        let mut tab = zeroed_table(m * k);
         let mut hashes = vec![0u64; k];
         // The dead row first, as the hash of a column reads every row in order.
         for h in hashes.iter_mut() {
@@ -559,7 +559,7 @@ impl Dfa {
         let trans = if stride == k {
             tab
         } else {
-            let mut trans = vec![DEAD; m * stride];
+            let mut trans = zeroed_table(m * stride);
             for row in 1..m {
                 for (c, &r) in reps.iter().enumerate() {
                     trans[row * stride + c] = tab[row * k + r];
@@ -918,7 +918,7 @@ impl Dfa {
         // `Dfa::from_trie` would give it), and its one live byte is `bytes[i]`, a class of
         // its own. Written directly: property names are literals by the hundred per schema.
         let m = n + 2;
-        let mut trans = vec![DEAD; m * k];
+        let mut trans = zeroed_table(m * k);
         let mut accept = vec![false; m];
         let mut live = vec![[0u64; 4]; m];
         for (i, &b) in bytes.iter().enumerate() {
@@ -963,7 +963,7 @@ impl Dfa {
         }
         let m = nodes + 1;
         let class_bits = class_bytes(class_of, k);
-        let mut trans = vec![DEAD; m * k];
+        let mut trans = zeroed_table(m * k);
         let mut accept = vec![false; m];
         let mut live = vec![[0u64; 4]; m];
         for (i, &v) in order.iter().enumerate() {
@@ -1090,7 +1090,7 @@ impl Dfa {
         live.resize(2, [0; 4]);
         // Per state of `self`, its row off the trie as product states (`off_ids`), once every
         // pair of that row has a number (`off_done`).
-        let mut off_ids: Vec<u32> = vec![DEAD; na * k];
+        let mut off_ids: Vec<u32> = zeroed_table(na * k);
         let mut off_done = vec![false; na];
         let class_bits = class_bytes(&class_of, k);
         let mut i = 0;
@@ -1239,7 +1239,7 @@ impl Dfa {
             first[x] += first[x - 1];
         }
         let mut fill = first.clone();
-        let mut preds = vec![0u32; n * k];
+        let mut preds = zeroed_table(n * k);
         for s in 0..n {
             for c in 0..k {
                 let t = self.trans[s * k + c] as usize;
@@ -1358,7 +1358,7 @@ impl Dfa {
             }
         }
         let m = next_id as usize;
-        let mut raw = vec![0u32; m * k];
+        let mut raw = zeroed_table(m * k);
         let mut acc = vec![false; m];
         for s in 0..n {
             let row = id[block[s] as usize] as usize;
@@ -1531,7 +1531,7 @@ impl Dfa {
         }
         // Raw rows: 0 dead, `self`'s state a at row a, `other`'s state b at row na - 1 + b.
         let n = na + nb.max(1) - 1;
-        let mut raw = vec![DEAD; n * k];
+        let mut raw = zeroed_table(n * k);
         let mut acc = vec![false; n];
         let shift = na as u32 - 1;
         for a in 1..na as u32 {
@@ -1588,7 +1588,7 @@ impl Dfa {
         }
         let m = m as usize;
         let enter: Vec<u32> = enter.iter().map(|&e| moved[e as usize]).collect();
-        let mut trans = vec![DEAD; m * k];
+        let mut trans = zeroed_table(m * k);
         let mut accept = vec![false; m];
         let mut live = vec![[0u64; 4]; m];
         let class_bits = class_bytes(class_of, k);
@@ -1794,7 +1794,7 @@ impl Dfa {
         }
         let w = esc_reps.len();
         // Per content state, where it goes on each of those bytes.
-        let mut targets = vec![DEAD; m * w];
+        let mut targets = zeroed_table(m * w);
         for (q, row) in targets.chunks_exact_mut(w).enumerate().skip(1) {
             for (t, &b) in row.iter_mut().zip(&esc_reps) {
                 *t = self.next(q as u32, b);
@@ -1838,7 +1838,7 @@ impl Dfa {
         let feed = |q: u32, b: u8| -> u32 { rows[self.next(q, b) as usize].0 };
         // Filled row by row (each state's rows at once), so that a large table is written in
         // order rather than a column at a time.
-        let mut raw = vec![0u32; n * k];
+        let mut raw = zeroed_table(n * k);
         raw[k + class_of[b'"' as usize] as usize] = rows[self.start as usize].0;
         for q in 1..m as u32 {
             let (r, e, fills) = rows[q as usize];
@@ -2257,7 +2257,7 @@ impl Dfa {
         let accept: Vec<bool> = (0..states)
             .map(|s| bits[s / 8] >> (s % 8) & 1 == 1)
             .collect();
-        let mut trans = vec![DEAD; states * stride];
+        let mut trans = zeroed_table(states * stride);
         for row in trans.chunks_mut(stride).skip(1) {
             let mut at = 0;
             while at < stride {
@@ -2435,7 +2435,7 @@ impl Trie {
         // Rows, numbered breadth first: `ids[v]` is node v's row and `esc_ids[v]` its escape
         // row (0 until met), `end` the row after the closing quote.
         let rows = nodes + escapes.iter().filter(|&&e| e).count() + 3;
-        let mut trans = vec![DEAD; rows * k];
+        let mut trans = zeroed_table(rows * k);
         let mut accept = vec![false; rows];
         let mut live = vec![[0u64; 4]; rows];
         let class_bits = class_bytes(&class_of, k);
@@ -2602,9 +2602,66 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     out
 }
 
+/// A zeroed table of `len` cells (`DEAD` everywhere), for an automaton's transitions.
+///
+/// A table of megabytes is fresh memory from the kernel, and writing it faulted in 4 KiB at a
+/// time: a cryproj schema's 2,461 names (a table of 9 MB) spent half its compile in page
+/// faults. Where the kernel gives huge pages on request (Linux's transparent huge pages in
+/// their `madvise` mode, the common default), the table asks for them before it is written.
+pub(crate) fn zeroed_table(len: usize) -> Vec<u32> {
+    const HUGE: usize = 2 << 20;
+    if len * 4 < HUGE {
+        return vec![DEAD; len];
+    }
+    let mut v: Vec<u32> = Vec::with_capacity(len);
+    advise_huge_pages(v.as_mut_ptr() as usize, len * 4);
+    v.resize(len, DEAD);
+    v
+}
+
+/// Asks the kernel for huge pages for the whole pages in `len` bytes at `addr` (memory this
+/// process owns); nothing where that cannot be asked.
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+fn advise_huge_pages(addr: usize, len: usize) {
+    extern "C" {
+        fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
+    }
+    const MADV_HUGEPAGE: i32 = 14;
+    let start = addr.next_multiple_of(4096);
+    let end = (addr + len) & !4095;
+    if end > start {
+        // SAFETY: the range lies inside an allocation this process owns (page-aligned within
+        // it), and MADV_HUGEPAGE only advises how to back it: it changes no contents and no
+        // mapping. A failure (no transparent huge pages) leaves it as it was, harmlessly.
+        unsafe {
+            madvise(start as *mut std::ffi::c_void, end - start, MADV_HUGEPAGE);
+        }
+    }
+}
+
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
+fn advise_huge_pages(_addr: usize, _len: usize) {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Tables on either side of the huge-page size are all dead cells, as many as asked
+    /// (the large one is asked for huge pages before it is written).
+    #[test]
+    fn zeroed_tables_are_dead_cells() {
+        for len in [0, 1, 1000, (2 << 20) / 4 - 1, (2 << 20) / 4, 3 << 20] {
+            let t = zeroed_table(len);
+            assert_eq!(t.len(), len);
+            assert!(t.iter().all(|&c| c == DEAD), "{len}");
+        }
+    }
 
     #[test]
     fn regex_syntax_errors_say_where_and_what() {
@@ -3213,7 +3270,7 @@ mod tests {
             class_of = IDENTITY;
             k = 256;
         }
-        let mut raw = vec![0u32; 2 * k];
+        let mut raw = zeroed_table(2 * k);
         let mut acc = vec![false, false];
         let mut path: Vec<u32> = vec![1];
         let mut prev: &[u8] = &[];
@@ -3289,7 +3346,7 @@ mod tests {
                     k += 1;
                 }
             }
-            let mut raw = vec![0u32; (n + 2) * k];
+            let mut raw = zeroed_table((n + 2) * k);
             for (i, &b) in words.iter().enumerate() {
                 raw[(i + 1) * k + class_of[b as usize] as usize] = i as u32 + 2;
             }
