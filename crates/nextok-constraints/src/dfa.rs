@@ -736,6 +736,164 @@ impl Dfa {
         )
     }
 
+    /// The prefixes by which this content automaton first enters a state that loops on
+    /// characters (`^https?://.+$` after `http://` and one character, then any character but
+    /// a line end), grouped by their number of characters and the state entered: `[(l,
+    /// prefixes of l characters, the loop's language)]`, ascending in `l`.
+    ///
+    /// A loop state accepts, reads some character, and every character it reads leads back
+    /// to it (or to the dead state), through states that do not accept: its language is `C*` for the characters
+    /// `C` it reads. Given when every string the automaton accepts has such a prefix (the
+    /// states before a loop state accept nothing and form no loop), the prefixes have at most
+    /// `most` characters and come in at most `groups` groups. The language is then exactly
+    /// the union of `F` followed by `C*` over the groups, so a length bound on it is a bound
+    /// on the `C*` part alone, which needs no automaton that counts every character
+    /// (`Compiler::long_string`). `None` otherwise, and for automata of more than 4096 states.
+    pub(crate) fn loop_prefixes(
+        &self,
+        most: usize,
+        groups: usize,
+    ) -> Option<Vec<(usize, Dfa, Dfa)>> {
+        if self.num_states() > 4096 || self.start == DEAD {
+            return None;
+        }
+        // Minimal, so that a loop is one state (an automaton from a regex may read the first
+        // character of `[a-z][a-z0-9]*`'s loop into a copy of it).
+        self.minimized().loop_prefixes_minimal(most, groups)
+    }
+
+    /// [`Dfa::loop_prefixes`] of a minimal automaton.
+    fn loop_prefixes_minimal(&self, most: usize, groups: usize) -> Option<Vec<(usize, Dfa, Dfa)>> {
+        let n = self.num_states();
+        // The bytes a character's first byte says follow it (None: not a first byte).
+        let more = |b: u8| match b {
+            0x00..=0x7f => Some(0u8),
+            0xc2..=0xdf => Some(1),
+            0xe0..=0xef => Some(2),
+            0xf0..=0xf4 => Some(3),
+            _ => None,
+        };
+        // Whether state `u` loops on characters: from `u`, after each whole character the
+        // automaton is back at `u` or dead, and it accepts nowhere inside a character.
+        let loops_at = |u: u32| {
+            if !self.is_accept(u) || !self.can_continue(u) {
+                return false;
+            }
+            let mut seen: std::collections::HashSet<(u32, u8)> = Default::default();
+            let mut stack = vec![(u, 0u8)];
+            while let Some((s, left)) = stack.pop() {
+                for b in 0..=255u8 {
+                    let t = self.next(s, b);
+                    if t == DEAD {
+                        continue;
+                    }
+                    let left2 = match (left, more(b)) {
+                        (0, Some(m)) => m,
+                        (0, None) => return false,
+                        (l, None) => l - 1,
+                        (_, Some(_)) => return false,
+                    };
+                    let ok = match left2 {
+                        0 => t == u,
+                        _ => !self.is_accept(t),
+                    };
+                    if !ok {
+                        return false;
+                    }
+                    if left2 > 0 && seen.insert((t, left2)) {
+                        stack.push((t, left2));
+                    }
+                }
+            }
+            true
+        };
+        let looping: Vec<bool> = (0..n as u32).map(|s| s != DEAD && loops_at(s)).collect();
+        if looping[self.start as usize] {
+            return None;
+        }
+        // Depth-first over the states before a loop state: none may accept, none may be on a
+        // loop (0 unseen, 1 on the path, 2 done).
+        let mut color = vec![0u8; n];
+        let mut stack: Vec<(u32, u16)> = vec![(self.start, 0)];
+        color[self.start as usize] = 1;
+        while let Some(&mut (s, ref mut b)) = stack.last_mut() {
+            if self.is_accept(s) {
+                return None;
+            }
+            if *b > 255 {
+                color[s as usize] = 2;
+                stack.pop();
+                continue;
+            }
+            let t = self.next(s, *b as u8);
+            *b += 1;
+            if t == DEAD || looping[t as usize] {
+                continue;
+            }
+            match color[t as usize] {
+                0 => {
+                    color[t as usize] = 1;
+                    stack.push((t, 0));
+                }
+                1 => return None,
+                _ => {}
+            }
+        }
+        // The (characters, loop state) at which a loop state is first entered.
+        let mut entries: Vec<(usize, u32)> = Vec::new();
+        let mut seen: std::collections::HashSet<(u32, usize)> = Default::default();
+        let mut todo = vec![(self.start, 0usize)];
+        while let Some((s, c)) = todo.pop() {
+            if c > most {
+                // Every state leads to a match (the automaton is pruned), and every match
+                // passes a loop state: one entered after more than `most` characters.
+                return None;
+            }
+            if looping[s as usize] {
+                if !entries.contains(&(c, s)) {
+                    entries.push((c, s));
+                    if entries.len() > groups {
+                        return None;
+                    }
+                }
+                continue;
+            }
+            for b in 0..=255u8 {
+                let t = self.next(s, b);
+                let c2 = c + usize::from(b & 0xc0 != 0x80);
+                if t != DEAD && seen.insert((t, c2)) {
+                    todo.push((t, c2));
+                }
+            }
+        }
+        entries.sort_unstable();
+        let mut out = Vec::with_capacity(entries.len());
+        for (l, u) in entries {
+            let prefixes = Dfa::explore(
+                (self.start, 0usize),
+                |&(s, c), b| {
+                    let t = self.next(s, b);
+                    let c2 = c + usize::from(b & 0xc0 != 0x80);
+                    (!looping[s as usize] && t != DEAD && c2 <= l).then_some((t, c2))
+                },
+                |&(s, c)| s == u && c == l,
+                "pattern prefix",
+                &IDENTITY,
+            )
+            .ok()?;
+            let rest = Dfa::explore(
+                u,
+                |&s, b| Some(self.next(s, b)).filter(|&t| t != DEAD),
+                |&s| self.is_accept(s),
+                "pattern loop",
+                &self.classes,
+            )
+            .ok()?;
+            out.push((l, prefixes, rest));
+        }
+        Some(out)
+    }
+
     /// The strings of `self` of `min` to `max` (None: any number of) Unicode scalar values:
     /// the language of `self.intersect(&Dfa::char_count(min, max))`, without most of that
     /// product's states.
@@ -2757,6 +2915,49 @@ mod tests {
             let all = Dfa::union_all(parts).unwrap();
             assert!(same_language(&all, &one_by_one), "{n}");
             assert_eq!(all.is_empty_language(), n == 0);
+        }
+    }
+
+    /// A pattern that is a prefix of boundedly many characters, then a loop on a set of
+    /// characters, splits into groups whose prefixes followed by their loop are exactly its
+    /// language; any other pattern does not split.
+    #[test]
+    fn loop_prefixes_split_a_pattern_into_prefixes_and_a_loop() {
+        for (p, groups) in [
+            ("[Hh][Tt][Tt][Pp][Ss]?://[^\\n\\r]+", 2),
+            ("[a-z][-a-z0-9.+]*", 1),
+            ("(?:ab|c)x[0-9é]*", 2),
+            ("[ab]{2,3}(?s:.)*", 1),
+            ("(?:x|yé)(?:[a-c]+|[0-9]+)", 4),
+        ] {
+            let d = Dfa::from_regex(p).unwrap();
+            let split = d.loop_prefixes(64, 8).unwrap_or_else(|| panic!("{p}"));
+            assert_eq!(split.len(), groups, "{p}");
+            assert!(split.windows(2).all(|w| w[0].0 <= w[1].0), "{p}");
+            let mut parts = Vec::new();
+            for (l, prefixes, rest) in &split {
+                // Every prefix of the group has `l` characters; the loop takes the empty
+                // string and every character it reads brings it back.
+                let chars = prefixes.with_char_count(*l, Some(*l)).unwrap();
+                assert!(same_language(&chars, prefixes), "{p}: {l}");
+                assert!(rest.accepts_empty(), "{p}");
+                parts.push(prefixes.then(rest).unwrap().expect("no overlap"));
+            }
+            assert!(same_language(&Dfa::union_all(parts).unwrap(), &d), "{p}");
+        }
+        for (p, most, groups) in [
+            // No loop, a loop of two characters, a loop that does not accept, two loops in a
+            // row, a loop from the start, a prefix too long, too many groups.
+            ("[a-z]{3}", 64, 8),
+            ("x(?:ab)*", 64, 8),
+            ("a[a-z]*b", 64, 8),
+            ("x+y+", 64, 8),
+            ("[a-z]*", 64, 8),
+            ("a{70}b*", 64, 8),
+            ("(?:a|bb|ccc|dddd)x*", 64, 3),
+        ] {
+            let d = Dfa::from_regex(p).unwrap();
+            assert!(d.loop_prefixes(most, groups).is_none(), "{p}");
         }
     }
 

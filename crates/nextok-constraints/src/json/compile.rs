@@ -83,25 +83,42 @@ pub(super) fn one_encoding(s: &str) -> bool {
     !s.bytes().any(crate::dfa::has_json_escape)
 }
 
-/// The JSON encodings of contents of `min` to `max` (None: any number of) characters, then
-/// the closing quote when `closed`: a piece of [`Compiler::long_string`]. The few kinds of
-/// piece (a whole chunk, the rest after the chunks a bound leaves) recur in every long string,
-/// so they are kept process-wide, as string automata are.
-fn counted_content(min: usize, max: Option<usize>, closed: bool) -> Result<Arc<Dfa>, Error> {
-    static MEMO: OnceLock<DfaMemo<(usize, Option<usize>, bool)>> = OnceLock::new();
+/// The JSON encodings of contents of `min` to `max` (None: any number of) characters, of
+/// the language `C*` of `class` (any character when `None`), after one of the strings of
+/// `prefix` (when given; none is counted), then the closing quote when `closed`: a piece of
+/// [`Compiler::long_string`]. The few kinds of piece (a whole chunk, the rest after the
+/// chunks a bound leaves) recur in every long string, so they are kept process-wide, as
+/// string automata are.
+fn counted_content(
+    prefix: Option<&Dfa>,
+    class: Option<&Dfa>,
+    min: usize,
+    max: Option<usize>,
+    closed: bool,
+) -> Result<Arc<Dfa>, Error> {
+    type Key = (Option<Dfa>, Option<Dfa>, usize, Option<usize>, bool);
+    static MEMO: OnceLock<DfaMemo<Key>> = OnceLock::new();
     let memo = MEMO.get_or_init(|| DfaMemo::new(256, 1 << 22));
-    if let Some(d) = memo.get(&(min, max, closed)) {
+    let key = (prefix.cloned(), class.cloned(), min, max, closed);
+    if let Some(d) = memo.get(&key) {
         return Ok(d);
     }
-    let mut d = Dfa::char_count(min, max)?.json_content()?;
+    let internal = || unsupported("minLength/maxLength (internal: long string piece)", "#");
+    let mut counted = match class {
+        None => Dfa::char_count(min, max)?,
+        Some(c) => c.with_char_count(min, max)?,
+    };
+    if let Some(p) = prefix {
+        // The prefixes end where their loop begins, reading nothing more there.
+        counted = p.then(&counted)?.ok_or_else(internal)?;
+    }
+    let mut d = counted.json_content()?;
     if closed {
         // Content never reads a bare `"`, so the quote follows deterministically.
-        d = d
-            .then(&Dfa::literal(b"\""))?
-            .ok_or_else(|| unsupported("minLength/maxLength (internal: closing quote)", "#"))?;
+        d = d.then(&Dfa::literal(b"\""))?.ok_or_else(internal)?;
     }
     let d = Arc::new(d);
-    memo.insert((min, max, closed), &d);
+    memo.insert(key, &d);
     Ok(d)
 }
 
@@ -536,6 +553,11 @@ impl<'a> Compiler<'a> {
         if is_chunked(f) && plain && !excluded.iter().any(Value::is_string) {
             return self.long_string(f.min_length.unwrap_or(0), f.max_length, path);
         }
+        if is_chunked(f) && !excluded.iter().any(Value::is_string) {
+            if let Some(s) = self.prefixed_long_string(f, path)? {
+                return Ok(s);
+            }
+        }
         self.b.shared_terminal(string_automaton(f, excluded, path)?)
     }
 
@@ -553,20 +575,89 @@ impl<'a> Compiler<'a> {
     /// within a 350-character string, against 0.1 to 0.2 ms for one automaton of the whole
     /// string). A chunk ends after exactly `CHUNK` characters, one place per token at most.
     fn long_string(&mut self, min: usize, max: Option<usize>, path: &str) -> Result<Sym, Error> {
+        let quote = self.lit("\"");
+        let Some(rest) = self.long_content(None, None, min, max, path)? else {
+            return Ok(Sym::Nt(self.b.nt("impossible string")));
+        };
+        Ok(self.b.alts("long string", vec![vec![quote, rest]]))
+    }
+
+    /// A string of one `pattern` and a length bound above
+    /// [`CHUNKED`](super::string::CHUNKED), when the pattern is a prefix of boundedly many
+    /// characters and then any number of characters of a set (`^https?://.+$` under
+    /// `maxLength: 2000`, [`Dfa::loop_prefixes`]): per group of prefixes of `l` characters,
+    /// the prefixes and the rest of `min - l` to `max - l` characters of the set, as
+    /// [`Compiler::long_string`] writes any characters. An automaton of the pattern under the
+    /// bound counted every character (some 38,000 states for that URL, 30 ms of a winget
+    /// manifest's compile, and a fresh state at every token of its masks). `None` where the
+    /// pattern is not of that form.
+    fn prefixed_long_string(&mut self, f: &StringFacets, path: &str) -> Result<Option<Sym>, Error> {
+        let [p] = f.patterns.as_slice() else {
+            return Ok(None);
+        };
+        if !f.not_patterns.is_empty() || f.format.is_some() || !f.not_formats.is_empty() {
+            return Ok(None);
+        }
+        let d = super::string::pattern_dfa(p)?;
+        let Some(groups) = d.loop_prefixes(64, 8) else {
+            return Ok(None);
+        };
+        let (min, max) = (f.min_length.unwrap_or(0), f.max_length);
+        let quote = self.lit("\"");
+        let mut alts = Vec::new();
+        for (l, prefixes, class) in groups {
+            if max.is_some_and(|m| m < l) {
+                continue;
+            }
+            let (lo, hi) = (min.saturating_sub(l), max.map(|m| m - l));
+            let Some(rest) = self.long_content(Some(&prefixes), Some(&class), lo, hi, path)? else {
+                continue;
+            };
+            alts.push(vec![quote, rest]);
+        }
+        if alts.is_empty() {
+            return Ok(Some(Sym::Nt(self.b.nt("impossible string"))));
+        }
+        Ok(Some(self.b.alts("long string with a prefix", alts)))
+    }
+
+    /// The content of [`Compiler::long_string`] after its opening quote: `min` to `max`
+    /// characters (of the loop `class`, after one of `prefix`, for
+    /// [`Compiler::prefixed_long_string`]), then the closing quote. `None` when no string has
+    /// that many. The prefix is read by the first piece or chunk, not a terminal of its own:
+    /// one that ended a character after `https://` made every token there a place where a
+    /// terminal ends, each walked on into the chunks (a mask of 10 ms).
+    fn long_content(
+        &mut self,
+        prefix: Option<&Dfa>,
+        class: Option<&Dfa>,
+        min: usize,
+        max: Option<usize>,
+        path: &str,
+    ) -> Result<Option<Sym>, Error> {
         const CHUNK: usize = 128;
         if max.is_some_and(|x| x < min) {
-            return Ok(Sym::Nt(self.b.nt("impossible string")));
+            return Ok(None);
         }
         const MOST: usize = 4_096_000;
         if max.unwrap_or(min) > MOST {
             return Err(unsupported("minLength/maxLength above 4096000", path));
         }
         let q = max.unwrap_or(min) / CHUNK;
-        let quote = self.lit("\"");
-        let chunk = self
-            .b
-            .shared_terminal(counted_content(CHUNK, Some(CHUNK), false)?)?;
-        let mut pieces: HashMap<(usize, Option<usize>), Sym> = HashMap::new();
+        let chunk =
+            self.b
+                .shared_terminal(counted_content(None, class, CHUNK, Some(CHUNK), false)?)?;
+        let first_chunk = match prefix {
+            Some(_) => self.b.shared_terminal(counted_content(
+                prefix,
+                class,
+                CHUNK,
+                Some(CHUNK),
+                false,
+            )?)?,
+            None => chunk,
+        };
+        let mut pieces: HashMap<(bool, usize, Option<usize>), Sym> = HashMap::new();
         // after[i]: the content left after i chunks, then the closing quote.
         let after: Vec<u32> = (0..=q)
             .map(|i| self.b.nt(format!("{path} string after {i} chunks")))
@@ -579,24 +670,28 @@ impl<'a> Compiler<'a> {
                 None if i == q => None,
                 None => Some(CHUNK - 1),
             };
+            // The first piece or chunk reads the prefix too.
+            let first = i == 0 && prefix.is_some();
             if hi.is_none_or(|h| lo <= h) {
-                let piece = match pieces.get(&(lo, hi)) {
+                let piece = match pieces.get(&(first, lo, hi)) {
                     Some(&p) => p,
                     None => {
-                        let p = self.b.shared_terminal(counted_content(lo, hi, true)?)?;
-                        pieces.insert((lo, hi), p);
+                        let before = prefix.filter(|_| first);
+                        let p = self
+                            .b
+                            .shared_terminal(counted_content(before, class, lo, hi, true)?)?;
+                        pieces.insert((first, lo, hi), p);
                         p
                     }
                 };
                 self.b.rule(nt, vec![piece]);
             }
             if i < q {
-                self.b.rule(nt, vec![chunk, Sym::Nt(after[i + 1])]);
+                let c = if first { first_chunk } else { chunk };
+                self.b.rule(nt, vec![c, Sym::Nt(after[i + 1])]);
             }
         }
-        Ok(self
-            .b
-            .alts("long string", vec![vec![quote, Sym::Nt(after[0])]]))
+        Ok(Some(Sym::Nt(after[0])))
     }
 
     /// The values of `enum`/`const` that the node's other keywords accept.

@@ -810,8 +810,17 @@ fn long_length_bounds_compile_without_unrolling() {
         &[r#""2024-02-29""#],
         &[r#""2023-02-29""#],
     );
+    // A pattern that is a prefix and then a loop on characters is written as the prefix and
+    // chunks of the loop's characters (`Compiler::prefixed_long_string`); another pattern
+    // would need an automaton that counts to the bound, and is refused.
+    let a = |n: usize| format!("\"{}\"", "a".repeat(n));
+    check(
+        json!({"type": "string", "pattern": "^a+$", "maxLength": 20_000}),
+        &[&a(1), &a(20_000)],
+        &[&a(0), &a(20_001), "\"ab\""],
+    );
     assert_eq!(
-        refused_keyword(json!({"type": "string", "pattern": "^a+$", "maxLength": 20_000})).0,
+        refused_keyword(json!({"type": "string", "pattern": "^(ab)+$", "maxLength": 20_000})).0,
         "minLength/maxLength above 10000"
     );
 }
@@ -1002,6 +1011,68 @@ fn chunked_length_bounds_are_exact_at_every_chunk_boundary() {
         chunked,
         &[&mixed(132), &mixed(256), &mixed(260), &mixed(300)],
         &[&mixed(128), &mixed(304)],
+    );
+}
+
+#[test]
+fn long_bounds_beside_a_prefix_and_a_loop_are_exact() {
+    // winget's URLs: `^([Hh][Tt][Tt][Pp][Ss]?)://.+$` under `maxLength: 2000` is written as
+    // the prefix (`http://` or `https://` and one character), then chunks of characters that
+    // `.` reads (`Compiler::prefixed_long_string`): exactly the strings of the pattern of 260
+    // to 300 characters here, however the characters are written, and none with a line end.
+    let schema = json!({"type": "string", "pattern": "^([Hh][Tt][Tt][Pp][Ss]?)://.+$",
+                        "minLength": 260, "maxLength": 300});
+    let g = compile_json_schema(&schema, &JsonOptions::default()).expect("compiles");
+    // No automaton counts every character: under a bound a hundred times larger (which one
+    // that counts could not reach, and was refused), the automata are about as large.
+    let far = json!({"type": "string", "pattern": "^([Hh][Tt][Tt][Pp][Ss]?)://.+$",
+                     "minLength": 26_000, "maxLength": 30_000});
+    let far = compile_json_schema(&far, &JsonOptions::default()).expect("compiles");
+    assert!(
+        far.terminal_states() < 2 * g.terminal_states(),
+        "{} states, {} under 300",
+        far.terminal_states(),
+        g.terminal_states()
+    );
+    let long = |n: usize| format!("\"http://{}\"", "a".repeat(n - 7));
+    assert!(far.recognizes(long(26_000).as_bytes()) && far.recognizes(long(30_000).as_bytes()));
+    assert!(!far.recognizes(long(25_999).as_bytes()) && !far.recognizes(long(30_001).as_bytes()));
+    for scheme in ["http://", "HTTPS://", "hTtP://"] {
+        for unit in ["a", "é", "😀", "\\t", "\\u0001"] {
+            for n in 250..=310 {
+                let chars = scheme.chars().count();
+                let text = format!("\"{scheme}{}\"", unit.repeat(n - chars));
+                let want = (260..=300).contains(&n);
+                assert_eq!(
+                    g.recognizes(text.as_bytes()),
+                    want,
+                    "{n} × {unit} after {scheme}"
+                );
+            }
+        }
+    }
+    let body = "x".repeat(270);
+    for refused in [
+        format!("\"ftp://{body}\""),
+        format!("\"http:/{body}\""),
+        format!("\"http://\\n{body}\""),
+        format!("\"http://{body}\\r\""),
+        format!("\"http://{body}\\u2028\""),
+        "\"http://\"".to_string(),
+    ] {
+        assert!(!g.recognizes(refused.as_bytes()), "{refused}");
+    }
+    // Through the constraint's masks too, across the chunk boundaries.
+    let url = |n: usize| {
+        format!(
+            "\"https://{}\"",
+            ["a", "é", "\\t", "😀"].repeat(n / 4).concat()
+        )
+    };
+    check(
+        schema,
+        &[&url(252), &url(268), &url(292)],
+        &[&url(248), &url(296)],
     );
 }
 
