@@ -815,7 +815,7 @@ impl TerminalMask {
                 // only one, and keeping one costs about a walk more), only noted.
                 None => {
                     walker.subtree(c, start, root_plain, &mut out, usize::MAX);
-                    memo.room = memo.room.saturating_sub(1);
+                    memo.room = memo.room.saturating_sub(MEMO_ENTRY);
                     memo.walks.insert(key, None);
                 }
             }
@@ -841,8 +841,12 @@ fn merged_kids(vocab: &TokenVocab, nodes: &[u32]) -> Vec<(u8, u32)> {
 /// (looking one up costs about as much as walking a few nodes).
 const MEMO_NODES: usize = 24;
 
-/// Most entries (token ranges, exits and ends) an automaton's memo of walks holds.
-const MEMO_ROOM: usize = 1 << 18;
+/// Most memory an automaton's memo of walks holds, in 8-byte words (a megabyte).
+const MEMO_ROOM: usize = 1 << 17;
+
+/// Words a memo entry takes besides its walk's ranges, exits and ends (the key, the walk's
+/// vectors, the table's slot).
+const MEMO_ENTRY: usize = 12;
 
 /// What a walk finds: tokens by ranges of `TokenVocab::trie_tokens`, exits, ends.
 trait Found {
@@ -890,8 +894,9 @@ impl Walked {
         out.ends.extend_from_slice(&self.ends);
     }
 
+    /// The words it takes in the memo.
     fn size(&self) -> usize {
-        self.ranges.len() + self.exits.len() + self.ends.len() + 1
+        MEMO_ENTRY + self.ranges.len() + (self.exits.len() + self.ends.len()).div_ceil(2)
     }
 }
 
@@ -920,7 +925,7 @@ impl Found for Walked {
 pub(crate) struct WalkMemo {
     /// `None` for a subtree walked once, not kept.
     walks: FxMap<(u32, u32, bool, bool), Option<Walked>>,
-    /// Entries it may still take.
+    /// Words it may still take.
     room: usize,
     /// Walks read from it.
     hits: usize,

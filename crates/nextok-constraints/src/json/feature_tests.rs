@@ -819,6 +819,11 @@ fn long_length_bounds_compile_without_unrolling() {
         &[&a(1), &a(20_000)],
         &[&a(0), &a(20_001), "\"ab\""],
     );
+    check(
+        json!({"type": "string", "pattern": "^a+$", "minLength": 12_000}),
+        &[&a(12_000), &a(12_345)],
+        &[&a(11_999), &format!("\"{}b\"", "a".repeat(12_000))],
+    );
     assert_eq!(
         refused_keyword(json!({"type": "string", "pattern": "^(ab)+$", "maxLength": 20_000})).0,
         "minLength/maxLength above 10000"
