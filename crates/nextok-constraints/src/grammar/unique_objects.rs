@@ -831,6 +831,27 @@ impl Chart {
         self.item_passes_at(g, spec_id, check, origin, at)
     }
 
+    /// The members of the earlier items `values` (canonical) that are objects of `spec`'s
+    /// branch; `None` when one is not an object's text (which the grammar never lets happen).
+    fn earlier_objects(&mut self, spec: &ItemObject, values: &[Vec<u8>]) -> Option<Used> {
+        let mut used = Vec::with_capacity(values.len());
+        // Earlier items of other types (an item union's strings, numbers, ...) never equal an
+        // object: they are read past.
+        for v in values.iter().filter(|v| v.first() == Some(&b'o')) {
+            self.work += v.len() as u64;
+            let m = canonical_members(v)?;
+            // An object of another branch of a union never equals one of these.
+            if spec.holds(&m) {
+                used.push(
+                    m.into_iter()
+                        .map(|(k, w)| (k.to_vec(), w.to_vec()))
+                        .collect(),
+                );
+            }
+        }
+        Some(used)
+    }
+
     /// The arrays of item object `spec_id` whose `{` was read at set `origin`, with their
     /// earlier items ([`ItemArrays`]), read once per item.
     fn item_arrays_read(
@@ -852,29 +873,9 @@ impl Chart {
                 arrays.push((array, EarlierItems::Unread));
                 continue;
             };
-            let mut used = Vec::with_capacity(values.len());
-            let mut bad = false;
-            // Earlier items of other types (an item union's strings, numbers, ...) never equal
-            // an object: they are read past.
-            for v in values.iter().filter(|v| v.first() == Some(&b'o')) {
-                self.work += v.len() as u64;
-                match canonical_members(v) {
-                    // An object of another branch of a union never equals one of these.
-                    Some(m) if !spec.holds(&m) => {}
-                    Some(m) => used.push(
-                        m.into_iter()
-                            .map(|(k, w)| (k.to_vec(), w.to_vec()))
-                            .collect(),
-                    ),
-                    None => {
-                        bad = true;
-                        break;
-                    }
-                }
-            }
-            let earlier = match bad {
-                true => EarlierItems::Bad,
-                false => EarlierItems::Objects(Arc::new(used)),
+            let earlier = match self.earlier_objects(spec, &values) {
+                Some(used) => EarlierItems::Objects(Arc::new(used)),
+                None => EarlierItems::Bad,
             };
             arrays.push((array, earlier));
         }
@@ -986,19 +987,9 @@ impl Chart {
         let Some(values) = self.finite_used(array, at, false) else {
             return false;
         };
-        let mut used = Vec::with_capacity(values.len());
-        for v in values.iter().filter(|v| v.first() == Some(&b'o')) {
-            self.work += v.len() as u64;
-            match canonical_members(v) {
-                Some(m) if !spec.holds(&m) => {}
-                Some(m) => used.push(
-                    m.into_iter()
-                        .map(|(k, w)| (k.to_vec(), w.to_vec()))
-                        .collect(),
-                ),
-                None => return false,
-            }
-        }
+        let Some(used) = self.earlier_objects(spec, &values) else {
+            return false;
+        };
         let memo = ItemMemo {
             spec: spec_id,
             origin: array,
