@@ -811,34 +811,12 @@ impl Dfa {
         if looping[self.start as usize] {
             return None;
         }
-        // Depth-first over the states before a loop state: none may accept, none may be on a
-        // loop (0 unseen, 1 on the path, 2 done).
-        let mut color = vec![0u8; n];
-        let mut stack: Vec<(u32, u16)> = vec![(self.start, 0)];
-        color[self.start as usize] = 1;
-        while let Some(&mut (s, ref mut b)) = stack.last_mut() {
-            if self.is_accept(s) {
-                return None;
-            }
-            if *b > 255 {
-                color[s as usize] = 2;
-                stack.pop();
-                continue;
-            }
-            let t = self.next(s, *b as u8);
-            *b += 1;
-            if t == DEAD || looping[t as usize] {
-                continue;
-            }
-            match color[t as usize] {
-                0 => {
-                    color[t as usize] = 1;
-                    stack.push((t, 0));
-                }
-                1 => return None,
-                _ => {}
-            }
+        // The states before a loop state: none may accept, none may be on a loop.
+        if !self.post_order_within(|t| !looping[t as usize], |s, _| !self.is_accept(s)) {
+            return None;
         }
+        // Characters read, `c` before byte `b`: every byte but a continuation byte starts one.
+        let chars = |c: usize, b: u8| c + usize::from(b & 0xc0 != 0x80);
         // The (characters, loop state) at which a loop state is first entered.
         let mut entries: Vec<(usize, u32)> = Vec::new();
         let mut seen: std::collections::HashSet<(u32, usize)> = Default::default();
@@ -859,8 +837,7 @@ impl Dfa {
                 continue;
             }
             for b in 0..=255u8 {
-                let t = self.next(s, b);
-                let c2 = c + usize::from(b & 0xc0 != 0x80);
+                let (t, c2) = (self.next(s, b), chars(c, b));
                 if t != DEAD && seen.insert((t, c2)) {
                     todo.push((t, c2));
                 }
@@ -872,8 +849,7 @@ impl Dfa {
             let prefixes = Dfa::explore(
                 (self.start, 0usize),
                 |&(s, c), b| {
-                    let t = self.next(s, b);
-                    let c2 = c + usize::from(b & 0xc0 != 0x80);
+                    let (t, c2) = (self.next(s, b), chars(c, b));
                     (!looping[s as usize] && t != DEAD && c2 <= l).then_some((t, c2))
                 },
                 |&(s, c)| s == u && c == l,
@@ -2142,7 +2118,17 @@ impl Dfa {
     /// its row, to `done` once every state it reads into has been: `false` as soon as a state
     /// is met again on the current path (a cycle through live states: the language is
     /// infinite) or `done` returns `false`, `true` once every state is done.
-    fn post_order(&self, mut done: impl FnMut(u32, &[u32]) -> bool) -> bool {
+    fn post_order(&self, done: impl FnMut(u32, &[u32]) -> bool) -> bool {
+        self.post_order_within(|_| true, done)
+    }
+
+    /// [`Dfa::post_order`] over the states reachable from the start through states that
+    /// `within` keeps (the others are not entered, as the dead state is not).
+    fn post_order_within(
+        &self,
+        within: impl Fn(u32) -> bool,
+        mut done: impl FnMut(u32, &[u32]) -> bool,
+    ) -> bool {
         let k = self.stride;
         // 0: not seen, 1: on the path, 2: done.
         let mut mark = vec![0u8; self.num_states()];
@@ -2161,7 +2147,7 @@ impl Dfa {
             }
             let t = row[*c];
             *c += 1;
-            if t == DEAD {
+            if t == DEAD || !within(t) {
                 continue;
             }
             match mark[t as usize] {

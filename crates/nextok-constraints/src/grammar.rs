@@ -769,6 +769,7 @@ impl TerminalMask {
             dfa,
             radii,
             with_exits,
+            plain_bytes: &category_sets()[0],
             stack: Vec::new(),
             visited: 0,
         };
@@ -947,28 +948,54 @@ struct SubtreeWalk<'a> {
     dfa: &'a Dfa,
     radii: Option<&'a Radii>,
     with_exits: bool,
+    /// The bytes of the first category (`vocab::CATEGORIES`), those of plain paths.
+    plain_bytes: &'static [u64; 4],
     /// (end of the node's subtree, automaton state, whether the path so far is plain).
     stack: Vec<(u32, u32, bool)>,
     /// Live nodes visited so far.
     visited: usize,
 }
 
+/// What the walk does at a trie node ([`SubtreeWalk::enter`]).
+enum Entry {
+    /// Nothing below it is taken here: dead, or plain all the way down (marked with the plain
+    /// tokens).
+    Skip,
+    /// Every token at it and below is taken at once.
+    Whole,
+    /// It is visited in this state, along a plain path or not.
+    Visit(u32, bool),
+}
+
 impl SubtreeWalk<'_> {
+    /// What the walk does at node `i`, entered from state `from` along a path that is plain
+    /// (`plain`) or not.
+    #[inline(always)]
+    fn enter(&self, i: usize, from: u32, plain: bool) -> Entry {
+        let (vocab, node) = (self.vocab, self.vocab.trie[i]);
+        let plain = plain && has_byte(self.plain_bytes, node.byte);
+        if plain && node.cats & 1 == 1 {
+            return Entry::Skip;
+        }
+        let s = self.dfa.next(from, node.byte);
+        if s == DEAD {
+            return Entry::Skip;
+        }
+        let whole = node.height > 0
+            && self.radii.is_some_and(|radii| {
+                radii.loops_over(s, &vocab.byte_sets[vocab.below_set[i] as usize])
+                    || radii.exceeds(s, node.cats, node.height)
+            });
+        match whole {
+            true => Entry::Whole,
+            false => Entry::Visit(s, plain),
+        }
+    }
+
     /// Whether the walk of the subtree of node `c` from state `from` (see [`Self::subtree`])
     /// goes below its first node.
     fn walks_into(&self, c: usize, from: u32, plain: bool) -> bool {
-        let (vocab, node) = (self.vocab, self.vocab.trie[c]);
-        if node.height == 0
-            || plain && has_byte(&category_sets()[0], node.byte) && node.cats & 1 == 1
-        {
-            return false;
-        }
-        let s = self.dfa.next(from, node.byte);
-        s != DEAD
-            && !self.radii.is_some_and(|radii| {
-                radii.loops_over(s, &vocab.byte_sets[vocab.below_set[c] as usize])
-                    || radii.exceeds(s, node.cats, node.height)
-            })
+        self.vocab.trie[c].height > 0 && matches!(self.enter(c, from, plain), Entry::Visit(..))
     }
 
     /// Walks the subtree of node `c`, entered from state `from` along a path that is plain
@@ -983,7 +1010,6 @@ impl SubtreeWalk<'_> {
         budget: usize,
     ) -> bool {
         let (vocab, dfa, trie) = (self.vocab, self.dfa, &self.vocab.trie);
-        let plain_bytes = &category_sets()[0];
         self.stack.clear();
         let mut i = c;
         let stop = trie[i].end as usize;
@@ -993,27 +1019,18 @@ impl SubtreeWalk<'_> {
             }
             let (cur, plain_path) = self.stack.last().map_or((from, plain), |&(_, s, p)| (s, p));
             let node = trie[i];
-            let plain = plain_path && has_byte(plain_bytes, node.byte);
-            if plain && node.cats & 1 == 1 {
-                // Plain tokens all the way down: marked with the plain tokens.
-                i = node.end as usize;
-                continue;
-            }
-            let s2 = dfa.next(cur, node.byte);
-            if s2 == DEAD {
-                i = node.end as usize;
-                continue;
-            }
-            if node.height > 0
-                && self.radii.is_some_and(|radii| {
-                    radii.loops_over(s2, &vocab.byte_sets[vocab.below_set[i] as usize])
-                        || radii.exceeds(s2, node.cats, node.height)
-                })
-            {
-                found.tokens(vocab, node.tok_start as usize, vocab.subtree_tokens_end(i));
-                i = node.end as usize;
-                continue;
-            }
+            let (s2, plain) = match self.enter(i, cur, plain_path) {
+                Entry::Skip => {
+                    i = node.end as usize;
+                    continue;
+                }
+                Entry::Whole => {
+                    found.tokens(vocab, node.tok_start as usize, vocab.subtree_tokens_end(i));
+                    i = node.end as usize;
+                    continue;
+                }
+                Entry::Visit(s2, plain) => (s2, plain),
+            };
             self.visited += 1;
             if self.visited > budget {
                 return false;

@@ -853,42 +853,58 @@ impl Chart {
     }
 
     /// The arrays of item object `spec_id` whose `{` was read at set `origin`, with their
-    /// earlier items ([`ItemArrays`]), read once per item.
+    /// earlier items ([`ItemArrays`]), read once per item, for a place at set `at`. `None`,
+    /// having read nothing, where the byte into the synthetic set (unknown at a mask
+    /// computation's assumed terminal end) lies after an array's `[` and by `at`: a text
+    /// across it is read again, so the place is marked uncertain.
     fn item_arrays_read(
         &mut self,
         g: &Grammar,
         spec_id: u32,
         origin: u32,
         at: u32,
-    ) -> Arc<ItemArrays> {
-        if let Some(a) = &self.guard.item_arrays {
-            if (a.spec, a.origin) == (spec_id, origin) {
-                return Arc::clone(a);
-            }
-        }
+    ) -> Option<Arc<ItemArrays>> {
+        let synthetic = self.guard.synthetic;
+        let across = |array: u32| synthetic.is_some_and(|s| array < s && s <= at);
+        let kept = self
+            .guard
+            .item_arrays
+            .as_ref()
+            .filter(|a| (a.spec, a.origin) == (spec_id, origin))
+            .map(Arc::clone);
         let spec = &g.item_objects[spec_id as usize];
-        let mut arrays = Vec::new();
-        for array in self.item_arrays(g, spec, origin) {
-            let Some(values) = self.earlier(Guard::UniqueValues, array, origin) else {
-                arrays.push((array, EarlierItems::Unread));
-                continue;
+        let arrays = match &kept {
+            Some(a) => a.arrays.iter().map(|&(array, _)| array).collect(),
+            None => self.item_arrays(g, spec, origin),
+        };
+        if arrays.iter().any(|&a| across(a)) {
+            self.guard.uncertain = true;
+            return None;
+        }
+        if kept.is_some() {
+            return kept;
+        }
+        let mut read = Vec::with_capacity(arrays.len());
+        for array in arrays {
+            let earlier = match self.earlier(Guard::UniqueValues, array, origin) {
+                None => EarlierItems::Unread,
+                Some(values) => match self.earlier_objects(spec, &values) {
+                    Some(used) => EarlierItems::Objects(Arc::new(used)),
+                    None => EarlierItems::Bad,
+                },
             };
-            let earlier = match self.earlier_objects(spec, &values) {
-                Some(used) => EarlierItems::Objects(Arc::new(used)),
-                None => EarlierItems::Bad,
-            };
-            arrays.push((array, earlier));
+            read.push((array, earlier));
         }
         let a = Arc::new(ItemArrays {
             spec: spec_id,
             origin,
-            arrays,
+            arrays: read,
         });
         // Kept once set `origin` is complete (it is from the item's first place on).
         if at > origin {
             self.guard.item_arrays = Some(Arc::clone(&a));
         }
-        a
+        Some(a)
     }
 
     /// [`Chart::item_object_passes`] for the item object whose `{` was read at set `origin`
@@ -909,14 +925,10 @@ impl Chart {
         if check == ItemCheck::Start {
             return self.empty_item_passes(spec_id, spec, check, origin, at);
         }
-        let read = self.item_arrays_read(g, spec_id, origin, at);
-        if let Some(s) = self.guard.synthetic {
-            // The byte into set `s` is unknown: a text across it is read again.
-            if read.arrays.iter().any(|&(a, _)| a < s && s <= at) {
-                self.guard.uncertain = true;
-                return true;
-            }
-        }
+        let Some(read) = self.item_arrays_read(g, spec_id, origin, at) else {
+            // Read again with real bytes.
+            return true;
+        };
         let single = read.arrays.len() == 1 && !closing;
         if let Some(m) = &self.guard.item_memo {
             if single && (m.spec, m.origin, m.at, m.start) == (spec_id, origin, at, false) {
@@ -1031,7 +1043,7 @@ impl Chart {
         key: u32,
         origin: u32,
         end: usize,
-        arrays: &[u32],
+        arrays: &ItemArrays,
     ) -> Option<InFlight> {
         self.work += (end - origin as usize) as u64;
         let (members, name, at) = read_partial(self.input.get(origin as usize..end)?)?;
@@ -1047,19 +1059,14 @@ impl Chart {
         }
         let fixed: Vec<(u32, &[u8])> = fixed.iter().map(|(i, v)| (*i, v.as_slice())).collect();
         let mut full = Vec::new();
-        for &array in arrays {
-            let Some(values) = self.earlier(Guard::UniqueValues, array, origin) else {
-                continue;
+        for (_, earlier) in &arrays.arrays {
+            let used = match earlier {
+                EarlierItems::Unread => continue,
+                EarlierItems::Bad => return None,
+                EarlierItems::Objects(used) => used,
             };
-            let mut used: Vec<Vec<(&[u8], &[u8])>> = Vec::with_capacity(values.len());
-            for v in values.iter().filter(|v| v.first() == Some(&b'o')) {
-                self.work += v.len() as u64;
-                let m = canonical_members(v)?;
-                if spec.holds(&m) {
-                    used.push(m);
-                }
-            }
-            if let Some(f) = spec.full_values(key, &fixed, &used) {
+            self.work += used.len() as u64;
+            if let Some(f) = spec.full_values(key, &fixed, used) {
                 if !f.is_empty() {
                     full.push(f);
                 }
@@ -1091,18 +1098,15 @@ impl Chart {
         let Some(spec) = g.item_objects.get(spec_id as usize) else {
             return false;
         };
-        let arrays = self.item_arrays(g, spec, origin);
         let end = self.input.len();
-        if let Some(syn) = self.guard.synthetic {
-            if arrays.iter().any(|&a| a < syn && syn as usize <= end) {
-                self.guard.uncertain = true;
-                return true;
-            }
-        }
+        let Some(arrays) = self.item_arrays_read(g, spec_id, origin, end as u32) else {
+            // Read again with real bytes.
+            return true;
+        };
         let Some(f) = self.in_flight(spec, key, origin, end, &arrays) else {
             return false;
         };
-        if f.full.len() < arrays.len() {
+        if f.full.len() < arrays.arrays.len() {
             // Some array uses up no value of the key.
             return true;
         }
@@ -1134,12 +1138,18 @@ impl Chart {
         let Some(fin) = g.string_finite.get(t as usize).and_then(Option::as_ref) else {
             return Vec::new();
         };
-        let arrays = self.item_arrays(g, spec, origin);
         let end = self.input.len();
+        // Asked with real bytes only (no synthetic set): the arrays are read.
+        let Some(arrays) = self.item_arrays_read(g, spec_id, origin, end as u32) else {
+            return Vec::new();
+        };
         let Some(f) = self.in_flight(spec, key, origin, end, &arrays) else {
             return Vec::new();
         };
-        if f.full.len() < arrays.len() || f.dec.mode == Mode::Closed || f.dec.mode == Mode::Bad {
+        if f.full.len() < arrays.arrays.len()
+            || f.dec.mode == Mode::Closed
+            || f.dec.mode == Mode::Bad
+        {
             return Vec::new();
         }
         let mut out = Vec::new();
