@@ -636,6 +636,76 @@ fn random_walks_over_open_objects_of_required_branches_have_exact_masks() {
     assert!(finished >= 2, "only {finished} walks finished");
 }
 
+/// Requests in the manner of anywork-ac's actions: closed objects told apart by a `type`
+/// constant, with free strings, a number and a nested closed object. An item's earlier items
+/// of the other branch are read past, so where its own branch has none its guards compare no
+/// values.
+fn requests() -> Value {
+    array_of(json!({"anyOf": [
+        {"type": "object", "additionalProperties": false, "required": ["type", "url"],
+         "properties": {"type": {"const": "get"}, "url": {"type": "string"},
+                        "id": {"type": "number"}}},
+        {"type": "object", "additionalProperties": false, "required": ["type", "token"],
+         "properties": {"type": {"const": "put"}, "token": {"type": "string"},
+                        "m": {"type": "object", "additionalProperties": false,
+                              "required": ["b"],
+                              "properties": {"a": {"type": "string"},
+                                             "b": {"type": "boolean"}}}}}]}))
+}
+
+/// Masks inside a free string of an item object, where the string may end within a token:
+/// whether the item is alive there does not depend on which string it is when the count of
+/// its completions decides, and the places after the string are read with each token's bytes
+/// in place of the unknown one (no earlier item of its branch, or one to compare with). Every
+/// mask along each text is checked against `advance`, byte by byte, with tokens that cross
+/// the closing quote (`"}`, `",`, `",\"`, `"}]`).
+#[test]
+fn masks_inside_item_strings_are_exact_where_the_string_may_end() {
+    let vocab = common::synthetic_vocab();
+    for text in [
+        // No earlier item of the branch: nothing to compare.
+        r#"[{"type":"get","url":"ab"},{"type":"put","token":"abc","m":{"a":"ba","b":true}},"#,
+        r#"[{"token":"a","type":"put"},{"m":{"b":false,"a":"aa"},"token":"a","type":"put"}]"#,
+        // Earlier items of the branch: equal prefixes, then different values.
+        r#"[{"type":"get","url":"ab","id":12},{"url":"ab","type":"get"},{"id":0.5,"url":"ab","#,
+        r#"[{"type":"put","token":"ab","m":{"b":true,"a":"x"}},{"type":"put","token":"ab","m":{"a":"y","b":true}}]"#,
+    ] {
+        let mut c = from_json_schema(&requests(), &vocab, &JsonOptions::default()).unwrap();
+        walk_accepting(&mut c, text);
+    }
+    // Refused where the string ends: the same item again (at its closing quote), a nested
+    // object without its required key (`"}` closes it), an item without one (`"}]`).
+    for bad in [
+        r#"[{"type":"put","token":"ab"},{"type":"put","token":"ab"}]"#,
+        r#"[{"type":"put","token":"ab","m":{"a":"x"}}]"#,
+        r#"[{"type":"get","id":1},{"type":"put","m":{"b":true}}]"#,
+    ] {
+        let mut c = from_json_schema(&requests(), &vocab, &JsonOptions::default()).unwrap();
+        assert!(walk_refuses(&mut c, bad), "{bad}");
+    }
+}
+
+/// [`masks_inside_item_strings_are_exact_where_the_string_may_end`] over SmolLM2's vocabulary
+/// (tokens of letters, quotes and separators together), along random walks.
+#[test]
+fn random_walks_over_item_strings_of_the_real_vocabulary_have_exact_masks() {
+    let (vocab, _) = common::smollm2();
+    let preferred = preferred_tokens(&vocab, b"abgtpu\",:[{}]", false);
+    let mut finished = 0;
+    for seed in 0..6u64 {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed * 17 + 3);
+        let mut c = from_json_schema(&requests(), &vocab, &JsonOptions::default()).unwrap();
+        let walk = random_walk(&mut c, &mut rng, &preferred, 6, 80);
+        if walk.ended {
+            finished += 1;
+            let v: Vec<Value> = serde_json::from_slice(&walk.out).expect("JSON array");
+            assert_distinct(&v, &walk.out);
+        }
+        assert_rollback_restores(&mut c, &walk, 4);
+    }
+    assert!(finished >= 2, "only {finished} walks finished");
+}
+
 /// Single bytes, then pieces that cross member, value and item boundaries.
 fn object_vocab() -> Arc<TokenVocab> {
     common::byte_vocab(&[

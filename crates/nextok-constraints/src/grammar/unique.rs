@@ -192,6 +192,9 @@ pub(super) struct GuardState {
     /// The arrays of the closed-object item read last and their earlier items, valid while
     /// the chart is deeper than the item's `{`.
     pub(super) item_arrays: Option<Arc<super::unique_objects::ItemArrays>>,
+    /// Places between the members of closed-object items read so far, valid while the chart
+    /// is deeper than their place.
+    pub(super) item_points: Vec<super::unique_objects::ScanPoint>,
 }
 
 impl GuardState {
@@ -231,6 +234,13 @@ impl GuardState {
             .is_some_and(|m| m.at as usize >= depth)
         {
             self.item_memo = None;
+        }
+        if self
+            .item_points
+            .last()
+            .is_some_and(|q| q.at as usize >= depth)
+        {
+            self.item_points.retain(|q| (q.at as usize) < depth);
         }
         if self
             .item_arrays
@@ -1301,7 +1311,7 @@ impl Chart {
                             break;
                         }
                         self.guard.uncertain = false;
-                        if !g.objects.is_empty() {
+                        if !g.objects.is_empty() || !g.item_objects.is_empty() {
                             self.guard.set_exits(vocab, &[p]);
                         }
                         self.walk_subtrie(g, vocab, p as usize, item);
@@ -1382,7 +1392,7 @@ impl Chart {
         merged.resize(item.len(), 0);
         self.guard.uncertain = false;
         self.guard.split = false;
-        if !g.objects.is_empty() {
+        if !g.objects.is_empty() || !g.item_objects.is_empty() {
             self.guard.set_exits(vocab, exits);
         }
         self.walk_exits(g, vocab, tm, &mut merged);

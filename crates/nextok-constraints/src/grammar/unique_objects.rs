@@ -403,15 +403,37 @@ pub(crate) fn total_objects(keys: &[ItemKey]) -> u64 {
 /// completions of the nested object being written times the choices of every key not
 /// written (`u64::MAX`: infinitely many or at least that many).
 fn completions(keys: &[ItemKey], p: &Partial) -> u64 {
+    completions_edited(keys, p, None)
+}
+
+/// How [`completions_edited`] changes the innermost object of an item before counting.
+#[derive(Clone, Copy)]
+enum Edit {
+    /// Key `i` written with a complete value (which value does not change the count).
+    Value(u32),
+    /// Key `i`'s nested object begun, with no member yet.
+    Open(u32),
+}
+
+/// [`completions`] of `p` with its innermost object changed by `edit`, without building the
+/// changed object: the count only asks which keys are written.
+fn completions_edited(keys: &[ItemKey], p: &Partial, edit: Option<Edit>) -> u64 {
+    // The edit applies to the innermost object: here when nothing is open.
+    let here = edit.filter(|_| p.open.is_none());
     let mut n: u64 = 1;
     for (i, k) in keys.iter().enumerate() {
         let i = i as u32;
-        let factor = match &p.open {
-            Some((c, sub)) if *c == i => match &k.object {
-                Some(sub_keys) => completions(sub_keys, sub),
+        let factor = match (&p.open, here) {
+            (Some((c, sub)), _) if *c == i => match &k.object {
+                Some(sub_keys) => completions_edited(sub_keys, sub, edit),
                 None => 0,
             },
             _ if p.fixed.iter().any(|&(j, _)| j == i) => 1,
+            (None, Some(Edit::Value(e))) if e == i => 1,
+            (None, Some(Edit::Open(e))) if e == i => match &k.object {
+                Some(sub_keys) => total_objects(sub_keys),
+                None => 0,
+            },
             _ => choices(k),
         };
         n = n.saturating_mul(factor);
@@ -451,9 +473,44 @@ fn scan_tree(text: &[u8], from: usize, keys: &[ItemKey], depth: usize) -> Option
     if depth > 32 || text.get(from) != Some(&b'{') {
         return None;
     }
-    let mut p = Partial::default();
-    let mut i = skip_ws(text, from + 1);
+    let start = skip_ws(text, from + 1);
+    scan_tree_from(text, start, Partial::default(), keys, depth, None).map(|(p, _)| p)
+}
+
+/// [`scan_tree`] of a text cut short inside a value (of an innermost object's key, nested
+/// objects being read as such): the object so far and the key whose value the text stops
+/// in (`None` when it stops elsewhere). A value that the cut may have ended early (a number,
+/// a word) counts as stopped in.
+fn scan_tree_cut(
+    text: &[u8],
+    from: usize,
+    keys: &[ItemKey],
+    depth: usize,
+    pending: &mut Option<u32>,
+) -> Option<Partial> {
+    if depth > 32 || text.get(from) != Some(&b'{') {
+        return None;
+    }
+    let start = skip_ws(text, from + 1);
+    scan_tree_from(text, start, Partial::default(), keys, depth, Some(pending)).map(|(p, _)| p)
+}
+
+/// [`scan_tree`] from `text[i]`, a place between two members of the object (right after its
+/// `{` or a `,` and the white space after it) whose members before it are `p`. Also returns
+/// the last such place read (an index of `text` and the number of complete members before
+/// it, a prefix of the result's), from which a later read of a longer text may go on. With
+/// `pending`, the text is cut short as [`scan_tree_cut`] reads it.
+fn scan_tree_from(
+    text: &[u8],
+    mut i: usize,
+    mut p: Partial,
+    keys: &[ItemKey],
+    depth: usize,
+    mut pending: Option<&mut Option<u32>>,
+) -> Option<(Partial, (usize, usize))> {
+    let mut between = (i, p.fixed.len());
     while i < text.len() {
+        between = (i, p.fixed.len());
         let (key, end) = string_at(text, i)?;
         let idx = keys.iter().position(|k| k.name == key)? as u32;
         if p.has(idx) {
@@ -471,16 +528,26 @@ fn scan_tree(text: &[u8], from: usize, keys: &[ItemKey], depth: usize) -> Option
             break;
         }
         let mut v = Vec::new();
-        match canonical(text, i, &mut v, 1) {
-            Some(end) => {
+        let read = canonical(text, i, &mut v, 1);
+        let sub = keys[idx as usize].object.as_deref();
+        match (read, pending.as_deref_mut()) {
+            (Some(end), cut) if cut.is_none() || end < text.len() => {
                 p.fixed.push((idx, v));
                 i = skip_ws(text, end);
             }
-            None => {
-                let sub = keys[idx as usize].object.as_deref()?;
-                let inner = scan_tree(text, i, sub, depth + 1)?;
+            (_, Some(cut)) if sub.is_some() && text[i] == b'{' => {
+                let inner = scan_tree_cut(text, i, sub?, depth + 1, cut)?;
                 p.open = Some((idx, Box::new(inner)));
-                return Some(p);
+                return Some((p, between));
+            }
+            (_, Some(cut)) => {
+                *cut = Some(idx);
+                return Some((p, between));
+            }
+            (_, None) => {
+                let inner = scan_tree(text, i, sub?, depth + 1)?;
+                p.open = Some((idx, Box::new(inner)));
+                return Some((p, between));
             }
         }
         if i == text.len() {
@@ -490,9 +557,28 @@ fn scan_tree(text: &[u8], from: usize, keys: &[ItemKey], depth: usize) -> Option
             return None;
         }
         i = skip_ws(text, i + 1);
+        if i == text.len() {
+            between = (i, p.fixed.len());
+        }
     }
-    Some(p)
+    Some((p, between))
 }
+
+/// A place between two members of an item object's text (after its `{` or a `,`, and the
+/// white space after it) with the complete members before it: a guard reads the item from
+/// the last such place the chart still holds, instead of from its `{` (a mask asks the same
+/// item at thousands of places, every token that ends a value of it).
+#[derive(Clone, Debug)]
+pub(crate) struct ScanPoint {
+    spec: u32,
+    origin: u32,
+    /// The set at the place: the item's text before it is `input[origin..at]`.
+    pub(super) at: u32,
+    fixed: Vec<(u32, Vec<u8>)>,
+}
+
+/// At most this many places are kept ([`ScanPoint`]); an item has about one per member.
+const SCAN_POINTS: usize = 64;
 
 impl ItemObject {
     /// Whether the earlier item `u` (its members) is an object of this branch of the union
@@ -640,9 +726,36 @@ impl ItemObject {
         Some(full)
     }
 
+    /// [`ItemObject::alive`] of item `p` changed by `edit` (of key `i` of its innermost
+    /// object) when the count of completions alone decides it: `false` when key `i` is
+    /// written already or the changed item has no completion, `true` when it has more than
+    /// there are earlier items; `None` when the earlier items must be compared.
+    fn edit_decided<M: Member>(
+        &self,
+        i: u32,
+        edit: Edit,
+        p: &Partial,
+        used: &[Vec<M>],
+    ) -> Option<bool> {
+        let Some((inner, _)) = p.innermost(&self.keys) else {
+            return Some(false);
+        };
+        if inner.has(i) {
+            return Some(false);
+        }
+        match completions_edited(&self.keys, p, Some(edit)) {
+            0 => Some(false),
+            n if n > used.len() as u64 => Some(true),
+            _ => None,
+        }
+    }
+
     /// Whether the nested object of key `i` of the innermost object of item `p` may begin:
     /// the item with it begun (`{` read) is alive.
     fn open_ok<M: Member>(&self, i: u32, p: &Partial, used: &[Vec<M>]) -> bool {
+        if let Some(pass) = self.edit_decided(i, Edit::Open(i), p, used) {
+            return pass;
+        }
         self.edited(p, |o, _| {
             let free = !o.has(i);
             o.open = Some((i, Box::default()));
@@ -653,6 +766,9 @@ impl ItemObject {
 
     /// Whether key `i` of the innermost object of item `p` may take value `v` next.
     fn value_ok<M: Member>(&self, i: u32, v: &[u8], p: &Partial, used: &[Vec<M>]) -> bool {
+        if let Some(pass) = self.edit_decided(i, Edit::Value(i), p, used) {
+            return pass;
+        }
         self.edited(p, |o, _| {
             let free = !o.has(i);
             o.fixed.push((i, v.to_vec()));
@@ -863,26 +979,27 @@ impl Chart {
         spec_id: u32,
         origin: u32,
         at: u32,
+        upto: u32,
     ) -> Option<Arc<ItemArrays>> {
         let synthetic = self.guard.synthetic;
-        let across = |array: u32| synthetic.is_some_and(|s| array < s && s <= at);
-        let kept = self
+        let across = |array: u32| synthetic.is_some_and(|s| array < s && s <= upto);
+        if let Some(a) = self
             .guard
             .item_arrays
             .as_ref()
             .filter(|a| (a.spec, a.origin) == (spec_id, origin))
-            .map(Arc::clone);
+        {
+            if a.arrays.iter().any(|&(array, _)| across(array)) {
+                self.guard.uncertain = true;
+                return None;
+            }
+            return Some(Arc::clone(a));
+        }
         let spec = &g.item_objects[spec_id as usize];
-        let arrays = match &kept {
-            Some(a) => a.arrays.iter().map(|&(array, _)| array).collect(),
-            None => self.item_arrays(g, spec, origin),
-        };
+        let arrays = self.item_arrays(g, spec, origin);
         if arrays.iter().any(|&a| across(a)) {
             self.guard.uncertain = true;
             return None;
-        }
-        if kept.is_some() {
-            return kept;
         }
         let mut read = Vec::with_capacity(arrays.len());
         for array in arrays {
@@ -925,25 +1042,22 @@ impl Chart {
         if check == ItemCheck::Start {
             return self.empty_item_passes(spec_id, spec, check, origin, at);
         }
-        let Some(read) = self.item_arrays_read(g, spec_id, origin, at) else {
+        // The earlier items end at the item's `{`: they are read if the unknown byte is not
+        // among them.
+        let Some(read) = self.item_arrays_read(g, spec_id, origin, at, origin) else {
             // Read again with real bytes.
             return true;
         };
+        if let Some(s) = self.guard.synthetic.filter(|&s| origin < s && s <= at) {
+            return self.item_passes_across(spec, check, origin, at, s, &read);
+        }
         let single = read.arrays.len() == 1 && !closing;
         if let Some(m) = &self.guard.item_memo {
             if single && (m.spec, m.origin, m.at, m.start) == (spec_id, origin, at, false) {
                 return m.passes(spec, check);
             }
         }
-        self.work += u64::from(at.saturating_sub(origin));
-        let Some(text) = self.input.get(origin as usize..at as usize) else {
-            return false;
-        };
-        let scanned = match closing {
-            true => scan_tree(&[text, b"]"].concat(), 0, &spec.keys, 0),
-            false => scan_tree(text, 0, &spec.keys, 0),
-        };
-        let Some(item) = scanned else {
+        let Some(item) = self.scan_item(spec_id, &spec.keys, origin, at, closing) else {
             return false;
         };
         for (_, earlier) in &read.arrays {
@@ -972,6 +1086,160 @@ impl Chart {
             }
         }
         false
+    }
+
+    /// The item object of `keys` whose `{` was read at set `origin`, as read up to set `at`
+    /// (with the `]` to come when `closing`, [`ItemCheck::Closing`]): [`scan_tree`], from the
+    /// last place between its members that an earlier read kept ([`ScanPoint`]) and keeping
+    /// the last one this read passes.
+    fn scan_item(
+        &mut self,
+        spec_id: u32,
+        keys: &[ItemKey],
+        origin: u32,
+        at: u32,
+        closing: bool,
+    ) -> Option<Partial> {
+        let text = self.input.get(origin as usize..at as usize)?;
+        let kept = self
+            .guard
+            .item_points
+            .iter()
+            .rev()
+            .find(|q| (q.spec, q.origin) == (spec_id, origin) && q.at <= at);
+        let (from, p) = match kept {
+            Some(q) => (
+                (q.at - origin) as usize,
+                Partial {
+                    fixed: q.fixed.clone(),
+                    open: None,
+                },
+            ),
+            None if text.first() == Some(&b'{') => (skip_ws(text, 1), Partial::default()),
+            None => return None,
+        };
+        self.work += (text.len() - from) as u64;
+        let (item, (place, members)) = match closing {
+            true => scan_tree_from(&[text, b"]"].concat(), from, p, keys, 0, None)?,
+            false => scan_tree_from(text, from, p, keys, 0, None)?,
+        };
+        // A place after the `]` to come is not in the chart's text.
+        if place > from && place <= text.len() {
+            // Kept in order of place, so that the chart forgets them from the end.
+            let point = ScanPoint {
+                spec: spec_id,
+                origin,
+                at: origin + place as u32,
+                fixed: item.fixed[..members].to_vec(),
+            };
+            let points = &mut self.guard.item_points;
+            let k = points.partition_point(|q| q.at <= point.at);
+            let known = points[..k]
+                .iter()
+                .rev()
+                .take_while(|q| q.at == point.at)
+                .any(|q| (q.spec, q.origin) == (spec_id, origin));
+            if !known {
+                points.insert(k, point);
+                if points.len() > SCAN_POINTS {
+                    points.remove(0);
+                }
+            }
+        }
+        Some(item)
+    }
+
+    /// [`Chart::item_passes_at`] where the item's own text holds the unknown byte into the
+    /// synthetic set `s` (the last byte of the terminal a mask computation assumes ends there;
+    /// the earlier items, before the item's `{`, are known). The place is exact, without
+    /// reading it again with real bytes, where what the byte stands for cannot change the
+    /// answer:
+    /// - right after the terminal (`at == s`) when it ends a value (`After`) and the count of
+    ///   completions alone decides whether the item with that value is alive
+    ///   ([`ItemObject::edit_decided`]): which value it is does not matter;
+    /// - below the places where the terminal ends (`GuardState::exit`, their trie paths
+    ///   known), reading the text with a place's path for the byte: with one place, or with
+    ///   several when the text before the byte stops inside a value (so the places' paths
+    ///   differ only in that value) and no earlier item is there to compare values with.
+    ///
+    /// Elsewhere the place is marked uncertain (read again with real bytes) and passes.
+    fn item_passes_across(
+        &mut self,
+        spec: &ItemObject,
+        check: ItemCheck,
+        origin: u32,
+        at: u32,
+        s: u32,
+        read: &ItemArrays,
+    ) -> bool {
+        let mut compared = false;
+        for (_, earlier) in &read.arrays {
+            match earlier {
+                EarlierItems::Unread => {}
+                EarlierItems::Bad => return false,
+                EarlierItems::Objects(used) => compared |= !used.is_empty(),
+            }
+        }
+        let objects = || {
+            read.arrays.iter().filter_map(|(_, e)| match e {
+                EarlierItems::Objects(used) => Some(&used[..]),
+                _ => None,
+            })
+        };
+        let Some(known) = self.input.get(origin as usize..s as usize - 1) else {
+            return false;
+        };
+        let mut pending = None;
+        let before = scan_tree_cut(known, 0, &spec.keys, 0, &mut pending);
+        self.work += known.len() as u64;
+        let paths = self.guard.exit_paths();
+        if let (Some(paths), Some(after)) = (paths, self.input.get(s as usize..at as usize)) {
+            let one = match paths {
+                [path] => Some(path),
+                [path, ..] if pending.is_some() && !compared => Some(path),
+                _ => None,
+            };
+            if let Some(path) = one {
+                let closing = matches!(check, ItemCheck::Closing(_));
+                let mut text = [known, path, after].concat();
+                if closing {
+                    text.push(b']');
+                }
+                self.work += text.len() as u64;
+                let Some(item) = scan_tree(&text, 0, &spec.keys, 0) else {
+                    return false;
+                };
+                return objects().any(|used| spec.passes(check, &item, used));
+            }
+        } else if let (true, Some(p), Some(i)) = (at == s, &before, pending) {
+            if !compared {
+                // The value of key `i` ends with the byte; no earlier item compares values.
+                let Some(q) = spec.edited(p, |o, _| {
+                    let free = !o.has(i);
+                    o.fixed.push((i, Vec::new()));
+                    free
+                }) else {
+                    return false;
+                };
+                let none: &[Vec<(Vec<u8>, Vec<u8>)>] = &[];
+                return objects().next().is_some() && spec.passes(check, &q, none);
+            }
+            if matches!(check, ItemCheck::After | ItemCheck::AfterString(_)) {
+                let mut undecided = false;
+                for used in objects() {
+                    match spec.edit_decided(i, Edit::Value(i), p, used) {
+                        Some(true) => return true,
+                        Some(false) => {}
+                        None => undecided = true,
+                    }
+                }
+                if !undecided {
+                    return false;
+                }
+            }
+        }
+        self.guard.uncertain = true;
+        true
     }
 
     /// [`Chart::item_passes_at`] for [`ItemCheck::Start`] of the array whose `[` was read at
@@ -1099,7 +1367,7 @@ impl Chart {
             return false;
         };
         let end = self.input.len();
-        let Some(arrays) = self.item_arrays_read(g, spec_id, origin, end as u32) else {
+        let Some(arrays) = self.item_arrays_read(g, spec_id, origin, end as u32, end as u32) else {
             // Read again with real bytes.
             return true;
         };
@@ -1140,7 +1408,7 @@ impl Chart {
         };
         let end = self.input.len();
         // Asked with real bytes only (no synthetic set): the arrays are read.
-        let Some(arrays) = self.item_arrays_read(g, spec_id, origin, end as u32) else {
+        let Some(arrays) = self.item_arrays_read(g, spec_id, origin, end as u32, end as u32) else {
             return Vec::new();
         };
         let Some(f) = self.in_flight(spec, key, origin, end, &arrays) else {
@@ -1306,6 +1574,45 @@ mod tests {
             ]),
         };
         s
+    }
+
+    /// Counting an edited item without building it gives the count of the item built.
+    #[test]
+    fn edited_counts_equal_the_counts_of_the_edited_items() {
+        let s = nested_spec();
+        for text in [
+            &br#"{"#[..],
+            br#"{"s": "x", "#,
+            br#"{"m": {"#,
+            br#"{"s": "x", "m": {"t": "y", "#,
+            br#"{"m": { "b": true, "#,
+        ] {
+            let p = scan_tree(text, 0, &s.keys, 0).unwrap();
+            let (inner, keys) = p.innermost(&s.keys).unwrap();
+            for i in (0..keys.len() as u32).filter(|&i| !inner.has(i)) {
+                let open = keys[i as usize].object.is_some();
+                for edit in [Edit::Value(i), Edit::Open(i)] {
+                    if matches!(edit, Edit::Open(_)) && !open {
+                        continue;
+                    }
+                    let q = s
+                        .edited(&p, |o, _| {
+                            match edit {
+                                Edit::Value(i) => o.fixed.push((i, canon("true"))),
+                                Edit::Open(i) => o.open = Some((i, Box::default())),
+                            }
+                            true
+                        })
+                        .unwrap();
+                    let text = String::from_utf8_lossy(text);
+                    assert_eq!(
+                        completions_edited(&s.keys, &p, Some(edit)),
+                        completions(&s.keys, &q),
+                        "{text} key {i}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
