@@ -195,6 +195,9 @@ pub(super) struct GuardState {
     /// Places between the members of closed-object items read so far, valid while the chart
     /// is deeper than their place.
     pub(super) item_points: Vec<super::unique_objects::ScanPoint>,
+    /// The item object read up to the synthetic set's unknown byte last, valid while the
+    /// chart is deeper than that set.
+    pub(super) across: Option<Arc<super::unique_objects::Across>>,
 }
 
 impl GuardState {
@@ -241,6 +244,9 @@ impl GuardState {
             .is_some_and(|q| q.at as usize >= depth)
         {
             self.item_points.retain(|q| (q.at as usize) < depth);
+        }
+        if self.across.as_ref().is_some_and(|a| a.s as usize >= depth) {
+            self.across = None;
         }
         if self
             .item_arrays

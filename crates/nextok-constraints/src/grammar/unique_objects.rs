@@ -577,6 +577,23 @@ pub(crate) struct ScanPoint {
     fixed: Vec<(u32, Vec<u8>)>,
 }
 
+/// An item object read up to the unknown byte of a mask computation's assumed terminal end
+/// (into set `s`), for the places after it ([`Chart::item_passes_across`]): valid while the
+/// chart is deeper than `s`.
+#[derive(Debug)]
+pub(crate) struct Across {
+    spec: u32,
+    origin: u32,
+    pub(super) s: u32,
+    /// Where the read began (an index of the item's text, a place between members; `None`
+    /// when the byte is the item's `{`) and the members before it.
+    from: Option<usize>,
+    at_from: Partial,
+    /// The item before the byte, and the key whose value it stops in (`scan_tree_cut`).
+    before: Option<Partial>,
+    pending: Option<u32>,
+}
+
 /// At most this many places are kept ([`ScanPoint`]); an item has about one per member.
 const SCAN_POINTS: usize = 64;
 
@@ -1049,7 +1066,7 @@ impl Chart {
             return true;
         };
         if let Some(s) = self.guard.synthetic.filter(|&s| origin < s && s <= at) {
-            return self.item_passes_across(spec, check, origin, at, s, &read);
+            return self.item_passes_across(spec_id, spec, check, origin, at, s, &read);
         }
         let single = read.arrays.len() == 1 && !closing;
         if let Some(m) = &self.guard.item_memo {
@@ -1088,6 +1105,32 @@ impl Chart {
         false
     }
 
+    /// Where a read of the item object `spec_id` whose `{` was read at set `origin` may
+    /// begin, for a text up to set `upto`: the last place between its members kept by an
+    /// earlier read ([`ScanPoint`]) by then, as an index of the item's text with the members
+    /// before it, or right after its `{`.
+    fn item_resume(&self, spec_id: u32, origin: u32, upto: u32) -> Option<(usize, Partial)> {
+        let kept = self
+            .guard
+            .item_points
+            .iter()
+            .rev()
+            .find(|q| (q.spec, q.origin) == (spec_id, origin) && q.at <= upto);
+        match kept {
+            Some(q) => Some((
+                (q.at - origin) as usize,
+                Partial {
+                    fixed: q.fixed.clone(),
+                    open: None,
+                },
+            )),
+            None => {
+                let text = self.input.get(origin as usize..upto as usize)?;
+                (text.first() == Some(&b'{')).then(|| (skip_ws(text, 1), Partial::default()))
+            }
+        }
+    }
+
     /// The item object of `keys` whose `{` was read at set `origin`, as read up to set `at`
     /// (with the `]` to come when `closing`, [`ItemCheck::Closing`]): [`scan_tree`], from the
     /// last place between its members that an earlier read kept ([`ScanPoint`]) and keeping
@@ -1101,23 +1144,7 @@ impl Chart {
         closing: bool,
     ) -> Option<Partial> {
         let text = self.input.get(origin as usize..at as usize)?;
-        let kept = self
-            .guard
-            .item_points
-            .iter()
-            .rev()
-            .find(|q| (q.spec, q.origin) == (spec_id, origin) && q.at <= at);
-        let (from, p) = match kept {
-            Some(q) => (
-                (q.at - origin) as usize,
-                Partial {
-                    fixed: q.fixed.clone(),
-                    open: None,
-                },
-            ),
-            None if text.first() == Some(&b'{') => (skip_ws(text, 1), Partial::default()),
-            None => return None,
-        };
+        let (from, p) = self.item_resume(spec_id, origin, at)?;
         self.work += (text.len() - from) as u64;
         let (item, (place, members)) = match closing {
             true => scan_tree_from(&[text, b"]"].concat(), from, p, keys, 0, None)?,
@@ -1163,8 +1190,10 @@ impl Chart {
     ///   differ only in that value) and no earlier item is there to compare values with.
     ///
     /// Elsewhere the place is marked uncertain (read again with real bytes) and passes.
+    #[allow(clippy::too_many_arguments)]
     fn item_passes_across(
         &mut self,
+        spec_id: u32,
         spec: &ItemObject,
         check: ItemCheck,
         origin: u32,
@@ -1186,12 +1215,53 @@ impl Chart {
                 _ => None,
             })
         };
-        let Some(known) = self.input.get(origin as usize..s as usize - 1) else {
-            return false;
+        // The item before the unknown byte, read once per place where the terminal is
+        // assumed to end: from the last place between members, what it stops in.
+        let kept = self
+            .guard
+            .across
+            .as_ref()
+            .filter(|a| (a.spec, a.origin, a.s) == (spec_id, origin, s))
+            .map(Arc::clone);
+        let across = match kept {
+            Some(a) => a,
+            None => {
+                let Some(known) = self.input.get(origin as usize..s as usize - 1) else {
+                    return false;
+                };
+                let mut pending = None;
+                // With no `{` before the byte (the byte is the `{`), the text is read from
+                // its start.
+                let (from, at_from, before) = match self.item_resume(spec_id, origin, s - 1) {
+                    Some((from, p)) => {
+                        let before = scan_tree_from(
+                            known,
+                            from,
+                            p.clone(),
+                            &spec.keys,
+                            0,
+                            Some(&mut pending),
+                        )
+                        .map(|(q, _)| q);
+                        (Some(from), p, before)
+                    }
+                    None => (None, Partial::default(), None),
+                };
+                self.work += (known.len() - from.unwrap_or(0)) as u64;
+                let a = Arc::new(Across {
+                    spec: spec_id,
+                    origin,
+                    s,
+                    from,
+                    at_from,
+                    before,
+                    pending,
+                });
+                self.guard.across = Some(Arc::clone(&a));
+                a
+            }
         };
-        let mut pending = None;
-        let before = scan_tree_cut(known, 0, &spec.keys, 0, &mut pending);
-        self.work += known.len() as u64;
+        let (before, pending) = (&across.before, across.pending);
         let paths = self.guard.exit_paths();
         if let (Some(paths), Some(after)) = (paths, self.input.get(s as usize..at as usize)) {
             let one = match paths {
@@ -1200,18 +1270,28 @@ impl Chart {
                 _ => None,
             };
             if let Some(path) = one {
-                let closing = matches!(check, ItemCheck::Closing(_));
+                // The text from the last place between members before the byte, with the
+                // place's path for it.
+                let from = origin as usize + across.from.unwrap_or(0);
+                let known = &self.input[from..s as usize - 1];
                 let mut text = [known, path, after].concat();
-                if closing {
+                if matches!(check, ItemCheck::Closing(_)) {
                     text.push(b']');
                 }
                 self.work += text.len() as u64;
-                let Some(item) = scan_tree(&text, 0, &spec.keys, 0) else {
+                let item = match across.from {
+                    Some(_) => {
+                        scan_tree_from(&text, 0, across.at_from.clone(), &spec.keys, 0, None)
+                            .map(|(q, _)| q)
+                    }
+                    None => scan_tree(&text, 0, &spec.keys, 0),
+                };
+                let Some(item) = item else {
                     return false;
                 };
                 return objects().any(|used| spec.passes(check, &item, used));
             }
-        } else if let (true, Some(p), Some(i)) = (at == s, &before, pending) {
+        } else if let (true, Some(p), Some(i)) = (at == s, before, pending) {
             if !compared {
                 // The value of key `i` ends with the byte; no earlier item compares values.
                 let Some(q) = spec.edited(p, |o, _| {
