@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::dfa::{Dfa, DEAD};
 use crate::limits::{check, Limit, Limits};
-use crate::vocab::{category_sets, children, has_byte, TokenVocab, CATEGORIES};
+use crate::vocab::{
+    category_sets, children, has_byte, text_ascii, TokenVocab, CATEGORIES, MULTIBYTE, NOT_TEXT,
+};
 use crate::Error;
 
 mod members;
@@ -764,6 +766,11 @@ impl TerminalMask {
         if let Some(limit) = plain_limit {
             vocab.plain.mark_shorter_than(limit, &mut out.inside);
         }
+        let mut memo = radii.and_then(|radii| radii.memo.try_lock().ok());
+        let text = memo.as_mut().map_or(0, |m| m.text_reach(dfa, start));
+        if text > 0 {
+            vocab.text.mark_upto(text as usize, &mut out.inside);
+        }
         let mut walker = SubtreeWalk {
             vocab,
             dfa,
@@ -772,8 +779,8 @@ impl TerminalMask {
             plain_bytes: &category_sets()[0],
             stack: Vec::new(),
             visited: 0,
+            text,
         };
-        let mut memo = radii.and_then(|radii| radii.memo.try_lock().ok());
         // The root's subtrees one by one, only those whose byte the start state reads (any
         // other is dead there, or plain all the way down and marked above): following the
         // root's sibling links touched a node per byte value, most of a walk from a state
@@ -798,7 +805,8 @@ impl TerminalMask {
                 }
                 continue;
             };
-            let key = (dfa.next(start, b), c as u32, root_plain, with_exits);
+            // What a walk skips as text depends on the start's reach.
+            let key = (dfa.next(start, b), c as u32, root_plain, with_exits, text);
             match memo.walks.get(&key) {
                 Some(Some(walked)) => {
                     walked.replay(vocab, &mut out);
@@ -925,11 +933,15 @@ impl Found for Walked {
 #[derive(Debug)]
 pub(crate) struct WalkMemo {
     /// `None` for a subtree walked once, not kept.
-    walks: FxMap<(u32, u32, bool, bool), Option<Walked>>,
+    walks: FxMap<(u32, u32, bool, bool, u8), Option<Walked>>,
     /// Words it may still take.
     room: usize,
     /// Walks read from it.
     hits: usize,
+    /// [`text_reach`] of the states asked so far.
+    reach: FxMap<u32, u8>,
+    /// The automaton's bytes of text by class, once asked.
+    reps: Option<TextReps>,
 }
 
 impl Default for WalkMemo {
@@ -938,9 +950,123 @@ impl Default for WalkMemo {
             walks: FxMap::default(),
             room: MEMO_ROOM,
             hits: 0,
+            reach: FxMap::default(),
+            reps: None,
         }
     }
 }
+
+impl WalkMemo {
+    /// [`text_reach`] of state `s`, kept for the automaton.
+    fn text_reach(&mut self, dfa: &Dfa, s: u32) -> u8 {
+        if let Some(&r) = self.reach.get(&s) {
+            return r;
+        }
+        let reps = self.reps.get_or_insert_with(|| TextReps::of(dfa));
+        let r = text_reach(dfa, reps, s, &mut self.reach, 0);
+        self.room = self.room.saturating_sub(self.reach.len().min(64));
+        r
+    }
+}
+
+/// Bytes of each byte class of an automaton among the bytes of one character of text: the
+/// ASCII ones, and per kind of multi-byte character ([`MULTIBYTE`]) the bytes of each of its
+/// positions.
+#[derive(Debug)]
+struct TextReps {
+    ascii: Vec<u8>,
+    multi: Vec<Vec<Vec<u8>>>,
+}
+
+impl TextReps {
+    fn of(dfa: &Dfa) -> TextReps {
+        TextReps {
+            ascii: dfa.class_reps(text_ascii),
+            multi: MULTIBYTE
+                .iter()
+                .map(|ranges| {
+                    ranges
+                        .iter()
+                        .map(|&(lo, hi)| dfa.class_reps(|b| (lo..=hi).contains(&b)))
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The states one character of text leads to from state `s`, when every such character
+/// (and every byte of it) leads through live states that do not accept; `None` otherwise.
+fn text_successors(dfa: &Dfa, reps: &TextReps, s: u32) -> Option<Vec<u32>> {
+    let ok = |t: u32| t != DEAD && !dfa.is_accept(t);
+    let add = |set: &mut Vec<u32>, t: u32| {
+        if !set.contains(&t) {
+            set.push(t);
+        }
+    };
+    let mut out = Vec::new();
+    for &b in &reps.ascii {
+        let t = dfa.next(s, b);
+        if !ok(t) {
+            return None;
+        }
+        add(&mut out, t);
+    }
+    for positions in &reps.multi {
+        let mut cur: Vec<u32> = vec![s];
+        for bytes in positions {
+            let mut next = Vec::new();
+            for &q in &cur {
+                for &c in bytes {
+                    let t = dfa.next(q, c);
+                    if !ok(t) {
+                        return None;
+                    }
+                    add(&mut next, t);
+                }
+            }
+            cur = next;
+        }
+        if positions.iter().all(|bytes| !bytes.is_empty()) {
+            for t in cur {
+                add(&mut out, t);
+            }
+        }
+    }
+    Some(out)
+}
+
+/// The most characters of any text (UTF-8 characters that a JSON string holds unescaped) that
+/// state `s` reads without dying or accepting: every text of at most that many characters
+/// begun (the last one possibly cut short) leads from `s`, byte by byte, through live states
+/// that do not accept. 254 stands for 254 or more. The answers are kept in `known`; a state
+/// met again while its own answer is being found reads as 0 there (a loop of a state on
+/// itself is not such a meeting), which only makes answers smaller: a walk takes less at once.
+fn text_reach(dfa: &Dfa, reps: &TextReps, s: u32, known: &mut FxMap<u32, u8>, depth: usize) -> u8 {
+    if let Some(&r) = known.get(&s) {
+        return r;
+    }
+    if depth > TEXT_DEPTH {
+        return 0;
+    }
+    known.insert(s, 0);
+    let r = match text_successors(dfa, reps, s) {
+        None => 0,
+        Some(next) => {
+            let mut least = 253u8;
+            for t in next.into_iter().filter(|&t| t != s) {
+                least = least.min(text_reach(dfa, reps, t, known, depth + 1));
+            }
+            least + 1
+        }
+    };
+    known.insert(s, r);
+    r
+}
+
+/// Deepest chain of states [`text_reach`] follows (a string of at most this many characters
+/// is counted through; longer ones read as 0 past it).
+const TEXT_DEPTH: usize = 300;
 
 /// The walk of subtrees of the token trie from given states.
 struct SubtreeWalk<'a> {
@@ -954,6 +1080,11 @@ struct SubtreeWalk<'a> {
     stack: Vec<(u32, u32, bool)>,
     /// Live nodes visited so far.
     visited: usize,
+    /// How many characters of any text the walk's start state reads without dying or
+    /// accepting ([`text_reach`]): a subtree whose every path is text of at most that many
+    /// characters ([`TrieNode::text`](crate::vocab::TrieNode)) is skipped, its tokens marked
+    /// at once ([`TextTokens`](crate::vocab::TextTokens)).
+    text: u8,
 }
 
 /// What the walk does at a trie node ([`SubtreeWalk::enter`]).
@@ -975,6 +1106,10 @@ impl SubtreeWalk<'_> {
         let (vocab, node) = (self.vocab, self.vocab.trie[i]);
         let plain = plain && has_byte(self.plain_bytes, node.byte);
         if plain && node.cats & 1 == 1 {
+            return Entry::Skip;
+        }
+        // Text of at most the start's reach, its tokens marked at once ([`TextTokens`]).
+        if node.text != NOT_TEXT && node.text <= self.text {
             return Entry::Skip;
         }
         let s = self.dfa.next(from, node.byte);
@@ -2389,14 +2524,41 @@ mod tests {
             Dfa::from_regex("[a-z]{0,6}").unwrap(),
             Dfa::from_regex("[0-9]+( +[a-z]+)?").unwrap(),
             Dfa::from_regex("(?s:.){3,20}").unwrap(),
+            // A long string's chunk (exactly 9 characters) and its last piece (at most 9, then
+            // the quote): text is read without dying or accepting for fewer characters at
+            // each count, so the walks skip less and less of it.
+            Dfa::char_count(9, Some(9)).unwrap().json_content().unwrap(),
+            // ASCII only, then a quote: any text of ASCII is read, but not `é`, so no text is.
+            Dfa::from_regex("[ -~]{0,12}\"").unwrap(),
+            // A pattern's `.` (no line terminators, U+2028 and U+2029 among them), then a
+            // quote.
+            Dfa::from_regex("[^\\n\\r\\x{2028}\\x{2029}]{2,9}\"").unwrap(),
+            Dfa::char_count(0, Some(9))
+                .unwrap()
+                .json_content()
+                .unwrap()
+                .then(&Dfa::literal(b"\""))
+                .unwrap()
+                .unwrap(),
         ];
         let (mut skipping_states, mut plain_states, mut over_budget) = (0, 0, 0);
+        let mut text_states = 0;
         let (mut shared_hits, mut repeat_hits, mut memo_walks) = (0, 0, 0);
         for d in &dfas {
             let radii = Radii::compute(d);
             for s in 1..d.num_states() as u32 {
                 let hits = radii.memo.lock().unwrap().hits;
                 let tm = TerminalMask::compute(&v, d, &radii, s, true);
+                if radii
+                    .memo
+                    .lock()
+                    .unwrap()
+                    .reach
+                    .get(&s)
+                    .is_some_and(|&r| r > 0)
+                {
+                    text_states += 1;
+                }
                 // Subtrees that an earlier state walked, read from the memo.
                 let after = radii.memo.lock().unwrap().hits;
                 shared_hits += after - hits;
@@ -2474,6 +2636,8 @@ mod tests {
         // Some states must be able to take subtrees at once, or this test checks nothing new.
         assert!(skipping_states > 10, "{skipping_states}");
         assert!(plain_states >= 12, "{plain_states}");
+        // States that read any text for a while skip its subtrees ([`text_reach`]).
+        assert!(text_states > 30, "{text_states}");
         assert!(over_budget > 10, "{over_budget}");
     }
 }

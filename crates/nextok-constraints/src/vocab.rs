@@ -49,6 +49,84 @@ pub(crate) struct TrieNode {
     pub(crate) height: u8,
     /// Bit `k` is set when every byte on an edge below the node is in `CATEGORIES[k]`.
     pub(crate) cats: u8,
+    /// When the path to every node of the subtree (this one and those below it) is text (UTF-8
+    /// characters that a JSON string holds unescaped, [`text_ascii`] and [`MULTIBYTE`], the
+    /// last one possibly cut short), the most characters begun on any of those paths;
+    /// [`NOT_TEXT`] otherwise.
+    pub(crate) text: u8,
+}
+
+/// [`TrieNode::text`] of a subtree with a path that is not text.
+pub(crate) const NOT_TEXT: u8 = u8::MAX;
+
+/// The UTF-8 sequences of the multi-byte characters of text, as byte ranges, one per byte:
+/// strict UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF) less U+2028 and
+/// U+2029, which a pattern's `.` does not match (as it does not match `\n` and `\r`, which
+/// are not text either).
+pub(crate) const MULTIBYTE: [&[(u8, u8)]; 12] = [
+    &[(0xC2, 0xDF), (0x80, 0xBF)],
+    &[(0xE0, 0xE0), (0xA0, 0xBF), (0x80, 0xBF)],
+    &[(0xE1, 0xE1), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xE2, 0xE2), (0x80, 0x80), (0x80, 0xA7)],
+    &[(0xE2, 0xE2), (0x80, 0x80), (0xAA, 0xBF)],
+    &[(0xE2, 0xE2), (0x81, 0xBF), (0x80, 0xBF)],
+    &[(0xE3, 0xEC), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xED, 0xED), (0x80, 0x9F), (0x80, 0xBF)],
+    &[(0xEE, 0xEF), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xF0, 0xF0), (0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xF1, 0xF3), (0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xF4, 0xF4), (0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)],
+];
+
+/// Whether byte `b` is a character of text on its own: printable ASCII but `"` and `\`.
+#[inline]
+pub(crate) fn text_ascii(b: u8) -> bool {
+    CATEGORIES[0](b)
+}
+
+/// Where a path is in its text: characters begun, and within the last one the bytes read of
+/// it and the kinds of character ([`MULTIBYTE`], a bit each) they still fit; `None` once the
+/// path is not text.
+#[derive(Clone, Copy)]
+struct TextAt {
+    chars: u16,
+    read: u8,
+    kinds: u16,
+}
+
+impl TextAt {
+    /// The path with byte `b` after it.
+    fn then(self, b: u8) -> Option<TextAt> {
+        let fits = |k: usize, at: usize| {
+            MULTIBYTE[k]
+                .get(at)
+                .is_some_and(|&(lo, hi)| (lo..=hi).contains(&b))
+        };
+        let (chars, read, kinds) = match self.read {
+            0 if text_ascii(b) => {
+                return Some(TextAt {
+                    chars: self.chars + 1,
+                    read: 0,
+                    kinds: 0,
+                })
+            }
+            0 => (self.chars + 1, 0usize, u16::MAX),
+            r => (self.chars, r as usize, self.kinds),
+        };
+        let kinds = (0..MULTIBYTE.len())
+            .filter(|&k| kinds >> k & 1 == 1 && fits(k, read))
+            .fold(0u16, |a, k| a | 1 << k);
+        if kinds == 0 {
+            return None;
+        }
+        // The kinds one byte sequence fits all have its length.
+        let k = kinds.trailing_zeros() as usize;
+        let read = match read + 1 == MULTIBYTE[k].len() {
+            true => 0,
+            false => read as u8 + 1,
+        };
+        Some(TextAt { chars, read, kinds })
+    }
 }
 
 /// Byte sets that whole subtrees of a token trie often stay within (most tokens are words,
@@ -131,6 +209,60 @@ impl PlainTokens {
     }
 }
 
+/// The tokens whose bytes are text ([`TrieNode::text`]: characters a JSON string holds
+/// unescaped, the last one possibly cut short), by the number of characters they begin: where
+/// an automaton reads any text of up to `n` characters without dying or accepting, those of at
+/// most `n` are allowed, so a walk marks them at once and skips the subtrees of such text.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TextTokens {
+    /// `short[n]`: the bitset of text tokens of at most `n` characters, for `n` up to `SHORT`.
+    short: Vec<Vec<u64>>,
+    /// Text tokens of more than `SHORT` characters, with their counts, fewest first.
+    long: Vec<(usize, u32)>,
+}
+
+impl TextTokens {
+    fn new(tokens: &[Vec<u8>], ids: &[u32], words: usize) -> TextTokens {
+        let empty = TextAt {
+            chars: 0,
+            read: 0,
+            kinds: 0,
+        };
+        let chars = |t: u32| {
+            tokens[t as usize]
+                .iter()
+                .try_fold(empty, |at, &b| at.then(b))
+                .map(|at| at.chars as usize)
+        };
+        let mut short = vec![vec![0u64; words]; SHORT + 1];
+        let mut long = Vec::new();
+        for (t, n) in ids.iter().filter_map(|&t| Some((t, chars(t)?))) {
+            if n > SHORT {
+                long.push((n, t));
+            } else {
+                for set in &mut short[n..] {
+                    set[(t >> 6) as usize] |= 1 << (t & 63);
+                }
+            }
+        }
+        long.sort_unstable();
+        TextTokens { short, long }
+    }
+
+    /// Sets the bits of the text tokens of at most `limit` characters.
+    pub(crate) fn mark_upto(&self, limit: usize, mask: &mut [u64]) {
+        let Some(short) = self.short.get(limit.min(SHORT)) else {
+            return;
+        };
+        for (m, w) in mask.iter_mut().zip(short) {
+            *m |= w;
+        }
+        for &(_, t) in self.long.iter().take_while(|&&(n, _)| n <= limit) {
+            mask[(t >> 6) as usize] |= 1 << (t & 63);
+        }
+    }
+}
+
 /// A vocabulary: token id to bytes, plus the end-of-generation tokens.
 ///
 /// Build it once per model and share it through an `Arc` between all constraints. Tokens with no
@@ -160,6 +292,8 @@ pub struct TokenVocab {
     /// The tokens made only of bytes of the first category (what a JSON string holds
     /// unescaped), by length.
     pub(crate) plain: PlainTokens,
+    /// The tokens that are text, by characters.
+    pub(crate) text: TextTokens,
     shared: Arc<Mutex<SharedMasks>>,
     /// Identifies this vocabulary (and its clones, which share the cache) to grammars.
     serial: u64,
@@ -200,6 +334,7 @@ impl TokenVocab {
             tok_end: 0,
             height: 0,
             cats: 0,
+            text: NOT_TEXT,
         }];
         let mut trie_tokens = Vec::with_capacity(ids.len());
         // `path[d]` is the node index at depth d + 1 along the current token's bytes.
@@ -221,6 +356,7 @@ impl TokenVocab {
                     tok_end: start,
                     height: 0,
                     cats: 0,
+                    text: NOT_TEXT,
                 });
                 path.push(trie.len() - 1);
             }
@@ -253,6 +389,7 @@ impl TokenVocab {
             }
         }
         let plain = PlainTokens::new(&tokens, &trie_tokens, tokens.len().div_ceil(64));
+        let text = TextTokens::new(&tokens, &trie_tokens, tokens.len().div_ceil(64));
         Ok(TokenVocab {
             tokens,
             eos,
@@ -265,6 +402,7 @@ impl TokenVocab {
             wide,
             wide_kids,
             plain,
+            text,
             shared: Arc::default(),
             serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
             special: HashMap::new(),
@@ -613,10 +751,31 @@ fn summarize(trie: &mut [TrieNode]) -> (Vec<[u64; 4]>, Vec<u32>, Vec<u32>) {
         *p = *stack.last().unwrap_or(&0) as u32;
         stack.push(i);
     }
+    // Each node's own text (its path's), in preorder; then subtrees fold into parents.
+    let mut at: Vec<Option<TextAt>> = vec![None; trie.len()];
+    let empty = TextAt {
+        chars: 0,
+        read: 0,
+        kinds: 0,
+    };
+    for i in 1..trie.len() {
+        let p = parent[i] as usize;
+        let from = if p == 0 { Some(empty) } else { at[p] };
+        at[i] = from.and_then(|t| t.then(trie[i].byte));
+        trie[i].text = match at[i] {
+            Some(t) if t.chars < u16::from(NOT_TEXT) => t.chars as u8,
+            _ => NOT_TEXT,
+        };
+    }
+    trie[0].text = NOT_TEXT;
     let mut below = vec![[0u64; 4]; trie.len()];
     for i in (1..trie.len()).rev() {
         let (c, p) = (trie[i], parent[i] as usize);
         let n = &mut trie[p];
+        if p != 0 {
+            // `NOT_TEXT` is the largest value, so it wins.
+            n.text = n.text.max(c.text);
+        }
         n.height = n.height.max(c.height.saturating_add(1));
         n.cats &= c.cats & cat_of[c.byte as usize];
         let mut set = below[i];
@@ -690,6 +849,63 @@ mod tests {
             &[0, 3]
         );
         assert!(v.is_eos(4) && !v.is_eos(0));
+    }
+
+    /// Text is UTF-8 of characters a JSON string holds unescaped, the last one possibly cut
+    /// short; a subtree is text when every path in it is, and counts the most characters.
+    #[test]
+    fn text_is_counted_by_characters_begun() {
+        let tokens: Vec<Vec<u8>> = vec![
+            b"ab".to_vec(),
+            "\u{e9}t\u{e9}".as_bytes().to_vec(),
+            b"\xc3".to_vec(),
+            b"\xa9".to_vec(),
+            b"a\"".to_vec(),
+            b"\xe2\x80".to_vec(),
+            "\u{2028}".as_bytes().to_vec(),
+            "\u{2027}".as_bytes().to_vec(),
+            "\u{1F600}x".as_bytes().to_vec(),
+            b"\xe0\x80\x80".to_vec(),
+            b"\n".to_vec(),
+        ];
+        let v = TokenVocab::new(tokens.clone(), &[]).unwrap();
+        let text = |t: &[u8]| {
+            let mut n = 0;
+            for &b in t {
+                n = v.trie_child(n, b).unwrap();
+            }
+            // A leaf's subtree is its own node.
+            let leaf = v.trie[n].end as usize == n + 1;
+            (leaf, v.trie[n].text)
+        };
+        assert_eq!(text(b"ab"), (true, 2));
+        assert_eq!(text("\u{e9}t\u{e9}".as_bytes()), (true, 3));
+        // `é` cut short is a character begun; a lone continuation byte is not text.
+        assert_eq!(text(b"\xa9"), (true, NOT_TEXT));
+        assert_eq!(text(b"a\""), (true, NOT_TEXT));
+        assert_eq!(text("\u{2027}".as_bytes()), (true, 1));
+        assert_eq!(text("\u{2028}".as_bytes()), (true, NOT_TEXT));
+        assert_eq!(text("\u{1F600}x".as_bytes()), (true, 2));
+        // Overlong, and a control byte.
+        assert_eq!(text(b"\xe0\x80\x80"), (true, NOT_TEXT));
+        assert_eq!(text(b"\n"), (true, NOT_TEXT));
+        // `\xe2\x80` leads to U+2027 (text) and U+2028 (not): its subtree is not text.
+        assert_eq!(text(b"\xe2\x80"), (false, NOT_TEXT));
+        // `a` holds `ab` and `a"`; `\xc3` holds `\xc3` (1 begun) and `été` (3).
+        assert_eq!(text(b"a"), (false, NOT_TEXT));
+        assert_eq!(text(b"\xc3").1, 3);
+        // The tokens of text by characters: `ab`, `\xc3`, `\xe2\x80`, `\u{2027}` and `😀x`
+        // within 2; `été` too within 3.
+        let mut mask = v.empty_mask();
+        v.text.mark_upto(2, &mut mask);
+        let marked = |mask: &[u64]| {
+            (0..tokens.len() as u32)
+                .filter(|&t| mask[t as usize / 64] >> (t % 64) & 1 == 1)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(marked(&mask), vec![0, 2, 5, 7, 8]);
+        v.text.mark_upto(3, &mut mask);
+        assert_eq!(marked(&mask), vec![0, 1, 2, 5, 7, 8]);
     }
 
     #[test]
