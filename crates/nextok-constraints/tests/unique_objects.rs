@@ -55,6 +55,29 @@ fn mixed() -> Value {
                                    "b": {"type": "boolean"}}}))
 }
 
+/// A random walk of up to `steps` tokens over `schema` (seeded `seed`, preferring the tokens
+/// of `preferred` but for one in `odds`): every mask bit is checked against `advance`, a
+/// finished array must hold distinct items, and rolling back restores the masks. Whether the
+/// walk finished.
+fn checked_walk(
+    vocab: &Arc<TokenVocab>,
+    schema: &Value,
+    preferred: &[u32],
+    seed: u64,
+    odds: u32,
+    steps: usize,
+) -> bool {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut c = from_json_schema(schema, vocab, &JsonOptions::default()).unwrap();
+    let walk = random_walk(&mut c, &mut rng, preferred, odds, steps);
+    if walk.ended {
+        let v: Vec<Value> = serde_json::from_slice(&walk.out).expect("JSON array");
+        assert_distinct(&v, &walk.out);
+    }
+    assert_rollback_restores(&mut c, &walk, 4);
+    walk.ended
+}
+
 #[test]
 fn distinct_objects_accepted_equal_ones_refused() {
     let s = mixed();
@@ -372,15 +395,14 @@ fn random_walks_over_the_real_vocabulary_have_exact_masks() {
     let mut finished = 0;
     for (i, schema) in schemas.iter().enumerate() {
         for seed in 0..5u64 {
-            let mut rng = ChaCha8Rng::seed_from_u64(seed * 31 + i as u64);
-            let mut c = from_json_schema(schema, &vocab, &JsonOptions::default()).unwrap();
-            let walk = random_walk(&mut c, &mut rng, &preferred, 6, 80);
-            if walk.ended {
-                finished += 1;
-                let v: Vec<Value> = serde_json::from_slice(&walk.out).expect("JSON array");
-                assert_distinct(&v, &walk.out);
-            }
-            assert_rollback_restores(&mut c, &walk, 4);
+            finished += usize::from(checked_walk(
+                &vocab,
+                schema,
+                &preferred,
+                seed * 31 + i as u64,
+                6,
+                80,
+            ));
         }
     }
     assert!(finished >= 3, "only {finished} walks finished");
@@ -621,18 +643,9 @@ fn random_walks_over_open_objects_of_required_branches_have_exact_masks() {
         "x\"",
     ]);
     let preferred = preferred_tokens(&vocab, b"x\",[]{}:adegnrt", true);
-    let mut finished = 0;
-    for seed in 0..12u64 {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed * 31 + 7);
-        let mut c = from_json_schema(&dashboards(), &vocab, &JsonOptions::default()).unwrap();
-        let walk = random_walk(&mut c, &mut rng, &preferred, 8, 80);
-        if walk.ended {
-            finished += 1;
-            let v: Vec<Value> = serde_json::from_slice(&walk.out).expect("JSON array");
-            assert_distinct(&v, &walk.out);
-        }
-        assert_rollback_restores(&mut c, &walk, 4);
-    }
+    let finished = (0..12u64)
+        .filter(|seed| checked_walk(&vocab, &dashboards(), &preferred, seed * 31 + 7, 8, 80))
+        .count();
     assert!(finished >= 2, "only {finished} walks finished");
 }
 
@@ -691,18 +704,9 @@ fn masks_inside_item_strings_are_exact_where_the_string_may_end() {
 fn random_walks_over_item_strings_of_the_real_vocabulary_have_exact_masks() {
     let (vocab, _) = common::smollm2();
     let preferred = preferred_tokens(&vocab, b"abgtpu\",:[{}]", false);
-    let mut finished = 0;
-    for seed in 0..6u64 {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed * 17 + 3);
-        let mut c = from_json_schema(&requests(), &vocab, &JsonOptions::default()).unwrap();
-        let walk = random_walk(&mut c, &mut rng, &preferred, 6, 80);
-        if walk.ended {
-            finished += 1;
-            let v: Vec<Value> = serde_json::from_slice(&walk.out).expect("JSON array");
-            assert_distinct(&v, &walk.out);
-        }
-        assert_rollback_restores(&mut c, &walk, 4);
-    }
+    let finished = (0..6u64)
+        .filter(|seed| checked_walk(&vocab, &requests(), &preferred, seed * 17 + 3, 6, 80))
+        .count();
     assert!(finished >= 2, "only {finished} walks finished");
 }
 
@@ -752,15 +756,8 @@ fn walks_finished(
     let mut finished = 0;
     for (i, schema) in schemas.iter().enumerate() {
         for seed in 0..seeds {
-            let mut rng = ChaCha8Rng::seed_from_u64(seed * mul + offset + i as u64);
-            let mut c = from_json_schema(schema, &vocab, &JsonOptions::default()).unwrap();
-            let walk = random_walk(&mut c, &mut rng, &preferred, 8, steps);
-            if walk.ended {
-                finished += 1;
-                let v: Vec<Value> = serde_json::from_slice(&walk.out).expect("JSON array");
-                assert_distinct(&v, &walk.out);
-            }
-            assert_rollback_restores(&mut c, &walk, 4);
+            let seed = seed * mul + offset + i as u64;
+            finished += usize::from(checked_walk(&vocab, schema, &preferred, seed, 8, steps));
         }
     }
     finished
