@@ -1083,7 +1083,7 @@ struct SubtreeWalk<'a> {
     /// How many characters of any text the walk's start state reads without dying or
     /// accepting ([`text_reach`]): a subtree whose every path is text of at most that many
     /// characters ([`TrieNode::text`](crate::vocab::TrieNode)) is skipped, its tokens marked
-    /// at once ([`TextTokens`](crate::vocab::TextTokens)).
+    /// at once (`TokenVocab::text`, a [`TokensBy`](crate::vocab::TokensBy)).
     text: u8,
 }
 
@@ -1108,7 +1108,7 @@ impl SubtreeWalk<'_> {
         if plain && node.cats & 1 == 1 {
             return Entry::Skip;
         }
-        // Text of at most the start's reach, its tokens marked at once ([`TextTokens`]).
+        // Text of at most the start's reach, its tokens marked at once (`TokenVocab::text`).
         if node.text != NOT_TEXT && node.text <= self.text {
             return Entry::Skip;
         }

@@ -161,82 +161,33 @@ pub(crate) fn has_byte(set: &[u64; 4], b: u8) -> bool {
     set[(b >> 6) as usize] >> (b & 63) & 1 == 1
 }
 
-/// Lengths up to which [`PlainTokens`] keeps a ready bitset.
+/// Counts up to which [`TokensBy`] keeps a ready bitset.
 const SHORT: usize = 16;
 
-/// The tokens whose bytes all lie in `CATEGORIES[0]` (printable ASCII but `"` and `\`), by
-/// length: in a JSON string of bounded length, those shorter than the characters left are
-/// exactly the plain tokens allowed, so a walk marks them at once and visits only the rest.
+/// Some of the vocabulary's tokens by a count of theirs, to mark those of at most a given count
+/// at once:
+/// - the plain tokens (all bytes in `CATEGORIES[0]`, printable ASCII but `"` and `\`) by
+///   length: in a JSON string of bounded length, those shorter than the characters left are
+///   exactly the plain tokens allowed, so a walk marks them at once and visits only the rest;
+/// - the text tokens ([`TrieNode::text`]: characters a JSON string holds unescaped, the last
+///   one possibly cut short) by the characters they begin: where an automaton reads any text
+///   of up to `n` characters without dying or accepting, those of at most `n` are allowed, so
+///   a walk marks them at once and skips the subtrees of such text.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct PlainTokens {
-    /// `short[l]`: the bitset of plain tokens of at most `l` bytes, for `l` up to `SHORT`.
+pub(crate) struct TokensBy {
+    /// `short[n]`: the bitset of the tokens of count at most `n`, for `n` up to `SHORT`.
     short: Vec<Vec<u64>>,
-    /// Plain tokens longer than `SHORT` bytes, with their lengths, shortest first.
+    /// The tokens of count above `SHORT`, with their counts, least first.
     long: Vec<(usize, u32)>,
 }
 
-impl PlainTokens {
-    fn new(tokens: &[Vec<u8>], ids: &[u32], words: usize) -> PlainTokens {
-        let plain = |t: u32| tokens[t as usize].iter().all(|&b| CATEGORIES[0](b));
+impl TokensBy {
+    /// The tokens `ids` that `count` counts (`None`: not one of them), in bitsets of `words`
+    /// words.
+    fn new(ids: &[u32], words: usize, count: impl Fn(u32) -> Option<usize>) -> TokensBy {
         let mut short = vec![vec![0u64; words]; SHORT + 1];
         let mut long = Vec::new();
-        for &t in ids.iter().filter(|&&t| plain(t)) {
-            let len = tokens[t as usize].len();
-            if len > SHORT {
-                long.push((len, t));
-            } else {
-                for set in &mut short[len..] {
-                    set[(t >> 6) as usize] |= 1 << (t & 63);
-                }
-            }
-        }
-        long.sort_unstable();
-        PlainTokens { short, long }
-    }
-
-    /// Sets the bits of the plain tokens shorter than `limit` bytes (all of them for
-    /// `usize::MAX`).
-    pub(crate) fn mark_shorter_than(&self, limit: usize, mask: &mut [u64]) {
-        let Some(short) = self.short.get(limit.saturating_sub(1).min(SHORT)) else {
-            return;
-        };
-        for (m, w) in mask.iter_mut().zip(short) {
-            *m |= w;
-        }
-        for &(_, t) in self.long.iter().take_while(|&&(len, _)| len < limit) {
-            mask[(t >> 6) as usize] |= 1 << (t & 63);
-        }
-    }
-}
-
-/// The tokens whose bytes are text ([`TrieNode::text`]: characters a JSON string holds
-/// unescaped, the last one possibly cut short), by the number of characters they begin: where
-/// an automaton reads any text of up to `n` characters without dying or accepting, those of at
-/// most `n` are allowed, so a walk marks them at once and skips the subtrees of such text.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct TextTokens {
-    /// `short[n]`: the bitset of text tokens of at most `n` characters, for `n` up to `SHORT`.
-    short: Vec<Vec<u64>>,
-    /// Text tokens of more than `SHORT` characters, with their counts, fewest first.
-    long: Vec<(usize, u32)>,
-}
-
-impl TextTokens {
-    fn new(tokens: &[Vec<u8>], ids: &[u32], words: usize) -> TextTokens {
-        let empty = TextAt {
-            chars: 0,
-            read: 0,
-            kinds: 0,
-        };
-        let chars = |t: u32| {
-            tokens[t as usize]
-                .iter()
-                .try_fold(empty, |at, &b| at.then(b))
-                .map(|at| at.chars as usize)
-        };
-        let mut short = vec![vec![0u64; words]; SHORT + 1];
-        let mut long = Vec::new();
-        for (t, n) in ids.iter().filter_map(|&t| Some((t, chars(t)?))) {
+        for (t, n) in ids.iter().filter_map(|&t| Some((t, count(t)?))) {
             if n > SHORT {
                 long.push((n, t));
             } else {
@@ -246,10 +197,36 @@ impl TextTokens {
             }
         }
         long.sort_unstable();
-        TextTokens { short, long }
+        TokensBy { short, long }
     }
 
-    /// Sets the bits of the text tokens of at most `limit` characters.
+    /// The plain tokens, by length.
+    fn plain(tokens: &[Vec<u8>], ids: &[u32], words: usize) -> TokensBy {
+        TokensBy::new(ids, words, |t| {
+            let bytes = &tokens[t as usize];
+            bytes
+                .iter()
+                .all(|&b| CATEGORIES[0](b))
+                .then_some(bytes.len())
+        })
+    }
+
+    /// The text tokens, by characters begun.
+    fn text(tokens: &[Vec<u8>], ids: &[u32], words: usize) -> TokensBy {
+        let empty = TextAt {
+            chars: 0,
+            read: 0,
+            kinds: 0,
+        };
+        TokensBy::new(ids, words, |t| {
+            tokens[t as usize]
+                .iter()
+                .try_fold(empty, |at, &b| at.then(b))
+                .map(|at| at.chars as usize)
+        })
+    }
+
+    /// Sets the bits of the tokens of count at most `limit`.
     pub(crate) fn mark_upto(&self, limit: usize, mask: &mut [u64]) {
         let Some(short) = self.short.get(limit.min(SHORT)) else {
             return;
@@ -260,6 +237,11 @@ impl TextTokens {
         for &(_, t) in self.long.iter().take_while(|&&(n, _)| n <= limit) {
             mask[(t >> 6) as usize] |= 1 << (t & 63);
         }
+    }
+
+    /// Sets the bits of the tokens of count below `limit` (all of them for `usize::MAX`).
+    pub(crate) fn mark_shorter_than(&self, limit: usize, mask: &mut [u64]) {
+        self.mark_upto(limit.saturating_sub(1), mask);
     }
 }
 
@@ -291,9 +273,9 @@ pub struct TokenVocab {
     wide_kids: Vec<u32>,
     /// The tokens made only of bytes of the first category (what a JSON string holds
     /// unescaped), by length.
-    pub(crate) plain: PlainTokens,
+    pub(crate) plain: TokensBy,
     /// The tokens that are text, by characters.
-    pub(crate) text: TextTokens,
+    pub(crate) text: TokensBy,
     shared: Arc<Mutex<SharedMasks>>,
     /// Identifies this vocabulary (and its clones, which share the cache) to grammars.
     serial: u64,
@@ -388,8 +370,9 @@ impl TokenVocab {
                 }
             }
         }
-        let plain = PlainTokens::new(&tokens, &trie_tokens, tokens.len().div_ceil(64));
-        let text = TextTokens::new(&tokens, &trie_tokens, tokens.len().div_ceil(64));
+        let words = tokens.len().div_ceil(64);
+        let plain = TokensBy::plain(&tokens, &trie_tokens, words);
+        let text = TokensBy::text(&tokens, &trie_tokens, words);
         Ok(TokenVocab {
             tokens,
             eos,
