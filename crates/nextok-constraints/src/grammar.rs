@@ -963,8 +963,10 @@ impl WalkMemo {
             return r;
         }
         let reps = self.reps.get_or_insert_with(|| TextReps::of(dfa));
+        let known = self.reach.len();
         let r = text_reach(dfa, reps, s, &mut self.reach, 0);
-        self.room = self.room.saturating_sub(self.reach.len().min(64));
+        // A word per state answered.
+        self.room = self.room.saturating_sub(self.reach.len() - known);
         r
     }
 }
@@ -1027,10 +1029,8 @@ fn text_successors(dfa: &Dfa, reps: &TextReps, s: u32) -> Option<Vec<u32>> {
             }
             cur = next;
         }
-        if positions.iter().all(|bytes| !bytes.is_empty()) {
-            for t in cur {
-                add(&mut out, t);
-            }
+        for t in cur {
+            add(&mut out, t);
         }
     }
     Some(out)
