@@ -120,7 +120,15 @@ pub struct JsonOptions {
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SchemaResources {
-    docs: Arc<BTreeMap<String, Value>>,
+    docs: Arc<BTreeMap<String, Resource>>,
+}
+
+/// A document and whether it is self-contained (`resolve::self_contained`), found once when
+/// it is added rather than at every compile that names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Resource {
+    doc: Value,
+    self_contained: bool,
 }
 
 impl SchemaResources {
@@ -132,7 +140,12 @@ impl SchemaResources {
     /// Adds `schema` as the document at `uri` (its fragment, if any, is dropped).
     pub fn insert(&mut self, uri: &str, schema: Value) {
         let uri = uri.split_once('#').map_or(uri, |(u, _)| u);
-        Arc::make_mut(&mut self.docs).insert(uri.to_string(), schema);
+        let self_contained = resolve::self_contained(&schema);
+        let r = Resource {
+            doc: schema,
+            self_contained,
+        };
+        Arc::make_mut(&mut self.docs).insert(uri.to_string(), r);
     }
 
     /// Adds `schema` under its own identifier (`$id`, or draft-04's `id`); `false` when it
@@ -159,7 +172,15 @@ impl SchemaResources {
 
     /// The document at `uri` (without fragment).
     pub fn get(&self, uri: &str) -> Option<&Value> {
-        self.docs.get(uri)
+        self.docs.get(uri).map(|r| &r.doc)
+    }
+
+    /// The document at `uri` when it is self-contained (`resolve::self_contained`).
+    fn self_contained(&self, uri: &str) -> Option<&Value> {
+        self.docs
+            .get(uri)
+            .filter(|r| r.self_contained)
+            .map(|r| &r.doc)
     }
 
     /// How many documents there are.
@@ -237,16 +258,47 @@ fn bundle(
     // Copied only once a document is to be embedded: most schemas name no other.
     let mut out: Option<Value> = None;
     let mut embedded: Vec<String> = Vec::new();
+    let mut first = true;
     loop {
-        let wanted: Vec<String> = resolve::external_documents(out.as_ref().unwrap_or(root), draft)
-            .into_iter()
-            .filter(|u| resources.get(u).is_some() && !embedded.contains(u))
-            .collect();
+        let references = resolve::external_references(out.as_ref().unwrap_or(root), draft);
+        let mut wanted: Vec<String> = Vec::new();
+        for r in &references {
+            let uri = r.split_once('#').map_or(r.as_str(), |(u, _)| u);
+            if resources.get(uri).is_some()
+                && !embedded.iter().any(|e| e == uri)
+                && !wanted.iter().any(|w| w == uri)
+            {
+                wanted.push(uri.to_string());
+            }
+        }
         if wanted.is_empty() {
             break;
         }
+        // When every document the root names is self-contained (`resolve::self_contained`),
+        // only the parts that the root's references reach are embedded: nothing else can
+        // name the rest, as these documents name no other. Kubernetes' definitions are 800 kB
+        // of which a schema uses a few objects, and walking all of them was most of its
+        // compile.
+        let parts: Option<Vec<Value>> = match first {
+            true => wanted
+                .iter()
+                .map(|uri| {
+                    let doc = resources.self_contained(uri)?;
+                    let fragments: Vec<&str> = references
+                        .iter()
+                        .filter_map(|r| r.split_once('#').filter(|(u, _)| u == uri))
+                        .map(|(_, f)| f)
+                        .collect();
+                    resolve::needed_part(doc, &fragments)
+                })
+                .collect(),
+            false => None,
+        };
+        first = false;
+        let mut parts = parts.map(Vec::into_iter);
         let out = out.get_or_insert_with(|| root.clone());
         for uri in wanted {
+            let part = parts.as_mut().and_then(Iterator::next);
             if embedded.len() >= MAX_BUNDLED {
                 return Err(schema::unsupported(
                     format!("$ref {uri} (more than {MAX_BUNDLED} documents)"),
@@ -267,10 +319,11 @@ fn bundle(
             // The document under its URI. A document whose root has `$ref` goes under an
             // `allOf`, so that drafts 4 to 7, where `$ref` overrides its siblings, still see
             // the identifier.
-            let mut body = match doc {
-                Value::Bool(true) => Value::Object(Map::new()),
-                Value::Bool(false) => serde_json::json!({"not": {}}),
-                d => d.clone(),
+            let mut body = match (part, doc) {
+                (Some(part), _) => part,
+                (None, Value::Bool(true)) => Value::Object(Map::new()),
+                (None, Value::Bool(false)) => serde_json::json!({"not": {}}),
+                (None, d) => d.clone(),
             };
             if let Value::Object(m) = &mut body {
                 m.remove("$id");
@@ -777,6 +830,71 @@ mod tests {
             own[key] = json!("https://example.com/other/main.json");
             assert!(compile_json_schema(&own, &options).is_err(), "{draft}");
         }
+    }
+
+    #[test]
+    fn self_contained_documents_are_bundled_as_far_as_references_reach() {
+        // A self-contained document (only `#` pointers inside): the schema's references
+        // reach `a`, which reaches `b` and, through an array, `c/d`; `never` is left out, and
+        // its pattern, which does not parse, is never read.
+        let doc = json!({"definitions": {
+            "a": {"type": "object", "properties": {
+                "b": {"$ref": "#/definitions/b"},
+                "s": {"anyOf": [{"type": "null"}, {"$ref": "#/definitions/c~1d"}]}
+            }, "additionalProperties": false},
+            "b": {"type": "integer", "minimum": 1},
+            "c/d": {"type": "string", "maxLength": 2},
+            "never": {"type": "string", "pattern": "("}
+        }});
+        let part = resolve::needed_part(&doc, &["/definitions/a"]).unwrap();
+        let defs = part["definitions"].as_object().unwrap();
+        let mut names: Vec<&str> = defs.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["a", "b", "c/d"]);
+        assert_eq!(defs["a"], doc["definitions"]["a"]);
+        // A pointer into an array keeps the array whole; the root, or a pointer that names
+        // nothing, needs the whole document.
+        let part = resolve::needed_part(&doc, &["/definitions/a/properties/s/anyOf/1"]).unwrap();
+        assert_eq!(
+            part["definitions"]["a"]["properties"]["s"]["anyOf"],
+            doc["definitions"]["a"]["properties"]["s"]["anyOf"]
+        );
+        assert!(part["definitions"].get("b").is_none());
+        assert_eq!(resolve::needed_part(&doc, &[""]), None);
+        assert_eq!(resolve::needed_part(&doc, &["/definitions/none"]), None);
+        // Not self-contained: a reference to another document, an identifier below the root,
+        // a keyword of a later draft.
+        assert!(resolve::self_contained(&doc));
+        for other in [
+            json!({"definitions": {"a": {"$ref": "b.json#/definitions/a"}}}),
+            json!({"definitions": {"a": {"$id": "https://example.com/a.json"}}}),
+            json!({"definitions": {"a": {"$defs": {}}}}),
+        ] {
+            assert!(!resolve::self_contained(&other), "{other}");
+        }
+        // Compiled through the part, the references mean what they mean in the whole.
+        let mut resources = SchemaResources::new();
+        resources.insert("https://example.com/k.json", doc);
+        let options = JsonOptions::default().with_resources(resources);
+        let s = json!({"$schema": "http://json-schema.org/draft-07/schema#",
+                       "$ref": "https://example.com/k.json#/definitions/a"});
+        let g = compile_json_schema(&s, &options).unwrap();
+        for (text, ok) in [
+            (r#"{"b":2,"s":"xy"}"#, true),
+            (r#"{"s":null}"#, true),
+            (r#"{"b":0}"#, false),
+            (r#"{"s":"xyz"}"#, false),
+            (r#"{"c":1}"#, false),
+        ] {
+            assert_eq!(g.recognizes(text.as_bytes()), ok, "{text}");
+        }
+        let s = json!({"$schema": "http://json-schema.org/draft-07/schema#",
+                       "$ref": "https://example.com/k.json#/definitions/a/properties/s/anyOf/1"});
+        let g = compile_json_schema(&s, &options).unwrap();
+        assert!(g.recognizes(br#""ab""#) && !g.recognizes(br#""abc""#));
+        // A reference to the one definition that does not compile still finds it.
+        let s = json!({"$ref": "https://example.com/k.json#/definitions/never"});
+        assert!(compile_json_schema(&s, &options).is_err());
     }
 
     #[test]

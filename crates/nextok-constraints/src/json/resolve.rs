@@ -325,7 +325,21 @@ fn resources_and_anchors(nodes: &[Visited<'_>], draft: Option<Draft>) -> (Locate
 
 /// The absolute URIs (without fragment) of the documents that `$ref`s of `root` name and
 /// that are not resources inside it: what must be bundled in before it compiles.
+#[cfg(test)]
 pub(super) fn external_documents(root: &Value, draft: Option<Draft>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for uri in external_references(root, draft) {
+        let doc = strip_fragment(&uri);
+        if !out.iter().any(|d| d == doc) {
+            out.push(doc.to_string());
+        }
+    }
+    out
+}
+
+/// The `$ref`s of `root` that name other documents than its own resources, resolved to
+/// absolute URIs with their fragments, each once, in the document's order.
+pub(super) fn external_references(root: &Value, draft: Option<Draft>) -> Vec<String> {
     let mut nodes = Vec::new();
     visit(root, "", &DEFAULT_BASE.into(), draft, &mut nodes);
     let (resources, _) = resources_and_anchors(&nodes, draft);
@@ -333,13 +347,115 @@ pub(super) fn external_documents(root: &Value, draft: Option<Draft>) -> Vec<Stri
     for n in &nodes {
         if let Some(Value::String(r)) = n.m.get("$ref") {
             let uri = resolve_uri(&n.base, r);
-            let doc = strip_fragment(&uri);
-            if !resources.contains_key(doc) && !out.iter().any(|d| d == doc) {
-                out.push(doc.to_string());
+            if !resources.contains_key(strip_fragment(&uri)) && !out.contains(&uri) {
+                out.push(uri);
             }
         }
     }
     out
+}
+
+/// Whether `doc` is self-contained: an object whose every `$ref` is a JSON pointer into
+/// itself, with no identifier below its root, no anchor, and no keyword of 2019-09 or later
+/// (which would change how a document without `$schema` reads identifiers beside `$ref`).
+/// Then what references to it need is found from their fragments alone ([`needed_part`]).
+pub(super) fn self_contained(doc: &Value) -> bool {
+    doc.is_object() && local_only(doc) && !has_modern_keyword(doc)
+}
+
+/// The part of the self-contained ([`self_contained`]) `doc` that references to it with these
+/// `fragments` need: at their places, the subschemas that the fragments point to and those
+/// that their own `$ref`s point to in turn, and between the root and them only the members
+/// on the way (an array on the way is kept whole); the rest of the document is left out.
+/// `None` when a fragment or a pointer inside does not name a value (the whole document then
+/// goes in, and compiling reports what is missing), or when one names the document's root:
+/// the whole document is needed then.
+pub(super) fn needed_part(doc: &Value, fragments: &[&str]) -> Option<Value> {
+    // The pointers kept (as decoded tokens), and the fragments still to look at.
+    let mut kept: Vec<Vec<String>> = Vec::new();
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut todo: Vec<String> = fragments.iter().map(|f| f.to_string()).collect();
+    while let Some(fragment) = todo.pop() {
+        if !seen.insert(fragment.clone()) {
+            continue;
+        }
+        let tokens: Vec<String> = fragment
+            .strip_prefix('/')?
+            .split('/')
+            .map(|raw| percent_decode(raw).replace("~1", "/").replace("~0", "~"))
+            .collect();
+        let mut at = doc;
+        for t in &tokens {
+            at = match at {
+                Value::Object(m) => m.get(t),
+                Value::Array(a) => t.parse::<usize>().ok().and_then(|i| a.get(i)),
+                _ => None,
+            }?;
+        }
+        // Every `$ref` string below, data keywords' included: one that is not a reference
+        // only keeps more.
+        fn references<'v>(v: &'v Value, out: &mut Vec<&'v str>) {
+            match v {
+                Value::Object(m) => {
+                    if let Some(Value::String(r)) = m.get("$ref") {
+                        out.push(r);
+                    }
+                    m.values().for_each(|x| references(x, out));
+                }
+                Value::Array(a) => a.iter().for_each(|x| references(x, out)),
+                _ => {}
+            }
+        }
+        let mut found = Vec::new();
+        references(at, &mut found);
+        for r in found {
+            // `local_only` holds: every reference is `#` and a fragment.
+            todo.push(r.strip_prefix('#')?.to_string());
+        }
+        kept.push(tokens);
+    }
+    // Shorter pointers first, so that a kept subschema is copied before any inside it (which
+    // it then holds already).
+    kept.sort_by_key(Vec::len);
+    let mut part = Value::Object(Map::new());
+    'pointers: for tokens in &kept {
+        let (mut from, mut to) = (doc, &mut part);
+        for (i, t) in tokens.iter().enumerate() {
+            let last = i + 1 == tokens.len();
+            match (from, to) {
+                (Value::Object(src), Value::Object(dst)) => {
+                    let v = src.get(t)?;
+                    if last || !v.is_object() {
+                        // The pointed-to value, or an array on the way, whole.
+                        dst.insert(t.clone(), v.clone());
+                        continue 'pointers;
+                    }
+                    from = v;
+                    to = dst
+                        .entry(t.clone())
+                        .or_insert_with(|| Value::Object(Map::new()));
+                }
+                // Inside a value copied whole already.
+                _ => continue 'pointers,
+            }
+        }
+    }
+    Some(part)
+}
+
+/// Whether some schema object of `doc` (data keywords' values aside) has a keyword that only
+/// drafts 2019-09 and later define.
+fn has_modern_keyword(doc: &Value) -> bool {
+    match doc {
+        Value::Object(m) => {
+            MODERN.iter().any(|k| m.contains_key(*k))
+                || m.iter()
+                    .filter(|(k, _)| !DATA_KEYWORDS.contains(&k.as_str()))
+                    .any(|(_, v)| has_modern_keyword(v))
+        }
+        Value::Array(a) => a.iter().any(has_modern_keyword),
+        _ => false,
+    }
 }
 
 fn is_draft_4_to_7(draft: Option<Draft>) -> bool {
