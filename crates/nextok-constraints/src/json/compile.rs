@@ -58,7 +58,11 @@ pub(super) struct Compiler<'a> {
 /// them, while the content automaton (`string_content` keeps moderate ones) and its JSON
 /// encoding (`Dfa::json_string` keeps moderate ones) of a large one, `hostname`'s length
 /// bound or `iri-reference`, cost milliseconds to build again each time.
-fn string_automaton(f: &StringFacets, excluded: &[Value], path: &str) -> Result<Arc<Dfa>, Error> {
+pub(super) fn string_automaton(
+    f: &StringFacets,
+    excluded: &[Value],
+    path: &str,
+) -> Result<Arc<Dfa>, Error> {
     static MEMO: OnceLock<DfaMemo<(StringFacets, Vec<String>)>> = OnceLock::new();
     let memo = MEMO.get_or_init(|| DfaMemo::new(1024, 1 << 22));
     let key = (

@@ -25,11 +25,14 @@
 //! completions left over (`maxLength` inside objects, patterns with finite branches inside
 //! arrays) are refused by name.
 
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
 use serde_json::Value;
 
 use super::algebra::{disjoint_one_of_as_any_of, normalize};
-use super::compile::Compiler;
-use super::schema::{compact, invalid, unsupported, Node, Schema, TypeSet};
+use super::compile::{string_automaton, Compiler};
+use super::schema::{compact, invalid, unsupported, Node, Schema, StringFacets, TypeSet};
 use super::string::{is_long, pattern_dfa, string_content, string_set, without_strings};
 use super::unique_split::Split;
 use crate::dfa::{Dfa, DEAD};
@@ -113,7 +116,7 @@ impl Compiler<'_> {
                     && n.values.is_none()
                     && (n.only(&STRING_KEYWORDS) || union.is_some()) =>
             {
-                let (encoded, values) = self.unique_strings(n, path, &ip, true, union)?;
+                let (encoded, values) = self.unique_strings(n, path, &ip, union)?;
                 if values < m.array.min_items.unwrap_or(0) as u64 {
                     return Ok(Sym::Nt(self.b.nt("impossible array")));
                 }
@@ -309,26 +312,21 @@ impl Compiler<'_> {
         Ok(Sym::Nt(arr))
     }
 
-    /// The JSON-encoded strings of a string item node `n` (string keywords only). As a
-    /// guarded string terminal (`item`), a prefix with finitely many completions is checked
-    /// at run time (`grammar::unique`: some completion must be a new value), so only a
-    /// finite domain as a whole is refused (nothing guards the `,` before an item); inside
-    /// another value, any prefix of finitely many completions is refused.
-    /// Also returns the number of values (decoded strings; `u64::MAX` when infinite or more).
+    /// The JSON-encoded strings of a string item node `n` (string keywords only), as a
+    /// guarded string terminal: a prefix with finitely many completions is checked at run
+    /// time (`grammar::unique`: some completion must be a new value), so only a finite
+    /// domain as a whole is refused (nothing guards the `,` before an item). Also returns the
+    /// number of values (decoded strings; `u64::MAX` when infinite or more).
     fn unique_strings(
         &self,
         n: &Node,
         path: &str,
         ip: &str,
-        item: bool,
         union: Option<Dfa>,
     ) -> Result<(Dfa, u64), Error> {
         let f = &n.string;
-        if (!item && f.max_length.is_some()) || is_long(f) {
-            return Err(unsupported(
-                "uniqueItems (strings of bounded length: a finite domain)",
-                path,
-            ));
+        if is_long(f) {
+            return Err(bounded_strings(path));
         }
         let mut content = string_content(f, ip)?;
         if let Some(u) = union {
@@ -336,16 +334,59 @@ impl Compiler<'_> {
         }
         content = without_strings(content, n.excluded.iter().flatten())?;
         let encoded = content.json_string()?;
-        if item {
-            return Ok((encoded, content.count_words()));
+        Ok((encoded, content.count_words()))
+    }
+
+    /// `Ok` when the strings of string node `n` (string keywords only), inside another
+    /// value of a `uniqueItems` item, have infinitely many completions at every prefix;
+    /// otherwise the refusal, naming `uniqueItems` at `path`.
+    ///
+    /// The same strings are checked for every property of that type in every closed object
+    /// of every item (sarif's many `uri`s), so the verdict is kept process-wide per facets
+    /// and excluded strings, and the automaton checked is the one a string value of those
+    /// keywords compiles to (`string_automaton`, kept too).
+    fn strings_unbounded(&self, n: &Node, path: &str, ip: &str) -> Result<(), Error> {
+        type Verdicts = std::sync::Mutex<HashMap<(StringFacets, Vec<String>), bool>>;
+        static VERDICTS: OnceLock<Verdicts> = OnceLock::new();
+        const ENTRIES: usize = 1024;
+        let f = &n.string;
+        if f.max_length.is_some() || is_long(f) {
+            return Err(bounded_strings(path));
         }
-        if !unbounded(&encoded) {
-            return Err(unsupported(
+        let excluded = n.excluded.as_deref().unwrap_or(&[]);
+        let key = (
+            f.clone(),
+            excluded
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect(),
+        );
+        let verdicts = VERDICTS.get_or_init(Default::default);
+        // A poisoned lock only means another thread panicked mid-insert; the map is valid.
+        let known = verdicts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .copied();
+        let open = match known {
+            Some(open) => open,
+            None => {
+                let open = unbounded(&*string_automaton(f, excluded, ip)?);
+                let mut m = verdicts.lock().unwrap_or_else(|p| p.into_inner());
+                if m.len() >= ENTRIES {
+                    m.clear();
+                }
+                m.insert(key, open);
+                open
+            }
+        };
+        match open {
+            true => Ok(()),
+            false => Err(unsupported(
                 "uniqueItems (a string domain with finitely many completions of some prefix)",
                 path,
-            ));
+            )),
         }
-        Ok((encoded, u64::MAX))
     }
 
     /// The decoded strings that the `anyOf` of string node `n` allows, when every branch is
@@ -488,7 +529,7 @@ impl Compiler<'_> {
             ));
         }
         if types.has(TypeSet::STRING) {
-            self.unique_strings(n, path, ip, false, None)?;
+            self.strings_unbounded(n, path, ip)?;
         }
         if types.has(TypeSet::OBJECT) {
             let closed = match &n.object.additional_properties {
@@ -661,6 +702,14 @@ impl Compiler<'_> {
             path,
         ))
     }
+}
+
+/// The refusal of string items of bounded length.
+fn bounded_strings(path: &str) -> Error {
+    unsupported(
+        "uniqueItems (strings of bounded length: a finite domain)",
+        path,
+    )
 }
 
 /// Whether every live state of `d` that can read on reaches infinitely many words: those that

@@ -63,7 +63,7 @@ use serde_json::Value;
 use super::algebra::{disjoint, normalize, value_schema};
 use super::compile::Compiler;
 use super::number::{number_dfa, Decimal};
-use super::schema::{compact, invalid, json_eq, unsupported, Node, Schema, TypeSet};
+use super::schema::{compact, invalid, json_eq, unsupported, Node, NumberFacets, Schema, TypeSet};
 use super::string::{is_long, string_content, without_strings};
 use super::unique::{unbounded, STRING_KEYWORDS};
 use super::unique_split::ZERO;
@@ -862,7 +862,34 @@ fn integer_digits(s: &Schema, path: &str) -> Result<Option<(Dfa, Pinned)>, Error
     if n.types != Some(TypeSet::INTEGER) || !n.only(&[&["type"][..], &NUMBER_KEYWORDS].concat()) {
         return Ok(None);
     }
-    let all = number_dfa(&n.number, true, path)?;
+    // The same few bounds (none, `minimum: 0`) are met at every integer property of every
+    // closed object of an item (sarif's), and each answer is five products: kept
+    // process-wide per bounds, the few there are compared one by one.
+    type Known = std::sync::Mutex<Vec<(NumberFacets, Option<(Dfa, Pinned)>)>>;
+    static KNOWN: std::sync::OnceLock<Known> = std::sync::OnceLock::new();
+    const ENTRIES: usize = 64;
+    let known = KNOWN.get_or_init(Default::default);
+    // A poisoned lock only means another thread panicked mid-insert; the list is valid.
+    if let Some((_, answer)) = known
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .find(|(f, _)| *f == n.number)
+    {
+        return Ok(answer.clone());
+    }
+    let answer = integer_digits_of(&n.number, path)?;
+    let mut k = known.lock().unwrap_or_else(|p| p.into_inner());
+    if k.len() >= ENTRIES {
+        k.clear();
+    }
+    k.push((n.number.clone(), answer.clone()));
+    Ok(answer)
+}
+
+/// [`integer_digits`] of integers with bounds `number`.
+fn integer_digits_of(number: &NumberFacets, path: &str) -> Result<Option<(Dfa, Pinned)>, Error> {
+    let all = number_dfa(number, true, path)?;
     let digits = all.intersect(&Dfa::from_regex("-?[0-9]+")?)?;
     let with_zeros = digits.union(&all.intersect(&Dfa::from_regex(r"-?[0-9]+\.0+")?)?)?;
     if digits.is_empty_language() || !all.minus(&with_zeros)?.is_empty_language() {
