@@ -1722,26 +1722,36 @@ impl Dfa {
         }
         let m = m as usize;
         let enter: Vec<u32> = enter.iter().map(|&e| moved[e as usize]).collect();
+        // Each row's live bytes are its state's own, and an accepting state of `self` also
+        // lives on the bytes `other` starts with (each set is a union over the row's live
+        // classes, which these are).
+        let entering = other.live[other.start as usize];
         let mut trans = zeroed_table(m * k);
         let mut accept = vec![false; m];
         let mut live = vec![[0u64; 4]; m];
-        let class_bits = class_bytes(class_of, k);
+        // When `other`'s classes split none of `self`'s, the columns are `self`'s own (both
+        // numbered by first byte), and each row of `self` is copied as it is, the accepting
+        // ones then entering `other` where they were dead.
+        let same_columns = *class_of == *self.classes;
         for a in 1..na as u32 {
             let accepting = self.is_accept(a);
             let row = &mut trans[a as usize * k..(a as usize + 1) * k];
-            for (c, ((r, &x), &e)) in row.iter_mut().zip(reps).zip(&enter).enumerate() {
-                let t = self.next(a, x);
-                *r = if t != DEAD {
-                    t
-                } else if accepting {
-                    e
-                } else {
-                    DEAD
-                };
-                if *r != DEAD {
-                    for (w, y) in live[a as usize].iter_mut().zip(&class_bits[c]) {
-                        *w |= y;
+            if same_columns {
+                row.copy_from_slice(self.row(a));
+            } else {
+                for (r, &x) in row.iter_mut().zip(reps) {
+                    *r = self.next(a, x);
+                }
+            }
+            live[a as usize] = self.live[a as usize];
+            if accepting {
+                for (r, &e) in row.iter_mut().zip(&enter) {
+                    if *r == DEAD {
+                        *r = e;
                     }
+                }
+                for (w, y) in live[a as usize].iter_mut().zip(&entering) {
+                    *w |= y;
                 }
             }
             accept[a as usize] = accepting && other.accepts_empty();
@@ -1751,14 +1761,10 @@ impl Dfa {
                 continue;
             }
             let at = to as usize;
-            for (c, (r, &x)) in trans[at * k..(at + 1) * k].iter_mut().zip(reps).enumerate() {
+            for (r, &x) in trans[at * k..(at + 1) * k].iter_mut().zip(reps) {
                 *r = moved[other.next(b as u32, x) as usize];
-                if *r != DEAD {
-                    for (w, y) in live[at].iter_mut().zip(&class_bits[c]) {
-                        *w |= y;
-                    }
-                }
             }
+            live[at] = other.live[b];
             accept[at] = other.is_accept(b as u32);
         }
         Dfa::from_table(Box::new(*class_of), k, trans, accept, self.start, live)
@@ -2751,9 +2757,13 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 /// A table of megabytes is fresh memory from the kernel, and writing it faulted in 4 KiB at a
 /// time: a cryproj schema's 2,461 names (a table of 9 MB) spent half its compile in page
 /// faults. Where the kernel gives huge pages on request (Linux's transparent huge pages in
-/// their `madvise` mode, the common default), the table asks for them before it is written.
+/// their `madvise` mode, the common default), a table of 8 MB or more asks for them before it
+/// is written. Not smaller ones: when the kernel has no huge page free it compacts memory
+/// first, in the fault, and on a busy machine that stalled the fourteen tables of 1 to 5 MB
+/// of a `format: "regex"` string's pattern (schema-org's) for up to 180 ms; their compile
+/// took 48 to 229 ms from run to run with the advice and 49 to 54 ms without.
 pub(crate) fn zeroed_table(len: usize) -> Vec<u32> {
-    const HUGE: usize = 2 << 20;
+    const HUGE: usize = 8 << 20;
     if len * 4 < HUGE {
         return vec![DEAD; len];
     }
@@ -2796,11 +2806,11 @@ fn advise_huge_pages(_addr: usize, _len: usize) {}
 mod tests {
     use super::*;
 
-    /// Tables on either side of the huge-page size are all dead cells, as many as asked
-    /// (the large one is asked for huge pages before it is written).
+    /// Tables on either side of the size that asks for huge pages are all dead cells, as many
+    /// as asked (the large ones are asked for huge pages before they are written).
     #[test]
     fn zeroed_tables_are_dead_cells() {
-        for len in [0, 1, 1000, (2 << 20) / 4 - 1, (2 << 20) / 4, 3 << 20] {
+        for len in [0, 1, 1000, (8 << 20) / 4 - 1, (8 << 20) / 4, 3 << 20] {
             let t = zeroed_table(len);
             assert_eq!(t.len(), len);
             assert!(t.iter().all(|&c| c == DEAD), "{len}");
