@@ -1541,22 +1541,53 @@ impl Dfa {
         )
     }
 
-    /// Strings accepted by any of `dfas` (none: the empty language), united in pairs, then
-    /// pairs of those, and so on: united one after another, each product was over an
-    /// automaton that had grown with every one before it.
+    /// Strings accepted by any of `dfas` (none: the empty language), from one exploration of
+    /// the states of all of them at once: a state is the automata still reading and where
+    /// each is, so the many that drop out after a first byte or two cost nothing after it.
+    /// United in pairs (a tree of products), the branches of an `anyOf` of strings (tsconfig's
+    /// `lib`, some forty patterns) took 2.4 ms; these are the same reachable states.
+    ///
+    /// Kept process-wide per list of automata: schemas that share a definition (tsconfig's
+    /// and jsconfig's `lib`) unite the same branches again.
     pub(crate) fn union_all(mut dfas: Vec<Dfa>) -> Result<Dfa, Error> {
-        while dfas.len() > 1 {
-            let mut next = Vec::with_capacity(dfas.len().div_ceil(2));
-            let mut it = dfas.into_iter();
-            while let Some(a) = it.next() {
-                next.push(match it.next() {
-                    Some(b) => a.union(&b)?,
-                    None => a,
-                });
-            }
-            dfas = next;
+        static MEMO: OnceLock<DfaMemo<Vec<Dfa>>> = OnceLock::new();
+        dfas.retain(|d| !d.is_empty_language());
+        if dfas.len() <= 1 {
+            return Ok(dfas.pop().unwrap_or_else(Dfa::empty));
         }
-        Ok(dfas.pop().unwrap_or_else(Dfa::empty))
+        let memo = MEMO.get_or_init(|| DfaMemo::new(256, 1 << 20));
+        if let Some(d) = memo.get(&dfas) {
+            return Ok(Dfa::clone(&d));
+        }
+        let d = std::sync::Arc::new(Self::united(&dfas)?);
+        memo.insert(dfas, &d);
+        Ok(std::sync::Arc::unwrap_or_clone(d))
+    }
+
+    /// [`Dfa::union_all`] of two or more automata, none empty, built.
+    fn united(dfas: &[Dfa]) -> Result<Dfa, Error> {
+        let mut classes = *dfas[0].classes;
+        for d in &dfas[1..] {
+            classes = refine(&classes, &d.classes);
+        }
+        // (automaton, its state), for those not dead, in the automata's order.
+        let start: Vec<(u32, u32)> = (0..dfas.len() as u32)
+            .zip(dfas.iter().map(|d| d.start))
+            .collect();
+        Dfa::explore(
+            start,
+            |at, x| {
+                let next: Vec<(u32, u32)> = at
+                    .iter()
+                    .map(|&(i, s)| (i, dfas[i as usize].next(s, x)))
+                    .filter(|&(_, t)| t != DEAD)
+                    .collect();
+                (!next.is_empty()).then_some(next)
+            },
+            |at| at.iter().any(|&(i, s)| dfas[i as usize].is_accept(s)),
+            "union",
+            &classes,
+        )
     }
 
     /// Strings accepted by `self` and not by `other`.
@@ -2899,7 +2930,7 @@ mod tests {
             assert_eq!(out, x.minus(&y).unwrap());
             assert_eq!(inside, x.intersect(&y).unwrap());
         }
-        // A union of many, in pairs, is the union one after another (odd counts included).
+        // A union of many at once is the union one after another, with as many states.
         for n in [0, 1, 2, 5, 8] {
             let parts: Vec<Dfa> = (0..n)
                 .map(|i| Dfa::from_regex(&format!("x{i}[a-c]*|[0-9]{{{i}}}")).unwrap())
@@ -2910,6 +2941,7 @@ mod tests {
             }
             let all = Dfa::union_all(parts).unwrap();
             assert!(same_language(&all, &one_by_one), "{n}");
+            assert_eq!(all.num_states(), one_by_one.num_states(), "{n}");
             assert_eq!(all.is_empty_language(), n == 0);
         }
     }
