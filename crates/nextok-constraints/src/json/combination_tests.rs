@@ -633,6 +633,30 @@ fn one_of_complements_read_a_union_context_through_its_branches() {
 }
 
 #[test]
+fn one_of_closed_objects_apart_by_their_keys_share_only_the_empty_object() {
+    // Named keys on both sides, none shared (the sets are compared), and a pattern against
+    // names (the key automata are): either way the branches share only `{}`, which matches
+    // both and so neither.
+    for other in [
+        json!({"type": "object", "additionalProperties": false,
+               "properties": {"b": {"type": "string"}, "c": false}}),
+        json!({"type": "object", "additionalProperties": false,
+               "patternProperties": {"^b": {"type": "string"}}}),
+    ] {
+        let s = json!({"oneOf": [
+            {"type": "object", "additionalProperties": false,
+             "properties": {"a": {"type": "integer"}, "c": {"type": "integer"}}},
+            other
+        ]});
+        check(
+            s,
+            &[r#"{"a":1}"#, r#"{"c":2}"#, r#"{"b":"s"}"#],
+            &["{}", r#"{"a":1,"b":"s"}"#, r#"{"b":1}"#, "1"],
+        );
+    }
+}
+
+#[test]
 fn one_of_closed_objects_whose_values_never_meet_the_others_share_only_the_empty_object() {
     // `esmodules` is a boolean in its closed branch and a string, number or array in every
     // other object branch, so that branch shares only `{}` with them: no "some member"
