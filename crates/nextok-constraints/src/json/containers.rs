@@ -1065,9 +1065,11 @@ pub(super) fn key_cells(
         };
         let mut with = matched.clone();
         with.push(i);
-        // Pushed so that the class without pattern `i` is taken first.
-        stack.push((i + 1, k.intersect(d)?, with));
-        stack.push((i + 1, k.minus(d)?, matched));
+        // Both classes from one exploration of the product; pushed so that the class
+        // without pattern `i` is taken first.
+        let [without, inside] = k.split_by(d)?;
+        stack.push((i + 1, inside, with));
+        stack.push((i + 1, without, matched));
     }
     // Lowest bit first: sort by the matched indices read from the highest.
     cells.sort_by(|(_, a), (_, b)| a.iter().rev().cmp(b.iter().rev()));
