@@ -284,9 +284,11 @@ fn bundle(
                 .iter()
                 .map(|uri| {
                     let doc = resources.self_contained(uri)?;
+                    // A reference without a fragment names the whole document.
                     let fragments: Vec<&str> = references
                         .iter()
-                        .filter_map(|r| r.split_once('#').filter(|(u, _)| u == uri))
+                        .map(|r| r.split_once('#').unwrap_or((r, "")))
+                        .filter(|(u, _)| u == uri)
                         .map(|(_, f)| f)
                         .collect();
                     resolve::needed_part(doc, &fragments)
@@ -895,6 +897,21 @@ mod tests {
         // A reference to the one definition that does not compile still finds it.
         let s = json!({"$ref": "https://example.com/k.json#/definitions/never"});
         assert!(compile_json_schema(&s, &options).is_err());
+        // A reference without a fragment names the whole document (JSON-Schema-Test-Suite's
+        // remote refs).
+        let mut resources = SchemaResources::new();
+        resources.insert(
+            "https://example.com/int.json",
+            json!({"type": "integer", "definitions": {"s": {"type": "string"}}}),
+        );
+        let options = JsonOptions::default().with_resources(resources);
+        for s in [
+            json!({"$ref": "https://example.com/int.json"}),
+            json!({"$ref": "https://example.com/int.json#"}),
+        ] {
+            let g = compile_json_schema(&s, &options).unwrap();
+            assert!(g.recognizes(b"1") && !g.recognizes(br#""a""#), "{s}");
+        }
     }
 
     #[test]
