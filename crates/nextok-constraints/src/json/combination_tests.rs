@@ -633,6 +633,38 @@ fn one_of_complements_read_a_union_context_through_its_branches() {
 }
 
 #[test]
+fn objects_of_the_same_names_and_patterns_keep_their_own_values() {
+    // The split of the keys by the patterns is kept per names and patterns; the values are
+    // each object's own, in one schema and across schemas.
+    let object = |value: serde_json::Value| {
+        json!({"type": "object", "properties": {"id": {"type": "integer"}},
+               "patternProperties": {"^x-": value}, "additionalProperties": {"type": "null"}})
+    };
+    let s = json!({"type": "object", "properties": {
+        "a": object(json!({"type": "string"})),
+        "b": object(json!({"type": "boolean"}))
+    }});
+    check(
+        s,
+        &[
+            r#"{"a":{"id":1,"x-1":"s","y":null},"b":{"x-1":true}}"#,
+            r#"{"b":{"id":2,"x-":false,"z":null}}"#,
+        ],
+        &[
+            r#"{"a":{"x-1":true}}"#,
+            r#"{"b":{"x-1":"s"}}"#,
+            r#"{"a":{"y":1}}"#,
+            r#"{"b":{"id":"1"}}"#,
+        ],
+    );
+    check(
+        object(json!({"type": "array"})),
+        &[r#"{"x-a":[],"id":3}"#],
+        &[r#"{"x-a":"s"}"#, r#"{"x-a":true}"#],
+    );
+}
+
+#[test]
 fn one_of_closed_objects_apart_by_their_keys_share_only_the_empty_object() {
     // Named keys on both sides, none shared (the sets are compared), and a pattern against
     // names (the key automata are): either way the branches share only `{}`, which matches

@@ -613,15 +613,62 @@ impl Compiler<'_> {
         } else if literal_names {
             vec![(None, Vec::new())]
         } else {
-            let others = match &key_filter {
-                Some(f) if !names.is_empty() => {
-                    let words: Vec<&[u8]> = names.iter().map(|x| x.as_bytes()).collect();
-                    f.minus(&Dfa::literals(&words, max_states)?)?
+            let cells: Vec<(Arc<Dfa>, Vec<usize>)> = match &key_filter {
+                // Any key but the names, split by the patterns: the same objects are met
+                // again and again (755 splits over the real-world corpus, 140 of them
+                // distinct), so the cells are kept process-wide per names and patterns.
+                None => {
+                    type Cells = Arc<Vec<(Arc<Dfa>, Vec<usize>)>>;
+                    type Key = (Vec<String>, usize, Vec<String>);
+                    static MEMO: OnceLock<std::sync::Mutex<HashMap<Key, Cells>>> = OnceLock::new();
+                    const ENTRIES: usize = 256;
+                    let mut sorted = names.clone();
+                    sorted.sort_unstable();
+                    sorted.dedup();
+                    let key: Key = (
+                        sorted,
+                        max_states,
+                        splitting.iter().map(|&i| pats[i].0.clone()).collect(),
+                    );
+                    let memo = MEMO.get_or_init(Default::default);
+                    // A poisoned lock only means another thread panicked mid-insert.
+                    let known = memo
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get(&key)
+                        .cloned();
+                    match known {
+                        Some(c) => Vec::clone(&c),
+                        None => {
+                            let c: Vec<(Arc<Dfa>, Vec<usize>)> =
+                                key_cells(&any_key_but(&names, max_states)?, &split_dfas, path)?
+                                    .into_iter()
+                                    .map(|(k, m)| (Arc::new(k), m))
+                                    .collect();
+                            let mut m = memo.lock().unwrap_or_else(|p| p.into_inner());
+                            if m.len() >= ENTRIES {
+                                m.clear();
+                            }
+                            m.insert(key, Arc::new(c.clone()));
+                            c
+                        }
+                    }
                 }
-                Some(f) => f.clone(),
-                None => any_key_but(&names, max_states)?,
+                Some(f) => {
+                    let others = match names.is_empty() {
+                        false => {
+                            let words: Vec<&[u8]> = names.iter().map(|x| x.as_bytes()).collect();
+                            f.minus(&Dfa::literals(&words, max_states)?)?
+                        }
+                        true => f.clone(),
+                    };
+                    key_cells(&others, &split_dfas, path)?
+                        .into_iter()
+                        .map(|(k, m)| (Arc::new(k), m))
+                        .collect()
+                }
             };
-            key_cells(&others, &split_dfas, path)?
+            cells
                 .into_iter()
                 .map(|(k, m)| (Some(k), m.into_iter().map(|j| splitting[j]).collect()))
                 .collect()
