@@ -887,26 +887,31 @@ impl Dfa {
                 .build_from_nfa(nfa)
                 .ok()
         };
-        let compiler = || {
-            let mut c = thompson::Compiler::new();
-            c.configure(
-                thompson::Config::new()
-                    .nfa_size_limit(Some(16 << 20))
-                    .which_captures(thompson::WhichCaptures::None),
-            );
-            c
-        };
-        let chars = dense_of(&compiler().build_many_from_hir(&atom_hirs).ok()?)?;
-        let symbol_nfa = {
-            let mut c = compiler();
-            c.configure(
-                thompson::Config::new()
-                    .utf8(false)
-                    .nfa_size_limit(Some(16 << 20))
-                    .which_captures(thompson::WhichCaptures::None),
-            );
-            c.build_from_hir(&over_symbols).ok()?
-        };
+        // Kept per thread, as the byte path's compiler is: a fresh one allocates its map of
+        // compiled UTF-8 suffixes at its first Unicode class (the atoms' classes).
+        thread_local! {
+            static CHARS: thompson::Compiler = {
+                let mut c = thompson::Compiler::new();
+                c.configure(
+                    thompson::Config::new()
+                        .nfa_size_limit(Some(16 << 20))
+                        .which_captures(thompson::WhichCaptures::None),
+                );
+                c
+            };
+            static SYMBOLS: thompson::Compiler = {
+                let mut c = thompson::Compiler::new();
+                c.configure(
+                    thompson::Config::new()
+                        .utf8(false)
+                        .nfa_size_limit(Some(16 << 20))
+                        .which_captures(thompson::WhichCaptures::None),
+                );
+                c
+            };
+        }
+        let chars = dense_of(&CHARS.with(|c| c.build_many_from_hir(&atom_hirs)).ok()?)?;
+        let symbol_nfa = SYMBOLS.with(|c| c.build_from_hir(&over_symbols)).ok()?;
         let sym = dense_of(&symbol_nfa)?;
         let cfg = regex_automata::util::start::Config::new().anchored(Anchored::Yes);
         let (s0, c0) = (sym.start_state(&cfg).ok()?, chars.start_state(&cfg).ok()?);
