@@ -910,8 +910,8 @@ impl Dfa {
                 c
             };
         }
-        let chars = dense_of(&CHARS.with(|c| c.build_many_from_hir(&atom_hirs)).ok()?)?;
-        let symbol_nfa = SYMBOLS.with(|c| c.build_from_hir(&over_symbols)).ok()?;
+        let chars = dense_of(&CHARS.with(|c| c.build_many_from_hir(&atom_hirs).ok())?)?;
+        let symbol_nfa = SYMBOLS.with(|c| c.build_from_hir(&over_symbols).ok())?;
         let sym = dense_of(&symbol_nfa)?;
         let cfg = regex_automata::util::start::Config::new().anchored(Anchored::Yes);
         let (s0, c0) = (sym.start_state(&cfg).ok()?, chars.start_state(&cfg).ok()?);
