@@ -719,10 +719,12 @@ impl Dfa {
     /// winget's file name, `[^.\s\\/:*?"<>|\x01-\x1f]{1,32}` and up to three more such parts
     /// after dots, took 9.8 ms by bytes. `None` (and the byte path answers) where a class
     /// holds only ASCII (the byte path is fast there), where the pattern has an assertion
-    /// (`\b` would see symbols, not characters), a class of bytes, more than 254 atoms, or
+    /// (`\b` would see symbols, not characters), a class of bytes, more than 64 atoms (a
+    /// state inside a character holds a target per atom it may turn out to be), or
     /// where a build fails or grows past the state limit.
     fn by_atoms(hir: &regex_syntax::hir::Hir, pattern: &str) -> Option<Dfa> {
         use regex_automata::nfa::thompson;
+        const MAX_ATOMS: usize = 64;
         use regex_syntax::hir::{Class, ClassBytes, ClassBytesRange, Hir, HirKind};
         // Every class and literal character of the pattern, as ranges of code points, and
         // whether some class reaches past ASCII.
@@ -789,7 +791,7 @@ impl Dfa {
                 continue;
             }
             let n = atoms.len();
-            if n >= 254 && !atoms.contains_key(h.as_slice()) {
+            if n >= MAX_ATOMS && !atoms.contains_key(h.as_slice()) {
                 return None;
             }
             atom_of[j] = Some(*atoms.entry(h.as_slice()).or_insert(n as u8));
@@ -4204,10 +4206,21 @@ mod tests {
             "{ours} states over atoms, {theirs} over bytes"
         );
         assert!(wide > 100, "{wide}");
-        // No class past ASCII, an assertion, a class of bytes: the bytes' way.
-        for p in [r"[a-z]+\.[0-9]{1,3}", r"\bé\b", r"(?-u:[\x00-\x7f])é"] {
+        // No class past ASCII, an assertion, a class of bytes, more than 64 atoms (seventy
+        // letters of their own): the bytes' way.
+        let letters: String = ('À'..='ʿ').take(70).collect();
+        let many = format!("{letters}[^a]");
+        for p in [
+            r"[a-z]+\.[0-9]{1,3}",
+            r"\bé\b",
+            r"(?-u:[\x00-\x7f])é",
+            many.as_str(),
+        ] {
             assert!(Dfa::by_atoms(&parse(p), p).is_none(), "{p}");
         }
+        assert!(Dfa::from_regex(&many)
+            .unwrap()
+            .matches(format!("{letters}b").as_bytes()));
     }
 
     #[test]
