@@ -17,6 +17,52 @@ use regex_automata::{Anchored, MatchKind};
 use crate::grammar::FxMap;
 use crate::Error;
 
+/// Values kept process-wide by key (what a server compiles again and again), up to `entries`
+/// of them: when that would be passed, all are dropped and the memo starts again. The value is
+/// built outside the lock, and an error is not kept. A poisoned lock only means another thread
+/// panicked mid-insert; the map stays valid, so it is used as it is.
+pub(crate) struct Kept<K, V> {
+    map: std::sync::Mutex<HashMap<K, V>>,
+    entries: usize,
+}
+
+impl<K: Hash + Eq, V: Clone> Kept<K, V> {
+    pub(crate) fn new(entries: usize) -> Self {
+        Kept {
+            map: std::sync::Mutex::new(HashMap::new()),
+            entries,
+        }
+    }
+
+    /// The value kept under `key`, or the one `build` makes, kept.
+    pub(crate) fn get_or_try<Q, E>(
+        &self,
+        key: &Q,
+        build: impl FnOnce() -> Result<V, E>,
+    ) -> Result<V, E>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let known = self
+            .map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned();
+        if let Some(v) = known {
+            return Ok(v);
+        }
+        let v = build()?;
+        let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if m.len() >= self.entries {
+            m.clear();
+        }
+        m.insert(key.to_owned(), v.clone());
+        Ok(v)
+    }
+}
+
 /// Automata kept process-wide by key (a server compiles the same patterns and string keywords
 /// again and again), up to `entries` of them and `cells` transition-table cells together: when
 /// either would be passed, all are dropped and the memo starts again. One of more than a
@@ -131,6 +177,56 @@ fn dense_classes(classes: &[u8; 256]) -> ([u8; 256], Vec<u8>) {
 
 fn refine(a: &[u8; 256], b: &[u8; 256]) -> [u8; 256] {
     partition(|x| (a[x] as u64) << 8 | b[x] as u64)
+}
+
+thread_local! {
+    /// The NFA compiler of patterns (and of `Dfa::by_atoms`' classes), kept per thread and
+    /// reused: a fresh one allocates and fills its map of compiled UTF-8 suffixes (10,000
+    /// entries) at its first Unicode class, which was a tenth of the first compile of a schema
+    /// of many small patterns (package.json).
+    static NFA_COMPILER: regex_automata::nfa::thompson::Compiler = {
+        use regex_automata::nfa::thompson;
+        let mut c = thompson::Compiler::new();
+        c.syntax(syntax::Config::new().utf8(true).unicode(true))
+            .configure(
+                thompson::Config::new()
+                    // Untrusted patterns: bound the work and memory of each stage.
+                    .nfa_size_limit(Some(16 << 20))
+                    // No capture groups: fewer NFA states to determinize.
+                    .which_captures(thompson::WhichCaptures::None),
+            );
+        c
+    };
+}
+
+/// The anchored dense DFA of `nfa` that every match of the whole input is read from, within
+/// the bounds on untrusted patterns; an error says why, with its causes.
+fn dense_anchored(
+    nfa: &regex_automata::nfa::thompson::NFA,
+) -> Result<dense::DFA<Vec<u32>>, String> {
+    dense::Builder::new()
+        .configure(
+            dense::Config::new()
+                .start_kind(StartKind::Anchored)
+                .match_kind(MatchKind::All)
+                // Only the transition table is read: skip the analyses that speed up
+                // regex-automata's own searches.
+                .accelerate(false)
+                .specialize_start_states(false)
+                .dfa_size_limit(Some(32 << 20))
+                .determinize_size_limit(Some(32 << 20)),
+        )
+        .build_from_nfa(nfa)
+        .map_err(|e| error_chain(&e))
+}
+
+/// Each byte's class, as regex-automata numbers them.
+fn class_table(bc: &regex_automata::util::alphabet::ByteClasses) -> [u8; 256] {
+    let mut classes = [0u8; 256];
+    for b in 0..=255u8 {
+        classes[b as usize] = bc.get(b);
+    }
+    classes
 }
 
 /// The dead state: every transition from it leads back to it and it never accepts.
@@ -645,51 +741,16 @@ impl Dfa {
             pattern: pattern.to_string(),
             reason,
         };
-        // The NFA compiler is kept per thread and reused: a fresh one allocates and fills its
-        // map of compiled UTF-8 suffixes (10,000 entries) at its first Unicode class, which
-        // was a tenth of the first compile of a schema of many small patterns (package.json).
-        thread_local! {
-            static NFA_COMPILER: regex_automata::nfa::thompson::Compiler = {
-                use regex_automata::nfa::thompson;
-                let mut c = thompson::Compiler::new();
-                c.syntax(syntax::Config::new().utf8(true).unicode(true))
-                    .configure(
-                        thompson::Config::new()
-                            // Untrusted patterns: bound the work and memory of each stage.
-                            .nfa_size_limit(Some(16 << 20))
-                            // No capture groups: fewer NFA states to determinize.
-                            .which_captures(thompson::WhichCaptures::None),
-                    );
-                c
-            };
-        }
         let nfa = NFA_COMPILER
             .with(|c| {
                 c.build(pattern)
                     .map_err(|e| format!("error building NFA: {}", error_chain(&e)))
             })
             .map_err(err)?;
-        let dfa = dense::Builder::new()
-            .configure(
-                dense::Config::new()
-                    .start_kind(StartKind::Anchored)
-                    .match_kind(MatchKind::All)
-                    // Only the transition table is read: skip the analyses that speed up
-                    // regex-automata's own searches.
-                    .accelerate(false)
-                    .specialize_start_states(false)
-                    .dfa_size_limit(Some(32 << 20))
-                    .determinize_size_limit(Some(32 << 20)),
-            )
-            .build_from_nfa(&nfa)
-            .map_err(|e| err(error_chain(&e)))?;
+        let dfa = dense_anchored(&nfa).map_err(err)?;
         let cfg = regex_automata::util::start::Config::new().anchored(Anchored::Yes);
         let start = dfa.start_state(&cfg).map_err(|e| err(e.to_string()))?;
-        let bc = dfa.byte_classes();
-        let mut classes = [0u8; 256];
-        for b in 0..=255u8 {
-            classes[b as usize] = bc.get(b);
-        }
+        let classes = class_table(dfa.byte_classes());
         Dfa::explore(
             start,
             |&s, b| {
@@ -875,32 +936,9 @@ impl Dfa {
             .into_iter()
             .map(|r| Hir::class(Class::Unicode(regex_syntax::hir::ClassUnicode::new(r))))
             .collect();
-        let dense_of = |nfa: &thompson::NFA| {
-            dense::Builder::new()
-                .configure(
-                    dense::Config::new()
-                        .start_kind(StartKind::Anchored)
-                        .match_kind(MatchKind::All)
-                        .accelerate(false)
-                        .specialize_start_states(false)
-                        .dfa_size_limit(Some(32 << 20))
-                        .determinize_size_limit(Some(32 << 20)),
-                )
-                .build_from_nfa(nfa)
-                .ok()
-        };
-        // Kept per thread, as the byte path's compiler is: a fresh one allocates its map of
-        // compiled UTF-8 suffixes at its first Unicode class (the atoms' classes).
+        // The symbols' compiler reads bytes that are no UTF-8, kept per thread as the byte
+        // path's is (which compiles the atoms' classes).
         thread_local! {
-            static CHARS: thompson::Compiler = {
-                let mut c = thompson::Compiler::new();
-                c.configure(
-                    thompson::Config::new()
-                        .nfa_size_limit(Some(16 << 20))
-                        .which_captures(thompson::WhichCaptures::None),
-                );
-                c
-            };
             static SYMBOLS: thompson::Compiler = {
                 let mut c = thompson::Compiler::new();
                 c.configure(
@@ -912,16 +950,13 @@ impl Dfa {
                 c
             };
         }
-        let chars = dense_of(&CHARS.with(|c| c.build_many_from_hir(&atom_hirs).ok())?)?;
+        let chars_nfa = NFA_COMPILER.with(|c| c.build_many_from_hir(&atom_hirs).ok())?;
+        let chars = dense_anchored(&chars_nfa).ok()?;
         let symbol_nfa = SYMBOLS.with(|c| c.build_from_hir(&over_symbols).ok())?;
-        let sym = dense_of(&symbol_nfa)?;
+        let sym = dense_anchored(&symbol_nfa).ok()?;
         let cfg = regex_automata::util::start::Config::new().anchored(Anchored::Yes);
         let (s0, c0) = (sym.start_state(&cfg).ok()?, chars.start_state(&cfg).ok()?);
-        let bc = chars.byte_classes();
-        let mut classes = [0u8; 256];
-        for b in 0..=255u8 {
-            classes[b as usize] = bc.get(b);
-        }
+        let classes = class_table(chars.byte_classes());
         // Between characters, where the pattern is over symbols; inside one, where the
         // character is read and, for each atom it may still turn out to be, where the pattern
         // goes then (so that places inside characters with the same future are one state, as
@@ -980,16 +1015,16 @@ impl Dfa {
         Dfa::explore(
             At::Between(s0),
             |at, b| {
-                let c = match at {
-                    At::Between(_) => c0,
-                    At::Inside(c, _) => *c,
+                // Inside a character, the atoms it may turn out to be (which `targets` follow).
+                let (c, from) = match at {
+                    At::Between(_) => (c0, Vec::new()),
+                    At::Inside(c, _) => (*c, endings_of(*c, &chars, &reps, &ended, &mut endings)),
                 };
                 // Where the pattern goes on atom `a`, from this place (`None`: nowhere). A
                 // character's atoms once more of it is read are among those before.
-                let target = |a: u8, endings: &mut HashMap<_, Vec<u8>>| match at {
+                let target = |a: u8| match at {
                     At::Between(s) => Some(sym.next_state(*s, a)).filter(|&t| !dead(t)),
-                    At::Inside(c, targets) => {
-                        let from = endings_of(*c, &chars, &reps, &ended, endings);
+                    At::Inside(_, targets) => {
                         let i = from.binary_search(&a).ok()?;
                         Some(targets[i]).filter(|&t| !dead(t))
                     }
@@ -999,11 +1034,10 @@ impl Dfa {
                     return None;
                 }
                 if let Some(a) = ended(c2) {
-                    return target(a, &mut endings).map(At::Between);
+                    return target(a).map(At::Between);
                 }
                 let next: Vec<u8> = endings_of(c2, &chars, &reps, &ended, &mut endings);
-                let targets: Vec<Option<_>> =
-                    next.iter().map(|&a| target(a, &mut endings)).collect();
+                let targets: Vec<Option<_>> = next.iter().map(|&a| target(a)).collect();
                 if targets.iter().all(Option::is_none) {
                     return None;
                 }

@@ -52,6 +52,16 @@ pub(super) struct Compiler<'a> {
     memo_log: Vec<u64>,
 }
 
+/// What the strings of facets `f` without those among `excluded` are kept under: the facets
+/// and the excluded strings (values of other types exclude no string).
+pub(super) fn string_key(f: &StringFacets, excluded: &[Value]) -> (StringFacets, Vec<String>) {
+    let strings = excluded
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    (f.clone(), strings)
+}
+
 /// The automaton of the JSON strings (quotes and escapes) of facets `f` without the strings
 /// among `excluded`. Kept process-wide per facets and excluded strings, up to a bound on
 /// their cells together: a schema names a format or pattern many times, and schemas share
@@ -65,13 +75,7 @@ pub(super) fn string_automaton(
 ) -> Result<Arc<Dfa>, Error> {
     static MEMO: OnceLock<DfaMemo<(StringFacets, Vec<String>)>> = OnceLock::new();
     let memo = MEMO.get_or_init(|| DfaMemo::new(1024, 1 << 22));
-    let key = (
-        f.clone(),
-        excluded
-            .iter()
-            .filter_map(|v| v.as_str().map(str::to_string))
-            .collect(),
-    );
+    let key = string_key(f, excluded);
     if let Some(d) = memo.get(&key) {
         return Ok(d);
     }

@@ -11,7 +11,7 @@ use super::compile::{one_encoding, Compiler};
 use super::resolve::escape_pointer;
 use super::schema::{named, unsupported, Node, Schema, TypeSet};
 use super::string::{pattern_dfa, string_content, string_set, without_strings};
-use crate::dfa::{Dfa, DfaMemo};
+use crate::dfa::{Dfa, DfaMemo, Kept};
 use crate::grammar::{GrammarBuilder, Guard, ObjectSpec, Sym, ADDITIONAL};
 use crate::Error;
 
@@ -620,8 +620,7 @@ impl Compiler<'_> {
                 None => {
                     type Cells = Arc<Vec<(Arc<Dfa>, Vec<usize>)>>;
                     type Key = (Vec<String>, usize, Vec<String>);
-                    static MEMO: OnceLock<std::sync::Mutex<HashMap<Key, Cells>>> = OnceLock::new();
-                    const ENTRIES: usize = 256;
+                    static MEMO: OnceLock<Kept<Key, Cells>> = OnceLock::new();
                     let mut sorted = names.clone();
                     sorted.sort_unstable();
                     sorted.dedup();
@@ -630,29 +629,14 @@ impl Compiler<'_> {
                         max_states,
                         splitting.iter().map(|&i| pats[i].0.clone()).collect(),
                     );
-                    let memo = MEMO.get_or_init(Default::default);
-                    // A poisoned lock only means another thread panicked mid-insert.
-                    let known = memo
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .get(&key)
-                        .cloned();
-                    match known {
-                        Some(c) => Vec::clone(&c),
-                        None => {
-                            let c: Vec<(Arc<Dfa>, Vec<usize>)> =
-                                key_cells(&any_key_but(&names, max_states)?, &split_dfas, path)?
-                                    .into_iter()
-                                    .map(|(k, m)| (Arc::new(k), m))
-                                    .collect();
-                            let mut m = memo.lock().unwrap_or_else(|p| p.into_inner());
-                            if m.len() >= ENTRIES {
-                                m.clear();
-                            }
-                            m.insert(key, Arc::new(c.clone()));
-                            c
-                        }
-                    }
+                    let cells = MEMO.get_or_init(|| Kept::new(256)).get_or_try(&key, || {
+                        let cells =
+                            key_cells(&any_key_but(&names, max_states)?, &split_dfas, path)?;
+                        Ok::<_, Error>(Arc::new(
+                            cells.into_iter().map(|(k, m)| (Arc::new(k), m)).collect(),
+                        ))
+                    })?;
+                    Vec::clone(&cells)
                 }
                 Some(f) => {
                     let others = match names.is_empty() {

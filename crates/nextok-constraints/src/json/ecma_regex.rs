@@ -54,7 +54,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::compile::Compiler;
 use super::schema::unsupported;
-use crate::dfa::{Dfa, IDENTITY};
+use crate::dfa::{Dfa, Kept, IDENTITY};
 use crate::grammar::Sym;
 use crate::Error;
 
@@ -968,40 +968,22 @@ impl Compiler<'_> {
         pattern: &Dfa,
     ) -> Result<Sym, Error> {
         type Split = Arc<Vec<[Arc<Dfa>; 2]>>;
-        static SPLIT: OnceLock<std::sync::Mutex<std::collections::HashMap<String, Split>>> =
-            OnceLock::new();
-        const SPLIT_ENTRIES: usize = 64;
+        static SPLIT: OnceLock<Kept<String, Split>> = OnceLock::new();
         let p = pieces()?;
         let internal = || unsupported("format \"regex\" (internal: pattern run)", "#");
-        let memo = SPLIT.get_or_init(Default::default);
-        // A poisoned lock only means another thread panicked mid-insert; the map stays valid.
-        let known = memo
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(source)
-            .cloned();
-        let split = match known {
-            Some(split) => split,
-            None => {
-                let matched = pattern.json_content()?;
-                let runs = p.run.split_by(&matched)?;
-                // split[i][f]: delimiter i after a run with (f = 1) or without a match.
-                let mut split = Vec::new();
-                for d in &p.delims {
-                    split.push([
-                        Arc::new(runs[0].then(d)?.ok_or_else(internal)?),
-                        Arc::new(runs[1].then(d)?.ok_or_else(internal)?),
-                    ]);
-                }
-                let split = Arc::new(split);
-                let mut m = memo.lock().unwrap_or_else(|e| e.into_inner());
-                if m.len() >= SPLIT_ENTRIES {
-                    m.clear();
-                }
-                m.insert(source.to_string(), Arc::clone(&split));
-                split
+        let split = SPLIT.get_or_init(|| Kept::new(64)).get_or_try(source, || {
+            let matched = pattern.json_content()?;
+            let runs = p.run.split_by(&matched)?;
+            // split[i][f]: delimiter i after a run with (f = 1) or without a match.
+            let mut split = Vec::new();
+            for d in &p.delims {
+                split.push([
+                    Arc::new(runs[0].then(d)?.ok_or_else(internal)?),
+                    Arc::new(runs[1].then(d)?.ok_or_else(internal)?),
+                ]);
             }
-        };
+            Ok::<Split, Error>(Arc::new(split))
+        })?;
         let mut terms = Vec::new();
         for pair in split.iter() {
             terms.push([

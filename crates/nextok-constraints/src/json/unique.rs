@@ -25,17 +25,16 @@
 //! completions left over (`maxLength` inside objects, patterns with finite branches inside
 //! arrays) are refused by name.
 
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use serde_json::Value;
 
 use super::algebra::{disjoint_one_of_as_any_of, normalize};
-use super::compile::{string_automaton, Compiler};
+use super::compile::{string_automaton, string_key, Compiler};
 use super::schema::{compact, invalid, unsupported, Node, Schema, StringFacets, TypeSet};
 use super::string::{is_long, pattern_dfa, string_content, string_set, without_strings};
 use super::unique_split::Split;
-use crate::dfa::{Dfa, DEAD};
+use crate::dfa::{Dfa, Kept, DEAD};
 use crate::grammar::{canonical_value, finite_states, FiniteSet, Guard, ItemCheck, Sym};
 use crate::Error;
 
@@ -346,40 +345,17 @@ impl Compiler<'_> {
     /// and excluded strings, and the automaton checked is the one a string value of those
     /// keywords compiles to (`string_automaton`, kept too).
     fn strings_unbounded(&self, n: &Node, path: &str, ip: &str) -> Result<(), Error> {
-        type Verdicts = std::sync::Mutex<HashMap<(StringFacets, Vec<String>), bool>>;
-        static VERDICTS: OnceLock<Verdicts> = OnceLock::new();
-        const ENTRIES: usize = 1024;
+        static VERDICTS: OnceLock<Kept<(StringFacets, Vec<String>), bool>> = OnceLock::new();
         let f = &n.string;
         if f.max_length.is_some() || is_long(f) {
             return Err(bounded_strings(path));
         }
         let excluded = n.excluded.as_deref().unwrap_or(&[]);
-        let key = (
-            f.clone(),
-            excluded
-                .iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect(),
-        );
-        let verdicts = VERDICTS.get_or_init(Default::default);
-        // A poisoned lock only means another thread panicked mid-insert; the map is valid.
-        let known = verdicts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-            .copied();
-        let open = match known {
-            Some(open) => open,
-            None => {
-                let open = unbounded(&*string_automaton(f, excluded, ip)?);
-                let mut m = verdicts.lock().unwrap_or_else(|p| p.into_inner());
-                if m.len() >= ENTRIES {
-                    m.clear();
-                }
-                m.insert(key, open);
-                open
-            }
-        };
+        let open = VERDICTS
+            .get_or_init(|| Kept::new(1024))
+            .get_or_try(&string_key(f, excluded), || {
+                Ok::<_, Error>(unbounded(&*string_automaton(f, excluded, ip)?))
+            })?;
         match open {
             true => Ok(()),
             false => Err(unsupported(
