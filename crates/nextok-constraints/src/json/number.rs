@@ -6,12 +6,14 @@ use std::cmp::Ordering;
 use serde_json::Value;
 
 use super::schema::{invalid, unsupported, NumberFacets};
-use crate::dfa::{Dfa, IDENTITY};
+use std::sync::{Arc, OnceLock};
+
+use crate::dfa::{Dfa, Kept, IDENTITY};
 use crate::Error;
 
 /// A finite decimal: sign, integer digits (canonical, no leading zeros) and fraction digits
 /// (no trailing zeros).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) struct Decimal {
     neg: bool,
     int: String,
@@ -49,10 +51,14 @@ impl Decimal {
         let Value::Number(n) = v else {
             return Err(invalid(path, "expected a number"));
         };
-        let s = n.to_string();
+        Decimal::from_spelling(&n.to_string(), path)
+    }
+
+    /// Reads a JSON number's spelling exactly.
+    fn from_spelling(s: &str, path: &str) -> Result<Decimal, Error> {
         let (neg, s) = match s.strip_prefix('-') {
             Some(r) => (true, r),
-            None => (false, s.as_str()),
+            None => (false, s),
         };
         let (mant, exp) = match s.find(['e', 'E']) {
             Some(i) => (
@@ -122,14 +128,6 @@ impl Decimal {
         })
     }
 
-    fn negate(&self) -> Decimal {
-        let zero = self.int == "0" && self.frac.is_empty();
-        Decimal {
-            neg: !self.neg && !zero,
-            ..self.clone()
-        }
-    }
-
     /// A regex matching exactly the JSON spellings (no exponent) of this value.
     pub(super) fn equal_regex(&self) -> String {
         let sign = if self.neg {
@@ -147,187 +145,174 @@ impl Decimal {
     }
 }
 
-fn alt(parts: Vec<String>) -> String {
-    if parts.is_empty() {
-        "[^\\x00-\\x{10FFFF}]".to_string()
-    } else {
-        format!("(?:{})", parts.join("|"))
+/// Where a number's spelling is, read so far, beside a bound `c` (see [`bound_dfa`]).
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Spell {
+    Start,
+    /// After the minus sign.
+    Minus,
+    /// In the integer part: `n` digits read (counted up to one more than `c`'s integer
+    /// digits), `rel` how they compare with as many of `c`'s first digits (`Equal` once there
+    /// are more), `zero` when the part is `0`, which takes no more digits.
+    Int {
+        neg: bool,
+        n: usize,
+        rel: Ordering,
+        zero: bool,
+    },
+    /// Right after the point (`dot`: a digit must follow) or in the fraction, the magnitudes
+    /// compared so far.
+    Frac {
+        neg: bool,
+        dot: bool,
+        mag: Mag,
+    },
+}
+
+/// The magnitude read so far against `c`'s, once the integer part has ended.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Mag {
+    /// Decided, whatever digits follow.
+    Decided(Ordering),
+    /// Equal so far, with this many fraction digits read (counted up to `c`'s).
+    Equal(usize),
+}
+
+/// The comparison of a magnitude whose integer part ended after `n` digits comparing `rel`
+/// with `c`'s first digits, before any fraction digit.
+fn int_end(c: &Decimal, n: usize, rel: Ordering) -> Mag {
+    match n.cmp(&c.int.len()) {
+        Ordering::Less => Mag::Decided(Ordering::Less),
+        Ordering::Greater => Mag::Decided(Ordering::Greater),
+        Ordering::Equal if rel == Ordering::Equal => Mag::Equal(0),
+        Ordering::Equal => Mag::Decided(rel),
     }
 }
 
-fn digit_class(lo: u8, hi: u8) -> String {
-    if lo == hi {
-        (lo as char).to_string()
-    } else {
-        format!("[{}-{}]", lo as char, hi as char)
+/// `mag` after one more fraction digit `d`. `c`'s fraction has no trailing zeros, so past its
+/// end any nonzero digit makes the magnitude larger and zeros change nothing.
+fn frac_step(c: &Decimal, mag: Mag, d: u8) -> Mag {
+    match mag {
+        Mag::Decided(o) => Mag::Decided(o),
+        Mag::Equal(i) => match c.frac.as_bytes().get(i) {
+            Some(&f) if d == f => Mag::Equal(i + 1),
+            Some(&f) => Mag::Decided(d.cmp(&f)),
+            None if d == b'0' => Mag::Equal(i),
+            None => Mag::Decided(Ordering::Greater),
+        },
     }
 }
 
-/// Canonical numerals (no leading zeros) of the same length as `a` and not below it.
-fn same_len_ge(a: &[u8], first: bool) -> Vec<String> {
-    if a.is_empty() {
-        return vec![String::new()];
-    }
-    let mut out = Vec::new();
-    let rest = a.len() - 1;
-    let lo = a[0] + 1;
-    if lo <= b'9' {
-        out.push(format!(
-            "{}[0-9]{{{rest}}}",
-            digit_class(lo.max(if first && rest > 0 { b'1' } else { b'0' }), b'9')
-        ));
-    }
-    for tail in same_len_ge(&a[1..], false) {
-        out.push(format!("{}{}", a[0] as char, tail));
-    }
-    out
-}
-
-/// Canonical numerals of the same length as `a` and below it.
-fn same_len_lt(a: &[u8], first: bool) -> Vec<String> {
-    if a.is_empty() {
-        return Vec::new();
-    }
-    let mut out = Vec::new();
-    let rest = a.len() - 1;
-    let lo = if first && rest > 0 { b'1' } else { b'0' };
-    if a[0] > lo {
-        out.push(format!("{}[0-9]{{{rest}}}", digit_class(lo, a[0] - 1)));
-    }
-    for tail in same_len_lt(&a[1..], false) {
-        out.push(format!("{}{}", a[0] as char, tail));
-    }
-    out
-}
-
-/// Canonical numerals with value at least `a` (`a` canonical).
-fn int_ge(a: &str) -> String {
-    let d = a.len();
-    let mut parts = vec![format!("[1-9][0-9]{{{d},}}")];
-    parts.extend(same_len_ge(a.as_bytes(), true));
-    alt(parts)
-}
-
-/// Canonical numerals with value below `a`.
-fn int_lt(a: &str) -> String {
-    let d = a.len();
-    let mut parts = Vec::new();
-    if d >= 2 {
-        parts.push(format!("0|[1-9][0-9]{{0,{}}}", d - 2));
-    }
-    parts.extend(same_len_lt(a.as_bytes(), true));
-    alt(parts)
-}
-
-/// Fraction digit strings `D` (possibly empty) with `0.D >= 0.B`.
-fn frac_ge(b: &[u8]) -> Vec<String> {
-    if b.iter().all(|&x| x == b'0') {
-        return vec!["[0-9]*".to_string()];
-    }
-    let mut out = Vec::new();
-    if b[0] < b'9' {
-        out.push(format!("{}[0-9]*", digit_class(b[0] + 1, b'9')));
-    }
-    for t in frac_ge(&b[1..]) {
-        out.push(format!("{}{}", b[0] as char, t));
-    }
-    out
-}
-
-/// Fraction digit strings `D` (possibly empty) with `0.D <= 0.B`.
-fn frac_le(b: &[u8]) -> Vec<String> {
-    if b.is_empty() {
-        return vec!["0*".to_string()];
-    }
-    let mut out = vec![String::new()];
-    if b[0] > b'0' {
-        out.push(format!("{}[0-9]*", digit_class(b'0', b[0] - 1)));
-    }
-    for t in frac_le(&b[1..]) {
-        out.push(format!("{}{}", b[0] as char, t));
-    }
-    out
-}
-
-/// The fraction part (the dot and digits, or nothing) for the digit strings `alts`; `empty`
-/// says whether the empty digit string (no fraction) is in the set. A bare trailing dot that
-/// this may allow is removed by intersecting with the JSON number shape.
-fn frac_part(alts: Vec<String>, empty: bool) -> String {
-    let body = format!(r"\.(?:{})", alts.join("|"));
-    if empty {
-        format!("(?:{body})?")
-    } else {
-        body
+/// The magnitude's comparison when the spelling ends with `mag`: a fraction that stopped
+/// short of `c`'s (whose last digit is not zero) is smaller.
+fn mag_end(c: &Decimal, mag: Mag) -> Ordering {
+    match mag {
+        Mag::Decided(o) => o,
+        Mag::Equal(i) if i < c.frac.len() => Ordering::Less,
+        Mag::Equal(_) => Ordering::Equal,
     }
 }
 
-/// Unsigned spellings `(P, N)`: `P` matches `U` with `U >= c`, `N` matches `U` with `-U >= c`.
-fn ge_parts(c: &Decimal) -> (String, String) {
-    let any_frac = r"(?:\.[0-9]+)?";
-    let unsigned = format!(r"(?:0|[1-9][0-9]*){any_frac}");
-    if !c.neg {
-        // U >= c: larger integer part, or equal integer part and fraction >= c's.
-        let bigger = format!("{}{any_frac}", int_ge(&increment(&c.int)));
-        let equal = format!(
-            "{}{}",
-            c.int,
-            frac_part(frac_ge(c.frac.as_bytes()), c.frac.is_empty())
-        );
-        let p = format!("(?:{bigger}|{equal})");
-        // -U >= c >= 0 only for U = 0.
-        let n = if c.int == "0" && c.frac.is_empty() {
-            r"0(?:\.0+)?".to_string()
-        } else {
-            alt(vec![])
-        };
-        (p, n)
-    } else {
-        // -U >= -A.B: U <= A.B.
-        let smaller = if c.int == "0" {
-            alt(vec![])
-        } else {
-            format!("{}{any_frac}", int_lt(&c.int))
-        };
-        let equal = format!("{}{}", c.int, frac_part(frac_le(c.frac.as_bytes()), true));
-        (unsigned, format!("(?:{smaller}|{equal})"))
+/// The value `x` (sign `neg`, magnitude comparing `mag` with `c`'s) against `c`. `-0` is
+/// zero, and only a zero `c` can equal it (`c.neg` is never set on zero).
+fn value_cmp(c: &Decimal, neg: bool, mag: Ordering) -> Ordering {
+    let c_zero = c.int == "0" && c.frac.is_empty();
+    match (neg, c.neg) {
+        (false, false) => mag,
+        (true, true) => mag.reverse(),
+        (false, true) => Ordering::Greater,
+        (true, false) if c_zero && mag == Ordering::Equal => Ordering::Equal,
+        (true, false) => Ordering::Less,
     }
 }
 
-fn increment(a: &str) -> String {
-    let mut d: Vec<u8> = a.bytes().collect();
-    let mut i = d.len();
-    loop {
-        if i == 0 {
-            d.insert(0, b'1');
-            break;
+/// Spellings of numbers `>= c` (`lower`; else `<= c`; `strict`: `> c` or `< c`), JSON's
+/// without an exponent: `-?(0|[1-9][0-9]*)(\.[0-9]+)?`. Built digit by digit, comparing
+/// with `c`'s digits as they come, so that a bound of hundreds of digits (`1.79769e308`) is
+/// a few states per digit; as a regular expression, its determinization took milliseconds.
+/// Kept process-wide per bound: schemas repeat their bounds.
+fn bound_dfa(c: &Decimal, lower: bool, strict: bool) -> Result<Arc<Dfa>, Error> {
+    static KEPT: OnceLock<Kept<(Decimal, bool, bool), Arc<Dfa>>> = OnceLock::new();
+    KEPT.get_or_init(|| Kept::new(256))
+        .get_or_try(&(c.clone(), lower, strict), || {
+            bound_dfa_built(c, lower, strict).map(Arc::new)
+        })
+}
+
+/// [`bound_dfa`], built.
+fn bound_dfa_built(c: &Decimal, lower: bool, strict: bool) -> Result<Dfa, Error> {
+    let cint = c.int.as_bytes();
+    let digit = |n: usize, rel: Ordering, d: u8| -> (usize, Ordering) {
+        match cint.get(n) {
+            Some(&x) if rel == Ordering::Equal => (n + 1, d.cmp(&x)),
+            Some(_) => (n + 1, rel),
+            // Longer than `c`'s integer part: larger whatever the digits.
+            None => (cint.len() + 1, Ordering::Equal),
         }
-        i -= 1;
-        if d[i] == b'9' {
-            d[i] = b'0';
-        } else {
-            d[i] += 1;
-            break;
-        }
-    }
-    String::from_utf8(d).unwrap_or_default()
-}
-
-/// Spellings of numbers `>= c` (`strict`: `> c`).
-fn bound_dfa(c: &Decimal, lower: bool, strict: bool) -> Result<Dfa, Error> {
-    let re = if lower {
-        let (p, n) = ge_parts(c);
-        format!("{p}|-{n}")
-    } else {
-        // x <= c  <=>  -x >= -c.
-        let (p, n) = ge_parts(&c.negate());
-        format!("{n}|-{p}")
     };
-    let d = Dfa::from_regex(&re)?;
-    if strict {
-        d.minus(&Dfa::from_regex(&c.equal_regex())?)
-    } else {
-        Ok(d)
+    let next = |s: &Spell, b: u8| -> Option<Spell> {
+        let is_digit = b.is_ascii_digit();
+        match *s {
+            Spell::Start if b == b'-' => Some(Spell::Minus),
+            Spell::Start | Spell::Minus if is_digit => {
+                let neg = *s == Spell::Minus;
+                let (n, rel) = digit(0, Ordering::Equal, b);
+                Some(Spell::Int {
+                    neg,
+                    n,
+                    rel,
+                    zero: b == b'0',
+                })
+            }
+            Spell::Int { neg, n, rel, .. } if b == b'.' => Some(Spell::Frac {
+                neg,
+                dot: true,
+                mag: int_end(c, n, rel),
+            }),
+            Spell::Int {
+                neg,
+                n,
+                rel,
+                zero: false,
+            } if is_digit => {
+                let (n, rel) = digit(n, rel, b);
+                Some(Spell::Int {
+                    neg,
+                    n,
+                    rel,
+                    zero: false,
+                })
+            }
+            Spell::Frac { neg, mag, .. } if is_digit => Some(Spell::Frac {
+                neg,
+                dot: false,
+                mag: frac_step(c, mag, b),
+            }),
+            _ => None,
+        }
+    };
+    let accept = |s: &Spell| -> bool {
+        let (neg, mag) = match *s {
+            Spell::Int { neg, n, rel, .. } => (neg, mag_end(c, int_end(c, n, rel))),
+            Spell::Frac {
+                neg,
+                dot: false,
+                mag,
+            } => (neg, mag_end(c, mag)),
+            _ => return false,
+        };
+        match (value_cmp(c, neg, mag), lower, strict) {
+            (Ordering::Equal, _, strict) => !strict,
+            (Ordering::Greater, lower, _) => lower,
+            (Ordering::Less, lower, _) => !lower,
+        }
+    };
+    // Each digit, the sign and the point apart; every other byte alike.
+    let mut classes = [0u8; 256];
+    for (i, b) in (b'0'..=b'9').chain([b'-', b'.']).enumerate() {
+        classes[b as usize] = i as u8 + 1;
     }
+    Dfa::explore(Spell::Start, next, accept, "number bound", &classes)
 }
 
 /// The automaton of number spellings allowed by a numeric schema (`integer`: only
@@ -375,7 +360,7 @@ pub(super) fn number_dfa(f: &NumberFacets, integer: bool, path: &str) -> Result<
         (&f.exclusive_maximum, false, true),
     ] {
         if let Some(c) = bound {
-            d = d.intersect(&bound_dfa(c, lower, strict)?)?;
+            d = d.intersect(&*bound_dfa(c, lower, strict)?)?;
         }
     }
     if let Some(k) = &f.multiple_of {
@@ -561,6 +546,108 @@ mod tests {
                     }
                 });
                 assert_eq!(d.matches(s.as_bytes()), ok, "{case} on {s}");
+            }
+        }
+    }
+
+    /// The bound automata against `Decimal`'s exact order, on seeded random bounds and
+    /// spellings: long integer parts (a bound of 309 digits, `1.79769e308`, beside spellings
+    /// of 308 to 310), fractions that stop short of the bound's or run past it with zeros,
+    /// `-0`, and digits that agree with the bound's for a while.
+    #[test]
+    fn bound_automata_follow_decimal_order() {
+        use rand_chacha::ChaCha8Rng;
+        use rand_core::{RngCore, SeedableRng};
+        let mut rng = ChaCha8Rng::seed_from_u64(17);
+        let mut pick = |n: usize| rng.next_u32() as usize % n;
+        // A spelling near `base` (digits of a bound): mostly its digits, some changed, cut
+        // or lengthened, with a fraction of its own.
+        let mut near = |int: &str, frac: &str| -> String {
+            let mut i: Vec<u8> = int.bytes().collect();
+            match pick(4) {
+                0 => i.truncate(1 + pick(i.len())),
+                1 => i.extend((0..1 + pick(3)).map(|_| b'0' + pick(10) as u8)),
+                _ => {}
+            }
+            for d in i.iter_mut() {
+                if pick(8) == 0 {
+                    *d = b'0' + pick(10) as u8;
+                }
+            }
+            if i.len() > 1 && i[0] == b'0' {
+                i[0] = b'1' + pick(9) as u8;
+            }
+            let mut out = String::from_utf8(i).unwrap();
+            if pick(2) == 0 {
+                let mut f: Vec<u8> = frac.bytes().collect();
+                if pick(3) == 0 {
+                    f.truncate(pick(f.len() + 1));
+                }
+                for d in f.iter_mut() {
+                    if pick(6) == 0 {
+                        *d = b'0' + pick(10) as u8;
+                    }
+                }
+                f.extend((0..pick(3)).map(|_| {
+                    if pick(2) == 0 {
+                        b'0'
+                    } else {
+                        b'0' + pick(10) as u8
+                    }
+                }));
+                if !f.is_empty() {
+                    out = format!("{out}.{}", String::from_utf8(f).unwrap());
+                }
+            }
+            if pick(3) == 0 {
+                out = format!("-{out}");
+            }
+            out
+        };
+        let bounds = [
+            "0",
+            "-0",
+            "1",
+            "-1",
+            "0.5",
+            "-0.25",
+            "10",
+            "99.99",
+            "-100.001",
+            "1e3",
+            "1.79769e308",
+            "-1.79769e308",
+            "9007199254740991",
+            "-2147483648",
+            "0.000125",
+            "123456789.987654321",
+        ];
+        for b in bounds {
+            let c = Decimal::from_spelling(b, "#").unwrap();
+            let spellings: Vec<String> = (0..400)
+                .map(|_| near(&c.int, &c.frac))
+                .chain(["0", "-0", "0.0", "-0.000", "1", "-1"].map(String::from))
+                .collect();
+            for lower in [true, false] {
+                for strict in [false, true] {
+                    let d = bound_dfa_built(&c, lower, strict).unwrap();
+                    for s in &spellings {
+                        let x = Decimal::from_spelling(s, "#").unwrap();
+                        let want = match (x.cmp(&c), lower) {
+                            (Ordering::Equal, _) => !strict,
+                            (o, true) => o == Ordering::Greater,
+                            (o, false) => o == Ordering::Less,
+                        };
+                        assert_eq!(
+                            d.matches(s.as_bytes()),
+                            want,
+                            "{s} against {b} (lower {lower}, strict {strict})"
+                        );
+                    }
+                    for bad in ["", "-", "01", "1.", ".5", "--1", "1e5", "0x1", "-.5", "00"] {
+                        assert!(!d.matches(bad.as_bytes()), "{bad:?} against {b}");
+                    }
+                }
             }
         }
     }
