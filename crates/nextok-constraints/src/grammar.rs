@@ -92,7 +92,7 @@ impl GrammarBuilder {
     /// A fresh nonterminal with no rules yet. Its name says what it is where it is made; it
     /// is not kept: nothing reads it, and copying and freeing a name per nonterminal was a
     /// fair part of compiling a schema of tens of thousands of rules.
-    pub(crate) fn nt(&mut self, _name: impl Into<String>) -> u32 {
+    pub(crate) fn nt(&mut self, _name: impl std::fmt::Display) -> u32 {
         self.nts += 1;
         self.nts - 1
     }
@@ -109,7 +109,7 @@ impl GrammarBuilder {
     }
 
     /// A nonterminal deriving exactly the given alternatives.
-    pub(crate) fn alts(&mut self, name: &str, alts: Vec<Vec<Sym>>) -> Sym {
+    pub(crate) fn alts(&mut self, name: impl std::fmt::Display, alts: Vec<Vec<Sym>>) -> Sym {
         let n = self.nt(name);
         for a in alts {
             self.rule(n, a);

@@ -260,7 +260,7 @@ impl<'a> Compiler<'a> {
                 let nt = match self.open[i].1 {
                     Some(nt) => nt,
                     None => {
-                        let nt = self.b.nt(format!("recursion {path}"));
+                        let nt = self.b.nt(format_args!("recursion {path}"));
                         self.open[i].1 = Some(nt);
                         nt
                     }
@@ -343,7 +343,7 @@ impl<'a> Compiler<'a> {
                 if let Some(&sym) = self.refs.get(&r.target) {
                     return Ok(sym);
                 }
-                let nt = self.b.nt(format!("ref {}", r.uri));
+                let nt = self.b.nt(format_args!("ref {}", r.uri));
                 self.refs.insert(r.target, Sym::Nt(nt));
                 let target = table
                     .get(r.target)
@@ -668,7 +668,7 @@ impl<'a> Compiler<'a> {
         let mut pieces: HashMap<(bool, usize, Option<usize>), Sym> = HashMap::new();
         // after[i]: the content left after i chunks, then the closing quote.
         let after: Vec<u32> = (0..=q)
-            .map(|i| self.b.nt(format!("{path} string after {i} chunks")))
+            .map(|i| self.b.nt(format_args!("{path} string after {i} chunks")))
             .collect();
         for (i, &nt) in after.iter().enumerate() {
             let done = i * CHUNK;

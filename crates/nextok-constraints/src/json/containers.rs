@@ -124,7 +124,10 @@ impl Compiler<'_> {
             |b: &mut GrammarBuilder, st: (usize, usize), todo: &mut Vec<(usize, usize)>| -> u32 {
                 *states.entry(st).or_insert_with(|| {
                     todo.push(st);
-                    b.nt(format!("{path} array after {} ({} matching)", st.0, st.1))
+                    b.nt(format_args!(
+                        "{path} array after {} ({} matching)",
+                        st.0, st.1
+                    ))
                 })
             };
         let choices = |i: usize| -> Vec<(Sym, usize)> {
@@ -138,7 +141,7 @@ impl Compiler<'_> {
             }
             v
         };
-        let arr = self.b.nt(format!("{path} array"));
+        let arr = self.b.nt(format_args!("{path} array"));
         if min == 0 && need == 0 {
             let r = self.seq(&[lb, rb]);
             self.b.rule(arr, r);
@@ -374,9 +377,9 @@ impl Compiler<'_> {
         let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
         // after[S]: inside the array, the values of S written.
         let after: Vec<u32> = (0..1u32 << k)
-            .map(|set| self.b.nt(format!("{path} unique {set:b}")))
+            .map(|set| self.b.nt(format_args!("{path} unique {set:b}")))
             .collect();
-        let arr = self.b.nt(format!("{path} unique array"));
+        let arr = self.b.nt(format_args!("{path} unique array"));
         if min == 0 {
             let r = self.seq(&[lb, rb]);
             self.b.rule(arr, r);
@@ -583,14 +586,14 @@ impl Compiler<'_> {
             let v = self.schema(&vs, &vp)?;
             let key = self.string_literal(name)?;
             let r = self.seq(&[key, colon, v]);
-            members.push(self.b.alts(&format!("{path} member {name}"), vec![r]));
+            members.push(self.b.alts(format_args!("{path} member {name}"), vec![r]));
             witness_members.push(match (witness, &witness_keys) {
                 (Some(w), Some(k)) if k.matches(name.as_bytes()) => {
                     let v = self.schema(&both_of(vs, w.value.clone()), &vp)?;
                     let r = self.seq(&[key, colon, v]);
                     Some(
                         self.b
-                            .alts(&format!("{path} witness member {name}"), vec![r]),
+                            .alts(format_args!("{path} witness member {name}"), vec![r]),
                     )
                 }
                 _ => None,
@@ -696,14 +699,14 @@ impl Compiler<'_> {
         let add = if add_alts.is_empty() {
             None
         } else {
-            Some(self.b.alts(&format!("{path} additional"), add_alts))
+            Some(self.b.alts(format_args!("{path} additional"), add_alts))
         };
         let add_witness = if add_witness_alts.is_empty() {
             None
         } else {
             Some(
                 self.b
-                    .alts(&format!("{path} witness additional"), add_witness_alts),
+                    .alts(format_args!("{path} witness additional"), add_witness_alts),
             )
         };
         let required_set: std::collections::HashSet<&str> =
@@ -713,7 +716,7 @@ impl Compiler<'_> {
             .map(|x| required_set.contains(x.as_str()))
             .collect();
         let (open, close, comma) = (self.lit("{"), self.lit("}"), self.lit(","));
-        let obj = self.b.nt(format!("{path} object"));
+        let obj = self.b.nt(format_args!("{path} object"));
         let n = names.len();
         let min_props = o.min_properties.unwrap_or(0);
         let max_props = o.max_properties;
@@ -794,7 +797,7 @@ impl Compiler<'_> {
                 let st = (st.0, st.1.min(cap), st.2);
                 *rest.entry(st).or_insert_with(|| {
                     todo.push(st);
-                    b.nt(format!("{path} rest {:b} {} {}", st.0, st.1, st.2))
+                    b.nt(format_args!("{path} rest {:b} {} {}", st.0, st.1, st.2))
                 })
             };
             let seen0 = witness.is_none();
@@ -854,12 +857,12 @@ impl Compiler<'_> {
             let f: Vec<Vec<u32>> = (0..=n)
                 .map(|i| {
                     (0..=cap)
-                        .map(|c| self.b.nt(format!("{path} ord {i} after {c}")))
+                        .map(|c| self.b.nt(format_args!("{path} ord {i} after {c}")))
                         .collect()
                 })
                 .collect();
             let tail: Vec<u32> = (0..=cap)
-                .map(|c| self.b.nt(format!("{path} tail after {c}")))
+                .map(|c| self.b.nt(format_args!("{path} tail after {c}")))
                 .collect();
             for i in 0..n {
                 for c in 0..=cap {
@@ -957,15 +960,15 @@ impl Compiler<'_> {
                 },
             );
         }
-        let more = self.b.nt(format!("{path} more members"));
+        let more = self.b.nt(format_args!("{path} more members"));
         self.b.rule(more, vec![]);
         self.b.guard_prediction(more, Guard::More { object });
-        let end = self.b.nt(format!("{path} end"));
+        let end = self.b.nt(format_args!("{path} end"));
         self.b.rule(end, vec![]);
         self.b.guard_prediction(end, Guard::End { object });
         let (open, close, comma) = (self.lit("{"), self.lit("}"), self.lit(","));
-        let ms = self.b.nt(format!("{path} members"));
-        let ms_comma = self.b.nt(format!("{path} members and a comma"));
+        let ms = self.b.nt(format_args!("{path} members"));
+        let ms_comma = self.b.nt(format_args!("{path} members and a comma"));
         for &m in member_nts.iter().chain(add_nt.iter()) {
             let r = self.seq(&[open, Sym::Nt(m)]);
             self.b.rule(ms, r);

@@ -60,21 +60,33 @@ pub(super) fn identifier(
     }
 }
 
-/// A schema object, its JSON pointer, its base URI and its parent's.
+/// A schema object, its JSON pointer (kept only where an identifier or anchor may need it, and
+/// at the root), its base URI and its parent's.
 struct Visited<'v> {
-    pointer: String,
+    pointer: Option<String>,
     /// Shared with the parent's when no identifier changes it, as most schemas' is.
     base: Rc<str>,
     parent: Rc<str>,
     m: &'v Map<String, Value>,
 }
 
-/// Every schema position of the document, with its JSON pointer and base URI. Keywords
-/// whose values map names to schemas are told apart from those whose values are schemas
-/// (or arrays of them), so that a property named `$id` or `const` is read as a name.
-fn visit<'v>(
+/// Every schema position of the document, with its base URI, in document order (the root
+/// first). Keywords whose values map names to schemas are told apart from those whose values
+/// are schemas (or arrays of them), so that a property named `$id` or `const` is read as a
+/// name.
+fn visit<'v>(root: &'v Value, draft: Option<Draft>) -> Vec<Visited<'v>> {
+    let mut out = Vec::new();
+    let mut pointer = String::new();
+    visit_from(root, &mut pointer, &DEFAULT_BASE.into(), draft, &mut out);
+    out
+}
+
+/// [`visit`] below `v`, whose JSON pointer is `pointer` (a buffer each level extends and
+/// cuts back: writing a pointer per schema object was most of the walk's allocations, and
+/// only the few with an identifier or an anchor keep theirs).
+fn visit_from<'v>(
     v: &'v Value,
-    pointer: &str,
+    pointer: &mut String,
     base: &Rc<str>,
     draft: Option<Draft>,
     out: &mut Vec<Visited<'v>>,
@@ -83,46 +95,61 @@ fn visit<'v>(
         return;
     };
     let parent = base;
-    let base: Rc<str> = match identifier(m, draft) {
+    let id = identifier(m, draft);
+    let base: Rc<str> = match id {
         // Drafts 4 to 7: `$ref` overrides its siblings, the identifier included.
         Some(_) if m.contains_key("$ref") && is_draft_4_to_7(draft) => Rc::clone(parent),
         Some((_, id)) => strip_fragment(&resolve_uri(parent, id)).into(),
         _ => Rc::clone(parent),
     };
+    let located = out.is_empty()
+        || id.is_some()
+        || m.contains_key("$anchor")
+        || m.contains_key("$dynamicAnchor");
     out.push(Visited {
-        pointer: pointer.to_string(),
+        pointer: located.then(|| pointer.clone()),
         base: Rc::clone(&base),
         parent: Rc::clone(parent),
         m,
     });
-    // A pointer token: most names need no escape, and are taken as they are.
-    fn token(k: &str) -> std::borrow::Cow<'_, str> {
+    // Appends a pointer token: most names need no escape, and are taken as they are.
+    fn push_token(pointer: &mut String, k: &str) {
+        pointer.push('/');
         if k.contains(['~', '/', '%']) {
-            escape_pointer(k).replace('%', "%25").into()
+            pointer.push_str(&escape_pointer(k).replace('%', "%25"));
         } else {
-            k.into()
+            pointer.push_str(k);
         }
     }
+    let here = pointer.len();
     for (k, sub) in m {
         if DATA_KEYWORDS.contains(&k.as_str()) {
             continue;
         }
-        let p = format!("{pointer}/{}", token(k));
+        push_token(pointer, k);
+        let at_keyword = pointer.len();
         match sub {
             Value::Object(named) if NAME_MAPS.contains(&k.as_str()) => {
                 for (name, s) in named {
-                    visit(s, &format!("{p}/{}", token(name)), &base, draft, out);
+                    push_token(pointer, name);
+                    visit_from(s, pointer, &base, draft, out);
+                    pointer.truncate(at_keyword);
                 }
             }
             Value::Array(a) => {
                 for (i, s) in a.iter().enumerate() {
-                    visit(s, &format!("{p}/{i}"), &base, draft, out);
+                    use std::fmt::Write;
+                    let _ = write!(pointer, "/{i}");
+                    visit_from(s, pointer, &base, draft, out);
+                    pointer.truncate(at_keyword);
                 }
             }
-            _ => visit(sub, &p, &base, draft, out),
+            _ => visit_from(sub, pointer, &base, draft, out),
         }
+        pointer.truncate(here);
     }
 }
+
 /// Whether nothing in the document asks for URI resolution: no identifier below the root
 /// (`$id`, or `id` as draft-04 writes it), no `$anchor` or `$dynamicAnchor`, no
 /// `$dynamicRef`, and every `$ref` a fragment of this document (`#...`). Then neither
@@ -166,8 +193,7 @@ pub(super) fn local_only(root: &Value) -> bool {
 /// it as unsupported. `$dynamicAnchor` counts as an anchor for `$ref`; when the document has a
 /// `$dynamicRef`, nothing is rewritten (the compiler refuses it).
 pub(super) fn resolve_identifiers(root: &Value, draft: Option<Draft>) -> Option<Value> {
-    let mut nodes = Vec::new();
-    visit(root, "", &DEFAULT_BASE.into(), draft, &mut nodes);
+    let nodes = visit(root, draft);
     let is_str = |m: &Map<String, Value>, k: &str| matches!(m.get(k), Some(Value::String(_)));
     let needed = nodes
         .iter()
@@ -218,9 +244,7 @@ pub(super) fn resolve_identifiers(root: &Value, draft: Option<Draft>) -> Option<
             Some(Value::String(r)) => target(&n.base, r),
             _ => None,
         };
-        let id_key = identifier(n.m, draft)
-            .map(|(k, _)| k)
-            .filter(|_| !n.pointer.is_empty());
+        let id_key = identifier(n.m, draft).map(|(k, _)| k).filter(|_| i > 0);
         let anchored = n.m.contains_key("$anchor") || n.m.contains_key("$dynamicAnchor");
         if new_ref.is_some() || id_key.is_some() || anchored {
             rewrites.push((i, new_ref, id_key));
@@ -290,10 +314,12 @@ type Located = HashMap<String, String>;
 fn resources_and_anchors(nodes: &[Visited<'_>], draft: Option<Draft>) -> (Located, Located) {
     let mut resources: Located = HashMap::new();
     let mut anchors: Located = HashMap::new();
-    for Visited {
-        pointer, base, m, ..
-    } in nodes
-    {
+    for (i, n) in nodes.iter().enumerate() {
+        let (base, m) = (&n.base, n.m);
+        // Kept for the root and for every schema with an identifier or an anchor.
+        let Some(pointer) = &n.pointer else {
+            continue;
+        };
         let id =
             identifier(m, draft).filter(|_| !(m.contains_key("$ref") && is_draft_4_to_7(draft)));
         if let Some((_, id)) = id {
@@ -307,7 +333,7 @@ fn resources_and_anchors(nodes: &[Visited<'_>], draft: Option<Draft>) -> (Locate
             }
         }
         let new_resource = id.is_some_and(|(_, id)| !id.starts_with('#'));
-        if pointer.is_empty() || new_resource {
+        if i == 0 || new_resource {
             resources
                 .entry(base.to_string())
                 .or_insert_with(|| pointer.clone());
@@ -326,8 +352,7 @@ fn resources_and_anchors(nodes: &[Visited<'_>], draft: Option<Draft>) -> (Locate
 /// The `$ref`s of `root` that name other documents than its own resources, resolved to
 /// absolute URIs with their fragments, each once, in the document's order.
 pub(super) fn external_references(root: &Value, draft: Option<Draft>) -> Vec<String> {
-    let mut nodes = Vec::new();
-    visit(root, "", &DEFAULT_BASE.into(), draft, &mut nodes);
+    let nodes = visit(root, draft);
     let (resources, _) = resources_and_anchors(&nodes, draft);
     let mut out: Vec<String> = Vec::new();
     for n in &nodes {

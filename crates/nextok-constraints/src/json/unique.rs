@@ -122,7 +122,7 @@ impl Compiler<'_> {
                 let whole = finite_states(&encoded).is_some_and(|f| f[encoded.start() as usize]);
                 let t = self.b.terminal(encoded)?;
                 if let (true, Sym::T(terminal)) = (whole, t) {
-                    let m = self.b.nt(format!("{path} unique more"));
+                    let m = self.b.nt(format_args!("{path} unique more"));
                     self.b.rule(m, Vec::new());
                     self.b.guard_prediction(m, Guard::MoreStrings { terminal });
                     more = Some(Sym::Nt(m));
@@ -173,9 +173,9 @@ impl Compiler<'_> {
         // counted[i - 1]: `[` and i items, the last one checked against those before it. The
         // rules grow on the left, so every item's waiting item starts at the `[`.
         let counted: Vec<u32> = (1..=top)
-            .map(|i| self.b.nt(format!("{path} unique {i} items")))
+            .map(|i| self.b.nt(format_args!("{path} unique {i} items")))
             .collect();
-        let arr = self.b.nt(format!("{path} unique array"));
+        let arr = self.b.nt(format_args!("{path} unique array"));
         let ws: Vec<Sym> = self.ws.into_iter().collect();
         for item in &alts {
             let mut r = vec![lb];
@@ -272,13 +272,13 @@ impl Compiler<'_> {
         });
         let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
         let ws: Vec<Sym> = self.ws.into_iter().collect();
-        let list = self.b.nt(format!("{path} unique list"));
-        let next = self.b.nt(format!("{path} unique next"));
+        let list = self.b.nt(format_args!("{path} unique list"));
+        let next = self.b.nt(format_args!("{path} unique next"));
         self.b.rule(next, Vec::new());
         self.b.guard_prediction(next, Guard::Next { set });
         for (j, v) in values.iter().enumerate() {
             let value = self.const_value(v, &ip)?;
-            let fresh = self.b.nt(format!("{path} unique value {j}"));
+            let fresh = self.b.nt(format_args!("{path} unique value {j}"));
             self.b.rule(fresh, vec![value]);
             self.b.guard_prediction(
                 fresh,
@@ -296,12 +296,12 @@ impl Compiler<'_> {
             r.push(Sym::Nt(fresh));
             self.b.rule(list, r);
         }
-        let arr = self.b.nt(format!("{path} unique array"));
+        let arr = self.b.nt(format_args!("{path} unique array"));
         if min == 0 {
             let r = self.seq(&[lb, rb]);
             self.b.rule(arr, r);
         }
-        let close = self.b.nt(format!("{path} unique close"));
+        let close = self.b.nt(format_args!("{path} unique close"));
         self.b.rule(close, Vec::new());
         self.b.guard_prediction(close, Guard::Close { set });
         let mut r = vec![Sym::Nt(list), Sym::Nt(close)];

@@ -211,7 +211,7 @@ impl Compiler<'_> {
         let ws: Vec<Sym> = self.ws.into_iter().collect();
         let list = self.item_members(spec, &keys, lb, path, ip)?;
         let end = self.item_guard(spec, "item end", ItemCheck::End);
-        let object = self.b.nt(format!("{path} item object"));
+        let object = self.b.nt(format_args!("{path} item object"));
         let mut r = vec![lb];
         r.extend(&ws);
         r.extend([end, rb]);
@@ -565,7 +565,7 @@ impl Compiler<'_> {
         path: &str,
         head: &[Sym],
     ) -> Vec<Sym> {
-        let f = self.b.nt(format!("{path} item value {i} {j}"));
+        let f = self.b.nt(format_args!("{path} item value {i} {j}"));
         self.b.rule(f, vec![value]);
         self.b.guard_prediction(
             f,
@@ -601,7 +601,7 @@ impl Compiler<'_> {
     ) -> Result<u32, Error> {
         let (lb, rb, comma, colon) = (self.lit("{"), self.lit("}"), self.lit(","), self.lit(":"));
         let ws: Vec<Sym> = self.ws.into_iter().collect();
-        let list = self.b.nt(format!("{path} item members"));
+        let list = self.b.nt(format_args!("{path} item members"));
         let more = self.item_guard(spec, "item more", ItemCheck::More);
         // The two ways to come to a member: the first one after `open`, or after `list`.
         let mut first = vec![open];
@@ -668,7 +668,7 @@ impl Compiler<'_> {
                     }
                 }
                 Domain::Capped(array) => {
-                    let w = self.b.nt(format!("{path} item capped {name}"));
+                    let w = self.b.nt(format_args!("{path} item capped {name}"));
                     // `schema` compiles the array one level deeper than here.
                     self.closing = Some((spec, w, self.depth() + 1));
                     self.closing_placed = false;
@@ -701,7 +701,7 @@ impl Compiler<'_> {
                     tails.push(t);
                 }
                 Domain::Object(sub, rest, _) => {
-                    let open_k = self.b.nt(format!("{path} item nested {name}"));
+                    let open_k = self.b.nt(format_args!("{path} item nested {name}"));
                     let mut opening = head.clone();
                     if let Some(rest) = rest {
                         let t = self.unbounded_tail(spec, rest, &pp, &head)?;

@@ -582,7 +582,7 @@ impl Compiler<'_> {
                 outer: None,
             });
             for (j, (_, sym)) in fresh.iter().enumerate() {
-                let nt = self.b.nt(format!("{path} unique fresh {j}"));
+                let nt = self.b.nt(format_args!("{path} unique fresh {j}"));
                 self.b.rule(nt, vec![*sym]);
                 self.b.guard_prediction(
                     nt,
@@ -652,7 +652,7 @@ impl Compiler<'_> {
             alts.push(vec![item]);
         }
         if !rest.is_empty() {
-            let v = self.b.alts(&format!("{path} unique rest"), rest);
+            let v = self.b.alts(format_args!("{path} unique rest"), rest);
             alts.push(vec![self.b.guarded(
                 &format!("{path} unique item"),
                 v,
