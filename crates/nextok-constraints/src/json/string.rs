@@ -552,7 +552,9 @@ pub(super) fn build_format_dfa(format: &str, path: &str) -> Result<Dfa, Error> {
         // than RFC 5890, never looser.
         d = d.minus(&Dfa::from_regex("(.*\\.)?[^.][^.]--.*")?)?;
     }
-    Ok(d)
+    // Minimal: every automaton built from this one is a product of it, and the expressions
+    // and products spell one future many times (`hostname` was 7,392 states, 411 minimal).
+    Ok(d.minimized())
 }
 
 /// Whether `not` of `format` can be enforced: [`format_superset_dfa`] has an automaton for
