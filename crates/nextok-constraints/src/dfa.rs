@@ -2125,14 +2125,20 @@ impl Dfa {
         // numbered by first byte), and each row of `self` is copied as it is, the accepting
         // ones then entering `other` where they were dead.
         let same_columns = *class_of == *self.classes;
+        // Otherwise each column is one of `self`'s, read from the row in place.
+        let old_column: Vec<usize> = reps
+            .iter()
+            .map(|&x| self.classes[x as usize] as usize)
+            .collect();
         for a in 1..na as u32 {
             let accepting = self.is_accept(a);
             let row = &mut trans[a as usize * k..(a as usize + 1) * k];
+            let src = self.row(a);
             if same_columns {
-                row.copy_from_slice(self.row(a));
+                row.copy_from_slice(src);
             } else {
-                for (r, &x) in row.iter_mut().zip(reps) {
-                    *r = self.next(a, x);
+                for (r, &c) in row.iter_mut().zip(&old_column) {
+                    *r = src[c];
                 }
             }
             live[a as usize] = self.live[a as usize];
