@@ -3237,8 +3237,8 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 /// faults. Where the kernel gives huge pages on request (Linux's transparent huge pages in
 /// their `madvise` mode, the common default), a table of 8 MB or more asks for them before it
 /// is written. Not smaller ones: when the kernel has no huge page free it compacts memory
-/// first, in the fault, and on a busy machine that stalled the fourteen tables of 1 to 5 MB
-/// of a `format: "regex"` string's pattern (schema-org's) for up to 180 ms; their compile
+/// first, in the fault, and on a busy machine that stalled the tables of 1 to 5 MB of a
+/// `format: "regex"` string's pattern (schema-org's, fourteen then, ten now) for up to 180 ms; their compile
 /// took 48 to 229 ms from run to run with the advice and 49 to 54 ms without. A table of
 /// 256 KB to 8 MB has its pages backed in one call before it is written ([`populate`]):
 /// the fault per page was a third of the compile of those schema-org schemas.

@@ -305,21 +305,27 @@ fn property_names() -> Vec<String> {
 /// digit kept multiplies the run automaton's states by about three (3,990 with three digits,
 /// 1,194 with two), and a `pattern` beside `format: "regex"` multiplies those again by its
 /// own: schema.org's `\b\d{13}\b` split the run into 31,280 and 62,560 states with three
-/// digits (the seven pieces of each, some 200 MB of tables, took 470 ms), against 5,621 and
+/// digits (the seven pieces of each then, some 200 MB of tables, took 470 ms), against 5,621 and
 /// 11,242 with two (66 ms).
 const EXACT_DIGITS: usize = 2;
 
 /// The terminals of the grammar, over the JSON string's bytes. A run of atoms (each maybe
 /// quantified) and assertions is never a terminal of its own: it is the optional start of the
-/// terminal that ends with the next delimiter, so a terminal ends only at a delimiter, never
-/// after any atom (a mask would otherwise look past the end of a run at every byte).
+/// terminal that ends with the next delimiter's first byte, so a terminal ends only at a
+/// delimiter, never after any atom (a mask would otherwise look past the end of a run at every
+/// byte). The three openers that start with `(` (a group, a look-around, a named group) share
+/// their terminal, up to the `(`, and their rests after it are terminals of their own: one
+/// table of the run where three were (a `pattern` beside the format makes each table again per
+/// pattern, twice).
 struct Pieces {
-    /// A run, then `(`, `(?:` or `(?flags-flags:`.
-    open: Arc<Dfa>,
-    /// A run, then `(?=`, `(?!`, `(?<=` or `(?<!`.
-    look: Arc<Dfa>,
-    /// A run, then `(?<name>`.
-    named: Arc<Dfa>,
+    /// A run, then `(`.
+    paren: Arc<Dfa>,
+    /// After that `(`: `?:` or `?flags-flags:` of a group (or nothing).
+    open_rest: Arc<Dfa>,
+    /// After that `(`: `?=`, `?!`, `?<=` or `?<!` of a look-around.
+    look_rest: Arc<Dfa>,
+    /// After that `(`: `?<name>` of a named group.
+    named_rest: Arc<Dfa>,
     /// A run, then a class's `[`.
     class_open: Arc<Dfa>,
     /// The rest of a character class, to its `]`.
@@ -336,8 +342,8 @@ struct Pieces {
     nonempty_end: Arc<Dfa>,
     /// The run alone, for a `pattern` beside the format.
     run: Dfa,
-    /// The delimiters after a run: `open`'s, `look`'s, `named`'s, `class_open`'s, `bar`'s,
-    /// `close`'s and `end`'s, in that order.
+    /// The delimiters after a run: `paren`'s, `class_open`'s, `bar`'s, `close`'s and `end`'s,
+    /// in that order.
     delims: Vec<Dfa>,
 }
 
@@ -414,7 +420,7 @@ fn build() -> Result<Pieces, Error> {
             }
         }
     }
-    let open = format!(r"\((?:\?(?:{}):)?", mods.join("|"));
+    let open_rest = format!(r"\?(?:{}):", mods.join("|"));
     // The delimiters are ASCII without `"` or `\\`: their JSON encoding is themselves.
     let then = |re: &str| -> Result<Dfa, Error> {
         run.then(&Dfa::from_regex(re)?)?
@@ -422,15 +428,7 @@ fn build() -> Result<Pieces, Error> {
     };
     let end = then("\"")?;
     let mut delims = Vec::new();
-    for re in [
-        open.as_str(),
-        r"\(\?<?[=!]",
-        r"\(\?<[A-Za-z$_][A-Za-z0-9$_]*>",
-        r"\[",
-        r"\|",
-        r"\)",
-        "\"",
-    ] {
+    for re in [r"\(", r"\[", r"\|", r"\)", "\""] {
         delims.push(Dfa::from_regex(re)?);
     }
     Ok(Pieces {
@@ -438,9 +436,10 @@ fn build() -> Result<Pieces, Error> {
         delims,
         nonempty_end: Arc::new(end.minus(&Dfa::literal(b"\""))?),
         end: Arc::new(end),
-        open: Arc::new(then(&open)?),
-        look: Arc::new(then(r"\(\?<?[=!]")?),
-        named: Arc::new(then(r"\(\?<[A-Za-z$_][A-Za-z0-9$_]*>")?),
+        paren: Arc::new(then(r"\(")?),
+        open_rest: Arc::new(Dfa::from_regex(&open_rest)?),
+        look_rest: Arc::new(Dfa::from_regex(r"\?<?[=!]")?),
+        named_rest: Arc::new(Dfa::from_regex(r"\?<[A-Za-z$_][A-Za-z0-9$_]*>")?),
         class_open: Arc::new(then(r"\[")?),
         class_rest: Arc::new(operand("class rest")?),
         bar: Arc::new(then(r"\|")?),
@@ -886,15 +885,16 @@ fn finish(ctx: Ctx, v: u32, zero: bool) -> Option<Class> {
 
 impl Compiler<'_> {
     /// The JSON strings whose content is an ECMA-262 pattern (module docs), as rules over
-    /// terminals that each end with a delimiter (`Pieces`), `k` the named groups inside (at
-    /// most one):
+    /// terminals that each end with a delimiter's first byte (`Pieces`; `paren` is a run and
+    /// `(`, the rests after it are `open_rest`, `look_rest` and `named_rest`), `k` the named
+    /// groups inside (at most one):
     ///
     /// ```text
     /// S    -> '"' T_0 | '"' T_1          T_k -> Seq_k end         C_k -> Seq_k close
     /// S'   -> '"' Seq_0 U_0 end | '"' end' | '"' T_1   (`nonempty`: end' is end without '"')
     /// Seq_k -> ε (k = 0) | Seq_i U_j     (i + j = k)
-    /// U_0  -> class_open class_rest q? | open C_0 q? | look C_0 | bar
-    /// U_1  -> open C_1 q? | look C_1 | named C_0 q?
+    /// U_0  -> class_open class_rest q? | paren open_rest? C_0 q? | paren look_rest C_0 | bar
+    /// U_1  -> paren open_rest? C_1 q? | paren look_rest C_1 | paren named_rest C_0 q?
     /// ```
     pub(super) fn regex_format_string(&mut self, nonempty: bool) -> Result<Sym, Error> {
         if let Some(s) = self.regex_format[nonempty as usize] {
@@ -902,9 +902,13 @@ impl Compiler<'_> {
         }
         let p = pieces()?;
         let mut t = |d: &Arc<Dfa>| self.b.shared_terminal(Arc::clone(d));
-        let (open, look, named) = (t(&p.open)?, t(&p.look)?, t(&p.named)?);
+        let paren = t(&p.paren)?;
+        let (open_rest, look, named) = (t(&p.open_rest)?, t(&p.look_rest)?, t(&p.named_rest)?);
         let (class_open, class_rest, q) = (t(&p.class_open)?, t(&p.class_rest)?, t(&p.quantifier)?);
         let (bar, close, end) = (t(&p.bar)?, t(&p.close)?, t(&p.end)?);
+        let open = self
+            .b
+            .alts("regex group opener", vec![vec![], vec![open_rest]]);
         let quote = self.lit("\"");
         let top = [self.b.nt("regex"), self.b.nt("regex, named")];
         let closed = [
@@ -921,15 +925,17 @@ impl Compiler<'_> {
                 self.b
                     .rule(seq[k], vec![Sym::Nt(seq[i]), Sym::Nt(unit[k - i])]);
             }
-            self.b.rule(unit[k], vec![open, Sym::Nt(closed[k])]);
-            self.b.rule(unit[k], vec![open, Sym::Nt(closed[k]), q]);
-            self.b.rule(unit[k], vec![look, Sym::Nt(closed[k])]);
+            self.b.rule(unit[k], vec![paren, open, Sym::Nt(closed[k])]);
+            self.b
+                .rule(unit[k], vec![paren, open, Sym::Nt(closed[k]), q]);
+            self.b.rule(unit[k], vec![paren, look, Sym::Nt(closed[k])]);
         }
         self.b.rule(unit[0], vec![class_open, class_rest]);
         self.b.rule(unit[0], vec![class_open, class_rest, q]);
         self.b.rule(unit[0], vec![bar]);
-        self.b.rule(unit[1], vec![named, Sym::Nt(closed[0])]);
-        self.b.rule(unit[1], vec![named, Sym::Nt(closed[0]), q]);
+        self.b.rule(unit[1], vec![paren, named, Sym::Nt(closed[0])]);
+        self.b
+            .rule(unit[1], vec![paren, named, Sym::Nt(closed[0]), q]);
         let s = self.b.alts(
             "regex format string",
             vec![vec![quote, Sym::Nt(top[0])], vec![quote, Sym::Nt(top[1])]],
@@ -955,7 +961,7 @@ impl Compiler<'_> {
     ///
     /// ```text
     /// S -> '"' T_k,1     T_k,f|g -> Seq_k,f end_g     Seq_k,f|g -> Seq_i,f U_j,g  (i + j = k)
-    /// U_k,f|g -> open_f C_k,g q? | ...                 (end_1 = run ∩ match, then '"')
+    /// U_k,f|g -> paren_f open_rest? C_k,g q? | ...       (end_1 = run ∩ match, then '"')
     /// ```
     ///
     /// Exact otherwise: a run is read as a string of its own, and its neighbours (a delimiter
@@ -992,10 +998,16 @@ impl Compiler<'_> {
                 self.b.shared_terminal(Arc::clone(&pair[1]))?,
             ]);
         }
-        let [open, look, named, class_open, bar, close, end] =
-            <[[Sym; 2]; 7]>::try_from(terms).map_err(|_| internal())?;
+        let [paren, class_open, bar, close, end] =
+            <[[Sym; 2]; 5]>::try_from(terms).map_err(|_| internal())?;
         let class_rest = self.b.shared_terminal(Arc::clone(&p.class_rest))?;
         let q = self.b.shared_terminal(Arc::clone(&p.quantifier))?;
+        let open_rest = self.b.shared_terminal(Arc::clone(&p.open_rest))?;
+        let look = self.b.shared_terminal(Arc::clone(&p.look_rest))?;
+        let named = self.b.shared_terminal(Arc::clone(&p.named_rest))?;
+        let open = self
+            .b
+            .alts("regex group opener", vec![vec![], vec![open_rest]]);
         let quote = self.lit("\"");
         let mut nts = |name: &str| {
             [
@@ -1019,13 +1031,14 @@ impl Compiler<'_> {
                         self.b
                             .rule(seq[k][fg], vec![nt(seq[i][f]), nt(unit[k - i][g])]);
                     }
-                    self.b.rule(unit[k][fg], vec![open[f], nt(closed[k][g])]);
-                    self.b.rule(unit[k][fg], vec![open[f], nt(closed[k][g]), q]);
-                    self.b.rule(unit[k][fg], vec![look[f], nt(closed[k][g])]);
+                    let p = paren[f];
+                    self.b.rule(unit[k][fg], vec![p, open, nt(closed[k][g])]);
+                    self.b.rule(unit[k][fg], vec![p, open, nt(closed[k][g]), q]);
+                    self.b.rule(unit[k][fg], vec![p, look, nt(closed[k][g])]);
                     if k == 1 {
-                        self.b.rule(unit[1][fg], vec![named[f], nt(closed[0][g])]);
+                        self.b.rule(unit[1][fg], vec![p, named, nt(closed[0][g])]);
                         self.b
-                            .rule(unit[1][fg], vec![named[f], nt(closed[0][g]), q]);
+                            .rule(unit[1][fg], vec![p, named, nt(closed[0][g]), q]);
                     }
                 }
             }
@@ -1269,9 +1282,10 @@ mod tests {
     fn the_pieces_are_small() {
         let p = super::pieces().expect("pieces");
         for d in [
-            &p.open,
-            &p.look,
-            &p.named,
+            &p.paren,
+            &p.open_rest,
+            &p.look_rest,
+            &p.named_rest,
             &p.class_open,
             &p.class_rest,
             &p.bar,
