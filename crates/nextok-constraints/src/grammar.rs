@@ -1561,7 +1561,7 @@ impl Grammar {
 
 /// The chart's deduplication keys and the automata maps are integers or integer tables:
 /// rustc-hash's Fx hasher is fast on those (and needs no protection against chosen keys).
-type FxSet<K> = rustc_hash::FxHashSet<K>;
+pub(crate) type FxSet<K> = rustc_hash::FxHashSet<K>;
 pub(crate) type FxMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
 /// The deduplication of the set under construction: a hash set of its items, and per

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::string::pattern_dfa;
 use crate::dfa::Dfa;
+use crate::grammar::{FxMap, FxSet};
 use crate::Error;
 
 /// Rewrites `s` so that what is left has no `allOf`, no `not`, no `if`/`then`/`else`, no
@@ -1929,27 +1930,52 @@ fn merge_objects(
             }
             Ok(extra.clone())
         };
-        let view = |x: &ObjectFacets, k: &str| -> Result<Schema, Error> {
-            match x.properties.as_deref().and_then(|p| named(p, k)) {
-                Some(s) => Ok(s.clone()),
-                None => unnamed(x, k),
+        // Each side's properties by name (the first of a repeated name, as `named` finds it):
+        // an `allOf` of many objects folds into one whose names number in the hundreds, and
+        // a scan per name was quadratic in them.
+        fn by_name(x: &ObjectFacets) -> FxMap<&str, &Schema> {
+            let n = x.properties.as_ref().map_or(0, Vec::len);
+            let mut m: FxMap<&str, &Schema> =
+                FxMap::with_capacity_and_hasher(n, Default::default());
+            for (k, v) in x.properties.iter().flatten() {
+                m.entry(k.as_str()).or_insert(v);
             }
-        };
-        let mut all: Vec<String> = Vec::new();
-        for x in [a, b] {
-            for (k, _) in x.properties.iter().flatten() {
-                if !all.contains(k) {
-                    all.push(k.clone());
-                }
-            }
+            m
         }
+        let (names_a, names_b) = (by_name(a), by_name(b));
+        let view =
+            |x: &ObjectFacets, names: &FxMap<&str, &Schema>, k: &str| -> Result<Schema, Error> {
+                match names.get(k) {
+                    Some(s) => Ok(Schema::clone(s)),
+                    None => unnamed(x, k),
+                }
+            };
+        // Both sides' names, each once, `a`'s first, in order.
+        let all = a
+            .properties
+            .iter()
+            .flatten()
+            .map(|(k, _)| k)
+            .filter({
+                let mut seen =
+                    FxSet::<&str>::with_capacity_and_hasher(names_a.len(), Default::default());
+                move |k| seen.insert(k.as_str())
+            })
+            .chain(b.properties.iter().flatten().map(|(k, _)| k).filter({
+                let mut seen =
+                    FxSet::<&str>::with_capacity_and_hasher(names_b.len(), Default::default());
+                let in_a = &names_a;
+                move |k| !in_a.contains_key(k.as_str()) && seen.insert(k.as_str())
+            }));
         o.properties = if a.properties.is_none() && b.properties.is_none() {
             None
         } else {
             Some(
-                all.into_iter()
-                    .map(|k| Ok((k.clone(), conj(&view(a, &k)?, &view(b, &k)?, ""))))
-                    .collect::<Result<_, Error>>()?,
+                all.map(|k| {
+                    let (x, y) = (view(a, &names_a, k)?, view(b, &names_b, k)?);
+                    Ok((k.clone(), conj(&x, &y, "")))
+                })
+                .collect::<Result<_, Error>>()?,
             )
         };
         let folded =

@@ -398,62 +398,67 @@ impl Node {
     /// The keywords present as bits, in [`Node::keyword_table`]'s order (what
     /// [`Schema::shape_hash`] hashes, without a list to allocate).
     pub(super) fn keyword_bits(&self) -> u64 {
-        self.keyword_table()
+        self.keyword_presence()
             .iter()
             .enumerate()
-            .fold(0, |bits, (i, &(present, _))| bits | (present as u64) << i)
+            .fold(0, |bits, (i, &present)| bits | (present as u64) << i)
     }
 
     /// Every keyword a node may hold, with whether it holds it.
     fn keyword_table(&self) -> [(bool, &'static str); 43] {
+        let present = self.keyword_presence();
+        std::array::from_fn(|i| (present[i], KEYWORD_NAMES[i]))
+    }
+
+    /// Per keyword of [`KEYWORD_NAMES`], whether the node holds it: what
+    /// [`Node::keyword_bits`] reads for every schema it hashes or compares, without the
+    /// names (43 bytes where the table with them is a kilobyte).
+    fn keyword_presence(&self) -> [bool; 43] {
         let (s, n, a, o) = (&self.string, &self.number, &self.array, &self.object);
         [
-            (self.types.is_some(), "type"),
-            (self.values.is_some(), "enum"),
-            (self.excluded.is_some(), "not enum"),
-            (self.reference.is_some(), "$ref"),
-            (self.all_of.is_some(), "allOf"),
-            (self.any_of.is_some(), "anyOf"),
-            (self.one_of.is_some(), "oneOf"),
-            (self.not.is_some(), "not"),
-            (self.cond.is_some(), "if"),
-            (self.then.is_some(), "then"),
-            (self.otherwise.is_some(), "else"),
-            (self.dependent_schemas.is_some(), "dependentSchemas"),
-            (
-                self.unevaluated_properties.is_some(),
-                "unevaluatedProperties",
-            ),
-            (self.unevaluated_items.is_some(), "unevaluatedItems"),
-            (s.min_length.is_some(), "minLength"),
-            (s.max_length.is_some(), "maxLength"),
-            (!s.patterns.is_empty(), "pattern"),
-            (!s.not_patterns.is_empty(), "not pattern"),
-            (s.format.is_some(), "format"),
-            (!s.not_formats.is_empty(), "not format"),
-            (n.minimum.is_some(), "minimum"),
-            (n.maximum.is_some(), "maximum"),
-            (n.exclusive_minimum.is_some(), "exclusiveMinimum"),
-            (n.exclusive_maximum.is_some(), "exclusiveMaximum"),
-            (n.multiple_of.is_some(), "multipleOf"),
-            (n.not_integer, "not integer"),
-            (a.prefix_items.is_some(), "prefixItems"),
-            (a.items.is_some(), "items"),
-            (a.min_items.is_some(), "minItems"),
-            (a.max_items.is_some(), "maxItems"),
-            (a.contains.is_some(), "contains"),
-            (a.min_contains.is_some(), "minContains"),
-            (a.max_contains.is_some(), "maxContains"),
-            (a.unique_items, "uniqueItems"),
-            (o.properties.is_some(), "properties"),
-            (o.pattern_properties.is_some(), "patternProperties"),
-            (o.additional_properties.is_some(), "additionalProperties"),
-            (o.required.is_some(), "required"),
-            (o.min_properties.is_some(), "minProperties"),
-            (o.max_properties.is_some(), "maxProperties"),
-            (o.dependent_required.is_some(), "dependentRequired"),
-            (o.property_names.is_some(), "propertyNames"),
-            (o.some_member.is_some(), "some member"),
+            self.types.is_some(),
+            self.values.is_some(),
+            self.excluded.is_some(),
+            self.reference.is_some(),
+            self.all_of.is_some(),
+            self.any_of.is_some(),
+            self.one_of.is_some(),
+            self.not.is_some(),
+            self.cond.is_some(),
+            self.then.is_some(),
+            self.otherwise.is_some(),
+            self.dependent_schemas.is_some(),
+            self.unevaluated_properties.is_some(),
+            self.unevaluated_items.is_some(),
+            s.min_length.is_some(),
+            s.max_length.is_some(),
+            !s.patterns.is_empty(),
+            !s.not_patterns.is_empty(),
+            s.format.is_some(),
+            !s.not_formats.is_empty(),
+            n.minimum.is_some(),
+            n.maximum.is_some(),
+            n.exclusive_minimum.is_some(),
+            n.exclusive_maximum.is_some(),
+            n.multiple_of.is_some(),
+            n.not_integer,
+            a.prefix_items.is_some(),
+            a.items.is_some(),
+            a.min_items.is_some(),
+            a.max_items.is_some(),
+            a.contains.is_some(),
+            a.min_contains.is_some(),
+            a.max_contains.is_some(),
+            a.unique_items,
+            o.properties.is_some(),
+            o.pattern_properties.is_some(),
+            o.additional_properties.is_some(),
+            o.required.is_some(),
+            o.min_properties.is_some(),
+            o.max_properties.is_some(),
+            o.dependent_required.is_some(),
+            o.property_names.is_some(),
+            o.some_member.is_some(),
         ]
     }
 
@@ -464,6 +469,53 @@ impl Node {
             .all(|(present, k)| !present || allowed.contains(k))
     }
 }
+
+/// The keywords a node may hold, in the order of [`Node::keyword_bits`]' bits.
+const KEYWORD_NAMES: [&str; 43] = [
+    "type",
+    "enum",
+    "not enum",
+    "$ref",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependentSchemas",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "not pattern",
+    "format",
+    "not format",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "not integer",
+    "prefixItems",
+    "items",
+    "minItems",
+    "maxItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "uniqueItems",
+    "properties",
+    "patternProperties",
+    "additionalProperties",
+    "required",
+    "minProperties",
+    "maxProperties",
+    "dependentRequired",
+    "propertyNames",
+    "some member",
+];
 
 /// A parsed document: its root and the targets of its references.
 #[derive(Debug)]
