@@ -557,6 +557,20 @@ impl Dfa {
                 }
             }
         }
+        Dfa::from_raw_live(raw, k, class_of, acc, start, &live)
+    }
+
+    /// [`Dfa::from_raw`] where the caller knows which states are live (accept, or reach a
+    /// state that does): `live[s]`, one per row.
+    fn from_raw_live(
+        raw: &[u32],
+        k: usize,
+        class_of: &[u8; 256],
+        acc: &[bool],
+        start: u32,
+        live: &[bool],
+    ) -> Dfa {
+        let n = live.len();
         // Renumber the live states reachable from the start through live states only.
         let mut new_id = vec![u32::MAX; n];
         let mut order: Vec<usize> = Vec::new();
@@ -2288,16 +2302,20 @@ impl Dfa {
     /// Builds [`Dfa::json_encoded`]'s automaton, with the number of rows of its table before
     /// pruning (the count that `limit` bounds).
     fn build_json_encoded(&self, limit: usize, quoted: bool) -> Result<(Dfa, usize), Error> {
-        self.json_encoded_with(limit, quoted, &self.json_classes())
+        self.json_encoded_with(limit, quoted, &self.json_classes(), false)
     }
 
     /// [`Dfa::build_json_encoded`] over the byte classes `class_of` (numbered by first byte;
     /// any refinement of [`Dfa::json_classes`] gives the same automaton).
+    ///
+    /// `search_liveness` prunes by a search for the rows that reach a match, as any table is
+    /// pruned, instead of the rows known to (the same automaton; for the tests to compare).
     fn json_encoded_with(
         &self,
         limit: usize,
         quoted: bool,
         class_of: &[u8; 256],
+        search_liveness: bool,
     ) -> Result<(Dfa, usize), Error> {
         let mut reps: Vec<u8> = Vec::new();
         for b in 0..=255u8 {
@@ -2418,15 +2436,52 @@ impl Dfa {
             }
         }
         let mut acc = vec![false; n];
-        if quoted {
+        // Which rows are live is known without reading the table: every state of the content
+        // reaches a match (its row then reaches the closing quote or ends the content), and so
+        // does the row before the opening quote when there is any content; an escape row lives
+        // where some content state follows it (after `\\`: one of its bytes' own escapes, or
+        // a control byte after `\\u`; after `\\u000` and `\\u001`: those control bytes).
+        let mut live = vec![true; n];
+        live[0] = false;
+        if self.start == DEAD {
+            live[1] = false;
+        }
+        let control = |q: u32, from: u8, to: u8| (from..to).any(|b| self.next(q, b) != DEAD);
+        for q in 1..m as u32 {
+            let (_, e, fills) = rows[q as usize];
+            if !fills {
+                continue;
+            }
+            let e = e as usize;
+            let (low, high) = (control(q, 0, 16), control(q, 16, 32));
+            let escapes = [b'"', b'\\', b'/', 8, 12, b'\n', b'\r', b'\t']
+                .iter()
+                .any(|&b| self.next(q, b) != DEAD);
+            live[e] = escapes || low || high;
+            live[e + 1] = low || high;
+            live[e + 2] = low || high;
+            live[e + 3] = low || high;
+            live[e + 4] = low;
+            live[e + 5] = high;
+        }
+        let start = if quoted {
             acc[2] = true;
-            return Ok((Dfa::from_raw(&raw, k, class_of, &acc, n, 1), unshared));
-        }
-        for q in 1..m {
-            acc[rows[q].0 as usize] = self.is_accept(q as u32);
-        }
-        let start = rows[self.start as usize].0;
-        Ok((Dfa::from_raw(&raw, k, class_of, &acc, n, start), unshared))
+            1
+        } else {
+            live[2] = false;
+            for q in 1..m {
+                acc[rows[q].0 as usize] = self.is_accept(q as u32);
+            }
+            rows[self.start as usize].0
+        };
+        Ok((
+            if search_liveness {
+                Dfa::from_raw(&raw, k, class_of, &acc, n, start)
+            } else {
+                Dfa::from_raw_live(&raw, k, class_of, &acc, start, &live)
+            },
+            unshared,
+        ))
     }
 
     /// Per byte class, its bytes (256-bit sets).
@@ -4176,6 +4231,14 @@ mod tests {
             Dfa::any_string()
                 .minus(&Dfa::literals(&[b"alpha", b"beta"], 100).unwrap())
                 .unwrap(),
+            // Escape rows of every kind alive or not: control bytes of one half only, bytes
+            // with a letter escape only, a quote or backslash only, nothing, the empty string.
+            Dfa::from_regex("a[\\x10-\\x1f]b").unwrap(),
+            Dfa::from_regex("[\\x00-\\x0f]*").unwrap(),
+            Dfa::from_regex("x\\n?").unwrap(),
+            Dfa::from_regex("\"|\\\\|/").unwrap(),
+            Dfa::empty(),
+            Dfa::literal(b""),
         ];
         for (i, content) in contents.iter().enumerate() {
             let coarse = content.json_classes();
@@ -4184,12 +4247,17 @@ mod tests {
             assert!(coarse.iter().max() <= fine.iter().max(), "{i}");
             for quoted in [true, false] {
                 let (a, rows_a) = content
-                    .json_encoded_with(STATE_LIMIT, quoted, &coarse)
+                    .json_encoded_with(STATE_LIMIT, quoted, &coarse, false)
                     .unwrap();
                 let (b, rows_b) = content
-                    .json_encoded_with(STATE_LIMIT, quoted, &fine)
+                    .json_encoded_with(STATE_LIMIT, quoted, &fine, false)
                     .unwrap();
                 assert!(a == b && rows_a == rows_b, "content {i}, quoted {quoted}");
+                // The rows known to live are those a search finds.
+                let (c, _) = content
+                    .json_encoded_with(STATE_LIMIT, quoted, &coarse, true)
+                    .unwrap();
+                assert!(a == c, "content {i}, quoted {quoted}: liveness");
             }
         }
     }
