@@ -3316,58 +3316,39 @@ pub(crate) fn zeroed_table(len: usize) -> Vec<u32> {
 
 /// Asks the kernel for huge pages for the whole pages in `len` bytes at `addr` (memory this
 /// process owns); nothing where that cannot be asked.
-#[cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
 fn advise_huge_pages(addr: usize, len: usize) {
-    extern "C" {
-        fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
-    }
-    const MADV_HUGEPAGE: i32 = 14;
-    let start = addr.next_multiple_of(4096);
-    let end = (addr + len) & !4095;
-    if end > start {
-        // SAFETY: the range lies inside an allocation this process owns (page-aligned within
-        // it), and MADV_HUGEPAGE only advises how to back it: it changes no contents and no
-        // mapping. A failure (no transparent huge pages) leaves it as it was, harmlessly.
-        unsafe {
-            madvise(start as *mut std::ffi::c_void, end - start, MADV_HUGEPAGE);
-        }
-    }
+    // MADV_HUGEPAGE only advises how to back the range. A failure (no transparent huge pages)
+    // leaves it as it was, harmlessly.
+    advise(addr, len, 14);
 }
-
-#[cfg(not(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-)))]
-fn advise_huge_pages(_addr: usize, _len: usize) {}
 
 /// Asks the kernel to back the whole pages in `len` bytes at `addr` (memory this process
 /// owns) now, in one call, rather than one page fault at a time as the table is written;
 /// nothing where that cannot be asked. Pages already backed are left as they are.
+fn populate(addr: usize, len: usize) {
+    // MADV_POPULATE_WRITE faults the pages in as a write would (the caller writes every cell
+    // after). A failure (a kernel before 5.14) leaves them to fault in as they are written.
+    advise(addr, len, 23);
+}
+
+/// `madvise(2)` with `advice` over the whole pages in `len` bytes at `addr`, where Linux is;
+/// its result is ignored (each advice here only changes how memory is backed).
 #[cfg(all(
     target_os = "linux",
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
-fn populate(addr: usize, len: usize) {
+fn advise(addr: usize, len: usize, advice: i32) {
     extern "C" {
         fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
     }
-    const MADV_POPULATE_WRITE: i32 = 23;
     let start = addr.next_multiple_of(4096);
     let end = (addr + len) & !4095;
     if end > start {
         // SAFETY: the range lies inside an allocation this process owns (page-aligned within
-        // it), and MADV_POPULATE_WRITE only faults its pages in as a write would: no contents
-        // change (the caller writes every cell after) and no mapping. A failure (a kernel
-        // before 5.14) leaves the pages to fault in as they are written, as before.
+        // it), and the two advices given (MADV_HUGEPAGE, MADV_POPULATE_WRITE) change no
+        // contents and no mapping: only whether and how its pages are backed.
         unsafe {
-            madvise(
-                start as *mut std::ffi::c_void,
-                end - start,
-                MADV_POPULATE_WRITE,
-            );
+            madvise(start as *mut std::ffi::c_void, end - start, advice);
         }
     }
 }
@@ -3376,7 +3357,7 @@ fn populate(addr: usize, len: usize) {
     target_os = "linux",
     any(target_arch = "x86_64", target_arch = "aarch64")
 )))]
-fn populate(_addr: usize, _len: usize) {}
+fn advise(_addr: usize, _len: usize, _advice: i32) {}
 
 #[cfg(test)]
 mod tests {
