@@ -329,7 +329,7 @@ pub(super) struct StringFacets {
 }
 
 /// The keywords that apply to numbers, as exact decimals.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(super) struct NumberFacets {
     pub minimum: Option<Decimal>,
     pub maximum: Option<Decimal>,

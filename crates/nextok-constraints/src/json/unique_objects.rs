@@ -67,7 +67,7 @@ use super::schema::{compact, invalid, json_eq, unsupported, Node, NumberFacets, 
 use super::string::{is_long, string_content, without_strings};
 use super::unique::{unbounded, STRING_KEYWORDS};
 use super::unique_split::ZERO;
-use crate::dfa::{Dfa, DEAD};
+use crate::dfa::{Dfa, Kept, DEAD};
 use crate::grammar::{canonical_value, total_objects, Guard, ItemCheck, ItemKey, ItemObject, Sym};
 use crate::Error;
 
@@ -864,27 +864,11 @@ fn integer_digits(s: &Schema, path: &str) -> Result<Option<(Dfa, Pinned)>, Error
     }
     // The same few bounds (none, `minimum: 0`) are met at every integer property of every
     // closed object of an item (sarif's), and each answer is five products: kept
-    // process-wide per bounds, the few there are compared one by one.
-    type Known = std::sync::Mutex<Vec<(NumberFacets, Option<(Dfa, Pinned)>)>>;
-    static KNOWN: std::sync::OnceLock<Known> = std::sync::OnceLock::new();
-    const ENTRIES: usize = 64;
-    let known = KNOWN.get_or_init(Default::default);
-    // A poisoned lock only means another thread panicked mid-insert; the list is valid.
-    if let Some((_, answer)) = known
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .find(|(f, _)| *f == n.number)
-    {
-        return Ok(answer.clone());
-    }
-    let answer = integer_digits_of(&n.number, path)?;
-    let mut k = known.lock().unwrap_or_else(|p| p.into_inner());
-    if k.len() >= ENTRIES {
-        k.clear();
-    }
-    k.push((n.number.clone(), answer.clone()));
-    Ok(answer)
+    // process-wide per bounds.
+    type Answer = Option<(Dfa, Pinned)>;
+    static KEPT: std::sync::OnceLock<Kept<NumberFacets, Answer>> = std::sync::OnceLock::new();
+    KEPT.get_or_init(|| Kept::new(64))
+        .get_or_try(&n.number, || integer_digits_of(&n.number, path))
 }
 
 /// [`integer_digits`] of integers with bounds `number`.
