@@ -2439,8 +2439,10 @@ impl Dfa {
         // Which rows are live is known without reading the table: every state of the content
         // reaches a match (its row then reaches the closing quote or ends the content), and so
         // does the row before the opening quote when there is any content; an escape row lives
-        // where some content state follows it (after `\\`: one of its bytes' own escapes, or
-        // a control byte after `\\u`; after `\\u000` and `\\u001`: those control bytes).
+        // where some content state follows it: the row after `\\` always (a set of escape rows
+        // is made only for states that read some escaped byte), those after `\\u`, `\\u0`
+        // and `\\u00` where a control byte does, and those after `\\u000` and `\\u001`
+        // where one of their sixteen does.
         let mut live = vec![true; n];
         live[0] = false;
         if self.start == DEAD {
@@ -2454,10 +2456,6 @@ impl Dfa {
             }
             let e = e as usize;
             let (low, high) = (control(q, 0, 16), control(q, 16, 32));
-            let escapes = [b'"', b'\\', b'/', 8, 12, b'\n', b'\r', b'\t']
-                .iter()
-                .any(|&b| self.next(q, b) != DEAD);
-            live[e] = escapes || low || high;
             live[e + 1] = low || high;
             live[e + 2] = low || high;
             live[e + 3] = low || high;
@@ -3293,23 +3291,23 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 /// their `madvise` mode, the common default), a table of 8 MB or more asks for them before it
 /// is written. Not smaller ones: when the kernel has no huge page free it compacts memory
 /// first, in the fault, and on a busy machine that stalled the tables of 1 to 5 MB of a
-/// `format: "regex"` string's pattern (schema-org's, fourteen then, ten now) for up to 180 ms; their compile
-/// took 48 to 229 ms from run to run with the advice and 49 to 54 ms without. A table of
-/// 256 KB to 8 MB has its pages backed in one call before it is written ([`populate`]):
-/// the fault per page was a third of the compile of those schema-org schemas.
+/// `format: "regex"` string's pattern (schema-org's, fourteen then, ten now) for up to
+/// 180 ms; their compile took 48 to 229 ms from run to run with the advice and 49 to 54 ms
+/// without. A table of 256 KB to 8 MB has its pages backed in one call before it is written
+/// ([`populate`]): the fault per page was a third of the compile of those schema-org schemas.
 pub(crate) fn zeroed_table(len: usize) -> Vec<u32> {
+    const POPULATED: usize = 256 << 10;
     const HUGE: usize = 8 << 20;
-    if len * 4 < (256 << 10) {
+    let bytes = len * 4;
+    if bytes < POPULATED {
         return vec![DEAD; len];
     }
-    if len * 4 < HUGE {
-        let mut v: Vec<u32> = Vec::with_capacity(len);
-        populate(v.as_mut_ptr() as usize, len * 4);
-        v.resize(len, DEAD);
-        return v;
-    }
     let mut v: Vec<u32> = Vec::with_capacity(len);
-    advise_huge_pages(v.as_mut_ptr() as usize, len * 4);
+    if bytes < HUGE {
+        populate(v.as_mut_ptr() as usize, bytes);
+    } else {
+        advise_huge_pages(v.as_mut_ptr() as usize, bytes);
+    }
     v.resize(len, DEAD);
     v
 }

@@ -421,30 +421,32 @@ fn build() -> Result<Pieces, Error> {
         }
     }
     let open_rest = format!(r"\?(?:{}):", mods.join("|"));
-    // The delimiters are ASCII without `"` or `\\`: their JSON encoding is themselves.
-    let then = |re: &str| -> Result<Dfa, Error> {
-        run.then(&Dfa::from_regex(re)?)?
-            .ok_or_else(|| unsupported(format!("format \"regex\" (internal: {re})"), "#"))
+    // The delimiters, in `Pieces::delims`' order; ASCII without `"` or `\\`, so their JSON
+    // encoding is themselves.
+    let res = [r"\(", r"\[", r"\|", r"\)", "\""];
+    let delims = res
+        .iter()
+        .map(|re| Dfa::from_regex(re))
+        .collect::<Result<Vec<Dfa>, Error>>()?;
+    let then = |i: usize| -> Result<Dfa, Error> {
+        run.then(&delims[i])?
+            .ok_or_else(|| unsupported(format!("format \"regex\" (internal: {})", res[i]), "#"))
     };
-    let end = then("\"")?;
-    let mut delims = Vec::new();
-    for re in [r"\(", r"\[", r"\|", r"\)", "\""] {
-        delims.push(Dfa::from_regex(re)?);
-    }
+    let [paren, class_open, bar, close, end] = [then(0)?, then(1)?, then(2)?, then(3)?, then(4)?];
     Ok(Pieces {
         run: run.clone(),
-        delims,
         nonempty_end: Arc::new(end.minus(&Dfa::literal(b"\""))?),
         end: Arc::new(end),
-        paren: Arc::new(then(r"\(")?),
+        paren: Arc::new(paren),
         open_rest: Arc::new(Dfa::from_regex(&open_rest)?),
         look_rest: Arc::new(Dfa::from_regex(r"\?<?[=!]")?),
         named_rest: Arc::new(Dfa::from_regex(r"\?<[A-Za-z$_][A-Za-z0-9$_]*>")?),
-        class_open: Arc::new(then(r"\[")?),
+        class_open: Arc::new(class_open),
         class_rest: Arc::new(operand("class rest")?),
-        bar: Arc::new(then(r"\|")?),
-        close: Arc::new(then(r"\)")?),
+        bar: Arc::new(bar),
+        close: Arc::new(close),
         quantifier: Arc::new(quantifier),
+        delims,
     })
 }
 
@@ -884,6 +886,18 @@ fn finish(ctx: Ctx, v: u32, zero: bool) -> Option<Class> {
 }
 
 impl Compiler<'_> {
+    /// What may follow the `(` of a `paren` terminal: a group's optional `?:` or modifiers
+    /// (`open_rest?`), a look-around's rest, and a named group's, as symbols of this grammar.
+    fn opener_rests(&mut self, p: &Pieces) -> Result<[Sym; 3], Error> {
+        let open_rest = self.b.shared_terminal(Arc::clone(&p.open_rest))?;
+        let look = self.b.shared_terminal(Arc::clone(&p.look_rest))?;
+        let named = self.b.shared_terminal(Arc::clone(&p.named_rest))?;
+        let open = self
+            .b
+            .alts("regex group opener", vec![vec![], vec![open_rest]]);
+        Ok([open, look, named])
+    }
+
     /// The JSON strings whose content is an ECMA-262 pattern (module docs), as rules over
     /// terminals that each end with a delimiter's first byte (`Pieces`; `paren` is a run and
     /// `(`, the rests after it are `open_rest`, `look_rest` and `named_rest`), `k` the named
@@ -903,12 +917,9 @@ impl Compiler<'_> {
         let p = pieces()?;
         let mut t = |d: &Arc<Dfa>| self.b.shared_terminal(Arc::clone(d));
         let paren = t(&p.paren)?;
-        let (open_rest, look, named) = (t(&p.open_rest)?, t(&p.look_rest)?, t(&p.named_rest)?);
         let (class_open, class_rest, q) = (t(&p.class_open)?, t(&p.class_rest)?, t(&p.quantifier)?);
         let (bar, close, end) = (t(&p.bar)?, t(&p.close)?, t(&p.end)?);
-        let open = self
-            .b
-            .alts("regex group opener", vec![vec![], vec![open_rest]]);
+        let [open, look, named] = self.opener_rests(p)?;
         let quote = self.lit("\"");
         let top = [self.b.nt("regex"), self.b.nt("regex, named")];
         let closed = [
@@ -1002,12 +1013,7 @@ impl Compiler<'_> {
             <[[Sym; 2]; 5]>::try_from(terms).map_err(|_| internal())?;
         let class_rest = self.b.shared_terminal(Arc::clone(&p.class_rest))?;
         let q = self.b.shared_terminal(Arc::clone(&p.quantifier))?;
-        let open_rest = self.b.shared_terminal(Arc::clone(&p.open_rest))?;
-        let look = self.b.shared_terminal(Arc::clone(&p.look_rest))?;
-        let named = self.b.shared_terminal(Arc::clone(&p.named_rest))?;
-        let open = self
-            .b
-            .alts("regex group opener", vec![vec![], vec![open_rest]]);
+        let [open, look, named] = self.opener_rests(p)?;
         let quote = self.lit("\"");
         let mut nts = |name: &str| {
             [
@@ -1031,14 +1037,15 @@ impl Compiler<'_> {
                         self.b
                             .rule(seq[k][fg], vec![nt(seq[i][f]), nt(unit[k - i][g])]);
                     }
-                    let p = paren[f];
-                    self.b.rule(unit[k][fg], vec![p, open, nt(closed[k][g])]);
-                    self.b.rule(unit[k][fg], vec![p, open, nt(closed[k][g]), q]);
-                    self.b.rule(unit[k][fg], vec![p, look, nt(closed[k][g])]);
+                    let pf = paren[f];
+                    self.b.rule(unit[k][fg], vec![pf, open, nt(closed[k][g])]);
+                    self.b
+                        .rule(unit[k][fg], vec![pf, open, nt(closed[k][g]), q]);
+                    self.b.rule(unit[k][fg], vec![pf, look, nt(closed[k][g])]);
                     if k == 1 {
-                        self.b.rule(unit[1][fg], vec![p, named, nt(closed[0][g])]);
+                        self.b.rule(unit[1][fg], vec![pf, named, nt(closed[0][g])]);
                         self.b
-                            .rule(unit[1][fg], vec![p, named, nt(closed[0][g]), q]);
+                            .rule(unit[1][fg], vec![pf, named, nt(closed[0][g]), q]);
                     }
                 }
             }
