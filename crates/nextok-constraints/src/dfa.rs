@@ -22,14 +22,14 @@ use crate::Error;
 /// built outside the lock, and an error is not kept. A poisoned lock only means another thread
 /// panicked mid-insert; the map stays valid, so it is used as it is.
 pub(crate) struct Kept<K, V> {
-    map: std::sync::Mutex<HashMap<K, V>>,
+    map: std::sync::Mutex<FxMap<K, V>>,
     entries: usize,
 }
 
 impl<K: Hash + Eq, V: Clone> Kept<K, V> {
     pub(crate) fn new(entries: usize) -> Self {
         Kept {
-            map: std::sync::Mutex::new(HashMap::new()),
+            map: std::sync::Mutex::new(memo_map(entries)),
             entries,
         }
     }
@@ -69,15 +69,22 @@ impl<K: Hash + Eq, V: Clone> Kept<K, V> {
 /// quarter of the cells is not kept. A poisoned lock only means another thread panicked
 /// mid-insert; the map stays valid, so it is used as it is.
 pub(crate) struct DfaMemo<K> {
-    map: std::sync::Mutex<(HashMap<K, std::sync::Arc<Dfa>>, usize)>,
+    map: std::sync::Mutex<(FxMap<K, std::sync::Arc<Dfa>>, usize)>,
     entries: usize,
     cells: usize,
+}
+
+/// A memo's map, with room for all its entries: it is cleared, never grown past them, so no
+/// key is hashed again (keys are lists of names or patterns, and a schema's first compile
+/// grew the memo of its object keys' automata through every size, rehashing each time).
+fn memo_map<K, V>(entries: usize) -> FxMap<K, V> {
+    FxMap::with_capacity_and_hasher(entries, Default::default())
 }
 
 impl<K: Hash + Eq> DfaMemo<K> {
     pub(crate) fn new(entries: usize, cells: usize) -> Self {
         DfaMemo {
-            map: std::sync::Mutex::new((HashMap::new(), 0)),
+            map: std::sync::Mutex::new((memo_map(entries), 0)),
             entries,
             cells,
         }
@@ -971,21 +978,22 @@ impl Dfa {
         let cfg = regex_automata::util::start::Config::new().anchored(Anchored::Yes);
         let (s0, c0) = (sym.start_state(&cfg).ok()?, chars.start_state(&cfg).ok()?);
         let classes = class_table(chars.byte_classes());
+        use regex_automata::util::primitives::StateID;
+        use std::rc::Rc;
         // Between characters, where the pattern is over symbols; inside one, where the
         // character is read and, for each atom it may still turn out to be, where the pattern
         // goes then (so that places inside characters with the same future are one state, as
-        // they are over bytes).
-        #[derive(Clone, PartialEq, Eq, Hash)]
+        // they are over bytes). Those futures are numbered (`futures`), so that a place is
+        // two numbers to hash and copy.
+        #[derive(Clone, Copy, PartialEq, Eq, Hash)]
         enum At {
-            Between(regex_automata::util::primitives::StateID),
-            Inside(
-                regex_automata::util::primitives::StateID,
-                Vec<regex_automata::util::primitives::StateID>,
-            ),
+            Between(StateID),
+            Inside(StateID, u32),
         }
         // The atoms a character begun in state `c` may turn out to be, per state, found once.
-        let mut endings: HashMap<regex_automata::util::primitives::StateID, Vec<u8>> =
-            HashMap::new();
+        let mut endings: FxMap<StateID, Rc<[u8]>> = FxMap::default();
+        let mut futures: Vec<Vec<StateID>> = Vec::new();
+        let mut future_ids: FxMap<Vec<StateID>, u32> = FxMap::default();
         let reps: Vec<u8> = {
             let mut seen = [false; 256];
             (0..=255u8)
@@ -1001,14 +1009,14 @@ impl Dfa {
                 .then(|| chars.match_pattern(end, 0).as_usize() as u8)
         };
         fn endings_of(
-            c: regex_automata::util::primitives::StateID,
+            c: StateID,
             chars: &dense::DFA<Vec<u32>>,
             reps: &[u8],
-            ended: &dyn Fn(regex_automata::util::primitives::StateID) -> Option<u8>,
-            memo: &mut HashMap<regex_automata::util::primitives::StateID, Vec<u8>>,
-        ) -> Vec<u8> {
+            ended: &dyn Fn(StateID) -> Option<u8>,
+            memo: &mut FxMap<StateID, Rc<[u8]>>,
+        ) -> Rc<[u8]> {
             if let Some(e) = memo.get(&c) {
-                return e.clone();
+                return Rc::clone(e);
             }
             let mut out = Vec::new();
             for &x in reps {
@@ -1018,29 +1026,33 @@ impl Dfa {
                 }
                 match ended(c2) {
                     Some(a) => out.push(a),
-                    None => out.extend(endings_of(c2, chars, reps, ended, memo)),
+                    None => out.extend_from_slice(&endings_of(c2, chars, reps, ended, memo)),
                 }
             }
             out.sort_unstable();
             out.dedup();
-            memo.insert(c, out.clone());
+            let out: Rc<[u8]> = out.into();
+            memo.insert(c, Rc::clone(&out));
             out
         }
         Dfa::explore(
             At::Between(s0),
-            |at, b| {
-                // Inside a character, the atoms it may turn out to be (which `targets` follow).
+            |&at, b| {
+                // Inside a character, the atoms it may turn out to be (which its future
+                // follows).
                 let (c, from) = match at {
-                    At::Between(_) => (c0, Vec::new()),
-                    At::Inside(c, _) => (*c, endings_of(*c, &chars, &reps, &ended, &mut endings)),
+                    At::Between(_) => (c0, None),
+                    At::Inside(c, _) => {
+                        (c, Some(endings_of(c, &chars, &reps, &ended, &mut endings)))
+                    }
                 };
                 // Where the pattern goes on atom `a`, from this place (`None`: nowhere). A
                 // character's atoms once more of it is read are among those before.
                 let target = |a: u8| match at {
-                    At::Between(s) => Some(sym.next_state(*s, a)).filter(|&t| !dead(t)),
-                    At::Inside(_, targets) => {
-                        let i = from.binary_search(&a).ok()?;
-                        Some(targets[i]).filter(|&t| !dead(t))
+                    At::Between(s) => Some(sym.next_state(s, a)).filter(|&t| !dead(t)),
+                    At::Inside(_, id) => {
+                        let i = from.as_deref()?.binary_search(&a).ok()?;
+                        Some(futures[id as usize][i]).filter(|&t| !dead(t))
                     }
                 };
                 let c2 = chars.next_state(c, b);
@@ -1050,17 +1062,30 @@ impl Dfa {
                 if let Some(a) = ended(c2) {
                     return target(a).map(At::Between);
                 }
-                let next: Vec<u8> = endings_of(c2, &chars, &reps, &ended, &mut endings);
-                let targets: Vec<Option<_>> = next.iter().map(|&a| target(a)).collect();
-                if targets.iter().all(Option::is_none) {
+                let next = endings_of(c2, &chars, &reps, &ended, &mut endings);
+                // A dead target is written as the dead state (always 0 in a dense DFA).
+                let mut alive = false;
+                let future: Vec<StateID> = next
+                    .iter()
+                    .map(|&a| {
+                        let t = target(a);
+                        alive |= t.is_some();
+                        t.unwrap_or(StateID::ZERO)
+                    })
+                    .collect();
+                if !alive {
                     return None;
                 }
-                // A dead target is written as the dead state (always 0 in a dense DFA).
-                let targets = targets
-                    .into_iter()
-                    .map(|t| t.unwrap_or(regex_automata::util::primitives::StateID::ZERO))
-                    .collect();
-                Some(At::Inside(c2, targets))
+                let id = match future_ids.get(&future) {
+                    Some(&id) => id,
+                    None => {
+                        let id = futures.len() as u32;
+                        futures.push(future.clone());
+                        future_ids.insert(future, id);
+                        id
+                    }
+                };
+                Some(At::Inside(c2, id))
             },
             |at| matches!(at, At::Between(s) if sym.is_match_state(sym.next_eoi_state(*s))),
             pattern,

@@ -953,6 +953,55 @@ fn patterns_of_finitely_many_keys_name_them() {
 }
 
 #[test]
+fn searches_drop_what_the_text_around_them_makes_redundant() {
+    // A search reads anything before and after the pattern, so a last part that may match
+    // nothing goes, and a last repetition counts only to its least (the same at the front of
+    // a pattern not anchored there): the language is the plain search's, assertions beside
+    // the dropped parts included.
+    let url =
+        "^[^:]+://[^:/]+(:[0-9]+)?(/[^?#/]+)*(\\?([^=#&]+=[^=#&]+)(&([^=#&]+=[^=#&]+))*)?(#.+)?";
+    let patterns = [
+        url,
+        "a\\b(c)?",
+        "(c)?\\ba",
+        "(x)?\\bfoo+",
+        "[a-z]{2,5}",
+        "ab{3,}",
+        "(ab|c+)d*",
+        "\\d+(\\.\\d+)?$",
+        "^(a|b+)c?",
+        "(?:x\\b)*y+",
+        "(?:x\\b){2,}",
+        "(\\bx){2,3}y",
+        "^",
+        "a?",
+        "(a+|b)+(c|\\b)?",
+        "^ab|c{2,}d*",
+        "^ab+|^c(d|e*)",
+        "(^a|b)+c",
+        "x(y$)?",
+        "é+(ü|ö)*",
+    ];
+    for p in patterns {
+        assert_plain_search(p);
+    }
+    // The URL is a search for `[^:]+://[^:/]` at the start: far fewer states to build.
+    let d = super::string::search_dfa(url).expect("compiles");
+    let plain = crate::dfa::Dfa::from_regex(&format!(
+        "(?s:.)*(?:{})(?s:.)*",
+        super::string::ecma_to_rust(url)
+    ))
+    .expect("compiles");
+    assert!(d.num_states() < 30, "{} states", d.num_states());
+    assert!(plain.num_states() > 100, "{} states", plain.num_states());
+    check(
+        json!({"type": "string", "pattern": url}),
+        &[r#""https://example.org""#, r#""a://b:x#""#],
+        &[r#""https:///x""#, r#""://b""#, r#""ab""#],
+    );
+}
+
+#[test]
 fn alternatives_anchored_at_the_start_are_read_there() {
     // `search_dfa` reads the top-level alternatives that start with `^` at the start, beside
     // a search for the others; the language is the plain search's.
