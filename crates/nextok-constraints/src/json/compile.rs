@@ -79,9 +79,37 @@ pub(super) fn string_automaton(
     if let Some(d) = memo.get(&key) {
         return Ok(d);
     }
-    let d = Arc::new(without_strings(string_content(f, path)?, excluded)?.json_string()?);
+    let d = match counted_string(f, excluded)? {
+        Some(d) => d,
+        None => without_strings(string_content(f, path)?, excluded)?.json_string()?,
+    };
+    let d = Arc::new(d);
     memo.insert(key, &d);
     Ok(d)
+}
+
+/// The JSON strings of facets `f` that bound the length alone (no pattern, format or
+/// excluded string), as copies of one character's encoding between the quotes
+/// ([`Dfa::repeated`]): encoding the counted characters as a whole took most of the time of
+/// `maxLength: 256`. `None` for other facets.
+fn counted_string(f: &StringFacets, excluded: &[Value]) -> Result<Option<Dfa>, Error> {
+    let bounds = StringFacets {
+        min_length: f.min_length,
+        max_length: f.max_length,
+        ..StringFacets::default()
+    };
+    if *f != bounds || excluded.iter().any(Value::is_string) {
+        return Ok(None);
+    }
+    let one = Dfa::any_char().json_content()?;
+    let Some(content) = Dfa::repeated(&one, f.min_length.unwrap_or(0), f.max_length) else {
+        return Ok(None);
+    };
+    let quote = Dfa::literal(b"\"");
+    Ok(match quote.then(&content)? {
+        Some(d) => d.then(&quote)?,
+        None => None,
+    })
 }
 
 /// Whether the JSON string of content `s` is written one way only, its bytes between quotes:
@@ -112,15 +140,16 @@ fn counted_content(
         return Ok(d);
     }
     let internal = || unsupported("minLength/maxLength (internal: long string piece)", "#");
-    let mut counted = match class {
-        None => Dfa::char_count(min, max)?,
-        Some(c) => c.with_char_count(min, max)?,
+    // One character of the loop, encoded; the count is then copies of it.
+    let one = match class {
+        None => Dfa::any_char().json_content()?,
+        Some(c) => c.intersect(Dfa::any_char())?.json_content()?,
     };
+    let mut d = Dfa::repeated(&one, min, max).ok_or_else(internal)?;
     if let Some(p) = prefix {
         // The prefixes end where their loop begins, reading nothing more there.
-        counted = p.then(&counted)?.ok_or_else(internal)?;
+        d = p.json_content()?.then(&d)?.ok_or_else(internal)?;
     }
-    let mut d = counted.json_content()?;
     if closed {
         // Content never reads a bare `"`, so the quote follows deterministically.
         d = d.then(&Dfa::literal(b"\""))?.ok_or_else(internal)?;
