@@ -611,6 +611,10 @@ impl Compiler<'_> {
             && split_dfas.is_empty()
             && !names.is_empty()
             && names.iter().all(|x| one_encoding(x));
+        // Whether the cells below are JSON strings already (else contents): where each name
+        // is written one way only, so that any key but the names is encoded directly.
+        let encoded_cells =
+            key_filter.is_none() && witness.is_none() && names.iter().all(|x| one_encoding(x));
         let cells = if closed {
             Vec::new()
         } else if literal_names {
@@ -620,9 +624,15 @@ impl Compiler<'_> {
                 // Any key but the names, split by the patterns: the same objects are met
                 // again and again (755 splits over the real-world corpus, 140 of them
                 // distinct), so the cells are kept process-wide per names and patterns.
+                // Without a witness to build, the keys are split as JSON strings: any key
+                // but the names (encoded directly, `any_json_key_but`) by each pattern's JSON
+                // strings, rather than split as contents and each cell encoded after (the
+                // encodings were a fifth of clang-format's compile: 144 names and `^x-`).
+                // Exact: an encoding is in both automata when the string it writes is in both
+                // languages.
                 None => {
                     type Cells = Arc<Vec<(Arc<Dfa>, Vec<usize>)>>;
-                    type Key = (Vec<String>, usize, Vec<String>);
+                    type Key = (Vec<String>, usize, Vec<String>, bool);
                     static MEMO: OnceLock<Kept<Key, Cells>> = OnceLock::new();
                     let mut sorted = names.clone();
                     sorted.sort_unstable();
@@ -631,10 +641,22 @@ impl Compiler<'_> {
                         sorted,
                         max_states,
                         splitting.iter().map(|&i| pats[i].0.clone()).collect(),
+                        encoded_cells,
                     );
                     let cells = MEMO.get_or_init(|| Kept::new(256)).get_or_try(&key, || {
-                        let cells =
-                            key_cells(&any_key_but(&names, max_states)?, &split_dfas, path)?;
+                        let cells = match encoded_cells {
+                            true => {
+                                let split: Vec<Dfa> = split_dfas
+                                    .iter()
+                                    .map(|d| d.json_string())
+                                    .collect::<Result<_, _>>()?;
+                                let split: Vec<&Dfa> = split.iter().collect();
+                                key_cells(&*any_json_key_but(&names, max_states)?, &split, path)?
+                            }
+                            false => {
+                                key_cells(&any_key_but(&names, max_states)?, &split_dfas, path)?
+                            }
+                        };
                         Ok::<_, Error>(Arc::new(
                             cells.into_iter().map(|(k, m)| (Arc::new(k), m)).collect(),
                         ))
@@ -673,6 +695,7 @@ impl Compiler<'_> {
             let ap = format!("{path}/additionalProperties");
             let v = self.schema(&vs, &ap)?;
             let key = match &keys {
+                Some(k) if encoded_cells => self.b.shared_terminal(Arc::clone(k))?,
                 Some(k) => self.string_terminal(k)?,
                 None => self
                     .b

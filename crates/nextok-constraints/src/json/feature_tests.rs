@@ -908,6 +908,41 @@ fn patterns_of_anchored_words_are_their_words() {
 }
 
 #[test]
+fn additional_keys_split_as_json_strings() {
+    // Any key but the names, split by a pattern, as JSON strings: a key is judged by the
+    // string it writes, escapes and all.
+    let schema = json!({
+        "properties": {"a": {"type": "integer"}, "x-a": {"type": "null"}},
+        "patternProperties": {"^x-": {"type": "string"}, "/$": {"type": "string", "maxLength": 3}},
+        "additionalProperties": {"type": "boolean"},
+    });
+    check(
+        schema,
+        &[
+            r#"{"x-y":"s"}"#,
+            r#"{"x-\/":"s"}"#,
+            r#"{"x-\n":"s"}"#,
+            r#"{"b":true,"a":1}"#,
+            r#"{"ab":false}"#,
+            r#"{"x":true}"#,
+            r#"{"a\/":"abc"}"#,
+            r#"{"\u001f":false}"#,
+        ],
+        &[
+            r#"{"x-\/":1}"#,
+            r#"{"x-\/":"abcd"}"#,
+            r#"{"x-y":true}"#,
+            r#"{"a":"s"}"#,
+            r#"{"b":"s"}"#,
+            r#"{"a\/":true}"#,
+            r#"{"x-a":null}"#,
+            r#"{"x-a":"s"}"#,
+            r#"{"\u001f":"s"}"#,
+        ],
+    );
+}
+
+#[test]
 fn patterns_of_finitely_many_keys_name_them() {
     // `^(a|b|c)$` names its keys: each is a member whose value meets the pattern's schema,
     // its own `properties` entry and every other pattern that matches it; no additional key
