@@ -4,8 +4,9 @@
 //! a string terminal compared as a decoded string ([`Guard::UniqueStrings`]), or any other
 //! item's compiled value compared as a JSON value in canonical form ([`Guard::UniqueValues`]:
 //! object keys in any order, numbers by value). Small finite domains are unrolled into the
-//! grammar instead (`containers::unique_array`); enums of more than 12 values make each value
-//! its own nonterminal, predicted only while unused (`unique_finite`).
+//! grammar instead (`containers::unique_array`); enums of more than
+//! [`UNROLLED_VALUES`](super::containers::UNROLLED_VALUES) values make each value its own
+//! nonterminal, predicted only while unused (`unique_finite`).
 //!
 //! Exactness needs that no prefix of an item be left without a valid completion, whatever
 //! the earlier items. A guarded string terminal is checked at run time in every state with
@@ -449,8 +450,11 @@ impl Compiler<'_> {
             &**n
         };
         if let Some(vs) = &n.values {
-            let what = if vs.len() > 12 {
-                "uniqueItems (an enum of more than 12 values)".to_string()
+            let what = if vs.len() > super::containers::UNROLLED_VALUES {
+                format!(
+                    "uniqueItems (an enum of more than {} values)",
+                    super::containers::UNROLLED_VALUES
+                )
             } else {
                 "uniqueItems (an enum among other item keywords: a finite domain)".to_string()
             };
