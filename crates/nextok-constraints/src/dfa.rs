@@ -18,18 +18,76 @@ use crate::grammar::FxMap;
 use crate::Error;
 
 /// Values kept process-wide by key (what a server compiles again and again), up to `entries`
-/// of them: when that would be passed, all are dropped and the memo starts again. The value is
-/// built outside the lock, and an error is not kept. A poisoned lock only means another thread
-/// panicked mid-insert; the map stays valid, so it is used as it is.
+/// of them: past that, the oldest goes. The value is built outside the lock, and an error is
+/// not kept. A poisoned lock only means another thread panicked mid-insert; the map stays
+/// valid, so it is used as it is.
 pub(crate) struct Kept<K, V> {
-    map: std::sync::Mutex<FxMap<K, V>>,
+    map: std::sync::Mutex<Oldest<K, V>>,
     entries: usize,
 }
 
-impl<K: Hash + Eq, V: Clone> Kept<K, V> {
+/// A memo's entries and the order they came in. The oldest goes first, one at a time, so
+/// that no compile pays for dropping the whole memo: emptying a full one at once (a thousand
+/// automata freed) was a millisecond or two of whichever schema filled it.
+pub(crate) struct Oldest<K, V> {
+    map: FxMap<K, V>,
+    order: std::collections::VecDeque<K>,
+}
+
+impl<K: Hash + Eq + Clone, V> Oldest<K, V> {
+    /// Room for all `entries`, never grown past them, so that no key is hashed again (keys
+    /// are lists of names or patterns, and a schema's first compile grew the memo of its
+    /// object keys' automata through every size, rehashing each time).
+    pub(crate) fn new(entries: usize) -> Self {
+        Oldest {
+            map: FxMap::with_capacity_and_hasher(entries + 1, Default::default()),
+            order: std::collections::VecDeque::with_capacity(entries + 1),
+        }
+    }
+
+    /// Drops the oldest entry; `None` when there is none.
+    fn drop_oldest(&mut self) -> Option<V> {
+        while let Some(k) = self.order.pop_front() {
+            if let Some(v) = self.map.remove(&k) {
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    /// The value kept under `key`.
+    pub(crate) fn get<Q>(&self, key: &Q) -> Option<&V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.map.get(key)
+    }
+
+    /// Keeps `v` under `key`, the oldest going first while `entries` are kept.
+    pub(crate) fn keep(&mut self, key: K, v: V, entries: usize) {
+        if self.map.contains_key(&key) {
+            return;
+        }
+        while self.map.len() >= entries && self.drop_oldest().is_some() {}
+        self.insert(key, v);
+    }
+
+    /// Keeps `v` under `key` (a key already kept keeps its value).
+    fn insert(&mut self, key: K, v: V) -> bool {
+        if self.map.contains_key(&key) {
+            return false;
+        }
+        self.order.push_back(key.clone());
+        self.map.insert(key, v);
+        true
+    }
+}
+
+impl<K: Hash + Eq + Clone, V: Clone> Kept<K, V> {
     pub(crate) fn new(entries: usize) -> Self {
         Kept {
-            map: std::sync::Mutex::new(memo_map(entries)),
+            map: std::sync::Mutex::new(Oldest::new(entries)),
             entries,
         }
     }
@@ -48,6 +106,7 @@ impl<K: Hash + Eq, V: Clone> Kept<K, V> {
             .map
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .map
             .get(key)
             .cloned();
         if let Some(v) = known {
@@ -55,8 +114,8 @@ impl<K: Hash + Eq, V: Clone> Kept<K, V> {
         }
         let v = build()?;
         let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        if m.len() >= self.entries {
-            m.clear();
+        if m.map.len() >= self.entries {
+            m.drop_oldest();
         }
         m.insert(key.to_owned(), v.clone());
         Ok(v)
@@ -64,27 +123,20 @@ impl<K: Hash + Eq, V: Clone> Kept<K, V> {
 }
 
 /// Automata kept process-wide by key (a server compiles the same patterns and string keywords
-/// again and again), up to `entries` of them and `cells` transition-table cells together: when
-/// either would be passed, all are dropped and the memo starts again. One of more than a
-/// quarter of the cells is not kept. A poisoned lock only means another thread panicked
-/// mid-insert; the map stays valid, so it is used as it is.
+/// again and again), up to `entries` of them and `cells` transition-table cells together: past
+/// either, the oldest go. One of more than a quarter of the cells is not kept. A poisoned lock
+/// only means another thread panicked mid-insert; the map stays valid, so it is used as it
+/// is.
 pub(crate) struct DfaMemo<K> {
-    map: std::sync::Mutex<(FxMap<K, std::sync::Arc<Dfa>>, usize)>,
+    map: std::sync::Mutex<(Oldest<K, std::sync::Arc<Dfa>>, usize)>,
     entries: usize,
     cells: usize,
 }
 
-/// A memo's map, with room for all its entries: it is cleared, never grown past them, so no
-/// key is hashed again (keys are lists of names or patterns, and a schema's first compile
-/// grew the memo of its object keys' automata through every size, rehashing each time).
-fn memo_map<K, V>(entries: usize) -> FxMap<K, V> {
-    FxMap::with_capacity_and_hasher(entries, Default::default())
-}
-
-impl<K: Hash + Eq> DfaMemo<K> {
+impl<K: Hash + Eq + Clone> DfaMemo<K> {
     pub(crate) fn new(entries: usize, cells: usize) -> Self {
         DfaMemo {
-            map: std::sync::Mutex::new((memo_map(entries), 0)),
+            map: std::sync::Mutex::new((Oldest::new(entries), 0)),
             entries,
             cells,
         }
@@ -97,7 +149,7 @@ impl<K: Hash + Eq> DfaMemo<K> {
         Q: Hash + Eq + ?Sized,
     {
         let m = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        m.0.get(key).cloned()
+        m.0.map.get(key).cloned()
     }
 
     /// Keeps `d` under `key`, within the bounds.
@@ -107,12 +159,17 @@ impl<K: Hash + Eq> DfaMemo<K> {
             return;
         }
         let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        let (map, total) = &mut *m;
-        if map.len() >= self.entries || *total + cells > self.cells {
-            map.clear();
-            *total = 0;
+        let (kept, total) = &mut *m;
+        if kept.map.contains_key(&key) {
+            return;
         }
-        if map.insert(key, std::sync::Arc::clone(d)).is_none() {
+        while kept.map.len() >= self.entries || *total + cells > self.cells {
+            match kept.drop_oldest() {
+                Some(old) => *total -= old.trans.len(),
+                None => break,
+            }
+        }
+        if kept.insert(key, std::sync::Arc::clone(d)) {
             *total += cells;
         }
     }
@@ -2327,11 +2384,13 @@ impl Dfa {
         // of moderate size are kept per content, process-wide, up to a bound, as `from_regex`
         // keeps its automata. Each entry holds the row count before pruning, which is what
         // `limit` bounds, so a hit answers a smaller limit exactly as a build would.
-        type Memo = std::sync::Mutex<[FxMap<Dfa, (std::sync::Arc<Dfa>, usize)>; 2]>;
+        type Memo = std::sync::Mutex<[Oldest<Dfa, (std::sync::Arc<Dfa>, usize)>; 2]>;
         static MEMO: OnceLock<Memo> = OnceLock::new();
         const MEMO_ENTRIES: usize = 1024;
         const MEMO_CELLS: usize = 1 << 14;
-        let memo = MEMO.get_or_init(Default::default);
+        let memo = MEMO.get_or_init(|| {
+            std::sync::Mutex::new([Oldest::new(MEMO_ENTRIES), Oldest::new(MEMO_ENTRIES)])
+        });
         let too_large = || Error::TooLarge {
             what: "JSON string".to_string(),
             limit,
@@ -2350,11 +2409,11 @@ impl Dfa {
         let (d, rows) = self.build_json_encoded(limit, quoted)?;
         if self.trans.len() <= MEMO_CELLS && d.trans.len() <= MEMO_CELLS {
             let mut m = memo.lock().unwrap_or_else(|p| p.into_inner());
-            let map = &mut m[quoted as usize];
-            if map.len() >= MEMO_ENTRIES {
-                map.clear();
-            }
-            map.insert(self.clone(), (std::sync::Arc::new(d.clone()), rows));
+            m[quoted as usize].keep(
+                self.clone(),
+                (std::sync::Arc::new(d.clone()), rows),
+                MEMO_ENTRIES,
+            );
         }
         Ok(d)
     }
@@ -3837,6 +3896,34 @@ mod tests {
                 agreed_accepts += fast.matches(text) as usize;
             }
             assert!(agreed_accepts > 0);
+        }
+    }
+
+    #[test]
+    fn memos_drop_their_oldest_entries_first() {
+        // Past its bound a memo drops its oldest entries, one at a time, not everything.
+        let mut m: Oldest<u32, u32> = Oldest::new(3);
+        for k in 0..3 {
+            m.keep(k, k * 10, 3);
+        }
+        m.keep(1, 99, 3);
+        assert_eq!(m.get(&1), Some(&10), "a key already kept keeps its value");
+        m.keep(3, 30, 3);
+        assert_eq!(m.get(&0), None);
+        assert_eq!(
+            (m.get(&1), m.get(&2), m.get(&3)),
+            (Some(&10), Some(&20), Some(&30))
+        );
+        // Automata: by count, and by cells together (room for five of these here).
+        let small = std::sync::Arc::new(Dfa::literal(b"ab"));
+        let cells = small.trans.len();
+        for (entries, bound, room) in [(3, 100 * cells, 3), (100, 5 * cells, 5)] {
+            let memo: DfaMemo<u32> = DfaMemo::new(entries, bound);
+            for k in 0..10 {
+                memo.insert(k, &small);
+            }
+            let kept: Vec<u32> = (0..10).filter(|k| memo.get(k).is_some()).collect();
+            assert_eq!(kept, (10 - room..10).collect::<Vec<u32>>());
         }
     }
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde_json::Value;
 
 use super::schema::{unsupported, StringFacets};
-use crate::dfa::{Dfa, STATE_LIMIT};
+use crate::dfa::{Dfa, Oldest, STATE_LIMIT};
 use crate::Error;
 
 /// Translates an ECMA-262 pattern to regex-automata syntax for an unanchored search over the
@@ -677,14 +677,14 @@ pub(super) fn string_content(f: &StringFacets, path: &str) -> Result<Dfa, Error>
     // again in each schema that shares a definition), and each build is a product or more:
     // automata of moderate size are kept per set of keywords, process-wide, up to a bound,
     // as `Dfa::from_regex` keeps its automata. Errors are not kept (they name the path).
-    type Memo = Mutex<HashMap<StringFacets, Arc<Dfa>>>;
+    type Memo = Mutex<Oldest<StringFacets, Arc<Dfa>>>;
     static MEMO: OnceLock<Memo> = OnceLock::new();
     const MEMO_ENTRIES: usize = 1024;
     const MEMO_STATES: usize = 1 << 12;
     if *f == StringFacets::default() {
         return Ok(Dfa::any_string().clone());
     }
-    let memo = MEMO.get_or_init(Default::default);
+    let memo = MEMO.get_or_init(|| Mutex::new(Oldest::new(MEMO_ENTRIES)));
     // A poisoned lock only means another thread panicked mid-insert; the map stays valid.
     if let Some(d) = memo.lock().unwrap_or_else(|p| p.into_inner()).get(f) {
         return Ok(Dfa::clone(d));
@@ -692,10 +692,7 @@ pub(super) fn string_content(f: &StringFacets, path: &str) -> Result<Dfa, Error>
     let d = build_string_content(f, path)?;
     if d.num_states() <= MEMO_STATES {
         let mut m = memo.lock().unwrap_or_else(|p| p.into_inner());
-        if m.len() >= MEMO_ENTRIES {
-            m.clear();
-        }
-        m.insert(f.clone(), Arc::new(d.clone()));
+        m.keep(f.clone(), Arc::new(d.clone()), MEMO_ENTRIES);
     }
     Ok(d)
 }
