@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::algebra::{both_of, complement, merge, normalize, value_count_bound};
 use super::compile::{one_encoding, Compiler};
 use super::resolve::escape_pointer;
-use super::schema::{named, unsupported, Node, Schema, TypeSet};
+use super::schema::{named, unsupported, Node, Schema, StringFacets, TypeSet};
 use super::string::{pattern_dfa, string_content, string_set, without_strings};
 use crate::dfa::{Dfa, DfaMemo, Kept};
 use crate::grammar::{GrammarBuilder, Guard, ObjectSpec, Sym, ADDITIONAL};
@@ -441,10 +441,13 @@ impl Compiler<'_> {
         if !m.types.unwrap_or(TypeSet::ALL).has(TypeSet::STRING) {
             return Ok(Dfa::empty());
         }
-        let mut d = string_content(&m.string, path)?;
-        if let Some(values) = &m.values {
-            d = d.intersect(&string_set(values)?)?;
-        }
+        let d = match &m.values {
+            // Names alone (golangci's linters): their trie, without a product with every
+            // string.
+            Some(values) if m.string == StringFacets::default() => string_set(values)?,
+            Some(values) => string_content(&m.string, path)?.intersect(&string_set(values)?)?,
+            None => string_content(&m.string, path)?,
+        };
         without_strings(d, m.excluded.iter().flatten())
     }
 

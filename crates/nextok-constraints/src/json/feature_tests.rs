@@ -908,6 +908,27 @@ fn patterns_of_anchored_words_are_their_words() {
 }
 
 #[test]
+fn property_names_of_an_enum_are_its_strings() {
+    // `propertyNames` of names alone is their trie (values of other types name no key).
+    check(
+        json!({"propertyNames": {"enum": ["a", "b/c", 3, "é"]}}),
+        &[
+            r#"{"a":1}"#,
+            r#"{"b\/c":1}"#,
+            r#"{"b/c":2,"a":0}"#,
+            r#"{"é":[]}"#,
+            r#"{}"#,
+        ],
+        &[r#"{"c":1}"#, r#"{"3":1}"#, r#"{"ab":1}"#, r#"{"":1}"#],
+    );
+    check(
+        json!({"propertyNames": {"enum": ["ab", "abc"], "maxLength": 2}}),
+        &[r#"{"ab":1}"#],
+        &[r#"{"abc":1}"#, r#"{"a":1}"#],
+    );
+}
+
+#[test]
 fn additional_keys_split_as_json_strings() {
     // Any key but the names, split by a pattern, as JSON strings: a key is judged by the
     // string it writes, escapes and all.
