@@ -807,10 +807,109 @@ impl Dfa {
                     reason,
                 }
             })?;
+        if let Some(d) = Self::by_copies(&hir)? {
+            return Ok(d);
+        }
         match Self::by_atoms(&hir, pattern) {
             Some(d) => Ok(d),
             None => Self::by_bytes(pattern),
         }
+    }
+
+    /// The automaton of a pattern that is a whole bounded repetition of a group, `(X){n,m}`
+    /// (github-workflow's cron schedule, five fields of an alternation whose branches start
+    /// alike), as copies of `X`'s minimal automaton: the subsets of (copy, state) places a
+    /// string can be in are explored directly, where determinizing the pattern's automaton
+    /// followed every branch of every copy through every place they share (5.2 ms for the
+    /// cron pattern, 2.5 ms so, with fewer states). `None` (and the general paths answer)
+    /// for any other pattern, a group with an assertion or that may be absent (`{0,m}`), or
+    /// copies of more than 1,024 places.
+    fn by_copies(hir: &regex_syntax::hir::Hir) -> Result<Option<Dfa>, Error> {
+        use regex_syntax::hir::HirKind;
+        let mut h = hir;
+        while let HirKind::Capture(c) = h.kind() {
+            h = &c.sub;
+        }
+        let HirKind::Repetition(r) = h.kind() else {
+            return Ok(None);
+        };
+        let Some(max) = r.max.map(|m| m as usize) else {
+            return Ok(None);
+        };
+        let mut sub = &*r.sub;
+        while let HirKind::Capture(c) = sub.kind() {
+            sub = &c.sub;
+        }
+        // Repeated classes and literals are cheap to determinize as they are.
+        let plain = matches!(sub.kind(), HirKind::Class(_) | HirKind::Literal(_));
+        if r.min == 0 || max < 2 || plain || !sub.properties().look_set().is_empty() {
+            return Ok(None);
+        }
+        let one = Self::build_regex(&sub.to_string())?.minimized();
+        let n = one.num_states();
+        if one.start == DEAD || one.accepts_empty() || max * n > 1024 {
+            return Ok(None);
+        }
+        let min = r.min as usize;
+        Self::copies(&one, min, max).map(Some)
+    }
+
+    /// Strings of `min` to `max` strings of `one` (which does not accept the empty string)
+    /// in a row: explored over the sets of places (copy `i`, state of `one`) a string can be
+    /// in, each copy entered where the one before accepts.
+    fn copies(one: &Dfa, min: usize, max: usize) -> Result<Dfa, Error> {
+        let n = one.num_states();
+        let words = (max * n).div_ceil(64);
+        let has = |k: &[u64], i: usize, s: u32| {
+            let b = i * n + s as usize;
+            k[b >> 6] >> (b & 63) & 1 == 1
+        };
+        let set = |k: &mut [u64], i: usize, s: u32| {
+            let b = i * n + s as usize;
+            k[b >> 6] |= 1 << (b & 63);
+        };
+        // Where copy `i` accepts, copy `i + 1` may begin (in order, so that a chain of
+        // copies entered at once is followed).
+        let enter = |k: &mut [u64]| {
+            for i in 0..max - 1 {
+                if (1..n as u32).any(|s| has(k, i, s) && one.is_accept(s)) {
+                    set(k, i + 1, one.start);
+                }
+            }
+        };
+        let mut start = vec![0u64; words];
+        set(&mut start, 0, one.start);
+        enter(&mut start);
+        Dfa::explore(
+            start,
+            |k, b| {
+                let mut out = vec![0u64; words];
+                let mut any = false;
+                for (w, &word) in k.iter().enumerate() {
+                    let mut bits = word;
+                    while bits != 0 {
+                        let at = w * 64 + bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
+                        let t = one.next((at % n) as u32, b);
+                        if t != DEAD {
+                            set(&mut out, at / n, t);
+                            any = true;
+                        }
+                    }
+                }
+                if !any {
+                    return None;
+                }
+                enter(&mut out);
+                Some(out)
+            },
+            |k| {
+                (min.max(1) - 1..max)
+                    .any(|i| (1..n as u32).any(|s| has(k, i, s) && one.is_accept(s)))
+            },
+            "repetition",
+            &one.classes,
+        )
     }
 
     /// The automaton of `pattern` (which parses), determinized over UTF-8 bytes.
@@ -3924,6 +4023,51 @@ mod tests {
             }
             let kept: Vec<u32> = (0..10).filter(|k| memo.get(k).is_some()).collect();
             assert_eq!(kept, (10 - room..10).collect::<Vec<u32>>());
+        }
+    }
+
+    #[test]
+    fn bounded_repetitions_of_groups_are_copies() {
+        // `(X){n,m}` as copies of `X`'s minimal automaton: the language of the determinized
+        // pattern, for groups whose copies overlap where they meet.
+        let cron = r"(((\d+,)+\d+|((\d+|\*)/\d+|((JAN|FEB|MAR)(-(JAN|FEB|MAR))?))|(\d+-\d+)|\d+|\*|((MON|TUE)(-(MON|TUE))?)) ?){5}";
+        let patterns = [
+            cron,
+            r"(\.[0-9]{1,3}){3}",
+            r"(a|ab){2,4}",
+            r"((x|y)z?){1,3}",
+            r"(é|e\x{301}){2}",
+            r"(?:[a-z]+-?){2,3}",
+            r"([0-9]+,?){3}",
+        ];
+        for p in patterns {
+            let hir = regex_syntax::ParserBuilder::new()
+                .utf8(true)
+                .unicode(true)
+                .build()
+                .parse(p)
+                .unwrap();
+            let copies = Dfa::by_copies(&hir)
+                .unwrap()
+                .expect("a repetition of a group");
+            let plain = Dfa::by_bytes(p).unwrap();
+            assert!(same_language(&copies, &plain), "{p}");
+        }
+        // Not taken: no upper bound, a group that may be absent, an assertion, a class.
+        for p in [
+            r"(ab)+",
+            r"(ab){0,3}",
+            r"(a\b){2}",
+            r"[ab]{2,3}",
+            r"(ab){2}c",
+        ] {
+            let hir = regex_syntax::ParserBuilder::new()
+                .utf8(true)
+                .unicode(true)
+                .build()
+                .parse(p)
+                .unwrap();
+            assert!(Dfa::by_copies(&hir).unwrap().is_none(), "{p}");
         }
     }
 
