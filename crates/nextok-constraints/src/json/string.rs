@@ -124,6 +124,11 @@ fn searched(p: &str, before: bool) -> String {
             _ => h.clone(),
         }
     }
+    // Nothing to drop without a quantifier (most patterns of literal words): left as it is,
+    // not parsed and printed again.
+    if !p.contains(['*', '+', '?', '{']) {
+        return p.to_string();
+    }
     let Ok(hir) = regex_syntax::ParserBuilder::new()
         .utf8(true)
         .unicode(true)
