@@ -907,6 +907,49 @@ fn patterns_of_anchored_words_are_their_words() {
     );
 }
 
+/// Patterns of literals, classes, `.`, word boundaries and anchors, quantified, grouped and
+/// alternated: what `search_dfa`'s shortcuts (words, anchored alternatives, dropped parts,
+/// copies of a repeated group, character atoms) rewrite.
+fn small_patterns() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    let quantifier = prop::sample::select(vec!["", "", "", "?", "*", "+", "{1,2}", "{2}", "{0,2}"]);
+    let atom = prop::sample::select(vec!["a", "b", "ab", "[ab]", "[^a]", ".", "\\d", "é", "\\b"]);
+    let part = (atom, quantifier.clone()).prop_map(|(a, q)| match a {
+        "\\b" => a.to_string(),
+        _ => format!("{a}{q}"),
+    });
+    let seq = prop::collection::vec(part, 1..4).prop_map(|v| v.concat());
+    let group = (prop::collection::vec(seq.clone(), 1..3), quantifier)
+        .prop_map(|(alts, q)| format!("({}){q}", alts.join("|")));
+    let piece = prop_oneof![seq.clone(), group];
+    let general = (
+        any::<bool>(),
+        prop::collection::vec(piece, 1..3),
+        any::<bool>(),
+    )
+        .prop_map(|(s, v, e)| {
+            format!(
+                "{}{}{}",
+                if s { "^" } else { "" },
+                v.concat(),
+                if e { "$" } else { "" }
+            )
+        });
+    // A whole bounded repetition of a group (`Dfa::by_copies`).
+    let counts = prop::sample::select(vec!["{2}", "{1,3}", "{0,2}", "{2,4}", "{3,}"]);
+    let repeated = (prop::collection::vec(seq, 1..3), counts)
+        .prop_map(|(alts, q)| format!("^({}){q}$", alts.join("|")));
+    prop_oneof![general, repeated]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+    #[test]
+    fn searches_are_the_plain_search(p in small_patterns()) {
+        assert_plain_search(&p);
+    }
+}
+
 #[test]
 fn property_names_of_an_enum_are_its_strings() {
     // `propertyNames` of names alone is their trie (values of other types name no key).
