@@ -70,17 +70,14 @@ impl<K: Hash + Eq + Clone, V> Oldest<K, V> {
             return;
         }
         while self.map.len() >= entries && self.drop_oldest().is_some() {}
-        self.insert(key, v);
+        self.push(key, v);
     }
 
-    /// Keeps `v` under `key` (a key already kept keeps its value).
-    fn insert(&mut self, key: K, v: V) -> bool {
-        if self.map.contains_key(&key) {
-            return false;
-        }
+    /// Keeps `v` under `key`, as the newest entry (the caller has checked that `key` is not
+    /// kept yet).
+    fn push(&mut self, key: K, v: V) {
         self.order.push_back(key.clone());
         self.map.insert(key, v);
-        true
     }
 }
 
@@ -113,11 +110,11 @@ impl<K: Hash + Eq + Clone, V: Clone> Kept<K, V> {
             return Ok(v);
         }
         let v = build()?;
-        let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        if m.map.len() >= self.entries {
-            m.drop_oldest();
-        }
-        m.insert(key.to_owned(), v.clone());
+        self.map.lock().unwrap_or_else(|p| p.into_inner()).keep(
+            key.to_owned(),
+            v.clone(),
+            self.entries,
+        );
         Ok(v)
     }
 }
@@ -169,9 +166,8 @@ impl<K: Hash + Eq + Clone> DfaMemo<K> {
                 None => break,
             }
         }
-        if kept.insert(key, std::sync::Arc::clone(d)) {
-            *total += cells;
-        }
+        kept.push(key, std::sync::Arc::clone(d));
+        *total += cells;
     }
 }
 
@@ -291,6 +287,29 @@ fn class_table(bc: &regex_automata::util::alphabet::ByteClasses) -> [u8; 256] {
         classes[b as usize] = bc.get(b);
     }
     classes
+}
+
+/// Regex `pattern` (Rust's syntax) parsed as the automata read it: over valid UTF-8, with
+/// Unicode classes. A syntax error says where and what (the regex engine's own build error
+/// only says that building the NFA failed).
+pub(crate) fn parse_regex(pattern: &str) -> Result<regex_syntax::hir::Hir, Error> {
+    regex_syntax::ParserBuilder::new()
+        .utf8(true)
+        .unicode(true)
+        .build()
+        .parse(pattern)
+        .map_err(|e| {
+            let (offset, reason) = match &e {
+                regex_syntax::Error::Parse(e) => (e.span().start.offset, e.kind().to_string()),
+                regex_syntax::Error::Translate(e) => (e.span().start.offset, e.kind().to_string()),
+                _ => (0, e.to_string()),
+            };
+            Error::RegexSyntax {
+                pattern: pattern.to_string(),
+                offset,
+                reason,
+            }
+        })
 }
 
 /// The dead state: every transition from it leads back to it and it never accepts.
@@ -786,27 +805,7 @@ impl Dfa {
     }
 
     fn build_regex(pattern: &str) -> Result<Dfa, Error> {
-        // A syntax error says where and what: the regex engine's own build error only says that
-        // building the NFA failed.
-        let hir = regex_syntax::ParserBuilder::new()
-            .utf8(true)
-            .unicode(true)
-            .build()
-            .parse(pattern)
-            .map_err(|e| {
-                let (offset, reason) = match &e {
-                    regex_syntax::Error::Parse(e) => (e.span().start.offset, e.kind().to_string()),
-                    regex_syntax::Error::Translate(e) => {
-                        (e.span().start.offset, e.kind().to_string())
-                    }
-                    _ => (0, e.to_string()),
-                };
-                Error::RegexSyntax {
-                    pattern: pattern.to_string(),
-                    offset,
-                    reason,
-                }
-            })?;
+        let hir = parse_regex(pattern)?;
         if let Some(d) = Self::by_copies(&hir) {
             return Ok(d);
         }
@@ -4039,12 +4038,7 @@ mod tests {
             r"([0-9]+,?){3}",
         ];
         for p in patterns {
-            let hir = regex_syntax::ParserBuilder::new()
-                .utf8(true)
-                .unicode(true)
-                .build()
-                .parse(p)
-                .unwrap();
+            let hir = parse_regex(p).unwrap();
             let copies = Dfa::by_copies(&hir).expect("a repetition of a group");
             let plain = Dfa::by_bytes(p).unwrap();
             assert!(same_language(&copies, &plain), "{p}");
@@ -4057,12 +4051,7 @@ mod tests {
             r"[ab]{2,3}",
             r"(ab){2}c",
         ] {
-            let hir = regex_syntax::ParserBuilder::new()
-                .utf8(true)
-                .unicode(true)
-                .build()
-                .parse(p)
-                .unwrap();
+            let hir = parse_regex(p).unwrap();
             assert!(Dfa::by_copies(&hir).is_none(), "{p}");
         }
     }
@@ -4728,14 +4717,7 @@ mod tests {
     fn patterns_determinized_over_atoms_are_their_byte_automata() {
         // Patterns with classes past ASCII go the atoms' way; each is compared with its
         // automaton built over bytes, and a few strings are checked by hand.
-        let parse = |p: &str| {
-            regex_syntax::ParserBuilder::new()
-                .utf8(true)
-                .unicode(true)
-                .build()
-                .parse(p)
-                .unwrap()
-        };
+        let parse = |p: &str| parse_regex(p).unwrap();
         let patterns = [
             r#"[^.\s\\/:*?"<>|\x01-\x1f]{1,32}(\.[^.\s\\/:*?"<>|\x01-\x1f]{1,32}){1,3}"#,
             r"(?s:.)*(?:[^: ]+:[^: ]+)(?s:.)*",

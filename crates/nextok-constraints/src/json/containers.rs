@@ -617,14 +617,12 @@ impl Compiler<'_> {
         // Any key but names that are each one literal (no byte with an escape): the key's
         // terminal is built from the JSON strings directly, and its content only for a
         // witness (below).
-        let literal_names = key_filter.is_none()
-            && split_dfas.is_empty()
-            && !names.is_empty()
-            && names.iter().all(|x| one_encoding(x));
+        let one_spelling = names.iter().all(|x| one_encoding(x));
+        let literal_names =
+            key_filter.is_none() && split_dfas.is_empty() && !names.is_empty() && one_spelling;
         // Whether the cells below are JSON strings already (else contents): where each name
         // is written one way only, so that any key but the names is encoded directly.
-        let encoded_cells =
-            key_filter.is_none() && witness.is_none() && names.iter().all(|x| one_encoding(x));
+        let encoded_cells = key_filter.is_none() && witness.is_none() && one_spelling;
         let cells = if closed {
             Vec::new()
         } else if literal_names {

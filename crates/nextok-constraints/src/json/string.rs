@@ -129,12 +129,7 @@ fn searched(p: &str, before: bool) -> String {
     if !p.contains(['*', '+', '?', '{']) {
         return p.to_string();
     }
-    let Ok(hir) = regex_syntax::ParserBuilder::new()
-        .utf8(true)
-        .unicode(true)
-        .build()
-        .parse(p)
-    else {
+    let Ok(hir) = crate::dfa::parse_regex(p) else {
         return p.to_string();
     };
     let mut q = trim(&hir, false);
