@@ -2273,6 +2273,81 @@ impl Dfa {
         )
     }
 
+    /// `self` then `other`, whatever their overlap: explored over a state of `self` (or none,
+    /// once it cannot read on) and the states of `other` entered so far, `other` entered after
+    /// every prefix that `self` accepts. [`Dfa::then`] is cheaper where the switch is
+    /// deterministic; this is for an `other` that starts with a byte `self` reads on with (a
+    /// regex's run of atoms, then a property escape's backslash).
+    pub(crate) fn concat(&self, other: &Dfa) -> Result<Dfa, Error> {
+        if self.start == DEAD || other.start == DEAD {
+            return Ok(Dfa::empty());
+        }
+        // `set` (sorted, without duplicates) gains `other`'s start where `self` accepts at `a`.
+        let enter = |a: u32, set: &mut Vec<u32>| {
+            if a != DEAD && self.is_accept(a) {
+                if let Err(at) = set.binary_search(&other.start) {
+                    set.insert(at, other.start);
+                }
+            }
+        };
+        let mut entered = Vec::new();
+        enter(self.start, &mut entered);
+        let classes = refine(&self.classes, &other.classes);
+        Dfa::explore(
+            (self.start, entered),
+            |(a, set): &(u32, Vec<u32>), x| {
+                let a2 = if *a == DEAD { DEAD } else { self.next(*a, x) };
+                let mut set2: Vec<u32> = set
+                    .iter()
+                    .map(|&b| other.next(b, x))
+                    .filter(|&t| t != DEAD)
+                    .collect();
+                set2.sort_unstable();
+                set2.dedup();
+                enter(a2, &mut set2);
+                (a2 != DEAD || !set2.is_empty()).then_some((a2, set2))
+            },
+            |(_, set)| set.iter().any(|&b| other.is_accept(b)),
+            "concatenation",
+            &classes,
+        )
+    }
+
+    /// The strings of `self` after which it reads on with byte `b` (its accepting states
+    /// with a live transition on `b`): a regex's runs that end with an atom a quantifier may
+    /// follow, probed with `*`.
+    pub(crate) fn reading_on(&self, b: u8) -> Result<Dfa, Error> {
+        if self.start == DEAD {
+            return Ok(Dfa::empty());
+        }
+        Dfa::explore(
+            self.start,
+            |&a, x| Some(self.next(a, x)).filter(|&t| t != DEAD),
+            |&a| self.is_accept(a) && self.next(a, b) != DEAD,
+            "accepting states",
+            &self.classes,
+        )
+    }
+
+    /// The strings `s` such that `self` accepts byte `b` then `s` (the derivative by `b`).
+    pub(crate) fn after(&self, b: u8) -> Result<Dfa, Error> {
+        let s = if self.start == DEAD {
+            DEAD
+        } else {
+            self.next(self.start, b)
+        };
+        if s == DEAD {
+            return Ok(Dfa::empty());
+        }
+        Dfa::explore(
+            s,
+            |&a, x| Some(self.next(a, x)).filter(|&t| t != DEAD),
+            |&a| self.is_accept(a),
+            "derivative",
+            &self.classes,
+        )
+    }
+
     /// `self` then `other`, when no accepting state of `self` reads on with a byte that
     /// `other` can start with: then the switch to `other` is deterministic and one state of
     /// each at a time suffices. `None` when the two overlap so.
@@ -3799,6 +3874,76 @@ mod tests {
             let d = Dfa::from_regex(p).unwrap();
             assert!(d.loop_prefixes(most, groups).is_none(), "{p}");
         }
+    }
+
+    /// Every string over `alphabet` of at most `len` bytes.
+    fn strings_upto(alphabet: &[u8], len: usize) -> Vec<Vec<u8>> {
+        let mut all = vec![Vec::new()];
+        let mut last = vec![Vec::new()];
+        for _ in 0..len {
+            let mut next = Vec::new();
+            for s in &last {
+                for &b in alphabet {
+                    let mut t: Vec<u8> = s.clone();
+                    t.push(b);
+                    next.push(t);
+                }
+            }
+            all.extend(next.iter().cloned());
+            last = next;
+        }
+        all
+    }
+
+    /// A concatenation whose parts overlap (the first reads on with bytes the second starts
+    /// with, where [`Dfa::then`] declines) holds exactly the strings the two patterns in a row
+    /// match; the accepting states that read on with a byte, and the strings after a first
+    /// byte, are what their definitions say, string by string.
+    #[test]
+    fn concatenations_probes_and_derivatives_keep_their_definitions() {
+        let cases = [
+            ("a*", "ab"),
+            ("(ab)*", "b|ab"),
+            ("[a-c]+", "c1?"),
+            ("a|ab", "bc*"),
+            ("", "a"),
+            ("b", ""),
+            ("[ab]{2}", "[ab]{2}"),
+        ];
+        let strings = strings_upto(b"abc1", 6);
+        for (x, y) in cases {
+            let (dx, dy) = (Dfa::from_regex(x).unwrap(), Dfa::from_regex(y).unwrap());
+            let both = Dfa::from_regex(&format!("(?:{x})(?:{y})")).unwrap();
+            let c = dx.concat(&dy).unwrap();
+            for s in &strings {
+                assert_eq!(c.matches(s), both.matches(s), "{x} then {y}: {s:?}");
+            }
+            for probe in [b'a', b'c'] {
+                let r = dx.reading_on(probe).unwrap();
+                for s in &strings {
+                    let mut longer = s.clone();
+                    longer.push(probe);
+                    let reads_on = strings_upto(b"abc1", 3).iter().any(|t| {
+                        let mut w = longer.clone();
+                        w.extend_from_slice(t);
+                        dx.matches(&w)
+                    });
+                    let want = dx.matches(s) && reads_on;
+                    assert_eq!(r.matches(s), want, "{x} reading on {probe}: {s:?}");
+                }
+                let d = dx.after(probe).unwrap();
+                for s in &strings[..strings.len() / 4] {
+                    let mut w = vec![probe];
+                    w.extend_from_slice(s);
+                    assert_eq!(d.matches(s), dx.matches(&w), "{x} after {probe}: {s:?}");
+                }
+            }
+        }
+        assert!(Dfa::empty()
+            .concat(&Dfa::literal(b"a"))
+            .unwrap()
+            .is_empty_language());
+        assert!(Dfa::literal(b"a").after(b'b').unwrap().is_empty_language());
     }
 
     #[test]

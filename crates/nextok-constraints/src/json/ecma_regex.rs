@@ -26,7 +26,7 @@
 //! - a class range whose first end is above U+00FF (`[\u4e00-\u9fa5]`); the ends are compared
 //!   exactly when the first is at most U+00FF, whatever the second is;
 //! - a quantifier `{n,m}` where `n` and `m` have the same number of significant digits and
-//!   more than three (`{1000,2000}`); `{1,100000}`, `{5}` and `{5,}` are fine;
+//!   more than two (`{100,200}`); `{1,100000}`, `{5}` and `{5,}` are fine;
 //! - `\p{...}`/`\P{...}` other than `General_Category` values (alone or as `gc=`,
 //!   `General_Category=`) and the binary properties of ECMA-262's table of binary Unicode
 //!   property aliases; `Script=` and `Script_Extensions=` are refused.
@@ -38,17 +38,21 @@
 //! of syntax characters and `/`, and ES2025's modifiers `(?ims-ims:...)` with each flag once.
 //! Beside it the compiler takes `minLength: 1` (no empty pattern) and one `pattern` without
 //! `^` or `$`, looked for within each run of atoms (a match across a group's, class's or
-//! alternative's delimiter is refused: a sixth restriction that only refuses); other string
-//! keywords with it are refused by name.
+//! alternative's delimiter, a braced quantifier or a property escape is refused: a sixth
+//! restriction that only refuses); other string keywords with it are refused by name.
 //!
 //! The automata are built once per process (`pieces`), later schemas share them
 //! (`GrammarBuilder::shared_terminal`), so that a schema with the format compiles in a few
-//! milliseconds. Their three operands (a run, a quantifier, the rest of a class) took about
-//! 150 ms of CPU to build, so they are built ahead of time and read back (`prebuilt`); the
-//! first schema with the format pays about 40 ms for the rest. Each operand is made minimal
-//! before a product (`Dfa::minimized`): regex-automata spells the quantifier once per kind of
-//! atom before it, and the braces' check multiplied every spelling (72,000 states per piece
-//! where 4,000 do).
+//! milliseconds. Their five operands (a run; a quantifier after a group or class; the rest of
+//! a class, of a braced quantifier and of a property escape) take about 80 ms of CPU to build,
+//! so they are built ahead of time and read back (`prebuilt`); the first schema with the
+//! format pays about 2 ms for the rest. A run holds neither a braced quantifier nor a property
+//! escape: each ends the run as a delimiter does, and its rest is a terminal of its own. The
+//! check of the braces' bounds and the property names multiplied the run's states (1,191
+//! states of 85 byte classes, 34 of 36 without them), and a `pattern` beside the format
+//! multiplies the run's states again by its own (schema-org-place's `\b\d{13}\b` made
+//! 11,239 states of the run, copied into a table per delimiter: 20 ms of that schema's
+//! compile, 2 ms in all now).
 
 use std::sync::{Arc, OnceLock};
 
@@ -302,18 +306,17 @@ fn property_names() -> Vec<String> {
 
 /// Significant digits of `{n,m}`'s `n` compared exactly when `m` has as many: `{10,99}`
 /// is written, `{100,200}` (as many digits, more than these) is refused as not compared. Each
-/// digit kept multiplies the run automaton's states by about three (3,990 with three digits,
-/// 1,194 with two), and a `pattern` beside `format: "regex"` multiplies those again by its
-/// own: schema.org's `\b\d{13}\b` split the run into 31,280 and 62,560 states with three
-/// digits (the seven pieces of each then, some 200 MB of tables, took 470 ms), against 5,621 and
-/// 11,242 with two (66 ms).
+/// digit kept multiplies the states of the automata that check the bounds by about three:
+/// when the run of atoms held braced quantifiers (3,990 states with three digits, 1,194 with
+/// two), a `pattern` beside `format: "regex"` multiplied those again by its own.
 const EXACT_DIGITS: usize = 2;
 
 /// The terminals of the grammar, over the JSON string's bytes. A run of atoms (each maybe
-/// quantified) and assertions is never a terminal of its own: it is the optional start of the
-/// terminal that ends with the next delimiter's first byte, so a terminal ends only at a
-/// delimiter, never after any atom (a mask would otherwise look past the end of a run at every
-/// byte). The three openers that start with `(` (a group, a look-around, a named group) share
+/// quantified by `*`, `+` or `?`) and assertions is never a terminal of its own: it is the
+/// optional start of the terminal that ends with the next delimiter (`(`, `[`, `|`, `)`, the
+/// closing quote, a braced quantifier's `{`, a property escape's `\p{`), so a terminal ends
+/// only at a delimiter, never after any atom (a mask would otherwise look past the end of a run
+/// at every byte). The three openers that start with `(` (a group, a look-around, a named group) share
 /// their terminal, up to the `(`, and their rests after it are terminals of their own: one
 /// table of the run where three were (a `pattern` beside the format makes each table again per
 /// pattern, twice).
@@ -336,15 +339,30 @@ struct Pieces {
     close: Arc<Dfa>,
     /// A run, then the string's closing quote.
     end: Arc<Dfa>,
+    /// A run that ends with an atom no quantifier follows yet, then a braced quantifier's
+    /// `{` (`run_atom`, then `brace_delim`).
+    brace: Arc<Dfa>,
+    /// After that `{`: `n}`, `n,}` or `n,m}` with `n <= m`, and a lazy quantifier's `?`.
+    brace_rest: Arc<Dfa>,
+    /// A run, then a property escape's `\\p{` or `\\P{` (`prop_delim`).
+    prop: Arc<Dfa>,
+    /// After that `{`: a property name or value and the closing `}`.
+    prop_rest: Arc<Dfa>,
     /// A quantifier after a group or class.
     quantifier: Arc<Dfa>,
     /// `end` without the string that is only the closing quote (`minLength: 1`).
     nonempty_end: Arc<Dfa>,
     /// The run alone, for a `pattern` beside the format.
     run: Dfa,
+    /// The runs of `brace`, for a `pattern` beside the format.
+    run_atom: Dfa,
     /// The delimiters after a run: `paren`'s, `class_open`'s, `bar`'s, `close`'s and `end`'s,
     /// in that order.
     delims: Vec<Dfa>,
+    /// `brace`'s delimiter, `{`.
+    brace_delim: Dfa,
+    /// `prop`'s delimiter, `\\p{` or `\\P{` as JSON writes the backslash.
+    prop_delim: Dfa,
 }
 
 fn pieces() -> Result<&'static Pieces, Error> {
@@ -360,7 +378,13 @@ fn pieces() -> Result<&'static Pieces, Error> {
 /// determinizations and products are most of the pieces' cost, so they are built ahead of
 /// time (`prebuilt`, `regex.dfa`) and only built here when the tables do not read back.
 #[cfg(test)]
-pub(super) const OPERANDS: [&str; 3] = ["run", "quantifier", "class rest"];
+pub(super) const OPERANDS: [&str; 5] = [
+    "run",
+    "quantifier",
+    "class rest",
+    "brace rest",
+    "property rest",
+];
 
 /// The operand `name` of [`OPERANDS`], built.
 pub(super) fn build_operand(name: &str) -> Result<Dfa, Error> {
@@ -370,14 +394,19 @@ pub(super) fn build_operand(name: &str) -> Result<Dfa, Error> {
     let esc_char = format!(
         r"\\(?:[fnrtv]|c[A-Za-z]|x{hex}{{2}}|u{hex}{{4}}|u\{{0*(?:{hex}{{1,5}}|10{hex}{{4}})\}}|[\^$\\.*+?()\[\]{{}}|/])"
     );
-    let esc_class = format!(r"\\(?:[dDsSwW]|[pP]\{{(?:{names})\}})");
+    // A property escape (`\p{...}`) ends a run, as a delimiter does: the names are hundreds of
+    // states that the run's table would carry at every atom.
+    let esc_class = r"\\[dDsSwW]";
     // Grouped, so that a `?` after it makes it optional (not lazy).
     let quant = r"(?:(?:[*+?]|\{[0-9]+(?:,[0-9]*)?\})\??)";
+    // A run's own quantifiers: a braced one ends the run (`Pieces::brace`), so that the check
+    // of its bounds is a terminal of its own rather than a factor of the run's states.
+    let run_quant = r"(?:[*+?]\??)";
     // Atoms that do not start with a digit and are not `\0`, each maybe quantified.
     let atom = format!(r"(?:[^\^$\\.*+?()\[\]{{}}|0-9]|\.|{esc_char}|{esc_class})");
     let assertion = r"(?:\^|\$|\\[bB])";
-    let free = format!(r"(?:{atom}{quant}?|[0-9]{quant}?|\\0{quant}|{assertion})");
-    let no_digit = format!(r"(?:{atom}{quant}?|\\0{quant}|{assertion})");
+    let free = format!(r"(?:{atom}{run_quant}?|[0-9]{run_quant}?|\\0{run_quant}|{assertion})");
+    let no_digit = format!(r"(?:{atom}{run_quant}?|\\0{run_quant}|{assertion})");
     // `\0` is never followed by a digit (a quantifier between them is fine).
     let run = format!(r"(?:{free}|(?:\\0)+{no_digit})*(?:\\0)*");
     match name {
@@ -385,7 +414,6 @@ pub(super) fn build_operand(name: &str) -> Result<Dfa, Error> {
         // per kind of atom before it, and the braces' check would multiply each spelling.
         "run" => Dfa::from_regex(&run)?
             .minimized()
-            .minus(&bad_braces()?.minimized())?
             .intersect(utf8)?
             .json_content(),
         "quantifier" => Dfa::from_regex(quant)?
@@ -393,6 +421,11 @@ pub(super) fn build_operand(name: &str) -> Result<Dfa, Error> {
             .json_content(),
         // Minimal: 7,661 states as built, 3,205 minimal (the one table of its terminal).
         "class rest" => Ok(class_dfa()?.intersect(utf8)?.json_content()?.minimized()),
+        "brace rest" => Dfa::from_regex(r"\{[0-9]+(?:,[0-9]*)?\}\??")?
+            .minus(&bad_braces()?.minimized())?
+            .after(b'{')?
+            .json_content(),
+        "property rest" => Dfa::from_regex(&format!(r"(?:{names})\}}"))?.json_content(),
         _ => Err(unsupported(
             format!("format \"regex\" (internal: no operand {name})"),
             "#",
@@ -433,8 +466,24 @@ fn build() -> Result<Pieces, Error> {
             .ok_or_else(|| unsupported(format!("format \"regex\" (internal: {})", res[i]), "#"))
     };
     let [paren, class_open, bar, close, end] = [then(0)?, then(1)?, then(2)?, then(3)?, then(4)?];
+    // A run ends with an atom that a quantifier may follow where `*` could come next.
+    let run_atom = run.reading_on(b'*')?;
+    let brace_delim = Dfa::literal(b"{");
+    let brace = run_atom
+        .then(&brace_delim)?
+        .ok_or_else(|| unsupported("format \"regex\" (internal: {)", "#"))?;
+    // The run reads on with a backslash (other escapes), so this concatenation overlaps.
+    let prop_delim = Dfa::from_regex(r"\\\\[pP]\{")?;
+    let prop = run.concat(&prop_delim)?;
     Ok(Pieces {
         run: run.clone(),
+        run_atom,
+        brace: Arc::new(brace),
+        brace_rest: Arc::new(operand("brace rest")?),
+        prop: Arc::new(prop),
+        prop_rest: Arc::new(operand("property rest")?),
+        brace_delim,
+        prop_delim,
         nonempty_end: Arc::new(end.minus(&Dfa::literal(b"\""))?),
         end: Arc::new(end),
         paren: Arc::new(paren),
@@ -899,15 +948,16 @@ impl Compiler<'_> {
     }
 
     /// The JSON strings whose content is an ECMA-262 pattern (module docs), as rules over
-    /// terminals that each end with a delimiter's first byte (`Pieces`; `paren` is a run and
-    /// `(`, the rests after it are `open_rest`, `look_rest` and `named_rest`), `k` the named
-    /// groups inside (at most one):
+    /// terminals that each end with a delimiter (`Pieces`; `paren` is a run and `(`, the
+    /// rests after it are `open_rest`, `look_rest` and `named_rest`), `k` the named groups
+    /// inside (at most one):
     ///
     /// ```text
     /// S    -> '"' T_0 | '"' T_1          T_k -> Seq_k end         C_k -> Seq_k close
     /// S'   -> '"' Seq_0 U_0 end | '"' end' | '"' T_1   (`nonempty`: end' is end without '"')
     /// Seq_k -> ε (k = 0) | Seq_i U_j     (i + j = k)
     /// U_0  -> class_open class_rest q? | paren open_rest? C_0 q? | paren look_rest C_0 | bar
+    ///       | brace brace_rest | prop prop_rest q?
     /// U_1  -> paren open_rest? C_1 q? | paren look_rest C_1 | paren named_rest C_0 q?
     /// ```
     pub(super) fn regex_format_string(&mut self, nonempty: bool) -> Result<Sym, Error> {
@@ -919,6 +969,8 @@ impl Compiler<'_> {
         let paren = t(&p.paren)?;
         let (class_open, class_rest, q) = (t(&p.class_open)?, t(&p.class_rest)?, t(&p.quantifier)?);
         let (bar, close, end) = (t(&p.bar)?, t(&p.close)?, t(&p.end)?);
+        let (brace, brace_rest) = (t(&p.brace)?, t(&p.brace_rest)?);
+        let (prop, prop_rest) = (t(&p.prop)?, t(&p.prop_rest)?);
         let [open, look, named] = self.opener_rests(p)?;
         let quote = self.lit("\"");
         let top = [self.b.nt("regex"), self.b.nt("regex, named")];
@@ -944,6 +996,9 @@ impl Compiler<'_> {
         self.b.rule(unit[0], vec![class_open, class_rest]);
         self.b.rule(unit[0], vec![class_open, class_rest, q]);
         self.b.rule(unit[0], vec![bar]);
+        self.b.rule(unit[0], vec![brace, brace_rest]);
+        self.b.rule(unit[0], vec![prop, prop_rest]);
+        self.b.rule(unit[0], vec![prop, prop_rest, q]);
         self.b.rule(unit[1], vec![paren, named, Sym::Nt(closed[0])]);
         self.b
             .rule(unit[1], vec![paren, named, Sym::Nt(closed[0]), q]);
@@ -998,15 +1053,29 @@ impl Compiler<'_> {
         let matched = MATCHED
             .get_or_init(|| Kept::new(64))
             .get_or_try(source, || {
-                let run = p.run.intersect(&pattern.json_content()?)?;
-                // Per delimiter, in `Pieces::delims`' order: a run with a match, then it.
+                let m = pattern.json_content()?;
+                let run = p.run.intersect(&m)?;
+                // Per delimiter, in `Pieces::delims`' order, then `brace`'s and `prop`'s: a
+                // run with a match, then it.
                 let mut matched = Vec::new();
                 for d in &p.delims {
                     matched.push(Arc::new(run.then(d)?.ok_or_else(internal)?));
                 }
+                let run_atom = p.run_atom.intersect(&m)?;
+                let brace = run_atom.then(&p.brace_delim)?.ok_or_else(internal)?;
+                matched.push(Arc::new(brace));
+                matched.push(Arc::new(run.concat(&p.prop_delim)?));
                 Ok::<Matched, Error>(Arc::new(matched))
             })?;
-        let any = [&p.paren, &p.class_open, &p.bar, &p.close, &p.end];
+        let any = [
+            &p.paren,
+            &p.class_open,
+            &p.bar,
+            &p.close,
+            &p.end,
+            &p.brace,
+            &p.prop,
+        ];
         let mut terms = Vec::new();
         for (a, m) in any.iter().zip(matched.iter()) {
             terms.push([
@@ -1014,9 +1083,11 @@ impl Compiler<'_> {
                 self.b.shared_terminal(Arc::clone(m))?,
             ]);
         }
-        let [paren, class_open, bar, close, end] =
-            <[[Sym; 2]; 5]>::try_from(terms).map_err(|_| internal())?;
+        let [paren, class_open, bar, close, end, brace, prop] =
+            <[[Sym; 2]; 7]>::try_from(terms).map_err(|_| internal())?;
         let class_rest = self.b.shared_terminal(Arc::clone(&p.class_rest))?;
+        let brace_rest = self.b.shared_terminal(Arc::clone(&p.brace_rest))?;
+        let prop_rest = self.b.shared_terminal(Arc::clone(&p.prop_rest))?;
         let q = self.b.shared_terminal(Arc::clone(&p.quantifier))?;
         let [open, look, named] = self.opener_rests(p)?;
         let quote = self.lit("\"");
@@ -1059,6 +1130,9 @@ impl Compiler<'_> {
             self.b.rule(unit[0][f], vec![class_open[f], class_rest]);
             self.b.rule(unit[0][f], vec![class_open[f], class_rest, q]);
             self.b.rule(unit[0][f], vec![bar[f]]);
+            self.b.rule(unit[0][f], vec![brace[f], brace_rest]);
+            self.b.rule(unit[0][f], vec![prop[f], prop_rest]);
+            self.b.rule(unit[0][f], vec![prop[f], prop_rest, q]);
         }
         Ok(self.b.alts(
             "regex format string with a pattern",
@@ -1157,6 +1231,41 @@ mod tests {
             &[
                 "(abc", "abc)", ")", "?", "*a", "a**", "a{2}{3}", "a{2}??", "a{", "a{2", "{2,3}",
                 "a{3,2}", "a{10,9}", "a{,5}", "}", "]", "^(abc]",
+            ],
+        );
+    }
+
+    /// A braced quantifier and a property escape end a run (module docs): what comes before,
+    /// between and after them is checked as it was inside one run.
+    #[test]
+    fn braced_quantifiers_and_property_escapes_between_runs() {
+        check(
+            &[
+                "\\p{L}{2}",
+                "\\p{L}*?x",
+                "\\p{Lu}\\P{Ll}",
+                "a\\p{L}b",
+                "\\d{2}\\p{N}{1,3}?",
+                "\\0{2}1",
+                "a{2}b{3,}c{4,5}?d",
+                "x{2}|y{3}",
+                "(a{2}){3}",
+                "\\u{41}{2}",
+                "\\{{2}",
+                "a\\{",
+            ],
+            &[
+                "^{2}",
+                "\\b{2}",
+                "a*{2}",
+                "a{2}*",
+                "\\p{L}{2}{3}",
+                "\\p{L}**",
+                "\\01",
+                "|{2}",
+                "({2})",
+                "\\p{L}\\p{",
+                "a{2}\\p",
             ],
         );
     }
@@ -1407,6 +1516,12 @@ mod tests {
                 ("x|y(z)Action", true),
                 ("(x)|(?:y|(Action))", true),
                 ("x|y(z)Acti|on", false),
+                // Runs around a braced quantifier or a property escape.
+                ("Action{2}", true),
+                ("x{2}Action", true),
+                ("Action\\p{L}", true),
+                ("\\p{L}+Action", true),
+                ("\\p{L}Acti", false),
             ],
         );
         check_with_pattern(
@@ -1420,6 +1535,10 @@ mod tests {
                 ("123456789012", false),
             ],
         );
+        // The restriction again: a match across a braced quantifier or a property escape (a
+        // `}` is escaped anywhere else, so `2}b` is only ever read across a quantifier).
+        check_with_pattern("2}b", &[("a{2}b", false)]);
+        check_with_pattern("L", &[("\\p{L}", false), ("\\p{L}L", true)]);
         check_with_pattern(
             "http://schema.org",
             &[
