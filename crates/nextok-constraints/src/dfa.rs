@@ -3365,7 +3365,7 @@ impl Trie {
         let mut range: Vec<(u32, u32)> = Vec::new();
         let mut edges: Vec<(u8, u32)> = Vec::with_capacity(self.edges.len());
         // Hash of a kept node to its number, and per kept node the next one of the same hash.
-        let mut by_hash: FxMap<u64, u32> = FxMap::default();
+        let mut by_hash: FxMap<u64, u32> = FxMap::with_capacity_and_hasher(n, Default::default());
         let mut same_hash: Vec<u32> = Vec::new();
         let mut kept = vec![0u32; n];
         for v in (0..n).rev() {
