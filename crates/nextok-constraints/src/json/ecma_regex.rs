@@ -1433,7 +1433,7 @@ mod tests {
                 "(?<a>x)(?<b>y)",
                 // A range's first end above U+00FF.
                 "[\\u4e00-\\u9fa5]",
-                // `{n,m}` with as many significant digits, more than three.
+                // `{n,m}` with as many significant digits, more than two.
                 "a{1000,2000}",
             ],
         );
