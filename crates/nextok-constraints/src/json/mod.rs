@@ -752,6 +752,8 @@ pub fn compile_json_schema_report(
     };
     let schema = resolved.as_ref().unwrap_or(schema);
     let doc = schema::Document::parse_with(schema, draft, options, &off)?;
+    // Normal forms are kept while this document's table lives.
+    let _normal_forms = algebra::NormalizeMemo::begin();
     let mut c = compile::Compiler::new(&doc.table, options);
     let s = c.schema(&doc.root, "#")?;
     Ok(CompiledSchema {
