@@ -26,7 +26,7 @@
 //! - a class range whose first end is above U+00FF (`[\u4e00-\u9fa5]`); the ends are compared
 //!   exactly when the first is at most U+00FF, whatever the second is;
 //! - a quantifier `{n,m}` where `n` and `m` have the same number of significant digits and
-//!   more than two (`{100,200}`); `{1,100000}`, `{5}` and `{5,}` are fine;
+//!   more than three (`{1000,2000}`); `{1,100000}`, `{5}` and `{5,}` are fine;
 //! - `\p{...}`/`\P{...}` other than `General_Category` values (alone or as `gc=`,
 //!   `General_Category=`) and the binary properties of ECMA-262's table of binary Unicode
 //!   property aliases; `Script=` and `Script_Extensions=` are refused.
@@ -304,12 +304,14 @@ fn property_names() -> Vec<String> {
     names
 }
 
-/// Significant digits of `{n,m}`'s `n` compared exactly when `m` has as many: `{10,99}`
-/// is written, `{100,200}` (as many digits, more than these) is refused as not compared. Each
+/// Significant digits of `{n,m}`'s `n` compared exactly when `m` has as many: `{100,999}`
+/// is written, `{1000,2000}` (as many digits, more than these) is refused as not compared. Each
 /// digit kept multiplies the states of the automata that check the bounds by about three:
 /// when the run of atoms held braced quantifiers (3,990 states with three digits, 1,194 with
-/// two), a `pattern` beside `format: "regex"` multiplied those again by its own.
-const EXACT_DIGITS: usize = 2;
+/// two), a `pattern` beside `format: "regex"` multiplied those again by its own, and two were
+/// kept; now only the rest of a braced quantifier and the quantifier after a group or class
+/// check them, terminals of their own.
+const EXACT_DIGITS: usize = 3;
 
 /// The terminals of the grammar, over the JSON string's bytes. A run of atoms (each maybe
 /// quantified by `*`, `+` or `?`) and assertions is never a terminal of its own: it is the
@@ -1391,10 +1393,24 @@ mod tests {
         // Valid, but with as many significant digits on both sides as more than
         // `EXACT_DIGITS`: not compared, so refused (never an `n > m` accepted).
         let g = grammar();
-        for p in ["a{123,124}", "a{999,999}", "a{100,200}", "a{0100,0200}"] {
+        for p in [
+            "a{1234,1235}",
+            "a{9999,9999}",
+            "a{1000,2000}",
+            "a{01000,02000}",
+        ] {
             assert!(!accepts(&g, p), "compared beyond EXACT_DIGITS: {p}");
         }
-        assert!(accepts(&g, "a{99,100}") && accepts(&g, "a{99,999}"));
+        for p in [
+            "a{99,100}",
+            "a{99,999}",
+            "a{123,124}",
+            "a{100,200}",
+            "a{0100,0200}",
+        ] {
+            assert!(accepts(&g, p), "compared within EXACT_DIGITS: {p}");
+        }
+        assert!(accepts(&g, "(a){999,999}") && !accepts(&g, "(a){999,998}"));
     }
 
     /// The pieces stay small: each was about 72,000 states when the run automaton (not
@@ -1433,7 +1449,7 @@ mod tests {
                 "(?<a>x)(?<b>y)",
                 // A range's first end above U+00FF.
                 "[\\u4e00-\\u9fa5]",
-                // `{n,m}` with as many significant digits, more than two.
+                // `{n,m}` with as many significant digits, more than three.
                 "a{1000,2000}",
             ],
         );
