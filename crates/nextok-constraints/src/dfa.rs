@@ -428,7 +428,7 @@ impl Hash for Dfa {
 }
 
 /// The hash of an automaton: its classes, accepting states and start state, its table's and
-/// live bytes' lengths, and at most [`SAMPLED`] cells of each spread evenly over them (all of
+/// live bytes' lengths, and at most `SAMPLED` (4,096) cells of each spread evenly over them (all of
 /// them in a smaller automaton). Equal automata hash alike; unequal ones that agree on all
 /// that are told apart by equality, which compares everything. Hashing every cell of every
 /// table built cost as much as building some: a 4 MB table of a cryproj schema's names, and
