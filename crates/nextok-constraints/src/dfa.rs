@@ -1513,14 +1513,9 @@ impl Dfa {
                 &IDENTITY,
             )
             .ok()?;
-            let rest = Dfa::explore(
-                u,
-                |&s, b| Some(self.next(s, b)).filter(|&t| t != DEAD),
-                |&s| self.is_accept(s),
-                "pattern loop",
-                &self.classes,
-            )
-            .ok()?;
+            let rest = self
+                .reexplored(u, |s| self.is_accept(s), "pattern loop")
+                .ok()?;
             out.push((l, prefixes, rest));
         }
         Some(out)
@@ -2325,15 +2320,10 @@ impl Dfa {
     /// with a live transition on `b`): a regex's runs that end with an atom a quantifier may
     /// follow, probed with `*`.
     pub(crate) fn reading_on(&self, b: u8) -> Result<Dfa, Error> {
-        if self.start == DEAD {
-            return Ok(Dfa::empty());
-        }
-        Dfa::explore(
+        self.reexplored(
             self.start,
-            |&a, x| Some(self.next(a, x)).filter(|&t| t != DEAD),
-            |&a| self.is_accept(a) && self.next(a, b) != DEAD,
+            |a| self.is_accept(a) && self.next(a, b) != DEAD,
             "accepting states",
-            &self.classes,
         )
     }
 
@@ -2344,14 +2334,25 @@ impl Dfa {
         } else {
             self.next(self.start, b)
         };
-        if s == DEAD {
+        self.reexplored(s, |a| self.is_accept(a), "derivative")
+    }
+
+    /// `self`'s own states explored again from `from` (the empty language from `DEAD`),
+    /// accepting where `accept` says: a part of `self`, or `self` with fewer accepting states.
+    fn reexplored(
+        &self,
+        from: u32,
+        accept: impl Fn(u32) -> bool,
+        what: &str,
+    ) -> Result<Dfa, Error> {
+        if from == DEAD {
             return Ok(Dfa::empty());
         }
         Dfa::explore(
-            s,
+            from,
             |&a, x| Some(self.next(a, x)).filter(|&t| t != DEAD),
-            |&a| self.is_accept(a),
-            "derivative",
+            |&a| accept(a),
+            what,
             &self.classes,
         )
     }

@@ -358,13 +358,57 @@ struct Pieces {
     run: Dfa,
     /// The runs of `brace`, for a `pattern` beside the format.
     run_atom: Dfa,
-    /// The delimiters after a run: `paren`'s, `class_open`'s, `bar`'s, `close`'s and `end`'s,
-    /// in that order.
-    delims: Vec<Dfa>,
-    /// `brace`'s delimiter, `{`.
-    brace_delim: Dfa,
-    /// `prop`'s delimiter, `\\p{` or `\\P{` as JSON writes the backslash.
-    prop_delim: Dfa,
+    /// What ends a run, for a `pattern` beside the format.
+    delims: Delims,
+}
+
+/// The delimiters that end a run of atoms, as automata over the JSON string's bytes.
+struct Delims {
+    /// `paren`'s, `class_open`'s, `bar`'s, `close`'s and `end`'s, in that order: one byte
+    /// each, read as written (`end`'s is the string's closing quote).
+    plain: [Dfa; 5],
+    /// `brace`'s, `{`.
+    brace: Dfa,
+    /// `prop`'s, `\\p{` or `\\P{` as JSON writes the backslash.
+    prop: Dfa,
+}
+
+impl Delims {
+    fn new() -> Result<Delims, Error> {
+        Ok(Delims {
+            plain: [
+                Dfa::literal(b"("),
+                Dfa::literal(b"["),
+                Dfa::literal(b"|"),
+                Dfa::literal(b")"),
+                Dfa::literal(b"\""),
+            ],
+            brace: Dfa::literal(b"{"),
+            prop: Dfa::from_regex(r"\\\\[pP]\{")?,
+        })
+    }
+
+    /// The seven terminals that end with a delimiter, in the order of [`Delims::plain`] and
+    /// then `brace`'s and `prop`'s: `run` then each plain delimiter, `run_atom` (the runs that
+    /// a quantifier may follow) then `{`, and `run` then `\\p{`, a concatenation that overlaps
+    /// (the run reads on with a backslash, its other escapes). The pieces' own runs, and a
+    /// pattern's runs with a match.
+    fn after(&self, run: &Dfa, run_atom: &Dfa) -> Result<[Dfa; 7], Error> {
+        let then = |run: &Dfa, d: &Dfa| {
+            run.then(d)?
+                .ok_or_else(|| unsupported("format \"regex\" (internal: a run's delimiter)", "#"))
+        };
+        let [paren, class_open, bar, close, end] = &self.plain;
+        Ok([
+            then(run, paren)?,
+            then(run, class_open)?,
+            then(run, bar)?,
+            then(run, close)?,
+            then(run, end)?,
+            then(run_atom, &self.brace)?,
+            run.concat(&self.prop)?,
+        ])
+    }
 }
 
 fn pieces() -> Result<&'static Pieces, Error> {
@@ -456,27 +500,10 @@ fn build() -> Result<Pieces, Error> {
         }
     }
     let open_rest = format!(r"\?(?:{}):", mods.join("|"));
-    // The delimiters, in `Pieces::delims`' order; ASCII without `"` or `\\`, so their JSON
-    // encoding is themselves.
-    let res = [r"\(", r"\[", r"\|", r"\)", "\""];
-    let delims = res
-        .iter()
-        .map(|re| Dfa::from_regex(re))
-        .collect::<Result<Vec<Dfa>, Error>>()?;
-    let then = |i: usize| -> Result<Dfa, Error> {
-        run.then(&delims[i])?
-            .ok_or_else(|| unsupported(format!("format \"regex\" (internal: {})", res[i]), "#"))
-    };
-    let [paren, class_open, bar, close, end] = [then(0)?, then(1)?, then(2)?, then(3)?, then(4)?];
     // A run ends with an atom that a quantifier may follow where `*` could come next.
     let run_atom = run.reading_on(b'*')?;
-    let brace_delim = Dfa::literal(b"{");
-    let brace = run_atom
-        .then(&brace_delim)?
-        .ok_or_else(|| unsupported("format \"regex\" (internal: {)", "#"))?;
-    // The run reads on with a backslash (other escapes), so this concatenation overlaps.
-    let prop_delim = Dfa::from_regex(r"\\\\[pP]\{")?;
-    let prop = run.concat(&prop_delim)?;
+    let delims = Delims::new()?;
+    let [paren, class_open, bar, close, end, brace, prop] = delims.after(&run, &run_atom)?;
     Ok(Pieces {
         run: run.clone(),
         run_atom,
@@ -484,8 +511,6 @@ fn build() -> Result<Pieces, Error> {
         brace_rest: Arc::new(operand("brace rest")?),
         prop: Arc::new(prop),
         prop_rest: Arc::new(operand("property rest")?),
-        brace_delim,
-        prop_delim,
         nonempty_end: Arc::new(end.minus(&Dfa::literal(b"\""))?),
         end: Arc::new(end),
         paren: Arc::new(paren),
@@ -1056,18 +1081,10 @@ impl Compiler<'_> {
             .get_or_init(|| Kept::new(64))
             .get_or_try(source, || {
                 let m = pattern.json_content()?;
-                let run = p.run.intersect(&m)?;
-                // Per delimiter, in `Pieces::delims`' order, then `brace`'s and `prop`'s: a
-                // run with a match, then it.
-                let mut matched = Vec::new();
-                for d in &p.delims {
-                    matched.push(Arc::new(run.then(d)?.ok_or_else(internal)?));
-                }
-                let run_atom = p.run_atom.intersect(&m)?;
-                let brace = run_atom.then(&p.brace_delim)?.ok_or_else(internal)?;
-                matched.push(Arc::new(brace));
-                matched.push(Arc::new(run.concat(&p.prop_delim)?));
-                Ok::<Matched, Error>(Arc::new(matched))
+                let ends = p
+                    .delims
+                    .after(&p.run.intersect(&m)?, &p.run_atom.intersect(&m)?)?;
+                Ok::<Matched, Error>(Arc::new(ends.into_iter().map(Arc::new).collect()))
             })?;
         let any = [
             &p.paren,
