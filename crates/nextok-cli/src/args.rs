@@ -704,6 +704,18 @@ pub struct ConstrainBenchArgs {
     /// folder: `conformance/json-schema-test-suite/remotes`. Nothing is fetched.
     #[arg(long, value_name = "DIR")]
     pub remotes: Option<PathBuf>,
+    /// Run the cases this many times, each run after the first in a fresh process, and print
+    /// beside the first run's timings each mask's and each compile's least time over all runs
+    /// (on a shared machine one run's tail holds whatever else ran at that moment). The counts
+    /// are the first run's; with --json, the object "least_of_runs" {runs, mask_us,
+    /// compile_ms}.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = count(1, 100))]
+    pub runs: usize,
+    /// Print only every mask's and every compile's time, in the order timed, as one JSON
+    /// object {"mask_us": [...], "compile_ms": [...]}: what a run of --runs reads from the
+    /// others.
+    #[arg(long, hide = true)]
+    pub samples: bool,
 }
 
 /// `nextok bench`.

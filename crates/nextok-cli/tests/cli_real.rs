@@ -185,6 +185,55 @@ fn constrain_bench_counts_a_maskbench_file() {
 }
 
 #[test]
+fn constrain_bench_runs_give_each_masks_least_time_over_separate_runs() {
+    // `--runs 3`: two more runs in fresh processes; each mask's and compile's least time over
+    // the three can only be at or below the first run's, percentile by percentile.
+    let dir = std::env::temp_dir().join(format!("nextok-runs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let case = serde_json::json!({
+        "schema": {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$"}}}},
+        "tests": [{"data": {"tags": ["alpha", "beta"]}, "valid": true}, {"data": {"tags": ["Alpha"]}, "valid": false}]
+    });
+    std::fs::write(dir.join("tags.json"), case.to_string()).unwrap();
+    let d = dir.to_str().unwrap();
+    let v = json_out(&nextok(&["constrain-bench", d, "--runs", "3", "--json"]));
+    let text = nextok(&["constrain-bench", d, "--runs", "2"]);
+    let zero = nextok(&["constrain-bench", d, "--runs", "0"]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        (v["compiled"].clone(), v["valid_accepted"].clone()),
+        (1.into(), 1.into())
+    );
+    let least = &v["least_of_runs"];
+    assert_eq!(least["runs"], 3, "{v}");
+    for (what, key) in [
+        ("mask_us", "median"),
+        ("mask_us", "p99"),
+        ("mask_us", "max"),
+        ("compile_ms", "max"),
+    ] {
+        let (first, low) = (
+            v[what][key].as_f64().unwrap(),
+            least[what][key].as_f64().unwrap(),
+        );
+        assert!(
+            low > 0.0 && low <= first,
+            "{what} {key}: {low} over {first}"
+        );
+    }
+    let out = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.status.success(),
+        "{}",
+        String::from_utf8_lossy(&text.stderr)
+    );
+    assert!(out.contains("least of 2 runs"), "{out}");
+    assert_eq!(out.matches("mask time (µs)").count(), 2, "{out}");
+    assert!(!zero.status.success());
+    assert!(String::from_utf8_lossy(&zero.stderr).contains("--runs"));
+}
+
+#[test]
 fn constrain_bench_resolves_references_from_resource_folders() {
     // Issue #17: a case's `$ref` to a document of a --resources folder (a file of the same
     // format, found by the URL its `source` names) compiles; without the folder it is refused

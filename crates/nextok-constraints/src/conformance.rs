@@ -183,6 +183,12 @@ pub struct ConformanceReport {
     pub mask_us: Percentiles,
     /// Compile time to the first mask, milliseconds.
     pub compile_ms: Percentiles,
+    /// Every mask's time, microseconds, in the order the masks were computed: the same order
+    /// in every run of the same files with the same tokenizer, so that runs in separate
+    /// processes can be compared mask by mask ([`ConformanceReport::least_of`]).
+    pub mask_us_each: Vec<f64>,
+    /// Every compiled schema's time to its first mask, milliseconds, in the order compiled.
+    pub compile_ms_each: Vec<f64>,
     /// Tokens whose mask bit disagreed with `advance`, over all schemas.
     pub mask_mismatches: usize,
     /// The most work units of any one mask or token
@@ -206,6 +212,37 @@ impl ConformanceReport {
     /// Invalid instances of compiled schemas that were accepted.
     pub fn invalid_accepted(&self) -> usize {
         self.invalid_total - self.invalid_rejected
+    }
+
+    /// Each mask's and each compile's least time over this run and `others` (runs of the same
+    /// files, in other processes: [`ConformanceReport::mask_us_each`] and
+    /// [`ConformanceReport::compile_ms_each`] of each), as (mask µs, compile ms) percentiles.
+    /// On a shared machine one run's tail holds whatever else ran at that moment; the least of
+    /// a few separate runs is what the work itself costs (first uses within a process
+    /// included, since each run is a fresh process). An error when a run timed other masks
+    /// or compiles than this one (another count: other files, or another tokenizer).
+    pub fn least_of(
+        &self,
+        others: &[(Vec<f64>, Vec<f64>)],
+    ) -> Result<(Percentiles, Percentiles), String> {
+        let mut masks = self.mask_us_each.clone();
+        let mut compiles = self.compile_ms_each.clone();
+        for (i, (m, c)) in others.iter().enumerate() {
+            if m.len() != masks.len() || c.len() != compiles.len() {
+                return Err(format!(
+                    "run {} timed {} masks and {} compiles where the first timed {} and {}",
+                    i + 2,
+                    m.len(),
+                    c.len(),
+                    masks.len(),
+                    compiles.len()
+                ));
+            }
+            for (x, y) in masks.iter_mut().zip(m).chain(compiles.iter_mut().zip(c)) {
+                *x = x.min(*y);
+            }
+        }
+        Ok((Percentiles::of(&mut masks), Percentiles::of(&mut compiles)))
     }
 }
 
@@ -528,6 +565,8 @@ impl<'a> ConformanceRun<'a> {
             }
         }
         r.outcomes = outcomes;
+        r.mask_us_each = self.mask_times.clone();
+        r.compile_ms_each = self.compile_times.clone();
         r.mask_us = Percentiles::of(&mut self.mask_times);
         r.max_work = self.max_work;
         r.compile_ms = Percentiles::of(&mut self.compile_times);

@@ -144,3 +144,68 @@ fn missing_directory_is_a_typed_error() {
         Err(Error::Io { .. })
     ));
 }
+
+#[test]
+fn the_least_of_runs_is_taken_mask_by_mask() {
+    // Two runs of the same schema and instances time the same masks in the same order; the
+    // least of them is each mask's least time, and runs of other files are refused.
+    let schema = serde_json::json!({"type": "object", "properties": {"n": {"type": "integer"}, "s": {"type": "string", "maxLength": 8}}});
+    let tests = vec![
+        (
+            serde_json::json!({"n": 12, "s": "abc"}),
+            true,
+            String::new(),
+        ),
+        (serde_json::json!({"s": "abcdefghij"}), false, String::new()),
+    ];
+    let vocab = common::synthetic_vocab();
+    let v2 = vocab.clone();
+    let tokenize = move |b: &[u8]| v2.greedy_tokenize(b).unwrap();
+    let report = |run: &mut ConformanceRun| {
+        let outcome = run.run_schema("object", &schema, &tests);
+        run.report(vec![outcome])
+    };
+    let first = report(&mut ConformanceRun::new(
+        vocab.clone(),
+        JsonOptions::default(),
+        &tokenize,
+    ));
+    let second = report(&mut ConformanceRun::new(
+        vocab.clone(),
+        JsonOptions::default(),
+        &tokenize,
+    ));
+    assert!(
+        first.mask_us_each.len() > 10,
+        "{}",
+        first.mask_us_each.len()
+    );
+    assert_eq!(first.mask_us_each.len(), second.mask_us_each.len());
+    assert_eq!(first.compile_ms_each.len(), 1);
+    // The percentiles of a run are those of its own samples.
+    let mut own = first.mask_us_each.clone();
+    assert_eq!(nextok_constraints::Percentiles::of(&mut own), first.mask_us);
+    let (masks, compiles) = first
+        .least_of(&[(second.mask_us_each.clone(), second.compile_ms_each.clone())])
+        .unwrap();
+    let mut least: Vec<f64> = (first.mask_us_each.iter())
+        .zip(&second.mask_us_each)
+        .map(|(a, b)| a.min(*b))
+        .collect();
+    assert_eq!(masks, nextok_constraints::Percentiles::of(&mut least));
+    assert!(masks.max <= first.mask_us.max && masks.max <= second.mask_us.max);
+    assert_eq!(
+        compiles.max,
+        first.compile_ms_each[0].min(second.compile_ms_each[0])
+    );
+    // With no other run, the least is the run itself.
+    assert_eq!(
+        first.least_of(&[]).unwrap(),
+        (first.mask_us, first.compile_ms)
+    );
+    // A run that timed other masks is refused, naming the counts.
+    let err = first
+        .least_of(&[(vec![1.0], second.compile_ms_each.clone())])
+        .unwrap_err();
+    assert!(err.contains("run 2 timed 1 masks"), "{err}");
+}

@@ -212,6 +212,42 @@ fn case_files(dir: &std::path::Path) -> anyhow::Result<Vec<std::path::PathBuf>> 
     Ok(files)
 }
 
+/// Another run of `nextok constrain-bench` with the same cases, model and documents, in a fresh
+/// process (so that its first uses cost what they cost the first run): its every mask's and
+/// compile's time, in the order timed.
+fn other_run_samples(a: &ConstrainBenchArgs) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
+    let exe = std::env::current_exe().context("finding this program to run it again")?;
+    let mut command = std::process::Command::new(exe);
+    command
+        .arg("constrain-bench")
+        .arg(&a.dir)
+        .arg("--model")
+        .arg(model_path(&a.model)?)
+        .arg("--samples");
+    for dir in &a.resources {
+        command.arg("--resources").arg(dir);
+    }
+    if let Some(dir) = &a.remotes {
+        command.arg("--remotes").arg(dir);
+    }
+    let out = command
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("running constrain-bench again for --runs")?;
+    if !out.status.success() {
+        anyhow::bail!("a later run of constrain-bench failed ({})", out.status);
+    }
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).context("reading a later run's timings")?;
+    let list = |key: &str| -> anyhow::Result<Vec<f64>> {
+        v[key]
+            .as_array()
+            .and_then(|a| a.iter().map(serde_json::Value::as_f64).collect())
+            .with_context(|| format!("a later run's timings have no list {key:?}"))
+    };
+    Ok((list("mask_us")?, list("compile_ms")?))
+}
+
 /// Runs `nextok constrain-bench`.
 pub fn constrain_bench(a: &ConstrainBenchArgs) -> anyhow::Result<()> {
     use nextok::constraints::{ConformanceRun, JsonOptions, Percentiles};
@@ -258,6 +294,19 @@ pub fn constrain_bench(a: &ConstrainBenchArgs) -> anyhow::Result<()> {
         );
     }
     let report = run.report(outcomes);
+    if a.samples {
+        let v = json!({"mask_us": report.mask_us_each, "compile_ms": report.compile_ms_each});
+        return println(&v.to_string());
+    }
+    let least = if a.runs > 1 {
+        let others = (2..=a.runs)
+            .map(|_| other_run_samples(a))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let (masks, compiles) = report.least_of(&others).map_err(anyhow::Error::msg)?;
+        Some((masks, compiles))
+    } else {
+        None
+    };
     let p =
         |x: &Percentiles| json!({"median": x.median, "p99": x.p99, "p999": x.p999, "max": x.max});
     let refusals = report.refusal_table();
@@ -275,6 +324,10 @@ pub fn constrain_bench(a: &ConstrainBenchArgs) -> anyhow::Result<()> {
             "compile_ms": p(&report.compile_ms),
             "refusals": refusals,
         });
+        if let Some((masks, compiles)) = &least {
+            v["least_of_runs"] =
+                json!({"runs": a.runs, "mask_us": p(masks), "compile_ms": p(compiles)});
+        }
         if a.verbose {
             let refused: Vec<_> = report
                 .outcomes
@@ -351,6 +404,16 @@ pub fn constrain_bench(a: &ConstrainBenchArgs) -> anyhow::Result<()> {
         row(&report.mask_us),
         row(&report.compile_ms),
     ));
+    if let Some((masks, compiles)) = &least {
+        out.push_str(&format!(
+            "\nleast of {} runs (each mask's and each compile's least time, a process per run)\n\
+             mask time (µs)     {}\n\
+             compile time (ms)  {}",
+            a.runs,
+            row(masks),
+            row(compiles),
+        ));
+    }
     if !refusals.is_empty() {
         // The refusal table: each refused schema counted once, by the keyword of its first
         // refusal, most frequent first.
