@@ -780,7 +780,7 @@ pub(super) fn complement_in(
                 branches.push(typed(
                     TypeSet::OBJECT,
                     object_node_facets(ObjectFacets {
-                        some_member: Some(member),
+                        some_member: Some(Box::new(member)),
                         ..ObjectFacets::default()
                     }),
                 ));
@@ -2087,10 +2087,11 @@ fn merge_objects(
     };
     o.property_names = same(&a.property_names, &b.property_names, "propertyNames", path)?;
     o.some_member = match (&a.some_member, &b.some_member) {
-        (Some(x), Some(y)) if x != y => Some(
-            stronger_member(x, y, o)
-                .ok_or_else(|| unsupported("allOf (two different some member)", path))?,
-        ),
+        (Some(x), Some(y)) if x != y => {
+            Some(Box::new(stronger_member(x, y, o).ok_or_else(|| {
+                unsupported("allOf (two different some member)", path)
+            })?))
+        }
         (x, y) => x.clone().or_else(|| y.clone()),
     };
     Ok(())
@@ -2661,12 +2662,12 @@ fn patterns_exclusive(a: &Node, b: &Node) -> bool {
 /// of the patterns, or one of the excluded names. `None` for other keywords.
 fn key_breakers(table: &[Schema], names: &Schema) -> Option<Vec<ObjectFacets>> {
     let member = |not_names: Vec<String>, not_patterns: Vec<String>| ObjectFacets {
-        some_member: Some(SomeMember {
+        some_member: Some(Box::new(SomeMember {
             pattern: None,
             not_names,
             not_patterns,
             value: Schema::Any,
-        }),
+        })),
         ..ObjectFacets::default()
     };
     let n = match deref(table, names) {

@@ -558,7 +558,7 @@ impl Compiler<'_> {
         // `some_member` (what `not` of `additionalProperties`/`patternProperties` leaves):
         // the keys it may be, and for each named key that may be it, the member whose value
         // also matches its schema.
-        let witness = o.some_member.as_ref();
+        let witness = o.some_member.as_deref();
         let witness_keys = match witness {
             Some(w) => {
                 let mut k = match &w.pattern {
