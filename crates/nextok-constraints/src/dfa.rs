@@ -1843,6 +1843,28 @@ impl Dfa {
     /// automata: off the trie a pair's row is `self`'s own, and on it the same but for the
     /// node's edges, so rows are copied and those edges set.
     pub(crate) fn json_string_but(&self, words: &[&[u8]], max_states: usize) -> Result<Dfa, Error> {
+        self.json_string_but_with(words, max_states, false)
+    }
+
+    /// The JSON strings of `self`, any automaton of JSON strings, but `words`: exactly
+    /// `self.minus(&Dfa::literals(words, max_states)?)` as a language. Built as
+    /// [`Dfa::json_string_but`] builds its table (rows copied off the trie), then pruned: where
+    /// `self` is not every string, a string on the trie may have no way left but to close on
+    /// a word (`self` the strings `"a"` and `"b"`, `words` the same two).
+    pub(crate) fn json_string_but_pruned(
+        &self,
+        words: &[&[u8]],
+        max_states: usize,
+    ) -> Result<Dfa, Error> {
+        self.json_string_but_with(words, max_states, true)
+    }
+
+    fn json_string_but_with(
+        &self,
+        words: &[&[u8]],
+        max_states: usize,
+        prune: bool,
+    ) -> Result<Dfa, Error> {
         let Some(trie) = Trie::new(words, max_states)? else {
             return Ok(self.clone());
         };
@@ -1979,6 +2001,9 @@ impl Dfa {
                     .map(|&(a, b)| self.is_accept(a) && (b == 0 || !trie.acc[b as usize - 1])),
             )
             .collect();
+        if prune {
+            return Ok(Dfa::from_raw(&raw, k, &class_of, &accept, accept.len(), 1));
+        }
         Ok(Dfa::from_table(Box::new(class_of), k, raw, accept, 1, live))
     }
 
@@ -4540,6 +4565,48 @@ mod tests {
                 assert!(direct == explored, "{words:?}");
             }
         }
+    }
+
+    #[test]
+    fn json_string_but_pruned_is_the_difference_of_any_strings() {
+        // The pruned variant takes the names out of any automaton of JSON strings (a class of
+        // keys that some patterns split off), where a string on the names' trie may have no
+        // way left but to close on a name: its language is the difference, every state of it
+        // reaches a match (a pruned table is as small as the difference's), and it says so
+        // for the same 302 sets of names as above.
+        let pieces = ["a", "b", "ab", "é", "x-", "z", "0", "\\n"];
+        let sets = name_sets(&pieces, 31);
+        let contents = [
+            "(?s:.)*",
+            "a|b",
+            "ab?",
+            "x-(?s:.)*",
+            "(?s:[^x].*|x[^-].*|x)?",
+            "[ab]{1,3}",
+            "é+|z",
+        ];
+        for content in contents {
+            let d = Dfa::from_regex(content).unwrap().json_string().unwrap();
+            for words in &sets {
+                let quoted: Vec<String> = words.iter().map(|w| format!("\"{w}\"")).collect();
+                let bytes: Vec<&[u8]> = quoted.iter().map(|w| w.as_bytes()).collect();
+                let pruned = d.json_string_but_pruned(&bytes, 10_000).unwrap();
+                let plain = d.minus(&Dfa::literals(&bytes, 10_000).unwrap()).unwrap();
+                assert!(same_language(&pruned, &plain), "{content} {words:?}");
+                assert_eq!(
+                    pruned.num_states(),
+                    plain.num_states(),
+                    "{content} {words:?}"
+                );
+            }
+        }
+        // Every string of the automaton a name: nothing is left, not a table of dead rows.
+        let two = Dfa::from_regex("a|b").unwrap().json_string().unwrap();
+        let gone = two
+            .json_string_but_pruned(&[b"\"a\"", b"\"b\""], 100)
+            .unwrap();
+        assert!(gone.is_empty_language());
+        assert_eq!(gone.num_states(), Dfa::empty().num_states());
     }
 
     #[test]

@@ -654,12 +654,19 @@ impl Compiler<'_> {
                     let cells = MEMO.get_or_init(|| Kept::new(256)).get_or_try(&key, || {
                         let cells = match encoded_cells {
                             true => {
-                                let split: Vec<Dfa> = split_dfas
-                                    .iter()
-                                    .map(|d| d.json_string())
-                                    .collect::<Result<_, _>>()?;
-                                let split: Vec<&Dfa> = split.iter().collect();
-                                key_cells(&*any_json_key_but(&names, max_states)?, &split, path)?
+                                let texts = key.2.clone();
+                                match cells_less_names(texts, &split_dfas, &names, max_states)? {
+                                    Some(cells) => cells,
+                                    None => {
+                                        let split: Vec<Dfa> = split_dfas
+                                            .iter()
+                                            .map(|d| d.json_string())
+                                            .collect::<Result<_, _>>()?;
+                                        let split: Vec<&Dfa> = split.iter().collect();
+                                        let keys = any_json_key_but(&names, max_states)?;
+                                        key_cells(&keys, &split, path)?
+                                    }
+                                }
                             }
                             false => {
                                 key_cells(&any_key_but(&names, max_states)?, &split_dfas, path)?
@@ -1079,6 +1086,57 @@ fn any_json_key_but(names: &[String], max_states: usize) -> Result<Arc<Dfa>, Err
     })
 }
 
+/// Classes of keys, each with the indices of the patterns its keys match ([`key_cells`]).
+type KeyCells = Vec<(Dfa, Vec<usize>)>;
+
+/// The JSON strings of the keys but `names` (each written one way, [`one_encoding`]) split by
+/// which of the patterns `texts` (content automata `split`) they match, as [`key_cells`] splits
+/// [`any_json_key_but`]: the classes of the patterns alone, over every JSON string, are kept
+/// process-wide per list of patterns, and each is then less the names
+/// ([`Dfa::json_string_but_pruned`]: rows copied off the names' trie). Splitting any key but
+/// the names by each pattern was a product with the names' trie per object, and most of the
+/// compile of objects with many names and a pattern (clang-format's 144 names beside `^x-`).
+/// `None` where the patterns alone fall into more than [`MAX_KEY_CELLS`] classes (the names
+/// may empty some), for the general split.
+fn cells_less_names(
+    texts: Vec<String>,
+    split: &[&Dfa],
+    names: &[String],
+    max_states: usize,
+) -> Result<Option<KeyCells>, Error> {
+    type Cells = Arc<KeyCells>;
+    static MEMO: OnceLock<Kept<Vec<String>, Option<Cells>>> = OnceLock::new();
+    let cells = MEMO.get_or_init(|| Kept::new(256)).get_or_try(&texts, || {
+        let encoded: Vec<Dfa> = split
+            .iter()
+            .map(|d| d.json_string())
+            .collect::<Result<_, _>>()?;
+        let encoded: Vec<&Dfa> = encoded.iter().collect();
+        let every = Dfa::any_string().json_string()?;
+        Ok::<_, Error>(match key_cells(&every, &encoded, "") {
+            Ok(cells) => Some(Arc::new(cells)),
+            Err(Error::UnsupportedKeyword { .. }) => None,
+            Err(e) => return Err(e),
+        })
+    })?;
+    let Some(cells) = cells else {
+        return Ok(None);
+    };
+    let quoted: Vec<Vec<u8>> = names
+        .iter()
+        .map(|w| [&b"\""[..], w.as_bytes(), b"\""].concat())
+        .collect();
+    let quoted: Vec<&[u8]> = quoted.iter().map(Vec::as_slice).collect();
+    let mut out = Vec::with_capacity(cells.len());
+    for (cell, matched) in cells.iter() {
+        let d = cell.json_string_but_pruned(&quoted, max_states)?;
+        if !d.is_empty_language() {
+            out.push((d, matched.clone()));
+        }
+    }
+    Ok(Some(out))
+}
+
 /// The automaton `build` makes of `names` (sorted, without repeats), kept in `memo` per set of
 /// names and state limit.
 fn kept_per_names(
@@ -1139,4 +1197,46 @@ pub(super) fn key_cells(
     // Lowest bit first: sort by the matched indices read from the highest.
     cells.sort_by(|(_, a), (_, b)| a.iter().rev().cmp(b.iter().rev()));
     Ok(cells)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn same_language(a: &Dfa, b: &Dfa) -> bool {
+        a.minus(b).unwrap().is_empty_language() && b.minus(a).unwrap().is_empty_language()
+    }
+
+    #[test]
+    fn cells_less_names_are_the_split_of_the_keys_but_the_names() {
+        // The classes of the patterns alone, each less the names, are the classes of any key
+        // but the names split by the patterns: the same cells, in the same order, with the
+        // same patterns matched, where a name lies in a class, empties one, or in none.
+        let cases: [(&[&str], &[&str]); 6] = [
+            (&["^x-"], &["name", "x-a", "other"]),
+            (&["^x-", "^y"], &["x-1", "y", "z", "yx-"]),
+            (&["^(a|b)$"], &["a", "b"]),
+            (&["^[a-c]+$", "b"], &["a", "ab", "cb", "d"]),
+            (&["^(?!pattern$).*$"], &["pattern", "type", "items"]),
+            (&["é", "^/(html|css)/[^/]+$"], &["é", "/html/x", "/css/"]),
+        ];
+        for (patterns, names) in cases {
+            let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+            let dfas: Vec<Dfa> = patterns.iter().map(|p| pattern_dfa(p).unwrap()).collect();
+            let split: Vec<&Dfa> = dfas.iter().collect();
+            let texts: Vec<String> = patterns.iter().map(|p| p.to_string()).collect();
+            let new = cells_less_names(texts, &split, &names, 100_000)
+                .unwrap()
+                .expect("few classes");
+            let encoded: Vec<Dfa> = dfas.iter().map(|d| d.json_string().unwrap()).collect();
+            let encoded: Vec<&Dfa> = encoded.iter().collect();
+            let keys = any_json_key_but(&names, 100_000).unwrap();
+            let old = key_cells(&keys, &encoded, "").unwrap();
+            assert_eq!(new.len(), old.len(), "{patterns:?} {names:?}");
+            for ((a, ma), (b, mb)) in new.iter().zip(&old) {
+                assert_eq!(ma, mb, "{patterns:?} {names:?}");
+                assert!(same_language(a, b), "{patterns:?} {names:?} {ma:?}");
+            }
+        }
+    }
 }
