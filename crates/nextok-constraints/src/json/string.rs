@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde_json::Value;
 
 use super::schema::{unsupported, StringFacets};
-use crate::dfa::{Dfa, Oldest, STATE_LIMIT};
+use crate::dfa::{Dfa, DfaMemo, Oldest, STATE_LIMIT};
 use crate::Error;
 
 /// Translates an ECMA-262 pattern to regex-automata syntax for an unanchored search over the
@@ -224,8 +224,28 @@ fn has_top_level_bar(p: &str) -> bool {
 /// A pattern of one tempered token is exact too ([`tempered_token`]). Other look-arounds do
 /// not parse and are refused with the regex error.
 pub(crate) fn pattern_dfa(pattern: &str) -> Result<Dfa, Error> {
+    // A pattern with look-aheads is a product (or a tempered token, a difference) of automata
+    // that `Dfa::from_regex` keeps: the result is kept too, per pattern. The algebra asks for
+    // a `patternProperties` pattern at each merge of its object (web-types' `^(?!pattern$).*$`,
+    // a twentieth of its compile in differences made again). Plain patterns are
+    // `Dfa::from_regex`'s own, kept there.
+    static MEMO: OnceLock<DfaMemo<String>> = OnceLock::new();
+    let memo = MEMO.get_or_init(|| DfaMemo::new(256, 1 << 20));
+    if let Some(d) = memo.get(pattern) {
+        return Ok(Dfa::clone(&d));
+    }
+    let (d, product) = build_pattern_dfa(pattern)?;
+    if product {
+        memo.insert(pattern.to_string(), &Arc::new(d.clone()));
+    }
+    Ok(d)
+}
+
+/// [`pattern_dfa`], and whether it took a product or a difference of automata (a tempered
+/// token, or look-aheads).
+fn build_pattern_dfa(pattern: &str) -> Result<(Dfa, bool), Error> {
     if let Some(d) = tempered_token(pattern)? {
-        return Ok(d);
+        return Ok((d, true));
     }
     let mut looks: Vec<(bool, &str)> = Vec::new();
     let mut positive = pattern.to_string();
@@ -243,6 +263,7 @@ pub(crate) fn pattern_dfa(pattern: &str) -> Result<Dfa, Error> {
         }
     }
     let mut d = search_dfa(&positive)?;
+    let product = !looks.is_empty();
     for (negative, x) in looks {
         let xd = Dfa::from_regex(&format!("(?:{})(?s:.)*", searched(&ecma_to_rust(x), false)))?;
         d = if negative {
@@ -251,7 +272,7 @@ pub(crate) fn pattern_dfa(pattern: &str) -> Result<Dfa, Error> {
             d.intersect(&xd)?
         };
     }
-    Ok(d)
+    Ok((d, product))
 }
 
 /// A whole pattern of one tempered token, `^(?:(?!X).)*$` (or a capturing group, or `+`):
@@ -838,5 +859,49 @@ mod set_tests {
             ..StringFacets::default()
         };
         assert!(string_content(&bad, "#").is_err() && string_content(&bad, "#").is_err());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_with_look_aheads_are_kept_with_their_language() {
+        // A pattern built as a product or a difference is kept per pattern: asked again, it
+        // is the same automaton (table and numbering), and it is the language of the pattern
+        // (strings checked one by one, as ECMA-262 reads them).
+        let cases: [(&str, &[&str], &[&str]); 3] = [
+            (
+                "^(?!pattern$).*$",
+                &["", "patterns", "other"],
+                &["pattern", "pattern\n"],
+            ),
+            (
+                "^(?=.*a)(?!.*b)",
+                &["a", "ca", "aaa"],
+                &["", "ab", "b", "c"],
+            ),
+            (
+                "^((?!message|severity).)*$",
+                &["", "msg", "severe"],
+                &["a message", "severity"],
+            ),
+        ];
+        for (p, yes, no) in cases {
+            let (fresh, product) = build_pattern_dfa(p).unwrap();
+            assert!(product, "{p}");
+            let first = pattern_dfa(p).unwrap();
+            let again = pattern_dfa(p).unwrap();
+            assert!(first == fresh && again == fresh, "{p}");
+            for s in yes {
+                assert!(again.matches(s.as_bytes()), "{p} {s:?}");
+            }
+            for s in no {
+                assert!(!again.matches(s.as_bytes()), "{p} {s:?}");
+            }
+        }
+        // A plain pattern is `Dfa::from_regex`'s to keep, not kept twice.
+        assert!(!build_pattern_dfa("^[a-z]+$").unwrap().1);
     }
 }
