@@ -223,10 +223,13 @@ fn resolved_document(
 ) -> Result<Option<Value>, Error> {
     let based = with_base_uri(root, draft, options.base_uri.as_deref());
     let schema = based.as_ref().unwrap_or(root);
-    let bundled = bundle(schema, draft, &options.resources)?;
-    let schema = bundled.as_ref().unwrap_or(schema);
-    let rewritten = resolve::resolve_identifiers(schema, draft);
-    Ok(rewritten.or(bundled).or(based))
+    match bundle(schema, draft, &options.resources)? {
+        Some(mut bundled) => {
+            resolve::resolve_identifiers_in_place(&mut bundled, draft);
+            Ok(Some(bundled))
+        }
+        None => Ok(resolve::resolve_identifiers(schema, draft).or(based)),
+    }
 }
 
 /// Most documents bundled into one schema.
