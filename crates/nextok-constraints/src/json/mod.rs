@@ -299,6 +299,10 @@ fn bundle(
                 .collect(),
             false => None,
         };
+        // Documents that name no other (`resolve::self_contained`) bring no reference of their
+        // own to bundle: when the root's are all such, the walk of the bundle for more (its
+        // whole copy of every document: lsdlschema's nine versions) finds none.
+        let done = first && wanted.iter().all(|u| resources.self_contained(u).is_some());
         first = false;
         let mut parts = parts.map(Vec::into_iter);
         let out = out.get_or_insert_with(|| root.clone());
@@ -351,6 +355,9 @@ fn bundle(
                 }
             }
             embedded.push(uri);
+        }
+        if done {
+            break;
         }
     }
     Ok(out.filter(|_| !embedded.is_empty()))
