@@ -31,6 +31,12 @@ const MODERN: &[&str] = &[
     "maxContains",
 ];
 
+/// Whether `m` holds one of `keys`: one pass over its own few keys, where looking each of
+/// `keys` up hashed it (a dozen hashes per schema object of a large bundled document).
+fn has_any_key(m: &Map<String, Value>, keys: &[&str]) -> bool {
+    m.keys().any(|k| keys.contains(&k.as_str()))
+}
+
 /// Keywords whose values map names to schemas.
 const NAME_MAPS: &[&str] = &[
     "properties",
@@ -239,9 +245,7 @@ fn identifier_rewrites(root: &Value, draft: Option<Draft>) -> Option<Vec<Rewrite
     };
     // A document without `$schema` that uses a keyword of 2019-09 or later is read as such
     // where the drafts disagree.
-    let modern = nodes
-        .iter()
-        .any(|n| MODERN.iter().any(|k| n.m.contains_key(*k)));
+    let modern = nodes.iter().any(|n| has_any_key(n.m, MODERN));
     // Per schema position, in `visit`'s order: its new `$ref`, and its identifier's keyword
     // to take out. Only the positions that change get an entry.
     let mut rewrites: Vec<Rewrite> = Vec::new();
@@ -480,7 +484,7 @@ pub(super) fn needed_part(doc: &Value, fragments: &[&str]) -> Option<Value> {
 fn has_modern_keyword(doc: &Value) -> bool {
     match doc {
         Value::Object(m) => {
-            MODERN.iter().any(|k| m.contains_key(*k))
+            has_any_key(m, MODERN)
                 || m.iter()
                     .filter(|(k, _)| !DATA_KEYWORDS.contains(&k.as_str()))
                     .any(|(_, v)| has_modern_keyword(v))
@@ -634,9 +638,17 @@ pub(super) fn lookup<'v>(root: &'v Value, reference: &str, path: &str) -> Result
         ));
     };
     for raw in pointer.split('/') {
-        let tok = percent_decode(raw).replace("~1", "/").replace("~0", "~");
+        // Most tokens are plain names, taken as they are (decoding each was a copy or three).
+        let tok: std::borrow::Cow<str> = if raw.contains(['%', '~']) {
+            percent_decode(raw)
+                .replace("~1", "/")
+                .replace("~0", "~")
+                .into()
+        } else {
+            raw.into()
+        };
         cur = match cur {
-            Value::Object(m) => m.get(&tok),
+            Value::Object(m) => m.get(&*tok),
             Value::Array(a) => tok.parse::<usize>().ok().and_then(|i| a.get(i)),
             _ => None,
         }
