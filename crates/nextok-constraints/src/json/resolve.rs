@@ -31,6 +31,17 @@ const MODERN: &[&str] = &[
     "maxContains",
 ];
 
+/// `m.get(k)`, by a scan of its keys when it has few: a schema object holds a handful, and
+/// hashing `k` (serde_json's maps hash with SipHash) cost more than comparing it with each;
+/// resolving a bundle of large documents asks every object for five or six keywords.
+pub(super) fn member<'m>(m: &'m Map<String, Value>, k: &str) -> Option<&'m Value> {
+    if m.len() <= 8 {
+        m.iter().find(|(key, _)| key.as_str() == k).map(|(_, v)| v)
+    } else {
+        m.get(k)
+    }
+}
+
 /// Whether `m` holds one of `keys`: one pass over its own few keys, where looking each of
 /// `keys` up hashed it (a dozen hashes per schema object of a large bundled document).
 fn has_any_key(m: &Map<String, Value>, keys: &[&str]) -> bool {
@@ -52,14 +63,14 @@ pub(super) fn identifier(
     m: &Map<String, Value>,
     draft: Option<Draft>,
 ) -> Option<(&'static str, &str)> {
-    let get = |k: &'static str| match m.get(k) {
+    let get = |k: &'static str| match member(m, k) {
         Some(Value::String(s)) => Some((k, s.as_str())),
         _ => None,
     };
     match draft {
         Some(Draft::Draft4) => get("id"),
         Some(_) => get("$id"),
-        None => get("$id").or_else(|| match m.get("$id") {
+        None => get("$id").or_else(|| match member(m, "$id") {
             Some(_) => None,
             None => get("id"),
         }),
@@ -104,14 +115,14 @@ fn visit_from<'v>(
     let id = identifier(m, draft);
     let base: Rc<str> = match id {
         // Drafts 4 to 7: `$ref` overrides its siblings, the identifier included.
-        Some(_) if m.contains_key("$ref") && is_draft_4_to_7(draft) => Rc::clone(parent),
+        Some(_) if member(m, "$ref").is_some() && is_draft_4_to_7(draft) => Rc::clone(parent),
         Some((_, id)) => strip_fragment(&resolve_uri(parent, id)).into(),
         _ => Rc::clone(parent),
     };
     let located = out.is_empty()
         || id.is_some()
-        || m.contains_key("$anchor")
-        || m.contains_key("$dynamicAnchor");
+        || member(m, "$anchor").is_some()
+        || member(m, "$dynamicAnchor").is_some();
     out.push(Visited {
         pointer: located.then(|| pointer.clone()),
         base: Rc::clone(&base),
@@ -218,7 +229,7 @@ pub(super) fn resolve_identifiers_in_place(root: &mut Value, draft: Option<Draft
 /// when it leaves the document as it is.
 fn identifier_rewrites(root: &Value, draft: Option<Draft>) -> Option<Vec<Rewrite>> {
     let nodes = visit(root, draft);
-    let is_str = |m: &Map<String, Value>, k: &str| matches!(m.get(k), Some(Value::String(_)));
+    let is_str = |m: &Map<String, Value>, k: &str| matches!(member(m, k), Some(Value::String(_)));
     let needed = nodes
         .iter()
         .skip(1)
@@ -228,8 +239,8 @@ fn identifier_rewrites(root: &Value, draft: Option<Draft>) -> Option<Vec<Rewrite
             .any(|n| is_str(n.m, "$anchor") || is_str(n.m, "$dynamicAnchor"))
         || nodes
             .iter()
-            .any(|n| matches!(n.m.get("$ref"), Some(Value::String(r)) if !r.starts_with('#')));
-    if !needed || nodes.iter().any(|n| n.m.contains_key("$dynamicRef")) {
+            .any(|n| matches!(member(n.m, "$ref"), Some(Value::String(r)) if !r.starts_with('#')));
+    if !needed || nodes.iter().any(|n| member(n.m, "$dynamicRef").is_some()) {
         return None;
     }
     let (resources, anchors) = resources_and_anchors(&nodes, draft);
@@ -250,7 +261,7 @@ fn identifier_rewrites(root: &Value, draft: Option<Draft>) -> Option<Vec<Rewrite
     // to take out. Only the positions that change get an entry.
     let mut rewrites: Vec<Rewrite> = Vec::new();
     for (i, n) in nodes.iter().enumerate() {
-        let new_ref = match n.m.get("$ref") {
+        let new_ref = match member(n.m, "$ref") {
             // Without a draft, an identifier beside `$ref` changes the base in 2019-09 and
             // later and not before: unless the document uses a later draft's keywords, a
             // reference is resolved only when both agree (otherwise it is refused).
@@ -267,7 +278,7 @@ fn identifier_rewrites(root: &Value, draft: Option<Draft>) -> Option<Vec<Rewrite
             _ => None,
         };
         let id_key = identifier(n.m, draft).map(|(k, _)| k).filter(|_| i > 0);
-        let anchored = n.m.contains_key("$anchor") || n.m.contains_key("$dynamicAnchor");
+        let anchored = member(n.m, "$anchor").is_some() || member(n.m, "$dynamicAnchor").is_some();
         if new_ref.is_some() || id_key.is_some() || anchored {
             rewrites.push((i, new_ref, id_key));
         }
@@ -364,7 +375,7 @@ fn resources_and_anchors(nodes: &[Visited<'_>], draft: Option<Draft>) -> (Locate
                 .or_insert_with(|| pointer.clone());
         }
         for k in ["$anchor", "$dynamicAnchor"] {
-            if let Some(Value::String(a)) = m.get(k) {
+            if let Some(Value::String(a)) = member(m, k) {
                 anchors
                     .entry(format!("{base}#{a}"))
                     .or_insert_with(|| pointer.clone());
@@ -381,7 +392,7 @@ pub(super) fn external_references(root: &Value, draft: Option<Draft>) -> Vec<Str
     let (resources, _) = resources_and_anchors(&nodes, draft);
     let mut out: Vec<String> = Vec::new();
     for n in &nodes {
-        if let Some(Value::String(r)) = n.m.get("$ref") {
+        if let Some(Value::String(r)) = member(n.m, "$ref") {
             let uri = resolve_uri(&n.base, r);
             if !resources.contains_key(strip_fragment(&uri)) && !out.contains(&uri) {
                 out.push(uri);
