@@ -673,6 +673,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn members_are_found_as_a_map_finds_them() {
+        // A scan of a few keys, a lookup of many: the same answers either way.
+        use serde_json::json;
+        for n in [0usize, 1, 5, 8, 9, 30] {
+            let mut m = Map::new();
+            for i in 0..n {
+                m.insert(format!("k{i}"), json!(i));
+            }
+            for i in 0..n + 2 {
+                let k = format!("k{i}");
+                assert_eq!(member(&m, &k), m.get(&k), "{n} {k}");
+            }
+            assert_eq!(member(&m, "$ref"), None);
+        }
+    }
+
+    #[test]
     fn uri_resolution_follows_rfc_3986() {
         // RFC 3986, section 5.4.1 ("Normal Examples"), base "http://a/b/c/d;p?q".
         let base = "http://a/b/c/d;p?q";
