@@ -302,8 +302,7 @@ pub fn constrain_bench(a: &ConstrainBenchArgs) -> anyhow::Result<()> {
         let others = (2..=a.runs)
             .map(|_| other_run_samples(a))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let (masks, compiles) = report.least_of(&others).map_err(anyhow::Error::msg)?;
-        Some((masks, compiles))
+        Some(report.least_of(&others).map_err(anyhow::Error::msg)?)
     } else {
         None
     };

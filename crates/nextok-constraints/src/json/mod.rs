@@ -223,12 +223,14 @@ fn resolved_document(
 ) -> Result<Option<Value>, Error> {
     let based = with_base_uri(root, draft, options.base_uri.as_deref());
     let schema = based.as_ref().unwrap_or(root);
-    match bundle(schema, draft, &options.resources)? {
-        Some(mut bundled) => {
-            resolve::resolve_identifiers_in_place(&mut bundled, draft);
-            Ok(Some(bundled))
+    // A copy made for this compile (the bundle, or the root with its base) is resolved where
+    // it is; only the caller's own document is copied to be rewritten.
+    match bundle(schema, draft, &options.resources)?.or(based) {
+        Some(mut owned) => {
+            resolve::resolve_identifiers_in_place(&mut owned, draft);
+            Ok(Some(owned))
         }
-        None => Ok(resolve::resolve_identifiers(schema, draft).or(based)),
+        None => Ok(resolve::resolve_identifiers(root, draft)),
     }
 }
 
@@ -281,8 +283,11 @@ fn bundle(
         // only the parts that the root's references reach are embedded: nothing else can
         // name the rest, as these documents name no other. Kubernetes' definitions are 800 kB
         // of which a schema uses a few objects, and walking all of them was most of its
-        // compile.
-        let parts: Option<Vec<Value>> = match first {
+        // compile. Nor do such documents bring a reference of their own to bundle: the walk
+        // of the bundle for more (its whole copy of every document: lsdlschema's nine
+        // versions) would find none.
+        let done = first && wanted.iter().all(|u| resources.self_contained(u).is_some());
+        let parts: Option<Vec<Value>> = match done {
             true => wanted
                 .iter()
                 .map(|uri| {
@@ -299,10 +304,6 @@ fn bundle(
                 .collect(),
             false => None,
         };
-        // Documents that name no other (`resolve::self_contained`) bring no reference of their
-        // own to bundle: when the root's are all such, the walk of the bundle for more (its
-        // whole copy of every document: lsdlschema's nine versions) finds none.
-        let done = first && wanted.iter().all(|u| resources.self_contained(u).is_some());
         first = false;
         let mut parts = parts.map(Vec::into_iter);
         let out = out.get_or_insert_with(|| root.clone());
