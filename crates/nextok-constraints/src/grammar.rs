@@ -7,6 +7,7 @@
 //! empty rules included (empty rules follow Aycock and Horspool's prediction fix).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::dfa::{Dfa, DEAD};
@@ -73,6 +74,87 @@ pub(crate) struct GrammarBuilder {
     item_objects: Vec<ItemObject>,
     /// Terminals of any string content but a few names, by terminal (`MinusNames`).
     minus_names: Vec<(u32, Arc<MinusNames>)>,
+    /// The terminals whose automata are built when a parse first reaches them, by terminal
+    /// (their place in `terminals` holds the empty automaton until then).
+    deferred: Vec<(u32, Deferred)>,
+}
+
+/// How to build a terminal's automaton when a parse first reaches it
+/// ([`GrammarBuilder::deferred_terminal`]): a JSON string of a large pattern, which most outputs
+/// never write, need not be determinized before the first mask. Its language must be known
+/// not to be empty, nor to hold the empty string, when it is deferred: the grammar is pruned
+/// before it is built.
+pub(crate) struct Deferred {
+    /// What it reads, for `Debug`.
+    pub(crate) what: String,
+    pub(crate) build: Box<dyn Fn() -> Result<Arc<Dfa>, Error> + Send + Sync>,
+}
+
+impl std::fmt::Debug for Deferred {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Deferred({})", self.what)
+    }
+}
+
+/// A deferred terminal of a grammar: how to build it, and the error of a build that failed
+/// (kept, and given again at every later use). The lock also keeps two threads from building it
+/// at once.
+#[derive(Debug)]
+struct Later {
+    build: Deferred,
+    failed: Mutex<Option<Error>>,
+}
+
+/// `terminal_starts`' entry for a terminal not built yet.
+const UNBUILT: u32 = u32::MAX;
+
+/// Terminal `slot`'s automaton, built now by `later` if it is deferred and not built yet;
+/// `built` counts the states of the grammar's automata, within `max`
+/// ([`Limits::max_terminal_states`], checked again here for each deferred one). A failed build
+/// gives its error again.
+#[cold]
+fn build_later<'a>(
+    slot: &'a OnceLock<Arc<Dfa>>,
+    later: Option<&Later>,
+    built: &AtomicUsize,
+    max: usize,
+) -> Result<&'a Arc<Dfa>, Error> {
+    if let Some(d) = slot.get() {
+        return Ok(d);
+    }
+    let Some(later) = later else {
+        return Ok(unbuilt());
+    };
+    // A poisoned lock only means another thread panicked mid-build; nothing was kept.
+    let mut failed = later.failed.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(d) = slot.get() {
+        return Ok(d);
+    }
+    if let Some(e) = &*failed {
+        return Err(e.clone());
+    }
+    let dfa = (later.build.build)().and_then(|d| {
+        let n = d.num_states();
+        let total = built.fetch_add(n, Ordering::Relaxed) + n;
+        if let Err(e) = check(Limit::TerminalStates, total, max) {
+            built.fetch_sub(n, Ordering::Relaxed);
+            return Err(e);
+        }
+        Ok(d)
+    });
+    match dfa {
+        Ok(d) => Ok(slot.get_or_init(|| d)),
+        Err(e) => {
+            *failed = Some(e.clone());
+            Err(e)
+        }
+    }
+}
+
+/// The empty automaton, which stands in for a terminal not built yet where nothing reads it.
+fn unbuilt() -> &'static Arc<Dfa> {
+    static EMPTY: OnceLock<Arc<Dfa>> = OnceLock::new();
+    EMPTY.get_or_init(|| Arc::new(Dfa::empty()))
 }
 
 /// A terminal that reads a JSON string of any content but a few names (an object's additional
@@ -141,6 +223,15 @@ impl GrammarBuilder {
             return Ok(Sym::Nt(n));
         }
         Ok(self.raw_terminal(dfa))
+    }
+
+    /// A terminal whose automaton `d` builds when a parse first reaches it. The caller vouches
+    /// that its language is not empty and does not hold the empty string.
+    pub(crate) fn deferred_terminal(&mut self, d: Deferred) -> Sym {
+        let id = self.terminals.len() as u32;
+        self.terminals.push(Arc::clone(unbuilt()));
+        self.deferred.push((id, d));
+        Sym::T(id)
     }
 
     fn raw_terminal(&mut self, dfa: Arc<Dfa>) -> Sym {
@@ -273,6 +364,7 @@ impl GrammarBuilder {
         check(Limit::Terminals, self.terminals.len(), limits.max_terminals)?;
         let states: usize = self.terminals.iter().map(|d| d.num_states()).sum();
         check(Limit::TerminalStates, states, limits.max_terminal_states)?;
+        let built_states = AtomicUsize::new(states);
         let GrammarBuilder {
             nts,
             mut rules,
@@ -283,8 +375,30 @@ impl GrammarBuilder {
             finite_sets,
             item_objects,
             minus_names: minus_list,
+            deferred,
             ..
         } = self;
+        // Per terminal, how to build it when it is deferred (empty when none is).
+        let mut later: Vec<Option<Later>> = Vec::new();
+        if !deferred.is_empty() {
+            later.resize_with(terminals.len(), || None);
+            for (t, build) in deferred {
+                later[t as usize] = Some(Later {
+                    build,
+                    failed: Mutex::new(None),
+                });
+            }
+        }
+        let is_later = |t: usize| later.get(t).is_some_and(Option::is_some);
+        let terminal_starts: Vec<u32> = (terminals.iter().enumerate())
+            .map(|(t, d)| if is_later(t) { UNBUILT } else { d.start() })
+            .collect();
+        let terminals: Vec<OnceLock<Arc<Dfa>>> = (terminals.into_iter().enumerate())
+            .map(|(t, d)| match is_later(t) {
+                true => OnceLock::new(),
+                false => OnceLock::from(d),
+            })
+            .collect();
         // Augmented start rule S' -> start, so that completion is one item.
         let top = nts;
         rules.push((top, vec![start]));
@@ -395,11 +509,25 @@ impl GrammarBuilder {
                     string_finite.resize(t + 1, None);
                 }
                 if string_finite[t].is_none() {
-                    string_finite[t] = finite_states(&terminals[t]).map(Arc::new);
+                    // A guarded terminal's states are looked at now: a deferred one is built.
+                    let d = build_later(
+                        &terminals[t],
+                        later.get(t).and_then(Option::as_ref),
+                        &built_states,
+                        limits.max_terminal_states,
+                    )?;
+                    string_finite[t] = finite_states(d).map(Arc::new);
                 }
             }
         }
-        let terminal_starts = terminals.iter().map(|d| d.start()).collect();
+        let mut terminal_starts = terminal_starts;
+        for (t, start) in terminal_starts.iter_mut().enumerate() {
+            if *start == UNBUILT {
+                if let Some(d) = terminals[t].get() {
+                    *start = d.start();
+                }
+            }
+        }
         let mut minus_names: Vec<Option<Arc<MinusNames>>> = Vec::new();
         for (t, m) in minus_list {
             if minus_names.len() <= t as usize {
@@ -413,7 +541,10 @@ impl GrammarBuilder {
             nt_rules,
             nullable,
             terminals,
+            later,
             terminal_starts,
+            built_states,
+            max_terminal_states: limits.max_terminal_states,
             start_pos,
             accept_pos,
             max_work: limits.max_mask_work,
@@ -505,8 +636,17 @@ pub struct Grammar {
     syms: Vec<GSym>,
     nt_rules: Vec<Vec<u32>>,
     nullable: Vec<bool>,
-    terminals: Vec<Arc<Dfa>>,
+    /// Per terminal, its automaton once built (at once, or when a parse first reaches a
+    /// deferred one).
+    terminals: Vec<OnceLock<Arc<Dfa>>>,
+    /// Per terminal, how to build it when it is deferred; empty when none is.
+    later: Vec<Option<Later>>,
+    /// Per terminal, its automaton's start state ([`UNBUILT`] for one not built yet).
     terminal_starts: Vec<u32>,
+    /// The states of the terminals' automata built so far, within `max_terminal_states`
+    /// ([`Limits::max_terminal_states`]).
+    built_states: AtomicUsize,
+    max_terminal_states: usize,
     start_pos: u32,
     accept_pos: u32,
     /// [`Limits::max_mask_work`].
@@ -1398,13 +1538,33 @@ impl Radii {
 }
 
 impl Grammar {
+    /// Terminal `t`'s automaton. Every terminal that an item is in flight in is built
+    /// ([`Chart::close`] builds a deferred one when it first enters it), so the empty automaton
+    /// stands in only where nothing reads it.
+    #[inline]
+    pub(crate) fn dfa(&self, t: u32) -> &Arc<Dfa> {
+        self.terminals[t as usize]
+            .get()
+            .unwrap_or_else(|| unbuilt())
+    }
+
+    /// Terminal `t`'s start state, building its automaton if it was deferred.
+    #[inline]
+    fn start_of(&self, t: u32) -> Result<u32, Error> {
+        match self.terminal_starts[t as usize] {
+            UNBUILT => Ok(build_later(
+                &self.terminals[t as usize],
+                self.later.get(t as usize).and_then(Option::as_ref),
+                &self.built_states,
+                self.max_terminal_states,
+            )?
+            .start()),
+            s => Ok(s),
+        }
+    }
+
     fn terminal_mask(&self, vocab: &TokenVocab, t: u32, state: u32) -> Arc<TerminalMask> {
-        vocab.terminal_mask(
-            self.vocab_id(vocab, t),
-            &self.terminals[t as usize],
-            state,
-            false,
-        )
+        vocab.terminal_mask(self.vocab_id(vocab, t), self.dfa(t), state, false)
     }
 
     /// [`Grammar::terminal_mask`] for the item in flight at position `pos`, terminal `t`,
@@ -1431,7 +1591,7 @@ impl Grammar {
                 return vocab.insert_terminal_mask(id, state, tm);
             }
         }
-        vocab.terminal_mask(id, &self.terminals[t as usize], state, walk)
+        vocab.terminal_mask(id, self.dfa(t), state, walk)
     }
 
     /// The mask of a [`MinusNames`] terminal after `read` (its opening quote and content so
@@ -1455,7 +1615,7 @@ impl Grammar {
         {
             return None;
         }
-        let base = &self.terminals[m.base as usize];
+        let base = self.dfa(m.base);
         let mut s = base.start();
         for &b in read {
             s = base.next(s, b);
@@ -1526,7 +1686,7 @@ impl Grammar {
         }
         let id = &mut guard.1[t as usize];
         if *id == u32::MAX {
-            *id = vocab.dfa_id(&self.terminals[t as usize]);
+            *id = vocab.dfa_id(self.dfa(t));
         }
         *id
     }
@@ -1542,9 +1702,14 @@ impl Grammar {
         !self.token_sets.is_empty()
     }
 
-    /// Number of automaton states over all terminals.
+    /// Number of automaton states over all terminals built so far (a terminal of a large
+    /// pattern is built when a parse first reaches it).
     pub fn terminal_states(&self) -> usize {
-        self.terminals.iter().map(|d| d.num_states()).sum()
+        self.terminals
+            .iter()
+            .filter_map(OnceLock::get)
+            .map(|d| d.num_states())
+            .sum()
     }
 
     /// Whether the whole of `bytes` is a sentence of the grammar (false also when reading a
@@ -1646,6 +1811,9 @@ pub(crate) struct Chart {
     over: bool,
     /// Whether the initial set itself went past the limit (the chart is unusable).
     broken: bool,
+    /// Why the work stopped when it was a deferred terminal's build that failed, not the work
+    /// limit (`over` is then set too).
+    failed: Option<Error>,
     /// The byte read into each set after the first: `input[j]` leads from set `j` to set
     /// `j + 1` (0 where no byte was read: a whole token through a token reference, or the set
     /// a mask computation assumes after a terminal ends). Guards read the text from it.
@@ -1675,6 +1843,7 @@ impl Chart {
             work: 0,
             over: false,
             broken: false,
+            failed: None,
             input: Vec::new(),
             guard: unique::GuardState::default(),
             plain_masks: false,
@@ -1690,6 +1859,9 @@ impl Chart {
     pub(crate) fn start_work(&mut self) {
         self.work = 0;
         self.over = false;
+        if !self.broken {
+            self.failed = None;
+        }
     }
 
     /// Work units since [`Chart::start_work`].
@@ -1700,6 +1872,9 @@ impl Chart {
     /// `Err(LimitExceeded)` when the work went past the grammar's limit since
     /// [`Chart::start_work`] (or when the initial set did).
     pub(crate) fn check_work(&self, g: &Grammar) -> Result<(), Error> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
         if self.over || self.broken {
             return Err(Error::LimitExceeded {
                 limit: Limit::MaskWork,
@@ -1762,7 +1937,15 @@ impl Chart {
                         self.add_item(pos + 1, origin);
                     }
                 }
-                GSym::T(t) => self.add_infl(pos, origin, g.terminal_starts[t as usize]),
+                GSym::T(t) => match g.start_of(t) {
+                    Ok(s) => self.add_infl(pos, origin, s),
+                    Err(e) => {
+                        // A deferred terminal that cannot be built: the set is incomplete.
+                        self.failed = Some(e);
+                        self.over = true;
+                        break;
+                    }
+                },
                 // Waits in the set for a whole token (`push_token`, `fill_mask`).
                 GSym::Tok(_) => {}
                 GSym::End(a) => {
@@ -1801,7 +1984,7 @@ impl Chart {
         let mut bytes = [0u64; 4];
         for &(pos, _, st) in &self.infl[self.infl_starts[k as usize] as usize..] {
             if let GSym::T(t) = g.syms[pos as usize] {
-                let lb = g.terminals[t as usize].live_bytes(st);
+                let lb = g.dfa(t).live_bytes(st);
                 for w in 0..4 {
                     bytes[w] |= lb[w];
                 }
@@ -1880,7 +2063,7 @@ impl Chart {
                 let GSym::T(t) = g.syms[pos as usize] else {
                     continue;
                 };
-                let d = &g.terminals[t as usize];
+                let d = g.dfa(t);
                 let st2 = d.next(st, b);
                 if st2 == DEAD {
                     continue;

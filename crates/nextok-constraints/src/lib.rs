@@ -107,11 +107,14 @@
 //! | `max_rules` | 1,000,000 | grammar rules after lowering (repeats, groups, alternatives) | at compile |
 //! | `max_items` | 4,000,000 | symbols over all rules, plus one per rule (the parser's item table) | at compile |
 //! | `max_terminals` | 20,000 | distinct terminal automata; each caches one vocabulary bitset per state it is seen in, so this bounds mask memory | at compile |
-//! | `max_terminal_states` | 2,000,000 | automaton states over all terminals, and the trie of a string `enum` | at compile |
+//! | `max_terminal_states` | 2,000,000 | automaton states over all terminals, and the trie of a string `enum` | at compile (a deferred pattern's, when first reached) |
 //! | `max_mask_work` | 1,000,000 | work units (Earley items processed, completions, terminal steps) of one mask or one token | as the work is done |
 //!
 //! One automaton (a pattern, a format, a class) is also limited to 100,000 states
-//! ([`Error::TooLarge`]). The JSON-Schema-Test-Suite's largest mask or token is a few hundred
+//! ([`Error::TooLarge`]). A string value's large `pattern` is built when generation first
+//! reaches the value ([`JsonOptions::defer_large_patterns`], on by default), once the compile
+//! has found a string it matches: should that build go past a limit, the `fill_mask` or
+//! `advance` that reached it returns the error, as one past `max_mask_work` does. The JSON-Schema-Test-Suite's largest mask or token is a few hundred
 //! work units, and a mask of a million takes some tens of milliseconds. The work limit is the
 //! backstop; the costs that grew without bound on hostile input are linear now: a completion
 //! finds the items waiting for it by binary search (chains of rules), nested repeats of a star

@@ -1028,7 +1028,7 @@ impl Chart {
         };
         let arrays = self.waiting_origins(g, origin, a);
         let end = self.input.len();
-        let d = Arc::clone(&g.terminals[t as usize]);
+        let d = Arc::clone(g.dfa(t));
         for array in arrays {
             if let Some(syn) = self.guard.synthetic {
                 // The unknown byte is the one before set `syn`.
@@ -1078,7 +1078,7 @@ impl Chart {
             let Some(used) = earlier_strings(&listed) else {
                 return false;
             };
-            let d = Arc::clone(&g.terminals[terminal as usize]);
+            let d = Arc::clone(g.dfa(terminal));
             return self.some_unused(
                 &d,
                 d.start(),
@@ -1477,13 +1477,7 @@ impl Chart {
                     .string_finite
                     .get(t as usize)
                     .and_then(Option::as_ref)
-                    .map(|f| {
-                        (
-                            Arc::clone(&g.terminals[t as usize]),
-                            Arc::clone(f),
-                            g.max_work,
-                        )
-                    }),
+                    .map(|f| (Arc::clone(g.dfa(t)), Arc::clone(f), g.max_work)),
                 _ => None,
             };
             self.spelling_walk(vocab, &values, dec, decoded, finite, st, &mut out);

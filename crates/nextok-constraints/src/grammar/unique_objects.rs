@@ -1458,7 +1458,7 @@ impl Chart {
             // Some array uses up no value of the key.
             return true;
         }
-        let d = Arc::clone(&g.terminals[t as usize]);
+        let d = Arc::clone(g.dfa(t));
         f.full.iter().any(|used| {
             let mut decoded = f.decoded.clone();
             self.some_unused(&d, st, f.dec, &mut decoded, used, g.max_work)
@@ -1502,11 +1502,7 @@ impl Chart {
         }
         let mut out = Vec::new();
         for used in &f.full {
-            let finite = Some((
-                Arc::clone(&g.terminals[t as usize]),
-                Arc::clone(fin),
-                g.max_work,
-            ));
+            let finite = Some((Arc::clone(g.dfa(t)), Arc::clone(fin), g.max_work));
             self.spelling_walk(vocab, used, f.dec, f.decoded.clone(), finite, st, &mut out);
         }
         out

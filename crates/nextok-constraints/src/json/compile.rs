@@ -13,7 +13,7 @@ use super::schema::{compact, invalid, json_eq, unsupported, Node, ObjectFacets, 
 use super::string::{is_chunked, string_content, without_strings};
 use super::JsonOptions;
 use crate::dfa::{Dfa, DfaMemo};
-use crate::grammar::{GrammarBuilder, Sym};
+use crate::grammar::{Deferred, GrammarBuilder, Sym};
 use crate::Error;
 
 /// Grammar rules for typed schemas, built into one [`GrammarBuilder`].
@@ -73,8 +73,7 @@ pub(super) fn string_automaton(
     excluded: &[Value],
     path: &str,
 ) -> Result<Arc<Dfa>, Error> {
-    static MEMO: OnceLock<DfaMemo<(StringFacets, Vec<String>)>> = OnceLock::new();
-    let memo = MEMO.get_or_init(|| DfaMemo::new(1024, 1 << 22));
+    let memo = string_memo();
     let key = string_key(f, excluded);
     if let Some(d) = memo.get(&key) {
         return Ok(d);
@@ -86,6 +85,12 @@ pub(super) fn string_automaton(
     let d = Arc::new(d);
     memo.insert(key, &d);
     Ok(d)
+}
+
+/// [`string_automaton`]'s automata, kept process-wide.
+fn string_memo() -> &'static DfaMemo<(StringFacets, Vec<String>)> {
+    static MEMO: OnceLock<DfaMemo<(StringFacets, Vec<String>)>> = OnceLock::new();
+    MEMO.get_or_init(|| DfaMemo::new(1024, 1 << 22))
 }
 
 /// The JSON strings of facets `f` that bound the length alone (no pattern, format or
@@ -594,6 +599,17 @@ impl<'a> Compiler<'a> {
             if let Some(s) = self.prefixed_long_string(f, path)? {
                 return Ok(s);
             }
+        }
+        if self.opts.defer_large_patterns
+            && !excluded.iter().any(Value::is_string)
+            && string_memo().get(&string_key(f, &[])).is_none()
+            && super::string::deferrable(f)
+        {
+            let (f, path) = (f.clone(), path.to_string());
+            return Ok(self.b.deferred_terminal(Deferred {
+                what: format!("the strings of pattern {:?} at {path}", f.patterns),
+                build: Box::new(move || string_automaton(&f, &[], &path)),
+            }));
         }
         self.b.shared_terminal(string_automaton(f, excluded, path)?)
     }

@@ -1766,3 +1766,95 @@ fn enum_values_are_kept_by_type_and_exclusion_or_by_the_other_keywords() {
         &[r#""abc""#, r#""b""#],
     );
 }
+
+/// A URL pattern of `{1,250}` characters then a dot (dein's, a bound of its own so that no
+/// other test builds it first: automata are kept process-wide).
+const URL_250: &str = "^https?:\\/\\/(www\\.)?[-a-zA-Z0-9@:%._\\+~#=]{1,250}\\.[a-zA-Z0-9()]{1,6}\\b([-a-zA-Z0-9()@:%_\\+.~#?&//=]*)$";
+
+/// A large pattern on a string value is built when a parse first reaches the value
+/// (`JsonOptions::defer_large_patterns`): the compile leaves its automaton out, reading into
+/// the value builds it, and every instance is judged as when it is built at compile.
+#[test]
+fn large_patterns_are_built_when_first_reached() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "home": {"type": "string", "pattern": URL_250}}
+    });
+    let deferred = compile_json_schema(&schema, &JsonOptions::default()).expect("compiles");
+    let at_compile = JsonOptions::default().with_defer_large_patterns(false);
+    let eager = compile_json_schema(&schema, &at_compile).expect("compiles");
+    let (before, built) = (deferred.terminal_states(), eager.terminal_states());
+    assert!(
+        before + 1000 < built,
+        "the pattern's automaton is left out: {before} states, {built} built at compile"
+    );
+    let valid = [
+        r#"{"name":"x"}"#,
+        r#"{"home":"https://example.com"}"#,
+        r#"{"name":"x","home":"http://www.a.bc/d?e=f"}"#,
+    ];
+    let invalid = [
+        r#"{"home":"ftp://example.com"}"#,
+        r#"{"home":"https://example"}"#,
+        r#"{"home":"https://a.b c"}"#,
+    ];
+    let vocab = byte_vocab();
+    assert!(constraint_accepts(&deferred, &vocab, valid[0]));
+    assert_eq!(
+        deferred.terminal_states(),
+        before,
+        "no value of the pattern read yet"
+    );
+    for (texts, want) in [(&valid, true), (&invalid, false)] {
+        for t in texts {
+            for g in [&deferred, &eager] {
+                assert_eq!(constraint_accepts(g, &vocab, t), want, "{t}");
+                assert_eq!(g.recognizes(t.as_bytes()), want, "{t}");
+            }
+        }
+    }
+    assert_eq!(deferred.terminal_states(), built, "built once reached");
+}
+
+/// A deferred pattern whose automaton goes past the limits is refused where a parse first
+/// reaches it, by the `advance` or `fill_mask` that does, with the limit's error; built at
+/// compile, the same schema is refused by the compile.
+#[test]
+fn a_deferred_pattern_past_the_limits_is_refused_where_it_is_reached() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"home": {"type": "string", "pattern": URL_250.replace("250", "249")}}
+    });
+    let limits = Limits::DEFAULT.with_max_terminal_states(1000);
+    let opts = JsonOptions::default().with_limits(limits);
+    let past = |e: &Error| {
+        matches!(
+            e,
+            Error::LimitExceeded {
+                limit: crate::Limit::TerminalStates,
+                ..
+            }
+        )
+    };
+    let g = compile_json_schema(&schema, &opts).expect("compiles, the pattern left for later");
+    let vocab = byte_vocab();
+    let mut c = GrammarConstraint::new(g.clone(), &vocab);
+    let mut mask = vocab.empty_mask();
+    let text = br#"{"home":"h"#;
+    let mut refused = None;
+    for (i, &b) in text.iter().enumerate() {
+        let r = c.fill_mask(&mut mask).and_then(|()| c.advance(b as u32));
+        if let Err(e) = r {
+            assert!(past(&e), "{e}");
+            refused = Some(i);
+            break;
+        }
+    }
+    assert_eq!(
+        refused,
+        Some(text.len() - 3),
+        "refused on reading the value's `:`"
+    );
+    let eager = compile_json_schema(&schema, &opts.with_defer_large_patterns(false));
+    assert!(matches!(&eager, Err(e) if past(e)), "{eager:?}");
+}

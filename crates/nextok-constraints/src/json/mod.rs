@@ -92,6 +92,15 @@ pub struct JsonOptions {
     /// none). Relative `$ref`s to other documents (`"other.json#/definitions/x"`) then resolve
     /// against it and can name [`JsonOptions::resources`].
     pub base_uri: Option<String>,
+    /// Build the automaton of a string value's large `pattern` when generation first reaches
+    /// that value, not at compile (the default, `true`): a URL pattern with `{1,256}` takes
+    /// tens of milliseconds to determinize, and most outputs never write the property it
+    /// constrains. A pattern is deferred only once the compile has found a string it matches
+    /// (so the grammar is pruned as if it were built); should the deferred build fail (an
+    /// automaton past [`Limits::max_terminal_states`] or the state limit), the `fill_mask` or
+    /// `advance` that reached it returns that error. `false` builds every automaton at
+    /// compile, so that every error comes from the compile.
+    pub defer_large_patterns: bool,
 }
 
 /// Schema documents by absolute URI, for `$ref`s that name other documents. A referenced
@@ -601,6 +610,7 @@ impl Default for JsonOptions {
             format: FormatMode::Assert,
             resources: SchemaResources::default(),
             base_uri: None,
+            defer_large_patterns: true,
         }
     }
 }
@@ -639,6 +649,12 @@ impl JsonOptions {
     /// Sets [`JsonOptions::strict`].
     pub fn with_strict(mut self, yes: bool) -> Self {
         self.strict = yes;
+        self
+    }
+
+    /// Sets [`JsonOptions::defer_large_patterns`].
+    pub fn with_defer_large_patterns(mut self, yes: bool) -> Self {
+        self.defer_large_patterns = yes;
         self
     }
 

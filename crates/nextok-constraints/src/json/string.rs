@@ -597,6 +597,285 @@ fn format_regex(f: &str) -> Option<String> {
     })
 }
 
+/// A pattern is deferred ([`deferrable`]) when its parts unrolled hold at least this many
+/// classes and literal bytes: below it a pattern determinizes in well under a millisecond.
+const DEFER_WEIGHT: usize = 100;
+
+/// Nor past this many: such a pattern may not compile at all (regex-automata's limits), and
+/// that error belongs to the compile.
+const DEFER_MAX_WEIGHT: usize = 4096;
+
+/// Whether the JSON strings of facets `f` may be built when a parse first reaches them
+/// ([`JsonOptions::defer_large_patterns`](super::JsonOptions::defer_large_patterns)): one
+/// large pattern (its parts unrolled, at least [`DEFER_WEIGHT`] classes and literal bytes),
+/// perhaps with length bounds, and nothing else (no `format`, no `not`), a pattern of no
+/// look-around or tempered token (those take products of automata), which parses, and for
+/// which a string is found that it matches within the length bounds: the language is then
+/// known not to be empty, as pruning the grammar needs, and a JSON string is never empty. The
+/// string is built from the pattern's parse (each repetition's fewest copies, each class's
+/// first letter or digit); where the pattern has assertions it is checked against the pattern
+/// by regex-automata's lazy DFA, and a pattern it does not fit (a word boundary the choices
+/// miss) is built at once.
+pub(super) fn deferrable(f: &StringFacets) -> bool {
+    let [p] = f.patterns.as_slice() else {
+        return false;
+    };
+    let others = !f.not_patterns.is_empty()
+        || f.format.is_some()
+        || !f.not_formats.is_empty()
+        || is_long(f)
+        || is_chunked(f);
+    if others || ["(?=", "(?!", "(?<"].iter().any(|l| p.contains(l)) || anchored_words(p).is_some()
+    {
+        return false;
+    }
+    let parts = search_regexes(p);
+    let mut hirs = Vec::with_capacity(parts.len());
+    for part in &parts {
+        match crate::dfa::parse_regex(part) {
+            Ok(h) if !h.properties().look_set().contains_word_unicode() => hirs.push(h),
+            _ => return false,
+        }
+    }
+    let weight: usize = hirs.iter().map(weight).fold(0, usize::saturating_add);
+    if !(DEFER_WEIGHT..=DEFER_MAX_WEIGHT).contains(&weight) {
+        return false;
+    }
+    let (min, max) = (
+        f.min_length.unwrap_or(0),
+        f.max_length.unwrap_or(usize::MAX),
+    );
+    hirs.iter().any(|h| {
+        let mut w = String::new();
+        // Without assertions the string is one of the pattern's by construction; with them it
+        // is checked, and kept to ASCII (where `\b` is decided byte by byte).
+        let looks = !h.properties().look_set().is_empty();
+        witness(h, looks, &mut w).is_some()
+            && (min..=max).contains(&w.chars().count())
+            && (!looks || whole_match(h, w.as_bytes()) == Some(true))
+    })
+}
+
+/// Whether `h` matches the whole of `text`, read by regex-automata's lazy DFA; `None` where it
+/// does not build.
+fn whole_match(h: &regex_syntax::hir::Hir, text: &[u8]) -> Option<bool> {
+    use regex_automata::hybrid::dfa::DFA;
+    use regex_automata::nfa::thompson;
+    use regex_automata::util::start;
+    use regex_automata::{Anchored, MatchKind};
+    let nfa = thompson::Compiler::new()
+        .configure(thompson::Config::new().which_captures(thompson::WhichCaptures::None))
+        .build_from_hir(h)
+        .ok()?;
+    let dfa = DFA::builder()
+        .configure(DFA::config().match_kind(MatchKind::All))
+        .build_from_nfa(nfa)
+        .ok()?;
+    let mut cache = dfa.create_cache();
+    let mut s = dfa
+        .start_state(&mut cache, &start::Config::new().anchored(Anchored::Yes))
+        .ok()?;
+    for &b in text {
+        s = dfa.next_state(&mut cache, s, b).ok()?;
+        if s.is_dead() || s.is_quit() {
+            return Some(false);
+        }
+    }
+    Some(dfa.next_eoi_state(&mut cache, s).ok()?.is_match())
+}
+
+/// Whether `pattern`'s parts ([`search_regexes`]) unrolled hold at least [`DEFER_WEIGHT`]
+/// classes and literal bytes: one whose automaton takes milliseconds to build.
+pub(super) fn is_large_pattern(pattern: &str) -> bool {
+    search_regexes(pattern)
+        .iter()
+        .filter_map(|r| crate::dfa::parse_regex(r).ok())
+        .map(|h| weight(&h))
+        .fold(0, usize::saturating_add)
+        >= DEFER_WEIGHT
+}
+
+/// Whether some string matches every one of `patterns`, decided over automata built lazily,
+/// only where a string of all of them can go: two patterns that part at their first bytes
+/// (a URL's `https://` and a path's `/`) are told apart after a few states, where building the
+/// URL pattern's automaton took 60 ms. Each pattern is the union of its parts
+/// ([`search_regexes`]), as [`pattern_dfa`] reads it. `None` (undecided) for a pattern with a
+/// look-around (those take products), one that does not parse or build, or a search that
+/// goes past 20,000 places.
+pub(super) fn patterns_meet(patterns: &[&str]) -> Option<bool> {
+    use regex_automata::hybrid::dfa::{Cache, DFA};
+    use regex_automata::hybrid::LazyStateID;
+    use regex_automata::nfa::thompson;
+    use regex_automata::util::start;
+    use regex_automata::{Anchored, MatchKind};
+    const MAX_PLACES: usize = 20_000;
+    let mut dfas = Vec::with_capacity(patterns.len());
+    for p in patterns {
+        if ["(?=", "(?!", "(?<"].iter().any(|l| p.contains(l)) {
+            return None;
+        }
+        let hirs = search_regexes(p)
+            .iter()
+            .map(|r| crate::dfa::parse_regex(r).ok())
+            .collect::<Option<Vec<_>>>()?;
+        if hirs
+            .iter()
+            .any(|h| h.properties().look_set().contains_word_unicode())
+        {
+            return None;
+        }
+        let nfa = thompson::Compiler::new()
+            .configure(thompson::Config::new().which_captures(thompson::WhichCaptures::None))
+            .build_many_from_hir(&hirs)
+            .ok()?;
+        // A cache that is never cleared: a clear would leave the places already found
+        // naming states that are gone.
+        let config = DFA::config()
+            .match_kind(MatchKind::All)
+            .cache_capacity(16 << 20)
+            .minimum_cache_clear_count(Some(0));
+        dfas.push(DFA::builder().configure(config).build_from_nfa(nfa).ok()?);
+    }
+    let mut caches: Vec<Cache> = dfas.iter().map(DFA::create_cache).collect();
+    let anchored = start::Config::new().anchored(Anchored::Yes);
+    let first: Vec<LazyStateID> = dfas
+        .iter()
+        .zip(&mut caches)
+        .map(|(d, c)| d.start_state(c, &anchored).ok())
+        .collect::<Option<_>>()?;
+    // One byte of each set that every automaton reads alike.
+    let mut bytes = Vec::new();
+    let mut kinds: HashMap<Vec<u8>, ()> = HashMap::new();
+    for b in 0..=255u8 {
+        let kind: Vec<u8> = dfas.iter().map(|d| d.byte_classes().get(b)).collect();
+        if kinds.insert(kind, ()).is_none() {
+            bytes.push(b);
+        }
+    }
+    let mut places: HashMap<Vec<LazyStateID>, ()> = HashMap::new();
+    places.insert(first.clone(), ());
+    let mut todo = vec![first];
+    while let Some(at) = todo.pop() {
+        let mut ends = true;
+        for ((d, c), &s) in dfas.iter().zip(&mut caches).zip(&at) {
+            if !d.next_eoi_state(c, s).ok()?.is_match() {
+                ends = false;
+                break;
+            }
+        }
+        if ends {
+            return Some(true);
+        }
+        for &b in &bytes {
+            let mut next = Vec::with_capacity(at.len());
+            for ((d, c), &s) in dfas.iter().zip(&mut caches).zip(&at) {
+                let t = d.next_state(c, s, b).ok()?;
+                if t.is_quit() {
+                    return None;
+                }
+                if t.is_dead() {
+                    break;
+                }
+                next.push(t);
+            }
+            if next.len() == at.len() && places.insert(next.clone(), ()).is_none() {
+                if places.len() > MAX_PLACES {
+                    return None;
+                }
+                todo.push(next);
+            }
+        }
+        if caches.iter().any(|c| c.clear_count() > 0) {
+            return None;
+        }
+    }
+    Some(false)
+}
+
+/// The classes and literal bytes of `h` with each bounded repetition unrolled (an unbounded
+/// one counts its fewest copies), saturating.
+fn weight(h: &regex_syntax::hir::Hir) -> usize {
+    use regex_syntax::hir::HirKind;
+    match h.kind() {
+        HirKind::Empty | HirKind::Look(_) => 0,
+        HirKind::Literal(l) => l.0.len(),
+        HirKind::Class(_) => 1,
+        HirKind::Repetition(r) => {
+            let copies = r.max.unwrap_or(r.min).max(1) as usize;
+            weight(&r.sub).saturating_mul(copies)
+        }
+        HirKind::Capture(c) => weight(&c.sub),
+        HirKind::Concat(v) | HirKind::Alternation(v) => {
+            v.iter().map(weight).fold(0, usize::saturating_add)
+        }
+    }
+}
+
+/// Appends to `out` a string that `h` may match, assertions aside: each repetition's fewest
+/// copies, each alternation's first branch that has one, each class's first lowercase
+/// letter, else uppercase letter, else digit, else first character (ASCII only with `ascii`).
+/// `None` where there is none (an empty class) or it would be long.
+fn witness(h: &regex_syntax::hir::Hir, ascii: bool, out: &mut String) -> Option<()> {
+    use regex_syntax::hir::{Class, HirKind};
+    const LONGEST: usize = 4096;
+    match h.kind() {
+        HirKind::Empty | HirKind::Look(_) => {}
+        HirKind::Literal(l) => out.push_str(std::str::from_utf8(&l.0).ok()?),
+        HirKind::Class(c) => {
+            let ranges: Vec<(u32, u32)> = match c {
+                Class::Unicode(c) => c
+                    .iter()
+                    .map(|r| (r.start() as u32, r.end() as u32))
+                    .collect(),
+                Class::Bytes(c) => c
+                    .iter()
+                    .map(|r| (r.start() as u32, r.end() as u32))
+                    .collect(),
+            };
+            let within = |lo: u32, hi: u32| {
+                ranges
+                    .iter()
+                    .find(|&&(a, b)| a <= hi && b >= lo)
+                    .map(|&(a, _)| a.max(lo))
+            };
+            let first = ranges.first().map(|r| r.0).filter(|&a| !ascii || a < 0x80);
+            let pick = within(0x61, 0x7a)
+                .or_else(|| within(0x41, 0x5a))
+                .or_else(|| within(0x30, 0x39))
+                .or(first)?;
+            if matches!(c, Class::Bytes(_)) && pick >= 0x80 {
+                return None;
+            }
+            out.push(char::from_u32(pick)?);
+        }
+        HirKind::Repetition(r) => {
+            for _ in 0..r.min {
+                witness(&r.sub, ascii, out)?;
+                if out.len() > LONGEST {
+                    return None;
+                }
+            }
+        }
+        HirKind::Capture(c) => witness(&c.sub, ascii, out)?,
+        HirKind::Concat(v) => {
+            for x in v {
+                witness(x, ascii, out)?;
+            }
+        }
+        HirKind::Alternation(v) => {
+            let at = out.len();
+            let found = v.iter().any(|x| {
+                out.truncate(at);
+                witness(x, ascii, out).is_some()
+            });
+            if !found {
+                return None;
+            }
+        }
+    }
+    (out.len() <= LONGEST).then_some(())
+}
+
 /// Length bounds above this are not unrolled into one automaton.
 pub(super) const LONG: usize = 10_000;
 
@@ -903,5 +1182,62 @@ mod tests {
         }
         // A plain pattern is `Dfa::from_regex`'s to keep, not kept twice.
         assert!(!build_pattern_dfa("^[a-z]+$").unwrap().1);
+    }
+}
+
+#[cfg(test)]
+mod deferral_tests {
+    use super::*;
+
+    const URL: &str = "^https?:\\/\\/(www\\.)?[-a-zA-Z0-9@:%._\\+~#=]{1,256}\\.[a-zA-Z0-9()]{1,6}\\b([-a-zA-Z0-9()@:%_\\+.~#?&//=]*)$";
+
+    /// `patterns_meet` answers as the product of the patterns' whole automata does.
+    #[test]
+    fn lazily_met_patterns_agree_with_their_product() {
+        let pairs = [
+            (URL, "^[~|/][a-zA-Z-_0-9/\\.~]+$"),
+            (URL, "^[a-zA-Z-_0-9]+/[a-zA-Z-_0-9\\.]+$"),
+            (URL, "^https://.*$"),
+            (URL, "example"),
+            (URL, "^http://x\\.y$"),
+            ("^a{1,200}$", "^a{150,}$"),
+            ("^a{1,200}$", "^a{201,}$"),
+            ("^[0-9]{100,120}$", "[a-z]"),
+            ("^[0-9]{100,120}$", "^\\d+$"),
+            ("^(ab){60}$|^c$", "^[abc]$"),
+        ];
+        for (a, b) in pairs {
+            let product = pattern_dfa(a)
+                .and_then(|d| d.intersect(&pattern_dfa(b)?))
+                .expect("builds");
+            assert_eq!(
+                patterns_meet(&[a, b]),
+                Some(!product.is_empty_language()),
+                "{a} and {b}"
+            );
+        }
+    }
+
+    /// A pattern is deferred only when large and known to match some string within the length
+    /// bounds: never one whose language is empty.
+    #[test]
+    fn only_large_patterns_that_match_something_are_deferred() {
+        let facets = |p: &str, max: Option<usize>| StringFacets {
+            patterns: vec![p.to_string()],
+            max_length: max,
+            ..StringFacets::default()
+        };
+        assert!(deferrable(&facets(URL, None)));
+        assert!(deferrable(&facets(URL, Some(128))));
+        // The shortest URL is 10 characters.
+        assert!(!deferrable(&facets(URL, Some(9))));
+        // Small: built at compile.
+        assert!(!deferrable(&facets("^[a-z]+$", None)));
+        // Letters then a digit across a word boundary: no string at all.
+        assert!(!deferrable(&facets("^[a-z]{100,200}\\b\\d$", None)));
+        // Other keywords beside it.
+        let mut f = facets(URL, None);
+        f.format = Some("uri".into());
+        assert!(!deferrable(&f));
     }
 }
