@@ -828,6 +828,9 @@ impl Dfa {
         if let Some(d) = Self::by_copies(&hir) {
             return Ok(d);
         }
+        if let Some(d) = Self::by_positions(&hir, pattern) {
+            return d;
+        }
         match Self::by_atoms(&hir, pattern) {
             Some(d) => Ok(d),
             None => Self::by_bytes_of(&hir, pattern),
@@ -926,6 +929,299 @@ impl Dfa {
             "repetition",
             &one.classes,
         )
+    }
+
+    /// The automaton of a pattern without assertions, determinized over its positions
+    /// (Glushkov's construction): each class or literal byte of the pattern (a class past
+    /// ASCII as its UTF-8 sequences, a byte range per place) is a position that reads a set of
+    /// bytes, each bounded repetition is unrolled into copies, and a state is the set of
+    /// positions the bytes so far may have ended at. The positions each one may be followed by
+    /// are a bitset, so a state's successors are one union of those and one intersection per
+    /// byte class. regex-automata's determinization hashed a set of NFA states per transition:
+    /// tsconfig's `lib` patterns (`[Ee][Ss]2015(\.([Cc][Oo][Ll]...`) took half a millisecond
+    /// each.
+    ///
+    /// `None` (and the other ways answer) for a pattern with an assertion (`^`, `$`, `\b`
+    /// inside: the parts of a search carry none, [`crate::json`]), or of more than 2,048
+    /// positions unrolled.
+    fn by_positions(hir: &regex_syntax::hir::Hir, pattern: &str) -> Option<Result<Dfa, Error>> {
+        use regex_syntax::hir::{Class, Hir, HirKind};
+        const MAX_POSITIONS: usize = 2048;
+        /// The positions a piece may begin and end at, and whether it may be empty.
+        struct Piece {
+            first: Vec<u32>,
+            last: Vec<u32>,
+            empty: bool,
+        }
+        /// Positions 1.. with the bytes each reads and the positions that may follow it
+        /// (position 0 stands before the pattern).
+        struct Places {
+            reads: Vec<[u64; 4]>,
+            follow: Vec<Vec<u32>>,
+        }
+        impl Places {
+            fn place(&mut self, bytes: [u64; 4]) -> Option<Piece> {
+                if self.reads.len() > MAX_POSITIONS {
+                    return None;
+                }
+                let p = self.reads.len() as u32;
+                self.reads.push(bytes);
+                self.follow.push(Vec::new());
+                Some(Piece {
+                    first: vec![p],
+                    last: vec![p],
+                    empty: false,
+                })
+            }
+            fn then(&mut self, a: Piece, b: Piece) -> Piece {
+                for &p in &a.last {
+                    self.follow[p as usize].extend_from_slice(&b.first);
+                }
+                let mut first = a.first;
+                if a.empty {
+                    first.extend_from_slice(&b.first);
+                }
+                let mut last = b.last;
+                if b.empty {
+                    last.extend_from_slice(&a.last);
+                }
+                Piece {
+                    first,
+                    last,
+                    empty: a.empty && b.empty,
+                }
+            }
+            fn piece(&mut self, h: &Hir) -> Option<Piece> {
+                let range = |lo: u8, hi: u8| {
+                    let mut set = [0u64; 4];
+                    for b in lo..=hi {
+                        set[b as usize >> 6] |= 1 << (b & 63);
+                    }
+                    set
+                };
+                let none = || Piece {
+                    first: Vec::new(),
+                    last: Vec::new(),
+                    empty: true,
+                };
+                Some(match h.kind() {
+                    HirKind::Empty => none(),
+                    HirKind::Look(_) => return None,
+                    HirKind::Literal(l) => {
+                        let mut out = none();
+                        for &b in l.0.iter() {
+                            let one = self.place(range(b, b))?;
+                            out = self.then(out, one);
+                        }
+                        out
+                    }
+                    HirKind::Class(Class::Bytes(c)) => {
+                        let mut set = [0u64; 4];
+                        for r in c.iter() {
+                            let x = range(r.start(), r.end());
+                            (0..4).for_each(|w| set[w] |= x[w]);
+                        }
+                        self.place(set)?
+                    }
+                    HirKind::Class(Class::Unicode(c)) => {
+                        // ASCII ranges as one position; the rest as UTF-8 sequences.
+                        let mut ascii = [0u64; 4];
+                        let mut wide = Vec::new();
+                        let mut out = Piece {
+                            first: Vec::new(),
+                            last: Vec::new(),
+                            empty: false,
+                        };
+                        for r in c.iter() {
+                            let (lo, hi) = (r.start() as u32, r.end() as u32);
+                            if lo < 0x80 {
+                                let x = range(lo as u8, hi.min(0x7f) as u8);
+                                (0..4).for_each(|w| ascii[w] |= x[w]);
+                            }
+                            if hi < 0x80 {
+                                continue;
+                            }
+                            let lo = char::from_u32(lo.max(0x80))?;
+                            let hi = char::from_u32(hi)?;
+                            wide.extend(regex_syntax::utf8::Utf8Sequences::new(lo, hi));
+                        }
+                        // The UTF-8 sequences as a trie from their ends: one position per
+                        // (bytes, position after), and one per lead byte's position after,
+                        // so that a lead byte leaves one place, not one per sequence.
+                        let mut tails: FxMap<([u64; 4], u32), u32> = FxMap::default();
+                        let mut leads: FxMap<u32, u32> = FxMap::default();
+                        for seq in &wide {
+                            let (lead, rest) = seq.as_slice().split_first()?;
+                            let mut after = u32::MAX;
+                            for r in rest.iter().rev() {
+                                let key = (range(r.start, r.end), after);
+                                after = match tails.get(&key) {
+                                    Some(&p) => p,
+                                    None => {
+                                        let p = self.place(key.0)?.first[0];
+                                        match after {
+                                            u32::MAX => out.last.push(p),
+                                            a => self.follow[p as usize].push(a),
+                                        }
+                                        tails.insert(key, p);
+                                        p
+                                    }
+                                };
+                            }
+                            let x = range(lead.start, lead.end);
+                            match leads.get(&after) {
+                                Some(&p) => (0..4).for_each(|w| self.reads[p as usize][w] |= x[w]),
+                                None => {
+                                    let p = self.place(x)?.first[0];
+                                    match after {
+                                        u32::MAX => out.last.push(p),
+                                        a => self.follow[p as usize].push(a),
+                                    }
+                                    out.first.push(p);
+                                    leads.insert(after, p);
+                                }
+                            }
+                        }
+                        if ascii != [0; 4] {
+                            let p = self.place(ascii)?;
+                            out.first.extend(p.first);
+                            out.last.extend(p.last);
+                        }
+                        if out.first.is_empty() {
+                            // An empty class: nothing, not the empty string.
+                            return None;
+                        }
+                        out
+                    }
+                    HirKind::Repetition(r) => {
+                        let mut out = none();
+                        for _ in 0..r.min {
+                            let one = self.piece(&r.sub)?;
+                            out = self.then(out, one);
+                        }
+                        match r.max {
+                            None => {
+                                let mut one = self.piece(&r.sub)?;
+                                for &p in &one.last {
+                                    let first = one.first.clone();
+                                    self.follow[p as usize].extend(first);
+                                }
+                                one.empty = true;
+                                self.then(out, one)
+                            }
+                            Some(max) => {
+                                for _ in r.min..max {
+                                    let mut one = self.piece(&r.sub)?;
+                                    one.empty = true;
+                                    out = self.then(out, one);
+                                }
+                                out
+                            }
+                        }
+                    }
+                    HirKind::Capture(c) => self.piece(&c.sub)?,
+                    HirKind::Concat(v) => {
+                        let mut out = none();
+                        for x in v {
+                            let one = self.piece(x)?;
+                            out = self.then(out, one);
+                        }
+                        out
+                    }
+                    HirKind::Alternation(v) => {
+                        let mut out = Piece {
+                            first: Vec::new(),
+                            last: Vec::new(),
+                            empty: false,
+                        };
+                        for x in v {
+                            let one = self.piece(x)?;
+                            out.first.extend(one.first);
+                            out.last.extend(one.last);
+                            out.empty |= one.empty;
+                        }
+                        out
+                    }
+                })
+            }
+        }
+        if !hir.properties().look_set().is_empty() {
+            return None;
+        }
+        let mut places = Places {
+            reads: vec![[0; 4]],
+            follow: vec![Vec::new()],
+        };
+        let whole = places.piece(hir)?;
+        places.follow[0] = whole.first;
+        let n = places.reads.len();
+        let words = n.div_ceil(64);
+        let bits = |ps: &[u32]| {
+            let mut v = vec![0u64; words];
+            for &p in ps {
+                v[p as usize >> 6] |= 1 << (p & 63);
+            }
+            v
+        };
+        let follow: Vec<Vec<u64>> = places.follow.iter().map(|f| bits(f)).collect();
+        let mut last = bits(&whole.last);
+        if whole.empty {
+            last[0] |= 1;
+        }
+        // Per byte, the positions that read it; bytes read by the same positions are a class.
+        let read_by: Vec<Vec<u64>> = (0..256usize)
+            .map(|b| {
+                let mut v = vec![0u64; words];
+                for (p, set) in places.reads.iter().enumerate().skip(1) {
+                    if set[b >> 6] >> (b & 63) & 1 == 1 {
+                        v[p >> 6] |= 1 << (p & 63);
+                    }
+                }
+                v
+            })
+            .collect();
+        let mut kinds: FxMap<&[u64], u8> = FxMap::default();
+        let mut classes = [0u8; 256];
+        for (b, v) in read_by.iter().enumerate() {
+            let k = kinds.len() as u8;
+            classes[b] = *kinds.entry(v.as_slice()).or_insert(k);
+        }
+        // A state is what may be read next, the union of the follow sets of the positions the
+        // bytes so far may have ended at, and whether one of those ends the pattern (the last
+        // word's bit): sets of positions with the same future are one state (after each word
+        // of a list of literals, say), where the sets themselves were twice the states.
+        let state_of = |ends: &[u64]| -> Option<Vec<u64>> {
+            let mut key = vec![0u64; words + 1];
+            for (w, &word) in ends.iter().enumerate() {
+                let mut rest = word;
+                while rest != 0 {
+                    let p = w * 64 + rest.trailing_zeros() as usize;
+                    rest &= rest - 1;
+                    for (x, &f) in key.iter_mut().zip(&follow[p]) {
+                        *x |= f;
+                    }
+                }
+            }
+            let accepts = ends.iter().zip(&last).any(|(x, y)| x & y != 0);
+            key[words] = accepts as u64;
+            (accepts || key.iter().any(|&w| w != 0)).then_some(key)
+        };
+        let start = state_of(&bits(&[0]))?;
+        Some(Dfa::explore(
+            start,
+            |s: &Vec<u64>, b| {
+                let ends: Vec<u64> = (s.iter().zip(&read_by[b as usize]))
+                    .map(|(x, y)| x & y)
+                    .collect();
+                if ends.iter().all(|&w| w == 0) {
+                    return None;
+                }
+                state_of(&ends)
+            },
+            |s| s[words] == 1,
+            pattern,
+            &classes,
+        ))
     }
 
     /// The automaton of `pattern` (which parses), determinized over UTF-8 bytes.
@@ -4951,6 +5247,86 @@ mod tests {
             }
         }
         false
+    }
+
+    #[test]
+    fn patterns_determinized_over_positions_are_their_byte_automata() {
+        let parse = |p: &str| parse_regex(p).unwrap();
+        let by_positions = |p: &str| {
+            Dfa::by_positions(&parse(p), p)
+                .unwrap_or_else(|| panic!("{p}: not by positions"))
+                .unwrap()
+        };
+        let patterns = [
+            r"[Ee][Ss]2015(\.([Cc][Oo][Rr][Ee]|[Ss][Yy][Mm][Bb][Oo][Ll].[Ww][Ee][Ll][Ll]|[Ss][Yy][Mm][Bb][Oo][Ll]))?",
+            r"(?s:.)*(?:[Ee][Ss]6)(?s:.)*",
+            r"[a-f0-9]{8}-[a-f0-9]{4}",
+            r"(?:\d+\.){1,3}\d*",
+            r"",
+            r"a{0}b?",
+            r"(?:a|)+b",
+            r"(?:ab|a)*(?:ba)?",
+            r"[^a]*é[^b]*",
+            r"𝄞|[^\x00-\x7f]{3}",
+            r"(?i)straße[^ß]*",
+            r"\S+@\S+\.[a-z]{2,}",
+        ];
+        for p in patterns {
+            assert!(
+                same_language(&by_positions(p), &Dfa::by_bytes(p).unwrap()),
+                "{p}"
+            );
+        }
+        let d = by_positions(patterns[0]);
+        for (text, ok) in [
+            ("ES2015", true),
+            ("es2015.Core", true),
+            ("ES2015.symbol.well", true),
+            ("ES2015.symbol_well", true),
+            ("ES2015.", false),
+            ("ES2015.Symbol.", false),
+        ] {
+            assert_eq!(d.matches(text.as_bytes()), ok, "{text:?}");
+        }
+        // Patterns with an assertion are left to the other ways.
+        assert!(Dfa::by_positions(&parse(r"a\b"), "").is_none());
+        assert!(Dfa::by_positions(&parse(r"(?:a$)b"), "").is_none());
+        // Random patterns (seeded): the same language both ways.
+        use rand_chacha::ChaCha8Rng;
+        use rand_core::{RngCore, SeedableRng};
+        let mut rng = ChaCha8Rng::seed_from_u64(29);
+        let atoms = [
+            "a", "b", "ab", "é", "(?s:.)", ".", "[^a]", "[a-c]", r"\d", r"\S", "[à-ÿ]", "(?i)k",
+        ];
+        let reps = ["", "", "*", "+", "?", "{0,2}", "{2}", "{1,3}", "{2,}"];
+        fn piece(rng: &mut ChaCha8Rng, depth: u32, atoms: &[&str], reps: &[&str]) -> String {
+            let pick = |rng: &mut ChaCha8Rng, n: usize| rng.next_u32() as usize % n;
+            let base = if depth < 2 && pick(rng, 4) == 0 {
+                let n = 1 + pick(rng, 3);
+                let alts: Vec<String> = (0..n)
+                    .map(|_| {
+                        let k = pick(rng, 3);
+                        (0..k).map(|_| piece(rng, depth + 1, atoms, reps)).collect()
+                    })
+                    .collect();
+                format!("(?:{})", alts.join("|"))
+            } else {
+                atoms[pick(rng, atoms.len())].to_string()
+            };
+            format!("{base}{}", reps[pick(rng, reps.len())])
+        }
+        let mut unrolled_past = 0;
+        for _ in 0..300 {
+            let n = 1 + rng.next_u32() as usize % 4;
+            let p: String = (0..n).map(|_| piece(&mut rng, 0, &atoms, &reps)).collect();
+            // Nested repetitions may unroll past 2,048 positions, or determinize past the
+            // limits either way.
+            match (Dfa::by_positions(&parse(&p), &p), Dfa::by_bytes(&p)) {
+                (Some(Ok(d)), Ok(e)) => assert!(same_language(&d, &e), "{p}"),
+                _ => unrolled_past += 1,
+            }
+        }
+        assert!(unrolled_past < 30, "{unrolled_past} of 300 not compared");
     }
 
     #[test]

@@ -1091,8 +1091,8 @@ fn searches_drop_what_the_text_around_them_makes_redundant() {
         super::string::ecma_to_rust(url)
     ))
     .expect("compiles");
-    assert!(d.num_states() < 30, "{} states", d.num_states());
-    assert!(plain.num_states() > 100, "{} states", plain.num_states());
+    let (few, many) = (d.num_states(), plain.num_states());
+    assert!(few * 10 < many, "{few} states, {many} for the plain search");
     check(
         json!({"type": "string", "pattern": url}),
         &[r#""https://example.org""#, r#""a://b:x#""#],

@@ -328,10 +328,13 @@ impl Compiler<'_> {
         if is_long(f) {
             return Err(bounded_strings(path));
         }
-        let mut content = string_content(f, ip)?;
-        if let Some(u) = union {
-            content = content.intersect(&u)?;
-        }
+        // The union alone where the node's own keywords allow any string (tsconfig's `lib`):
+        // a product with every string only copied it.
+        let mut content = match union {
+            Some(u) if *f == StringFacets::default() => u,
+            Some(u) => string_content(f, ip)?.intersect(&u)?,
+            None => string_content(f, ip)?,
+        };
         content = without_strings(content, n.excluded.iter().flatten())?;
         let encoded = content.json_string()?;
         Ok((encoded, content.count_words()))
@@ -384,10 +387,12 @@ impl Compiler<'_> {
             if !b.types.unwrap_or(TypeSet::ALL).has(TypeSet::STRING) {
                 continue;
             }
-            let mut d = string_content(&b.string, &bp)?;
-            if let Some(values) = &b.values {
-                d = d.intersect(&string_set(values)?)?;
-            }
+            let d = match &b.values {
+                // An `enum` alone is its strings' trie, without a product with every string.
+                Some(values) if b.string == StringFacets::default() => string_set(values)?,
+                Some(values) => string_content(&b.string, &bp)?.intersect(&string_set(values)?)?,
+                None => string_content(&b.string, &bp)?,
+            };
             branches.push(without_strings(d, b.excluded.iter().flatten())?);
         }
         Ok(Some(Dfa::union_all(branches)?))
