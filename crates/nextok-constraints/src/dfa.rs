@@ -931,86 +931,121 @@ impl Dfa {
         )
     }
 
-    /// The automaton of a pattern without assertions, determinized over its positions
-    /// (Glushkov's construction): each class or literal byte of the pattern (a class past
-    /// ASCII as its UTF-8 sequences, a byte range per place) is a position that reads a set of
-    /// bytes, each bounded repetition is unrolled into copies, and a state is the set of
-    /// positions the bytes so far may have ended at. The positions each one may be followed by
-    /// are a bitset, so a state's successors are one union of those and one intersection per
-    /// byte class. regex-automata's determinization hashed a set of NFA states per transition:
-    /// tsconfig's `lib` patterns (`[Ee][Ss]2015(\.([Cc][Oo][Ll]...`) took half a millisecond
-    /// each.
+    /// The automaton of a pattern determinized over its positions (Glushkov's construction):
+    /// each class or literal byte of the pattern (a class past ASCII as its UTF-8 sequences, a
+    /// trie from their ends) is a position that reads a set of bytes, each bounded repetition
+    /// is unrolled into copies, and a state is what may be read next: the union of the follow
+    /// sets of the positions the bytes so far may have ended at, and whether one of them ends
+    /// the pattern. Sets of positions with the same future are one state (after each word of
+    /// a list of literals, say). The follow sets are bitsets, so a state's successors are a
+    /// union of those and one intersection per byte class. regex-automata's determinization
+    /// hashed a set of NFA states per transition: tsconfig's `lib` patterns
+    /// (`[Ee][Ss]2015(\.([Cc][Oo][Ll]...`) took half a millisecond each.
     ///
-    /// `None` (and the other ways answer) for a pattern with an assertion (`^`, `$`, `\b`
-    /// inside: the parts of a search carry none, [`crate::json`]), or of more than 2,048
-    /// positions unrolled.
+    /// ASCII word boundaries (`\b`, `\B`, as ECMA's are) are conditions on the place between
+    /// two bytes: a follow edge holds for some pairs (the byte before is a word byte, the one
+    /// after is), the pattern's start has a non-word byte before it and its end one after, so a
+    /// state keeps what may be read next after a word byte and after any other. `None` (and the
+    /// other ways answer) for any other assertion (`^`, `$` inside: the parts of a search carry
+    /// none), or more than 2,048 positions unrolled.
     fn by_positions(hir: &regex_syntax::hir::Hir, pattern: &str) -> Option<Result<Dfa, Error>> {
-        use regex_syntax::hir::{Class, Hir, HirKind};
+        use regex_syntax::hir::{Class, Hir, HirKind, Look};
         const MAX_POSITIONS: usize = 2048;
-        /// The positions a piece may begin and end at, and whether it may be empty.
+        /// The pairs (before, after) that a place between two bytes may be, as bits
+        /// `1 << (2 * before + after)`, where 1 is a word byte: any, `\b`, `\B`.
+        type Cond = u8;
+        const ANY: Cond = 0b1111;
+        const BOUNDARY: Cond = 0b0110;
+        const NOT_BOUNDARY: Cond = 0b1001;
+        let allows = |c: Cond, before: usize, after: usize| c >> (2 * before + after) & 1 == 1;
+        /// The positions a piece may begin and end at, each with the condition on the place
+        /// before (after) it that the piece's empty parts there ask for, and the condition
+        /// under which the whole piece may be empty (0: never).
         struct Piece {
-            first: Vec<u32>,
-            last: Vec<u32>,
-            empty: bool,
+            first: Vec<(u32, Cond)>,
+            last: Vec<(u32, Cond)>,
+            empty: Cond,
         }
-        /// Positions 1.. with the bytes each reads and the positions that may follow it
-        /// (position 0 stands before the pattern).
+        /// Positions 1.. with the bytes each reads and the positions that may follow it, under
+        /// their conditions (position 0 stands before the pattern).
         struct Places {
             reads: Vec<[u64; 4]>,
-            follow: Vec<Vec<u32>>,
+            follow: Vec<Vec<(u32, Cond)>>,
+        }
+        fn none() -> Piece {
+            Piece {
+                first: Vec::new(),
+                last: Vec::new(),
+                empty: ANY,
+            }
+        }
+        fn range(lo: u8, hi: u8) -> [u64; 4] {
+            let mut set = [0u64; 4];
+            for b in lo..=hi {
+                set[b as usize >> 6] |= 1 << (b & 63);
+            }
+            set
         }
         impl Places {
-            fn place(&mut self, bytes: [u64; 4]) -> Option<Piece> {
+            fn place(&mut self, bytes: [u64; 4]) -> Option<u32> {
                 if self.reads.len() > MAX_POSITIONS {
                     return None;
                 }
-                let p = self.reads.len() as u32;
                 self.reads.push(bytes);
                 self.follow.push(Vec::new());
+                Some(self.reads.len() as u32 - 1)
+            }
+            fn one(&mut self, bytes: [u64; 4]) -> Option<Piece> {
+                let p = self.place(bytes)?;
                 Some(Piece {
-                    first: vec![p],
-                    last: vec![p],
-                    empty: false,
+                    first: vec![(p, ANY)],
+                    last: vec![(p, ANY)],
+                    empty: 0,
                 })
             }
+            fn link(&mut self, from: &[(u32, Cond)], to: &[(u32, Cond)]) {
+                for &(p, c) in from {
+                    for &(q, d) in to {
+                        if c & d != 0 {
+                            self.follow[p as usize].push((q, c & d));
+                        }
+                    }
+                }
+            }
             fn then(&mut self, a: Piece, b: Piece) -> Piece {
-                for &p in &a.last {
-                    self.follow[p as usize].extend_from_slice(&b.first);
-                }
+                self.link(&a.last, &b.first);
+                let under = |v: &[(u32, Cond)], e: Cond| {
+                    v.iter()
+                        .map(|&(p, c)| (p, c & e))
+                        .filter(|&(_, c)| c != 0)
+                        .collect::<Vec<_>>()
+                };
                 let mut first = a.first;
-                if a.empty {
-                    first.extend_from_slice(&b.first);
-                }
+                first.extend(under(&b.first, a.empty));
                 let mut last = b.last;
-                if b.empty {
-                    last.extend_from_slice(&a.last);
-                }
+                last.extend(under(&a.last, b.empty));
                 Piece {
                     first,
                     last,
-                    empty: a.empty && b.empty,
+                    empty: a.empty & b.empty,
                 }
             }
             fn piece(&mut self, h: &Hir) -> Option<Piece> {
-                let range = |lo: u8, hi: u8| {
-                    let mut set = [0u64; 4];
-                    for b in lo..=hi {
-                        set[b as usize >> 6] |= 1 << (b & 63);
-                    }
-                    set
-                };
-                let none = || Piece {
-                    first: Vec::new(),
-                    last: Vec::new(),
-                    empty: true,
-                };
                 Some(match h.kind() {
                     HirKind::Empty => none(),
+                    HirKind::Look(Look::WordAscii) => Piece {
+                        empty: BOUNDARY,
+                        ..none()
+                    },
+                    HirKind::Look(Look::WordAsciiNegate) => Piece {
+                        empty: NOT_BOUNDARY,
+                        ..none()
+                    },
                     HirKind::Look(_) => return None,
                     HirKind::Literal(l) => {
                         let mut out = none();
                         for &b in l.0.iter() {
-                            let one = self.place(range(b, b))?;
+                            let one = self.one(range(b, b))?;
                             out = self.then(out, one);
                         }
                         out
@@ -1021,78 +1056,9 @@ impl Dfa {
                             let x = range(r.start(), r.end());
                             (0..4).for_each(|w| set[w] |= x[w]);
                         }
-                        self.place(set)?
+                        self.one(set)?
                     }
-                    HirKind::Class(Class::Unicode(c)) => {
-                        // ASCII ranges as one position; the rest as UTF-8 sequences.
-                        let mut ascii = [0u64; 4];
-                        let mut wide = Vec::new();
-                        let mut out = Piece {
-                            first: Vec::new(),
-                            last: Vec::new(),
-                            empty: false,
-                        };
-                        for r in c.iter() {
-                            let (lo, hi) = (r.start() as u32, r.end() as u32);
-                            if lo < 0x80 {
-                                let x = range(lo as u8, hi.min(0x7f) as u8);
-                                (0..4).for_each(|w| ascii[w] |= x[w]);
-                            }
-                            if hi < 0x80 {
-                                continue;
-                            }
-                            let lo = char::from_u32(lo.max(0x80))?;
-                            let hi = char::from_u32(hi)?;
-                            wide.extend(regex_syntax::utf8::Utf8Sequences::new(lo, hi));
-                        }
-                        // The UTF-8 sequences as a trie from their ends: one position per
-                        // (bytes, position after), and one per lead byte's position after,
-                        // so that a lead byte leaves one place, not one per sequence.
-                        let mut tails: FxMap<([u64; 4], u32), u32> = FxMap::default();
-                        let mut leads: FxMap<u32, u32> = FxMap::default();
-                        for seq in &wide {
-                            let (lead, rest) = seq.as_slice().split_first()?;
-                            let mut after = u32::MAX;
-                            for r in rest.iter().rev() {
-                                let key = (range(r.start, r.end), after);
-                                after = match tails.get(&key) {
-                                    Some(&p) => p,
-                                    None => {
-                                        let p = self.place(key.0)?.first[0];
-                                        match after {
-                                            u32::MAX => out.last.push(p),
-                                            a => self.follow[p as usize].push(a),
-                                        }
-                                        tails.insert(key, p);
-                                        p
-                                    }
-                                };
-                            }
-                            let x = range(lead.start, lead.end);
-                            match leads.get(&after) {
-                                Some(&p) => (0..4).for_each(|w| self.reads[p as usize][w] |= x[w]),
-                                None => {
-                                    let p = self.place(x)?.first[0];
-                                    match after {
-                                        u32::MAX => out.last.push(p),
-                                        a => self.follow[p as usize].push(a),
-                                    }
-                                    out.first.push(p);
-                                    leads.insert(after, p);
-                                }
-                            }
-                        }
-                        if ascii != [0; 4] {
-                            let p = self.place(ascii)?;
-                            out.first.extend(p.first);
-                            out.last.extend(p.last);
-                        }
-                        if out.first.is_empty() {
-                            // An empty class: nothing, not the empty string.
-                            return None;
-                        }
-                        out
-                    }
+                    HirKind::Class(Class::Unicode(c)) => self.class(c)?,
                     HirKind::Repetition(r) => {
                         let mut out = none();
                         for _ in 0..r.min {
@@ -1102,20 +1068,30 @@ impl Dfa {
                         match r.max {
                             None => {
                                 let mut one = self.piece(&r.sub)?;
-                                for &p in &one.last {
-                                    let first = one.first.clone();
-                                    self.follow[p as usize].extend(first);
-                                }
-                                one.empty = true;
+                                let (last, first) = (one.last.clone(), one.first.clone());
+                                self.link(&last, &first);
+                                one.empty = ANY;
                                 self.then(out, one)
                             }
                             Some(max) => {
+                                // The optional copies nested, `x(x(x)?)?` rather than
+                                // `x?x?x?`: a copy is followed by the next one and what comes
+                                // after them all, not by every later copy (a URL's
+                                // `[...]{1,256}` made a place of 255 positions per byte).
+                                let mut tail: Option<Piece> = None;
                                 for _ in r.min..max {
-                                    let mut one = self.piece(&r.sub)?;
-                                    one.empty = true;
-                                    out = self.then(out, one);
+                                    let one = self.piece(&r.sub)?;
+                                    let mut t = match tail.take() {
+                                        None => one,
+                                        Some(t) => self.then(one, t),
+                                    };
+                                    t.empty = ANY;
+                                    tail = Some(t);
                                 }
-                                out
+                                match tail {
+                                    Some(t) => self.then(out, t),
+                                    None => out,
+                                }
                             }
                         }
                     }
@@ -1129,11 +1105,7 @@ impl Dfa {
                         out
                     }
                     HirKind::Alternation(v) => {
-                        let mut out = Piece {
-                            first: Vec::new(),
-                            last: Vec::new(),
-                            empty: false,
-                        };
+                        let mut out = Piece { empty: 0, ..none() };
                         for x in v {
                             let one = self.piece(x)?;
                             out.first.extend(one.first);
@@ -1144,9 +1116,68 @@ impl Dfa {
                     }
                 })
             }
-        }
-        if !hir.properties().look_set().is_empty() {
-            return None;
+            /// A class: its ASCII ranges as one position, the rest as its UTF-8 sequences in
+            /// a trie from their ends (one position per bytes and position after, and one per
+            /// lead byte's position after), so that a lead byte leaves one place, not one per
+            /// sequence.
+            fn class(&mut self, c: &regex_syntax::hir::ClassUnicode) -> Option<Piece> {
+                let mut ascii = [0u64; 4];
+                let mut wide = Vec::new();
+                for r in c.iter() {
+                    let (lo, hi) = (r.start() as u32, r.end() as u32);
+                    if lo < 0x80 {
+                        let x = range(lo as u8, hi.min(0x7f) as u8);
+                        (0..4).for_each(|w| ascii[w] |= x[w]);
+                    }
+                    if hi >= 0x80 {
+                        let lo = char::from_u32(lo.max(0x80))?;
+                        let hi = char::from_u32(hi)?;
+                        wide.extend(regex_syntax::utf8::Utf8Sequences::new(lo, hi));
+                    }
+                }
+                let mut out = Piece { empty: 0, ..none() };
+                let mut tails: FxMap<([u64; 4], u32), u32> = FxMap::default();
+                let mut leads: FxMap<u32, u32> = FxMap::default();
+                for seq in &wide {
+                    let (lead, rest) = seq.as_slice().split_first()?;
+                    let mut after = u32::MAX;
+                    for r in rest.iter().rev() {
+                        let key = (range(r.start, r.end), after);
+                        after = match tails.get(&key) {
+                            Some(&p) => p,
+                            None => {
+                                let p = self.place(key.0)?;
+                                match after {
+                                    u32::MAX => out.last.push((p, ANY)),
+                                    a => self.follow[p as usize].push((a, ANY)),
+                                }
+                                tails.insert(key, p);
+                                p
+                            }
+                        };
+                    }
+                    let x = range(lead.start, lead.end);
+                    match leads.get(&after) {
+                        Some(&p) => (0..4).for_each(|w| self.reads[p as usize][w] |= x[w]),
+                        None => {
+                            let p = self.place(x)?;
+                            match after {
+                                u32::MAX => out.last.push((p, ANY)),
+                                a => self.follow[p as usize].push((a, ANY)),
+                            }
+                            out.first.push((p, ANY));
+                            leads.insert(after, p);
+                        }
+                    }
+                }
+                if ascii != [0; 4] {
+                    let p = self.place(ascii)?;
+                    out.first.push((p, ANY));
+                    out.last.push((p, ANY));
+                }
+                // An empty class matches nothing: the other ways answer.
+                (!out.first.is_empty()).then_some(out)
+            }
         }
         let mut places = Places {
             reads: vec![[0; 4]],
@@ -1154,29 +1185,49 @@ impl Dfa {
         };
         let whole = places.piece(hir)?;
         places.follow[0] = whole.first;
+        let looks = !hir.properties().look_set().is_empty();
         let n = places.reads.len();
         let words = n.div_ceil(64);
-        let bits = |ps: &[u32]| {
-            let mut v = vec![0u64; words];
-            for &p in ps {
-                v[p as usize >> 6] |= 1 << (p & 63);
-            }
-            v
-        };
-        let follow: Vec<Vec<u64>> = places.follow.iter().map(|f| bits(f)).collect();
-        let mut last = bits(&whole.last);
-        if whole.empty {
-            last[0] |= 1;
-        }
-        // Per byte, the positions that read it; bytes read by the same positions are a class.
-        let read_by: Vec<Vec<u64>> = (0..256usize)
-            .map(|b| {
-                let mut v = vec![0u64; words];
-                for (p, set) in places.reads.iter().enumerate().skip(1) {
-                    if set[b >> 6] >> (b & 63) & 1 == 1 {
-                        v[p >> 6] |= 1 << (p & 63);
+        let set = |v: &mut [u64], p: usize| v[p >> 6] |= 1 << (p & 63);
+        // Per byte before (word or not) and byte after, each position's follow set; the same
+        // four without word boundaries, so one is kept.
+        let sides = if looks { 2 } else { 1 };
+        let mut follow = vec![vec![vec![0u64; words]; n]; sides * sides];
+        for (p, f) in places.follow.iter().enumerate() {
+            for &(q, c) in f {
+                for before in 0..sides {
+                    for after in 0..sides {
+                        if !looks || allows(c, before, after) {
+                            set(&mut follow[before * sides + after][p], q as usize);
+                        }
                     }
                 }
+            }
+        }
+        // Per byte before, the positions that may end the pattern (a non-word byte after).
+        let mut ends = vec![vec![0u64; words]; sides];
+        for &(p, c) in &whole.last {
+            for (before, e) in ends.iter_mut().enumerate() {
+                if !looks || allows(c, before, 0) {
+                    set(e, p as usize);
+                }
+            }
+        }
+        if allows(whole.empty, 0, 0) {
+            set(&mut ends[0], 0);
+        }
+        let word = |b: usize| (b as u8).is_ascii_alphanumeric() || b == b'_' as usize;
+        // Per byte, the positions that read it; bytes read by the same positions (and, with
+        // word boundaries, words or not alike) are a class.
+        let read_by: Vec<Vec<u64>> = (0..256usize)
+            .map(|b| {
+                let mut v = vec![0u64; words + 1];
+                for (p, bytes) in places.reads.iter().enumerate().skip(1) {
+                    if bytes[b >> 6] >> (b & 63) & 1 == 1 {
+                        set(&mut v, p);
+                    }
+                }
+                v[words] = (looks && word(b)) as u64;
                 v
             })
             .collect();
@@ -1186,39 +1237,45 @@ impl Dfa {
             let k = kinds.len() as u8;
             classes[b] = *kinds.entry(v.as_slice()).or_insert(k);
         }
-        // A state is what may be read next, the union of the follow sets of the positions the
-        // bytes so far may have ended at, and whether one of those ends the pattern (the last
-        // word's bit): sets of positions with the same future are one state (after each word
-        // of a list of literals, say), where the sets themselves were twice the states.
-        let state_of = |ends: &[u64]| -> Option<Vec<u64>> {
-            let mut key = vec![0u64; words + 1];
-            for (w, &word) in ends.iter().enumerate() {
+        // A state: what may be read next after a non-word byte and after a word byte (one
+        // set without word boundaries), then whether the bytes so far may end the pattern.
+        let state_of = |at: &[u64], before: usize| -> Option<Vec<u64>> {
+            let mut key = vec![0u64; sides * words + 1];
+            for (w, &word) in at.iter().enumerate() {
                 let mut rest = word;
                 while rest != 0 {
                     let p = w * 64 + rest.trailing_zeros() as usize;
                     rest &= rest - 1;
-                    for (x, &f) in key.iter_mut().zip(&follow[p]) {
-                        *x |= f;
+                    for after in 0..sides {
+                        let f = &follow[before * sides + after][p];
+                        let part = &mut key[after * words..(after + 1) * words];
+                        for (x, &y) in part.iter_mut().zip(f) {
+                            *x |= y;
+                        }
                     }
                 }
             }
-            let accepts = ends.iter().zip(&last).any(|(x, y)| x & y != 0);
-            key[words] = accepts as u64;
+            let accepts = at.iter().zip(&ends[before]).any(|(x, y)| x & y != 0);
+            key[sides * words] = accepts as u64;
             (accepts || key.iter().any(|&w| w != 0)).then_some(key)
         };
-        let start = state_of(&bits(&[0]))?;
+        let mut first = vec![0u64; words];
+        set(&mut first, 0);
+        let start = state_of(&first, 0)?;
         Some(Dfa::explore(
             start,
             |s: &Vec<u64>, b| {
-                let ends: Vec<u64> = (s.iter().zip(&read_by[b as usize]))
+                let after = if looks { word(b as usize) as usize } else { 0 };
+                let next = &s[after * words..(after + 1) * words];
+                let at: Vec<u64> = (next.iter().zip(&read_by[b as usize]))
                     .map(|(x, y)| x & y)
                     .collect();
-                if ends.iter().all(|&w| w == 0) {
+                if at.iter().all(|&w| w == 0) {
                     return None;
                 }
-                state_of(&ends)
+                state_of(&at, if looks { after } else { 0 })
             },
-            |s| s[words] == 1,
+            |s| s[sides * words] == 1,
             pattern,
             &classes,
         ))
@@ -5270,6 +5327,13 @@ mod tests {
             r"𝄞|[^\x00-\x7f]{3}",
             r"(?i)straße[^ß]*",
             r"\S+@\S+\.[a-z]{2,}",
+            // ASCII word boundaries (ECMA's).
+            r"https?://(?:www\.)?[-a-zA-Z0-9@:%._\+~#=]{1,40}\.[a-zA-Z0-9()]{1,6}(?-u:\b)(?:[-a-zA-Z0-9()@:%_\+.~#?&/=]*)",
+            r"(?-u:\b)\d{3}(?-u:\b)",
+            r"(?s:.)*(?:(?-u:\b)foo(?-u:\B))(?s:.)*",
+            r"a(?-u:\b)b|(?-u:\b)|(?-u:\B)é",
+            r"(?:x(?-u:\b))*y+",
+            r"(?:(?-u:\b)x){2,3}y",
         ];
         for p in patterns {
             assert!(
@@ -5288,15 +5352,30 @@ mod tests {
         ] {
             assert_eq!(d.matches(text.as_bytes()), ok, "{text:?}");
         }
-        // Patterns with an assertion are left to the other ways.
+        // Patterns with another assertion are left to the other ways.
         assert!(Dfa::by_positions(&parse(r"a\b"), "").is_none());
         assert!(Dfa::by_positions(&parse(r"(?:a$)b"), "").is_none());
+        assert!(Dfa::by_positions(&parse(r"a(?-u:\b)"), "").is_some());
         // Random patterns (seeded): the same language both ways.
         use rand_chacha::ChaCha8Rng;
         use rand_core::{RngCore, SeedableRng};
         let mut rng = ChaCha8Rng::seed_from_u64(29);
         let atoms = [
-            "a", "b", "ab", "é", "(?s:.)", ".", "[^a]", "[a-c]", r"\d", r"\S", "[à-ÿ]", "(?i)k",
+            "a",
+            "b",
+            "ab",
+            "é",
+            "(?s:.)",
+            ".",
+            "[^a]",
+            "[a-c]",
+            r"\d",
+            r"\S",
+            "[à-ÿ]",
+            "(?i)k",
+            " ",
+            r"(?-u:\b)",
+            r"(?-u:\B)",
         ];
         let reps = ["", "", "*", "+", "?", "{0,2}", "{2}", "{1,3}", "{2,}"];
         fn piece(rng: &mut ChaCha8Rng, depth: u32, atoms: &[&str], reps: &[&str]) -> String {
