@@ -951,6 +951,9 @@ impl Dfa {
     fn by_positions(hir: &regex_syntax::hir::Hir, pattern: &str) -> Option<Result<Dfa, Error>> {
         use regex_syntax::hir::{Class, Hir, HirKind, Look};
         const MAX_POSITIONS: usize = 2048;
+        /// Follow edges over all positions: each loop links its ends to its starts, and
+        /// nested loops over a wide alternation would link the same pairs again and again.
+        const MAX_LINKS: usize = 1 << 22;
         /// The pairs (before, after) that a place between two bytes may be, as bits
         /// `1 << (2 * before + after)`, where 1 is a word byte: any, `\b`, `\B`.
         type Cond = u8;
@@ -971,6 +974,7 @@ impl Dfa {
         struct Places {
             reads: Vec<[u64; 4]>,
             follow: Vec<Vec<(u32, Cond)>>,
+            links: usize,
         }
         fn none() -> Piece {
             Piece {
@@ -1003,7 +1007,11 @@ impl Dfa {
                     empty: 0,
                 })
             }
-            fn link(&mut self, from: &[(u32, Cond)], to: &[(u32, Cond)]) {
+            fn link(&mut self, from: &[(u32, Cond)], to: &[(u32, Cond)]) -> Option<()> {
+                self.links += from.len() * to.len();
+                if self.links > MAX_LINKS {
+                    return None;
+                }
                 for &(p, c) in from {
                     for &(q, d) in to {
                         if c & d != 0 {
@@ -1011,9 +1019,10 @@ impl Dfa {
                         }
                     }
                 }
+                Some(())
             }
-            fn then(&mut self, a: Piece, b: Piece) -> Piece {
-                self.link(&a.last, &b.first);
+            fn then(&mut self, a: Piece, b: Piece) -> Option<Piece> {
+                self.link(&a.last, &b.first)?;
                 let under = |v: &[(u32, Cond)], e: Cond| {
                     v.iter()
                         .map(|&(p, c)| (p, c & e))
@@ -1024,11 +1033,11 @@ impl Dfa {
                 first.extend(under(&b.first, a.empty));
                 let mut last = b.last;
                 last.extend(under(&a.last, b.empty));
-                Piece {
+                Some(Piece {
                     first,
                     last,
                     empty: a.empty & b.empty,
-                }
+                })
             }
             fn piece(&mut self, h: &Hir) -> Option<Piece> {
                 Some(match h.kind() {
@@ -1046,7 +1055,7 @@ impl Dfa {
                         let mut out = none();
                         for &b in l.0.iter() {
                             let one = self.one(range(b, b))?;
-                            out = self.then(out, one);
+                            out = self.then(out, one)?;
                         }
                         out
                     }
@@ -1063,15 +1072,15 @@ impl Dfa {
                         let mut out = none();
                         for _ in 0..r.min {
                             let one = self.piece(&r.sub)?;
-                            out = self.then(out, one);
+                            out = self.then(out, one)?;
                         }
                         match r.max {
                             None => {
                                 let mut one = self.piece(&r.sub)?;
                                 let (last, first) = (one.last.clone(), one.first.clone());
-                                self.link(&last, &first);
+                                self.link(&last, &first)?;
                                 one.empty = ANY;
-                                self.then(out, one)
+                                self.then(out, one)?
                             }
                             Some(max) => {
                                 // The optional copies nested, `x(x(x)?)?` rather than
@@ -1083,13 +1092,13 @@ impl Dfa {
                                     let one = self.piece(&r.sub)?;
                                     let mut t = match tail.take() {
                                         None => one,
-                                        Some(t) => self.then(one, t),
+                                        Some(t) => self.then(one, t)?,
                                     };
                                     t.empty = ANY;
                                     tail = Some(t);
                                 }
                                 match tail {
-                                    Some(t) => self.then(out, t),
+                                    Some(t) => self.then(out, t)?,
                                     None => out,
                                 }
                             }
@@ -1100,7 +1109,7 @@ impl Dfa {
                         let mut out = none();
                         for x in v {
                             let one = self.piece(x)?;
-                            out = self.then(out, one);
+                            out = self.then(out, one)?;
                         }
                         out
                     }
@@ -1182,6 +1191,7 @@ impl Dfa {
         let mut places = Places {
             reads: vec![[0; 4]],
             follow: vec![Vec::new()],
+            links: 0,
         };
         let whole = places.piece(hir)?;
         places.follow[0] = whole.first;
@@ -5352,6 +5362,18 @@ mod tests {
         ] {
             assert_eq!(d.matches(text.as_bytes()), ok, "{text:?}");
         }
+        // Loops nested around a wide alternation would link its ends to its starts once per
+        // loop: past 4 million links the other ways answer.
+        let wide: Vec<String> = (0..500u32)
+            .map(|i| format!("{}a", char::from_u32(0x100 + i).unwrap()))
+            .collect();
+        let nested = format!(
+            "{}(?:{}){}",
+            "(?:".repeat(20),
+            wide.join("|"),
+            ")*".repeat(20)
+        );
+        assert!(Dfa::by_positions(&parse(&nested), "").is_none());
         // Patterns with another assertion are left to the other ways.
         assert!(Dfa::by_positions(&parse(r"a\b"), "").is_none());
         assert!(Dfa::by_positions(&parse(r"(?:a$)b"), "").is_none());
