@@ -77,6 +77,9 @@ pub(crate) struct GrammarBuilder {
     /// The terminals whose automata are built when a parse first reaches them, by terminal
     /// (their place in `terminals` holds the empty automaton until then).
     deferred: Vec<(u32, Deferred)>,
+    /// Per terminal, its states with finitely many completions where the compile found them
+    /// already ([`finite_states`]), so that the build need not find them again.
+    finite: FxMap<u32, Option<Arc<Vec<bool>>>>,
 }
 
 /// How to build a terminal's automaton when a parse first reaches it
@@ -223,6 +226,14 @@ impl GrammarBuilder {
             return Ok(Sym::Nt(n));
         }
         Ok(self.raw_terminal(dfa))
+    }
+
+    /// Records terminal `t`'s states with finitely many completions ([`finite_states`] of its
+    /// automaton), found by the caller.
+    pub(crate) fn known_finite(&mut self, t: Sym, finite: Option<Vec<bool>>) {
+        if let Sym::T(t) = t {
+            self.finite.insert(t, finite.map(Arc::new));
+        }
     }
 
     /// A terminal whose automaton `d` builds when a parse first reaches it. The caller vouches
@@ -376,6 +387,7 @@ impl GrammarBuilder {
             item_objects,
             minus_names: minus_list,
             deferred,
+            finite,
             ..
         } = self;
         // Per terminal, how to build it when it is deferred (empty when none is).
@@ -509,14 +521,20 @@ impl GrammarBuilder {
                     string_finite.resize(t + 1, None);
                 }
                 if string_finite[t].is_none() {
-                    // A guarded terminal's states are looked at now: a deferred one is built.
-                    let d = build_later(
-                        &terminals[t],
-                        later.get(t).and_then(Option::as_ref),
-                        &built_states,
-                        limits.max_terminal_states,
-                    )?;
-                    string_finite[t] = finite_states(d).map(Arc::new);
+                    string_finite[t] = match finite.get(&(t as u32)) {
+                        Some(f) => f.clone(),
+                        None => {
+                            // A guarded terminal's states are looked at now: a deferred one
+                            // is built.
+                            let d = build_later(
+                                &terminals[t],
+                                later.get(t).and_then(Option::as_ref),
+                                &built_states,
+                                limits.max_terminal_states,
+                            )?;
+                            finite_states(d).map(Arc::new)
+                        }
+                    };
                 }
             }
         }

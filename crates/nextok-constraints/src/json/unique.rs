@@ -120,8 +120,10 @@ impl Compiler<'_> {
                 if values < m.array.min_items.unwrap_or(0) as u64 {
                     return Ok(Sym::Nt(self.b.nt("impossible array")));
                 }
-                let whole = finite_states(&encoded).is_some_and(|f| f[encoded.start() as usize]);
+                let finite = finite_states(&encoded);
+                let whole = finite.as_ref().is_some_and(|f| f[encoded.start() as usize]);
                 let t = self.b.terminal(encoded)?;
+                self.b.known_finite(t, finite);
                 if let (true, Sym::T(terminal)) = (whole, t) {
                     let m = self.b.nt(format_args!("{path} unique more"));
                     self.b.rule(m, Vec::new());
