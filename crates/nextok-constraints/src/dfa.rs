@@ -5316,6 +5316,45 @@ mod tests {
         false
     }
 
+    /// A random pattern (seeded) of 1 to 4 pieces, each an atom or, above depth `nested`, now
+    /// and then a group of 1 to 3 alternatives of `least` to `least + 2` pieces, with one of
+    /// `reps` after it.
+    fn random_pattern(
+        rng: &mut rand_chacha::ChaCha8Rng,
+        atoms: &[&str],
+        reps: &[&str],
+        nested: u32,
+        least: usize,
+    ) -> String {
+        use rand_core::RngCore;
+        fn piece(
+            rng: &mut rand_chacha::ChaCha8Rng,
+            depth: u32,
+            (atoms, reps, nested, least): (&[&str], &[&str], u32, usize),
+        ) -> String {
+            let mut pick = |n: usize| rng.next_u32() as usize % n;
+            let base = if depth < nested && pick(4) == 0 {
+                let n = 1 + pick(3);
+                let alts: Vec<String> = (0..n)
+                    .map(|_| {
+                        let k = least + rng.next_u32() as usize % 3;
+                        (0..k)
+                            .map(|_| piece(rng, depth + 1, (atoms, reps, nested, least)))
+                            .collect()
+                    })
+                    .collect();
+                format!("(?:{})", alts.join("|"))
+            } else {
+                atoms[pick(atoms.len())].to_string()
+            };
+            format!("{base}{}", reps[rng.next_u32() as usize % reps.len()])
+        }
+        let n = 1 + rng.next_u32() as usize % 4;
+        (0..n)
+            .map(|_| piece(rng, 0, (atoms, reps, nested, least)))
+            .collect()
+    }
+
     #[test]
     fn patterns_determinized_over_positions_are_their_byte_automata() {
         let parse = |p: &str| parse_regex(p).unwrap();
@@ -5380,7 +5419,7 @@ mod tests {
         assert!(Dfa::by_positions(&parse(r"a(?-u:\b)"), "").is_some());
         // Random patterns (seeded): the same language both ways.
         use rand_chacha::ChaCha8Rng;
-        use rand_core::{RngCore, SeedableRng};
+        use rand_core::SeedableRng;
         let mut rng = ChaCha8Rng::seed_from_u64(29);
         let atoms = [
             "a",
@@ -5400,26 +5439,9 @@ mod tests {
             r"(?-u:\B)",
         ];
         let reps = ["", "", "*", "+", "?", "{0,2}", "{2}", "{1,3}", "{2,}"];
-        fn piece(rng: &mut ChaCha8Rng, depth: u32, atoms: &[&str], reps: &[&str]) -> String {
-            let pick = |rng: &mut ChaCha8Rng, n: usize| rng.next_u32() as usize % n;
-            let base = if depth < 2 && pick(rng, 4) == 0 {
-                let n = 1 + pick(rng, 3);
-                let alts: Vec<String> = (0..n)
-                    .map(|_| {
-                        let k = pick(rng, 3);
-                        (0..k).map(|_| piece(rng, depth + 1, atoms, reps)).collect()
-                    })
-                    .collect();
-                format!("(?:{})", alts.join("|"))
-            } else {
-                atoms[pick(rng, atoms.len())].to_string()
-            };
-            format!("{base}{}", reps[pick(rng, reps.len())])
-        }
         let mut unrolled_past = 0;
         for _ in 0..300 {
-            let n = 1 + rng.next_u32() as usize % 4;
-            let p: String = (0..n).map(|_| piece(&mut rng, 0, &atoms, &reps)).collect();
+            let p = random_pattern(&mut rng, &atoms, &reps, 2, 0);
             // Nested repetitions may unroll past 2,048 positions, or determinize past the
             // limits either way.
             match (Dfa::by_positions(&parse(&p), &p), Dfa::by_bytes(&p)) {
@@ -5470,7 +5492,7 @@ mod tests {
         // Random patterns of wide and narrow classes, literals, repetitions and alternatives
         // (seeded): the same language both ways.
         use rand_chacha::ChaCha8Rng;
-        use rand_core::{RngCore, SeedableRng};
+        use rand_core::SeedableRng;
         let mut rng = ChaCha8Rng::seed_from_u64(17);
         let atoms = [
             "a",
@@ -5488,27 +5510,10 @@ mod tests {
             "[^.]",
         ];
         let reps = ["", "", "*", "+", "?", "{0,3}", "{2}", "{1,4}"];
-        fn piece(rng: &mut ChaCha8Rng, depth: u32, atoms: &[&str], reps: &[&str]) -> String {
-            let pick = |rng: &mut ChaCha8Rng, n: usize| rng.next_u32() as usize % n;
-            let base = if depth < 1 && pick(rng, 4) == 0 {
-                let n = 1 + pick(rng, 3);
-                let alts: Vec<String> = (0..n)
-                    .map(|_| {
-                        let k = 1 + pick(rng, 3);
-                        (0..k).map(|_| piece(rng, depth + 1, atoms, reps)).collect()
-                    })
-                    .collect();
-                format!("(?:{})", alts.join("|"))
-            } else {
-                atoms[pick(rng, atoms.len())].to_string()
-            };
-            format!("{base}{}", reps[pick(rng, reps.len())])
-        }
         let mut wide = 0;
         let (mut ours, mut theirs) = (0, 0);
         for _ in 0..150 {
-            let n = 1 + rng.next_u32() as usize % 4;
-            let p: String = (0..n).map(|_| piece(&mut rng, 0, &atoms, &reps)).collect();
+            let p = random_pattern(&mut rng, &atoms, &reps, 1, 1);
             let Some(d) = Dfa::by_atoms(&parse(&p), &p) else {
                 continue;
             };

@@ -402,9 +402,6 @@ impl GrammarBuilder {
             }
         }
         let is_later = |t: usize| later.get(t).is_some_and(Option::is_some);
-        let terminal_starts: Vec<u32> = (terminals.iter().enumerate())
-            .map(|(t, d)| if is_later(t) { UNBUILT } else { d.start() })
-            .collect();
         let terminals: Vec<OnceLock<Arc<Dfa>>> = (terminals.into_iter().enumerate())
             .map(|(t, d)| match is_later(t) {
                 true => OnceLock::new(),
@@ -538,14 +535,10 @@ impl GrammarBuilder {
                 }
             }
         }
-        let mut terminal_starts = terminal_starts;
-        for (t, start) in terminal_starts.iter_mut().enumerate() {
-            if *start == UNBUILT {
-                if let Some(d) = terminals[t].get() {
-                    *start = d.start();
-                }
-            }
-        }
+        // Built now: every terminal but the deferred ones not built for a guard above.
+        let terminal_starts = (terminals.iter())
+            .map(|slot| slot.get().map_or(UNBUILT, |d| d.start()))
+            .collect();
         let mut minus_names: Vec<Option<Arc<MinusNames>>> = Vec::new();
         for (t, m) in minus_list {
             if minus_names.len() <= t as usize {

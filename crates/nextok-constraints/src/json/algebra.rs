@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use std::sync::Arc;
 
-use super::string::{is_large_pattern, pattern_dfa, patterns_meet};
+use super::string::{large_patterns_meet, pattern_dfa};
 use crate::dfa::Dfa;
 use crate::grammar::{FxMap, FxSet};
 use crate::Error;
@@ -2643,11 +2643,9 @@ fn patterns_exclusive(a: &Node, b: &Node) -> bool {
     let mut all = pa.iter().chain(pb.iter().filter(|p| !pa.contains(p)));
     // A large pattern's automaton need not be built to tell it apart from another one (and
     // a string value of it is built when first reached, `defer_large_patterns`).
-    if all.clone().any(|p| is_large_pattern(p)) {
-        let listed: Vec<&str> = all.clone().map(String::as_str).collect();
-        if let Some(meet) = patterns_meet(&listed) {
-            return !meet;
-        }
+    let listed: Vec<&str> = all.clone().map(String::as_str).collect();
+    if let Some(meet) = large_patterns_meet(&listed) {
+        return !meet;
     }
     let Some(first) = all.next() else {
         return false;

@@ -9,8 +9,8 @@ use serde_json::Value;
 use super::algebra::{both_of, complement, merge, normalize, value_count_bound};
 use super::compile::{one_encoding, Compiler};
 use super::resolve::escape_pointer;
-use super::schema::{named, unsupported, Node, Schema, StringFacets, TypeSet};
-use super::string::{pattern_dfa, string_content, string_set, without_strings};
+use super::schema::{named, unsupported, Node, Schema, TypeSet};
+use super::string::{node_strings, pattern_dfa};
 use crate::dfa::{Dfa, DfaMemo, Kept};
 use crate::grammar::{GrammarBuilder, Guard, ObjectSpec, Sym, ADDITIONAL};
 use crate::Error;
@@ -441,14 +441,7 @@ impl Compiler<'_> {
         if !m.types.unwrap_or(TypeSet::ALL).has(TypeSet::STRING) {
             return Ok(Dfa::empty());
         }
-        let d = match &m.values {
-            // Names alone (golangci's linters): their trie, without a product with every
-            // string.
-            Some(values) if m.string == StringFacets::default() => string_set(values)?,
-            Some(values) => string_content(&m.string, path)?.intersect(&string_set(values)?)?,
-            None => string_content(&m.string, path)?,
-        };
-        without_strings(d, m.excluded.iter().flatten())
+        node_strings(&m, path)
     }
 
     /// The rule for the objects a (normalised) node allows.

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
 
-use super::schema::{unsupported, StringFacets};
+use super::schema::{unsupported, Node, StringFacets};
 use crate::dfa::{Dfa, DfaMemo, Oldest, STATE_LIMIT};
 use crate::Error;
 
@@ -625,20 +625,13 @@ pub(super) fn deferrable(f: &StringFacets) -> bool {
         || !f.not_formats.is_empty()
         || is_long(f)
         || is_chunked(f);
-    if others || ["(?=", "(?!", "(?<"].iter().any(|l| p.contains(l)) || anchored_words(p).is_some()
-    {
+    if others || anchored_words(p).is_some() {
         return false;
     }
-    let parts = search_regexes(p);
-    let mut hirs = Vec::with_capacity(parts.len());
-    for part in &parts {
-        match crate::dfa::parse_regex(part) {
-            Ok(h) if !h.properties().look_set().contains_word_unicode() => hirs.push(h),
-            _ => return false,
-        }
-    }
-    let weight: usize = hirs.iter().map(weight).fold(0, usize::saturating_add);
-    if !(DEFER_WEIGHT..=DEFER_MAX_WEIGHT).contains(&weight) {
+    let Some(hirs) = plain_parts(p) else {
+        return false;
+    };
+    if !(DEFER_WEIGHT..=DEFER_MAX_WEIGHT).contains(&weight_of(&hirs)) {
         return false;
     }
     let (min, max) = (
@@ -656,25 +649,56 @@ pub(super) fn deferrable(f: &StringFacets) -> bool {
     })
 }
 
-/// Whether `h` matches the whole of `text`, read by regex-automata's lazy DFA; `None` where it
-/// does not build.
-fn whole_match(h: &regex_syntax::hir::Hir, text: &[u8]) -> Option<bool> {
+/// The parts of `pattern` ([`search_regexes`]) parsed, where it is a plain one: `None` for a
+/// pattern with a look-around or tempered token (those take products of automata,
+/// [`pattern_dfa`]), a part that does not parse, or a Unicode word boundary (no DFA reads it).
+fn plain_parts(pattern: &str) -> Option<Vec<regex_syntax::hir::Hir>> {
+    if ["(?=", "(?!", "(?<"].iter().any(|l| pattern.contains(l)) {
+        return None;
+    }
+    let hirs = search_regexes(pattern)
+        .iter()
+        .map(|r| crate::dfa::parse_regex(r).ok())
+        .collect::<Option<Vec<_>>>()?;
+    let unicode_word =
+        |h: &regex_syntax::hir::Hir| h.properties().look_set().contains_word_unicode();
+    (!hirs.iter().any(unicode_word)).then_some(hirs)
+}
+
+/// regex-automata's lazy DFA of the union of `hirs`, read from the start (anchored), with its
+/// cache and start state. Its cache is never cleared (a search gives up instead), so that the
+/// states a caller keeps stay valid.
+fn lazy_dfa(
+    hirs: &[regex_syntax::hir::Hir],
+) -> Option<(
+    regex_automata::hybrid::dfa::DFA,
+    regex_automata::hybrid::dfa::Cache,
+    regex_automata::hybrid::LazyStateID,
+)> {
     use regex_automata::hybrid::dfa::DFA;
     use regex_automata::nfa::thompson;
     use regex_automata::util::start;
     use regex_automata::{Anchored, MatchKind};
     let nfa = thompson::Compiler::new()
         .configure(thompson::Config::new().which_captures(thompson::WhichCaptures::None))
-        .build_from_hir(h)
+        .build_many_from_hir(hirs)
         .ok()?;
-    let dfa = DFA::builder()
-        .configure(DFA::config().match_kind(MatchKind::All))
-        .build_from_nfa(nfa)
-        .ok()?;
+    let config = DFA::config()
+        .match_kind(MatchKind::All)
+        .cache_capacity(16 << 20)
+        .minimum_cache_clear_count(Some(0));
+    let dfa = DFA::builder().configure(config).build_from_nfa(nfa).ok()?;
     let mut cache = dfa.create_cache();
-    let mut s = dfa
+    let first = dfa
         .start_state(&mut cache, &start::Config::new().anchored(Anchored::Yes))
         .ok()?;
+    Some((dfa, cache, first))
+}
+
+/// Whether `h` matches the whole of `text`, read by regex-automata's lazy DFA; `None` where it
+/// does not build.
+fn whole_match(h: &regex_syntax::hir::Hir, text: &[u8]) -> Option<bool> {
+    let (dfa, mut cache, mut s) = lazy_dfa(std::slice::from_ref(h))?;
     for &b in text {
         s = dfa.next_state(&mut cache, s, b).ok()?;
         if s.is_dead() || s.is_quit() {
@@ -684,76 +708,42 @@ fn whole_match(h: &regex_syntax::hir::Hir, text: &[u8]) -> Option<bool> {
     Some(dfa.next_eoi_state(&mut cache, s).ok()?.is_match())
 }
 
-/// Whether `pattern`'s parts ([`search_regexes`]) unrolled hold at least [`DEFER_WEIGHT`]
-/// classes and literal bytes: one whose automaton takes milliseconds to build.
-pub(super) fn is_large_pattern(pattern: &str) -> bool {
-    search_regexes(pattern)
-        .iter()
-        .filter_map(|r| crate::dfa::parse_regex(r).ok())
-        .map(|h| weight(&h))
-        .fold(0, usize::saturating_add)
-        >= DEFER_WEIGHT
-}
-
-/// Whether some string matches every one of `patterns`, decided over automata built lazily,
-/// only where a string of all of them can go: two patterns that part at their first bytes
-/// (a URL's `https://` and a path's `/`) are told apart after a few states, where building the
-/// URL pattern's automaton took 60 ms. Each pattern is the union of its parts
-/// ([`search_regexes`]), as [`pattern_dfa`] reads it. `None` (undecided) for a pattern with a
-/// look-around (those take products), one that does not parse or build, or a search that
-/// goes past 20,000 places.
-pub(super) fn patterns_meet(patterns: &[&str]) -> Option<bool> {
-    use regex_automata::hybrid::dfa::{Cache, DFA};
+/// Where one of `patterns` is large (its parts unrolled, at least [`DEFER_WEIGHT`] classes and
+/// literal bytes, one whose automaton takes milliseconds to build), whether some string
+/// matches every one of them, decided over automata built lazily, only where a string of all of
+/// them can go: two patterns that part at their first bytes (a URL's `https://` and a path's
+/// `/`) are told apart after a few states, where building the URL pattern's automaton took
+/// 60 ms. Each pattern is the union of its parts ([`search_regexes`]), as [`pattern_dfa`] reads
+/// it. `None` (undecided, left to the whole automata) where none is large, for a pattern that
+/// is not plain ([`plain_parts`]) or does not build, or a search that goes past 20,000 places.
+pub(super) fn large_patterns_meet(patterns: &[&str]) -> Option<bool> {
     use regex_automata::hybrid::LazyStateID;
-    use regex_automata::nfa::thompson;
-    use regex_automata::util::start;
-    use regex_automata::{Anchored, MatchKind};
+    use std::collections::HashSet;
     const MAX_PLACES: usize = 20_000;
-    let mut dfas = Vec::with_capacity(patterns.len());
-    for p in patterns {
-        if ["(?=", "(?!", "(?<"].iter().any(|l| p.contains(l)) {
-            return None;
-        }
-        let hirs = search_regexes(p)
-            .iter()
-            .map(|r| crate::dfa::parse_regex(r).ok())
-            .collect::<Option<Vec<_>>>()?;
-        if hirs
-            .iter()
-            .any(|h| h.properties().look_set().contains_word_unicode())
-        {
-            return None;
-        }
-        let nfa = thompson::Compiler::new()
-            .configure(thompson::Config::new().which_captures(thompson::WhichCaptures::None))
-            .build_many_from_hir(&hirs)
-            .ok()?;
-        // A cache that is never cleared: a clear would leave the places already found
-        // naming states that are gone.
-        let config = DFA::config()
-            .match_kind(MatchKind::All)
-            .cache_capacity(16 << 20)
-            .minimum_cache_clear_count(Some(0));
-        dfas.push(DFA::builder().configure(config).build_from_nfa(nfa).ok()?);
+    let parsed = (patterns.iter())
+        .map(|p| plain_parts(p))
+        .collect::<Option<Vec<_>>>()?;
+    if !parsed.iter().any(|hirs| weight_of(hirs) >= DEFER_WEIGHT) {
+        return None;
     }
-    let mut caches: Vec<Cache> = dfas.iter().map(DFA::create_cache).collect();
-    let anchored = start::Config::new().anchored(Anchored::Yes);
-    let first: Vec<LazyStateID> = dfas
-        .iter()
-        .zip(&mut caches)
-        .map(|(d, c)| d.start_state(c, &anchored).ok())
-        .collect::<Option<_>>()?;
+    let mut dfas = Vec::with_capacity(parsed.len());
+    let mut caches = Vec::with_capacity(parsed.len());
+    let mut first = Vec::with_capacity(parsed.len());
+    for hirs in &parsed {
+        let (d, c, s) = lazy_dfa(hirs)?;
+        dfas.push(d);
+        caches.push(c);
+        first.push(s);
+    }
     // One byte of each set that every automaton reads alike.
     let mut bytes = Vec::new();
-    let mut kinds: HashMap<Vec<u8>, ()> = HashMap::new();
+    let mut kinds: HashSet<Vec<u8>> = HashSet::new();
     for b in 0..=255u8 {
-        let kind: Vec<u8> = dfas.iter().map(|d| d.byte_classes().get(b)).collect();
-        if kinds.insert(kind, ()).is_none() {
+        if kinds.insert(dfas.iter().map(|d| d.byte_classes().get(b)).collect()) {
             bytes.push(b);
         }
     }
-    let mut places: HashMap<Vec<LazyStateID>, ()> = HashMap::new();
-    places.insert(first.clone(), ());
+    let mut places: HashSet<Vec<LazyStateID>> = HashSet::from([first.clone()]);
     let mut todo = vec![first];
     while let Some(at) = todo.pop() {
         let mut ends = true;
@@ -778,7 +768,7 @@ pub(super) fn patterns_meet(patterns: &[&str]) -> Option<bool> {
                 }
                 next.push(t);
             }
-            if next.len() == at.len() && places.insert(next.clone(), ()).is_none() {
+            if next.len() == at.len() && places.insert(next.clone()) {
                 if places.len() > MAX_PLACES {
                     return None;
                 }
@@ -790,6 +780,12 @@ pub(super) fn patterns_meet(patterns: &[&str]) -> Option<bool> {
         }
     }
     Some(false)
+}
+
+/// The classes and literal bytes of parsed parts `hirs` with each bounded repetition unrolled,
+/// saturating ([`weight`]).
+fn weight_of(hirs: &[regex_syntax::hir::Hir]) -> usize {
+    hirs.iter().map(weight).fold(0, usize::saturating_add)
 }
 
 /// The classes and literal bytes of `h` with each bounded repetition unrolled (an unbounded
@@ -1052,6 +1048,18 @@ pub(crate) fn string_set<'a>(values: impl IntoIterator<Item = &'a Value>) -> Res
     Dfa::literals(&words, STATE_LIMIT)
 }
 
+/// The strings that node `n`'s string keywords, `enum` and excluded values allow (its other
+/// keywords aside). An `enum` alone is its strings' trie, without a product with every string
+/// (golangci's linter names, tsconfig's `lib`).
+pub(super) fn node_strings(n: &Node, path: &str) -> Result<Dfa, Error> {
+    let d = match &n.values {
+        Some(values) if n.string == StringFacets::default() => string_set(values)?,
+        Some(values) => string_content(&n.string, path)?.intersect(&string_set(values)?)?,
+        None => string_content(&n.string, path)?,
+    };
+    without_strings(d, n.excluded.iter().flatten())
+}
+
 /// `d` without the strings among `values` (other values are skipped): one difference with
 /// their trie ([`string_set`]), where taking them out one by one cost a product each (a long
 /// `not: {enum: [...]}`). `d` itself when there are none.
@@ -1191,7 +1199,7 @@ mod deferral_tests {
 
     const URL: &str = "^https?:\\/\\/(www\\.)?[-a-zA-Z0-9@:%._\\+~#=]{1,256}\\.[a-zA-Z0-9()]{1,6}\\b([-a-zA-Z0-9()@:%_\\+.~#?&//=]*)$";
 
-    /// `patterns_meet` answers as the product of the patterns' whole automata does.
+    /// `large_patterns_meet` answers as the product of the patterns' whole automata does.
     #[test]
     fn lazily_met_patterns_agree_with_their_product() {
         let pairs = [
@@ -1211,7 +1219,7 @@ mod deferral_tests {
                 .and_then(|d| d.intersect(&pattern_dfa(b)?))
                 .expect("builds");
             assert_eq!(
-                patterns_meet(&[a, b]),
+                large_patterns_meet(&[a, b]),
                 Some(!product.is_empty_language()),
                 "{a} and {b}"
             );

@@ -33,7 +33,7 @@ use serde_json::Value;
 use super::algebra::{disjoint_one_of_as_any_of, normalize};
 use super::compile::{string_automaton, string_key, Compiler};
 use super::schema::{compact, invalid, unsupported, Node, Schema, StringFacets, TypeSet};
-use super::string::{is_long, pattern_dfa, string_content, string_set, without_strings};
+use super::string::{is_long, node_strings, pattern_dfa, string_content, without_strings};
 use super::unique_split::Split;
 use crate::dfa::{Dfa, Kept, DEAD};
 use crate::grammar::{canonical_value, finite_states, FiniteSet, Guard, ItemCheck, Sym};
@@ -389,13 +389,7 @@ impl Compiler<'_> {
             if !b.types.unwrap_or(TypeSet::ALL).has(TypeSet::STRING) {
                 continue;
             }
-            let d = match &b.values {
-                // An `enum` alone is its strings' trie, without a product with every string.
-                Some(values) if b.string == StringFacets::default() => string_set(values)?,
-                Some(values) => string_content(&b.string, &bp)?.intersect(&string_set(values)?)?,
-                None => string_content(&b.string, &bp)?,
-            };
-            branches.push(without_strings(d, b.excluded.iter().flatten())?);
+            branches.push(node_strings(&b, &bp)?);
         }
         Ok(Some(Dfa::union_all(branches)?))
     }
