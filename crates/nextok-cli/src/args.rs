@@ -848,6 +848,12 @@ pub struct ServeArgs {
     /// inter-token latency.
     #[arg(long, value_name = "N", default_value_t = nextok::SchedulerOptions::default().max_draft_tokens_per_step, value_parser = count(1, nextok::SchedulerOptions::MAX_TOKENS_PER_STEP as u64))]
     pub max_draft_tokens_per_step: usize,
+    /// Compiled grammars kept (JSON Schemas, GBNF and Lark grammars of requests), the most
+    /// recently used: a request whose constraint was met before starts without compiling it,
+    /// and each request's constraint is compiled once, not once more per completion on the
+    /// scheduler's thread. 0 keeps none.
+    #[arg(long, value_name = "N", default_value_t = nextok::DEFAULT_GRAMMAR_CACHE_CAPACITY, value_parser = count(0, 1 << 20))]
+    pub grammar_cache: usize,
     /// Seconds that SIGINT or SIGTERM leave running requests to finish before they are
     /// cancelled; the process then exits 0.
     #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = RangedU64ValueParser::<u64>::new().range(0..=3600))]

@@ -23,6 +23,8 @@ pub(crate) struct Snapshot {
     pub spec_decode_drafts_total: u64,
     pub spec_decode_draft_tokens_total: u64,
     pub spec_decode_accepted_tokens_total: u64,
+    pub grammar_cache_hits_total: u64,
+    pub grammar_cache_misses_total: u64,
 }
 
 /// Reads the scheduler's figures (zero until the model is loaded).
@@ -100,6 +102,16 @@ impl Collector for SchedulerCollector {
                 "Speculative decoding: drafted tokens kept (each also counted as generated).",
                 ConstCounter::new(s.spec_decode_accepted_tokens_total),
             ),
+            (
+                "nextok_grammar_cache_hits",
+                "Constraints built from a kept grammar (JSON Schema, GBNF, Lark) without compiling.",
+                ConstCounter::new(s.grammar_cache_hits_total),
+            ),
+            (
+                "nextok_grammar_cache_misses",
+                "Grammars compiled (a constraint met first, or again after it left the cache).",
+                ConstCounter::new(s.grammar_cache_misses_total),
+            ),
         ];
         for (name, help, counter) in counters {
             let m = encoder.encode_descriptor(name, help, None, counter.metric_type())?;
@@ -156,6 +168,7 @@ impl Metrics {
 /// The scheduler's figures as the collector reports them.
 pub(crate) fn snapshot(scheduler: &nextok::Scheduler) -> Snapshot {
     let s = scheduler.stats();
+    let grammars = scheduler.engine().grammar_cache_stats();
     Snapshot {
         running: s.running as u64,
         waiting: s.waiting as u64,
@@ -165,5 +178,7 @@ pub(crate) fn snapshot(scheduler: &nextok::Scheduler) -> Snapshot {
         spec_decode_drafts_total: s.drafts,
         spec_decode_draft_tokens_total: s.drafted_tokens,
         spec_decode_accepted_tokens_total: s.accepted_tokens,
+        grammar_cache_hits_total: grammars.hits,
+        grammar_cache_misses_total: grammars.misses,
     }
 }

@@ -645,8 +645,8 @@ fn constraint(
         |e: nextok::constraints::Error| ApiError::invalid(format!("`{field}`: {e}"), Some(field));
     // The grammars are compiled here under the server's limits, so that a grammar too large for
     // them is refused before it reaches the scheduler; the scheduler then builds the constraint
-    // itself (and refuses a pattern or schema it cannot build). Schemas are read as the
-    // engine's options say (`nextok serve --schema-strict` ...).
+    // itself from the grammar the engine kept (and refuses a pattern or schema it cannot build).
+    // Schemas are read as the engine's options say (`nextok serve --schema-strict` ...).
     let mut ignored = Vec::new();
     match &spec {
         ConstraintSpec::JsonSchema(schema) => {
@@ -663,15 +663,11 @@ fn constraint(
                 .map(|i| format!("{} at {}", i.keyword, i.path))
                 .collect();
         }
-        ConstraintSpec::Gbnf(text) => {
-            // With the model's vocabulary, so that `<|im_end|>` names its token (issue #17).
-            let vocab = cx.engine.constraint_vocab().map_err(ApiError::from)?;
-            nextok::constraints::compile_gbnf_for_vocab(text, "root", &vocab, cx.limits)
-                .map_err(refused)?;
-        }
-        // Patterns and choices are automata, bounded in size by the library; built here so that
-        // a bad one is refused under its own field's name.
-        ConstraintSpec::Regex(_) | ConstraintSpec::Choice(_) => {
+        // A grammar is compiled with the model's vocabulary, so that `<|im_end|>` names its token
+        // (issue #17), and kept by the engine for the scheduler's constraints. Patterns and
+        // choices are automata, bounded in size by the library. Each is built here so that a
+        // bad one is refused under its own field's name.
+        ConstraintSpec::Gbnf(_) | ConstraintSpec::Regex(_) | ConstraintSpec::Choice(_) => {
             cx.engine
                 .constraint_with_limits(&spec, cx.limits)
                 .map_err(|e| match e {

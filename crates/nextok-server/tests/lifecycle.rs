@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{client, get, metric, metrics_until, post, start, MODEL};
+use common::{client, get, metric, metrics_until, own_engine, post, start, start_on, MODEL};
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use nextok::SchedulerOptions;
@@ -275,4 +275,54 @@ async fn metrics_count_drafted_and_accepted_tokens() {
             assert_eq!((drafts, drafted, accepted), (0.0, 0.0, 0.0), "{text}");
         }
     }
+}
+
+/// A JSON Schema sent with two requests is compiled once, when the first arrives: the checks
+/// and the completions' constraints take the grammar the engine kept (the grammar cache's
+/// counters say so), and the second answer, and each of its two completions, is the first's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_sent_again_is_compiled_once() {
+    let s = start_on(
+        own_engine(),
+        ServerConfig::new(MODEL),
+        SchedulerOptions::default(),
+    );
+    let schema = json!({
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 12}, "rainy": {"type": "boolean"}},
+        "required": ["city", "rainy"],
+        "additionalProperties": false
+    });
+    let body = json!({
+        "messages": [{"role": "user", "content": "Name a city and say whether it is rainy."}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "city", "schema": schema}},
+        "max_tokens": 24,
+        "n": 2,
+        "temperature": 0.8,
+        "seed": 7,
+    });
+    let url = format!("{}/v1/chat/completions", s.url);
+    let (status, first) = post(&url, &body).await;
+    assert_eq!(status, 200, "{first}");
+    let (status, second) = post(&url, &body).await;
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(first["choices"], second["choices"]);
+    for c in first["choices"].as_array().expect("choices") {
+        let text = c["message"]["content"].as_str().expect("a text");
+        let value: Value = serde_json::from_str(text).expect("JSON");
+        assert!(value["rainy"].is_boolean(), "{text}");
+    }
+    let (_, text) = get(&format!("{}/metrics", s.url)).await;
+    // Per request: the server's check, the engine's check at submission, one constraint per
+    // completion; all but the very first take the kept grammar.
+    assert_eq!(
+        metric(&text, "nextok_grammar_cache_misses_total"),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        metric(&text, "nextok_grammar_cache_hits_total"),
+        7.0,
+        "{text}"
+    );
 }

@@ -1,5 +1,6 @@
 //! A loaded model with its tokenizer and chat template: what every generation needs.
 
+use crate::grammar_cache::{GrammarCache, GrammarCacheStats, Kind, DEFAULT_GRAMMAR_CACHE_CAPACITY};
 use crate::language_model::{LanguageModel, LlamaOnBackend};
 use crate::Error;
 use nextok_constraints::{CompiledSchema, Constraint, JsonOptions, Limits, TokenVocab};
@@ -189,6 +190,8 @@ pub struct Engine {
     /// use; `None` when the forward pass's own threads take every core (or no thread could be
     /// started), and the masks are computed by the choices themselves.
     mask_worker: OnceLock<Option<Mutex<ThreadPool>>>,
+    /// The grammars of the JSON Schemas, GBNF and Lark grammars met lately, each compiled once.
+    grammars: GrammarCache,
 }
 
 impl std::fmt::Debug for Engine {
@@ -290,6 +293,7 @@ impl Engine {
             vocab: OnceLock::new(),
             json_schema: JsonOptions::default(),
             mask_worker: OnceLock::new(),
+            grammars: GrammarCache::new(DEFAULT_GRAMMAR_CACHE_CAPACITY),
         })
     }
 
@@ -313,6 +317,38 @@ impl Engine {
     /// ```
     pub fn set_json_schema_options(&mut self, options: JsonOptions) {
         self.json_schema = options;
+        // The kept grammars were compiled under the old options.
+        self.grammars.clear();
+    }
+
+    /// Keeps the grammars of at most `capacity` constraints (JSON Schemas, GBNF and Lark
+    /// grammars), the most recently used, so that a constraint met again is not compiled again
+    /// (default [`DEFAULT_GRAMMAR_CACHE_CAPACITY`](crate::DEFAULT_GRAMMAR_CACHE_CAPACITY); 0
+    /// keeps none). A request's constraint is built when the request is checked and again for
+    /// each of its completions when the scheduler admits it, on the scheduler's thread; with
+    /// its grammar kept, only the first of those compiles.
+    ///
+    /// ```no_run
+    /// use nextok::{ConstraintSpec, Engine, EngineOptions};
+    ///
+    /// let engine = Engine::load("model.gguf", &EngineOptions::default())?;
+    /// let spec = ConstraintSpec::JsonSchema(serde_json::json!({"type": "array"}));
+    /// engine.constraint(&spec)?;
+    /// engine.constraint(&spec)?;
+    /// let stats = engine.grammar_cache_stats();
+    /// assert_eq!((stats.misses, stats.hits), (1, 1));
+    /// engine.set_grammar_cache_capacity(0);
+    /// assert_eq!(engine.grammar_cache_stats().entries, 0);
+    /// # Ok::<(), nextok::Error>(())
+    /// ```
+    pub fn set_grammar_cache_capacity(&self, capacity: usize) {
+        self.grammars.set_capacity(capacity);
+    }
+
+    /// The grammar cache's hits and misses so far, and how many grammars it keeps
+    /// ([`Engine::set_grammar_cache_capacity`]).
+    pub fn grammar_cache_stats(&self) -> GrammarCacheStats {
+        self.grammars.stats()
     }
 
     /// How JSON Schemas are read ([`Engine::set_json_schema_options`]; default
@@ -323,16 +359,21 @@ impl Engine {
 
     /// Compiles `schema` as [`ConstraintSpec::JsonSchema`] would, under `limits`, and reports
     /// what it did not enforce ([`CompiledSchema::ignored`]: unknown keywords and `format`
-    /// names, other drafts' keywords), so that a caller can tell its user.
+    /// names, other drafts' keywords), so that a caller can tell its user. The grammar is kept
+    /// ([`Engine::set_grammar_cache_capacity`]): the constraints built from the same schema
+    /// next take it instead of compiling it again.
     pub fn check_json_schema(
         &self,
         schema: &serde_json::Value,
         limits: &Limits,
     ) -> Result<CompiledSchema, Error> {
-        let options = self.json_schema.clone().with_limits(*limits);
-        Ok(nextok_constraints::compile_json_schema_report(
-            schema, &options,
-        )?)
+        let text = schema.to_string();
+        Ok(self
+            .grammars
+            .get_or_compile(Kind::JsonSchema, &text, limits, || {
+                let options = self.json_schema.clone().with_limits(*limits);
+                nextok_constraints::compile_json_schema_report(schema, &options)
+            })?)
     }
 
     /// The vocabulary as constraints see it ([`TokenVocab::from_tokenizer`]): every token's
@@ -372,7 +413,21 @@ impl Engine {
         use nextok_constraints as c;
         let vocab = self.constraint_vocab()?;
         let json = self.json_schema.clone().with_limits(*limits);
-        let grammar = |g: Arc<c::Grammar>| Box::new(c::GrammarConstraint::new(g, &vocab));
+        // A grammar's, kept (`grammars`) or compiled.
+        let grammar =
+            |kind, text: &str, compile: &dyn Fn() -> Result<Arc<c::Grammar>, c::Error>| {
+                let compiled = self.grammars.get_or_compile(kind, text, limits, || {
+                    Ok::<_, c::Error>(CompiledSchema {
+                        grammar: compile()?,
+                        draft: None,
+                        ignored: Vec::new(),
+                    })
+                })?;
+                Ok::<_, Error>(Box::new(c::GrammarConstraint::new(
+                    compiled.grammar,
+                    &vocab,
+                )))
+            };
         Ok(match spec {
             ConstraintSpec::Choice(choices) => {
                 Box::new(c::RegexConstraint::from_choices(choices, &vocab)?)
@@ -382,13 +437,16 @@ impl Engine {
             )?),
             ConstraintSpec::Json => Box::new(c::json_any(&vocab, &json)?),
             ConstraintSpec::JsonSchema(schema) => {
-                Box::new(c::from_json_schema(schema, &vocab, &json)?)
+                let compiled = self.check_json_schema(schema, limits)?;
+                Box::new(c::GrammarConstraint::new(compiled.grammar, &vocab))
             }
             // Token texts such as `<|im_end|>` are the tokenizer's special tokens.
-            ConstraintSpec::Gbnf(text) => {
-                grammar(c::compile_gbnf_for_vocab(text, "root", &vocab, limits)?)
-            }
-            ConstraintSpec::Lark(text) => grammar(c::compile_lark_with_limits(text, limits)?),
+            ConstraintSpec::Gbnf(text) => grammar(Kind::Gbnf, text, &|| {
+                c::compile_gbnf_for_vocab(text, "root", &vocab, limits)
+            })?,
+            ConstraintSpec::Lark(text) => grammar(Kind::Lark, text, &|| {
+                c::compile_lark_with_limits(text, limits)
+            })?,
         })
     }
 

@@ -961,3 +961,64 @@ fn raw_log_probabilities_come_only_when_asked_for() {
     scheduler.wait_idle();
     assert_eq!(scheduler.stats().kv_blocks_used, 0);
 }
+
+/// A request's grammar is compiled once, when the request is checked: its completions, each
+/// built by the scheduler on its own thread, take the grammar the engine kept, as does the
+/// same request sent again; and what they answer is what an engine that keeps no grammar (and
+/// so compiles one per completion) answers, bit for bit. New schema options forget the kept
+/// grammars, which were compiled under the old ones.
+#[test]
+fn a_requests_grammar_is_compiled_once_and_answers_as_a_fresh_one() {
+    let kept = Arc::new(engine_with(SEED, 256));
+    let fresh = Arc::new(engine_with(SEED, 256));
+    fresh.set_grammar_cache_capacity(0);
+    let specs = [
+        ConstraintSpec::JsonSchema(serde_json::json!({
+            "type": "array",
+            "items": {"enum": ["hello", "the", "user"]},
+            "minItems": 1
+        })),
+        ConstraintSpec::Gbnf(r#"root ::= ("hello" | "the" | "user" | " ")+"#.into()),
+        ConstraintSpec::Lark(r#"start: ("hello" | "the" | "user")+"#.into()),
+    ];
+    let run = |engine: &Arc<Engine>, spec: &ConstraintSpec| {
+        let scheduler = Scheduler::new(engine.clone(), options(8)).expect("valid options");
+        let request = Request {
+            prompt: vec![5, 6, 7],
+            options: GenerateOptions {
+                sampling: SamplingParams {
+                    temperature: 1.0,
+                    seed: Some(11),
+                    ..SamplingParams::default()
+                },
+                max_tokens: Some(12),
+                n: 3,
+                constraint: Some(spec.clone()),
+                ..GenerateOptions::default()
+            },
+        };
+        let (_, done) = drain(scheduler.submit(request).expect("the request fits"));
+        let mut keys: Vec<_> = done.iter().map(key).collect();
+        keys.sort();
+        keys
+    };
+    for (i, spec) in specs.iter().enumerate() {
+        let answers = run(&kept, spec);
+        assert_eq!(answers.len(), 3);
+        assert!(answers.iter().all(|k| !k.1.is_empty()), "{answers:?}");
+        // Checked (compiled, kept), then one constraint per completion from the kept grammar.
+        let stats = kept.grammar_cache_stats();
+        assert_eq!((stats.misses, stats.hits), (i as u64 + 1, 7 * i as u64 + 3));
+        assert_eq!(answers, run(&kept, spec), "{spec:?} sent again");
+        let stats = kept.grammar_cache_stats();
+        assert_eq!((stats.misses, stats.hits), (i as u64 + 1, 7 * i as u64 + 7));
+        assert_eq!(answers, run(&fresh, spec), "{spec:?} without the cache");
+    }
+    // Without the cache, every check and every completion compiled.
+    let stats = fresh.grammar_cache_stats();
+    assert_eq!((stats.misses, stats.hits, stats.entries), (12, 0, 0));
+    assert_eq!(kept.grammar_cache_stats().entries, 3);
+    let mut changed = Arc::into_inner(kept).expect("the schedulers are gone");
+    changed.set_json_schema_options(nextok::constraints::JsonOptions::default().with_strict(true));
+    assert_eq!(changed.grammar_cache_stats().entries, 0);
+}

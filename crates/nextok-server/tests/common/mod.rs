@@ -18,19 +18,18 @@ pub const MODEL: &str = "smollm2-test";
 /// The real default model, loaded once per test binary.
 pub fn engine() -> Arc<Engine> {
     static ENGINE: OnceLock<Arc<Engine>> = OnceLock::new();
-    ENGINE
-        .get_or_init(|| {
-            let path = nextok::default_model_path().expect("a cache folder for the default model");
-            assert!(
-                path.is_file(),
-                "the default model is not at {}: run `cargo xtask fetch-model` or set NEXTOK_MODEL",
-                path.display()
-            );
-            Arc::new(
-                Engine::load(&path, &EngineOptions::default()).expect("the default model loads"),
-            )
-        })
-        .clone()
+    ENGINE.get_or_init(own_engine).clone()
+}
+
+/// The real default model loaded anew, for a test whose figures must be its own.
+pub fn own_engine() -> Arc<Engine> {
+    let path = nextok::default_model_path().expect("a cache folder for the default model");
+    assert!(
+        path.is_file(),
+        "the default model is not at {}: run `cargo xtask fetch-model` or set NEXTOK_MODEL",
+        path.display()
+    );
+    Arc::new(Engine::load(&path, &EngineOptions::default()).expect("the default model loads"))
 }
 
 /// A server running on its own runtime for the rest of the test binary.

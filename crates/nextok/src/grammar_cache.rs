@@ -1,0 +1,249 @@
+//! The grammars of the constraints met lately, compiled once and shared.
+//!
+//! A request's constraint is built more than once on its way through: the server checks it
+//! when the request arrives (to refuse a bad schema with a 400), the engine checks it again
+//! when the request is submitted, and the scheduler builds one constraint per completion when
+//! it admits the request, on its own thread, while every running request waits for its next
+//! step. Compiling a large JSON Schema takes milliseconds (tens for the largest of JSON Schema
+//! Store's), so each of those compiles was paid in full, the last ones by every other user of
+//! the server. And applications send the same schema with request after request. Here a
+//! grammar is compiled once per (kind, text, limits, options) and kept among the most recently
+//! used; every constraint built from it shares the grammar (and so its terminals' masks, which
+//! the grammar keeps per vocabulary), which is exactly what a fresh compile would have made:
+//! the compile is deterministic, so answers are the same, bit for bit, cached or not.
+//!
+//! Refusals are not kept: a schema that does not compile is compiled again when it is sent
+//! again, and refused again.
+
+use nextok_constraints::{CompiledSchema, Limits};
+use std::collections::VecDeque;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// How many grammars an engine keeps unless told otherwise
+/// ([`Engine::set_grammar_cache_capacity`](crate::Engine::set_grammar_cache_capacity)).
+pub const DEFAULT_GRAMMAR_CACHE_CAPACITY: usize = 64;
+
+/// What the grammar cache has done since the engine was made: a constraint built from a kept
+/// grammar is a hit, one compiled is a miss.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GrammarCacheStats {
+    /// Grammars taken from the cache.
+    pub hits: u64,
+    /// Grammars compiled (and kept, where they compiled and the cache has room).
+    pub misses: u64,
+    /// Grammars kept now.
+    pub entries: usize,
+    /// The most grammars kept (0: none is).
+    pub capacity: usize,
+}
+
+/// The kinds of constraint whose grammars are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Kind {
+    /// A JSON Schema, by its JSON text (so that the document order of its properties, which
+    /// the compile may keep, is part of it).
+    JsonSchema,
+    /// A GBNF grammar, compiled with the engine's vocabulary.
+    Gbnf,
+    /// A Lark grammar.
+    Lark,
+}
+
+/// One kept grammar and what it was compiled from.
+#[derive(Debug)]
+struct Entry {
+    kind: Kind,
+    /// A hash of `text`, compared first.
+    hash: u64,
+    text: String,
+    limits: Limits,
+    /// A JSON Schema's grammar and what it left unenforced; a grammar's, with nothing
+    /// unenforced and no draft.
+    compiled: CompiledSchema,
+}
+
+/// The most recently used grammars, most recent first.
+#[derive(Debug)]
+pub(crate) struct GrammarCache {
+    kept: Mutex<Kept>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Kept {
+    capacity: usize,
+    entries: VecDeque<Entry>,
+}
+
+impl GrammarCache {
+    pub(crate) fn new(capacity: usize) -> GrammarCache {
+        GrammarCache {
+            kept: Mutex::new(Kept {
+                capacity,
+                entries: VecDeque::new(),
+            }),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    /// The kept list; a panic elsewhere while it was held left it whole (each change is one
+    /// call on the deque), so it is used as it is.
+    fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The grammar of (`kind`, `text`, `limits`): the kept one, or `compile`'s, kept when it
+    /// compiles. The lock is not held while compiling, so that other requests' constraints
+    /// are served meanwhile; two threads that compile the same text at once both compile it,
+    /// and both get the same grammar (one of the two is kept).
+    pub(crate) fn get_or_compile<E>(
+        &self,
+        kind: Kind,
+        text: &str,
+        limits: &Limits,
+        compile: impl FnOnce() -> Result<CompiledSchema, E>,
+    ) -> Result<CompiledSchema, E> {
+        let hash = {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            text.hash(&mut h);
+            h.finish()
+        };
+        let same =
+            |e: &Entry| e.kind == kind && e.hash == hash && e.limits == *limits && e.text == text;
+        {
+            let mut kept = self.kept();
+            let found = kept.entries.iter().position(same);
+            if let Some(entry) = found.and_then(|i| kept.entries.remove(i)) {
+                let compiled = entry.compiled.clone();
+                kept.entries.push_front(entry);
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(compiled);
+            }
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let compiled = compile()?;
+        let mut kept = self.kept();
+        if kept.capacity > 0 && !kept.entries.iter().any(same) {
+            kept.entries.push_front(Entry {
+                kind,
+                hash,
+                text: text.to_string(),
+                limits: *limits,
+                compiled: compiled.clone(),
+            });
+            let capacity = kept.capacity;
+            kept.entries.truncate(capacity);
+        }
+        Ok(compiled)
+    }
+
+    /// Forgets every kept grammar (the options they were compiled under changed).
+    pub(crate) fn clear(&self) {
+        self.kept().entries.clear();
+    }
+
+    /// Keeps at most `capacity` grammars from now on (0: none), the most recent.
+    pub(crate) fn set_capacity(&self, capacity: usize) {
+        let mut kept = self.kept();
+        kept.capacity = capacity;
+        kept.entries.truncate(capacity);
+    }
+
+    pub(crate) fn stats(&self) -> GrammarCacheStats {
+        let kept = self.kept();
+        GrammarCacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            entries: kept.entries.len(),
+            capacity: kept.capacity,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn grammar(text: &str) -> CompiledSchema {
+        CompiledSchema {
+            grammar: nextok_constraints::compile_gbnf(text).unwrap(),
+            draft: None,
+            ignored: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn kept_grammars_are_found_by_kind_text_and_limits_and_the_oldest_goes_first() {
+        let cache = GrammarCache::new(2);
+        let limits = Limits::DEFAULT;
+        let a = r#"root ::= "a""#;
+        let b = r#"root ::= "b""#;
+        let c = r#"root ::= "c""#;
+        let first = cache
+            .get_or_compile(Kind::Gbnf, a, &limits, || Ok::<_, ()>(grammar(a)))
+            .unwrap();
+        // The same text again: the same grammar, not compiled.
+        let again = cache
+            .get_or_compile(Kind::Gbnf, a, &limits, || -> Result<CompiledSchema, ()> {
+                panic!("compiled again")
+            })
+            .unwrap();
+        assert!(Arc::ptr_eq(&first.grammar, &again.grammar));
+        // Another kind, or other limits, is another grammar.
+        let lark = cache
+            .get_or_compile(Kind::Lark, a, &limits, || Ok::<_, ()>(grammar(a)))
+            .unwrap();
+        assert!(!Arc::ptr_eq(&first.grammar, &lark.grammar));
+        let tight = Limits::DEFAULT.with_max_rules(10);
+        cache
+            .get_or_compile(Kind::Gbnf, a, &tight, || Ok::<_, ()>(grammar(a)))
+            .unwrap();
+        let stats = cache.stats();
+        assert_eq!((stats.hits, stats.misses, stats.entries), (1, 3, 2));
+        // Two kept: `a` under the default limits was the least recently used, and went.
+        let mut compiled = 0;
+        for text in [b, c, a] {
+            cache
+                .get_or_compile(Kind::Gbnf, text, &limits, || {
+                    compiled += 1;
+                    Ok::<_, ()>(grammar(text))
+                })
+                .unwrap();
+        }
+        assert_eq!(compiled, 3);
+        // Used last: `c` then `a` are kept; `c` used again is a hit.
+        cache
+            .get_or_compile(Kind::Gbnf, c, &limits, || -> Result<CompiledSchema, ()> {
+                panic!("c was kept")
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn refusals_are_not_kept_and_a_cache_of_no_room_keeps_nothing() {
+        let cache = GrammarCache::new(4);
+        let limits = Limits::DEFAULT;
+        for _ in 0..2 {
+            let r = cache.get_or_compile(Kind::Gbnf, "bad", &limits, || {
+                Err::<CompiledSchema, _>("no")
+            });
+            assert_eq!(r.unwrap_err(), "no");
+        }
+        assert_eq!(cache.stats().misses, 2);
+        assert_eq!(cache.stats().entries, 0);
+        cache.set_capacity(0);
+        let a = r#"root ::= "a""#;
+        for _ in 0..2 {
+            cache
+                .get_or_compile(Kind::Gbnf, a, &limits, || Ok::<_, ()>(grammar(a)))
+                .unwrap();
+        }
+        let stats = cache.stats();
+        assert_eq!((stats.hits, stats.misses, stats.entries), (0, 4, 0));
+    }
+}
