@@ -848,8 +848,8 @@ pub struct ServeArgs {
     /// inter-token latency.
     #[arg(long, value_name = "N", default_value_t = nextok::SchedulerOptions::default().max_draft_tokens_per_step, value_parser = count(1, nextok::SchedulerOptions::MAX_TOKENS_PER_STEP as u64))]
     pub max_draft_tokens_per_step: usize,
-    /// Compiled grammars kept (JSON Schemas, GBNF and Lark grammars of requests), the most
-    /// recently used: a request whose constraint was met before starts without compiling it,
+    /// Compiled grammars kept (JSON Schemas, GBNF and Lark grammars of requests; as many
+    /// automata of patterns and choices), the most recently used: a request whose constraint was met before starts without compiling it,
     /// and each request's constraint is compiled once, not once more per completion on the
     /// scheduler's thread. 0 keeps none.
     #[arg(long, value_name = "N", default_value_t = nextok::DEFAULT_GRAMMAR_CACHE_CAPACITY, value_parser = count(0, 1 << 20))]

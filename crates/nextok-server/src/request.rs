@@ -664,9 +664,9 @@ fn constraint(
                 .collect();
         }
         // A grammar is compiled with the model's vocabulary, so that `<|im_end|>` names its token
-        // (issue #17), and kept by the engine for the scheduler's constraints. Patterns and
-        // choices are automata, bounded in size by the library. Each is built here so that a
-        // bad one is refused under its own field's name.
+        // (issue #17); patterns and choices are automata, bounded in size by the library. Each
+        // is built here so that a bad one is refused under its own field's name, and kept by
+        // the engine for the scheduler's constraints.
         ConstraintSpec::Gbnf(_) | ConstraintSpec::Regex(_) | ConstraintSpec::Choice(_) => {
             cx.engine
                 .constraint_with_limits(&spec, cx.limits)

@@ -191,7 +191,9 @@ pub struct Engine {
     /// started), and the masks are computed by the choices themselves.
     mask_worker: OnceLock<Option<Mutex<ThreadPool>>>,
     /// The grammars of the JSON Schemas, GBNF and Lark grammars met lately, each compiled once.
-    grammars: GrammarCache,
+    grammars: GrammarCache<CompiledSchema>,
+    /// The automata of the patterns and choices met lately, as fresh constraints to clone.
+    automata: GrammarCache<nextok_constraints::RegexConstraint>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -294,6 +296,7 @@ impl Engine {
             json_schema: JsonOptions::default(),
             mask_worker: OnceLock::new(),
             grammars: GrammarCache::new(DEFAULT_GRAMMAR_CACHE_CAPACITY),
+            automata: GrammarCache::new(DEFAULT_GRAMMAR_CACHE_CAPACITY),
         })
     }
 
@@ -322,9 +325,9 @@ impl Engine {
     }
 
     /// Keeps the grammars of at most `capacity` constraints (JSON Schemas, GBNF and Lark
-    /// grammars), the most recently used, so that a constraint met again is not compiled again
-    /// (default [`DEFAULT_GRAMMAR_CACHE_CAPACITY`](crate::DEFAULT_GRAMMAR_CACHE_CAPACITY); 0
-    /// keeps none). A request's constraint is built when the request is checked and again for
+    /// grammars) and the automata of as many patterns and choices, the most recently used, so
+    /// that a constraint met again is not compiled again (default
+    /// [`DEFAULT_GRAMMAR_CACHE_CAPACITY`](crate::DEFAULT_GRAMMAR_CACHE_CAPACITY); 0 keeps none). A request's constraint is built when the request is checked and again for
     /// each of its completions when the scheduler admits it, on the scheduler's thread; with
     /// its grammar kept, only the first of those compiles.
     ///
@@ -343,12 +346,19 @@ impl Engine {
     /// ```
     pub fn set_grammar_cache_capacity(&self, capacity: usize) {
         self.grammars.set_capacity(capacity);
+        self.automata.set_capacity(capacity);
     }
 
-    /// The grammar cache's hits and misses so far, and how many grammars it keeps
-    /// ([`Engine::set_grammar_cache_capacity`]).
+    /// The grammar cache's hits and misses so far, and how many grammars and automata it keeps
+    /// ([`Engine::set_grammar_cache_capacity`]; `capacity` is per kind: grammars, automata).
     pub fn grammar_cache_stats(&self) -> GrammarCacheStats {
-        self.grammars.stats()
+        let (g, a) = (self.grammars.stats(), self.automata.stats());
+        GrammarCacheStats {
+            hits: g.hits + a.hits,
+            misses: g.misses + a.misses,
+            entries: g.entries + a.entries,
+            capacity: g.capacity,
+        }
     }
 
     /// How JSON Schemas are read ([`Engine::set_json_schema_options`]; default
@@ -430,10 +440,19 @@ impl Engine {
             };
         Ok(match spec {
             ConstraintSpec::Choice(choices) => {
-                Box::new(c::RegexConstraint::from_choices(choices, &vocab)?)
+                let text = serde_json::Value::from(choices.clone()).to_string();
+                Box::new(
+                    self.automata
+                        .get_or_compile(Kind::Choice, &text, limits, || {
+                            c::RegexConstraint::from_choices(choices, &vocab)
+                        })?,
+                )
             }
-            ConstraintSpec::Regex(pattern) => Box::new(c::RegexConstraint::from_regex_with_limits(
-                pattern, &vocab, limits,
+            ConstraintSpec::Regex(pattern) => Box::new(self.automata.get_or_compile(
+                Kind::Regex,
+                pattern,
+                limits,
+                || c::RegexConstraint::from_regex_with_limits(pattern, &vocab, limits),
             )?),
             ConstraintSpec::Json => Box::new(c::json_any(&vocab, &json)?),
             ConstraintSpec::JsonSchema(schema) => {

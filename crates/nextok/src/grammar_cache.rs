@@ -15,7 +15,7 @@
 //! Refusals are not kept: a schema that does not compile is compiled again when it is sent
 //! again, and refused again.
 
-use nextok_constraints::{CompiledSchema, Limits};
+use nextok_constraints::Limits;
 use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,37 +49,41 @@ pub(crate) enum Kind {
     Gbnf,
     /// A Lark grammar.
     Lark,
+    /// A regular expression's automaton.
+    Regex,
+    /// Choices' automaton, by their JSON text.
+    Choice,
 }
 
 /// One kept grammar and what it was compiled from.
 #[derive(Debug)]
-struct Entry {
+struct Entry<V> {
     kind: Kind,
     /// A hash of `text`, compared first.
     hash: u64,
     text: String,
     limits: Limits,
     /// A JSON Schema's grammar and what it left unenforced; a grammar's, with nothing
-    /// unenforced and no draft.
-    compiled: CompiledSchema,
+    /// unenforced and no draft; or a fresh constraint of an automaton, cloned for each use.
+    compiled: V,
 }
 
-/// The most recently used grammars, most recent first.
+/// The most recently used grammars (or automata: `V` is what is kept), most recent first.
 #[derive(Debug)]
-pub(crate) struct GrammarCache {
-    kept: Mutex<Kept>,
+pub(crate) struct GrammarCache<V> {
+    kept: Mutex<Kept<V>>,
     hits: AtomicU64,
     misses: AtomicU64,
 }
 
 #[derive(Debug)]
-struct Kept {
+struct Kept<V> {
     capacity: usize,
-    entries: VecDeque<Entry>,
+    entries: VecDeque<Entry<V>>,
 }
 
-impl GrammarCache {
-    pub(crate) fn new(capacity: usize) -> GrammarCache {
+impl<V: Clone> GrammarCache<V> {
+    pub(crate) fn new(capacity: usize) -> GrammarCache<V> {
         GrammarCache {
             kept: Mutex::new(Kept {
                 capacity,
@@ -92,7 +96,7 @@ impl GrammarCache {
 
     /// The kept list; a panic elsewhere while it was held left it whole (each change is one
     /// call on the deque), so it is used as it is.
-    fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
+    fn kept(&self) -> std::sync::MutexGuard<'_, Kept<V>> {
         self.kept.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -105,15 +109,16 @@ impl GrammarCache {
         kind: Kind,
         text: &str,
         limits: &Limits,
-        compile: impl FnOnce() -> Result<CompiledSchema, E>,
-    ) -> Result<CompiledSchema, E> {
+        compile: impl FnOnce() -> Result<V, E>,
+    ) -> Result<V, E> {
         let hash = {
             let mut h = std::collections::hash_map::DefaultHasher::new();
             text.hash(&mut h);
             h.finish()
         };
-        let same =
-            |e: &Entry| e.kind == kind && e.hash == hash && e.limits == *limits && e.text == text;
+        let same = |e: &Entry<V>| {
+            e.kind == kind && e.hash == hash && e.limits == *limits && e.text == text
+        };
         {
             let mut kept = self.kept();
             let found = kept.entries.iter().position(same);
@@ -167,6 +172,7 @@ impl GrammarCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nextok_constraints::CompiledSchema;
     use std::sync::Arc;
 
     fn grammar(text: &str) -> CompiledSchema {

@@ -962,7 +962,7 @@ fn raw_log_probabilities_come_only_when_asked_for() {
     assert_eq!(scheduler.stats().kv_blocks_used, 0);
 }
 
-/// A request's grammar is compiled once, when the request is checked: its completions, each
+/// A request's grammar (or automaton) is compiled once, when the request is checked: its completions, each
 /// built by the scheduler on its own thread, take the grammar the engine kept, as does the
 /// same request sent again; and what they answer is what an engine that keeps no grammar (and
 /// so compiles one per completion) answers, bit for bit. New schema options forget the kept
@@ -980,6 +980,8 @@ fn a_requests_grammar_is_compiled_once_and_answers_as_a_fresh_one() {
         })),
         ConstraintSpec::Gbnf(r#"root ::= ("hello" | "the" | "user" | " ")+"#.into()),
         ConstraintSpec::Lark(r#"start: ("hello" | "the" | "user")+"#.into()),
+        ConstraintSpec::Regex("(hello|the|user| )+".into()),
+        ConstraintSpec::Choice(vec!["hello the".into(), "the user".into(), "user".into()]),
     ];
     let run = |engine: &Arc<Engine>, spec: &ConstraintSpec| {
         let scheduler = Scheduler::new(engine.clone(), options(8)).expect("valid options");
@@ -1016,9 +1018,10 @@ fn a_requests_grammar_is_compiled_once_and_answers_as_a_fresh_one() {
     }
     // Without the cache, every check and every completion compiled.
     let stats = fresh.grammar_cache_stats();
-    assert_eq!((stats.misses, stats.hits, stats.entries), (12, 0, 0));
-    assert_eq!(kept.grammar_cache_stats().entries, 3);
+    assert_eq!((stats.misses, stats.hits, stats.entries), (20, 0, 0));
+    assert_eq!(kept.grammar_cache_stats().entries, 5);
     let mut changed = Arc::into_inner(kept).expect("the schedulers are gone");
     changed.set_json_schema_options(nextok::constraints::JsonOptions::default().with_strict(true));
-    assert_eq!(changed.grammar_cache_stats().entries, 0);
+    // The automata of patterns and choices do not depend on the schema options.
+    assert_eq!(changed.grammar_cache_stats().entries, 2);
 }
