@@ -854,6 +854,10 @@ pub struct ServeArgs {
     /// scheduler's thread. 0 keeps none.
     #[arg(long, value_name = "N", default_value_t = nextok::DEFAULT_GRAMMAR_CACHE_CAPACITY, value_parser = count(0, 1 << 20))]
     pub grammar_cache: usize,
+    /// The most memory the kept grammars may hold (and as much the kept automata), e.g. 128M
+    /// or 1G: a grammar larger than that is used and not kept.
+    #[arg(long, value_name = "SIZE", default_value = "128M", value_parser = parse_size)]
+    pub grammar_cache_memory: u64,
     /// Seconds that SIGINT or SIGTERM leave running requests to finish before they are
     /// cancelled; the process then exits 0.
     #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = RangedU64ValueParser::<u64>::new().range(0..=3600))]

@@ -155,6 +155,12 @@ impl RegexConstraint {
         Self::from_dfa(Dfa::literals(&words, limit)?, vocab)
     }
 
+    /// About how many bytes the constraint's automaton holds on the heap (shared by its
+    /// clones), for a cache of constraints to bound its memory by.
+    pub fn heap_bytes(&self) -> usize {
+        self.dfa.heap_bytes()
+    }
+
     pub(crate) fn from_dfa(dfa: Dfa, vocab: &Arc<TokenVocab>) -> Result<RegexConstraint, Error> {
         if dfa.is_empty_language() {
             return Err(Error::EmptyLanguage);

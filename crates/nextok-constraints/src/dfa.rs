@@ -3540,6 +3540,12 @@ impl Dfa {
         self.accept.len()
     }
 
+    /// The bytes the automaton holds on the heap: its table, its accepting and live sets and
+    /// its classes.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.trans.len() * 4 + self.accept.len() + self.live.len() * 32 + 256
+    }
+
     /// Whether the whole of `bytes` is accepted.
     pub(crate) fn matches(&self, bytes: &[u8]) -> bool {
         let mut s = self.start;

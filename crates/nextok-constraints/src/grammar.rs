@@ -1707,6 +1707,25 @@ impl Grammar {
         (self.syms.len(), self.terminals.len())
     }
 
+    /// About how many bytes the grammar holds on the heap: its rules and its terminals'
+    /// automata built so far (an automaton shared with other grammars, or kept process-wide,
+    /// is counted in full), for a cache of grammars to bound its memory by. The masks that
+    /// the vocabulary keeps per terminal are the vocabulary's, not counted here.
+    pub fn heap_bytes(&self) -> usize {
+        let rules = self.syms.len() * std::mem::size_of::<GSym>()
+            + self
+                .nt_rules
+                .iter()
+                .map(|r| 24 + r.len() * 4)
+                .sum::<usize>()
+            + self.nullable.len();
+        let automata: usize = (self.terminals.iter())
+            .filter_map(OnceLock::get)
+            .map(|d| d.heap_bytes())
+            .sum();
+        rules + automata
+    }
+
     /// Whether the grammar refers to tokens by id (GBNF's `<[id]>`, `!<[id]>` and special-token
     /// literals): its sentences are then sequences of tokens, not only bytes.
     pub fn uses_tokens(&self) -> bool {

@@ -1,6 +1,9 @@
 //! A loaded model with its tokenizer and chat template: what every generation needs.
 
-use crate::grammar_cache::{GrammarCache, GrammarCacheStats, Kind, DEFAULT_GRAMMAR_CACHE_CAPACITY};
+use crate::grammar_cache::{
+    GrammarCache, GrammarCacheStats, Kind, DEFAULT_GRAMMAR_CACHE_BYTES,
+    DEFAULT_GRAMMAR_CACHE_CAPACITY,
+};
 use crate::language_model::{LanguageModel, LlamaOnBackend};
 use crate::Error;
 use nextok_constraints::{CompiledSchema, Constraint, JsonOptions, Limits, TokenVocab};
@@ -295,8 +298,14 @@ impl Engine {
             vocab: OnceLock::new(),
             json_schema: JsonOptions::default(),
             mask_worker: OnceLock::new(),
-            grammars: GrammarCache::new(DEFAULT_GRAMMAR_CACHE_CAPACITY),
-            automata: GrammarCache::new(DEFAULT_GRAMMAR_CACHE_CAPACITY),
+            grammars: GrammarCache::new(
+                DEFAULT_GRAMMAR_CACHE_CAPACITY,
+                DEFAULT_GRAMMAR_CACHE_BYTES,
+            ),
+            automata: GrammarCache::new(
+                DEFAULT_GRAMMAR_CACHE_CAPACITY,
+                DEFAULT_GRAMMAR_CACHE_BYTES,
+            ),
         })
     }
 
@@ -349,8 +358,19 @@ impl Engine {
         self.automata.set_capacity(capacity);
     }
 
+    /// Keeps at most `max_bytes` of grammars (and as many of automata), the most recently used
+    /// (default [`DEFAULT_GRAMMAR_CACHE_BYTES`](crate::DEFAULT_GRAMMAR_CACHE_BYTES), as
+    /// [`Grammar::heap_bytes`](nextok_constraints::Grammar::heap_bytes) counts them): a grammar
+    /// larger than that is used and not kept. What a stranger's schemas can make the server
+    /// hold is bounded by this, not by the number of grammars.
+    pub fn set_grammar_cache_bytes(&self, max_bytes: usize) {
+        self.grammars.set_max_bytes(max_bytes);
+        self.automata.set_max_bytes(max_bytes);
+    }
+
     /// The grammar cache's hits and misses so far, and how many grammars and automata it keeps
-    /// ([`Engine::set_grammar_cache_capacity`]; `capacity` is per kind: grammars, automata).
+    /// ([`Engine::set_grammar_cache_capacity`], [`Engine::set_grammar_cache_bytes`]; `capacity`
+    /// and `max_bytes` are per kind: grammars, automata).
     pub fn grammar_cache_stats(&self) -> GrammarCacheStats {
         let (g, a) = (self.grammars.stats(), self.automata.stats());
         GrammarCacheStats {
@@ -358,6 +378,8 @@ impl Engine {
             misses: g.misses + a.misses,
             entries: g.entries + a.entries,
             capacity: g.capacity,
+            bytes: g.bytes + a.bytes,
+            max_bytes: g.max_bytes,
         }
     }
 

@@ -25,6 +25,30 @@ use std::sync::Mutex;
 /// ([`Engine::set_grammar_cache_capacity`](crate::Engine::set_grammar_cache_capacity)).
 pub const DEFAULT_GRAMMAR_CACHE_CAPACITY: usize = 64;
 
+/// How many bytes of grammars (and as many of automata) an engine keeps unless told otherwise
+/// ([`Engine::set_grammar_cache_bytes`](crate::Engine::set_grammar_cache_bytes)): 128 MiB. The
+/// largest grammar of the real-world corpus (web-types.json's) holds a few megabytes, most hold
+/// tens of kilobytes; a grammar at the default [`Limits`] could hold far more, and is not
+/// kept past this.
+pub const DEFAULT_GRAMMAR_CACHE_BYTES: usize = 128 << 20;
+
+/// What a kept value costs in memory.
+pub(crate) trait HeapBytes {
+    fn heap_bytes(&self) -> usize;
+}
+
+impl HeapBytes for nextok_constraints::CompiledSchema {
+    fn heap_bytes(&self) -> usize {
+        self.grammar.heap_bytes()
+    }
+}
+
+impl HeapBytes for nextok_constraints::RegexConstraint {
+    fn heap_bytes(&self) -> usize {
+        nextok_constraints::RegexConstraint::heap_bytes(self)
+    }
+}
+
 /// What the grammar cache has done since the engine was made: a constraint built from a kept
 /// grammar is a hit, one compiled is a miss.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -37,6 +61,10 @@ pub struct GrammarCacheStats {
     pub entries: usize,
     /// The most grammars kept (0: none is).
     pub capacity: usize,
+    /// About how many bytes the grammars kept now hold.
+    pub bytes: usize,
+    /// The most bytes of grammars kept.
+    pub max_bytes: usize,
 }
 
 /// The kinds of constraint whose grammars are kept.
@@ -63,6 +91,8 @@ struct Entry<V> {
     hash: u64,
     text: String,
     limits: Limits,
+    /// What `compiled` held when it was kept ([`HeapBytes`]).
+    bytes: usize,
     /// A JSON Schema's grammar and what it left unenforced; a grammar's, with nothing
     /// unenforced and no draft; or a fresh constraint of an automaton, cloned for each use.
     compiled: V,
@@ -79,14 +109,31 @@ pub(crate) struct GrammarCache<V> {
 #[derive(Debug)]
 struct Kept<V> {
     capacity: usize,
+    max_bytes: usize,
+    /// The entries' bytes, in all.
+    bytes: usize,
     entries: VecDeque<Entry<V>>,
 }
 
-impl<V: Clone> GrammarCache<V> {
-    pub(crate) fn new(capacity: usize) -> GrammarCache<V> {
+impl<V> Kept<V> {
+    /// Drops the least recently used entries until the bounds hold.
+    fn shrink(&mut self) {
+        while self.entries.len() > self.capacity || self.bytes > self.max_bytes {
+            match self.entries.pop_back() {
+                Some(old) => self.bytes -= old.bytes,
+                None => break,
+            }
+        }
+    }
+}
+
+impl<V: Clone + HeapBytes> GrammarCache<V> {
+    pub(crate) fn new(capacity: usize, max_bytes: usize) -> GrammarCache<V> {
         GrammarCache {
             kept: Mutex::new(Kept {
                 capacity,
+                max_bytes,
+                bytes: 0,
                 entries: VecDeque::new(),
             }),
             hits: AtomicU64::new(0),
@@ -131,31 +178,43 @@ impl<V: Clone> GrammarCache<V> {
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
         let compiled = compile()?;
+        let bytes = compiled.heap_bytes();
         let mut kept = self.kept();
-        if kept.capacity > 0 && !kept.entries.iter().any(same) {
+        let fits = kept.capacity > 0 && bytes <= kept.max_bytes;
+        if fits && !kept.entries.iter().any(same) {
             kept.entries.push_front(Entry {
                 kind,
                 hash,
                 text: text.to_string(),
                 limits: *limits,
+                bytes,
                 compiled: compiled.clone(),
             });
-            let capacity = kept.capacity;
-            kept.entries.truncate(capacity);
+            kept.bytes += bytes;
+            kept.shrink();
         }
         Ok(compiled)
     }
 
     /// Forgets every kept grammar (the options they were compiled under changed).
     pub(crate) fn clear(&self) {
-        self.kept().entries.clear();
+        let mut kept = self.kept();
+        kept.entries.clear();
+        kept.bytes = 0;
     }
 
     /// Keeps at most `capacity` grammars from now on (0: none), the most recent.
     pub(crate) fn set_capacity(&self, capacity: usize) {
         let mut kept = self.kept();
         kept.capacity = capacity;
-        kept.entries.truncate(capacity);
+        kept.shrink();
+    }
+
+    /// Keeps at most `max_bytes` of grammars from now on, the most recent.
+    pub(crate) fn set_max_bytes(&self, max_bytes: usize) {
+        let mut kept = self.kept();
+        kept.max_bytes = max_bytes;
+        kept.shrink();
     }
 
     pub(crate) fn stats(&self) -> GrammarCacheStats {
@@ -165,6 +224,8 @@ impl<V: Clone> GrammarCache<V> {
             misses: self.misses.load(Ordering::Relaxed),
             entries: kept.entries.len(),
             capacity: kept.capacity,
+            bytes: kept.bytes,
+            max_bytes: kept.max_bytes,
         }
     }
 }
@@ -185,7 +246,7 @@ mod tests {
 
     #[test]
     fn kept_grammars_are_found_by_kind_text_and_limits_and_the_oldest_goes_first() {
-        let cache = GrammarCache::new(2);
+        let cache = GrammarCache::new(2, usize::MAX);
         let limits = Limits::DEFAULT;
         let a = r#"root ::= "a""#;
         let b = r#"root ::= "b""#;
@@ -231,8 +292,36 @@ mod tests {
     }
 
     #[test]
+    fn the_bytes_kept_are_bounded_and_a_grammar_larger_than_the_bound_is_not_kept() {
+        let limits = Limits::DEFAULT;
+        let small = r#"root ::= "a""#;
+        let large = r#"root ::= [a-z]{0,40} "@" [a-z]{0,40}"#;
+        let (s, l) = (grammar(small), grammar(large));
+        let (sb, lb) = (s.heap_bytes(), l.heap_bytes());
+        assert!(sb > 0 && lb > 2 * sb, "{sb} {lb}");
+        // Room for the large one alone: keeping the small one beside it drops the older.
+        let cache = GrammarCache::new(8, lb);
+        let keep = |text: &str, g: &CompiledSchema| {
+            cache
+                .get_or_compile(Kind::Gbnf, text, &limits, || Ok::<_, ()>(g.clone()))
+                .unwrap();
+        };
+        keep(large, &l);
+        assert_eq!((cache.stats().entries, cache.stats().bytes), (1, lb));
+        keep(small, &s);
+        assert_eq!((cache.stats().entries, cache.stats().bytes), (1, sb));
+        // Larger than the bound: used, not kept, and nothing else dropped for it.
+        cache.set_max_bytes(lb - 1);
+        keep(large, &l);
+        assert_eq!((cache.stats().entries, cache.stats().bytes), (1, sb));
+        // A lower bound drops what no longer fits.
+        cache.set_max_bytes(sb - 1);
+        assert_eq!((cache.stats().entries, cache.stats().bytes), (0, 0));
+    }
+
+    #[test]
     fn refusals_are_not_kept_and_a_cache_of_no_room_keeps_nothing() {
-        let cache = GrammarCache::new(4);
+        let cache = GrammarCache::new(4, usize::MAX);
         let limits = Limits::DEFAULT;
         for _ in 0..2 {
             let r = cache.get_or_compile(Kind::Gbnf, "bad", &limits, || {

@@ -244,7 +244,9 @@ pub use speculative::SpeculativeStats;
 
 pub use default_model::{DEFAULT_MODEL_FILE, DEFAULT_MODEL_PACKAGE, DEFAULT_MODEL_SHA256};
 pub use error::Error;
-pub use grammar_cache::{GrammarCacheStats, DEFAULT_GRAMMAR_CACHE_CAPACITY};
+pub use grammar_cache::{
+    GrammarCacheStats, DEFAULT_GRAMMAR_CACHE_BYTES, DEFAULT_GRAMMAR_CACHE_CAPACITY,
+};
 pub use model_path::{check_model_file, default_model_path, default_model_path_from};
 pub use nextok_gguf as gguf;
 pub use nextok_sampling as sampling;

@@ -134,11 +134,12 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     ));
 
     let run = args.run.clone();
-    let grammar_cache = args.grammar_cache;
+    let (grammar_cache, grammar_cache_memory) = (args.grammar_cache, args.grammar_cache_memory);
     let loading = tokio::task::spawn_blocking(move || -> anyhow::Result<Scheduler> {
         let mut engine = crate::commands::load_engine(&run)?;
         engine.set_json_schema_options(schema);
         engine.set_grammar_cache_capacity(grammar_cache);
+        engine.set_grammar_cache_bytes(usize::try_from(grammar_cache_memory).unwrap_or(usize::MAX));
         Ok(Scheduler::new(Arc::new(engine), scheduler_options)?)
     });
     let scheduler = tokio::select! {
