@@ -1,4 +1,4 @@
-//! The grammars of the constraints met lately, compiled once and shared.
+//! The grammars (and automata) of the constraints met lately, compiled once and shared.
 //!
 //! A request's constraint is built more than once on its way through: the server checks it
 //! when the request arrives (to refuse a bad schema with a 400), the engine checks it again
@@ -8,9 +8,11 @@
 //! Store's), so each of those compiles was paid in full, the last ones by every other user of
 //! the server. And applications send the same schema with request after request. Here a
 //! grammar is compiled once per (kind, text, limits, options) and kept among the most recently
-//! used; every constraint built from it shares the grammar (and so its terminals' masks, which
-//! the grammar keeps per vocabulary), which is exactly what a fresh compile would have made:
-//! the compile is deterministic, so answers are the same, bit for bit, cached or not.
+//! used; every constraint built from it shares the grammar (and so its terminals' numbers in
+//! the vocabulary's mask cache, and its deferred terminals once built), which is exactly what a
+//! fresh compile would have made: the compile is deterministic, so answers are the same, bit
+//! for bit, cached or not. The automata of patterns and choices are kept the same way, as fresh
+//! constraints that each use clones.
 //!
 //! Refusals are not kept: a schema that does not compile is compiled again when it is sent
 //! again, and refused again.
@@ -52,6 +54,7 @@ impl HeapBytes for nextok_constraints::RegexConstraint {
 /// What the grammar cache has done since the engine was made: a constraint built from a kept
 /// grammar is a hit, one compiled is a miss.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GrammarCacheStats {
     /// Grammars taken from the cache.
     pub hits: u64,
