@@ -444,7 +444,6 @@ impl Engine {
     ) -> Result<Box<dyn Constraint + Send>, Error> {
         use nextok_constraints as c;
         let vocab = self.constraint_vocab()?;
-        let json = self.json_schema.clone().with_limits(*limits);
         // A grammar's, kept (`grammars`) or compiled.
         let grammar =
             |kind, text: &str, compile: &dyn Fn() -> Result<Arc<c::Grammar>, c::Error>| {
@@ -476,7 +475,11 @@ impl Engine {
                 limits,
                 || c::RegexConstraint::from_regex_with_limits(pattern, &vocab, limits),
             )?),
-            ConstraintSpec::Json => Box::new(c::json_any(&vocab, &json)?),
+            // Any JSON value: the schema `true`'s grammar, kept as any schema's.
+            ConstraintSpec::Json => {
+                let compiled = self.check_json_schema(&serde_json::Value::Bool(true), limits)?;
+                Box::new(c::GrammarConstraint::new(compiled.grammar, &vocab))
+            }
             ConstraintSpec::JsonSchema(schema) => {
                 let compiled = self.check_json_schema(schema, limits)?;
                 Box::new(c::GrammarConstraint::new(compiled.grammar, &vocab))

@@ -982,6 +982,7 @@ fn a_requests_grammar_is_compiled_once_and_answers_as_a_fresh_one() {
         ConstraintSpec::Lark(r#"start: ("hello" | "the" | "user")+"#.into()),
         ConstraintSpec::Regex("(hello|the|user| )+".into()),
         ConstraintSpec::Choice(vec!["hello the".into(), "the user".into(), "user".into()]),
+        ConstraintSpec::Json,
     ];
     let run = |engine: &Arc<Engine>, spec: &ConstraintSpec| {
         let scheduler = Scheduler::new(engine.clone(), options(8)).expect("valid options");
@@ -1018,8 +1019,8 @@ fn a_requests_grammar_is_compiled_once_and_answers_as_a_fresh_one() {
     }
     // Without the cache, every check and every completion compiled.
     let stats = fresh.grammar_cache_stats();
-    assert_eq!((stats.misses, stats.hits, stats.entries), (20, 0, 0));
-    assert_eq!(kept.grammar_cache_stats().entries, 5);
+    assert_eq!((stats.misses, stats.hits, stats.entries), (24, 0, 0));
+    assert_eq!(kept.grammar_cache_stats().entries, 6);
     let mut changed = Arc::into_inner(kept).expect("the schedulers are gone");
     changed.set_json_schema_options(nextok::constraints::JsonOptions::default().with_strict(true));
     // The automata of patterns and choices do not depend on the schema options.
