@@ -604,6 +604,63 @@ impl Dfa {
         })
     }
 
+    /// [`Dfa::explore_raw`] for states that are lists (a list of automata's states, a bitset):
+    /// `next` writes a state's successor into one buffer (`false`: dead), which is looked up
+    /// by its slice, so that only a new state is allocated. A list made per transition and
+    /// dropped when the state was known was most of the time of such explorations.
+    fn explore_lists<T: Copy + Hash + Eq>(
+        start: Vec<T>,
+        mut next: impl FnMut(&[T], u8, &mut Vec<T>) -> bool,
+        what: &str,
+        classes: &[u8; 256],
+    ) -> Result<Explored<Box<[T]>>, Error> {
+        let (class_of, reps) = dense_classes(classes);
+        let k = reps.len();
+        let start: Box<[T]> = start.into();
+        let mut ids: FxMap<Box<[T]>, u32> = FxMap::default();
+        ids.insert(start.clone(), 1);
+        let mut keys: Vec<Box<[T]>> = vec![start];
+        // Raw table with `k` columns; row 0 is the dead state, state i has row i.
+        let mut raw: Vec<u32> = zeroed_table(2 * k);
+        let (mut at, mut out): (Vec<T>, Vec<T>) = (Vec::new(), Vec::new());
+        let mut i = 0;
+        while i < keys.len() {
+            at.clear();
+            at.extend_from_slice(&keys[i]);
+            for (c, &rep) in reps.iter().enumerate() {
+                out.clear();
+                if !next(&at, rep, &mut out) {
+                    continue;
+                }
+                let id = match ids.get(out.as_slice()) {
+                    Some(&id) => id,
+                    None => {
+                        if keys.len() >= STATE_LIMIT {
+                            return Err(Error::TooLarge {
+                                what: what.to_string(),
+                                limit: STATE_LIMIT,
+                            });
+                        }
+                        let id = keys.len() as u32 + 1;
+                        let key: Box<[T]> = out.as_slice().into();
+                        ids.insert(key.clone(), id);
+                        keys.push(key);
+                        raw.extend(std::iter::repeat_n(0, k));
+                        id
+                    }
+                };
+                raw[(i + 1) * k + c] = id;
+            }
+            i += 1;
+        }
+        Ok(Explored {
+            raw,
+            k,
+            class_of,
+            keys,
+        })
+    }
+
     /// Prunes, renumbers and compresses a raw table of `k` columns (`class_of` maps bytes to
     /// columns).
     fn from_raw(
@@ -899,10 +956,10 @@ impl Dfa {
         let mut start = vec![0u64; words];
         set(&mut start, 0, one.start);
         enter(&mut start);
-        Dfa::explore(
+        let explored = Dfa::explore_lists(
             start,
-            |k, b| {
-                let mut out = vec![0u64; words];
+            |k, b, out| {
+                out.resize(words, 0);
                 let mut any = false;
                 for (w, &word) in k.iter().enumerate() {
                     let mut bits = word;
@@ -911,24 +968,22 @@ impl Dfa {
                         bits &= bits - 1;
                         let t = one.next((at % n) as u32, b);
                         if t != DEAD {
-                            set(&mut out, at / n, t);
+                            set(out, at / n, t);
                             any = true;
                         }
                     }
                 }
-                if !any {
-                    return None;
+                if any {
+                    enter(out);
                 }
-                enter(&mut out);
-                Some(out)
-            },
-            |k| {
-                (min.max(1) - 1..max)
-                    .any(|i| (1..n as u32).any(|s| has(k, i, s) && one.is_accept(s)))
+                any
             },
             "repetition",
             &one.classes,
-        )
+        )?;
+        Ok(explored.automaton(|k| {
+            (min.max(1) - 1..max).any(|i| (1..n as u32).any(|s| has(k, i, s) && one.is_accept(s)))
+        }))
     }
 
     /// The automaton of a pattern determinized over its positions (Glushkov's construction):
@@ -2606,68 +2661,30 @@ impl Dfa {
     }
 
     /// [`Dfa::union_all`] of two or more automata, none empty, built. A state is the list of
-    /// (automaton, its state) for those not dead, in the automata's order; each successor is
-    /// written into one buffer and looked up by its slice, so that only a new state is
-    /// allocated (a list made and dropped per transition was most of the union of tsconfig's
-    /// and jsconfig's `lib`, fourteen branches under some sixty classes).
+    /// (automaton, its state) for those not dead, in the automata's order
+    /// ([`Dfa::explore_lists`]: a list made and dropped per transition was most of the union
+    /// of tsconfig's and jsconfig's `lib`, fourteen branches under some sixty classes).
     fn united(dfas: &[Dfa]) -> Result<Dfa, Error> {
         let mut classes = *dfas[0].classes;
         for d in &dfas[1..] {
             classes = refine(&classes, &d.classes);
         }
-        let (class_of, reps) = dense_classes(&classes);
-        let k = reps.len();
-        let start: Box<[(u32, u32)]> = (0..dfas.len() as u32)
+        let start: Vec<(u32, u32)> = (0..dfas.len() as u32)
             .zip(dfas.iter().map(|d| d.start))
             .collect();
-        let mut ids: FxMap<Box<[(u32, u32)]>, u32> = FxMap::default();
-        ids.insert(start.clone(), 1);
-        let mut keys: Vec<Box<[(u32, u32)]>> = vec![start];
-        // Raw table with `k` columns; row 0 is the dead state, state i has row i.
-        let mut raw: Vec<u32> = zeroed_table(2 * k);
-        let mut at: Vec<(u32, u32)> = Vec::new();
-        let mut next: Vec<(u32, u32)> = Vec::new();
-        let mut i = 0;
-        while i < keys.len() {
-            at.clear();
-            at.extend_from_slice(&keys[i]);
-            for (c, &rep) in reps.iter().enumerate() {
-                next.clear();
+        let explored = Dfa::explore_lists(
+            start,
+            |at, x, next| {
                 next.extend(
                     (at.iter())
-                        .map(|&(a, s)| (a, dfas[a as usize].next(s, rep)))
+                        .map(|&(a, s)| (a, dfas[a as usize].next(s, x)))
                         .filter(|&(_, t)| t != DEAD),
                 );
-                if next.is_empty() {
-                    continue;
-                }
-                let id = match ids.get(next.as_slice()) {
-                    Some(&id) => id,
-                    None => {
-                        if keys.len() >= STATE_LIMIT {
-                            return Err(Error::TooLarge {
-                                what: "union".to_string(),
-                                limit: STATE_LIMIT,
-                            });
-                        }
-                        let id = keys.len() as u32 + 1;
-                        let key: Box<[(u32, u32)]> = next.as_slice().into();
-                        ids.insert(key.clone(), id);
-                        keys.push(key);
-                        raw.extend(std::iter::repeat_n(0, k));
-                        id
-                    }
-                };
-                raw[(i + 1) * k + c] = id;
-            }
-            i += 1;
-        }
-        let explored = Explored {
-            raw,
-            k,
-            class_of,
-            keys,
-        };
+                !next.is_empty()
+            },
+            "union",
+            &classes,
+        )?;
         Ok(explored.automaton(|at| at.iter().any(|&(a, s)| dfas[a as usize].is_accept(s))))
     }
 
