@@ -336,9 +336,10 @@ impl Engine {
     /// Keeps the grammars of at most `capacity` constraints (JSON Schemas, GBNF and Lark
     /// grammars) and the automata of as many patterns and choices, the most recently used, so
     /// that a constraint met again is not compiled again (default
-    /// [`DEFAULT_GRAMMAR_CACHE_CAPACITY`](crate::DEFAULT_GRAMMAR_CACHE_CAPACITY); 0 keeps none). A request's constraint is built when the request is checked and again for
-    /// each of its completions when the scheduler admits it, on the scheduler's thread; with
-    /// its grammar kept, only the first of those compiles.
+    /// [`DEFAULT_GRAMMAR_CACHE_CAPACITY`](crate::DEFAULT_GRAMMAR_CACHE_CAPACITY); 0 keeps none).
+    /// A request's constraint is built when the request is checked and again for each of its
+    /// completions when the scheduler admits it, on the scheduler's thread; with its grammar
+    /// kept, only the first of those compiles.
     ///
     /// ```no_run
     /// use nextok::{ConstraintSpec, Engine, EngineOptions};
@@ -444,54 +445,59 @@ impl Engine {
     ) -> Result<Box<dyn Constraint + Send>, Error> {
         use nextok_constraints as c;
         let vocab = self.constraint_vocab()?;
-        // A grammar's, kept (`grammars`) or compiled.
-        let grammar =
-            |kind, text: &str, compile: &dyn Fn() -> Result<Arc<c::Grammar>, c::Error>| {
-                let compiled = self.grammars.get_or_compile(kind, text, limits, || {
-                    Ok::<_, c::Error>(CompiledSchema {
-                        grammar: compile()?,
-                        draft: None,
-                        ignored: Vec::new(),
-                    })
-                })?;
-                Ok::<_, Error>(Box::new(c::GrammarConstraint::new(
-                    compiled.grammar,
-                    &vocab,
-                )))
-            };
-        Ok(match spec {
+        let compiled = match spec {
             ConstraintSpec::Choice(choices) => {
                 let text = serde_json::Value::from(choices.clone()).to_string();
-                Box::new(
-                    self.automata
-                        .get_or_compile(Kind::Choice, &text, limits, || {
-                            c::RegexConstraint::from_choices(choices, &vocab)
-                        })?,
-                )
+                let kept = self
+                    .automata
+                    .get_or_compile(Kind::Choice, &text, limits, || {
+                        c::RegexConstraint::from_choices(choices, &vocab)
+                    })?;
+                return Ok(Box::new(kept));
             }
-            ConstraintSpec::Regex(pattern) => Box::new(self.automata.get_or_compile(
-                Kind::Regex,
-                pattern,
-                limits,
-                || c::RegexConstraint::from_regex_with_limits(pattern, &vocab, limits),
-            )?),
+            ConstraintSpec::Regex(pattern) => {
+                let kept = self
+                    .automata
+                    .get_or_compile(Kind::Regex, pattern, limits, || {
+                        c::RegexConstraint::from_regex_with_limits(pattern, &vocab, limits)
+                    })?;
+                return Ok(Box::new(kept));
+            }
             // Any JSON value: the schema `true`'s grammar, kept as any schema's.
             ConstraintSpec::Json => {
-                let compiled = self.check_json_schema(&serde_json::Value::Bool(true), limits)?;
-                Box::new(c::GrammarConstraint::new(compiled.grammar, &vocab))
+                self.check_json_schema(&serde_json::Value::Bool(true), limits)?
             }
-            ConstraintSpec::JsonSchema(schema) => {
-                let compiled = self.check_json_schema(schema, limits)?;
-                Box::new(c::GrammarConstraint::new(compiled.grammar, &vocab))
-            }
+            ConstraintSpec::JsonSchema(schema) => self.check_json_schema(schema, limits)?,
             // Token texts such as `<|im_end|>` are the tokenizer's special tokens.
-            ConstraintSpec::Gbnf(text) => grammar(Kind::Gbnf, text, &|| {
+            ConstraintSpec::Gbnf(text) => self.kept_grammar(Kind::Gbnf, text, limits, || {
                 c::compile_gbnf_for_vocab(text, "root", &vocab, limits)
             })?,
-            ConstraintSpec::Lark(text) => grammar(Kind::Lark, text, &|| {
+            ConstraintSpec::Lark(text) => self.kept_grammar(Kind::Lark, text, limits, || {
                 c::compile_lark_with_limits(text, limits)
             })?,
-        })
+        };
+        Ok(Box::new(c::GrammarConstraint::new(
+            compiled.grammar,
+            &vocab,
+        )))
+    }
+
+    /// The grammar of a GBNF or Lark `text` under `limits`, kept (`grammars`) or compiled, as
+    /// a schema's is kept: with nothing unenforced and no draft.
+    fn kept_grammar(
+        &self,
+        kind: Kind,
+        text: &str,
+        limits: &Limits,
+        compile: impl FnOnce() -> Result<Arc<nextok_constraints::Grammar>, nextok_constraints::Error>,
+    ) -> Result<CompiledSchema, Error> {
+        Ok(self.grammars.get_or_compile(kind, text, limits, || {
+            Ok::<_, nextok_constraints::Error>(CompiledSchema {
+                grammar: compile()?,
+                draft: None,
+                ignored: Vec::new(),
+            })
+        })?)
     }
 
     /// The thread that computes constraint masks while the forward pass runs

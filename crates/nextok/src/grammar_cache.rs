@@ -144,8 +144,8 @@ impl<V: Clone + HeapBytes> GrammarCache<V> {
         }
     }
 
-    /// The kept list; a panic elsewhere while it was held left it whole (each change is one
-    /// call on the deque), so it is used as it is.
+    /// The kept list; a panic elsewhere while it was held left it whole (no change to it
+    /// panics midway), so it is used as it is.
     fn kept(&self) -> std::sync::MutexGuard<'_, Kept<V>> {
         self.kept.lock().unwrap_or_else(|e| e.into_inner())
     }
