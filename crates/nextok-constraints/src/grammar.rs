@@ -546,7 +546,7 @@ impl GrammarBuilder {
             }
             minus_names[t as usize] = Some(m);
         }
-        let unnumbered = vec![u32::MAX; terminals.len()];
+        let unnumbered = vec![u64::MAX; terminals.len()];
         Ok(Grammar {
             syms,
             nt_rules,
@@ -695,7 +695,7 @@ pub struct Grammar {
 /// The vocabulary's serial number and, per terminal, its automaton's number in that vocabulary's
 /// shared mask cache (`u32::MAX` until asked for; serial 0, which no vocabulary has, before
 /// the first).
-type TerminalCache = (u64, Vec<u32>);
+type TerminalCache = (u64, Vec<u64>);
 
 /// A set of tokens: the nonzero words of its bitset, with their indices, when they are few (a
 /// key's or an enum's tokens fill a few words of hundreds), else the whole bitset. Masks are
@@ -1687,16 +1687,16 @@ impl Grammar {
     }
 
     /// Terminal `t`'s automaton's number in `vocab`'s shared mask cache.
-    fn vocab_id(&self, vocab: &TokenVocab, t: u32) -> u32 {
+    fn vocab_id(&self, vocab: &TokenVocab, t: u32) -> u64 {
         let key = vocab.serial();
         // A poisoned lock only means another thread panicked mid-insert; the map is valid.
         let mut guard = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         if guard.0 != key {
             guard.0 = key;
-            guard.1.fill(u32::MAX);
+            guard.1.fill(u64::MAX);
         }
         let id = &mut guard.1[t as usize];
-        if *id == u32::MAX {
+        if *id == u64::MAX {
             *id = vocab.dfa_id(self.dfa(t));
         }
         *id
@@ -2852,5 +2852,65 @@ mod tests {
         // States that read any text for a while skip its subtrees ([`text_reach`]).
         assert!(text_states > 30, "{text_states}");
         assert!(over_budget > 10, "{over_budget}");
+    }
+
+    /// The vocabulary's shared cache keeps at most its bound of automata alive (without one, a
+    /// server that compiled many schemas kept every terminal automaton it had masked), and
+    /// forgetting them changes no mask: a grammar that numbered its terminals before the cache
+    /// was dropped keeps numbers that no other automaton is given.
+    #[test]
+    fn a_bounded_shared_cache_forgets_automata_and_changes_no_mask() {
+        use crate::constraint::{Constraint, GrammarConstraint};
+        let (bounded, plain) = (Arc::new(vocab()), Arc::new(vocab()));
+        // Every automaton met drops those kept before it.
+        bounded.bound_shared_automata(1);
+        let grammars = [
+            (
+                r#"root ::= "ab" [a-z]* "\u00e9" | [0-9]+ "-" "b""#,
+                "abzz\u{e9}",
+            ),
+            (r#"root ::= ("q" | "zz")+ [0-9]{2,4} "-" "#, "qzzq123-"),
+            (
+                r#"root ::= "\"" [^"]* "\"" [ \t]* "ab""#,
+                "\"a-b \u{e9}7\" ab",
+            ),
+        ]
+        .map(|(g, text)| (crate::gbnf::compile_gbnf(g).unwrap(), text));
+        let (mut masks, mut allowed) = (0, 0);
+        // Each grammar twice, the others between: its second constraints meet a cache that
+        // forgot its automata (and numbered others since).
+        for round in 0..2 {
+            for (g, text) in &grammars {
+                let mut a = GrammarConstraint::new(Arc::clone(g), &bounded);
+                let mut b = GrammarConstraint::new(Arc::clone(g), &plain);
+                let mut rest = text.as_bytes();
+                let (mut ma, mut mb) = (bounded.empty_mask(), plain.empty_mask());
+                while !rest.is_empty() {
+                    a.fill_mask(&mut ma).unwrap();
+                    b.fill_mask(&mut mb).unwrap();
+                    assert_eq!(ma, mb, "round {round}, {text:?} before {rest:?}");
+                    masks += 1;
+                    allowed += ma.iter().map(|w| w.count_ones()).sum::<u32>();
+                    // The longest allowed token that the text goes on with.
+                    let t = (0..bounded.len() as u32)
+                        .filter(|&t| ma[(t >> 6) as usize] >> (t & 63) & 1 == 1)
+                        .filter(|&t| {
+                            let bytes = bounded.token_bytes(t).unwrap_or_default();
+                            !bytes.is_empty() && rest.starts_with(bytes)
+                        })
+                        .max_by_key(|&t| bounded.token_bytes(t).map_or(0, <[u8]>::len))
+                        .unwrap_or_else(|| panic!("{text:?}: no token for {rest:?}"));
+                    rest = &rest[bounded.token_bytes(t).map_or(0, <[u8]>::len)..];
+                    a.advance(t).unwrap();
+                    b.advance(t).unwrap();
+                }
+            }
+        }
+        assert!(
+            masks > 30 && allowed > 1000,
+            "{masks} masks, {allowed} allowed"
+        );
+        assert_eq!(bounded.bound_shared_automata(1), 1);
+        assert!(plain.bound_shared_automata(usize::MAX) > 6);
     }
 }

@@ -11,20 +11,61 @@ use crate::Error;
 
 /// Terminal masks shared by every grammar built on one vocabulary: automata get a number the
 /// first time a grammar uses them, and masks are kept per (number, state).
-#[derive(Debug, Default)]
+///
+/// Numbers are never given twice, so that the whole cache can be dropped while grammars hold
+/// numbers: a number still names its automaton, whose masks are then computed again. An
+/// automaton met again after a drop gets a new number.
+#[derive(Debug)]
 pub(crate) struct SharedMasks {
-    ids: FxMap<Arc<Dfa>, u32>,
+    ids: FxMap<Arc<Dfa>, u64>,
+    /// The number the next automaton gets.
+    next_id: u64,
     /// Keyed by small integers: a fast hash (no SipHash), and room reserved up front, since a
     /// table that grows rehashes every entry inside one mask (milliseconds once it is large).
-    masks: FxMap<(u32, u32), Arc<TerminalMask>>,
+    masks: FxMap<(u64, u32), Arc<TerminalMask>>,
     /// Per automaton number, its radii (computed with the first mask whose walk needs them).
-    radii: FxMap<u32, Arc<Radii>>,
+    radii: FxMap<u64, Arc<Radii>>,
     /// Words of mask memory held, to bound the cache.
     words: usize,
+    /// Bytes of the automata numbered, which the cache keeps alive after their grammars are
+    /// gone, to bound the cache.
+    automata_bytes: usize,
+    /// The most bytes of automata kept ([`SHARED_AUTOMATA_BYTES`]; less in tests).
+    automata_bound: usize,
+}
+
+impl Default for SharedMasks {
+    fn default() -> Self {
+        SharedMasks {
+            ids: FxMap::default(),
+            next_id: 0,
+            masks: FxMap::default(),
+            radii: FxMap::default(),
+            words: 0,
+            automata_bytes: 0,
+            automata_bound: SHARED_AUTOMATA_BYTES,
+        }
+    }
+}
+
+impl SharedMasks {
+    /// Forgets every automaton, mask and radius (numbers given stay given).
+    fn clear(&mut self) {
+        self.ids.clear();
+        self.masks.clear();
+        self.radii.clear();
+        self.words = 0;
+        self.automata_bytes = 0;
+    }
 }
 
 /// Most mask memory the shared cache keeps (in u64 words: 32 MiB); past it, it starts afresh.
 const SHARED_WORDS: usize = 4 << 20;
+
+/// Most bytes of numbered automata the shared cache keeps alive; past it, it starts afresh.
+/// Without a bound, a server that compiled many schemas kept every terminal automaton it had
+/// ever masked.
+const SHARED_AUTOMATA_BYTES: usize = 32 << 20;
 
 /// Entries the shared mask table reserves when it takes its first mask.
 const SHARED_MASKS_RESERVED: usize = 1 << 14;
@@ -562,17 +603,35 @@ impl TokenVocab {
     }
 
     /// The number of automaton `dfa` in this vocabulary's shared mask cache.
-    pub(crate) fn dfa_id(&self, dfa: &Arc<Dfa>) -> u32 {
+    pub(crate) fn dfa_id(&self, dfa: &Arc<Dfa>) -> u64 {
         let mut g = self.shared.lock().unwrap_or_else(|p| p.into_inner());
-        let n = g.ids.len() as u32;
-        *g.ids.entry(Arc::clone(dfa)).or_insert(n)
+        if let Some(&id) = g.ids.get(dfa) {
+            return id;
+        }
+        let bytes = dfa.heap_bytes();
+        if g.automata_bytes + bytes > g.automata_bound {
+            g.clear();
+        }
+        let id = g.next_id;
+        g.next_id += 1;
+        g.automata_bytes += bytes;
+        g.ids.insert(Arc::clone(dfa), id);
+        id
+    }
+
+    /// Bounds the bytes of automata the shared cache keeps, and says how many it keeps now.
+    #[cfg(test)]
+    pub(crate) fn bound_shared_automata(&self, bytes: usize) -> usize {
+        let mut g = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        g.automata_bound = bytes;
+        g.ids.len()
     }
 
     /// The mask of automaton number `id` (which is `dfa`) in `state`, computed once (with
     /// `walk`, walked from the trie even where it reads one byte at a time).
     pub(crate) fn terminal_mask(
         &self,
-        id: u32,
+        id: u64,
         dfa: &Dfa,
         state: u32,
         walk: bool,
@@ -621,7 +680,7 @@ impl TokenVocab {
     }
 
     /// The cached mask of automaton `id` in `state`, if computed.
-    pub(crate) fn cached_terminal_mask(&self, id: u32, state: u32) -> Option<Arc<TerminalMask>> {
+    pub(crate) fn cached_terminal_mask(&self, id: u64, state: u32) -> Option<Arc<TerminalMask>> {
         // A poisoned lock only means another thread panicked mid-insert; the maps stay valid.
         self.shared
             .lock()
@@ -635,7 +694,7 @@ impl TokenVocab {
     /// cached under two keys counts twice toward the cache's bound.
     pub(crate) fn insert_terminal_mask(
         &self,
-        id: u32,
+        id: u64,
         state: u32,
         m: impl Into<Arc<TerminalMask>>,
     ) -> Arc<TerminalMask> {
@@ -644,13 +703,13 @@ impl TokenVocab {
         if g.masks.capacity() == 0 {
             g.masks.reserve(SHARED_MASKS_RESERVED);
         }
-        g.words += m.inside.words() + (m.exits.len() + m.ends.len()) / 2;
-        if g.words > SHARED_WORDS {
-            // Radii go too: they are rebuilt with the next first mask of their automaton.
-            g.masks.clear();
-            g.radii.clear();
-            g.words = 0;
+        let words = m.inside.words() + (m.exits.len() + m.ends.len()) / 2;
+        if g.words + words > SHARED_WORDS {
+            // Radii and automata go too: they are rebuilt with the next first mask of their
+            // automaton.
+            g.clear();
         }
+        g.words += words;
         Arc::clone(g.masks.entry((id, state)).or_insert(m))
     }
 
@@ -939,5 +998,33 @@ mod tests {
         }
         assert_eq!(v.trie[v.trie_child(a, b'7').unwrap()].byte, b'7');
         assert_eq!(v.trie_child(a, b'x'), None);
+    }
+
+    /// An automaton numbered after the shared cache was dropped gets a number never given
+    /// before: a grammar holding the number of an automaton from before the drop must not find
+    /// the masks of another under it.
+    #[test]
+    fn numbers_outlive_a_dropped_shared_cache() {
+        let v = TokenVocab::new(vec![b"a".to_vec(), b"b".to_vec(), b"ab".to_vec()], &[]).unwrap();
+        let (a, b) = (
+            Arc::new(Dfa::literal(b"ab")),
+            Arc::new(Dfa::from_regex("b+").unwrap()),
+        );
+        let first = v.dfa_id(&a);
+        assert_eq!(v.dfa_id(&a), first);
+        let start = a.start();
+        v.terminal_mask(first, &a, start, false);
+        assert!(v.cached_terminal_mask(first, start).is_some());
+        // Any automaton now drops those kept.
+        v.bound_shared_automata(1);
+        let second = v.dfa_id(&b);
+        assert_ne!(second, first);
+        assert!(v.cached_terminal_mask(first, start).is_none());
+        v.terminal_mask(second, &b, b.start(), false);
+        assert!(v.cached_terminal_mask(first, start).is_none());
+        assert_eq!(v.bound_shared_automata(1), 1);
+        // `a` again, after the drop: a new number.
+        let third = v.dfa_id(&a);
+        assert!(third != first && third != second);
     }
 }
