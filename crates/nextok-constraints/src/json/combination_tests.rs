@@ -3,7 +3,8 @@
 //! `dependentSchemas` with many triggers, on one property or beside `oneOf`, and `oneOf`s
 //! whose branches are told apart without complements (patterns, discriminators under nested
 //! `oneOf`s, closed objects, closed objects whose values never meet the others', repeated
-//! branches) or complemented among a context read through its own branches or of distinct
+//! branches, an optional key pinned apart once objects hold it) or complemented among a
+//! context read through its own branches or of distinct
 //! items, two `oneOf`s merged where one's branches are disjoint, two "some member"
 //! conditions where one implies the other, and `uniqueItems` beside `contains` (two items at
 //! most, or one value outside `contains`). Each instance goes through the constraint byte
@@ -886,5 +887,89 @@ fn one_of_arrays_told_apart_by_an_item_every_common_array_holds_need_no_compleme
     assert!(
         keyword.starts_with("oneOf (branches that may overlap"),
         "{keyword}"
+    );
+}
+
+#[test]
+fn one_of_branches_pinning_an_optional_key_apart_split_on_whether_it_is_held() {
+    // template.json's `forms`: a catch-all (`identifier` missing or none of the known names)
+    // beside one branch per name, none requiring `identifier`. An object holding the key
+    // matches at most the branch of its value and the catch-all; one without it matches the
+    // catch-all and every branch whose other keywords it meets, so only objects holding a
+    // known name (or an unknown one) pass.
+    let known = json!(["a", "b", "c"]);
+    let s = json!({
+        "type": "object",
+        "properties": {"identifier": {"type": "string"}},
+        "oneOf": [
+            {"not": {"required": ["identifier"], "properties": {"identifier": {"enum": known}}}},
+            {"properties": {"identifier": {"enum": ["a"]}}},
+            {"required": ["x"], "properties": {"identifier": {"const": "b"}, "x": {"type": "integer"}}},
+            {"properties": {"identifier": {"enum": ["c"]}}}
+        ]
+    });
+    check(
+        s,
+        &[
+            r#"{"identifier":"a"}"#,
+            r#"{"identifier":"a","x":"s"}"#,
+            r#"{"identifier":"b","x":1}"#,
+            r#"{"identifier":"c","y":[]}"#,
+            r#"{"identifier":"z"}"#,
+            r#"{"identifier":"z","x":1}"#,
+        ],
+        &[
+            "{}",
+            r#"{"x":1}"#,
+            r#"{"identifier":"b"}"#,
+            r#"{"identifier":"b","x":"s"}"#,
+            r#"{"identifier":1}"#,
+            "[]",
+        ],
+    );
+    // Without the key, each branch's other keywords still tell the branches apart: the part
+    // of each branch without `k` survives, with the other's complement.
+    let s = json!({
+        "type": "object",
+        "oneOf": [
+            {"required": ["x"], "properties": {"k": {"const": "a"}}},
+            {"required": ["y"], "properties": {"k": {"const": "b"}}}
+        ]
+    });
+    check(
+        s,
+        &[
+            r#"{"k":"a","x":1}"#,
+            r#"{"k":"a","x":1,"y":2}"#,
+            r#"{"k":"b","y":1,"x":2}"#,
+            r#"{"x":1}"#,
+            r#"{"y":1}"#,
+        ],
+        &[
+            "{}",
+            r#"{"x":1,"y":1}"#,
+            r#"{"k":"a","y":1}"#,
+            r#"{"k":"c","x":1}"#,
+            r#"{"k":"b","x":1}"#,
+        ],
+    );
+    // Values that share one (`b`) pin nothing apart: the objects of `b`, and those without
+    // `k`, match both.
+    check(
+        json!({"type": "object", "oneOf": [
+            {"properties": {"k": {"enum": ["a", "b"]}}},
+            {"properties": {"k": {"enum": ["b", "c"]}}}
+        ]}),
+        &[r#"{"k":"a"}"#, r#"{"k":"c","j":1}"#],
+        &[r#"{"k":"b"}"#, "{}", r#"{"k":"d"}"#],
+    );
+    // Without `type: object`, every value that is not an object matches both branches.
+    check(
+        json!({"oneOf": [
+            {"properties": {"k": {"const": "a"}}},
+            {"properties": {"k": {"const": "b"}}, "required": ["k"]}
+        ]}),
+        &["{}", r#"{"k":"a"}"#, r#"{"k":"b"}"#, r#"{"j":1}"#],
+        &[r#""s""#, "1", "null", "[]", r#"{"k":"c"}"#],
     );
 }

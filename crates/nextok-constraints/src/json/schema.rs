@@ -236,8 +236,15 @@ impl Schema {
         2u8.hash(h);
         n.keyword_bits().hash(h);
         n.types.map(|t| t.0).hash(h);
-        n.values.as_ref().map(Vec::len).hash(h);
-        n.excluded.as_ref().map(Vec::len).hash(h);
+        // The scalar values themselves, not only how many: the branches of a discriminated
+        // `oneOf` differ only in their `const`, and hashing them alike sent every lookup among
+        // them to a comparison of the whole nodes.
+        for list in [&n.values, &n.excluded] {
+            list.as_ref().map(Vec::len).hash(h);
+            for v in list.iter().flatten() {
+                scalar_into(v, h);
+            }
+        }
         n.reference.as_ref().map(|r| r.target).hash(h);
         n.string.hash(h);
         let (a, o) = (&n.array, &n.object);
@@ -277,6 +284,21 @@ impl Schema {
         for (_, c) in o.properties.iter().flatten() {
             c.shape_into(h, depth - 1);
         }
+    }
+}
+
+/// Hashes what [`Value`]'s equality compares of a scalar (a number by its value, so that
+/// equal numbers hash alike whatever their representation); of an array or an object, only
+/// its kind.
+fn scalar_into(v: &Value, h: &mut impl std::hash::Hasher) {
+    use std::hash::Hash;
+    match v {
+        Value::Null => 0u8.hash(h),
+        Value::Bool(b) => (1u8, b).hash(h),
+        Value::Number(x) => (2u8, x.as_f64().map(f64::to_bits)).hash(h),
+        Value::String(s) => (3u8, s).hash(h),
+        Value::Array(_) => 4u8.hash(h),
+        Value::Object(_) => 5u8.hash(h),
     }
 }
 
