@@ -21,7 +21,9 @@ mod members;
 mod unique;
 mod unique_objects;
 pub(crate) use members::{ObjectSpec, ADDITIONAL};
-pub(crate) use unique::{canonical_value, finite_states, ordered_completions, FiniteSet, Guard};
+pub(crate) use unique::{
+    canonical_array, canonical_value, finite_states, ordered_completions, FiniteSet, Guard,
+};
 pub(crate) use unique_objects::{total_objects, ItemCheck, ItemKey, ItemObject};
 
 /// A grammar symbol while building.

@@ -553,6 +553,16 @@ pub(super) fn skip_ws(text: &[u8], mut i: usize) -> usize {
     i
 }
 
+/// Appends to `out` the canonical form ([`canonical`]) of the array of the items whose
+/// canonical forms are `items`, in order.
+pub(crate) fn canonical_array(items: &[Vec<u8>], out: &mut Vec<u8>) {
+    out.push(b'a');
+    out.extend_from_slice(&(items.len() as u64).to_be_bytes());
+    for v in items {
+        out.extend_from_slice(v);
+    }
+}
+
 /// Appends to `out` the canonical form of the JSON value starting at `text[i]` and returns
 /// where it ends. Two values have the same form exactly when JSON Schema calls them equal:
 /// strings compare decoded, numbers by value (`1`, `1.0`, `10e-1` alike; `-0` is `0`), arrays
@@ -599,11 +609,7 @@ pub(super) fn canonical(text: &[u8], i: usize, out: &mut Vec<u8>, depth: usize) 
                     }
                 }
             }
-            out.push(b'a');
-            out.extend_from_slice(&(items.len() as u64).to_be_bytes());
-            for v in items {
-                out.extend_from_slice(&v);
-            }
+            canonical_array(&items, out);
             Some(j)
         }
         b'{' => {

@@ -50,6 +50,8 @@ pub(super) struct Compiler<'a> {
     memo: HashMap<u64, Vec<(Schema, Sym)>>,
     /// The keys of `memo`'s entries in the order they were added.
     memo_log: Vec<u64>,
+    /// A buffer for [`Compiler::string_literal`]'s quoted text.
+    quoted: Vec<u8>,
 }
 
 /// What the strings of facets `f` without those among `excluded` are kept under: the facets
@@ -188,6 +190,7 @@ impl<'a> Compiler<'a> {
             closing_placed: false,
             memo: HashMap::new(),
             memo_log: Vec::new(),
+            quoted: Vec::new(),
         }
     }
 
@@ -268,7 +271,13 @@ impl<'a> Compiler<'a> {
         if !one_encoding(s) {
             return self.string_terminal(&Dfa::literal(s.as_bytes()));
         }
-        Ok(self.b.literal(format!("\"{s}\"").as_bytes()))
+        // Quoted in a buffer kept for it: the literal is most often one built before.
+        let quoted = &mut self.quoted;
+        quoted.clear();
+        quoted.push(b'"');
+        quoted.extend_from_slice(s.as_bytes());
+        quoted.push(b'"');
+        Ok(self.b.literal(quoted))
     }
 
     /// How deep [`Compiler::schema`] is nested now.
