@@ -817,16 +817,7 @@ impl<'a> Compiler<'a> {
             }
             Value::String(s) => self.string_literal(s),
             Value::Array(a) => {
-                let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
-                let mut parts = vec![lb];
-                for (i, x) in a.iter().enumerate() {
-                    if i > 0 {
-                        parts.push(comma);
-                    }
-                    parts.push(self.const_value(x, path)?);
-                }
-                parts.push(rb);
-                let r = self.seq(&parts);
+                let r = self.const_array(a, path)?;
                 Ok(self.b.alts("const array", vec![r]))
             }
             Value::Object(o) => {
@@ -853,6 +844,22 @@ impl<'a> Compiler<'a> {
             }
             _ => Ok(self.b.literal(compact(v).as_bytes())),
         }
+    }
+
+    /// The symbols of the constant array of items `a`: its brackets, items and commas, with
+    /// optional whitespace between them.
+    pub(super) fn const_array(&mut self, a: &[Value], path: &str) -> Result<Vec<Sym>, Error> {
+        let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
+        let mut parts = Vec::with_capacity(2 * a.len() + 1);
+        parts.push(lb);
+        for (i, x) in a.iter().enumerate() {
+            if i > 0 {
+                parts.push(comma);
+            }
+            parts.push(self.const_value(x, path)?);
+        }
+        parts.push(rb);
+        Ok(self.seq(&parts))
     }
 
     /// Any JSON value except the given scalars (in any of their spellings).

@@ -534,8 +534,13 @@ impl Compiler<'_> {
         tails: &mut Vec<Vec<Sym>>,
     ) -> Result<(), Error> {
         for (j, v) in vs.iter().enumerate() {
-            let value = self.const_value(v, pp)?;
-            tails.push(self.guarded_value(spec, i, j, value, path, head));
+            // An array's symbols go straight into the guarded rule (a property of finitely
+            // many arrays has thousands of them, each a rule of its own otherwise).
+            let value = match v {
+                Value::Array(a) => self.const_array(a, pp)?,
+                v => vec![self.const_value(v, pp)?],
+            };
+            tails.push(self.guarded_rule(spec, i, j, value, path, head));
         }
         Ok(())
     }
@@ -567,8 +572,21 @@ impl Compiler<'_> {
         path: &str,
         head: &[Sym],
     ) -> Vec<Sym> {
+        self.guarded_rule(spec, i, j, vec![value], path, head)
+    }
+
+    /// [`Compiler::guarded_value`] of the value whose rule is `body`.
+    fn guarded_rule(
+        &mut self,
+        spec: u32,
+        i: u32,
+        j: usize,
+        body: Vec<Sym>,
+        path: &str,
+        head: &[Sym],
+    ) -> Vec<Sym> {
         let f = self.b.nt(format_args!("{path} item value {i} {j}"));
-        self.b.rule(f, vec![value]);
+        self.b.rule(f, body);
         self.b.guard_prediction(
             f,
             Guard::Item {
