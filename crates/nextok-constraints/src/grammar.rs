@@ -22,7 +22,8 @@ mod unique;
 mod unique_objects;
 pub(crate) use members::{ObjectSpec, ADDITIONAL};
 pub(crate) use unique::{
-    canonical_array, canonical_value, finite_states, ordered_completions, FiniteSet, Guard,
+    canonical_array, canonical_value, finite_states, ordered_completions, push_string, FiniteSet,
+    Guard,
 };
 pub(crate) use unique_objects::{total_objects, ItemCheck, ItemKey, ItemObject};
 

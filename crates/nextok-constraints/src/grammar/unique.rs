@@ -659,7 +659,9 @@ pub(super) fn canonical(text: &[u8], i: usize, out: &mut Vec<u8>, depth: usize) 
     }
 }
 
-fn push_string(value: &[u8], out: &mut Vec<u8>) {
+/// Appends to `out` the canonical form ([`canonical`]) of the string whose decoded bytes are
+/// `value`.
+pub(crate) fn push_string(value: &[u8], out: &mut Vec<u8>) {
     out.push(b's');
     out.extend_from_slice(&(value.len() as u64).to_be_bytes());
     out.extend_from_slice(value);

@@ -69,7 +69,8 @@ use super::unique::{unbounded, STRING_KEYWORDS};
 use super::unique_split::ZERO;
 use crate::dfa::{Dfa, Kept, DEAD};
 use crate::grammar::{
-    canonical_array, canonical_value, total_objects, Guard, ItemCheck, ItemKey, ItemObject, Sym,
+    canonical_array, canonical_value, push_string, total_objects, Guard, ItemCheck, ItemKey,
+    ItemObject, Sym,
 };
 use crate::Error;
 
@@ -802,14 +803,20 @@ impl Compiler<'_> {
 
 /// The keys of the run-time checks ([`ItemKey`]) for `keys` (of the object at `ip`).
 /// The canonical form of value `v` ([`canonical_value`] of its text), an array's put
-/// together from its items' (a property of finitely many arrays has thousands: writing each
-/// out and reading it back was a fifth of chrome-manifest's `voices`).
+/// together from its items' and a string's from its characters (a property of finitely many
+/// arrays has thousands: writing each out and reading it back was a fifth of
+/// chrome-manifest's `voices`).
 fn canonical_of(v: &Value) -> Option<Vec<u8>> {
     match v {
         Value::Array(items) => {
             let items = items.iter().map(canonical_of).collect::<Option<Vec<_>>>()?;
             let mut out = Vec::new();
             canonical_array(&items, &mut out);
+            Some(out)
+        }
+        Value::String(s) => {
+            let mut out = Vec::with_capacity(s.len() + 9);
+            push_string(s.as_bytes(), &mut out);
             Some(out)
         }
         _ => canonical_value(compact(v).as_bytes()),
@@ -1495,6 +1502,7 @@ mod tests {
             json!([["a\"b", "\u{e9}"], [], [1, 1.0, -0.0, 2e3]]),
             json!([{"b": 1, "a": [true, null]}, "x/y"]),
             json!("plain"),
+            json!("tab\t, quote \" and \u{1F600}"),
             json!({"k": ["v"]}),
         ];
         for v in &values {
