@@ -8,7 +8,9 @@
 //! items, two `oneOf`s merged where one's branches are disjoint, two "some member"
 //! conditions where one implies the other, and `uniqueItems` beside `contains` (two items at
 //! most, or one value outside `contains`). Each instance goes through the constraint byte
-//! by byte (mask checked before every byte) and the grammar's recogniser.
+//! by byte (mask checked before every byte) and the grammar's recogniser; random `oneOf`s of
+//! branches pinning an optional key are checked against a brute-force count of the branches
+//! each object matches.
 
 use serde_json::json;
 
@@ -972,4 +974,90 @@ fn one_of_branches_pinning_an_optional_key_apart_split_on_whether_it_is_held() {
         &["{}", r#"{"k":"a"}"#, r#"{"k":"b"}"#, r#"{"j":1}"#],
         &[r#""s""#, "1", "null", "[]", r#"{"k":"c"}"#],
     );
+}
+
+/// One branch of [`discriminated_one_of`]: the values `k` is pinned to (none: not pinned),
+/// the keys it requires, and whether `x` must be an integer.
+#[derive(Clone, Debug)]
+struct Branch {
+    k: Option<Vec<&'static str>>,
+    required: Vec<&'static str>,
+    x_integer: bool,
+}
+
+fn branches() -> impl proptest::strategy::Strategy<Value = Vec<Branch>> {
+    use proptest::prelude::*;
+    let values = prop::sample::subsequence(vec!["a", "b", "c"], 1..=2);
+    let branch = (
+        prop::option::weighted(0.8, values),
+        prop::sample::subsequence(vec!["k", "x", "y"], 0..=2),
+        any::<bool>(),
+    )
+        .prop_map(|(k, required, x_integer)| Branch {
+            k,
+            required,
+            x_integer,
+        });
+    prop::collection::vec(branch, 2..6)
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+    /// A `oneOf` of object branches that pin an optional key to values (some apart, some
+    /// sharing one), require keys and constrain another, accepts exactly the objects that
+    /// match one branch, by a brute-force count over every object of the keys' values.
+    #[test]
+    fn discriminated_one_of(bs in branches(), closed in proptest::prelude::any::<bool>()) {
+        let one_of: Vec<serde_json::Value> = bs
+            .iter()
+            .map(|b| {
+                let mut props = serde_json::Map::new();
+                if let Some(vs) = &b.k {
+                    props.insert("k".into(), json!({"enum": vs}));
+                }
+                if b.x_integer {
+                    props.insert("x".into(), json!({"type": "integer"}));
+                }
+                json!({"properties": props, "required": b.required})
+            })
+            .collect();
+        let mut schema = json!({"type": "object", "oneOf": one_of});
+        if closed {
+            schema["properties"] = json!({"k": {}, "x": {}, "y": {}});
+            schema["additionalProperties"] = json!(false);
+        }
+        // A schema of no value (two equal branches, say) must have no valid object here.
+        let g = match crate::compile_json_schema(&schema, &crate::JsonOptions::default()) {
+            Ok(g) => Some(g),
+            Err(crate::Error::EmptyLanguage) => None,
+            Err(e) => {
+                return Err(proptest::test_runner::TestCaseError::fail(format!("{schema}: {e}")))
+            }
+        };
+        for k in [None, Some("a"), Some("b"), Some("c"), Some("d")] {
+            for x in [None, Some(json!(1)), Some(json!("s"))] {
+                for y in [None, Some(json!(2))] {
+                    let mut o = serde_json::Map::new();
+                    if let Some(k) = k {
+                        o.insert("k".into(), json!(k));
+                    }
+                    if let Some(x) = &x {
+                        o.insert("x".into(), x.clone());
+                    }
+                    if let Some(y) = &y {
+                        o.insert("y".into(), y.clone());
+                    }
+                    let matches = |b: &Branch| {
+                        k.is_none_or(|k| b.k.as_ref().is_none_or(|vs| vs.contains(&k)))
+                            && b.required.iter().all(|r| o.contains_key(*r))
+                            && !(b.x_integer && x.as_ref().is_some_and(|x| !x.is_i64()))
+                    };
+                    let want = bs.iter().filter(|b| matches(b)).count() == 1;
+                    let text = serde_json::Value::Object(o.clone()).to_string();
+                    let got = g.as_ref().is_some_and(|g| g.recognizes(text.as_bytes()));
+                    proptest::prop_assert_eq!(got, want, "{} on {}", schema, text);
+                }
+            }
+        }
+    }
 }
