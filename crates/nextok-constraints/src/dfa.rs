@@ -770,6 +770,9 @@ impl Dfa {
         for (i, &s) in order.iter().enumerate() {
             let src = &raw[s * k..(s + 1) * k];
             let cols = &mut live_cols[i + 1];
+            // The live columns are gathered in a register, a word written per 64 columns: a
+            // bit set in memory per cell made each cell wait for the previous one's store.
+            let mut word = 0u64;
             for (c, ((d, &t), h)) in tab[(i + 1) * k..(i + 2) * k]
                 .iter_mut()
                 .zip(src)
@@ -779,9 +782,14 @@ impl Dfa {
                 let t = new_id[t as usize];
                 *d = t;
                 *h = (h.rotate_left(5) ^ t as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-                if t != DEAD {
-                    cols[c >> 6] |= 1 << (c & 63);
+                word |= ((t != DEAD) as u64) << (c & 63);
+                if c & 63 == 63 {
+                    cols[c >> 6] = word;
+                    word = 0;
                 }
+            }
+            if k & 63 != 0 {
+                cols[k >> 6] = word;
             }
         }
         // Each column is compared with the first column of its hash, all of them in one pass
@@ -844,17 +852,23 @@ impl Dfa {
         for (i, &s) in order.iter().enumerate() {
             let row = i + 1;
             accept[row] = acc[s];
-            let bytes = &mut livebytes[row];
+            // Gathered in registers and written once (as the live columns above).
+            let mut bytes = [0u64; 4];
             for (w, &word) in live_cols[row].iter().enumerate() {
                 let mut word = word;
                 while word != 0 {
                     let c = w * 64 + word.trailing_zeros() as usize;
                     word &= word - 1;
-                    for (x, y) in bytes.iter_mut().zip(&col_bits[c]) {
-                        *x |= y;
-                    }
+                    let b = &col_bits[c];
+                    bytes = [
+                        bytes[0] | b[0],
+                        bytes[1] | b[1],
+                        bytes[2] | b[2],
+                        bytes[3] | b[3],
+                    ];
                 }
             }
+            livebytes[row] = bytes;
         }
         let start = if order.is_empty() { DEAD } else { 1 };
         Dfa::from_table(classes, stride, trans, accept, start, livebytes)
