@@ -578,16 +578,8 @@ impl Dfa {
                     let id = match ids.get(&k2) {
                         Some(id) => id,
                         None => {
-                            if keys.len() >= STATE_LIMIT {
-                                return Err(Error::TooLarge {
-                                    what: what.to_string(),
-                                    limit: STATE_LIMIT,
-                                });
-                            }
-                            let id = keys.len() as u32 + 1;
-                            ids.insert(k2.clone(), id);
-                            keys.push(k2);
-                            raw.extend(std::iter::repeat_n(0, k));
+                            let id = new_state(&mut keys, &mut raw, k, k2.clone(), what)?;
+                            ids.insert(k2, id);
                             id
                         }
                     };
@@ -635,17 +627,9 @@ impl Dfa {
                 let id = match ids.get(out.as_slice()) {
                     Some(&id) => id,
                     None => {
-                        if keys.len() >= STATE_LIMIT {
-                            return Err(Error::TooLarge {
-                                what: what.to_string(),
-                                limit: STATE_LIMIT,
-                            });
-                        }
-                        let id = keys.len() as u32 + 1;
                         let key: Box<[T]> = out.as_slice().into();
-                        ids.insert(key.clone(), id);
-                        keys.push(key);
-                        raw.extend(std::iter::repeat_n(0, k));
+                        let id = new_state(&mut keys, &mut raw, k, key.clone(), what)?;
+                        ids.insert(key, id);
                         id
                     }
                 };
@@ -2350,19 +2334,11 @@ impl Dfa {
                 if known != 0 {
                     return Ok(known);
                 }
-                if keys.len() >= STATE_LIMIT {
-                    return Err(Error::TooLarge {
-                        what: "difference".to_string(),
-                        limit: STATE_LIMIT,
-                    });
-                }
-                keys.push((a, b));
-                let id = keys.len() as u32;
+                let id = new_state(&mut keys, raw, k, (a, b), "difference")?;
                 match b {
                     0 => off_pairs[a as usize] = id,
                     _ => node_pairs[b as usize] = (a, id),
                 }
-                raw.extend(std::iter::repeat_n(DEAD, k));
                 live.push([0; 4]);
                 Ok(id)
             };
@@ -4107,6 +4083,27 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     out
+}
+
+/// Numbers `key` as the next state of an exploration (`keys.len() + 1`: row 0 is the dead
+/// state) and adds its row of `k` columns to the raw table `raw`; refused past
+/// [`STATE_LIMIT`] states, naming `what` was explored.
+fn new_state<K>(
+    keys: &mut Vec<K>,
+    raw: &mut Vec<u32>,
+    k: usize,
+    key: K,
+    what: &str,
+) -> Result<u32, Error> {
+    if keys.len() >= STATE_LIMIT {
+        return Err(Error::TooLarge {
+            what: what.to_string(),
+            limit: STATE_LIMIT,
+        });
+    }
+    keys.push(key);
+    raw.extend(std::iter::repeat_n(0, k));
+    Ok(keys.len() as u32)
 }
 
 /// A zeroed table of `len` cells (`DEAD` everywhere), for an automaton's transitions.
