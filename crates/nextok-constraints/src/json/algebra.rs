@@ -1323,6 +1323,10 @@ pub(super) fn exactly_one(
         Ok(b)
     };
     let pins: Vec<Vec<(&str, &[Value])>> = resolved.iter().map(pinned_properties).collect();
+    // Whether branch j repeats an earlier one (each branch's complement is taken once).
+    let copy: Vec<bool> = (0..n)
+        .map(|j| (0..j).any(|k| branches[k] == branches[j]))
+        .collect();
     for i in 0..branches.len() {
         if repeated(i) {
             out.push(Schema::Never);
@@ -1330,9 +1334,7 @@ pub(super) fn exactly_one(
         }
         // The branches other than i (a repeated one once), less those `skip` takes.
         let others = |skip: &dyn Fn(usize) -> bool| -> Vec<usize> {
-            (0..n)
-                .filter(|&j| j != i && !(0..j).any(|k| branches[k] == branches[j]) && !skip(j))
-                .collect()
+            (0..n).filter(|&j| j != i && !copy[j] && !skip(j)).collect()
         };
         // A discriminator: a property that branch i and others pin to values apart. An object
         // of branch i holding it matches none of those others, so it needs only the other

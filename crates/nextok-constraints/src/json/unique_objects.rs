@@ -63,15 +63,12 @@ use serde_json::Value;
 use super::algebra::{disjoint, normalize, value_schema};
 use super::compile::Compiler;
 use super::number::{number_dfa, Decimal};
-use super::schema::{compact, invalid, json_eq, unsupported, Node, NumberFacets, Schema, TypeSet};
+use super::schema::{invalid, json_eq, unsupported, Node, NumberFacets, Schema, TypeSet};
 use super::string::{is_long, string_content, without_strings};
-use super::unique::{unbounded, STRING_KEYWORDS};
+use super::unique::{canonical_of, unbounded, STRING_KEYWORDS};
 use super::unique_split::ZERO;
 use crate::dfa::{Dfa, Kept, DEAD};
-use crate::grammar::{
-    canonical_array, canonical_value, push_string, total_objects, Guard, ItemCheck, ItemKey,
-    ItemObject, Sym,
-};
+use crate::grammar::{total_objects, Guard, ItemCheck, ItemKey, ItemObject, Sym};
 use crate::Error;
 
 /// How a property's value is written in the item's rules.
@@ -802,27 +799,6 @@ impl Compiler<'_> {
 }
 
 /// The keys of the run-time checks ([`ItemKey`]) for `keys` (of the object at `ip`).
-/// The canonical form of value `v` ([`canonical_value`] of its text), an array's put
-/// together from its items' and a string's from its characters (a property of finitely many
-/// arrays has thousands: writing each out and reading it back was a fifth of
-/// chrome-manifest's `voices`).
-fn canonical_of(v: &Value) -> Option<Vec<u8>> {
-    match v {
-        Value::Array(items) => {
-            let items = items.iter().map(canonical_of).collect::<Option<Vec<_>>>()?;
-            let mut out = Vec::new();
-            canonical_array(&items, &mut out);
-            Some(out)
-        }
-        Value::String(s) => {
-            let mut out = Vec::with_capacity(s.len() + 9);
-            push_string(s.as_bytes(), &mut out);
-            Some(out)
-        }
-        _ => canonical_value(compact(v).as_bytes()),
-    }
-}
-
 fn spec_keys(keys: &[Key], ip: &str) -> Result<Vec<ItemKey>, Error> {
     let mut out = Vec::with_capacity(keys.len());
     for key in keys {
@@ -859,7 +835,7 @@ fn spec_keys(keys: &[Key], ip: &str) -> Result<Vec<ItemKey>, Error> {
             Domain::Integer(_, pinned, _) | Domain::Number(_, pinned) => {
                 for (v, _) in pinned {
                     k.pinned.push(
-                        canonical_value(compact(v).as_bytes())
+                        canonical_of(v)
                             .ok_or_else(|| invalid(ip, "internal: a number that is not JSON"))?,
                     );
                 }
@@ -868,7 +844,7 @@ fn spec_keys(keys: &[Key], ip: &str) -> Result<Vec<ItemKey>, Error> {
                 let zero = numbers.as_ref().map(|_| Value::from(0));
                 for v in vs.iter().chain(&zero) {
                     k.pinned.push(
-                        canonical_value(compact(v).as_bytes())
+                        canonical_of(v)
                             .ok_or_else(|| invalid(ip, "internal: a value that is not JSON"))?,
                     );
                 }
@@ -1486,40 +1462,4 @@ pub(super) fn finite_values(s: &Schema) -> Option<Vec<Value>> {
         values.extend([Value::Bool(true), Value::Bool(false)]);
     }
     Some(values)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    /// An array's canonical form put together from its items' is the form of its text.
-    #[test]
-    fn canonical_forms_put_together_equal_those_read_from_text() {
-        let values = [
-            json!([]),
-            json!(["start", "word"]),
-            json!([["a\"b", "\u{e9}"], [], [1, 1.0, -0.0, 2e3]]),
-            json!([{"b": 1, "a": [true, null]}, "x/y"]),
-            json!("plain"),
-            json!("tab\t, quote \" and \u{1F600}"),
-            json!({"k": ["v"]}),
-        ];
-        for v in &values {
-            assert_eq!(
-                canonical_of(v),
-                canonical_value(compact(v).as_bytes()),
-                "{v}"
-            );
-        }
-        // Equal values by JSON Schema's equality have equal forms, whatever their spelling.
-        assert_eq!(
-            canonical_of(&json!([1, "a"])),
-            canonical_of(&json!([1.0, "a"]))
-        );
-        assert_ne!(
-            canonical_of(&json!(["a", "b"])),
-            canonical_of(&json!(["b", "a"]))
-        );
-    }
 }

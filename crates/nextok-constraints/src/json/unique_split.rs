@@ -41,9 +41,9 @@ use serde_json::Value;
 use super::algebra::{exactly_one, merge, normalize};
 use super::compile::Compiler;
 use super::number::{number_dfa, Decimal};
-use super::schema::{compact, invalid, json_eq, unsupported, Node, NumberFacets, Schema, TypeSet};
+use super::schema::{invalid, json_eq, unsupported, Node, NumberFacets, Schema, TypeSet};
 use super::string::{is_long, string_content, without_strings};
-use super::unique::unbounded;
+use super::unique::{canonical_of, unbounded};
 use crate::dfa::Dfa;
 use crate::grammar::{canonical_value, ordered_completions, FiniteSet, Guard, Sym};
 use crate::Error;
@@ -556,7 +556,7 @@ impl Compiler<'_> {
         }
         let mut fresh: Vec<(Vec<u8>, Sym)> = Vec::new();
         for v in &parts.fresh {
-            let c = canonical_value(compact(v).as_bytes())
+            let c = canonical_of(v)
                 .ok_or_else(|| invalid(ip, "internal: an enum value that is not JSON"))?;
             fresh.push((c, self.const_value(v, ip)?));
         }
