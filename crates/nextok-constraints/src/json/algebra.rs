@@ -3,7 +3,7 @@
 //! exactly or refusing, and a sufficient test for disjointness (for `oneOf`).
 
 use super::schema::{
-    invalid, json_eq, named, unsupported, Node, ObjectFacets, Schema, SomeMember, TypeSet,
+    invalid, json_eq, named, unsupported, Node, ObjectFacets, RefGraph, Schema, SomeMember, TypeSet,
 };
 use serde_json::Value;
 
@@ -41,7 +41,7 @@ pub(super) fn normalize(
     if let Some(n) = known {
         return Ok(n);
     }
-    let n = normalize_fresh(table, node, path, depth)?;
+    let n = ComplementNesting::outside(|| normalize_fresh(table, node, path, depth))?;
     if again {
         NORMALIZED.with(|m| {
             if let Some(m) = m.borrow_mut().as_mut() {
@@ -72,7 +72,17 @@ thread_local! {
 struct NormalMemo {
     met: FxSet<(usize, usize)>,
     kept: FxMap<(usize, usize), (Arc<Node>, Schema)>,
+    /// The complements of reference targets built so far, by table and target, each with
+    /// its context ([`known_complement`]).
+    complements: FxMap<(usize, usize), Vec<InContext>>,
+    /// Which targets refer back to themselves, by table and target ([`recursive_target`]).
+    recursive: FxMap<(usize, usize), bool>,
+    /// The references of the last table asked about, by its address.
+    graph: Option<(usize, RefGraph)>,
 }
+
+/// A complement, with the context it was built among (`None`: every value).
+type InContext = (Option<Schema>, Schema);
 
 /// Keeps [`normalize`]'s results on this thread from its making to its drop (the outermost
 /// one, where compiles nest): a compile's nodes and table live that long.
@@ -537,6 +547,7 @@ pub(super) fn complement_in(
         Schema::Never => return Ok(Schema::Any),
         Schema::Node(n) => n,
     };
+    let nesting = ComplementNesting::enter();
     let refuse = |k: &str| Err(unsupported(format!("not ({k})"), path));
     let typed = |t: TypeSet, mut node: Node| {
         node.types = Some(t);
@@ -547,14 +558,30 @@ pub(super) fn complement_in(
         let target = table
             .get(r.target)
             .ok_or_else(|| invalid(path, "$ref target not found"))?;
-        match Complementing::enter(r.target) {
+        // Inside another complement, a recursive target's complement is left as `not` of
+        // the reference at once: expanded there, it would be expanded again inside itself
+        // until its own recursion closed, in a different form for every complement it is
+        // met in (utam-page-object's argument and selector, each holding the other), each
+        // form compiled on its own. Left as a reference, it is expanded once where it is
+        // compiled, the same schema wherever it is met.
+        let expand = nesting.top() || !recursive_target(table, r.target);
+        match Complementing::enter(r.target).filter(|_| expand) {
             Some(_open) => {
-                let target = normalize(table, target, &r.uri, depth + 1)?;
-                branches.push(complement_in(table, &target, path, depth + 1, ctx)?);
+                let c = match known_complement(table, r.target, ctx) {
+                    Some(c) => c,
+                    None => {
+                        let target = normalize(table, target, &r.uri, depth + 1)?;
+                        let c = complement_in(table, &target, path, depth + 1, ctx)?;
+                        keep_complement(table, r.target, ctx, &c);
+                        c
+                    }
+                };
+                branches.push(c);
             }
             // The complement of a recursive target refers to itself: it stays `not` of the
             // reference, expanded one level where it is compiled (its own recursion closing
-            // the same way), so the complement is a recursive rule, not an unrolling.
+            // the same way), so the complement is a recursive rule, not an unrolling. Never
+            // `not` of a target that is not recursive (those are always expanded).
             None => branches.push(Schema::node(Node {
                 not: Some(Schema::node(Node {
                     reference: Some(r.clone()),
@@ -1240,6 +1267,96 @@ impl Complementing {
             Some(Complementing)
         })
     }
+}
+
+std::thread_local! {
+    /// How many [`complement_in`] calls are open on this thread since the innermost
+    /// [`normalize`] (see [`ComplementNesting`]).
+    static NESTING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// One open [`complement_in`] call, counted in [`NESTING`] while it lives. A normal form is
+/// made outside any complement ([`ComplementNesting::outside`]), so that what [`normalize`]
+/// returns, and keeps, is the same wherever it is asked for.
+struct ComplementNesting;
+
+impl ComplementNesting {
+    fn enter() -> ComplementNesting {
+        NESTING.with(|n| n.set(n.get() + 1));
+        ComplementNesting
+    }
+
+    /// Whether this call is the outermost complement (not one inside another).
+    fn top(&self) -> bool {
+        NESTING.with(|n| n.get() == 1)
+    }
+
+    /// `f` run as if no complement were open (the count restored after it, however it ends).
+    fn outside<T>(f: impl FnOnce() -> T) -> T {
+        struct Restore(usize);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                NESTING.with(|n| n.set(self.0));
+            }
+        }
+        let _restore = Restore(NESTING.with(|n| n.replace(0)));
+        f()
+    }
+}
+
+impl Drop for ComplementNesting {
+    fn drop(&mut self) {
+        NESTING.with(|n| n.set(n.get() - 1));
+    }
+}
+
+/// Whether reference target `target` of `table` refers back to itself ([`RefGraph`]), kept
+/// for the compile; `false` outside a compile (where nothing is kept).
+fn recursive_target(table: &[Schema], target: usize) -> bool {
+    NORMALIZED.with(|m| {
+        let mut m = m.borrow_mut();
+        let Some(m) = m.as_mut() else {
+            return false;
+        };
+        let key = (table.as_ptr() as usize, target);
+        if let Some(&r) = m.recursive.get(&key) {
+            return r;
+        }
+        if m.graph.as_ref().is_none_or(|(t, _)| *t != key.0) {
+            m.graph = Some((key.0, RefGraph::new(table)));
+        }
+        let r = m.graph.as_ref().is_some_and(|(_, g)| g.recursive(target));
+        m.recursive.insert(key, r);
+        r
+    })
+}
+
+/// The complement of reference target `target` among the values of `ctx` built before in
+/// this compile. Kept so that a complement met again is the same schema (the compiler then
+/// compiles it once), whatever other complements were open where it was built.
+fn known_complement(table: &[Schema], target: usize, ctx: Option<&Schema>) -> Option<Schema> {
+    NORMALIZED.with(|m| {
+        let m = m.borrow();
+        let kept = m
+            .as_ref()?
+            .complements
+            .get(&(table.as_ptr() as usize, target))?;
+        kept.iter()
+            .find(|(c, _)| c.as_ref() == ctx)
+            .map(|(_, s)| s.clone())
+    })
+}
+
+/// Keeps `c`, the complement of `target` among the values of `ctx`, for [`known_complement`].
+fn keep_complement(table: &[Schema], target: usize, ctx: Option<&Schema>, c: &Schema) {
+    NORMALIZED.with(|m| {
+        if let Some(m) = m.borrow_mut().as_mut() {
+            m.complements
+                .entry((table.as_ptr() as usize, target))
+                .or_default()
+                .push((ctx.cloned(), c.clone()));
+        }
+    });
 }
 
 impl Drop for Complementing {

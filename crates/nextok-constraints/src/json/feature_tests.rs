@@ -675,6 +675,72 @@ fn one_of_complements_a_recursive_reference_as_a_recursive_rule() {
 }
 
 #[test]
+fn one_of_complements_mutually_recursive_references_once() {
+    // utam-page-object's shape: an argument is one of two overlapping branches, the second
+    // taking a value that is a selector (a `$ref` beside `type`), and a selector's arguments
+    // are arguments again. Exactly-one needs the complement of the selector, which holds the
+    // complement of an argument, which holds the complement of the selector: each is
+    // compiled once, as a rule that refers to itself, however deep the nesting.
+    let arg_list = json!({"type": "array", "items": {"$ref": "#/$defs/arg"}});
+    let schema = json!({
+        "$defs": {
+            "arg": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "type": {"enum": ["a", "b", "c"]},
+                    "value": {"type": ["string", "object"]},
+                    "predicate": {"type": "array"},
+                    "args": arg_list.clone()
+                },
+                "additionalProperties": false,
+                "oneOf": [
+                    {"properties": {"type": {"enum": ["a", "b"]}}, "required": ["type", "name"]},
+                    {"properties": {"type": {"enum": ["b", "c"]}, "value": {"anyOf": [
+                        {"type": "string"},
+                        {"type": "object", "$ref": "#/$defs/selector"}
+                    ]}}, "required": ["value"]},
+                    {"properties": {"type": {"const": "c"}, "predicate": {"type": "array", "items": {"$ref": "#/$defs/predicate"}}},
+                     "required": ["type", "predicate"]}
+                ]
+            },
+            "predicate": {"type": "object", "properties": {"apply": {"type": "string"}, "args": arg_list.clone()},
+                          "additionalProperties": false},
+            "selector": {"type": "object", "properties": {"css": {"type": "string"}, "args": arg_list},
+                         "required": ["css"], "additionalProperties": false}
+        },
+        "type": "object",
+        "properties": {"selector": {"$ref": "#/$defs/selector"}},
+        "additionalProperties": false
+    });
+    let deep = |inner: &str| format!(r#"{{"selector":{{"css":"x","args":[{inner}]}}}}"#);
+    let valid = [
+        deep(r#"{"type":"a","name":"n"}"#),
+        // The inner argument matches the first branch only, so the value is a selector.
+        deep(r#"{"type":"c","value":{"css":"i","args":[{"type":"a","name":"n"}]}}"#),
+        // The inner argument matches both branches, so the value is no selector, and the
+        // outer argument matches the first branch only.
+        deep(
+            r#"{"type":"b","name":"n","value":{"css":"i","args":[{"type":"b","name":"m","value":"v"}]}}"#,
+        ),
+        deep(
+            r#"{"type":"b","name":"n","value":{"css":"i","args":[{"type":"c","value":{"css":"y","args":[{"type":"b","name":"m","value":"v"}]}}]}}"#,
+        ),
+    ];
+    let invalid = [
+        deep(r#"{"type":"b","name":"n","value":"v"}"#),
+        deep(r#"{"type":"c","value":{"css":"i","args":[{"type":"b","name":"n","value":"v"}]}}"#),
+        deep(r#"{"type":"b","name":"n","value":{"css":"i","args":[{"type":"a","name":"m"}]}}"#),
+        deep(
+            r#"{"type":"b","name":"n","value":{"css":"i","args":[{"type":"c","value":{"css":"y","args":[{"type":"a","name":"m"}]}}]}}"#,
+        ),
+    ];
+    let valid: Vec<&str> = valid.iter().map(String::as_str).collect();
+    let invalid: Vec<&str> = invalid.iter().map(String::as_str).collect();
+    check(schema, &valid, &invalid);
+}
+
+#[test]
 fn not_of_objects_told_apart_by_keys_is_one_case_per_branch() {
     // Each branch requires a key the others forbid: an object breaks them all when it has none
     // of the keys, or has one and breaks that branch. Valid instances are the complement.

@@ -403,6 +403,52 @@ pub(super) struct SomeMember {
 }
 
 /// The schema named `name` in a list of named schemas.
+/// The references of a document: which targets each target refers to, wherever inside it.
+pub(super) struct RefGraph {
+    edges: Vec<Vec<usize>>,
+}
+
+impl RefGraph {
+    pub(super) fn new(table: &[Schema]) -> RefGraph {
+        let edges = table
+            .iter()
+            .map(|s| {
+                let mut out = Vec::new();
+                let mut stack = vec![s];
+                while let Some(s) = stack.pop() {
+                    let Schema::Node(n) = s else { continue };
+                    if let Some(r) = &n.reference {
+                        out.push(r.target);
+                    }
+                    n.each_child(&mut |c| stack.push(c));
+                }
+                out.sort_unstable();
+                out.dedup();
+                out
+            })
+            .collect();
+        RefGraph { edges }
+    }
+
+    /// Whether target `t` refers back to itself, directly or through other targets.
+    pub(super) fn recursive(&self, t: usize) -> bool {
+        let mut seen = vec![false; self.edges.len()];
+        let mut stack: Vec<usize> = self.edges.get(t).cloned().unwrap_or_default();
+        while let Some(u) = stack.pop() {
+            if u == t {
+                return true;
+            }
+            if let Some(next) = self.edges.get(u) {
+                if !seen[u] {
+                    seen[u] = true;
+                    stack.extend_from_slice(next);
+                }
+            }
+        }
+        false
+    }
+}
+
 pub(super) fn named<'s>(list: &'s [(String, Schema)], name: &str) -> Option<&'s Schema> {
     list.iter().find(|(n, _)| n == name).map(|(_, s)| s)
 }
@@ -424,6 +470,48 @@ impl Node {
             .iter()
             .enumerate()
             .fold(0, |bits, (i, &present)| bits | (present as u64) << i)
+    }
+
+    /// Calls `f` on each schema this node holds directly (its subschemas, not those of its
+    /// reference's target).
+    pub(super) fn each_child<'a>(&'a self, f: &mut impl FnMut(&'a Schema)) {
+        let (a, o) = (&self.array, &self.object);
+        for s in [
+            &self.not,
+            &self.cond,
+            &self.then,
+            &self.otherwise,
+            &self.unevaluated_properties,
+            &self.unevaluated_items,
+            &a.items,
+            &a.contains,
+            &o.additional_properties,
+            &o.property_names,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            f(s);
+        }
+        for list in [&self.all_of, &self.any_of, &self.one_of, &a.prefix_items]
+            .into_iter()
+            .flatten()
+        {
+            list.iter().for_each(&mut *f);
+        }
+        for list in [
+            &self.dependent_schemas,
+            &o.properties,
+            &o.pattern_properties,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            list.iter().for_each(|(_, s)| f(s));
+        }
+        if let Some(m) = &o.some_member {
+            f(&m.value);
+        }
     }
 
     /// Every keyword a node may hold, with whether it holds it.
@@ -1085,6 +1173,50 @@ mod tests {
             panic!("next is a node")
         };
         assert_eq!(next.reference.as_ref().map(|r| r.target), Some(0));
+    }
+
+    #[test]
+    fn a_target_is_recursive_when_its_references_lead_back_to_it() {
+        // `a` and `b` refer to each other (through `anyOf` and `items`), `c` to itself
+        // through `not`; `leaf` refers to nothing, and `user` to `a`, which never leads back
+        // to `user`.
+        let s = json!({
+            "$defs": {
+                "a": {"anyOf": [{"type": "null"}, {"properties": {"b": {"$ref": "#/$defs/b"}}}]},
+                "b": {"type": "array", "items": {"$ref": "#/$defs/a"}},
+                "c": {"not": {"additionalProperties": {"$ref": "#/$defs/c"}}},
+                "leaf": {"type": "string"},
+                "user": {"properties": {"a": {"$ref": "#/$defs/a"}, "l": {"$ref": "#/$defs/leaf"}}}
+            },
+            "properties": {
+                "u": {"$ref": "#/$defs/user"}, "c": {"$ref": "#/$defs/c"}, "b": {"$ref": "#/$defs/b"}
+            }
+        });
+        let doc = Document::parse(&s).unwrap();
+        let graph = RefGraph::new(&doc.table);
+        let mut found: Vec<(String, bool)> = Vec::new();
+        let mut stack = vec![&doc.root];
+        let mut seen = std::collections::HashSet::new();
+        while let Some(s) = stack.pop() {
+            let Schema::Node(n) = s else { continue };
+            if let Some(r) = &n.reference {
+                if seen.insert(r.target) {
+                    found.push((r.uri.clone(), graph.recursive(r.target)));
+                    stack.push(&doc.table[r.target]);
+                }
+            }
+            n.each_child(&mut |c| stack.push(c));
+        }
+        found.sort();
+        let want = [
+            ("#/$defs/a", true),
+            ("#/$defs/b", true),
+            ("#/$defs/c", true),
+            ("#/$defs/leaf", false),
+            ("#/$defs/user", false),
+        ];
+        let want: Vec<(String, bool)> = want.iter().map(|(u, r)| (u.to_string(), *r)).collect();
+        assert_eq!(found, want);
     }
 
     #[test]
