@@ -281,6 +281,23 @@ fn normalize_fresh(
         }
     }
     if let Some(r) = m.reference.clone() {
+        // A `type` beside the reference that every value of the target already has adds
+        // nothing (`{"type": "object", "$ref": "#/$defs/node"}` of an object target): the
+        // reference stays bare, compiled once per target and complemented as a reference
+        // (left as `not` of it inside another complement, where the target is recursive),
+        // where inlined it was merged, and complemented, anew at each place.
+        if let (Some(t), true) = (m.types, acc == Schema::Any && m.only(&["type", "$ref"])) {
+            let bare = Schema::node(Node {
+                reference: Some(r.clone()),
+                ..Node::default()
+            });
+            if possible_types_in(table, &bare, depth)
+                .intersect(t.complement())
+                .is_empty()
+            {
+                m.types = None;
+            }
+        }
         let has_other = m.keyword_bits().count_ones() > 1;
         if has_other || acc != Schema::Any {
             let target = table

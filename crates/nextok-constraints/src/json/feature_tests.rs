@@ -741,6 +741,45 @@ fn one_of_complements_mutually_recursive_references_once() {
 }
 
 #[test]
+fn a_type_every_value_of_the_reference_has_leaves_the_reference_bare() {
+    // `{"type": "object", "$ref": ...}` of an object target is the target: the bare
+    // reference's grammar, the reference compiled once for every place (draft 2020-12 reads
+    // both keywords), and complemented as a reference where a `oneOf` needs it. A
+    // `type` the target does not imply (`null` beside an object target) is still merged
+    // (and allows no `null`: the target does not).
+    let node = json!({"type": "object", "properties": {
+        "name": {"type": "string"},
+        "size": {"type": "integer", "minimum": 0}
+    }, "required": ["name"]});
+    let with = |place: Value| {
+        json!({"$defs": {"node": node.clone()}, "type": "object", "properties": {
+            "a": place.clone(), "b": place.clone(), "c": {"type": "array", "items": place}
+        }})
+    };
+    let bare = with(json!({"$ref": "#/$defs/node"}));
+    let typed = with(json!({"type": "object", "$ref": "#/$defs/node"}));
+    let size = |s: &Value| {
+        compile_json_schema(s, &JsonOptions::default())
+            .unwrap()
+            .size()
+    };
+    assert_eq!(size(&typed), size(&bare));
+    let valid = [r#"{"a":{"name":"x","size":2},"c":[{"name":"z"}]}"#, "{}"];
+    let invalid = [
+        r#"{"a":{"size":1}}"#,
+        r#"{"b":{"name":"x","size":-1}}"#,
+        r#"{"c":[null]}"#,
+    ];
+    check(typed, &valid, &invalid);
+    let nullable = with(json!({"type": ["object", "null"], "$ref": "#/$defs/node"}));
+    check(
+        nullable,
+        &valid,
+        &[r#"{"a":null}"#, r#"{"c":[{"name":1}]}"#],
+    );
+}
+
+#[test]
 fn not_of_objects_told_apart_by_keys_is_one_case_per_branch() {
     // Each branch requires a key the others forbid: an object breaks them all when it has none
     // of the keys, or has one and breaks that branch. Valid instances are the complement.
