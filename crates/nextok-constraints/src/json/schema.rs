@@ -402,7 +402,6 @@ pub(super) struct SomeMember {
     pub value: Schema,
 }
 
-/// The schema named `name` in a list of named schemas.
 /// The references of a document: which targets each target refers to, wherever inside it.
 pub(super) struct RefGraph {
     edges: Vec<Vec<usize>>,
@@ -449,6 +448,7 @@ impl RefGraph {
     }
 }
 
+/// The schema named `name` in a list of named schemas.
 pub(super) fn named<'s>(list: &'s [(String, Schema)], name: &str) -> Option<&'s Schema> {
     list.iter().find(|(n, _)| n == name).map(|(_, s)| s)
 }
