@@ -22,8 +22,8 @@ mod unique;
 mod unique_objects;
 pub(crate) use members::{ObjectSpec, ADDITIONAL};
 pub(crate) use unique::{
-    canonical_array, canonical_value, finite_states, ordered_completions, push_string, FiniteSet,
-    Guard,
+    canonical_array_head, canonical_value, finite_states, ordered_completions, push_string,
+    FiniteSet, Guard,
 };
 pub(crate) use unique_objects::{total_objects, ItemCheck, ItemKey, ItemObject};
 
@@ -54,12 +54,68 @@ impl TokenSet {
     }
 }
 
+/// Rules while building, every right-hand side in one array: a schema of tens of thousands
+/// of rules allocated, and freed, a vector per rule otherwise.
+#[derive(Default)]
+struct RuleList {
+    /// Per rule, its left-hand side.
+    lhs: Vec<u32>,
+    /// Per rule, where its right-hand side ends in `syms` (it starts where the one before
+    /// ends).
+    ends: Vec<u32>,
+    syms: Vec<Sym>,
+}
+
+impl RuleList {
+    fn len(&self) -> usize {
+        self.lhs.len()
+    }
+
+    /// Adds `lhs ->` the symbols of `parts`, one after another.
+    fn push(&mut self, lhs: u32, parts: &[&[Sym]]) {
+        for p in parts {
+            self.syms.extend_from_slice(p);
+        }
+        self.lhs.push(lhs);
+        self.ends.push(self.syms.len() as u32);
+    }
+
+    /// Rule `r`: its left-hand side and right-hand side.
+    fn get(&self, r: usize) -> (u32, &[Sym]) {
+        let start = if r == 0 { 0 } else { self.ends[r - 1] as usize };
+        (self.lhs[r], &self.syms[start..self.ends[r] as usize])
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u32, &[Sym])> + '_ {
+        (0..self.len()).map(|r| self.get(r))
+    }
+
+    /// Keeps the rules for which `keep` holds, in their order.
+    fn retain(&mut self, mut keep: impl FnMut(u32, &[Sym]) -> bool) {
+        let (mut kept, mut at, mut start) = (0, 0, 0);
+        for r in 0..self.len() {
+            let (lhs, end) = (self.lhs[r], self.ends[r] as usize);
+            if keep(lhs, &self.syms[start..end]) {
+                self.syms.copy_within(start..end, at);
+                at += end - start;
+                self.lhs[kept] = lhs;
+                self.ends[kept] = at as u32;
+                kept += 1;
+            }
+            start = end;
+        }
+        self.lhs.truncate(kept);
+        self.ends.truncate(kept);
+        self.syms.truncate(at);
+    }
+}
+
 /// Builds a [`Grammar`]: nonterminals, rules and terminal automata.
 #[derive(Default)]
 pub(crate) struct GrammarBuilder {
     /// Number of nonterminals made so far.
     nts: u32,
-    rules: Vec<(u32, Vec<Sym>)>,
+    rules: RuleList,
     terminals: Vec<Arc<Dfa>>,
     terminal_ids: FxMap<Arc<Dfa>, u32>,
     regex_cache: HashMap<String, Sym>,
@@ -193,7 +249,13 @@ impl GrammarBuilder {
 
     /// Adds the rule `lhs -> rhs`.
     pub(crate) fn rule(&mut self, lhs: u32, rhs: Vec<Sym>) {
-        self.rules.push((lhs, rhs));
+        self.rules.push(lhs, &[&rhs]);
+    }
+
+    /// Adds the rule `lhs ->` the symbols of `parts`, one after another (no vector made for
+    /// it).
+    pub(crate) fn rule_of(&mut self, lhs: u32, parts: &[&[Sym]]) {
+        self.rules.push(lhs, parts);
     }
 
     /// A nonterminal deriving exactly the given alternatives.
@@ -373,7 +435,7 @@ impl GrammarBuilder {
     /// prunes unproductive rules and flattens. Linear in the size of the grammar.
     pub(crate) fn build_with(self, start: Sym, limits: &Limits) -> Result<Grammar, Error> {
         check(Limit::Rules, self.rules.len() + 1, limits.max_rules)?;
-        let items: usize = self.rules.iter().map(|(_, r)| r.len() + 1).sum::<usize>() + 2;
+        let items: usize = self.rules.syms.len() + self.rules.len() + 2;
         check(Limit::Items, items, limits.max_items)?;
         check(Limit::Terminals, self.terminals.len(), limits.max_terminals)?;
         let states: usize = self.terminals.iter().map(|d| d.num_states()).sum();
@@ -413,7 +475,7 @@ impl GrammarBuilder {
             .collect();
         // Augmented start rule S' -> start, so that completion is one item.
         let top = nts;
-        rules.push((top, vec![start]));
+        rules.push(top, &[&[start]]);
         let n = nts as usize + 1;
         // Productive nonterminals: rules whose symbols are all productive. An object whose
         // members are checked at run time and that cannot be written at all (a required member
@@ -438,14 +500,14 @@ impl GrammarBuilder {
                 .filter(|(_, &d)| d)
                 .map(|(s, _)| s.object)
                 .collect();
-            rules.retain(|(lhs, _)| !gone.contains(lhs));
+            rules.retain(|lhs, _| !gone.contains(&lhs));
             productive = derives(n, &rules, |_| true);
         }
         if !productive[top as usize] {
             return Err(Error::EmptyLanguage);
         }
-        rules.retain(|(lhs, rhs)| {
-            productive[*lhs as usize]
+        rules.retain(|lhs, rhs| {
+            productive[lhs as usize]
                 && rhs.iter().all(|s| {
                     matches!(s, Sym::T(_) | Sym::Tok(_))
                         || matches!(s, Sym::Nt(m) if productive[*m as usize])
@@ -453,26 +515,36 @@ impl GrammarBuilder {
         });
         // Nullable nonterminals: rules of nullable nonterminals only.
         let nullable = derives(n, &rules, |s| matches!(s, Sym::Nt(_)));
-        let mut syms = Vec::new();
-        let mut nt_rules = vec![Vec::new(); n];
+        let mut syms = Vec::with_capacity(rules.syms.len() + rules.len());
+        // Per nonterminal, its rules' first positions, in one array cut by nonterminal
+        // (`nt_first`), in the rules' order.
+        let mut nt_first = vec![0u32; n + 1];
+        for &lhs in &rules.lhs {
+            nt_first[lhs as usize + 1] += 1;
+        }
+        for x in 1..=n {
+            nt_first[x] += nt_first[x - 1];
+        }
+        let mut nt_rules = vec![0u32; rules.len()];
+        let mut fill = nt_first.clone();
         let mut start_pos = 0;
         let mut accept_pos = 0;
-        for (lhs, rhs) in &rules {
+        for (lhs, rhs) in rules.iter() {
             let p = syms.len() as u32;
-            nt_rules[*lhs as usize].push(p);
-            for s in rhs {
-                syms.push(match *s {
-                    Sym::Nt(m) => GSym::Nt(m),
-                    Sym::T(t) => GSym::T(t),
-                    Sym::Tok(j) => GSym::Tok(j),
-                });
-            }
-            syms.push(GSym::End(*lhs));
-            if *lhs == top {
+            nt_rules[fill[lhs as usize] as usize] = p;
+            fill[lhs as usize] += 1;
+            syms.extend(rhs.iter().map(|s| match *s {
+                Sym::Nt(m) => GSym::Nt(m),
+                Sym::T(t) => GSym::T(t),
+                Sym::Tok(j) => GSym::Tok(j),
+            }));
+            syms.push(GSym::End(lhs));
+            if lhs == top {
                 start_pos = p;
                 accept_pos = syms.len() as u32 - 1;
             }
         }
+        drop(rules);
         // Per nonterminal its guard, and per position whether it is the terminal of a guarded
         // rule (both empty when the grammar has no guard, as every grammar but a JSON Schema
         // with `uniqueItems` over an unbounded domain).
@@ -552,6 +624,7 @@ impl GrammarBuilder {
         let unnumbered = vec![u64::MAX; terminals.len()];
         Ok(Grammar {
             syms,
+            nt_first,
             nt_rules,
             nullable,
             terminals,
@@ -580,7 +653,7 @@ impl GrammarBuilder {
 /// and whose nonterminals all derive something: the least fixpoint, computed with a worklist
 /// and a count of unsettled nonterminals per rule, so that each rule is looked at once per
 /// symbol (a chain of rules listed in the worst order costs no more than any other).
-fn derives(n: usize, rules: &[(u32, Vec<Sym>)], usable: impl Fn(&Sym) -> bool) -> Vec<bool> {
+fn derives(n: usize, rules: &RuleList, usable: impl Fn(&Sym) -> bool) -> Vec<bool> {
     let mut done = vec![false; n];
     let mut waiting = vec![0u32; rules.len()];
     // Per nonterminal, the rules that use it (once per use), in one array cut by nonterminal:
@@ -615,9 +688,9 @@ fn derives(n: usize, rules: &[(u32, Vec<Sym>)], usable: impl Fn(&Sym) -> bool) -
                 fill[*m as usize] += 1;
             }
         }
-        if waiting[r] == 0 && !done[*lhs as usize] {
-            done[*lhs as usize] = true;
-            queue.push(*lhs);
+        if waiting[r] == 0 && !done[lhs as usize] {
+            done[lhs as usize] = true;
+            queue.push(lhs);
         }
     }
     while let Some(m) = queue.pop() {
@@ -625,7 +698,7 @@ fn derives(n: usize, rules: &[(u32, Vec<Sym>)], usable: impl Fn(&Sym) -> bool) -
         for &r in &uses[first[m] as usize..first[m + 1] as usize] {
             let w = &mut waiting[r as usize];
             *w -= 1;
-            let lhs = rules[r as usize].0 as usize;
+            let lhs = rules.lhs[r as usize] as usize;
             if *w == 0 && !done[lhs] {
                 done[lhs] = true;
                 queue.push(lhs as u32);
@@ -648,7 +721,10 @@ pub(crate) enum GSym {
 #[derive(Debug)]
 pub struct Grammar {
     syms: Vec<GSym>,
-    nt_rules: Vec<Vec<u32>>,
+    /// Per nonterminal `a`, its rules' first positions are
+    /// `nt_rules[nt_first[a]..nt_first[a + 1]]`.
+    nt_first: Vec<u32>,
+    nt_rules: Vec<u32>,
     nullable: Vec<bool>,
     /// Per terminal, its automaton once built (at once, or when a parse first reaches a
     /// deferred one).
@@ -1710,17 +1786,19 @@ impl Grammar {
         (self.syms.len(), self.terminals.len())
     }
 
+    /// The first positions of nonterminal `a`'s rules.
+    fn rules_of(&self, a: u32) -> &[u32] {
+        let a = a as usize;
+        &self.nt_rules[self.nt_first[a] as usize..self.nt_first[a + 1] as usize]
+    }
+
     /// About how many bytes the grammar holds on the heap: its rules and its terminals'
     /// automata built so far (an automaton shared with other grammars, or kept process-wide,
     /// is counted in full), for a cache of grammars to bound its memory by. The masks that
     /// the vocabulary keeps per terminal are the vocabulary's, not counted here.
     pub fn heap_bytes(&self) -> usize {
         let rules = self.syms.len() * std::mem::size_of::<GSym>()
-            + self
-                .nt_rules
-                .iter()
-                .map(|r| 24 + r.len() * 4)
-                .sum::<usize>()
+            + (self.nt_first.len() + self.nt_rules.len()) * 4
             + self.nullable.len();
         let automata: usize = (self.terminals.iter())
             .filter_map(OnceLock::get)
@@ -1962,9 +2040,8 @@ impl Chart {
                     }
                     // A rule's first position is only ever added here, so a nonterminal
                     // predicted once in this set has all its rules in it already.
-                    if self.seen.first_prediction(a, g.nt_rules.len()) {
-                        self.items
-                            .extend(g.nt_rules[a as usize].iter().map(|&r| (r, k)));
+                    if self.seen.first_prediction(a, g.nt_first.len() - 1) {
+                        self.items.extend(g.rules_of(a).iter().map(|&r| (r, k)));
                     }
                     if g.nullable[a as usize] {
                         self.add_item(pos + 1, origin);

@@ -1191,6 +1191,41 @@ fn arrays_of_finitely_many_values_are_a_finite_domain() {
     assert!(bit(&mask, id("y")));
 }
 
+/// A property of arrays of one value whose `minItems` and `maxItems` ask for millions of items
+/// is one array, but too long to be spelled out as a finite domain: it is answered at once
+/// (walking to the first array took time and memory quadratic in its length), refused by
+/// name as a property of finitely many values of no other kind, and the same schema with a
+/// short length compiles and takes exactly its one array.
+#[test]
+fn arrays_of_millions_of_items_are_not_spelled_out() {
+    let with_length = |n: usize| {
+        array_of(json!({"type": "object", "additionalProperties": false,
+                        "required": ["name", "ones"],
+                        "properties": {
+                            "name": {"type": "string"},
+                            "ones": {"type": "array", "items": {"const": 1},
+                                     "minItems": n, "maxItems": n}}}))
+    };
+    let err = compile_json_schema(&with_length(3_000_000), &JsonOptions::default()).unwrap_err();
+    let Error::UnsupportedKeyword { keyword, .. } = &err else {
+        panic!("not refused by name: {err}");
+    };
+    assert!(
+        keyword.contains("uniqueItems") && keyword.contains("`ones`"),
+        "{keyword}"
+    );
+    let s = with_length(3);
+    assert!(accepts(
+        &s,
+        r#"[{"name":"x","ones":[1,1,1]},{"name":"y","ones":[1,1,1]}]"#
+    ));
+    assert!(!accepts(
+        &s,
+        r#"[{"name":"x","ones":[1,1,1]},{"ones":[1,1,1],"name":"x"}]"#
+    ));
+    assert!(!accepts(&s, r#"[{"name":"x","ones":[1,1]}]"#));
+}
+
 /// expo's `intentFilters` in small: a free string `id`, and `data`: a closed object of one
 /// required boolean (two objects) or an array of strings.
 fn filters() -> Value {

@@ -553,11 +553,17 @@ pub(super) fn skip_ws(text: &[u8], mut i: usize) -> usize {
     i
 }
 
+/// Appends to `out` what the canonical form ([`canonical`]) of an array of `len` items has
+/// before its items' forms, which follow it one after another.
+pub(crate) fn canonical_array_head(len: usize, out: &mut Vec<u8>) {
+    out.push(b'a');
+    out.extend_from_slice(&(len as u64).to_be_bytes());
+}
+
 /// Appends to `out` the canonical form ([`canonical`]) of the array of the items whose
 /// canonical forms are `items`, in order.
-pub(crate) fn canonical_array(items: &[Vec<u8>], out: &mut Vec<u8>) {
-    out.push(b'a');
-    out.extend_from_slice(&(items.len() as u64).to_be_bytes());
+fn canonical_array(items: &[Vec<u8>], out: &mut Vec<u8>) {
+    canonical_array_head(items.len(), out);
     for v in items {
         out.extend_from_slice(v);
     }

@@ -37,7 +37,8 @@ use super::string::{is_long, node_strings, pattern_dfa, string_content, without_
 use super::unique_split::Split;
 use crate::dfa::{Dfa, Kept, DEAD};
 use crate::grammar::{
-    canonical_array, canonical_value, finite_states, push_string, FiniteSet, Guard, ItemCheck, Sym,
+    canonical_array_head, canonical_value, finite_states, push_string, FiniteSet, Guard, ItemCheck,
+    Sym,
 };
 use crate::Error;
 
@@ -46,20 +47,25 @@ use crate::Error;
 /// arrays has thousands: writing each out and reading it back was a fifth of
 /// chrome-manifest's `voices`).
 pub(super) fn canonical_of(v: &Value) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    canonical_into(v, &mut out)?;
+    Some(out)
+}
+
+/// Appends [`canonical_of`]`(v)` to `out`: an array's form is its items' forms one after
+/// another behind its tag and length, so they are written in place.
+fn canonical_into(v: &Value, out: &mut Vec<u8>) -> Option<()> {
     match v {
         Value::Array(items) => {
-            let items = items.iter().map(canonical_of).collect::<Option<Vec<_>>>()?;
-            let mut out = Vec::new();
-            canonical_array(&items, &mut out);
-            Some(out)
+            canonical_array_head(items.len(), out);
+            for x in items {
+                canonical_into(x, out)?;
+            }
         }
-        Value::String(s) => {
-            let mut out = Vec::with_capacity(s.len() + 9);
-            push_string(s.as_bytes(), &mut out);
-            Some(out)
-        }
-        _ => canonical_value(compact(v).as_bytes()),
+        Value::String(s) => push_string(s.as_bytes(), out),
+        _ => out.extend_from_slice(&canonical_value(compact(v).as_bytes())?),
     }
+    Some(())
 }
 
 /// The keywords of a string schema whose decoded strings are read as an automaton (a domain

@@ -464,29 +464,20 @@ impl Compiler<'_> {
             (false, None) => return Ok(None),
         };
         let shortest = a.min_items.unwrap_or(0);
-        let mut out: Vec<Value> = Vec::new();
-        // Depth-first over the arrays, the shortest first at every prefix.
-        let mut stack: Vec<Vec<usize>> = vec![Vec::new()];
-        while let Some(picks) = stack.pop() {
-            if picks.len() >= shortest {
-                if out.len() == MAX_FINITE_ARRAYS {
-                    return Ok(None);
-                }
-                out.push(Value::Array(
-                    picks.iter().map(|&i| values[i].clone()).collect(),
-                ));
-            }
-            if picks.len() < longest {
-                for i in (0..values.len()).rev() {
-                    if !(a.unique_items && picks.contains(&i)) {
-                        let mut next = picks.clone();
-                        next.push(i);
-                        stack.push(next);
-                    }
-                }
-            }
+        // Arrays of more items than there may be arrays are not walked to (a `minItems` of
+        // millions would be).
+        if longest > MAX_FINITE_ARRAYS && !values.is_empty() {
+            return Ok(None);
         }
-        Ok(Some(out))
+        let mut arrays = FiniteArrays {
+            values: &values,
+            unique: a.unique_items,
+            shortest,
+            longest,
+            picks: Vec::new(),
+            out: Vec::new(),
+        };
+        Ok(arrays.walk().then_some(arrays.out))
     }
 
     /// A guard of item object `spec` at `check`: an empty nonterminal, checked when it is
@@ -531,11 +522,34 @@ impl Compiler<'_> {
         head: &[Sym],
         tails: &mut Vec<Vec<Sym>>,
     ) -> Result<(), Error> {
+        // The symbols of the arrays' items, per distinct item: thousands of arrays of a few
+        // values (chrome-manifest's `event_types`) spell the same few items over and over.
+        let mut items: Vec<(&Value, Sym)> = Vec::new();
         for (j, v) in vs.iter().enumerate() {
             // An array's symbols go straight into the guarded rule (a property of finitely
             // many arrays has thousands of them, each a rule of its own otherwise).
             let value = match v {
-                Value::Array(a) => self.const_array(a, pp)?,
+                Value::Array(a) => {
+                    let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
+                    let mut parts = Vec::with_capacity(2 * a.len() + 1);
+                    parts.push(lb);
+                    for (k, x) in a.iter().enumerate() {
+                        if k > 0 {
+                            parts.push(comma);
+                        }
+                        let sym = match items.iter().find(|(y, _)| *y == x) {
+                            Some(&(_, sym)) => sym,
+                            None => {
+                                let sym = self.const_value(x, pp)?;
+                                items.push((x, sym));
+                                sym
+                            }
+                        };
+                        parts.push(sym);
+                    }
+                    parts.push(rb);
+                    self.seq(&parts)
+                }
                 v => vec![self.const_value(v, pp)?],
             };
             tails.push(self.guarded_rule(spec, i, j, value, path, head));
@@ -605,10 +619,15 @@ impl Compiler<'_> {
     /// the nested object's `End` and `}` complete it:
     ///
     /// ```text
-    /// list   -> open K_i key_i ":" V_i | list More "," K_i key_i ":" V_i
-    /// open_k -> open K_k key_k ":" "{" | list More "," K_k key_k ":" "{"
+    /// lead_i -> open K_i key_i ":" | list More "," K_i key_i ":"
+    /// list   -> lead_i V_i
+    /// open_k -> lead_k "{"
     /// list   -> open_k End "}" | list_k End "}"
     /// ```
+    ///
+    /// (A key's values follow its one `lead`, so that thousands of them, chrome-manifest's
+    /// `event_types` arrays, are a rule of two symbols each; every rule still starts at the
+    /// item's `{`.)
     fn item_members(
         &mut self,
         spec: u32,
@@ -628,7 +647,7 @@ impl Compiler<'_> {
         next.extend(&ws);
         next.extend([more, comma]);
         next.extend(&ws);
-        let befores = [first, next];
+        let openers = [first, next];
         for (i, key) in keys.iter().enumerate() {
             let i = i as u32;
             let name = &key.name;
@@ -638,6 +657,13 @@ impl Compiler<'_> {
             head.extend(&ws);
             head.push(colon);
             head.extend(&ws);
+            // The key's lead, one nonterminal: its values (thousands of arrays, for
+            // chrome-manifest's `event_types`) follow it rather than a copy of it each.
+            let lead = self.b.nt(format_args!("{path} item lead {i}"));
+            for o in &openers {
+                self.b.rule_of(lead, &[o, &head]);
+            }
+            let head = vec![Sym::Nt(lead)];
             let pp = format!("{ip}/properties/{name}");
             let mut tails: Vec<Vec<Sym>> = Vec::new();
             match &key.domain {
@@ -723,19 +749,11 @@ impl Compiler<'_> {
                     let mut opening = head.clone();
                     if let Some(rest) = rest {
                         let t = self.unbounded_tail(spec, rest, &pp, &head)?;
-                        for b in &befores {
-                            let mut r = b.clone();
-                            r.extend(&t);
-                            self.b.rule(list, r);
-                        }
+                        self.b.rule(list, t);
                         opening.push(self.item_guard(spec, "item open", ItemCheck::Open(i)));
                     }
                     opening.push(lb);
-                    for b in &befores {
-                        let mut r = b.clone();
-                        r.extend(&opening);
-                        self.b.rule(open_k, r);
-                    }
+                    self.b.rule(open_k, opening);
                     let sub_list = self.item_members(spec, sub, Sym::Nt(open_k), path, &pp)?;
                     let end = self.item_guard(spec, "item end", ItemCheck::End);
                     for from in [open_k, sub_list] {
@@ -746,12 +764,8 @@ impl Compiler<'_> {
                     }
                 }
             }
-            for t in &tails {
-                for b in &befores {
-                    let mut r = b.clone();
-                    r.extend(t);
-                    self.b.rule(list, r);
-                }
+            for t in tails {
+                self.b.rule(list, t);
             }
         }
         Ok(list)
@@ -795,6 +809,65 @@ impl Compiler<'_> {
             }
         }
         Ok(false)
+    }
+}
+
+/// The arrays of [`Compiler::finite_arrays`], depth-first, the shortest first at every
+/// prefix: `picks` is the prefix walked from, as indices into `values`.
+struct FiniteArrays<'a> {
+    values: &'a [Value],
+    unique: bool,
+    shortest: usize,
+    longest: usize,
+    picks: Vec<usize>,
+    out: Vec<Value>,
+}
+
+impl FiniteArrays<'_> {
+    /// Adds every array to `out` (each prefix before the arrays that extend it, those in the
+    /// order of their next item); false when there are more than [`MAX_FINITE_ARRAYS`].
+    fn walk(&mut self) -> bool {
+        // Per prefix length, the least index its next item may take.
+        let mut from: Vec<usize> = vec![0];
+        if !self.emit() {
+            return false;
+        }
+        loop {
+            let level = self.picks.len();
+            let next = (level < self.longest)
+                .then(|| {
+                    (from[level]..self.values.len())
+                        .find(|i| !(self.unique && self.picks.contains(i)))
+                })
+                .flatten();
+            match next {
+                Some(i) => {
+                    from[level] = i + 1;
+                    self.picks.push(i);
+                    from.push(0);
+                    if !self.emit() {
+                        return false;
+                    }
+                }
+                None if level == 0 => return true,
+                None => {
+                    self.picks.pop();
+                    from.pop();
+                }
+            }
+        }
+    }
+
+    /// Adds the array `picks` to `out` when it is long enough; false when `out` is full.
+    fn emit(&mut self) -> bool {
+        if self.picks.len() >= self.shortest {
+            if self.out.len() == MAX_FINITE_ARRAYS {
+                return false;
+            }
+            let array = self.picks.iter().map(|&i| self.values[i].clone());
+            self.out.push(Value::Array(array.collect()));
+        }
+        true
     }
 }
 
