@@ -1785,7 +1785,7 @@ pub(super) fn both_of(a: Schema, b: Schema) -> Schema {
                 // hosts of `patternProperties`, web-types) are then the same schema, so the
                 // recursion closes as a rule.
                 all.sort_by_key(|s| match s {
-                    Schema::Node(n) if n.only(&["$ref"]) => {
+                    Schema::Node(n) if n.is_bare_ref() => {
                         (1, n.reference.as_ref().map_or(0, |r| r.target))
                     }
                     _ => (0, 0),
@@ -2468,7 +2468,7 @@ fn deref<'s>(table: &'s [Schema], s: &'s Schema) -> &'s Schema {
     let mut s = s;
     for _ in 0..32 {
         match s {
-            Schema::Node(n) if n.only(&["$ref"]) => {
+            Schema::Node(n) if n.is_bare_ref() => {
                 match n.reference.as_ref().and_then(|r| table.get(r.target)) {
                     Some(t) => s = t,
                     None => return s,
@@ -2659,10 +2659,12 @@ fn closed_key_language(n: &Node) -> Option<Dfa> {
     Some(d)
 }
 
-/// Whether `{}` matches `s` (normalised): `Some` where its keywords decide it, `None` where a
-/// combination or reference would have to be read.
-fn accepts_empty_object(s: &Schema) -> Option<bool> {
-    let n = match s {
+/// Whether `{}` matches `s`: `Some` where its keywords decide it, bare references read
+/// through and `allOf`/`anyOf`/`oneOf` by their branches (to a depth of 8: travis's
+/// notification settings, a `oneOf` of a string, an object of one optional `secure` key or
+/// an array, match it once); `None` where anything else would have to be read.
+fn accepts_empty_object(table: &[Schema], s: &Schema, depth: usize) -> Option<bool> {
+    let n = match deref(table, s) {
         Schema::Any => return Some(true),
         Schema::Never => return Some(false),
         Schema::Node(n) => n,
@@ -2675,9 +2677,38 @@ fn accepts_empty_object(s: &Schema) -> Option<bool> {
     {
         return Some(false);
     }
-    let decided =
-        facets_only(n) && n.dependent_schemas.is_none() && n.unevaluated_properties.is_none();
-    decided.then_some(true)
+    let own_decided = n.values.is_none()
+        && n.excluded.is_none()
+        && n.reference.is_none()
+        && n.not.is_none()
+        && n.cond.is_none()
+        && n.dependent_schemas.is_none()
+        && n.unevaluated_properties.is_none();
+    let combined = n.all_of.is_some() || n.any_of.is_some() || n.one_of.is_some();
+    if !own_decided || (combined && depth >= 8) {
+        return None;
+    }
+    let each = |bs: &[Schema]| -> Option<Vec<bool>> {
+        (bs.iter())
+            .map(|b| accepts_empty_object(table, b, depth + 1))
+            .collect()
+    };
+    if let Some(bs) = &n.all_of {
+        if !each(bs)?.into_iter().all(|x| x) {
+            return Some(false);
+        }
+    }
+    if let Some(bs) = &n.any_of {
+        if !each(bs)?.into_iter().any(|x| x) {
+            return Some(false);
+        }
+    }
+    if let Some(bs) = &n.one_of {
+        if each(bs)?.into_iter().filter(|&x| x).count() != 1 {
+            return Some(false);
+        }
+    }
+    Some(true)
 }
 
 /// Where every value of `a` that `b` may match is an object, and no object but `{}` can
@@ -2735,7 +2766,7 @@ fn complement_of_closed_apart(table: &[Schema], a: &Schema, b: &Schema) -> Optio
     if !keys_apart() && !values_apart(na, b) && !values_apart(nb, a) {
         return None;
     }
-    Some(match accepts_empty_object(b)? {
+    Some(match accepts_empty_object(table, b, 0)? {
         true => object_node(ObjectFacets {
             min_properties: Some(1),
             ..ObjectFacets::default()

@@ -727,6 +727,53 @@ fn one_of_closed_objects_whose_values_never_meet_the_others_share_only_the_empty
 }
 
 #[test]
+fn one_of_a_closed_object_and_a_union_through_references_decides_the_empty_object() {
+    // travis.json's notification settings: a closed object of its own keys beside a reference
+    // to a union of a string and an object of one optional `secure` key. Their objects share
+    // only `{}`, and whether the union takes `{}` is read through the reference and its
+    // branches: a `oneOf` whose one object branch takes it (so `{}` matches both sides, and
+    // neither), one whose two object branches both take it (so it does not, and `{}` is the
+    // closed object's), and an `anyOf` whose object branches each require a key.
+    let closed = json!({"type": "object", "additionalProperties": false,
+                        "properties": {"nick": {"type": "string"}, "on": {"enum": ["a", "b"]}}});
+    let secure = json!({"type": "object", "additionalProperties": false,
+                        "properties": {"secure": {"type": "string"}}});
+    let token = json!({"type": "object", "additionalProperties": false,
+                       "properties": {"token": {"type": "string"}}});
+    let union = |u: serde_json::Value| json!({"$defs": {"u": u}, "oneOf": [{"$ref": "#/$defs/u"}, {"type": "boolean"}, closed]});
+    let valid = [
+        r#""s""#,
+        "true",
+        r#"{"nick":"x"}"#,
+        r#"{"on":"a","nick":"y"}"#,
+    ];
+    let invalid = [r#"{"nick":1}"#, r#"{"nick":"x","secure":"y"}"#, "1", "[]"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        valid.iter().chain(extra).copied().collect()
+    };
+    let without = |extra: &[&'static str]| -> Vec<&'static str> {
+        invalid.iter().chain(extra).copied().collect()
+    };
+    check(
+        union(json!({"oneOf": [{"type": "string"}, secure]})),
+        &with(&[r#"{"secure":"k"}"#]),
+        &without(&["{}", r#"{"token":"t"}"#]),
+    );
+    check(
+        union(json!({"oneOf": [{"type": "string"}, secure, token]})),
+        &with(&["{}", r#"{"secure":"k"}"#, r#"{"token":"t"}"#]),
+        &without(&[]),
+    );
+    check(
+        union(json!({"anyOf": [{"type": "string"},
+                               {"allOf": [secure, {"required": ["secure"]}]},
+                               {"allOf": [token, {"required": ["token"]}]}]})),
+        &with(&["{}", r#"{"secure":"k"}"#, r#"{"token":"t"}"#]),
+        &without(&[]),
+    );
+}
+
+#[test]
 fn all_of_two_one_ofs_one_of_disjoint_branches_merges_as_any_of() {
     // The first `oneOf`'s branches are disjoint (a string, an integer): it is their `anyOf`,
     // which merges beside the second.

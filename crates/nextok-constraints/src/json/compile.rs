@@ -382,7 +382,7 @@ impl<'a> Compiler<'a> {
         let table = self.table;
         // A bare reference compiles once per target, which is what makes recursion work.
         if let Some(r) = &node.reference {
-            if node.only(&["$ref"]) {
+            if node.is_bare_ref() {
                 if let Some(&sym) = self.refs.get(&r.target) {
                     return Ok(sym);
                 }

@@ -198,7 +198,7 @@ impl PartialEq for Schema {
 impl Schema {
     /// The schema of `node`: [`Schema::Any`] when it asserts nothing.
     pub(super) fn node(node: Node) -> Schema {
-        if node.keyword_bits() == 0 {
+        if node.is_empty() {
             Schema::Any
         } else {
             Schema::Node(Arc::new(node))
@@ -572,6 +572,20 @@ impl Node {
         ]
     }
 
+    /// Whether the node is a bare `$ref` (that keyword alone): [`Node::only`]`(&["$ref"])`,
+    /// answered without reading the other keywords for a node without a reference, which
+    /// most are (the algebra asks it of every branch it reads through).
+    pub(super) fn is_bare_ref(&self) -> bool {
+        self.reference.is_some() && self.keyword_bits() == 1 << REF_BIT
+    }
+
+    /// Whether the node holds no keyword at all (what [`Schema::node`] makes `true`), the
+    /// common keywords looked at first.
+    fn is_empty(&self) -> bool {
+        !(self.types.is_some() || self.reference.is_some() || self.values.is_some())
+            && self.keyword_bits() == 0
+    }
+
     /// Whether the node holds only the keywords in `allowed`.
     pub(super) fn only(&self, allowed: &[&str]) -> bool {
         // The keywords present, a few bits, rather than the table of all 43 with their names.
@@ -586,6 +600,9 @@ impl Node {
         true
     }
 }
+
+/// The bit of `$ref` in [`Node::keyword_bits`].
+const REF_BIT: u32 = 3;
 
 /// The keywords a node may hold, in the order of [`Node::keyword_bits`]' bits.
 const KEYWORD_NAMES: [&str; 43] = [
@@ -1097,6 +1114,40 @@ pub(super) fn json_eq(a: &Value, b: &Value) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_quick_keyword_checks_agree_with_the_keyword_table() {
+        assert_eq!(KEYWORD_NAMES[REF_BIT as usize], "$ref");
+        let parse = |v: serde_json::Value| match Document::parse(&v) {
+            Ok(d) => d.root,
+            Err(e) => panic!("{v}: {e}"),
+        };
+        for (v, bare) in [
+            (
+                json!({"$ref": "#/definitions/a", "definitions": {"a": {}}}),
+                true,
+            ),
+            (
+                json!({"$ref": "#/definitions/a", "type": "string", "definitions": {"a": {}}}),
+                false,
+            ),
+            (json!({"type": "string"}), false),
+        ] {
+            let Schema::Node(n) = parse(v.clone()) else {
+                panic!("{v}: no node");
+            };
+            assert_eq!(n.is_bare_ref(), bare, "{v}");
+            assert_eq!(n.is_bare_ref(), n.only(&["$ref"]), "{v}");
+            assert!(!n.is_empty(), "{v}");
+        }
+        assert!(Node::default().is_empty());
+        assert_eq!(Schema::node(Node::default()), Schema::Any);
+        let not_only = Node {
+            not: Some(Schema::Never),
+            ..Node::default()
+        };
+        assert!(!not_only.is_empty());
+    }
 
     #[test]
     fn a_node_stays_small_enough_to_copy() {

@@ -691,7 +691,7 @@ impl Compiler<'_> {
         let mut s = normalize(self.table, s, path, 0)?;
         for _ in 0..32 {
             let target = match &s {
-                Schema::Node(n) if n.only(&["$ref"]) => n.reference.as_ref().map(|r| r.target),
+                Schema::Node(n) if n.is_bare_ref() => n.reference.as_ref().map(|r| r.target),
                 // A `oneOf` of branches shown disjoint (travis's `urls`: a string, a
                 // reference to a closed object, an array) is the `anyOf` of them.
                 Schema::Node(n) if n.one_of.is_some() => {
