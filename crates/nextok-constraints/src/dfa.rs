@@ -1702,6 +1702,12 @@ impl Dfa {
         ANY_STRING.get_or_init(|| Dfa::from_regex("(?s:.)*").unwrap_or_else(|_| Dfa::empty()))
     }
 
+    /// [`Dfa::repeated_between`] with nothing around the units (the tests' reference).
+    #[cfg(test)]
+    pub(crate) fn repeated(one: &Dfa, min: usize, max: Option<usize>) -> Option<Dfa> {
+        Dfa::repeated_between(one, min, max, None, None)
+    }
+
     /// `min` to `max` (None: any number of) strings of `one` in a row, where `one` reads one
     /// unit (a character, or one character's JSON encoding): it does not accept the empty
     /// string and reads nothing after an accepting state. Written out copy by copy, a copy of
@@ -1712,8 +1718,23 @@ impl Dfa {
     /// The JSON encoding of a string is its characters' encodings in a row, so a count of
     /// characters is this over one character's encoding: built so, a long string's chunk of
     /// 128 characters took a tenth of the time that encoding the counted characters did.
-    pub(crate) fn repeated(one: &Dfa, min: usize, max: Option<usize>) -> Option<Dfa> {
+    ///
+    /// After byte `open` and before byte `close` where they are given (a JSON string's quotes
+    /// around its counted content): a state before `open` and one after `close`, written
+    /// with the rest rather than by two concatenations of the whole table (those were most of
+    /// the time of a `maxLength` string). `None` also where `one` reads `close` at its start,
+    /// where a unit's end and `close` would overlap.
+    pub(crate) fn repeated_between(
+        one: &Dfa,
+        min: usize,
+        max: Option<usize>,
+        open: Option<u8>,
+        close: Option<u8>,
+    ) -> Option<Dfa> {
         if one.start == DEAD || one.is_accept(one.start) || max.is_some_and(|m| m < min) {
+            return None;
+        }
+        if close.is_some_and(|b| one.next(one.start, b) != DEAD) {
             return None;
         }
         let n = one.num_states();
@@ -1733,25 +1754,53 @@ impl Dfa {
         }
         let ni = order.len();
         // Copies with all their states; with an upper bound, one more state after the last
-        // unit it allows.
+        // unit it allows. Before them, the state before `open`; after them, the one after
+        // `close`.
         let copies = max.unwrap_or(min + 1);
-        let m = 1 + copies * ni + usize::from(max.is_some());
+        let first = 1 + usize::from(open.is_some());
+        let bound = max.map(|_| first + copies * ni);
+        let m = first + copies * ni + usize::from(max.is_some()) + usize::from(close.is_some());
         if m > STATE_LIMIT {
             return None;
         }
-        let k = one.stride;
-        let start_of = |c: usize| (1 + c * ni) as u32;
+        // The bytes `open` and `close` each get a class of their own, unless one is alone in
+        // its class already: a new last column.
+        let mut classes = one.classes.clone();
+        let mut k = one.stride;
+        for b in [open, close].into_iter().flatten() {
+            let c = classes[b as usize];
+            if (0..=255u8).any(|x| x != b && classes[x as usize] == c) {
+                if k == 256 {
+                    return None;
+                }
+                classes[b as usize] = k as u8;
+                k += 1;
+            }
+        }
+        let start_of = |c: usize| (first + c * ni) as u32;
         let mut trans = zeroed_table(m * k);
         let mut accept = vec![false; m];
         let mut live = vec![[0u64; 4]; m];
+        let set_live = |live: &mut [u64; 4], b: u8| live[b as usize / 64] |= 1 << (b % 64);
+        // Cell `x` of a row: the column of a byte of `one`'s class `x`, for the new columns.
+        let old_class: Vec<usize> = (0..k)
+            .map(
+                |x| match (0..=255u8).find(|&b| classes[b as usize] as usize == x) {
+                    Some(b) => one.classes[b as usize] as usize,
+                    None => 0,
+                },
+            )
+            .collect();
         for c in 0..copies {
             let after = match max {
                 Some(_) => c + 1,
                 None => (c + 1).min(min),
             };
             for (i, &s) in order.iter().enumerate() {
-                let r = 1 + c * ni + i;
-                for (cell, &t) in trans[r * k..(r + 1) * k].iter_mut().zip(one.row(s)) {
+                let r = first + c * ni + i;
+                let row = one.row(s);
+                for (cell, &x) in trans[r * k..(r + 1) * k].iter_mut().zip(&old_class) {
+                    let t = row[x];
                     *cell = if t == DEAD {
                         DEAD
                     } else if one.is_accept(t) {
@@ -1764,17 +1813,48 @@ impl Dfa {
             }
             accept[start_of(c) as usize] = c >= min;
         }
-        if max.is_some() {
-            accept[m - 1] = true;
+        if let Some(b) = bound {
+            accept[b] = true;
         }
-        Some(Dfa::from_table(
-            one.classes.clone(),
-            k,
-            trans,
-            accept,
-            1,
-            live,
-        ))
+        if let Some(b) = open {
+            // The state before `open` goes to the first copy's start on it alone.
+            trans[k + classes[b as usize] as usize] = start_of(0);
+            set_live(&mut live[1], b);
+        }
+        if let Some(b) = close {
+            // Every state where the count may end reads `close` into the last state, which
+            // alone accepts.
+            let last = m - 1;
+            for r in 1..last {
+                if accept[r] {
+                    trans[r * k + classes[b as usize] as usize] = last as u32;
+                    set_live(&mut live[r], b);
+                    accept[r] = false;
+                }
+            }
+            accept[last] = true;
+        }
+        // Classes numbered by their first byte, as every other construction numbers them.
+        let mut renumber = vec![u16::MAX; k];
+        let mut next = 0u16;
+        for b in 0..=255usize {
+            let c = classes[b] as usize;
+            if renumber[c] == u16::MAX {
+                renumber[c] = next;
+                next += 1;
+            }
+            classes[b] = renumber[c] as u8;
+        }
+        if renumber.contains(&u16::MAX) {
+            return None;
+        }
+        let mut table = zeroed_table(m * k);
+        for r in 0..m {
+            for c in 0..k {
+                table[r * k + renumber[c] as usize] = trans[r * k + c];
+            }
+        }
+        Some(Dfa::from_table(classes, k, table, accept, 1, live))
     }
 
     /// Strings of `min` to `max` (None: any number of) Unicode scalar values, counted by an
@@ -4731,16 +4811,25 @@ mod tests {
                     same_language(&json, &counted.json_content().unwrap()),
                     "{class:?} {min} {max:?}"
                 );
+                // The content then its closing quote, and the whole string between quotes
+                // (as `string_automaton` builds one of bounds alone), written with the
+                // copies: the same strings as the concatenations, states reachable and live.
+                let quote = Dfa::literal(b"\"");
+                let q = Some(b'"');
+                let closed = Dfa::repeated_between(&encoded, min, max, None, q).unwrap();
+                let then_quote = json.then(&quote).unwrap().unwrap();
+                assert!(
+                    same_language(&closed, &then_quote),
+                    "{class:?} {min} {max:?}"
+                );
+                let string = Dfa::repeated_between(&encoded, min, max, q, q).unwrap();
+                let quoted = quote.then(&then_quote).unwrap().unwrap();
+                assert!(same_language(&string, &quoted), "{class:?} {min} {max:?}");
+                for d in [&closed, &string] {
+                    assert!(d.num_states() <= quoted.num_states());
+                    assert!(all_useful(d), "{class:?} {min} {max:?}");
+                }
                 if class.is_none() {
-                    // The whole string, as `string_automaton` builds one of bounds alone.
-                    let quote = Dfa::literal(b"\"");
-                    let string = quote
-                        .then(&json)
-                        .unwrap()
-                        .unwrap()
-                        .then(&quote)
-                        .unwrap()
-                        .unwrap();
                     let plain = Dfa::any_string().with_char_count(min, max).unwrap();
                     assert!(same_language(&string, &plain.json_string().unwrap()));
                 }
@@ -4750,6 +4839,43 @@ mod tests {
         assert!(Dfa::repeated(&Dfa::from_regex("a?").unwrap(), 1, Some(2)).is_none());
         assert!(Dfa::repeated(&Dfa::from_regex("ab?").unwrap(), 1, Some(2)).is_none());
         assert!(Dfa::repeated(Dfa::any_char(), 3, Some(2)).is_none());
+    }
+
+    /// Whether every state but the dead one is reachable from the start and reaches a match,
+    /// and the live bytes of each are exactly those whose transitions are not dead.
+    fn all_useful(d: &Dfa) -> bool {
+        let n = d.num_states();
+        let mut reach = vec![false; n];
+        let mut stack = vec![d.start];
+        reach[d.start as usize] = true;
+        while let Some(s) = stack.pop() {
+            for &t in d.row(s) {
+                if t != DEAD && !reach[t as usize] {
+                    reach[t as usize] = true;
+                    stack.push(t);
+                }
+            }
+        }
+        let mut live: Vec<bool> = (0..n as u32).map(|s| d.is_accept(s)).collect();
+        loop {
+            let mut changed = false;
+            for s in 1..n as u32 {
+                if !live[s as usize] && d.row(s).iter().any(|&t| t != DEAD && live[t as usize]) {
+                    live[s as usize] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        let bytes_agree = (1..n as u32).all(|s| {
+            (0..=255u8).all(|b| {
+                let bit = d.live[s as usize][b as usize / 64] >> (b % 64) & 1 == 1;
+                bit == (d.next(s, b) != DEAD)
+            })
+        });
+        (1..n).all(|s| reach[s] && live[s]) && bytes_agree
     }
 
     /// Whether two automata accept the same strings: both differences are empty.

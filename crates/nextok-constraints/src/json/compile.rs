@@ -109,14 +109,9 @@ fn counted_string(f: &StringFacets, excluded: &[Value]) -> Result<Option<Dfa>, E
         return Ok(None);
     }
     let one = Dfa::any_char().json_content()?;
-    let Some(content) = Dfa::repeated(&one, f.min_length.unwrap_or(0), f.max_length) else {
-        return Ok(None);
-    };
-    let quote = Dfa::literal(b"\"");
-    Ok(match quote.then(&content)? {
-        Some(d) => d.then(&quote)?,
-        None => None,
-    })
+    let quote = Some(b'"');
+    let (min, max) = (f.min_length.unwrap_or(0), f.max_length);
+    Ok(Dfa::repeated_between(&one, min, max, quote, quote))
 }
 
 /// Whether the JSON string of content `s` is written one way only, its bytes between quotes:
@@ -152,14 +147,16 @@ fn counted_content(
         None => Dfa::any_char().json_content()?,
         Some(c) => c.intersect(Dfa::any_char())?.json_content()?,
     };
-    let mut d = Dfa::repeated(&one, min, max).ok_or_else(internal)?;
+    // Content never reads a bare `"`, so the quote follows deterministically; written with
+    // the copies where no prefix comes before them.
+    let quote = (closed && prefix.is_none()).then_some(b'"');
+    let mut d = Dfa::repeated_between(&one, min, max, None, quote).ok_or_else(internal)?;
     if let Some(p) = prefix {
         // The prefixes end where their loop begins, reading nothing more there.
         d = p.json_content()?.then(&d)?.ok_or_else(internal)?;
-    }
-    if closed {
-        // Content never reads a bare `"`, so the quote follows deterministically.
-        d = d.then(&Dfa::literal(b"\""))?.ok_or_else(internal)?;
+        if closed {
+            d = d.then(&Dfa::literal(b"\""))?.ok_or_else(internal)?;
+        }
     }
     let d = Arc::new(d);
     memo.insert(key, &d);
