@@ -1790,12 +1790,26 @@ impl Dfa {
                 k += 1;
             }
         }
+        // Classes numbered by their first byte, as every other construction numbers them.
+        let mut renumber = vec![u16::MAX; k];
+        let mut next = 0u16;
+        for b in 0..=255usize {
+            let c = classes[b] as usize;
+            if renumber[c] == u16::MAX {
+                renumber[c] = next;
+                next += 1;
+            }
+            classes[b] = renumber[c] as u8;
+        }
+        if renumber.contains(&u16::MAX) {
+            return None;
+        }
         let start_of = |c: usize| (first + c * ni) as u32;
         let mut trans = zeroed_table(m * k);
         let mut accept = vec![false; m];
         let mut live = vec![[0u64; 4]; m];
         let set_live = |live: &mut [u64; 4], b: u8| live[b as usize / 64] |= 1 << (b % 64);
-        // Cell `x` of a row: the column of a byte of `one`'s class `x`, for the new columns.
+        // Per column of the table, the column of `one` that its bytes read.
         let old_class: Vec<usize> = (0..k)
             .map(
                 |x| match (0..=255u8).find(|&b| classes[b as usize] as usize == x) {
@@ -1847,27 +1861,7 @@ impl Dfa {
             }
             accept[last] = true;
         }
-        // Classes numbered by their first byte, as every other construction numbers them.
-        let mut renumber = vec![u16::MAX; k];
-        let mut next = 0u16;
-        for b in 0..=255usize {
-            let c = classes[b] as usize;
-            if renumber[c] == u16::MAX {
-                renumber[c] = next;
-                next += 1;
-            }
-            classes[b] = renumber[c] as u8;
-        }
-        if renumber.contains(&u16::MAX) {
-            return None;
-        }
-        let mut table = zeroed_table(m * k);
-        for r in 0..m {
-            for c in 0..k {
-                table[r * k + renumber[c] as usize] = trans[r * k + c];
-            }
-        }
-        Some(Dfa::from_table(classes, k, table, accept, 1, live))
+        Some(Dfa::from_table(classes, k, trans, accept, 1, live))
     }
 
     /// Strings of `min` to `max` (None: any number of) Unicode scalar values, counted by an
