@@ -68,13 +68,33 @@ use super::string::{is_long, string_content, without_strings};
 use super::unique::{canonical_of, unbounded, STRING_KEYWORDS};
 use super::unique_split::ZERO;
 use crate::dfa::{Dfa, Kept, DEAD};
-use crate::grammar::{total_objects, Guard, ItemCheck, ItemKey, ItemObject, Sym};
+use crate::grammar::{
+    canonical_array_head, total_objects, Guard, ItemCheck, ItemKey, ItemObject, Sym,
+};
 use crate::Error;
+
+/// Finitely many values of a property (distinct JSON values).
+enum Finite {
+    /// The values themselves.
+    Values(Vec<Value>),
+    /// Arrays of the values `items`, each the list of its items' places in `items`
+    /// (chrome-manifest's 1,956 `event_types` arrays of six strings), not made a value each.
+    Arrays(Vec<Value>, Vec<Vec<u32>>),
+}
+
+impl Finite {
+    fn is_empty(&self) -> bool {
+        match self {
+            Finite::Values(vs) => vs.is_empty(),
+            Finite::Arrays(_, arrays) => arrays.is_empty(),
+        }
+    }
+}
 
 /// How a property's value is written in the item's rules.
 enum Domain {
-    /// Finitely many values (distinct JSON values), each its own guarded nonterminal.
-    Finite(Vec<Value>),
+    /// Finitely many values, each its own guarded nonterminal.
+    Finite(Finite),
     /// Infinitely many below every proper prefix: the property's own rule, then `After`.
     Unbounded(Schema),
     /// A string whose automaton (the decoded content here) has finitely many completions at
@@ -279,7 +299,7 @@ impl Compiler<'_> {
             let s = self.resolve_bare(s, &pp)?;
             let is_required = required.contains(name);
             let finite = match finite_values(&s) {
-                Some(vs) => Some(vs),
+                Some(vs) => Some(Finite::Values(vs)),
                 None => self.finite_arrays(&s, &pp)?,
             };
             let integer = match finite {
@@ -442,7 +462,7 @@ impl Compiler<'_> {
     /// [`MAX_FINITE_ARRAYS`]) and `s` says nothing but `items` of finitely many values
     /// (`finite_values`), `minItems`, and `uniqueItems` or `maxItems` (which make the arrays
     /// finitely many): every array of them, distinct JSON values, as a finite domain.
-    fn finite_arrays(&self, s: &Schema, pp: &str) -> Result<Option<Vec<Value>>, Error> {
+    fn finite_arrays(&self, s: &Schema, pp: &str) -> Result<Option<Finite>, Error> {
         let Schema::Node(n) = s else {
             return Ok(None);
         };
@@ -470,14 +490,14 @@ impl Compiler<'_> {
             return Ok(None);
         }
         let mut arrays = FiniteArrays {
-            values: &values,
+            values: values.len(),
             unique: a.unique_items,
             shortest,
             longest,
             picks: Vec::new(),
             out: Vec::new(),
         };
-        Ok(arrays.walk().then_some(arrays.out))
+        Ok(arrays.walk().then(|| Finite::Arrays(values, arrays.out)))
     }
 
     /// A guard of item object `spec` at `check`: an empty nonterminal, checked when it is
@@ -508,6 +528,42 @@ impl Compiler<'_> {
         Ok(())
     }
 
+    /// The arrays `arrays` of the values `items` of property `i` (at `pp`), each its symbols in
+    /// a rule guarded at prediction ([`ItemCheck::Value`], value `j` the `j`th array), as
+    /// tails after `head`. Each item's symbol is made once: thousands of arrays of a few
+    /// values (chrome-manifest's `event_types`) spell the same few items over and over.
+    #[allow(clippy::too_many_arguments)]
+    fn guarded_arrays(
+        &mut self,
+        spec: u32,
+        i: u32,
+        (items, arrays): (&[Value], &[Vec<u32>]),
+        pp: &str,
+        path: &str,
+        head: &[Sym],
+        tails: &mut Vec<Vec<Sym>>,
+    ) -> Result<(), Error> {
+        let symbols = (items.iter())
+            .map(|v| self.const_value(v, pp))
+            .collect::<Result<Vec<Sym>, Error>>()?;
+        let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
+        let mut parts = Vec::new();
+        for (j, a) in arrays.iter().enumerate() {
+            parts.clear();
+            parts.push(lb);
+            for (k, &x) in a.iter().enumerate() {
+                if k > 0 {
+                    parts.push(comma);
+                }
+                parts.push(symbols[x as usize]);
+            }
+            parts.push(rb);
+            let value = self.seq(&parts);
+            tails.push(self.guarded_rule(spec, i, j, value, path, head));
+        }
+        Ok(())
+    }
+
     /// The values `vs` of property `i` (at `pp`) of finitely many values, or set apart beside
     /// unbounded ones (`null`, booleans), each its literal guarded at prediction
     /// ([`ItemCheck::Value`], value `j` the `j`th of `vs`), as tails after `head`.
@@ -522,34 +578,10 @@ impl Compiler<'_> {
         head: &[Sym],
         tails: &mut Vec<Vec<Sym>>,
     ) -> Result<(), Error> {
-        // The symbols of the arrays' items, per distinct item: thousands of arrays of a few
-        // values (chrome-manifest's `event_types`) spell the same few items over and over.
-        let mut items: Vec<(&Value, Sym)> = Vec::new();
         for (j, v) in vs.iter().enumerate() {
-            // An array's symbols go straight into the guarded rule (a property of finitely
-            // many arrays has thousands of them, each a rule of its own otherwise).
+            // An array's symbols go straight into the guarded rule.
             let value = match v {
-                Value::Array(a) => {
-                    let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
-                    let mut parts = Vec::with_capacity(2 * a.len() + 1);
-                    parts.push(lb);
-                    for (k, x) in a.iter().enumerate() {
-                        if k > 0 {
-                            parts.push(comma);
-                        }
-                        let sym = match items.iter().find(|(y, _)| *y == x) {
-                            Some(&(_, sym)) => sym,
-                            None => {
-                                let sym = self.const_value(x, pp)?;
-                                items.push((x, sym));
-                                sym
-                            }
-                        };
-                        parts.push(sym);
-                    }
-                    parts.push(rb);
-                    self.seq(&parts)
-                }
+                Value::Array(a) => self.const_array(a, pp)?,
                 v => vec![self.const_value(v, pp)?],
             };
             tails.push(self.guarded_rule(spec, i, j, value, path, head));
@@ -667,8 +699,12 @@ impl Compiler<'_> {
             let pp = format!("{ip}/properties/{name}");
             let mut tails: Vec<Vec<Sym>> = Vec::new();
             match &key.domain {
-                Domain::Finite(vs) => {
+                Domain::Finite(Finite::Values(vs)) => {
                     self.guarded_consts(spec, i, vs, &pp, path, &head, &mut tails)?;
+                }
+                Domain::Finite(Finite::Arrays(items, arrays)) => {
+                    let domain = (items.as_slice(), arrays.as_slice());
+                    self.guarded_arrays(spec, i, domain, &pp, path, &head, &mut tails)?;
                 }
                 Domain::Unbounded(s) => tails.push(self.unbounded_tail(spec, s, &pp, &head)?),
                 Domain::FiniteString(content) => {
@@ -813,17 +849,17 @@ impl Compiler<'_> {
 }
 
 /// The arrays of [`Compiler::finite_arrays`], depth-first, the shortest first at every
-/// prefix: `picks` is the prefix walked from, as indices into `values`.
-struct FiniteArrays<'a> {
-    values: &'a [Value],
+/// prefix: `picks` is the prefix walked from, as places among the `values` items may be.
+struct FiniteArrays {
+    values: usize,
     unique: bool,
     shortest: usize,
     longest: usize,
-    picks: Vec<usize>,
-    out: Vec<Value>,
+    picks: Vec<u32>,
+    out: Vec<Vec<u32>>,
 }
 
-impl FiniteArrays<'_> {
+impl FiniteArrays {
     /// Adds every array to `out` (each prefix before the arrays that extend it, those in the
     /// order of their next item); false when there are more than [`MAX_FINITE_ARRAYS`].
     fn walk(&mut self) -> bool {
@@ -836,14 +872,14 @@ impl FiniteArrays<'_> {
             let level = self.picks.len();
             let next = (level < self.longest)
                 .then(|| {
-                    (from[level]..self.values.len())
-                        .find(|i| !(self.unique && self.picks.contains(i)))
+                    (from[level]..self.values)
+                        .find(|&i| !(self.unique && self.picks.contains(&(i as u32))))
                 })
                 .flatten();
             match next {
                 Some(i) => {
                     from[level] = i + 1;
-                    self.picks.push(i);
+                    self.picks.push(i as u32);
                     from.push(0);
                     if !self.emit() {
                         return false;
@@ -864,8 +900,7 @@ impl FiniteArrays<'_> {
             if self.out.len() == MAX_FINITE_ARRAYS {
                 return false;
             }
-            let array = self.picks.iter().map(|&i| self.values[i].clone());
-            self.out.push(Value::Array(array.collect()));
+            self.out.push(self.picks.clone());
         }
         true
     }
@@ -887,7 +922,7 @@ fn spec_keys(keys: &[Key], ip: &str) -> Result<Vec<ItemKey>, Error> {
             object_dependent: Vec::new(),
         };
         match &key.domain {
-            Domain::Finite(vs) => {
+            Domain::Finite(Finite::Values(vs)) => {
                 let mut c = Vec::with_capacity(vs.len());
                 for v in vs {
                     c.push(
@@ -895,6 +930,23 @@ fn spec_keys(keys: &[Key], ip: &str) -> Result<Vec<ItemKey>, Error> {
                             invalid(ip, "internal: an enum value that is not JSON")
                         })?,
                     );
+                }
+                k.values = Some(c);
+            }
+            Domain::Finite(Finite::Arrays(items, arrays)) => {
+                // An array's canonical form is its head, then its items' forms in order.
+                let forms = (items.iter())
+                    .map(canonical_of)
+                    .collect::<Option<Vec<Vec<u8>>>>()
+                    .ok_or_else(|| invalid(ip, "internal: an enum value that is not JSON"))?;
+                let mut c = Vec::with_capacity(arrays.len());
+                for a in arrays {
+                    let mut form = Vec::new();
+                    canonical_array_head(a.len(), &mut form);
+                    for &x in a {
+                        form.extend_from_slice(&forms[x as usize]);
+                    }
+                    c.push(form);
                 }
                 k.values = Some(c);
             }
