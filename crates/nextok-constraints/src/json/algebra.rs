@@ -3,7 +3,8 @@
 //! exactly or refusing, and a sufficient test for disjointness (for `oneOf`).
 
 use super::schema::{
-    invalid, json_eq, named, unsupported, Node, ObjectFacets, RefGraph, Schema, SomeMember, TypeSet,
+    invalid, json_eq, named, unsupported, ArrayFacets, Node, ObjectFacets, RefGraph, Schema,
+    SomeMember, TypeSet,
 };
 use serde_json::Value;
 
@@ -1447,6 +1448,11 @@ pub(super) fn exactly_one(
                 b = merge(&b, &c, path)?;
                 continue;
             }
+            // Unique arrays of such objects share `[{}]` at most.
+            if let Some(c) = complement_of_arrays_apart(table, &resolved[i], &resolved[j]) {
+                b = merge(&b, &c, path)?;
+                continue;
+            }
             // The complement of branch j among branch i's values is all that branch i needs.
             let c = match complement_in(table, &own[j], path, 1, Some(&ctx))? {
                 c if !rest.is_empty() && c != Schema::Any => either(typed_only(rest), c),
@@ -2773,6 +2779,90 @@ fn complement_of_closed_apart(table: &[Schema], a: &Schema, b: &Schema) -> Optio
         }),
         false => Schema::Any,
     })
+}
+
+/// Where `a` is `uniqueItems` arrays of at least one item and the arrays of `b` (itself, or
+/// the one branch of its `anyOf`/`oneOf` that may be an array) are arrays with `items` alone
+/// besides counts, whose items share only `{}` with `a`'s ([`complement_of_closed_apart`]) and
+/// take `[{}]`: the arrays of both are `[{}]` at most, so `b`'s complement among `a`'s values
+/// is "not `[{}]`": two items or more, or one that is not `{}` (travis's notification
+/// lists, closed objects of their own keys, against lists of strings or `{"secure": ...}`).
+/// `true` where the items share nothing. `None` where this does not decide it.
+fn complement_of_arrays_apart(table: &[Schema], a: &Schema, b: &Schema) -> Option<Schema> {
+    let simple = |s: &Schema| -> Option<Arc<Node>> {
+        match deref(table, s) {
+            Schema::Node(n)
+                if n.types == Some(TypeSet::ARRAY)
+                    && n.only(&["type", "items", "uniqueItems", "minItems", "maxItems"])
+                    && n.array.items.is_some() =>
+            {
+                Some(n.clone())
+            }
+            _ => None,
+        }
+    };
+    let na = simple(a)?;
+    if !na.array.unique_items || na.array.min_items.unwrap_or(0) == 0 {
+        return None;
+    }
+    // `b`'s arrays: `b` itself, or the one branch of its union that may be an array (the
+    // others match no array, so an array matches `b` exactly when it matches that branch).
+    let nb = match simple(b) {
+        Some(nb) => nb,
+        None => {
+            let Schema::Node(u) = deref(table, b) else {
+                return None;
+            };
+            if !(u.only(&["anyOf"]) || u.only(&["oneOf"])) {
+                return None;
+            }
+            let branches = union_branches(u)?;
+            let mut arrays = branches
+                .iter()
+                .filter(|x| possible_types_in(table, x, 0).has(TypeSet::ARRAY));
+            let (Some(x), None) = (arrays.next(), arrays.next()) else {
+                return None;
+            };
+            simple(x)?
+        }
+    };
+    let item = |n: &Node| n.array.items.as_ref().map(|i| deref(table, i).clone());
+    let (ia, ib) = (item(&na)?, item(&nb)?);
+    match complement_of_closed_apart(table, &ia, &ib)? {
+        // The items share nothing, and `a` has no empty array.
+        Schema::Any => Some(Schema::Any),
+        _ => {
+            let b_takes_one = nb.array.min_items.unwrap_or(0) <= 1
+                && nb.array.max_items.is_none_or(|m| m >= 1)
+                && accepts_empty_object(table, &ib, 0) == Some(true);
+            if !b_takes_one {
+                return None;
+            }
+            let two = Schema::node(Node {
+                array: ArrayFacets {
+                    min_items: Some(2),
+                    ..ArrayFacets::default()
+                },
+                ..Node::default()
+            });
+            // One item, not `{}` (one item is unique alone, so no pair of items is compared).
+            let not_empty = Schema::node(Node {
+                array: ArrayFacets {
+                    max_items: Some(1),
+                    items: Some(object_node(ObjectFacets {
+                        min_properties: Some(1),
+                        ..ObjectFacets::default()
+                    })),
+                    ..ArrayFacets::default()
+                },
+                ..Node::default()
+            });
+            Some(Schema::node(Node {
+                any_of: Some(vec![two, not_empty]),
+                ..Node::default()
+            }))
+        }
+    }
 }
 
 /// Whether two schemas can never both match one value (a sufficient test only). Every

@@ -774,6 +774,57 @@ fn one_of_a_closed_object_and_a_union_through_references_decides_the_empty_objec
 }
 
 #[test]
+fn one_of_unique_arrays_of_objects_apart_shares_only_the_array_of_the_empty_object() {
+    // travis.json's notification lists: unique arrays of a closed object of their own keys
+    // beside a union whose arrays hold strings or `{"secure": ...}` objects. Their arrays
+    // share `[{}]` alone, which matches both (so neither) where the union's arrays may hold
+    // one item, and is the closed objects' own where they must hold two.
+    let closed = json!({"type": "object", "additionalProperties": false,
+                        "properties": {"nick": {"type": "string"}, "on": {"type": "boolean"}}});
+    let pss = json!({"oneOf": [{"type": "string"},
+                               {"type": "object", "additionalProperties": false,
+                                "properties": {"secure": {"type": "string"}}}]});
+    let schema = |least: usize| {
+        json!({"$defs": {"pss": pss,
+                         "u": {"oneOf": [{"$ref": "#/$defs/pss"},
+                                         {"type": "array", "uniqueItems": true,
+                                          "minItems": least, "items": {"$ref": "#/$defs/pss"}}]}},
+               "oneOf": [{"$ref": "#/$defs/u"}, {"type": "boolean"}, closed,
+                         {"type": "array", "uniqueItems": true, "minItems": 1, "items": closed}]})
+    };
+    let valid = [
+        r#""s""#,
+        "true",
+        r#"{"nick":"x"}"#,
+        r#"["s",{"secure":"k"}]"#,
+        r#"[{"nick":"x"}]"#,
+        r#"[{},{"nick":"x"}]"#,
+        r#"[{"on":true},{}]"#,
+    ];
+    let invalid = [
+        "{}",
+        "[]",
+        "[{},{}]",
+        r#"["s","s"]"#,
+        r#"[{"nick":"x"},"s"]"#,
+        r#"[{"nick":1}]"#,
+    ];
+    let with = |extra: &[&'static str], base: &[&'static str]| -> Vec<&'static str> {
+        base.iter().chain(extra).copied().collect()
+    };
+    check(
+        schema(1),
+        &with(&[r#"["s"]"#, r#"[{"secure":"k"}]"#], &valid),
+        &with(&["[{}]"], &invalid),
+    );
+    check(
+        schema(2),
+        &with(&["[{}]", r#"["s","t"]"#], &valid),
+        &with(&[r#"["s"]"#, r#"[{"secure":"k"}]"#], &invalid),
+    );
+}
+
+#[test]
 fn all_of_two_one_ofs_one_of_disjoint_branches_merges_as_any_of() {
     // The first `oneOf`'s branches are disjoint (a string, an integer): it is their `anyOf`,
     // which merges beside the second.
