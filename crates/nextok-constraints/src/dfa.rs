@@ -1790,34 +1790,19 @@ impl Dfa {
                 k += 1;
             }
         }
-        // Classes numbered by their first byte, as every other construction numbers them.
-        let mut renumber = vec![u16::MAX; k];
-        let mut next = 0u16;
-        for b in 0..=255usize {
-            let c = classes[b] as usize;
-            if renumber[c] == u16::MAX {
-                renumber[c] = next;
-                next += 1;
-            }
-            classes[b] = renumber[c] as u8;
-        }
-        if renumber.contains(&u16::MAX) {
-            return None;
-        }
+        // Classes numbered by their first byte, as every other construction numbers them;
+        // per column, the column of `one` that its bytes read.
+        let (dense, reps) = dense_classes(&classes);
+        let classes = Box::new(dense);
+        let k = reps.len();
+        let old_class: Vec<usize> = (reps.iter())
+            .map(|&b| one.classes[b as usize] as usize)
+            .collect();
         let start_of = |c: usize| (first + c * ni) as u32;
         let mut trans = zeroed_table(m * k);
         let mut accept = vec![false; m];
         let mut live = vec![[0u64; 4]; m];
         let set_live = |live: &mut [u64; 4], b: u8| live[b as usize / 64] |= 1 << (b % 64);
-        // Per column of the table, the column of `one` that its bytes read.
-        let old_class: Vec<usize> = (0..k)
-            .map(
-                |x| match (0..=255u8).find(|&b| classes[b as usize] as usize == x) {
-                    Some(b) => one.classes[b as usize] as usize,
-                    None => 0,
-                },
-            )
-            .collect();
         for c in 0..copies {
             let after = match max {
                 Some(_) => c + 1,

@@ -2831,10 +2831,10 @@ fn complement_of_arrays_apart(table: &[Schema], a: &Schema, b: &Schema) -> Optio
     match complement_of_closed_apart(table, &ia, &ib)? {
         // The items share nothing, and `a` has no empty array.
         Schema::Any => Some(Schema::Any),
+        // The items share `{}`, which `b`'s items take (else the complement is `true`).
         _ => {
-            let b_takes_one = nb.array.min_items.unwrap_or(0) <= 1
-                && nb.array.max_items.is_none_or(|m| m >= 1)
-                && accepts_empty_object(table, &ib, 0) == Some(true);
+            let b_takes_one =
+                nb.array.min_items.unwrap_or(0) <= 1 && nb.array.max_items.is_none_or(|m| m >= 1);
             if !b_takes_one {
                 return None;
             }

@@ -846,17 +846,31 @@ impl<'a> Compiler<'a> {
     /// The symbols of the constant array of items `a`: its brackets, items and commas, with
     /// optional whitespace between them.
     pub(super) fn const_array(&mut self, a: &[Value], path: &str) -> Result<Vec<Sym>, Error> {
+        let items = (a.iter())
+            .map(|x| self.const_value(x, path))
+            .collect::<Result<Vec<Sym>, Error>>()?;
+        Ok(self.array_of(&items))
+    }
+
+    /// The symbols of an array whose items are `items`, one symbol each: its brackets, items
+    /// and commas, with optional whitespace between them: what [`Compiler::seq`] makes of
+    /// them, written at once.
+    pub(super) fn array_of(&mut self, items: &[Sym]) -> Vec<Sym> {
         let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
-        let mut parts = Vec::with_capacity(2 * a.len() + 1);
-        parts.push(lb);
-        for (i, x) in a.iter().enumerate() {
+        let ws = self.ws;
+        let mut out = Vec::with_capacity(4 * items.len() + 3);
+        out.push(lb);
+        for (i, &x) in items.iter().enumerate() {
             if i > 0 {
-                parts.push(comma);
+                out.extend(ws);
+                out.push(comma);
             }
-            parts.push(self.const_value(x, path)?);
+            out.extend(ws);
+            out.push(x);
         }
-        parts.push(rb);
-        Ok(self.seq(&parts))
+        out.extend(ws);
+        out.push(rb);
+        out
     }
 
     /// Any JSON value except the given scalars (in any of their spellings).

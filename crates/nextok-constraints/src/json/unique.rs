@@ -43,9 +43,8 @@ use crate::grammar::{
 use crate::Error;
 
 /// The canonical form of value `v` ([`canonical_value`] of its text), an array's put
-/// together from its items' and a string's from its characters (a property of finitely many
-/// arrays has thousands: writing each out and reading it back was a fifth of
-/// chrome-manifest's `voices`).
+/// together from its items' and a string's from its characters, rather than written out as
+/// text and read back.
 pub(super) fn canonical_of(v: &Value) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     canonical_into(v, &mut out)?;

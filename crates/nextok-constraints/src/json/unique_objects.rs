@@ -546,19 +546,11 @@ impl Compiler<'_> {
         let symbols = (items.iter())
             .map(|v| self.const_value(v, pp))
             .collect::<Result<Vec<Sym>, Error>>()?;
-        let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
-        let mut parts = Vec::new();
+        let mut array = Vec::new();
         for (j, a) in arrays.iter().enumerate() {
-            parts.clear();
-            parts.push(lb);
-            for (k, &x) in a.iter().enumerate() {
-                if k > 0 {
-                    parts.push(comma);
-                }
-                parts.push(symbols[x as usize]);
-            }
-            parts.push(rb);
-            let value = self.seq(&parts);
+            array.clear();
+            array.extend(a.iter().map(|&x| symbols[x as usize]));
+            let value = self.array_of(&array);
             tails.push(self.guarded_rule(spec, i, j, value, path, head));
         }
         Ok(())
