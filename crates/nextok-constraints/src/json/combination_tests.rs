@@ -1314,3 +1314,34 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn complements_of_closed_objects_and_string_enums_exclude_exactly_their_names() {
+    // Beside the object's own name `b`, the complement of "only `a`" needs some key other
+    // than `a`: any key but `a` and `b`, or `b` itself with the object's integer (utam's
+    // recursive `selector`, its branches closed objects). Built as any key but both names,
+    // encoded directly: dropping either name from it, or taking `b` as a witness key, fails.
+    let s = json!({
+        "type": "object",
+        "properties": {"b": {"type": "integer"}},
+        "not": {"properties": {"a": {}}, "additionalProperties": false}
+    });
+    check(
+        s,
+        &[
+            r#"{"c":1}"#,
+            r#"{"b":1}"#,
+            r#"{"a":1,"b":2}"#,
+            r#"{"a":1,"ab":null}"#,
+            r#"{"":[]}"#,
+        ],
+        &["{}", r#"{"a":1}"#, r#"{"b":"x"}"#, r#"{"a":1,"b":"x"}"#],
+    );
+    // Any string but `x` and `y`: the JSON strings less those two literals.
+    let s = json!({"type": "string", "not": {"enum": ["x", "y", 3]}});
+    check(
+        s,
+        &[r#""""#, r#""xy""#, r#""z""#, r#""\"x""#, r#""x\n""#],
+        &[r#""x""#, r#""y""#, "3"],
+    );
+}

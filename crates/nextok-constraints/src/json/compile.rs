@@ -7,12 +7,13 @@ use std::sync::{Arc, OnceLock};
 use serde_json::Value;
 
 use super::algebra::{exactly_one, merge, merge_in, normalize};
+use super::containers::any_json_key_but;
 use super::number::Decimal;
 use super::schema::StringFacets;
 use super::schema::{compact, invalid, json_eq, unsupported, Node, ObjectFacets, Schema, TypeSet};
 use super::string::{is_chunked, string_content, without_strings};
 use super::JsonOptions;
-use crate::dfa::{Dfa, DfaMemo};
+use crate::dfa::{Dfa, DfaMemo, STATE_LIMIT};
 use crate::grammar::{Deferred, GrammarBuilder, Sym};
 use crate::Error;
 
@@ -78,6 +79,17 @@ pub(super) fn string_automaton(
     let memo = string_memo();
     let key = string_key(f, excluded);
     if let Some(d) = memo.get(&key) {
+        return Ok(d);
+    }
+    // Any string but a few, each written one way only (a complement of a string `enum`):
+    // the JSON strings less those literals, built directly as any key but some names is,
+    // rather than a difference of contents then encoded.
+    let words: Vec<String> = (excluded.iter().filter_map(Value::as_str))
+        .map(String::from)
+        .collect();
+    if *f == StringFacets::default() && !words.is_empty() && words.iter().all(|w| one_encoding(w)) {
+        let d = any_json_key_but(&words, STATE_LIMIT)?;
+        memo.insert(key, &d);
         return Ok(d);
     }
     let d = match counted_string(f, excluded)? {

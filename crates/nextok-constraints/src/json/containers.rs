@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::algebra::{both_of, complement, merge, normalize, value_count_bound};
 use super::compile::{one_encoding, Compiler};
 use super::resolve::escape_pointer;
-use super::schema::{named, unsupported, Node, Schema, TypeSet};
+use super::schema::{named, unsupported, Node, Schema, SomeMember, TypeSet};
 use super::string::{node_strings, pattern_dfa};
 use crate::dfa::{Dfa, DfaMemo, Kept};
 use crate::grammar::{GrammarBuilder, Guard, ObjectSpec, Sym, ADDITIONAL};
@@ -552,7 +552,22 @@ impl Compiler<'_> {
         // the keys it may be, and for each named key that may be it, the member whose value
         // also matches its schema.
         let witness = o.some_member.as_deref();
+        let one_spelling = names.iter().all(|x| one_encoding(x));
+        let literal_names =
+            key_filter.is_none() && split_dfas.is_empty() && !names.is_empty() && one_spelling;
+        // A witness that only names keys it may not be, beside names that are each one
+        // literal: its keys are any key but those and the names, encoded directly
+        // (`any_json_key_but`), rather than any content less the witness's names, intersected
+        // with any content less the object's, then encoded (three automata per complement of
+        // a closed object, most of utam's recursive `selector`).
+        let plain_witness = witness.is_some_and(|w| {
+            literal_names
+                && w.pattern.is_none()
+                && w.not_patterns.is_empty()
+                && w.not_names.iter().all(|x| one_encoding(x))
+        });
         let witness_keys = match witness {
+            Some(_) if plain_witness => None,
             Some(w) => {
                 let mut k = match &w.pattern {
                     Some(p) => pattern_dfa(p)?,
@@ -590,8 +605,12 @@ impl Compiler<'_> {
             let key = self.string_literal(name)?;
             let r = self.seq(&[key, colon, v]);
             members.push(self.b.alts(format_args!("{path} member {name}"), vec![r]));
-            witness_members.push(match (witness, &witness_keys) {
-                (Some(w), Some(k)) if k.matches(name.as_bytes()) => {
+            let witness_takes = |w: &SomeMember| match &witness_keys {
+                Some(k) => k.matches(name.as_bytes()),
+                None => plain_witness && !w.not_names.contains(name),
+            };
+            witness_members.push(match witness {
+                Some(w) if witness_takes(w) => {
                     let v = self.schema(&both_of(vs, w.value.clone()), &vp)?;
                     let r = self.seq(&[key, colon, v]);
                     Some(
@@ -607,12 +626,9 @@ impl Compiler<'_> {
         let mut add_witness_alts = Vec::new();
         let closed = additional == Schema::Never && split_dfas.is_empty();
         let max_states = self.opts.limits.max_terminal_states;
-        // Any key but names that are each one literal (no byte with an escape): the key's
-        // terminal is built from the JSON strings directly, and its content only for a
-        // witness (below).
-        let one_spelling = names.iter().all(|x| one_encoding(x));
-        let literal_names =
-            key_filter.is_none() && split_dfas.is_empty() && !names.is_empty() && one_spelling;
+        // Any key but names that are each one literal (no byte with an escape,
+        // `literal_names` above): the key's terminal is built from the JSON strings directly,
+        // and its content only for a witness that names no more than keys (below).
         // Whether the cells below are JSON strings already (else contents): where each name
         // is written one way only, so that any key but the names is encoded directly.
         let encoded_cells = key_filter.is_none() && witness.is_none() && one_spelling;
@@ -715,7 +731,18 @@ impl Compiler<'_> {
                 self.b.minus_names(key, any, &names);
             }
             add_alts.push(self.seq(&[key, colon, v]));
-            if let (Some(w), Some(k)) = (witness, &witness_keys) {
+            if let (Some(w), true) = (witness, plain_witness) {
+                // `keys` is None here: the names are literals.
+                let mut all = names.clone();
+                all.extend(w.not_names.iter().cloned());
+                let v = self.schema(&both_of(vs.clone(), w.value.clone()), &ap)?;
+                let key = self
+                    .b
+                    .shared_terminal(any_json_key_but(&all, max_states)?)?;
+                let any = Arc::new(Dfa::any_string().json_string()?);
+                self.b.minus_names(key, any, &all);
+                add_witness_alts.push(self.seq(&[key, colon, v]));
+            } else if let (Some(w), Some(k)) = (witness, &witness_keys) {
                 let wk = match &keys {
                     Some(keys) => keys.intersect(k)?,
                     None => any_key_but(&names, max_states)?.intersect(k)?,
@@ -1064,8 +1091,9 @@ fn any_key_but(names: &[String], max_states: usize) -> Result<Dfa, Error> {
 /// the encoding of [`any_key_but`]'s automaton, without building it: the encoding's table has
 /// a row per state of the names' trie and per place in an escape, and building it, with the
 /// difference beneath it, was most of the first compile of a schema of many open objects
-/// (detekt's). Kept per set of names, as `any_key_but`'s automata are.
-fn any_json_key_but(names: &[String], max_states: usize) -> Result<Arc<Dfa>, Error> {
+/// (detekt's). Kept per set of names, as `any_key_but`'s automata are. Also any string value
+/// but some (`string_automaton`).
+pub(super) fn any_json_key_but(names: &[String], max_states: usize) -> Result<Arc<Dfa>, Error> {
     static MEMO: OnceLock<DfaMemo<(Vec<String>, usize)>> = OnceLock::new();
     kept_per_names(&MEMO, names, max_states, |words| {
         let quoted: Vec<Vec<u8>> = words
