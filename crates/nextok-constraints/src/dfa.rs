@@ -2723,34 +2723,91 @@ impl Dfa {
     }
 
     /// [`Dfa::union_all`] of two or more automata, none empty, built. A state is the list of
-    /// (automaton, its state) for those not dead, in the automata's order
-    /// ([`Dfa::explore_lists`]: a list made and dropped per transition was most of the union
-    /// of tsconfig's and jsconfig's `lib`, fourteen branches under some sixty classes).
+    /// (automaton, its state) for those not dead, in the automata's order: a list made and
+    /// dropped per transition was most of the union of tsconfig's and jsconfig's `lib`,
+    /// fourteen branches under some sixty classes, so a successor is written into one buffer
+    /// and looked up by its slice. Once one automaton alone is left, as in most states of a
+    /// union of branches that part after a prefix, the state is numbered in an array per
+    /// automaton rather than hashed. Every state reaches a match (each automaton's states
+    /// do), so the table is only renumbered and its columns merged, not pruned.
     fn united(dfas: &[Dfa]) -> Result<Dfa, Error> {
         let mut classes = *dfas[0].classes;
         for d in &dfas[1..] {
             classes = refine(&classes, &d.classes);
         }
-        let start: Vec<(u32, u32)> = (0..dfas.len() as u32)
+        let (class_of, reps) = dense_classes(&classes);
+        let k = reps.len();
+        type List = Box<[(u32, u32)]>;
+        let start: List = (0..dfas.len() as u32)
             .zip(dfas.iter().map(|d| d.start))
             .collect();
-        let explored = Dfa::explore_lists(
-            start,
-            |at, x, next| {
-                // A plain loop: as an iterator chain, how it was inlined changed from build to
-                // build, and with it the time of this loop, most of a union's, by half.
-                for &(a, s) in at {
-                    let t = dfas[a as usize].next(s, x);
+        let mut alone: Vec<Vec<u32>> = dfas.iter().map(|d| vec![0; d.num_states()]).collect();
+        let mut ids: FxMap<List, u32> = FxMap::default();
+        ids.insert(start.clone(), 1);
+        let mut keys: Vec<List> = vec![start];
+        let mut raw: Vec<u32> = zeroed_table(2 * k);
+        let (mut at, mut out, mut last): (Vec<_>, Vec<_>, Vec<(u32, u32)>) =
+            (Vec::new(), Vec::new(), Vec::new());
+        let mut i = 0;
+        while i < keys.len() {
+            at.clear();
+            at.extend_from_slice(&keys[i]);
+            // The last list looked up in this row and its id: neighbouring classes often lead
+            // to the same list, which is then compared rather than hashed again.
+            let mut last_id = None;
+            for (c, &rep) in reps.iter().enumerate() {
+                out.clear();
+                // A plain loop: as an iterator chain, how it was inlined changed from build
+                // to build, and with it the time of this loop by half.
+                for &(a, s) in &at {
+                    let t = dfas[a as usize].next(s, rep);
                     if t != DEAD {
-                        next.push((a, t));
+                        out.push((a, t));
                     }
                 }
-                !next.is_empty()
-            },
-            "union",
-            &classes,
-        )?;
-        Ok(explored.automaton(|at| at.iter().any(|&(a, s)| dfas[a as usize].is_accept(s))))
+                let id = match out.as_slice() {
+                    [] => continue,
+                    &[(a, t)] => match alone[a as usize][t as usize] {
+                        0 => {
+                            let id =
+                                new_state(&mut keys, &mut raw, k, out.as_slice().into(), "union")?;
+                            alone[a as usize][t as usize] = id;
+                            id
+                        }
+                        id => id,
+                    },
+                    _ => match last_id {
+                        Some(id) if last == out => id,
+                        _ => {
+                            let id = match ids.get(out.as_slice()) {
+                                Some(&id) => id,
+                                None => {
+                                    let key: List = out.as_slice().into();
+                                    let id =
+                                        new_state(&mut keys, &mut raw, k, key.clone(), "union")?;
+                                    ids.insert(key, id);
+                                    id
+                                }
+                            };
+                            std::mem::swap(&mut last, &mut out);
+                            last_id = Some(id);
+                            id
+                        }
+                    },
+                };
+                raw[(i + 1) * k + c] = id;
+            }
+            i += 1;
+        }
+        let acc: Vec<bool> = std::iter::once(false)
+            .chain(
+                keys.iter()
+                    .map(|l| l.iter().any(|&(a, s)| dfas[a as usize].is_accept(s))),
+            )
+            .collect();
+        let mut live = vec![true; keys.len() + 1];
+        live[0] = false;
+        Ok(Dfa::from_raw_live(&raw, k, &class_of, &acc, 1, &live))
     }
 
     /// Strings accepted by `self` and not by `other`.
