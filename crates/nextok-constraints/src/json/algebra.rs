@@ -4,7 +4,7 @@
 
 use super::schema::{
     invalid, json_eq, named, unsupported, ArrayFacets, Node, ObjectFacets, RefGraph, Schema,
-    SomeMember, TypeSet,
+    SomeMember, TypeSet, Values,
 };
 use serde_json::Value;
 
@@ -1971,9 +1971,10 @@ pub(super) fn merge(a: &Schema, b: &Schema, path: &str) -> Result<Schema, Error>
         (Some(vs), Some(_)) => {
             let out: Vec<_> = ma.excluded.iter().chain(&mb.excluded).flatten().collect();
             Some(
-                vs.into_iter()
+                vs.iter()
                     .filter(|v| !out.iter().any(|w| json_eq(v, w)))
-                    .collect::<Vec<_>>(),
+                    .cloned()
+                    .collect::<Values>(),
             )
         }
         (vs, _) => vs,
@@ -1988,7 +1989,7 @@ pub(super) fn merge(a: &Schema, b: &Schema, path: &str) -> Result<Schema, Error>
             types,
             values,
             excluded: match (&ma.excluded, &mb.excluded) {
-                (Some(x), Some(y)) => Some(union(x, y)),
+                (Some(x), Some(y)) => Some(union(x, y).into()),
                 (x, y) => x.clone().or_else(|| y.clone()),
             },
             reference: same(&ma.reference, &mb.reference, "$ref", path)?,

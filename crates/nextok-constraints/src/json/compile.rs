@@ -767,7 +767,7 @@ impl<'a> Compiler<'a> {
 
     /// The values of `enum`/`const` that the node's other keywords accept.
     fn enumeration(&mut self, m: &Node, path: &str) -> Result<Sym, Error> {
-        let mut values = m.values.clone().unwrap_or_default();
+        let mut values: Vec<&Value> = m.values.iter().flatten().collect();
         let rest = Schema::node(Node {
             values: None,
             ..m.clone()
@@ -782,16 +782,16 @@ impl<'a> Compiler<'a> {
         let plain =
             |v: &Value| simple && matches!(v, Value::String(_) | Value::Bool(_) | Value::Null);
         let excluded = m.excluded.as_deref().unwrap_or_default();
-        values.retain(|v| {
+        values.retain(|&v| {
             !plain(v) || (m.types.is_none_or(|t| t.admits(v)) && !excluded.contains(v))
         });
-        if rest != Schema::Any && !values.iter().all(plain) {
+        if rest != Schema::Any && !values.iter().all(|v| plain(v)) {
             // Keep the values that the other keywords accept, checked by compiling them.
             let mut sub = Compiler::new(self.table, self.opts);
             let s = sub.schema(&rest, path)?;
             match sub.b.build_with(s, &self.opts.limits) {
-                Ok(g) => values.retain(|v| plain(v) || g.recognizes(compact(v).as_bytes())),
-                Err(Error::EmptyLanguage) => values.retain(plain),
+                Ok(g) => values.retain(|&v| plain(v) || g.recognizes(compact(v).as_bytes())),
+                Err(Error::EmptyLanguage) => values.retain(|&v| plain(v)),
                 Err(e) => return Err(e),
             }
         }
@@ -834,7 +834,7 @@ impl<'a> Compiler<'a> {
                     .iter()
                     .map(|(k, x)| {
                         let value = Schema::node(Node {
-                            values: Some(vec![x.clone()]),
+                            values: Some(vec![x.clone()].into()),
                             ..Node::default()
                         });
                         (k.clone(), value)

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::algebra::{both_of, complement, merge, normalize, value_count_bound};
 use super::compile::{one_encoding, Compiler};
 use super::resolve::escape_pointer;
-use super::schema::{named, unsupported, Node, Schema, SomeMember, TypeSet};
+use super::schema::{named, unsupported, Node, Schema, SomeMember, TypeSet, Values};
 use super::string::{node_strings, pattern_dfa};
 use crate::dfa::{Dfa, DfaMemo, Kept};
 use crate::grammar::{GrammarBuilder, Guard, ObjectSpec, Sym, ADDITIONAL};
@@ -57,7 +57,7 @@ impl Compiler<'_> {
         if let (Some(mc), Some(c)) = (max_contains, &contains_v) {
             let plain_items = items_v == Some(Schema::Any) && prefix.is_empty();
             let nc = normalize(self.table, c, &format!("{path}/contains"), 0)?;
-            let values: Option<Vec<Value>> = match &nc {
+            let values: Option<Values> = match &nc {
                 Schema::Node(o) if o.only(&["enum"]) => o.values.clone(),
                 _ => None,
             };
