@@ -1,7 +1,6 @@
 //! The compiler: typed schemas to grammar rules. Scalars and combinators live here; arrays
 //! and objects in `containers`.
 
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
@@ -14,7 +13,7 @@ use super::schema::{compact, invalid, json_eq, unsupported, Node, ObjectFacets, 
 use super::string::{is_chunked, string_content, without_strings};
 use super::JsonOptions;
 use crate::dfa::{Dfa, DfaMemo, STATE_LIMIT};
-use crate::grammar::{Deferred, GrammarBuilder, Sym};
+use crate::grammar::{Deferred, FxMap, GrammarBuilder, Sym};
 use crate::Error;
 
 /// Grammar rules for typed schemas, built into one [`GrammarBuilder`].
@@ -25,7 +24,7 @@ pub(super) struct Compiler<'a> {
     pub(super) opts: &'a JsonOptions,
     pub(super) ws: Option<Sym>,
     /// The rule of each reference target compiled so far.
-    refs: HashMap<usize, Sym>,
+    refs: FxMap<usize, Sym>,
     any: Option<Sym>,
     /// The object and array symbols of `any`, for values built around them.
     any_parts: Option<(Sym, Sym)>,
@@ -48,7 +47,7 @@ pub(super) struct Compiler<'a> {
     /// Whether that check was placed.
     pub(super) closing_placed: bool,
     /// Every schema compiled so far, by [`Schema::shape_hash`], with its symbol.
-    memo: HashMap<u64, Vec<(Schema, Sym)>>,
+    memo: FxMap<u64, Vec<(Schema, Sym)>>,
     /// The keys of `memo`'s entries in the order they were added.
     memo_log: Vec<u64>,
     /// A buffer for [`Compiler::string_literal`]'s quoted text.
@@ -189,7 +188,7 @@ impl<'a> Compiler<'a> {
             table,
             opts,
             ws,
-            refs: HashMap::new(),
+            refs: FxMap::default(),
             any: None,
             any_parts: None,
             depth: 0,
@@ -197,7 +196,7 @@ impl<'a> Compiler<'a> {
             regex_format: [None, None],
             closing: None,
             closing_placed: false,
-            memo: HashMap::new(),
+            memo: FxMap::default(),
             memo_log: Vec::new(),
             quoted: Vec::new(),
         }
@@ -728,7 +727,7 @@ impl<'a> Compiler<'a> {
             )?)?,
             None => chunk,
         };
-        let mut pieces: HashMap<(bool, usize, Option<usize>), Sym> = HashMap::new();
+        let mut pieces: FxMap<(bool, usize, Option<usize>), Sym> = FxMap::default();
         // after[i]: the content left after i chunks, then the closing quote.
         let after: Vec<u32> = (0..=q)
             .map(|i| self.b.nt(format_args!("{path} string after {i} chunks")))

@@ -1,7 +1,6 @@
 //! Arrays and objects: element positions and counts, and members in any order (or the
 //! schema's), as grammar rules over the compiled element and value schemas.
 
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
@@ -12,7 +11,7 @@ use super::resolve::escape_pointer;
 use super::schema::{named, unsupported, Node, Schema, SomeMember, TypeSet, Values};
 use super::string::{node_strings, pattern_dfa};
 use crate::dfa::{Dfa, DfaMemo, Kept};
-use crate::grammar::{GrammarBuilder, Guard, ObjectSpec, Sym, ADDITIONAL};
+use crate::grammar::{FxMap, FxSet, GrammarBuilder, Guard, ObjectSpec, Sym, ADDITIONAL};
 use crate::Error;
 
 /// The most values of a `uniqueItems` domain unrolled into one rule per subset of them; a
@@ -125,7 +124,7 @@ impl Compiler<'_> {
         let cap = max_contains.map_or(need, |x| x + 1);
         let within = |c: usize| max_contains.is_none_or(|x| c <= x);
         let (lb, rb, comma) = (self.lit("["), self.lit("]"), self.lit(","));
-        let mut states: HashMap<(usize, usize), u32> = HashMap::new();
+        let mut states: FxMap<(usize, usize), u32> = FxMap::default();
         let mut todo: Vec<(usize, usize)> = Vec::new();
         let mut get =
             |b: &mut GrammarBuilder, st: (usize, usize), todo: &mut Vec<(usize, usize)>| -> u32 {
@@ -514,7 +513,7 @@ impl Compiler<'_> {
             }
         }
         let split_dfas: Vec<&Dfa> = splitting.iter().map(|&i| &pat_dfas[i]).collect();
-        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        let mut seen: FxSet<&str> = FxSet::default();
         let listed = props
             .iter()
             .map(|(k, _)| (k, "properties (more than 1000 named)"))
@@ -767,8 +766,7 @@ impl Compiler<'_> {
                     .alts(format_args!("{path} witness additional"), add_witness_alts),
             )
         };
-        let required_set: std::collections::HashSet<&str> =
-            required.iter().map(String::as_str).collect();
+        let required_set: FxSet<&str> = required.iter().map(String::as_str).collect();
         let is_required: Vec<bool> = names
             .iter()
             .map(|x| required_set.contains(x.as_str()))
@@ -849,7 +847,7 @@ impl Compiler<'_> {
             // written (saturated at `cap`) and w whether some member was the witness that
             // `some_member` asks for (always true without one).
             type State = (u64, u32, bool);
-            let mut rest: HashMap<State, u32> = HashMap::new();
+            let mut rest: FxMap<State, u32> = FxMap::default();
             let mut todo: Vec<State> = Vec::new();
             let mut get = |b: &mut GrammarBuilder, st: State, todo: &mut Vec<State>| -> u32 {
                 let st = (st.0, st.1.min(cap), st.2);

@@ -10,7 +10,6 @@
 //! refused, in strict mode). Known annotations (`title`, `description`, `$defs`...) are dropped
 //! silently.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -19,6 +18,7 @@ use super::number::Decimal;
 use super::resolve::{escape_pointer, identifier, lookup};
 use super::string::{format_kind, FormatKind};
 use super::{Draft, FormatMode, IgnoredKeyword, IgnoredReason, JsonOptions};
+use crate::grammar::FxMap;
 use crate::Error;
 
 pub(super) fn unsupported(keyword: impl Into<String>, path: &str) -> Error {
@@ -719,7 +719,7 @@ impl Document {
         let mut p = Parser {
             off: off.to_vec(),
             root,
-            index: HashMap::new(),
+            index: FxMap::default(),
             table: Vec::new(),
             depth: 0,
             draft,
@@ -739,7 +739,7 @@ impl Document {
 struct Parser<'v> {
     root: &'v Value,
     /// Reference (as written) to its index in `table`.
-    index: HashMap<String, usize>,
+    index: FxMap<String, usize>,
     table: Vec<Schema>,
     depth: usize,
     draft: Option<Draft>,
