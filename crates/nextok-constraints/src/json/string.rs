@@ -31,29 +31,60 @@ pub(super) fn search_regexes(pattern: &str) -> Vec<String> {
         }
     }
     let alts = top_level_alternatives(&p);
-    let (mut starts, mut free) = (Vec::new(), Vec::new());
+    // By anchor: at the start (`^`) or not, and at the end (a last `$`) or not. An
+    // alternative anchored at the end is read with nothing after it: `(?s:.)*(?:b)`, not
+    // `(?s:.)*(?:b$)(?s:.)*`, whose end assertion before a loop tripled the determinization
+    // (chrome-manifest's match pattern, `^(...)|urn:(\*|.*)|<all_urls>$`).
+    let (mut starts, mut whole, mut free, mut ends) = (vec![], vec![], vec![], vec![]);
     for a in &alts {
         // `^` then a quantifier is left to the regex parser as it stands.
-        match a
+        let start = a
             .strip_prefix('^')
-            .filter(|rest| !rest.starts_with(['*', '+', '?', '{']))
-        {
-            Some(rest) => starts.push(rest),
-            None => free.push(*a),
+            .filter(|rest| !rest.starts_with(['*', '+', '?', '{']));
+        match (start, start.unwrap_or(a)) {
+            (Some(_), rest) => match end_anchored(rest) {
+                Some(body) => whole.push(body),
+                None => starts.push(rest),
+            },
+            (None, _) => match end_anchored(a) {
+                Some(body) => ends.push(body),
+                None => free.push(*a),
+            },
         }
+    }
+    if starts.is_empty() && whole.is_empty() && ends.is_empty() {
+        return vec![format!("(?s:.)*(?:{})(?s:.)*", searched(&p, true, true))];
+    }
+    let mut out = Vec::new();
+    if !whole.is_empty() {
+        out.push(format!("(?:{})", whole.join("|")));
     }
     if !starts.is_empty() {
-        let starts = searched(&starts.join("|"), false);
-        let mut out = vec![format!("(?:{starts})(?s:.)*")];
-        if !free.is_empty() {
-            out.push(format!(
-                "(?s:.)*(?:{})(?s:.)*",
-                searched(&free.join("|"), true)
-            ));
-        }
-        return out;
+        out.push(format!(
+            "(?:{})(?s:.)*",
+            searched(&starts.join("|"), true, false)
+        ));
     }
-    vec![format!("(?s:.)*(?:{})(?s:.)*", searched(&p, true))]
+    if !ends.is_empty() {
+        out.push(format!(
+            "(?s:.)*(?:{})",
+            searched(&ends.join("|"), false, true)
+        ));
+    }
+    if !free.is_empty() {
+        out.push(format!(
+            "(?s:.)*(?:{})(?s:.)*",
+            searched(&free.join("|"), true, true)
+        ));
+    }
+    out
+}
+
+/// Alternative `a` (Rust's syntax) without its last `$`, where it ends with one outside
+/// classes and unescaped: it matches only at the end of the string.
+fn end_anchored(a: &str) -> Option<&str> {
+    let (i, c, escaped, in_class) = pattern_chars(a).last()?;
+    (c == '$' && !escaped && !in_class).then(|| &a[..i])
 }
 
 /// Regex `p` (Rust's syntax) rewritten for a search that reads anything after it (and, with
@@ -66,7 +97,7 @@ pub(super) fn search_regexes(pattern: &str) -> Vec<String> {
 /// `^[^:]+://[^:/]+(:[0-9]+)?(/[^?#/]+)*(\?...)?(#.+)?` without a `$`, is a search for
 /// `[^:]+://[^:/]` at the start, where its determinization took 5.6 ms. `p` as it stands
 /// where it does not parse (the build reports the error).
-fn searched(p: &str, before: bool) -> String {
+fn searched(p: &str, after: bool, before: bool) -> String {
     use regex_syntax::hir::{Hir, HirKind, Repetition};
     /// Whether `h` may match the empty string with no assertion checked.
     fn skippable(h: &Hir) -> bool {
@@ -132,7 +163,10 @@ fn searched(p: &str, before: bool) -> String {
     let Ok(hir) = crate::dfa::parse_regex(p) else {
         return p.to_string();
     };
-    let mut q = trim(&hir, false);
+    let mut q = hir;
+    if after {
+        q = trim(&q, false);
+    }
     if before {
         q = trim(&q, true);
     }
@@ -265,7 +299,10 @@ fn build_pattern_dfa(pattern: &str) -> Result<(Dfa, bool), Error> {
     let mut d = search_dfa(&positive)?;
     let product = !looks.is_empty();
     for (negative, x) in looks {
-        let xd = Dfa::from_regex(&format!("(?:{})(?s:.)*", searched(&ecma_to_rust(x), false)))?;
+        let xd = Dfa::from_regex(&format!(
+            "(?:{})(?s:.)*",
+            searched(&ecma_to_rust(x), true, false)
+        ))?;
         d = if negative {
             d.minus(&xd)?
         } else {
@@ -1190,6 +1227,37 @@ mod tests {
         }
         // A plain pattern is `Dfa::from_regex`'s to keep, not kept twice.
         assert!(!build_pattern_dfa("^[a-z]+$").unwrap().1);
+    }
+
+    #[test]
+    fn alternatives_anchored_at_either_end_match_only_there() {
+        // Each top-level alternative keeps its own anchors (`^a$` whole, `^b` at the start,
+        // `c$` at the end, `d` anywhere); an escaped `$`, one in a class or inside a group is
+        // a character or an assertion where it stands, not the alternative's end.
+        let cases: [(&str, &[&str], &[&str]); 5] = [
+            (
+                "^a$|^b|c$|d",
+                &["a", "b", "bx", "xc", "c", "xdx", "d"],
+                &["", "ab", "xa", "cx", "xb", "ax"],
+            ),
+            ("x|y\\$", &["y$", "ay$b", "x"], &["y", "", "ya"]),
+            ("[$]|z$", &["$", "a$b", "az", "z"], &["za", "", "a"]),
+            ("a$$|^$", &["a", "ba", ""], &["ab", "b"]),
+            (
+                "(a$|b)c|e$",
+                &["bc", "xbcx", "e", "ae"],
+                &["ac", "a", "b", "ea"],
+            ),
+        ];
+        for (p, yes, no) in cases {
+            let d = pattern_dfa(p).unwrap();
+            for s in yes {
+                assert!(d.matches(s.as_bytes()), "{p} {s:?}");
+            }
+            for s in no {
+                assert!(!d.matches(s.as_bytes()), "{p} {s:?}");
+            }
+        }
     }
 }
 
