@@ -1295,28 +1295,32 @@ impl Dfa {
         let word = |b: usize| (b as u8).is_ascii_alphanumeric() || b == b'_' as usize;
         // Per byte, the positions that read it; bytes read by the same positions (and, with
         // word boundaries, words or not alike) are a class.
-        let read_by: Vec<Vec<u64>> = (0..256usize)
-            .map(|b| {
-                let mut v = vec![0u64; words + 1];
-                for (p, bytes) in places.reads.iter().enumerate().skip(1) {
-                    if bytes[b >> 6] >> (b & 63) & 1 == 1 {
-                        set(&mut v, p);
-                    }
+        // One array, a row of `words + 1` per byte (a vector per byte was 256 allocations per
+        // pattern).
+        let row = words + 1;
+        let mut read_by = vec![0u64; 256 * row];
+        for (b, v) in read_by.chunks_exact_mut(row).enumerate() {
+            for (p, bytes) in places.reads.iter().enumerate().skip(1) {
+                if bytes[b >> 6] >> (b & 63) & 1 == 1 {
+                    set(v, p);
                 }
-                v[words] = (looks && word(b)) as u64;
-                v
-            })
-            .collect();
+            }
+            v[words] = (looks && word(b)) as u64;
+        }
+        let read_by_byte = |b: usize| &read_by[b * row..b * row + words];
         let mut kinds: FxMap<&[u64], u8> = FxMap::default();
         let mut classes = [0u8; 256];
-        for (b, v) in read_by.iter().enumerate() {
+        for (b, v) in read_by.chunks_exact(row).enumerate() {
             let k = kinds.len() as u8;
-            classes[b] = *kinds.entry(v.as_slice()).or_insert(k);
+            classes[b] = *kinds.entry(v).or_insert(k);
         }
         // A state: what may be read next after a non-word byte and after a word byte (one
         // set without word boundaries), then whether the bytes so far may end the pattern.
-        let state_of = |at: &[u64], before: usize| -> Option<Vec<u64>> {
-            let mut key = vec![0u64; sides * words + 1];
+        // Written into `key`; false where nothing may be read next and the bytes so far end
+        // nothing (a dead state).
+        let state_into = |at: &[u64], before: usize, key: &mut Vec<u64>| -> bool {
+            key.clear();
+            key.resize(sides * words + 1, 0);
             for (w, &word) in at.iter().enumerate() {
                 let mut rest = word;
                 while rest != 0 {
@@ -1333,28 +1337,33 @@ impl Dfa {
             }
             let accepts = at.iter().zip(&ends[before]).any(|(x, y)| x & y != 0);
             key[sides * words] = accepts as u64;
-            (accepts || key.iter().any(|&w| w != 0)).then_some(key)
+            accepts || key.iter().any(|&w| w != 0)
         };
         let mut first = vec![0u64; words];
         set(&mut first, 0);
-        let start = state_of(&first, 0)?;
-        Some(Dfa::explore(
+        let mut start = Vec::new();
+        if !state_into(&first, 0, &mut start) {
+            return None;
+        }
+        // States are bitsets written into buffers ([`Dfa::explore_lists`]): two vectors made
+        // per transition were most of the time of a small pattern.
+        let mut at: Vec<u64> = Vec::with_capacity(words);
+        let explored = Dfa::explore_lists(
             start,
-            |s: &Vec<u64>, b| {
+            |s: &[u64], b, out: &mut Vec<u64>| {
                 let after = if looks { word(b as usize) as usize } else { 0 };
                 let next = &s[after * words..(after + 1) * words];
-                let at: Vec<u64> = (next.iter().zip(&read_by[b as usize]))
-                    .map(|(x, y)| x & y)
-                    .collect();
+                at.clear();
+                at.extend((next.iter().zip(read_by_byte(b as usize))).map(|(x, y)| x & y));
                 if at.iter().all(|&w| w == 0) {
-                    return None;
+                    return false;
                 }
-                state_of(&at, if looks { after } else { 0 })
+                state_into(&at, if looks { after } else { 0 }, out)
             },
-            |s| s[sides * words] == 1,
             pattern,
             &classes,
-        ))
+        );
+        Some(explored.map(|e| e.automaton(|s| s[sides * words] == 1)))
     }
 
     /// The automaton of `pattern` (which parses), determinized over UTF-8 bytes.
