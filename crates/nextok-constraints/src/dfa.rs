@@ -383,6 +383,17 @@ impl<K> Explored<K> {
         )
     }
 
+    /// [`Explored::automaton`] of an exploration whose every state reaches a match: renumbered
+    /// and its columns merged, without the pass that finds which states are live.
+    fn automaton_live(&self, accept: impl Fn(&K) -> bool) -> Dfa {
+        let acc: Vec<bool> = std::iter::once(false)
+            .chain(self.keys.iter().map(accept))
+            .collect();
+        let mut live = vec![true; acc.len()];
+        live[0] = false;
+        Dfa::from_raw_live(&self.raw, self.k, &self.class_of, &acc, 1, &live)
+    }
+
     /// [`Explored::automaton`] of an exploration whose every state reaches a match and whose
     /// columns all differ: the table as explored (breadth first, in class order) is what
     /// pruning would leave, so it is kept as it is rather than pruned, renumbered and
@@ -602,15 +613,40 @@ impl Dfa {
     /// dropped when the state was known was most of the time of such explorations.
     fn explore_lists<T: Copy + Hash + Eq>(
         start: Vec<T>,
+        next: impl FnMut(&[T], u8, &mut Vec<T>) -> bool,
+        what: &str,
+        classes: &[u8; 256],
+    ) -> Result<Explored<Box<[T]>>, Error> {
+        Self::explore_lists_with(start, next, 0, |_| None, what, classes)
+    }
+
+    /// [`Dfa::explore_lists`], where a list of one element `t` for which `slot(t)` is
+    /// `Some(j)` (`j` below `slots`) is numbered through an array of `slots` places rather
+    /// than hashed: a union's states once one automaton alone is left, most of them in a
+    /// union of branches that part after a prefix.
+    fn explore_lists_with<T: Copy + Hash + Eq>(
+        start: Vec<T>,
         mut next: impl FnMut(&[T], u8, &mut Vec<T>) -> bool,
+        slots: usize,
+        slot: impl Fn(&T) -> Option<usize>,
         what: &str,
         classes: &[u8; 256],
     ) -> Result<Explored<Box<[T]>>, Error> {
         let (class_of, reps) = dense_classes(classes);
         let k = reps.len();
+        let single = |list: &[T]| match list {
+            [t] => slot(t),
+            _ => None,
+        };
         let start: Box<[T]> = start.into();
         let mut ids: FxMap<Box<[T]>, u32> = FxMap::default();
-        ids.insert(start.clone(), 1);
+        let mut alone = vec![0u32; slots];
+        match single(&start) {
+            Some(j) => alone[j] = 1,
+            None => {
+                ids.insert(start.clone(), 1);
+            }
+        }
         let mut keys: Vec<Box<[T]>> = vec![start];
         // Raw table with `k` columns; row 0 is the dead state, state i has row i.
         let mut raw: Vec<u32> = zeroed_table(2 * k);
@@ -629,21 +665,28 @@ impl Dfa {
                 if !next(&at, rep, &mut out) {
                     continue;
                 }
-                let id = match last_id {
-                    Some(id) if last == out => id,
-                    _ => {
-                        let id = match ids.get(out.as_slice()) {
-                            Some(&id) => id,
-                            None => {
-                                let key: Box<[T]> = out.as_slice().into();
-                                let id = new_state(&mut keys, &mut raw, k, key.clone(), what)?;
-                                ids.insert(key, id);
-                                id
-                            }
-                        };
-                        std::mem::swap(&mut last, &mut out);
-                        last_id = Some(id);
-                        id
+                let id = if let Some(j) = single(&out) {
+                    if alone[j] == 0 {
+                        alone[j] = new_state(&mut keys, &mut raw, k, out.as_slice().into(), what)?;
+                    }
+                    alone[j]
+                } else {
+                    match last_id {
+                        Some(id) if last == out => id,
+                        _ => {
+                            let id = match ids.get(out.as_slice()) {
+                                Some(&id) => id,
+                                None => {
+                                    let key: Box<[T]> = out.as_slice().into();
+                                    let id = new_state(&mut keys, &mut raw, k, key.clone(), what)?;
+                                    ids.insert(key, id);
+                                    id
+                                }
+                            };
+                            std::mem::swap(&mut last, &mut out);
+                            last_id = Some(id);
+                            id
+                        }
                     }
                 };
                 raw[(i + 1) * k + c] = id;
@@ -2732,91 +2775,46 @@ impl Dfa {
     }
 
     /// [`Dfa::union_all`] of two or more automata, none empty, built. A state is the list of
-    /// (automaton, its state) for those not dead, in the automata's order: a list made and
-    /// dropped per transition was most of the union of tsconfig's and jsconfig's `lib`,
-    /// fourteen branches under some sixty classes, so a successor is written into one buffer
-    /// and looked up by its slice. Once one automaton alone is left, as in most states of a
-    /// union of branches that part after a prefix, the state is numbered in an array per
-    /// automaton rather than hashed. Every state reaches a match (each automaton's states
-    /// do), so the table is only renumbered and its columns merged, not pruned.
+    /// (automaton, its state) for those not dead, in the automata's order
+    /// ([`Dfa::explore_lists`]: a list made and dropped per transition was most of the union
+    /// of tsconfig's and jsconfig's `lib`, fourteen branches under some sixty classes); once
+    /// one automaton alone is left, the state is numbered by an array over every automaton's
+    /// states. Every state reaches a match (each automaton's states do), so the table is only
+    /// renumbered and its columns merged, not pruned.
     fn united(dfas: &[Dfa]) -> Result<Dfa, Error> {
         let mut classes = *dfas[0].classes;
         for d in &dfas[1..] {
             classes = refine(&classes, &d.classes);
         }
-        let (class_of, reps) = dense_classes(&classes);
-        let k = reps.len();
-        type List = Box<[(u32, u32)]>;
-        let start: List = (0..dfas.len() as u32)
+        let start: Vec<(u32, u32)> = (0..dfas.len() as u32)
             .zip(dfas.iter().map(|d| d.start))
             .collect();
-        let mut alone: Vec<Vec<u32>> = dfas.iter().map(|d| vec![0; d.num_states()]).collect();
-        let mut ids: FxMap<List, u32> = FxMap::default();
-        ids.insert(start.clone(), 1);
-        let mut keys: Vec<List> = vec![start];
-        let mut raw: Vec<u32> = zeroed_table(2 * k);
-        let (mut at, mut out, mut last): (Vec<_>, Vec<_>, Vec<(u32, u32)>) =
-            (Vec::new(), Vec::new(), Vec::new());
-        let mut i = 0;
-        while i < keys.len() {
-            at.clear();
-            at.extend_from_slice(&keys[i]);
-            // The last list looked up in this row and its id: neighbouring classes often lead
-            // to the same list, which is then compared rather than hashed again.
-            let mut last_id = None;
-            for (c, &rep) in reps.iter().enumerate() {
-                out.clear();
-                // A plain loop: as an iterator chain, how it was inlined changed from build
-                // to build, and with it the time of this loop by half.
-                for &(a, s) in &at {
-                    let t = dfas[a as usize].next(s, rep);
+        // Where each automaton's states begin among the array's places.
+        let mut offset = Vec::with_capacity(dfas.len());
+        let mut slots = 0;
+        for d in dfas {
+            offset.push(slots);
+            slots += d.num_states();
+        }
+        let explored = Dfa::explore_lists_with(
+            start,
+            |at, x, next| {
+                // A plain loop: as an iterator chain, how it was inlined changed from build to
+                // build, and with it the time of this loop, most of a union's, by half.
+                for &(a, s) in at {
+                    let t = dfas[a as usize].next(s, x);
                     if t != DEAD {
-                        out.push((a, t));
+                        next.push((a, t));
                     }
                 }
-                let id = match out.as_slice() {
-                    [] => continue,
-                    &[(a, t)] => match alone[a as usize][t as usize] {
-                        0 => {
-                            let id =
-                                new_state(&mut keys, &mut raw, k, out.as_slice().into(), "union")?;
-                            alone[a as usize][t as usize] = id;
-                            id
-                        }
-                        id => id,
-                    },
-                    _ => match last_id {
-                        Some(id) if last == out => id,
-                        _ => {
-                            let id = match ids.get(out.as_slice()) {
-                                Some(&id) => id,
-                                None => {
-                                    let key: List = out.as_slice().into();
-                                    let id =
-                                        new_state(&mut keys, &mut raw, k, key.clone(), "union")?;
-                                    ids.insert(key, id);
-                                    id
-                                }
-                            };
-                            std::mem::swap(&mut last, &mut out);
-                            last_id = Some(id);
-                            id
-                        }
-                    },
-                };
-                raw[(i + 1) * k + c] = id;
-            }
-            i += 1;
-        }
-        let acc: Vec<bool> = std::iter::once(false)
-            .chain(
-                keys.iter()
-                    .map(|l| l.iter().any(|&(a, s)| dfas[a as usize].is_accept(s))),
-            )
-            .collect();
-        let mut live = vec![true; keys.len() + 1];
-        live[0] = false;
-        Ok(Dfa::from_raw_live(&raw, k, &class_of, &acc, 1, &live))
+                !next.is_empty()
+            },
+            slots,
+            |&(a, t)| Some(offset[a as usize] + t as usize),
+            "union",
+            &classes,
+        )?;
+        Ok(explored.automaton_live(|at| at.iter().any(|&(a, s)| dfas[a as usize].is_accept(s))))
     }
 
     /// Strings accepted by `self` and not by `other`.

@@ -101,8 +101,9 @@ impl Drop for RuleList {
         lhs.clear();
         ends.clear();
         syms.clear();
-        // Kept where larger than what the thread keeps already.
-        SPARE_RULES.with(|s| {
+        // Kept where larger than what the thread keeps already (nothing while the thread's
+        // storage is being torn down).
+        let _ = SPARE_RULES.try_with(|s| {
             let kept = s.take();
             let larger = kept
                 .as_ref()

@@ -83,13 +83,15 @@ pub(super) fn string_automaton(
     // Any string but a few, each written one way only (a complement of a string `enum`):
     // the JSON strings less those literals, built directly as any key but some names is,
     // rather than a difference of contents then encoded.
-    let words: Vec<String> = (excluded.iter().filter_map(Value::as_str))
-        .map(String::from)
-        .collect();
-    if *f == StringFacets::default() && !words.is_empty() && words.iter().all(|w| one_encoding(w)) {
-        let d = any_json_key_but(&words, STATE_LIMIT)?;
-        memo.insert(key, &d);
-        return Ok(d);
+    if *f == StringFacets::default() {
+        let words: Vec<String> = (excluded.iter().filter_map(Value::as_str))
+            .map(String::from)
+            .collect();
+        if !words.is_empty() && words.iter().all(|w| one_encoding(w)) {
+            let d = any_json_key_but(&words, STATE_LIMIT)?;
+            memo.insert(key, &d);
+            return Ok(d);
+        }
     }
     let d = match counted_string(f, excluded)? {
         Some(d) => d,
